@@ -1,0 +1,202 @@
+# kiln — the one entry point.
+#
+#   make run                 train the small GPT on the bundled corpus (CPU; GPU when present)
+#   make test                every suite: core, every lab's solution (public + hidden), every
+#                            lab's skeleton failing cleanly, generated files up to date.
+#                            Ends with one line "N passed, N failed".
+#   make labNN               build the framework with lab NN's units from labs/ (yours)
+#   make test-labNN          run lab NN's public tests (HIDDEN=1 adds tests/labNN/)
+#   make skeletons           regenerate labs/*/ units from solutions/ (BEGIN/END SOLUTION)
+#   make deps                install what kiln needs (apt-get as root) or say what to install
+#   make SAN=1 test          the same with AddressSanitizer + UndefinedBehaviorSanitizer
+#
+# Unit selection (ARCHITECTURE.md, "The lab mechanism"):
+#   IMPL=labs|solutions      units of the lab being built (lab targets default to labs/,
+#                            everything else to solutions/ when it exists)
+#   PRIOR=labs|solutions     units of every other lab (default: solutions/ when it exists)
+#
+# Areas of the tree add their own targets in */*.mk fragments (book/book.mk, ...), and
+# register test steps by appending to TEST_STEPS.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+.SUFFIXES:
+MAKEFLAGS += --no-builtin-rules
+
+# ------------------------------------------------------------------ toolchain
+CC := $(if $(filter default,$(origin CC)),cc,$(CC))
+AR ?= ar
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+SAN ?= 0
+BUILD_ROOT ?= build
+BUILD := $(BUILD_ROOT)$(if $(filter 1,$(SAN)),/san,)
+OPT ?= -O2
+
+CPPFLAGS := -Icore/include -Icore -D_POSIX_C_SOURCE=200809L
+CFLAGS := -std=c11 -Wall -Wextra -Werror -g $(OPT) -fno-strict-aliasing
+LDLIBS := -lm -ldl -lpthread
+ifeq ($(SAN),1)
+  SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  CFLAGS += $(SANFLAGS)
+  LDFLAGS += $(SANFLAGS)
+endif
+
+# CUDA: built when nvcc is there, left out cleanly when it is not.
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+ifneq ($(NVCC),)
+  HAVE_CUDA := 1
+  CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
+  NVCCFLAGS := -std=c++17 -O2 -g $(CUDA_ARCH) -Icore/include -Icore -Xcompiler -Wall,-Wextra,-Werror -DKN_HAVE_CUDA=1
+  CPPFLAGS += -DKN_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+else
+  HAVE_CUDA := 0
+endif
+
+# ------------------------------------------------------------------ sources
+CORE_SRCS := $(shell find core -name '*.c' -not -path 'core/cli/*' -not -path 'core/fuzz/*' | sort)
+CLI_SRCS := $(sort $(wildcard core/cli/*.c))
+CUDA_SRCS := $(if $(filter 1,$(HAVE_CUDA)),$(shell find core -name '*.cu' | sort),)
+CORE_TEST_SRCS := $(sort $(wildcard tests/core/*.c))
+TEST_SUPPORT_SRCS := $(sort $(wildcard tests/harness/*.c))
+
+# Labs: labs/lab01-tensors -> id 01.
+LAB_DIRS := $(sort $(wildcard labs/lab[0-9][0-9]-*))
+LAB_IDS := $(patsubst labs/lab%,%,$(foreach d,$(LAB_DIRS),$(firstword $(subst -, ,$(d)))))
+HAVE_SOLUTIONS := $(if $(wildcard solutions/lab*),1,0)
+DEFAULT_IMPL := $(if $(filter 1,$(HAVE_SOLUTIONS)),solutions,labs)
+
+ifneq ($(LAB),)
+  override LAB := $(patsubst lab%,%,$(LAB))
+  ifeq ($(filter $(LAB),$(LAB_IDS)),)
+    $(error LAB=$(LAB): no such lab; labs are: $(LAB_IDS))
+  endif
+  IMPL ?= labs
+  PRIOR ?= $(DEFAULT_IMPL)
+  CFG := $(BUILD)/lab$(LAB)-$(IMPL)-$(PRIOR)
+else
+  IMPL ?= $(DEFAULT_IMPL)
+  PRIOR ?= $(IMPL)
+  CFG := $(BUILD)/$(IMPL)
+endif
+ifeq ($(filter $(IMPL),labs solutions),)
+  $(error IMPL=$(IMPL): use IMPL=labs or IMPL=solutions)
+endif
+ifeq ($(filter $(PRIOR),labs solutions),)
+  $(error PRIOR=$(PRIOR): use PRIOR=labs or PRIOR=solutions)
+endif
+
+unit_dir = $(if $(filter $(1),$(LAB)),$(IMPL),$(PRIOR))
+UNIT_SRCS := $(foreach L,$(LAB_IDS),$(wildcard $(call unit_dir,$(L))/lab$(L)-*/*.c))
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(1)))
+CORE_OBJS := $(call obj,$(CORE_SRCS) $(CUDA_SRCS))
+UNIT_OBJS := $(call obj,$(UNIT_SRCS))
+LIB := $(CFG)/libkiln.a
+KILN := $(CFG)/kiln
+
+# ------------------------------------------------------------------ compile and link
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+# The archive is rebuilt whenever the unit selection changes (the .units stamp).
+$(CFG)/.units: FORCE
+	@mkdir -p $(@D)
+	@echo '$(UNIT_SRCS)' | cmp -s - $@ || echo '$(UNIT_SRCS)' > $@
+
+$(LIB): $(CORE_OBJS) $(UNIT_OBJS) $(CFG)/.units
+	@mkdir -p $(@D)
+	@rm -f $@
+	$(AR) rcs $@ $(CORE_OBJS) $(UNIT_OBJS)
+
+$(KILN): $(call obj,$(CLI_SRCS)) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRCS)) $(LIB) $(LDLIBS)
+
+TEST_LDLIBS := -lcriterion
+TEST_SUPPORT_OBJS := $(call obj,$(TEST_SUPPORT_SRCS))
+$(BUILD)/obj/tests/%.o: CPPFLAGS += -Itests/harness
+
+# A test binary: $(call test_bin,name,sources)
+define test_bin
+$(CFG)/test-$(1): $(call obj,$(2)) $(TEST_SUPPORT_OBJS) $(LIB)
+	$$(CC) $$(LDFLAGS) -o $$@ $(call obj,$(2)) $(TEST_SUPPORT_OBJS) $(LIB) $$(TEST_LDLIBS) $$(LDLIBS)
+endef
+$(eval $(call test_bin,core,$(CORE_TEST_SRCS)))
+$(foreach L,$(LAB_IDS),$(eval $(call test_bin,lab$(L),$(wildcard labs/lab$(L)-*/tests/*.c))))
+$(foreach L,$(LAB_IDS),$(eval $(call test_bin,lab$(L)-hidden,$(wildcard tests/lab$(L)/*.c))))
+$(BUILD)/obj/labs/%.o: CPPFLAGS += -Itests/harness
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ------------------------------------------------------------------ user targets
+.PHONY: all run deps lib kiln test test-core FORCE skeletons check-skeletons clean
+
+all: $(KILN) $(CFG)/test-core
+lib: $(LIB)
+kiln: $(KILN)
+
+deps:
+	@bash core/mk/deps.sh
+
+# lab01 .. lab12: build with that lab's units (IMPL, default labs/) and PRIOR elsewhere.
+lab%: FORCE
+	@$(MAKE) --no-print-directory build-lab LAB=$*
+test-lab%: FORCE
+	@$(MAKE) --no-print-directory run-lab-tests LAB=$*
+
+.PHONY: build-lab run-lab-tests
+build-lab: $(KILN) $(CFG)/test-lab$(LAB) $(if $(filter 1,$(HIDDEN)),$(CFG)/test-lab$(LAB)-hidden)
+	@echo "lab$(LAB): built with lab$(LAB) units from $(IMPL)/, other labs from $(PRIOR)/ -> $(CFG)"
+
+RESULTS ?= $(CFG)/results
+run-lab-tests: build-lab
+	@rm -rf $(RESULTS) && mkdir -p $(RESULTS)
+	@bash tests/harness/run-suite.sh lab$(LAB) $(CFG)/test-lab$(LAB) $(RESULTS); \
+	 $(if $(filter 1,$(HIDDEN)),bash tests/harness/run-suite.sh lab$(LAB)-hidden $(CFG)/test-lab$(LAB)-hidden $(RESULTS);) \
+	 bash tests/harness/summary.sh $(RESULTS)
+
+test-core: $(CFG)/test-core
+	@mkdir -p $(RESULTS)
+	@bash tests/harness/run-suite.sh core $(CFG)/test-core $(RESULTS)
+
+# Skeletons are generated from the solutions' BEGIN/END SOLUTION regions.
+SOLUTION_UNITS := $(sort $(wildcard solutions/lab*/*.c))
+skeletons:
+	@bash core/mk/skeleton.sh generate
+check-skeletons:
+	@bash core/mk/skeleton.sh check
+
+# ------------------------------------------------------------------ make test
+# Each step writes "<passed> <failed>" into $(ALL_RESULTS)/<step>.count (run-suite.sh does)
+# and may fail; the summary adds them up and decides the exit status.
+ALL_RESULTS := $(BUILD)/test-results
+TEST_STEPS := test-step-core test-step-skeletons-fresh \
+  $(foreach L,$(LAB_IDS),test-step-lab$(L)-solution test-step-lab$(L)-skeleton)
+
+test:
+	@rm -rf $(ALL_RESULTS) && mkdir -p $(ALL_RESULTS)
+	@bash core/mk/deps.sh --check
+	@for s in $(TEST_STEPS); do $(MAKE) --no-print-directory $$s || true; done
+	@bash tests/harness/summary.sh $(ALL_RESULTS)
+
+.PHONY: $(TEST_STEPS)
+test-step-core:
+	@$(MAKE) --no-print-directory test-core IMPL=$(DEFAULT_IMPL) RESULTS=$(abspath $(ALL_RESULTS))
+test-step-skeletons-fresh:
+	@bash tests/harness/record.sh $(ALL_RESULTS) skeletons-fresh bash core/mk/skeleton.sh check
+$(foreach L,$(LAB_IDS),$(eval test-step-lab$(L)-solution: ; @$$(MAKE) --no-print-directory run-lab-tests LAB=$(L) IMPL=solutions PRIOR=solutions HIDDEN=1 RESULTS=$$(abspath $$(ALL_RESULTS))/lab$(L)-solution))
+$(foreach L,$(LAB_IDS),$(eval test-step-lab$(L)-skeleton: ; @$$(MAKE) --no-print-directory build-lab LAB=$(L) IMPL=labs PRIOR=solutions HIDDEN=1 >/dev/null && bash tests/harness/skeleton-check.sh lab$(L) $$(BUILD)/lab$(L)-labs-solutions $$(abspath $$(ALL_RESULTS))))
+
+clean:
+	rm -rf $(BUILD_ROOT)
+
+FORCE:
+
+# ------------------------------------------------------------------ area fragments
+include $(sort $(wildcard */*.mk))

@@ -1,0 +1,56 @@
+/* status.c — kn_status names and the thread-local error message.
+ *
+ * The message buffer is per thread (_Thread_local), so concurrent callers never see each
+ * other's errors. A message longer than the buffer is cut with "..." rather than lost. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln/base.h"
+
+#define KN_ERROR_MAX 1024
+
+static _Thread_local char kn_error_buf[KN_ERROR_MAX];
+
+/* ORDER STATUS */
+static const char *const kn_status_names[KN_STATUS_COUNT] = {
+    "KN_OK",          "KN_ERR_ARG",         "KN_ERR_SHAPE",          "KN_ERR_DTYPE",
+    "KN_ERR_AXIS",    "KN_ERR_OOM",         "KN_ERR_IO",             "KN_ERR_FORMAT",
+    "KN_ERR_DEVICE",  "KN_ERR_UNSUPPORTED", "KN_ERR_NOT_IMPLEMENTED", "KN_ERR_INTERNAL",
+};
+
+const char *kn_status_name(kn_status st) {
+    if ((int)st < 0 || st >= KN_STATUS_COUNT) return "KN_ERR_<invalid>";
+    return kn_status_names[st];
+}
+
+kn_status kn_verror(kn_status st, const char *fmt, va_list ap) {
+    int n = vsnprintf(kn_error_buf, sizeof kn_error_buf, fmt, ap);
+    if (n >= (int)sizeof kn_error_buf) memcpy(kn_error_buf + sizeof kn_error_buf - 4, "...", 4);
+    if (n < 0) snprintf(kn_error_buf, sizeof kn_error_buf, "%s (unformattable message)", kn_status_name(st));
+    return st;
+}
+
+kn_status kn_error(kn_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    kn_verror(st, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+const char *kn_last_error(void) { return kn_error_buf; }
+
+void kn_clear_error(void) { kn_error_buf[0] = '\0'; }
+
+kn_status kn_not_implemented(const char *lab, const char *what) {
+    return kn_error(KN_ERR_NOT_IMPLEMENTED, "not implemented (%s: %s)", lab ? lab : "lab??",
+                    what ? what : "this unit");
+}
+
+_Noreturn void kn_check_failed(const char *cond, const char *file, int line) {
+    fflush(stdout);
+    fprintf(stderr, "kiln: internal invariant broken at %s:%d: %s\n"
+                    "kiln: this is a bug in kiln, not in your input; please report it\n",
+            file, line, cond);
+    abort();
+}

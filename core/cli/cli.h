@@ -1,0 +1,9 @@
+/* cli.h — the subcommands of the `kiln` command. Adding one: write core/cli/<name>.c with
+ * `int kn_cli_<name>(int argc, char **argv)`, declare it here and add its line to
+ * KN_CLI_COMMANDS (main.c turns the list into its table). */
+#ifndef KILN_CLI_H
+#define KILN_CLI_H
+
+#define KN_CLI_COMMANDS /* {"name", kn_cli_name, "one line of help"}, */
+
+#endif
