@@ -97,13 +97,17 @@ LIB := $(CFG)/libkiln.a
 KILN := $(CFG)/kiln
 
 # ------------------------------------------------------------------ compile and link
+# `make V=1` shows the full commands.
+Q := $(if $(filter 1,$(V)),,@)
+quiet = $(if $(filter 1,$(V)),,@printf '  %-6s %s\n' $(1) $(2);)
+
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(call quiet,CC,$<)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+	$(call quiet,NVCC,$<)$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 # The archive is rebuilt whenever the unit selection changes (the .units stamp).
 $(CFG)/.units: FORCE
@@ -113,10 +117,10 @@ $(CFG)/.units: FORCE
 $(LIB): $(CORE_OBJS) $(UNIT_OBJS) $(CFG)/.units
 	@mkdir -p $(@D)
 	@rm -f $@
-	$(AR) rcs $@ $(CORE_OBJS) $(UNIT_OBJS)
+	$(call quiet,AR,$@)$(AR) rcs $@ $(CORE_OBJS) $(UNIT_OBJS)
 
 $(KILN): $(call obj,$(CLI_SRCS)) $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRCS)) $(LIB) $(LDLIBS)
+	$(call quiet,LINK,$@)$(CC) $(LDFLAGS) -o $@ $(call obj,$(CLI_SRCS)) $(LIB) $(LDLIBS)
 
 TEST_LDLIBS := -lcriterion
 TEST_SUPPORT_OBJS := $(call obj,$(TEST_SUPPORT_SRCS))
@@ -125,7 +129,7 @@ $(BUILD)/obj/tests/%.o: CPPFLAGS += -Itests/harness
 # A test binary: $(call test_bin,name,sources)
 define test_bin
 $(CFG)/test-$(1): $(call obj,$(2)) $(TEST_SUPPORT_OBJS) $(LIB)
-	$$(CC) $$(LDFLAGS) -o $$@ $(call obj,$(2)) $(TEST_SUPPORT_OBJS) $(LIB) $$(TEST_LDLIBS) $$(LDLIBS)
+	$$(call quiet,LINK,$$@)$$(CC) $$(LDFLAGS) -o $$@ $(call obj,$(2)) $(TEST_SUPPORT_OBJS) $(LIB) $$(TEST_LDLIBS) $$(LDLIBS)
 endef
 $(eval $(call test_bin,core,$(CORE_TEST_SRCS)))
 $(foreach L,$(LAB_IDS),$(eval $(call test_bin,lab$(L),$(wildcard labs/lab$(L)-*/tests/*.c))))
@@ -143,6 +147,12 @@ kiln: $(KILN)
 
 deps:
 	@bash core/mk/deps.sh
+
+# The main job: train the default small GPT on the bundled corpus (GPU when present).
+RUN_ARGS ?=
+run: $(KILN)
+	@bash core/mk/deps.sh
+	$(KILN) train $(RUN_ARGS)
 
 # lab01 .. lab12: build with that lab's units (IMPL, default labs/) and PRIOR elsewhere.
 lab%: FORCE

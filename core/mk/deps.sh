@@ -13,7 +13,9 @@ NEEDS=(
   "command -v gnuplot | gnuplot-nox"
   "command -v pandoc | pandoc"
   "command -v cc | gcc"
-  "command -v awk | gawk"
+  "command -v python3 | python3"
+  "command -v chromium | chromium"
+  "test -d /usr/share/fonts/truetype/dejavu | fonts-dejavu-core"
 )
 missing=()
 for n in "${NEEDS[@]}"; do
