@@ -155,10 +155,11 @@ run: $(KILN)
 	$(KILN) train $(RUN_ARGS)
 
 # lab01 .. lab12: build with that lab's units (IMPL, default labs/) and PRIOR elsewhere.
-lab%: FORCE
-	@$(MAKE) --no-print-directory build-lab LAB=$*
-test-lab%: FORCE
-	@$(MAKE) --no-print-directory run-lab-tests LAB=$*
+# Listed one by one (not a lab% pattern, which would also match file paths under labs/).
+LAB_TARGETS := $(foreach L,$(LAB_IDS),lab$(L) test-lab$(L))
+.PHONY: $(LAB_TARGETS)
+$(foreach L,$(LAB_IDS),$(eval lab$(L): ; @$$(MAKE) --no-print-directory build-lab LAB=$(L)))
+$(foreach L,$(LAB_IDS),$(eval test-lab$(L): ; @$$(MAKE) --no-print-directory run-lab-tests LAB=$(L)))
 
 .PHONY: build-lab run-lab-tests
 build-lab: $(KILN) $(CFG)/test-lab$(LAB) $(if $(filter 1,$(HIDDEN)),$(CFG)/test-lab$(LAB)-hidden)

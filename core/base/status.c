@@ -1,7 +1,9 @@
 /* status.c — kn_status names and the thread-local error message.
  *
  * The message buffer is per thread (_Thread_local), so concurrent callers never see each
- * other's errors. A message longer than the buffer is cut with "..." rather than lost. */
+ * other's errors. A message longer than the buffer (1023 bytes) is cut and ends with
+ * "..." rather than lost. Recording an error never allocates, so it works when out of
+ * memory. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,9 +15,18 @@ static _Thread_local char kn_error_buf[KN_ERROR_MAX];
 
 /* ORDER STATUS */
 static const char *const kn_status_names[KN_STATUS_COUNT] = {
-    "KN_OK",          "KN_ERR_ARG",         "KN_ERR_SHAPE",          "KN_ERR_DTYPE",
-    "KN_ERR_AXIS",    "KN_ERR_OOM",         "KN_ERR_IO",             "KN_ERR_FORMAT",
-    "KN_ERR_DEVICE",  "KN_ERR_UNSUPPORTED", "KN_ERR_NOT_IMPLEMENTED", "KN_ERR_INTERNAL",
+    "KN_OK",
+    "KN_ERR_ARG",
+    "KN_ERR_SHAPE",
+    "KN_ERR_DTYPE",
+    "KN_ERR_AXIS",
+    "KN_ERR_OOM",
+    "KN_ERR_IO",
+    "KN_ERR_FORMAT",
+    "KN_ERR_DEVICE",
+    "KN_ERR_UNSUPPORTED",
+    "KN_ERR_NOT_IMPLEMENTED",
+    "KN_ERR_INTERNAL",
 };
 
 const char *kn_status_name(kn_status st) {
@@ -23,10 +34,17 @@ const char *kn_status_name(kn_status st) {
     return kn_status_names[st];
 }
 
+/* The message is formatted into a scratch buffer first, so that wrapping the previous
+ * error with context, kn_error(st, "loading %s: %s", path, kn_last_error()), is safe
+ * (formatting straight into kn_error_buf would read and write the same bytes). */
 kn_status kn_verror(kn_status st, const char *fmt, va_list ap) {
-    int n = vsnprintf(kn_error_buf, sizeof kn_error_buf, fmt, ap);
-    if (n >= (int)sizeof kn_error_buf) memcpy(kn_error_buf + sizeof kn_error_buf - 4, "...", 4);
-    if (n < 0) snprintf(kn_error_buf, sizeof kn_error_buf, "%s (unformattable message)", kn_status_name(st));
+    char tmp[KN_ERROR_MAX];
+    int n = fmt ? vsnprintf(tmp, sizeof tmp, fmt, ap) : -1;
+    if (n < 0)
+        snprintf(tmp, sizeof tmp, "%s (unformattable message)", kn_status_name(st));
+    else if (n >= (int)sizeof tmp)
+        memcpy(tmp + sizeof tmp - 4, "...", 4);
+    memcpy(kn_error_buf, tmp, sizeof tmp);
     return st;
 }
 
@@ -49,8 +67,9 @@ kn_status kn_not_implemented(const char *lab, const char *what) {
 
 _Noreturn void kn_check_failed(const char *cond, const char *file, int line) {
     fflush(stdout);
-    fprintf(stderr, "kiln: internal invariant broken at %s:%d: %s\n"
-                    "kiln: this is a bug in kiln, not in your input; please report it\n",
+    fprintf(stderr,
+            "kiln: internal invariant broken at %s:%d: %s\n"
+            "kiln: this is a bug in kiln, not in your input; please report it\n",
             file, line, cond);
     abort();
 }

@@ -81,7 +81,8 @@ _Noreturn void kn_check_failed(const char *cond, const char *file, int line);
 
 typedef enum kn_log_level { KN_LOG_DEBUG, KN_LOG_INFO, KN_LOG_WARN, KN_LOG_ERROR, KN_LOG_OFF } kn_log_level;
 
-/* Messages at or above the level are written to stderr as "kiln: warn: ...".
+/* Messages at or above the level are written to stderr as "kiln: warn: ...", one line
+ * each (the newline is added; a trailing one in fmt is not doubled).
  * The initial level is KN_LOG_INFO, or KILN_LOG=debug|info|warn|error|off. */
 void kn_log_set_level(kn_log_level level);
 kn_log_level kn_log_get_level(void);
@@ -117,9 +118,10 @@ typedef struct kn_arena {
 } kn_arena;
 
 void kn_arena_init(kn_arena *a, size_t block_size);
-/* NULL on failure (OOM or bad alignment); never aborts. */
+/* NULL on failure (OOM or bad alignment), with a message in kn_last_error(); never aborts.
+ * align 0 means _Alignof(max_align_t); n 0 gives a distinct one-byte allocation. */
 void *kn_arena_alloc(kn_arena *a, size_t n, size_t align);
-void kn_arena_reset(kn_arena *a); /* forget everything, keep the first block */
+void kn_arena_reset(kn_arena *a); /* forget everything, keep one block for reuse */
 void kn_arena_free(kn_arena *a);  /* release every block */
 
 /* ---------------------------------------------------------------- dtypes */
@@ -144,7 +146,7 @@ bool kn_dtype_is_float(kn_dtype dt);        /* f32 f64 f16 bf16 */
 /* Parse "f32", "float32", "bf16", ...: KN_ERR_ARG naming the text when unknown. */
 kn_status kn_dtype_from_name(const char *name, kn_dtype *out);
 /* The dtype two operands promote to (f64 > f32 > bf16/f16 > i64 > i32 > u8 > bool;
- * f16 with bf16 gives f32). */
+ * f16 with bf16 gives f32). KN_DT_COUNT (invalid) when either operand is invalid. */
 kn_dtype kn_dtype_promote(kn_dtype a, kn_dtype b);
 
 /* Half-precision conversions. Rounding is to nearest, ties to even; NaN stays NaN (quiet),
@@ -186,8 +188,11 @@ kn_rng kn_rng_new(uint64_t seed);
  * parent is unchanged. Splitting with different ids gives non-overlapping streams. */
 kn_rng kn_rng_split(const kn_rng *r, uint64_t id);
 uint32_t kn_rng_u32(kn_rng *r);                 /* next word; advances offset by 1 */
-/* Fill n values and advance offset by n (uniform) or 2n... see base/rng.c for the exact
- * consumption, which the GPU kernels reproduce. */
+/* Fill n values, starting at the word `offset`, and advance offset by the words used:
+ *   uniform_f32: n (value j from word j);   uniform_f64: 2n (words 2j, 2j+1);
+ *   normal_f32: n rounded up to even (values 2p, 2p+1 from words 2p, 2p+1);
+ *   normal_f64: 2 * (n rounded up to even) (values 2p, 2p+1 from words 4p .. 4p+3).
+ * base/rng.c gives the exact formulas, which the GPU kernels reproduce. */
 void kn_rng_uniform_f32(kn_rng *r, float *out, int64_t n);   /* in [0, 1) */
 void kn_rng_normal_f32(kn_rng *r, float *out, int64_t n);    /* N(0, 1), Box-Muller */
 void kn_rng_uniform_f64(kn_rng *r, double *out, int64_t n);  /* in [0, 1), 53 bits */
@@ -215,6 +220,7 @@ typedef struct kn_json {
     bool expect_value;    /* a key was written, its value is next */
     bool pretty;          /* newlines and two-space indentation */
     kn_status err;        /* first misuse or I/O error, KN_OK otherwise */
+    char errmsg[192];     /* its message, reported by kn_json_finish */
 } kn_json;
 
 void kn_json_init_file(kn_json *j, FILE *f, bool pretty);
@@ -247,13 +253,21 @@ typedef struct kn_progress {
     int last_pct_printed;
     bool tty;
     bool enabled;
+    int quiet_every;     /* percent between plain lines when not a terminal (10) */
 } kn_progress;
 
+/* Start a bar on stderr. total <= 0 means unknown: a count without bar, percent or ETA. */
 void kn_progress_begin(kn_progress *p, const char *label, int64_t total);
+/* The same on another stream (a log file, a test's tmpfile); a terminal is detected with
+ * isatty on its descriptor. */
+void kn_progress_begin_file(kn_progress *p, FILE *out, const char *label, int64_t total);
 /* Set the count of done items and an optional extra text ("loss 2.31  1.2k tok/s"). */
 void kn_progress_update(kn_progress *p, int64_t done, const char *extra);
 void kn_progress_end(kn_progress *p, const char *extra);
 /* Monotonic seconds. */
 double kn_time_now(void);
+/* A duration as "m:ss" (under an hour) or "h:mm:ss", e.g. 42 -> "0:42", 3723 -> "1:02:03";
+ * negative, NaN or absurdly long (over 9999 hours) -> "?:??". Writes at most n bytes. */
+void kn_format_duration(double seconds, char *buf, size_t n);
 
 #endif /* KILN_BASE_H */

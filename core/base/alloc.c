@@ -1,0 +1,92 @@
+/* alloc.c — the one allocation hook of kiln, with fault injection for tests.
+ *
+ * Every allocation in the library goes through kn_malloc / kn_calloc / kn_realloc /
+ * kn_strdup and every release through kn_free. Having one door means a test can make the
+ * n-th allocation fail (kn_alloc_fail_after) and check that the code under test returns
+ * KN_ERR_OOM cleanly instead of crashing or leaking: the SQLite and Lua test strategy.
+ *
+ * Invariants:
+ *   - kn_malloc(0) and kn_realloc(p, 0) return a unique, non-NULL pointer (one byte is
+ *     really allocated), so "NULL means failure" holds without exceptions;
+ *   - nothing here aborts: on failure the functions return NULL and leave errno alone;
+ *   - requests above PTRDIFF_MAX fail up front (no object may be that large in C, and
+ *     sanitizer allocators would otherwise abort instead of returning NULL).
+ *
+ * The injection state is two C11 atomics, so concurrent threads may allocate while a test
+ * counts; the countdown is meant for single-threaded tests (with several threads it is
+ * still race-free, but which thread's allocation fails first is not determined). */
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln/base.h"
+
+/* Successful allocations so far (kn_malloc, kn_calloc, kn_realloc, kn_strdup). */
+static _Atomic long kn_alloc_successes = 0;
+/* Allocations still allowed to succeed before every later one fails; -1: injection off. */
+static _Atomic long kn_alloc_budget = -1;
+
+void kn_alloc_fail_after(long n) { atomic_store(&kn_alloc_budget, n < 0 ? -1 : n); }
+
+long kn_alloc_count(void) { return atomic_load(&kn_alloc_successes); }
+
+/* True when the injected fault says this allocation must fail; otherwise uses up one unit
+ * of the budget. A compare-and-swap loop keeps two threads from spending the same unit. */
+static bool kn_alloc_should_fail(void) {
+    long b = atomic_load(&kn_alloc_budget);
+    for (;;) {
+        if (b < 0) return false; /* injection off */
+        if (b == 0) return true; /* budget spent: fail from now on */
+        if (atomic_compare_exchange_weak(&kn_alloc_budget, &b, b - 1)) return false;
+    }
+}
+
+static void *kn_alloc_done(void *p) {
+    if (p) atomic_fetch_add(&kn_alloc_successes, 1);
+    return p;
+}
+
+void *kn_malloc(size_t n) {
+    if (n > (size_t)PTRDIFF_MAX || kn_alloc_should_fail()) return NULL;
+    return kn_alloc_done(malloc(n ? n : 1));
+}
+
+void *kn_calloc(size_t count, size_t size) {
+    /* count * size must not wrap around: a wrapped product would allocate a tiny block
+     * that the caller then overruns. */
+    if (size != 0 && count > (size_t)PTRDIFF_MAX / size) return NULL;
+    if (kn_alloc_should_fail()) return NULL;
+    size_t n = count * size;
+    return kn_alloc_done(calloc(n ? n : 1, 1));
+}
+
+/* Like realloc(3), except that n == 0 keeps one byte alive instead of freeing, and on
+ * failure p is left untouched and still owned by the caller. kn_realloc(NULL, n) is
+ * kn_malloc(n). */
+void *kn_realloc(void *p, size_t n) {
+    if (!p) return kn_malloc(n);
+    if (n > (size_t)PTRDIFF_MAX || kn_alloc_should_fail()) return NULL;
+    return kn_alloc_done(realloc(p, n ? n : 1));
+}
+
+void kn_free(void *p) { free(p); }
+
+#if defined(__SANITIZE_ADDRESS__)
+/* Under AddressSanitizer (make SAN=1) a malloc that cannot be satisfied aborts the process
+ * by default ("allocation-size-too-big", "out of memory"). kiln's contract is that it
+ * returns NULL, and tests check that, so the sanitizer is asked to behave like libc. This
+ * is ASan's documented hook; ASAN_OPTIONS in the environment still overrides it. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+#endif
+
+/* A kn_malloc'ed copy of s (kn_free it); NULL when s is NULL or on failure. */
+char *kn_strdup(const char *s) {
+    if (!s) return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = kn_malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
