@@ -7,7 +7,7 @@ lab=$1 cfg=$2 results=$3
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 bash tests/harness/run-suite.sh "$lab" "$cfg/test-$lab" "$tmp" > "$tmp/out" 2>&1
 bash tests/harness/run-suite.sh "$lab-hidden" "$cfg/test-$lab-hidden" "$tmp" >> "$tmp/out" 2>&1
-read -r p1 f1 a1 < "$tmp/$lab.count"; read -r p2 f2 a2 < "$tmp/$lab-hidden.count"
+read -r p1 f1 a1 _ < "$tmp/$lab.count"; read -r p2 f2 a2 _ < "$tmp/$lab-hidden.count"
 p=$((p1 + p2)) f=$((f1 + f2)) a=$((a1 + a2))
 why=""
 [ "$f1" -gt 0 ] || why="its public tests did not fail"
@@ -16,10 +16,10 @@ why=""
 grep -q "not implemented ($lab" "$tmp/out" || why="${why:+$why; }no 'not implemented ($lab: ...)' message"
 mkdir -p "$results"
 if [ -z "$why" ]; then
-    echo "1 0 0" > "$results/skeleton-$lab.count"
+    echo "1 0 0 0" > "$results/skeleton-$lab.count"
     echo "skeleton-$lab: fails cleanly ($f failed, $p passed, 0 crashed): 1 passed, 0 failed"
 else
-    echo "0 1 0" > "$results/skeleton-$lab.count"
+    echo "0 1 0 0" > "$results/skeleton-$lab.count"
     echo "skeleton-$lab: $why: 0 passed, 1 failed"
     grep -E 'CRASH' "$tmp/out" | head -20
     exit 1

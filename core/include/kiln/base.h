@@ -20,6 +20,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" {
+#define KN_NORETURN [[noreturn]]
+#else
+#define KN_NORETURN _Noreturn
+#endif
+
 /* ---------------------------------------------------------------- status and errors */
 
 /* ORDER STATUS: kn_status_name() in core/base/status.c follows this order. */
@@ -69,7 +76,7 @@ kn_status kn_not_implemented(const char *lab, const char *what);
     do {                                                                 \
         if (!(cond)) kn_check_failed(#cond, __FILE__, __LINE__);         \
     } while (0)
-_Noreturn void kn_check_failed(const char *cond, const char *file, int line);
+KN_NORETURN void kn_check_failed(const char *cond, const char *file, int line);
 
 #ifdef NDEBUG
 #define KN_DEBUG_ASSERT(cond) ((void)0)
@@ -269,5 +276,9 @@ double kn_time_now(void);
 /* A duration as "m:ss" (under an hour) or "h:mm:ss", e.g. 42 -> "0:42", 3723 -> "1:02:03";
  * negative, NaN or absurdly long (over 9999 hours) -> "?:??". Writes at most n bytes. */
 void kn_format_duration(double seconds, char *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KILN_BASE_H */

@@ -12,11 +12,35 @@
  * wrong device — returns an error whose message (kn_last_error()) names the function, the
  * shapes and dtypes involved, and what was expected. Nothing here aborts on bad input.
  *
- * Axes may be negative, counting from the end (-1 is the last axis), as in NumPy. */
+ * Axes may be negative, counting from the end (-1 is the last axis), as in NumPy.
+ *
+ * Which status for which mistake (the same in every function here):
+ *   KN_ERR_ARG     a NULL pointer; ndim outside [0, KN_MAX_DIMS]; an op outside its enum; an
+ *                  element index out of range (get/set, embedding); a slice step < 1;
+ *   KN_ERR_SHAPE   a negative size; numel (or its bytes) overflowing int64; shapes that do
+ *                  not broadcast or do not match; squeezing an axis whose size is not 1;
+ *   KN_ERR_DTYPE   an invalid dtype, or one the operation does not take;
+ *   KN_ERR_AXIS    an axis out of range, or repeated (permute, reduce);
+ *   KN_ERR_DEVICE  a tensor that is not on the CPU given to a CPU kernel (every function
+ *                  below that reads or writes elements; views and kn_tensor_to work on any
+ *                  device), or a device that is unusable (no GPU, bad index, driver error);
+ *   KN_ERR_UNSUPPORTED  a device whose backend is not built in ("built without CUDA");
+ *   KN_ERR_OOM     an allocation failed (kn_alloc_fail_after reaches every one of them);
+ *   KN_ERR_NOT_IMPLEMENTED  a lab 01 unit below is still the skeleton.
+ * Device backends and the byte-level kn_device_* functions are in kiln/device.h.
+ *
+ * Numerics of the CPU kernels: NaN propagates through max/min (binary and reduce); argmax
+ * counts NaN as the largest value; integer results are computed in double and stored with
+ * kn_dtype_store (truncation toward zero, saturation); arithmetic on two bool tensors is
+ * KN_ERR_DTYPE (compare them, or cast first). */
 #ifndef KILN_TENSOR_H
 #define KILN_TENSOR_H
 
 #include "kiln/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define KN_MAX_DIMS 8
 
@@ -82,7 +106,7 @@ kn_status kn_tensor_item(const kn_tensor *t, double *out);
 kn_status kn_tensor_to_f64(const kn_tensor *t, double *out);
 /* "[2,3,4]" into buf (always NUL-terminated); returns buf, for error messages. */
 const char *kn_shape_str(int ndim, const int64_t *shape, char *buf, size_t size);
-/* "f32[2,3,4]" — dtype and shape of a tensor. */
+/* "f32[2,3,4]" — dtype and shape of a tensor ("f32[2,3]@cuda:0" off the CPU). */
 const char *kn_tensor_str(const kn_tensor *t, char *buf, size_t size);
 /* Print a small tensor (NumPy-like, elided past `max_items` per axis) to f. */
 void kn_tensor_print(FILE *f, const kn_tensor *t, int max_items);
@@ -145,7 +169,8 @@ kn_status kn_tensor_unary(kn_tensor **out, kn_unary_op op, const kn_tensor *x);
 kn_status kn_tensor_binary(kn_tensor **out, kn_binary_op op, const kn_tensor *a, const kn_tensor *b);
 /* x op s, with s converted to x's dtype. */
 kn_status kn_tensor_binary_scalar(kn_tensor **out, kn_binary_op op, const kn_tensor *x, double s);
-/* cond ? a : b elementwise; cond is bool; all three broadcast. */
+/* cond ? a : b elementwise; cond is bool; all three broadcast; the result has the
+ * promoted dtype of a and b. */
 kn_status kn_tensor_where(kn_tensor **out, const kn_tensor *cond, const kn_tensor *a, const kn_tensor *b);
 
 /* ---------------------------------------------------------------- reductions and more */
@@ -192,5 +217,9 @@ kn_status kn_tensor_copy_into(kn_tensor *dst, const kn_tensor *src);
  * Sum/mean/prod accumulate in f64; mean of integers is an f32 result; max/min of an
  * empty reduction is KN_ERR_SHAPE. Output dtype: x's dtype (f32 for integer mean). */
 kn_status kn_tensor_reduce(kn_tensor **out, kn_reduce_op op, const kn_tensor *x, int naxes, const int *axes, bool keepdim);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KILN_TENSOR_H */
