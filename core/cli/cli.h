@@ -4,6 +4,10 @@
 #ifndef KILN_CLI_H
 #define KILN_CLI_H
 
-#define KN_CLI_COMMANDS /* {"name", kn_cli_name, "one line of help"}, */
+int kn_cli_ir(int argc, char **argv);
+int kn_cli_train(int argc, char **argv);
+#define KN_CLI_COMMANDS /* {"name", kn_cli_name, "one line of help"}, */ \
+    {"ir", kn_cli_ir, "print, verify or run an IR text file"}, \
+    {"train", kn_cli_train, "train a small GPT on the CPU (kiln train --help)"},
 
 #endif

@@ -13,6 +13,8 @@ NEEDS=(
   "command -v gnuplot | gnuplot-nox"
   "command -v pandoc | pandoc"
   "command -v cc | gcc"
+  "command -v clang | clang"
+  "ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a | libclang-rt-14-dev"
   "command -v python3 | python3"
   "command -v chromium | chromium"
   "test -d /usr/share/fonts/truetype/dejavu | fonts-dejavu-core"

@@ -1,0 +1,343 @@
+/* kiln/ir.h — the graph IR: an op table, SSA graphs of typed values, a builder that runs
+ * eagerly or records a graph, a text format (printer + parser), a verifier and a CPU
+ * interpreter.
+ *
+ * A graph is a list of nodes in definition order. Node i defines the SSA value %i, whose
+ * type is a dtype and a shape (kn_type). A node names its op, its operands (earlier values)
+ * and its attributes. Sources (`input`, `param`, `full`) have no operands. A graph also has
+ * an ordered list of outputs. Every op is one line of core/ir/ops.def (name, arity,
+ * category, attributes, shape rule, CPU kernel, backward rule, cost).
+ *
+ * Text format (one node per line; `#` starts a comment; blank lines are ignored):
+ *
+ *     %0 = input {name="x"} : f32[4,8]
+ *     %1 = param {name="w"} : f32[8,16]
+ *     %2 = matmul %0, %1 : f32[4,16]
+ *     %3 = softmax %2 {axis=0} : f32[4,16]
+ *     %4 = sum %3 {axes=[0,1]} : f32[]
+ *     output %4
+ *
+ * i.e. `%ID = OP [OPERAND {, OPERAND}] [{ATTR=VALUE {, ATTR=VALUE}}] : DTYPE[DIMS]` and at
+ * most one final `output %A {, %B}` line. Ids may be any `%name` of letters, digits, `_` and `.`
+ * in text read by the parser; the printer numbers values 0, 1, 2, ... so printing what
+ * was parsed gives back the canonical text: print(parse(print(g))) == print(g), byte for
+ * byte. Attribute values are integers, floats (printed with %.17g, so they read back
+ * exactly; inf and nan allowed), integer lists `[1,2]`, dtypes (`f32`) and strings
+ * (`"wte"`, no quotes or backslashes inside). The printer writes required attributes
+ * always and optional ones only when they differ from their default, in the order of the
+ * attribute table; the parser accepts any order. The parser checks syntax only (errors:
+ * "line:col: expected ..."); kn_graph_verify checks meaning.
+ *
+ * Builder (the API model code is written against):
+ *
+ *     kn_builder *b; kn_builder_new(&b, KN_MODE_EAGER);      // or KN_MODE_GRAPH
+ *     kn_val x = kn_input(b, "x", x_tensor);                  // eager: holds x_tensor
+ *     kn_val w = kn_param(b, "w", w_tensor);
+ *     kn_val y = kn_softmax(b, kn_matmul(b, x, w), -1);
+ *     if (kn_builder_status(b) != KN_OK) ... kn_builder_error(b) ...
+ *
+ * Errors are sticky: the first failing call records its message ("kn_add: operand shapes
+ * f32[2,3] and f32[4] do not broadcast") and returns KN_VAL_NONE; every later call with
+ * the builder in error, or with KN_VAL_NONE as an operand, does nothing and returns
+ * KN_VAL_NONE. So model code checks once, at the end.
+ *
+ * Both modes record the graph. EAGER mode also runs every node at once on the CPU
+ * kernels, and the value holds its tensor (kn_val_tensor). GRAPH mode only records;
+ * kn_builder_finish hands over the graph, which the interpreter (kn_interp) runs with the
+ * inputs and params bound by name. Eager and interpreted runs call the same kernel for
+ * each node, so they agree bitwise. This is capture: one model function, two modes.
+ *
+ * Runtime values are always contiguous tensors on the CPU (views are materialized by
+ * their kernels; reshape of a contiguous tensor is an alias). CPU kernels exist for f32
+ * and f64 (float ops), plus the integer index operands of embedding and cross_entropy,
+ * bool for eq/where, and any pair of dtypes for cast. Binary ops do not promote: their
+ * operands must have the same dtype (insert a cast).
+ *
+ * Threads: the CPU kernels split large matrix products and row-wise kernels over
+ * KILN_THREADS threads (default: the online CPUs); results do not depend on the thread
+ * count. A builder, graph or interpreter is used by one thread at a time.
+ *
+ * Ownership: a graph owns its nodes; a builder owns its graph until kn_builder_finish;
+ * tensors returned by kn_val_tensor and kn_interp_output are borrowed (valid until the
+ * builder/interpreter is freed, or the next kn_interp_run). */
+#ifndef KILN_IR_H
+#define KILN_IR_H
+
+#include "kiln/base.h"
+#include "kiln/tensor.h"
+
+/* ---------------------------------------------------------------- ops and attributes */
+
+/* ORDER OP: generated from core/ir/ops.def; every table indexed by kn_op follows it. */
+typedef enum kn_op {
+#define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) KN_OP_##E,
+#include "ir/ops.def"
+    KN_OP_COUNT
+} kn_op;
+
+/* ORDER ATTR: generated from core/ir/ops.def (KN_ATTR lines). */
+typedef enum kn_attr_id {
+#define KN_ATTR(E, name, kind, dflt) KN_ATTR_##E,
+#include "ir/ops.def"
+    KN_ATTR_COUNT
+} kn_attr_id;
+
+#define KN_ABIT(E) (1u << KN_ATTR_##E)
+
+typedef enum kn_op_category {
+    KN_CAT_SOURCE = 0,    /* input, param, full: no operands */
+    KN_CAT_ELEMENTWISE,   /* same-shape (broadcasting) pointwise maps */
+    KN_CAT_REDUCTION,     /* sum, mean, max over axes */
+    KN_CAT_MATMUL,        /* batched matrix product */
+    KN_CAT_VIEW,          /* reshape, permute, broadcast_to, slice: no arithmetic */
+    KN_CAT_MOVEMENT,      /* gathers and scatters: embedding, slice_grad, ... */
+    KN_CAT_OTHER,         /* fused NN ops: softmax, layernorm, cross_entropy, ... */
+    KN_CAT_COUNT
+} kn_op_category;
+
+/* The fixed set of attributes any node may carry. Which ones an op takes (required or
+ * optional) is in its ops.def line; unused fields keep their defaults. */
+#define KN_NAME_MAX 64
+typedef struct kn_attrs {
+    int naxes;                      /* axes: reduction axes; empty = all axes */
+    int64_t axes[KN_MAX_DIMS];
+    int nperm;                      /* perm: permutation of 0..ndim-1 */
+    int64_t perm[KN_MAX_DIMS];
+    int nshape;                     /* shape: target shape (reshape may hold one -1) */
+    int64_t shape[KN_MAX_DIMS];
+    int64_t axis;                   /* softmax/log_softmax/slice axis; default -1 */
+    int64_t keepdim;                /* 0/1, default 0 */
+    int64_t start, stop, step;      /* slice: Python-style, clamped; step >= 1 (default 1) */
+    int64_t ta, tb;                 /* matmul: use the transpose of a / b (last two axes) */
+    int64_t seed, offset;           /* dropout: Philox key and first word of the stream */
+    double eps;                     /* layernorm: default 1e-5 */
+    double p;                       /* dropout probability in [0, 1) */
+    double value;                   /* full: the fill value; causal_fill: the fill value */
+    kn_dtype dtype;                 /* cast: the target dtype */
+    char name[KN_NAME_MAX];         /* input/param: the binding name */
+} kn_attrs;
+
+/* The defaults every node starts from (axis -1, step 1, eps 1e-5, dtype f32, ...). */
+kn_attrs kn_attrs_default(void);
+
+typedef struct kn_op_info {
+    const char *name;         /* text name: "matmul" */
+    int arity;                /* number of operands */
+    kn_op_category category;
+    uint32_t req_attrs;       /* KN_ABIT(...) mask of required attributes */
+    uint32_t opt_attrs;       /* mask of optional attributes */
+    bool differentiable;      /* has a backward rule */
+} kn_op_info;
+
+const kn_op_info *kn_op_get(kn_op op);           /* NULL for an invalid op */
+const char *kn_op_name(kn_op op);                /* "?" for an invalid op */
+/* KN_OP_COUNT when the name is unknown. */
+kn_op kn_op_from_name(const char *name, size_t len);
+const char *kn_attr_name(kn_attr_id a);
+const char *kn_op_category_name(kn_op_category c);
+
+/* ---------------------------------------------------------------- graphs */
+
+#define KN_MAX_OPERANDS 4
+
+typedef struct kn_type {
+    kn_dtype dtype;
+    int ndim;                       /* 0 for a scalar */
+    int64_t shape[KN_MAX_DIMS];
+} kn_type;
+
+typedef struct kn_node {
+    kn_op op;
+    int nin;                        /* == the op's arity in a verified graph */
+    int32_t in[KN_MAX_OPERANDS];    /* operand value ids, each < this node's id */
+    kn_type type;                   /* the type of the value this node defines */
+    kn_attrs attrs;
+} kn_node;
+
+typedef struct kn_graph {
+    kn_node *nodes;                 /* owned; node i defines %i */
+    int nnodes, cap;
+    int32_t *outputs;               /* owned; value ids, in order */
+    int noutputs, cap_outputs;
+} kn_graph;
+
+/* A value handle: the id of the node that defines it. KN_VAL_NONE after an error. */
+typedef struct kn_val { int32_t id; } kn_val;
+#define KN_VAL_NONE ((kn_val){-1})
+static inline bool kn_val_ok(kn_val v) { return v.id >= 0; }
+
+kn_status kn_graph_new(kn_graph **out);
+void kn_graph_free(kn_graph *g);                 /* NULL is fine */
+kn_status kn_graph_copy(kn_graph **out, const kn_graph *g);
+/* Append a node as given (no checking: the verifier does that); *id receives its id. */
+kn_status kn_graph_add_node(kn_graph *g, const kn_node *n, int32_t *id);
+kn_status kn_graph_add_output(kn_graph *g, int32_t id);
+/* The id of the input or param named `name`, or -1. */
+int32_t kn_graph_find(const kn_graph *g, const char *name);
+/* "f32[2,3]" into buf (always NUL-terminated); returns buf. */
+const char *kn_type_str(const kn_type *t, char *buf, size_t size);
+bool kn_type_equal(const kn_type *a, const kn_type *b);
+int64_t kn_type_numel(const kn_type *t);
+
+/* Text: print to a FILE, or into an owned string (*out, caller kn_free()s). */
+kn_status kn_graph_print(FILE *f, const kn_graph *g);
+kn_status kn_graph_to_string(const kn_graph *g, char **out);
+/* Parse text (len bytes, need not be NUL-terminated). KN_ERR_FORMAT with
+ * "kn_graph_parse: 3:14: expected ':' before the type, got '['" on a syntax error.
+ * The result is NOT verified; call kn_graph_verify. */
+kn_status kn_graph_parse(const char *text, size_t len, kn_graph **out);
+
+/* Check arity, attributes (required present, values in range), operand ids defined
+ * before use, dtypes and shapes (each node's type equals what its op's rule infers), and
+ * outputs. The message names the node: "%7 = add: operand shapes f32[2,3] and f32[4] do
+ * not broadcast". Returns KN_ERR_FORMAT for structure, KN_ERR_SHAPE/DTYPE/AXIS/ARG for
+ * the rest. */
+kn_status kn_graph_verify(const kn_graph *g);
+/* Infer the type a node of op n->op with these operand types and n->attrs defines
+ * (for sources: checks n->type). On failure msg gets the reason without a prefix
+ * ("operand shapes f32[2,3] and f32[4] do not broadcast"). */
+kn_status kn_node_infer(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz);
+
+/* Cost of one node of a verified graph: floating-point operations and bytes moved
+ * (operands read + result written, at their dtype sizes), for passes and the roofline. */
+typedef struct kn_cost { double flops; double bytes; } kn_cost;
+kn_cost kn_node_cost(const kn_graph *g, int32_t id);
+kn_cost kn_graph_cost(const kn_graph *g);
+
+/* Run one node's CPU kernel: in[] are the operand tensors (contiguous, on the CPU, of the
+ * operand types), *out a new contiguous tensor of n->type. Sources cannot be evaluated
+ * here (KN_ERR_ARG), except `full`. Used by eager mode and the interpreter alike. */
+kn_status kn_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out);
+
+/* ---------------------------------------------------------------- builder */
+
+typedef enum kn_mode { KN_MODE_EAGER = 0, KN_MODE_GRAPH } kn_mode;
+typedef struct kn_builder kn_builder;
+
+kn_status kn_builder_new(kn_builder **out, kn_mode mode);
+/* A GRAPH-mode builder that starts with a copy of g (to extend it: autograd, passes). */
+kn_status kn_builder_from_graph(kn_builder **out, const kn_graph *g);
+void kn_builder_free(kn_builder *b);             /* frees the graph and eager tensors */
+kn_mode kn_builder_mode(const kn_builder *b);
+/* KN_OK, or the status of the first failed call (its message: kn_builder_error). */
+kn_status kn_builder_status(const kn_builder *b);
+const char *kn_builder_error(const kn_builder *b); /* "" when no error */
+/* Record the first error by hand (model code validating its own arguments); sticky. */
+void kn_builder_fail(kn_builder *b, kn_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The graph recorded so far (borrowed; both modes record). */
+const kn_graph *kn_builder_graph(const kn_builder *b);
+/* Mark v as a graph output (in order). */
+void kn_builder_output(kn_builder *b, kn_val v);
+/* Hand over the recorded graph (verified first) and reset the builder to empty. Fails
+ * with the builder's sticky error, if any. */
+kn_status kn_builder_finish(kn_builder *b, kn_graph **out);
+
+/* Inspect a value. kn_val_type returns NULL for an invalid value; the pointer is into
+ * the graph's node array, valid until the next call that adds a node (copy the kn_type
+ * to keep it). */
+const kn_type *kn_val_type(const kn_builder *b, kn_val v);
+int kn_val_ndim(const kn_builder *b, kn_val v);                /* -1 when invalid */
+int64_t kn_val_dim(const kn_builder *b, kn_val v, int axis);   /* negative axis ok; -1 when invalid */
+/* EAGER mode: the value's tensor (borrowed, owned by the builder). NULL in graph mode. */
+const kn_tensor *kn_val_tensor(const kn_builder *b, kn_val v);
+
+/* Sources. In eager mode the value holds an alias of t (params updated in place between
+ * steps are seen by the next builder that binds them). In graph mode only t's dtype and
+ * shape are recorded; the interpreter binds data by name. Names are unique per graph. */
+kn_val kn_input(kn_builder *b, const char *name, const kn_tensor *t);
+kn_val kn_param(kn_builder *b, const char *name, const kn_tensor *t);
+/* An input declared by type only (GRAPH mode; eager mode has no data: KN_ERR_ARG). */
+kn_val kn_input_typed(kn_builder *b, const char *name, kn_dtype dt, int ndim, const int64_t *shape);
+kn_val kn_param_typed(kn_builder *b, const char *name, kn_dtype dt, int ndim, const int64_t *shape);
+/* A constant tensor filled with value; kn_scalar is the 0-d case. */
+kn_val kn_full(kn_builder *b, kn_dtype dt, int ndim, const int64_t *shape, double value);
+kn_val kn_scalar(kn_builder *b, kn_dtype dt, double value);
+
+/* Elementwise (operands broadcast, NumPy rules; same dtype required). */
+kn_val kn_add(kn_builder *b, kn_val x, kn_val y);
+kn_val kn_sub(kn_builder *b, kn_val x, kn_val y);
+kn_val kn_mul(kn_builder *b, kn_val x, kn_val y);
+kn_val kn_div(kn_builder *b, kn_val x, kn_val y);
+kn_val kn_add_scalar(kn_builder *b, kn_val x, double s);   /* x + s (s as a 0-d full) */
+kn_val kn_mul_scalar(kn_builder *b, kn_val x, double s);   /* x * s */
+kn_val kn_eq(kn_builder *b, kn_val x, kn_val y);           /* bool result */
+kn_val kn_where(kn_builder *b, kn_val cond, kn_val x, kn_val y); /* cond: bool */
+kn_val kn_neg(kn_builder *b, kn_val x);
+kn_val kn_exp(kn_builder *b, kn_val x);
+kn_val kn_ln(kn_builder *b, kn_val x);                     /* natural log (kn_log is logging) */
+kn_val kn_sqrt(kn_builder *b, kn_val x);
+kn_val kn_rsqrt(kn_builder *b, kn_val x);
+kn_val kn_tanh(kn_builder *b, kn_val x);
+kn_val kn_gelu(kn_builder *b, kn_val x);                   /* tanh approximation (GPT-2) */
+kn_val kn_relu(kn_builder *b, kn_val x);
+kn_val kn_cast(kn_builder *b, kn_val x, kn_dtype dt);
+/* Dropout: y = x * keep / (1 - p), keep_i = u_i >= p with u_i the Philox word at
+ * position offset + i of stream 0 of key `seed` (kn_rng_word_at, kn_u32_to_unit_f32).
+ * The mask is a pure function of (seed, offset, i): backward regenerates the same mask,
+ * and a GPU kernel gives the same one. Callers advance offset by numel per call. */
+kn_val kn_dropout(kn_builder *b, kn_val x, double p, uint64_t seed, uint64_t offset);
+/* x with elements [..., i, j] where j > i + (cols - rows) set to value (-INFINITY for a
+ * causal attention mask): the last two axes are (query, key). */
+kn_val kn_causal_fill(kn_builder *b, kn_val x, double value);
+
+/* Reductions over axes (naxes == 0: every axis). */
+kn_val kn_sum(kn_builder *b, kn_val x, int naxes, const int *axes, bool keepdim);
+kn_val kn_mean(kn_builder *b, kn_val x, int naxes, const int *axes, bool keepdim);
+kn_val kn_max(kn_builder *b, kn_val x, int naxes, const int *axes, bool keepdim);
+
+/* a [..., m, k] @ b [..., k, n] -> [..., m, n]; batch axes broadcast; ndim >= 2 each. */
+kn_val kn_matmul(kn_builder *b, kn_val a, kn_val c);
+/* The same with a and/or c used transposed (their last two axes swapped), no copy. */
+kn_val kn_matmul_t(kn_builder *b, kn_val a, kn_val c, bool ta, bool tc);
+
+/* Views (a reshape may hold one -1). */
+kn_val kn_reshape(kn_builder *b, kn_val x, int ndim, const int64_t *shape);
+kn_val kn_permute(kn_builder *b, kn_val x, int ndim, const int *perm);
+kn_val kn_transpose(kn_builder *b, kn_val x, int axis0, int axis1); /* a permute */
+kn_val kn_broadcast_to(kn_builder *b, kn_val x, int ndim, const int64_t *shape);
+#define kn_expand kn_broadcast_to
+/* Python slice start:stop:step along axis (clamped; step >= 1). */
+kn_val kn_slice(kn_builder *b, kn_val x, int axis, int64_t start, int64_t stop, int64_t step);
+
+/* NN ops. */
+kn_val kn_embedding(kn_builder *b, kn_val weight, kn_val idx);  /* [V,D], int [...] -> [...,D] */
+kn_val kn_softmax(kn_builder *b, kn_val x, int axis);
+kn_val kn_log_softmax(kn_builder *b, kn_val x, int axis);
+/* Over the last axis: (x - mean) / sqrt(var + eps) * w + bias; w, bias: [C]. */
+kn_val kn_layernorm(kn_builder *b, kn_val x, kn_val w, kn_val bias, double eps);
+/* Mean over all positions of -log_softmax(logits)[target]: logits [..., V] float,
+ * targets [...] i32 or i64 in [0, V) (out of range: KN_ERR_ARG when run). 0-d result. */
+kn_val kn_cross_entropy(kn_builder *b, kn_val logits, kn_val targets);
+
+/* Append any op by hand: checks arity and attributes, infers the type (for sources the
+ * type is *type; otherwise type may be NULL), runs it in eager mode. Every kn_xxx call
+ * above is a wrapper over this. `fn` names the caller in error messages. */
+kn_val kn_builder_op(kn_builder *b, const char *fn, kn_op op, int nin, const kn_val *in,
+                     const kn_attrs *attrs, const kn_type *type);
+
+/* ---------------------------------------------------------------- interpreter */
+
+/* Runs a verified graph on the CPU kernels. Inputs and params are bound by name; after
+ * kn_interp_run, outputs are read with kn_interp_output. Each intermediate tensor is
+ * freed after its last use (liveness from the node order), so peak memory is the live
+ * set, not the whole graph. */
+typedef struct kn_interp kn_interp;
+
+/* Verifies g; the interpreter keeps a pointer to g, which must outlive it, unchanged. */
+kn_status kn_interp_new(kn_interp **out, const kn_graph *g);
+void kn_interp_free(kn_interp *it);
+/* Bind an input or param by name; t must have the node's dtype and shape. A contiguous
+ * CPU t is aliased (later in-place updates of its storage are seen by later runs);
+ * otherwise a contiguous copy is taken now. Rebinding replaces the previous tensor. */
+kn_status kn_interp_bind(kn_interp *it, const char *name, const kn_tensor *t);
+/* Run every node. Fails naming the first unbound input, or the failing node
+ * ("kn_interp_run: %12 = cross_entropy: index 70 at position 3 is outside [0, 65)"). */
+kn_status kn_interp_run(kn_interp *it);
+/* Output i (borrowed until the next run or kn_interp_free); NULL when out of range or
+ * not run yet. */
+const kn_tensor *kn_interp_output(const kn_interp *it, int i);
+/* Copy output i into dst (same shape; dtypes converted), e.g. into a gradient slab. */
+kn_status kn_interp_output_copy(const kn_interp *it, int i, kn_tensor *dst);
+
+#endif /* KILN_IR_H */

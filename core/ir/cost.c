@@ -1,0 +1,65 @@
+/* cost.c — the cost model of every op (the "cost" column of ops.def).
+ *
+ * A cost is (floating-point operations, bytes moved): the bytes are what a kernel that
+ * reads each operand once and writes its result once moves, at the dtype sizes. That is
+ * the roofline's view of a kernel: its arithmetic intensity is flops / bytes. The model
+ * is deliberately simple (a transcendental counts as one flop); passes compare costs,
+ * they do not predict time. */
+#include "ir/ir_impl.h"
+
+static double type_bytes(const kn_type *t) { return (double)kn_type_numel(t) * (double)kn_dtype_size(t->dtype); }
+
+static double io_bytes(const kn_graph *g, const kn_node *n) {
+    double b = type_bytes(&n->type);
+    for (int i = 0; i < n->nin; i++) b += type_bytes(&g->nodes[n->in[i]].type);
+    return b;
+}
+
+kn_cost cost_zero(const kn_graph *g, const kn_node *n) { (void)g; (void)n; return (kn_cost){0, 0}; }
+
+kn_cost cost_write(const kn_graph *g, const kn_node *n) { (void)g; return (kn_cost){0, type_bytes(&n->type)}; }
+
+kn_cost cost_copy(const kn_graph *g, const kn_node *n) { return (kn_cost){0, io_bytes(g, n)}; }
+
+kn_cost cost_pointwise(const kn_graph *g, const kn_node *n) {
+    return (kn_cost){(double)kn_type_numel(&n->type), io_bytes(g, n)};
+}
+
+kn_cost cost_reduce(const kn_graph *g, const kn_node *n) {
+    return (kn_cost){(double)kn_type_numel(&g->nodes[n->in[0]].type), io_bytes(g, n)};
+}
+
+kn_cost cost_matmul(const kn_graph *g, const kn_node *n) {
+    const kn_type *a = &g->nodes[n->in[0]].type;
+    int64_t k = n->attrs.ta ? a->shape[a->ndim - 2] : a->shape[a->ndim - 1];
+    return (kn_cost){2.0 * (double)kn_type_numel(&n->type) * (double)k, io_bytes(g, n)};
+}
+
+/* softmax-like: max, exp, sum, scale: about 5 flops per element of the widest operand. */
+kn_cost cost_softmax(const kn_graph *g, const kn_node *n) {
+    double e = (double)kn_type_numel(&n->type);
+    for (int i = 0; i < n->nin; i++) {
+        double k = (double)kn_type_numel(&g->nodes[n->in[i]].type);
+        if (k > e) e = k;
+    }
+    return (kn_cost){5.0 * e, io_bytes(g, n)};
+}
+
+kn_cost cost_norm(const kn_graph *g, const kn_node *n) {
+    return (kn_cost){8.0 * (double)kn_type_numel(&n->type), io_bytes(g, n)};
+}
+
+kn_cost kn_node_cost(const kn_graph *g, int32_t id) {
+    if (!g || id < 0 || id >= g->nnodes || (unsigned)g->nodes[id].op >= KN_OP_COUNT) return (kn_cost){0, 0};
+    return kn_op_impls[g->nodes[id].op].cost(g, &g->nodes[id]);
+}
+
+kn_cost kn_graph_cost(const kn_graph *g) {
+    kn_cost c = {0, 0};
+    for (int32_t i = 0; g && i < g->nnodes; i++) {
+        kn_cost k = kn_node_cost(g, i);
+        c.flops += k.flops;
+        c.bytes += k.bytes;
+    }
+    return c;
+}

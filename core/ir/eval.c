@@ -1,0 +1,423 @@
+/* eval.c — the CPU kernel of every op (the "CPU kernel" column of ops.def).
+ *
+ * Each kern_* takes the node (attributes, result type) and its operand tensors, which are
+ * contiguous CPU tensors of the operand types (eager mode and the interpreter guarantee
+ * this), allocates the result and fills it with the raw kernels of kiln/kernels.h. Float
+ * ops run on f32 and f64; other float dtypes are KN_ERR_UNSUPPORTED (cast first).
+ * Views materialize a contiguous copy, except reshape, which aliases (values are never
+ * written after they are defined, so sharing storage is safe). */
+#include <string.h>
+
+#include "ir/ir_impl.h"
+#include "kiln/kernels.h"
+
+/* Call fn##_f32 or fn##_f64 by dtype; evaluates to false for other dtypes. */
+#define KN_DISPATCH(dt, fn, ...)                                                   \
+    ((dt) == KN_DT_F32 ? (fn##_f32(__VA_ARGS__), true)                             \
+     : (dt) == KN_DT_F64 ? (fn##_f64(__VA_ARGS__), true) : false)
+#define KN_DISPATCH_OK(dt, ok, fn, ...)                                            \
+    ((dt) == KN_DT_F32 ? ((ok) = fn##_f32(__VA_ARGS__), true)                      \
+     : (dt) == KN_DT_F64 ? ((ok) = fn##_f64(__VA_ARGS__), true) : false)
+
+static kn_status unsupported(const kn_node *n, kn_dtype dt) {
+    return kn_error(KN_ERR_UNSUPPORTED, "%s: no CPU kernel for dtype %s (cast to f32 or f64)",
+                    kn_op_name(n->op), kn_dtype_name(dt));
+}
+
+static kn_status new_out(const kn_node *n, kn_tensor **out) {
+    return kn_tensor_empty(out, n->type.dtype, n->type.ndim, n->type.shape);
+}
+
+#define D(t) kn_tensor_data(t)
+#define NUMEL(t) kn_tensor_numel(t)
+
+/* Allocate *out, then run STMT (which evaluates to false for an unsupported dtype). */
+#define KN_RUN(n, out, dt, STMT)                                        \
+    do {                                                                \
+        KN_TRY(new_out(n, out));                                        \
+        if (!(STMT)) {                                                  \
+            kn_tensor_free(*out);                                       \
+            *out = NULL;                                                \
+            return unsupported(n, dt);                                  \
+        }                                                               \
+        return KN_OK;                                                   \
+    } while (0)
+
+kn_status kern_full(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    (void)in;
+    KN_TRY(new_out(n, out));
+    int64_t k = NUMEL(*out);
+    void *p = D(*out);
+    if (n->type.dtype == KN_DT_F32) for (int64_t i = 0; i < k; i++) ((float *)p)[i] = (float)n->attrs.value;
+    else if (n->type.dtype == KN_DT_F64) for (int64_t i = 0; i < k; i++) ((double *)p)[i] = n->attrs.value;
+    else for (int64_t i = 0; i < k; i++) kn_dtype_store(n->type.dtype, p, i, n->attrs.value);
+    return KN_OK;
+}
+
+kn_status kern_binary(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    kn_binary_op op = n->op == KN_OP_ADD ? KN_BINARY_ADD : n->op == KN_OP_SUB ? KN_BINARY_SUB
+                    : n->op == KN_OP_MUL ? KN_BINARY_MUL : KN_BINARY_DIV;
+    int64_t as[KN_MAX_DIMS], bs[KN_MAX_DIMS];
+    const kn_type *t = &n->type;
+    kn_ir_broadcast_strides(in[0]->ndim, in[0]->shape, t->ndim, t->shape, as);
+    kn_ir_broadcast_strides(in[1]->ndim, in[1]->shape, t->ndim, t->shape, bs);
+    KN_RUN(n, out, t->dtype, KN_DISPATCH(t->dtype, kn_k_binary, op, t->ndim, t->shape, D(in[0]), as, D(in[1]), bs, D(*out)));
+}
+
+/* Walk the index space of the result with the broadcast offsets of up to 3 operands:
+ * the slow generic path for the rarely hot eq and where. */
+static void bcast_walk(const kn_node *n, int nops, const kn_tensor *const *in, int64_t *offs_out,
+                       int64_t total) {
+    int64_t st[3][KN_MAX_DIMS], idx[KN_MAX_DIMS] = {0}, off[3] = {0};
+    const kn_type *t = &n->type;
+    for (int k = 0; k < nops; k++) kn_ir_broadcast_strides(in[k]->ndim, in[k]->shape, t->ndim, t->shape, st[k]);
+    for (int64_t e = 0; e < total; e++) {
+        for (int k = 0; k < nops; k++) offs_out[e * nops + k] = off[k];
+        for (int d = t->ndim - 1; d >= 0; d--) {
+            for (int k = 0; k < nops; k++) off[k] += st[k][d];
+            if (++idx[d] < t->shape[d]) break;
+            for (int k = 0; k < nops; k++) off[k] -= st[k][d] * t->shape[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+static kn_status generic_select(const kn_node *n, const kn_tensor *const *in, kn_tensor **out, int nops) {
+    KN_TRY(new_out(n, out));
+    int64_t total = NUMEL(*out);
+    int64_t *offs = kn_malloc((size_t)(total * nops) * sizeof(int64_t));
+    if (!offs) { kn_tensor_free(*out); *out = NULL; return kn_error(KN_ERR_OOM, "%s: out of memory", kn_op_name(n->op)); }
+    bcast_walk(n, nops, in, offs, total);
+    for (int64_t e = 0; e < total; e++) {
+        double r;
+        if (nops == 2)
+            r = kn_dtype_load(in[0]->dtype, D(in[0]), offs[2 * e]) == kn_dtype_load(in[1]->dtype, D(in[1]), offs[2 * e + 1]);
+        else
+            r = kn_dtype_load(KN_DT_BOOL, D(in[0]), offs[3 * e]) != 0
+                    ? kn_dtype_load(in[1]->dtype, D(in[1]), offs[3 * e + 1])
+                    : kn_dtype_load(in[2]->dtype, D(in[2]), offs[3 * e + 2]);
+        kn_dtype_store(n->type.dtype, D(*out), e, r);
+    }
+    kn_free(offs);
+    return KN_OK;
+}
+
+kn_status kern_eq(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) { return generic_select(n, in, out, 2); }
+kn_status kern_where(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) { return generic_select(n, in, out, 3); }
+
+kn_status kern_unary(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    kn_unary_op op;
+    switch (n->op) {
+    case KN_OP_NEG: op = KN_UNARY_NEG; break;
+    case KN_OP_EXP: op = KN_UNARY_EXP; break;
+    case KN_OP_LOG: op = KN_UNARY_LOG; break;
+    case KN_OP_SQRT: op = KN_UNARY_SQRT; break;
+    case KN_OP_RSQRT: op = KN_UNARY_RSQRT; break;
+    case KN_OP_TANH: op = KN_UNARY_TANH; break;
+    case KN_OP_GELU: op = KN_UNARY_GELU; break;
+    default: op = KN_UNARY_RELU; break;
+    }
+    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_unary, op, D(in[0]), D(*out), NUMEL(in[0])));
+}
+
+kn_status kern_act_bwd(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    if (n->op == KN_OP_GELU_BWD)
+        KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_gelu_bwd, D(in[0]), D(in[1]), D(*out), NUMEL(in[0])));
+    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_relu_bwd, D(in[0]), D(in[1]), D(*out), NUMEL(in[0])));
+}
+
+kn_status kern_cast(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    KN_TRY(new_out(n, out));
+    kn_dtype_convert(n->type.dtype, D(*out), in[0]->dtype, D(in[0]), NUMEL(in[0]));
+    return KN_OK;
+}
+
+kn_status kern_dropout(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    const kn_attrs *a = &n->attrs;
+    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_dropout, D(in[0]), D(*out), NUMEL(in[0]), a->p,
+                                              (uint64_t)a->seed, (uint64_t)a->offset));
+}
+
+kn_status kern_causal_fill(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    const kn_type *t = &n->type;
+    int64_t rows = t->shape[t->ndim - 2], cols = t->shape[t->ndim - 1];
+    int64_t batch = (rows != 0 && cols != 0) ? kn_type_numel(t) / (rows * cols) : 0;
+    KN_RUN(n, out, t->dtype, KN_DISPATCH(t->dtype, kn_k_causal_fill, D(in[0]), D(*out), batch, rows, cols, n->attrs.value));
+}
+
+/* Contiguous row-major strides of a shape. */
+static void contig_strides(int ndim, const int64_t *shape, int64_t *st) {
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) { st[i] = s; s *= shape[i]; }
+}
+
+kn_status kern_reduce(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    const kn_tensor *x = in[0];
+    unsigned mask;
+    kn_ir_reduce_mask(&n->attrs, x->ndim, &mask);
+    kn_reduce_op op = n->op == KN_OP_SUM ? KN_REDUCE_SUM : n->op == KN_OP_MEAN ? KN_REDUCE_MEAN : KN_REDUCE_MAX;
+    int first = -1, last = -1;
+    bool block = true;
+    for (int i = 0; i < x->ndim; i++)
+        if (mask & (1u << i)) { if (first < 0) first = i; else if (last != i - 1) block = false; last = i; }
+    const void *src = D(x);
+    void *tmp = NULL;
+    int64_t outer = 1, r = 1, inner = 1;
+    if (first < 0) { first = last = x->ndim; }
+    if (block) {
+        for (int i = 0; i < first; i++) outer *= x->shape[i];
+        for (int i = first; i <= last && i < x->ndim; i++) r *= x->shape[i];
+        for (int i = last + 1; i < x->ndim; i++) inner *= x->shape[i];
+    } else { /* move the reduced axes last with a copy, then reduce rows */
+        int64_t st[KN_MAX_DIMS], pst[KN_MAX_DIMS], psh[KN_MAX_DIMS], dst[KN_MAX_DIMS];
+        int k = 0;
+        contig_strides(x->ndim, x->shape, st);
+        for (int i = 0; i < x->ndim; i++) if (!(mask & (1u << i))) { psh[k] = x->shape[i]; pst[k++] = st[i]; outer *= x->shape[i]; }
+        for (int i = 0; i < x->ndim; i++) if (mask & (1u << i)) { psh[k] = x->shape[i]; pst[k++] = st[i]; r *= x->shape[i]; }
+        size_t es = kn_dtype_size(x->dtype);
+        tmp = kn_malloc((size_t)NUMEL(x) * es);
+        if (!tmp) return kn_error(KN_ERR_OOM, "%s: out of memory", kn_op_name(n->op));
+        contig_strides(x->ndim, psh, dst);
+        kn_k_strided_copy(es, x->ndim, psh, D(x), pst, tmp, dst);
+        src = tmp;
+    }
+    kn_status st = new_out(n, out);
+    if (st == KN_OK && !KN_DISPATCH(x->dtype, kn_k_reduce, op, src, D(*out), outer, r, inner)) {
+        kn_tensor_free(*out);
+        *out = NULL;
+        st = unsupported(n, x->dtype);
+    }
+    kn_free(tmp);
+    return st;
+}
+
+/* One batch entry of a batched product per range index (for kn_k_parallel). */
+typedef struct mm_batch {
+    const char *a, *b;
+    char *c;
+    const int64_t *oa, *ob; /* per batch entry: matrix index into a and b */
+    int64_t m, n, k;
+    size_t es;
+    kn_dtype dt;
+    bool ta, tb;
+} mm_batch;
+
+static void mm_batch_run(void *vctx, int64_t lo, int64_t hi) {
+    const mm_batch *x = vctx;
+    int64_t es = (int64_t)x->es;
+    for (int64_t bi = lo; bi < hi; bi++) {
+        const void *pa = x->a + x->oa[bi] * x->m * x->k * es, *pb = x->b + x->ob[bi] * x->k * x->n * es;
+        void *pc = x->c + bi * x->m * x->n * es;
+        KN_DISPATCH(x->dt, kn_k_matmul, pa, pb, pc, x->m, x->n, x->k, x->ta, x->tb);
+    }
+}
+
+/* Batched product. Three schedules, all giving the same bits (each element is the same
+ * sum in the same order): a 2-D b shared by a full batch of a (not transposed) folds the
+ * batch into rows, one big product; many small products run in parallel over the batch;
+ * large ones run one after the other, each threaded inside. */
+kn_status kern_matmul(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    const kn_tensor *a = in[0], *b = in[1];
+    const kn_type *t = &n->type;
+    bool ta = n->attrs.ta, tb = n->attrs.tb;
+    int64_t m = t->shape[t->ndim - 2], nn = t->shape[t->ndim - 1];
+    int64_t k = ta ? a->shape[a->ndim - 2] : a->shape[a->ndim - 1];
+    int nb = t->ndim - 2;
+    int64_t sa[KN_MAX_DIMS], sb[KN_MAX_DIMS], nbatch = 1, idx[KN_MAX_DIMS] = {0};
+    kn_ir_broadcast_strides(a->ndim - 2, a->shape, nb, t->shape, sa);
+    kn_ir_broadcast_strides(b->ndim - 2, b->shape, nb, t->shape, sb);
+    for (int i = 0; i < nb; i++) nbatch *= t->shape[i];
+    if (t->dtype != KN_DT_F32 && t->dtype != KN_DT_F64) return unsupported(n, t->dtype);
+    KN_TRY(new_out(n, out));
+    bool a_full = a->ndim - 2 == nb;
+    for (int i = 0; a_full && i < nb; i++) a_full = a->shape[i] == t->shape[i];
+    if (b->ndim == 2 && a_full && !ta) {
+        KN_DISPATCH(t->dtype, kn_k_matmul, D(a), D(b), D(*out), nbatch * m, nn, k, false, tb);
+        return KN_OK;
+    }
+    int64_t *off = kn_malloc((size_t)(2 * nbatch) * sizeof *off);
+    if (!off) { kn_tensor_free(*out); *out = NULL; return kn_error(KN_ERR_OOM, "matmul: out of memory"); }
+    int64_t oa = 0, ob = 0;
+    for (int64_t bi = 0; bi < nbatch; bi++) {
+        off[bi] = oa;
+        off[nbatch + bi] = ob;
+        for (int d = nb - 1; d >= 0; d--) {
+            oa += sa[d]; ob += sb[d];
+            if (++idx[d] < t->shape[d]) break;
+            oa -= sa[d] * t->shape[d]; ob -= sb[d] * t->shape[d]; idx[d] = 0;
+        }
+    }
+    mm_batch ctx = {D(a), D(b), D(*out), off, off + nbatch, m, nn, k, kn_dtype_size(t->dtype), t->dtype, ta, tb};
+    double one = 2.0 * (double)m * (double)nn * (double)k;
+    kn_k_parallel(nbatch, one < 4e6 && one * (double)nbatch >= 4e6, mm_batch_run, &ctx);
+    kn_free(off);
+    return KN_OK;
+}
+
+kn_status kern_reshape(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    return kn_tensor_view(out, in[0], n->type.ndim, n->type.shape);
+}
+
+/* out = strided read of x (source strides sst, element offset soff) over n->type. */
+static kn_status strided_out(const kn_node *n, const kn_tensor *x, const int64_t *sst, int64_t soff, kn_tensor **out) {
+    int64_t dst[KN_MAX_DIMS];
+    KN_TRY(new_out(n, out));
+    size_t es = kn_dtype_size(x->dtype);
+    contig_strides(n->type.ndim, n->type.shape, dst);
+    kn_k_strided_copy(es, n->type.ndim, n->type.shape, (const char *)D(x) + soff * (int64_t)es, sst, D(*out), dst);
+    return KN_OK;
+}
+
+kn_status kern_permute(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    int64_t st[KN_MAX_DIMS], pst[KN_MAX_DIMS];
+    contig_strides(in[0]->ndim, in[0]->shape, st);
+    for (int i = 0; i < in[0]->ndim; i++) {
+        int64_t p = n->attrs.perm[i];
+        pst[i] = st[p < 0 ? p + in[0]->ndim : p];
+    }
+    return strided_out(n, in[0], pst, 0, out);
+}
+
+kn_status kern_broadcast_to(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    int64_t st[KN_MAX_DIMS];
+    kn_ir_broadcast_strides(in[0]->ndim, in[0]->shape, n->type.ndim, n->type.shape, st);
+    return strided_out(n, in[0], st, 0, out);
+}
+
+kn_status kern_slice(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    int64_t st[KN_MAX_DIMS], first, len;
+    int nd = in[0]->ndim, ax = (int)(n->attrs.axis < 0 ? n->attrs.axis + nd : n->attrs.axis);
+    contig_strides(nd, in[0]->shape, st);
+    kn_ir_slice_range(in[0]->shape[ax], n->attrs.start, n->attrs.stop, n->attrs.step, &first, &len);
+    int64_t off = first * st[ax];
+    st[ax] *= n->attrs.step;
+    return strided_out(n, in[0], st, len ? off : 0, out);
+}
+
+kn_status kern_slice_grad(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    int64_t st[KN_MAX_DIMS], sst[KN_MAX_DIMS], first, len;
+    const kn_type *t = &n->type;
+    int ax = (int)(n->attrs.axis < 0 ? n->attrs.axis + t->ndim : n->attrs.axis);
+    KN_TRY(new_out(n, out));
+    size_t es = kn_dtype_size(t->dtype);
+    memset(D(*out), 0, (size_t)NUMEL(*out) * es);
+    contig_strides(t->ndim, t->shape, st);
+    contig_strides(in[0]->ndim, in[0]->shape, sst);
+    kn_ir_slice_range(t->shape[ax], n->attrs.start, n->attrs.stop, n->attrs.step, &first, &len);
+    if (len == 0) return KN_OK;
+    char *dst = (char *)D(*out) + first * st[ax] * (int64_t)es;
+    st[ax] *= n->attrs.step;
+    kn_k_strided_copy(es, in[0]->ndim, in[0]->shape, D(in[0]), sst, dst, st);
+    return KN_OK;
+}
+
+static kn_status bad_index(const kn_node *n, const kn_tensor *idx, int64_t pos, int64_t v) {
+    return kn_error(KN_ERR_ARG, "%s: index %lld at position %lld is outside [0, %lld)", kn_op_name(n->op),
+                    (long long)kn_dtype_load(idx->dtype, D(idx), pos), (long long)pos, (long long)v);
+}
+
+kn_status kern_embedding(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    const kn_tensor *w = in[0], *idx = in[1];
+    int64_t bad = 0, v = w->shape[0], d = w->shape[1];
+    bool ok = true;
+    KN_TRY(new_out(n, out));
+    if (!KN_DISPATCH_OK(w->dtype, ok, kn_k_embedding, D(w), v, d, D(idx), idx->dtype, NUMEL(idx), D(*out), &bad)) {
+        kn_tensor_free(*out); *out = NULL; return unsupported(n, w->dtype);
+    }
+    if (!ok) { kn_tensor_free(*out); *out = NULL; return bad_index(n, idx, bad, v); }
+    return KN_OK;
+}
+
+kn_status kern_embedding_grad(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    const kn_tensor *dy = in[0], *idx = in[1];
+    int64_t bad = 0, v = n->type.shape[0], d = n->type.shape[1];
+    bool ok = true;
+    KN_TRY(new_out(n, out));
+    if (!KN_DISPATCH_OK(dy->dtype, ok, kn_k_embedding_grad, D(dy), D(idx), idx->dtype, NUMEL(idx), v, d, D(*out), &bad)) {
+        kn_tensor_free(*out); *out = NULL; return unsupported(n, dy->dtype);
+    }
+    if (!ok) { kn_tensor_free(*out); *out = NULL; return bad_index(n, idx, bad, v); }
+    return KN_OK;
+}
+
+/* [outer, n, inner] around the node's axis. */
+static void axis_split(const kn_type *t, int64_t axis, int64_t *outer, int64_t *len, int64_t *inner) {
+    int ax = (int)(axis < 0 ? axis + t->ndim : axis);
+    *outer = *inner = 1;
+    for (int i = 0; i < ax; i++) *outer *= t->shape[i];
+    for (int i = ax + 1; i < t->ndim; i++) *inner *= t->shape[i];
+    *len = t->shape[ax];
+}
+
+kn_status kern_softmax(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    int64_t o, l, i;
+    axis_split(&n->type, n->attrs.axis, &o, &l, &i);
+    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_softmax, D(in[0]), D(*out), o, l, i, n->op == KN_OP_LOG_SOFTMAX));
+}
+
+kn_status kern_softmax_bwd(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    int64_t o, l, i;
+    axis_split(&n->type, n->attrs.axis, &o, &l, &i);
+    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_softmax_bwd, D(in[0]), D(in[1]), D(*out), o, l, i,
+                                              n->op == KN_OP_LOG_SOFTMAX_BWD));
+}
+
+static void rows_cols(const kn_type *t, int64_t *rows, int64_t *c) {
+    *c = t->shape[t->ndim - 1];
+    *rows = *c ? kn_type_numel(t) / *c : 0;
+}
+
+kn_status kern_layernorm(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    int64_t r, c;
+    rows_cols(&n->type, &r, &c);
+    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_layernorm, D(in[0]), D(in[1]), D(in[2]), D(*out), r, c, n->attrs.eps));
+}
+
+kn_status kern_normalize(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    int64_t r, c;
+    rows_cols(&n->type, &r, &c);
+    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_layernorm, D(in[0]), NULL, NULL, D(*out), r, c, n->attrs.eps));
+}
+
+kn_status kern_layernorm_dx(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    int64_t r, c;
+    rows_cols(&n->type, &r, &c);
+    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_layernorm_dx, D(in[0]), D(in[1]), D(in[2]), D(*out), r, c, n->attrs.eps));
+}
+
+kn_status kern_cross_entropy(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    const kn_tensor *lg = in[0], *t = in[1];
+    int64_t r, v, bad = 0;
+    bool ok = true;
+    v = lg->shape[lg->ndim - 1];
+    r = NUMEL(t);
+    KN_TRY(new_out(n, out));
+    if (!KN_DISPATCH_OK(lg->dtype, ok, kn_k_cross_entropy, D(lg), D(t), t->dtype, r, v, D(*out), &bad)) {
+        kn_tensor_free(*out); *out = NULL; return unsupported(n, lg->dtype);
+    }
+    if (!ok) { kn_tensor_free(*out); *out = NULL; return bad_index(n, t, bad, v); }
+    return KN_OK;
+}
+
+kn_status kern_cross_entropy_bwd(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    const kn_tensor *dl = in[0], *lg = in[1], *t = in[2];
+    int64_t v = lg->shape[lg->ndim - 1], r = NUMEL(t), bad = 0;
+    bool ok = true;
+    double g = kn_dtype_load(dl->dtype, D(dl), 0);
+    KN_TRY(new_out(n, out));
+    if (!KN_DISPATCH_OK(lg->dtype, ok, kn_k_cross_entropy_bwd, g, D(lg), D(t), t->dtype, r, v, D(*out), &bad)) {
+        kn_tensor_free(*out); *out = NULL; return unsupported(n, lg->dtype);
+    }
+    if (!ok) { kn_tensor_free(*out); *out = NULL; return bad_index(n, t, bad, v); }
+    return KN_OK;
+}
+
+kn_status kn_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    if (!n || !out) return kn_error(KN_ERR_ARG, "kn_node_eval: NULL argument");
+    if ((unsigned)n->op >= KN_OP_COUNT) return kn_error(KN_ERR_ARG, "kn_node_eval: invalid op %d", (int)n->op);
+    for (int i = 0; i < n->nin; i++)
+        if (!in[i] || in[i]->storage->device.type != KN_DEVICE_CPU || !kn_tensor_is_contiguous(in[i]))
+            return kn_error(KN_ERR_ARG, "kn_node_eval: %s: operand %d is not a contiguous CPU tensor",
+                            kn_op_name(n->op), i);
+    return kn_op_impls[n->op].kernel(n, in, out);
+}

@@ -1,0 +1,169 @@
+/* op.c — the op and attribute tables, generated from ops.def, and attribute helpers.
+ *
+ * kn_op_get(op) gives what every pass needs to know about an op without a switch: its
+ * text name, arity, category, the attributes it takes and whether it is differentiable.
+ * The per-op functions (shape rule, kernel, backward, cost) sit in kn_op_impls, in the
+ * same order (ORDER OP). Attributes are a fixed struct (kn_attrs); the table here maps an
+ * attribute id to its name, kind and field so the printer and parser handle them all in
+ * one loop. */
+#include <math.h>
+#include <string.h>
+
+#include "ir/ir_impl.h"
+
+/* KN_IS_BW_NONE(f) is 1 when the token f is bw_none and 0 otherwise, at preprocessing time
+ * (the "probe" idiom: only bw_none expands to two arguments), so the table stays a
+ * constant initializer. */
+#define KN_PROBE_bw_none ~, 1
+#define KN_SECOND(a, b, ...) b
+#define KN_SECOND_(...) KN_SECOND(__VA_ARGS__)
+#define KN_IS_BW_NONE(f) KN_SECOND_(KN_PROBE_##f, 0, ~)
+
+static const kn_op_info kn_op_infos[KN_OP_COUNT] = {
+#define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) \
+    {name, arity, KN_CAT_##cat, req, opt, !KN_IS_BW_NONE(backward)},
+#include "ir/ops.def"
+};
+
+const kn_op_impl kn_op_impls[KN_OP_COUNT] = {
+#define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) \
+    {infer, kernel, backward, cost},
+#include "ir/ops.def"
+};
+
+const kn_attr_meta kn_attr_metas[KN_ATTR_COUNT] = {
+#define KN_ATTR(E, name, kind, dflt) {name, KN_AK_##kind},
+#include "ir/ops.def"
+};
+
+static const char *const kn_cat_names[KN_CAT_COUNT] = {
+    "source", "elementwise", "reduction", "matmul", "view", "movement", "other"};
+
+const kn_op_info *kn_op_get(kn_op op) {
+    return (unsigned)op < KN_OP_COUNT ? &kn_op_infos[op] : NULL;
+}
+
+const char *kn_op_name(kn_op op) { return (unsigned)op < KN_OP_COUNT ? kn_op_infos[op].name : "?"; }
+
+kn_op kn_op_from_name(const char *name, size_t len) {
+    for (int i = 0; i < KN_OP_COUNT; i++)
+        if (strlen(kn_op_infos[i].name) == len && !memcmp(kn_op_infos[i].name, name, len)) return (kn_op)i;
+    return KN_OP_COUNT;
+}
+
+const char *kn_attr_name(kn_attr_id a) { return (unsigned)a < KN_ATTR_COUNT ? kn_attr_metas[a].name : "?"; }
+
+const char *kn_op_category_name(kn_op_category c) {
+    return (unsigned)c < KN_CAT_COUNT ? kn_cat_names[c] : "?";
+}
+
+int64_t *kn_attr_int(kn_attrs *a, kn_attr_id id) {
+    switch (id) {
+    case KN_ATTR_AXIS: return &a->axis;
+    case KN_ATTR_KEEPDIM: return &a->keepdim;
+    case KN_ATTR_START: return &a->start;
+    case KN_ATTR_STOP: return &a->stop;
+    case KN_ATTR_STEP: return &a->step;
+    case KN_ATTR_TA: return &a->ta;
+    case KN_ATTR_TB: return &a->tb;
+    case KN_ATTR_SEED: return &a->seed;
+    case KN_ATTR_OFFSET: return &a->offset;
+    default: return NULL;
+    }
+}
+
+double *kn_attr_f64(kn_attrs *a, kn_attr_id id) {
+    switch (id) {
+    case KN_ATTR_EPS: return &a->eps;
+    case KN_ATTR_P: return &a->p;
+    case KN_ATTR_VALUE: return &a->value;
+    default: return NULL;
+    }
+}
+
+int64_t *kn_attr_ints(kn_attrs *a, kn_attr_id id, int **count) {
+    switch (id) {
+    case KN_ATTR_AXES: *count = &a->naxes; return a->axes;
+    case KN_ATTR_PERM: *count = &a->nperm; return a->perm;
+    case KN_ATTR_SHAPE: *count = &a->nshape; return a->shape;
+    default: *count = NULL; return NULL;
+    }
+}
+
+kn_attrs kn_attrs_default(void) {
+    kn_attrs a;
+    memset(&a, 0, sizeof a);
+    a.dtype = KN_DT_F32;
+#define KN_ATTR(E, name, kind, dflt)                                          \
+    if (KN_AK_##kind == KN_AK_INT) *kn_attr_int(&a, KN_ATTR_##E) = (int64_t)(dflt); \
+    if (KN_AK_##kind == KN_AK_F64) *kn_attr_f64(&a, KN_ATTR_##E) = (double)(dflt);
+#include "ir/ops.def"
+    return a;
+}
+
+bool kn_attr_is_default(const kn_attrs *a, kn_attr_id id) {
+    kn_attrs d = kn_attrs_default(), *m = (kn_attrs *)a;
+    switch (kn_attr_metas[id].kind) {
+    case KN_AK_INT: return *kn_attr_int(m, id) == *kn_attr_int(&d, id);
+    case KN_AK_F64: {
+        double x = *kn_attr_f64(m, id), y = *kn_attr_f64(&d, id);
+        return x == y && signbit(x) == signbit(y);
+    }
+    case KN_AK_INTS: { int *c; kn_attr_ints(m, id, &c); return *c == 0; }
+    case KN_AK_DTYPE: return a->dtype == d.dtype;
+    case KN_AK_STR: return a->name[0] == '\0';
+    }
+    return true;
+}
+
+kn_status kn_node_check_attrs(const kn_node *n, char *msg, size_t msz) {
+    const kn_op_info *info = kn_op_get(n->op);
+    const kn_attrs *a = &n->attrs;
+    if (!info) { snprintf(msg, msz, "invalid op %d", (int)n->op); return KN_ERR_ARG; }
+    for (int i = 0; i < KN_ATTR_COUNT; i++) {
+        uint32_t bit = 1u << i;
+        if (!((info->req_attrs | info->opt_attrs) & bit) && !kn_attr_is_default(a, (kn_attr_id)i)) {
+            snprintf(msg, msz, "attribute '%s' is not one %s takes", kn_attr_metas[i].name, info->name);
+            return KN_ERR_ARG;
+        }
+    }
+    if (a->naxes < 0 || a->naxes > KN_MAX_DIMS || a->nperm < 0 || a->nperm > KN_MAX_DIMS ||
+        a->nshape < 0 || a->nshape > KN_MAX_DIMS) {
+        snprintf(msg, msz, "an integer list attribute has more than %d entries", KN_MAX_DIMS);
+        return KN_ERR_ARG;
+    }
+    if ((a->keepdim != 0 && a->keepdim != 1) || (a->ta != 0 && a->ta != 1) || (a->tb != 0 && a->tb != 1)) {
+        snprintf(msg, msz, "keepdim, ta and tb must be 0 or 1");
+        return KN_ERR_ARG;
+    }
+    if (a->step < 1) { snprintf(msg, msz, "step %lld must be >= 1", (long long)a->step); return KN_ERR_ARG; }
+    if (!(a->eps > 0) || !isfinite(a->eps)) { snprintf(msg, msz, "eps %g must be positive and finite", a->eps); return KN_ERR_ARG; }
+    if (!(a->p >= 0 && a->p < 1)) { snprintf(msg, msz, "dropout p %g must be in [0, 1)", a->p); return KN_ERR_ARG; }
+    if (a->seed < 0 || a->offset < 0) { snprintf(msg, msz, "seed and offset must be >= 0"); return KN_ERR_ARG; }
+    if (!kn_dtype_valid(a->dtype)) { snprintf(msg, msz, "invalid dtype %d", (int)a->dtype); return KN_ERR_DTYPE; }
+    if (memchr(a->name, '\0', KN_NAME_MAX) == NULL) { snprintf(msg, msz, "name is not terminated"); return KN_ERR_ARG; }
+    if ((info->req_attrs & KN_ABIT(NAME)) && a->name[0] == '\0') {
+        snprintf(msg, msz, "%s needs a non-empty name", info->name);
+        return KN_ERR_ARG;
+    }
+    for (const char *c = a->name; *c; c++)
+        if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) {
+            snprintf(msg, msz, "name \"%s\" holds a quote, backslash or control character", a->name);
+            return KN_ERR_ARG;
+        }
+    return KN_OK;
+}
+
+/* Sources have no kernel (their tensors are bound), and ops without a backward rule
+ * say so when autograd reaches them. */
+kn_status kern_none(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    (void)in; (void)out;
+    return kn_error(KN_ERR_ARG, "%s: has no kernel (its tensor is bound by name)", kn_op_name(n->op));
+}
+
+void bw_none(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
+    (void)dy; (void)dx;
+    const kn_graph *g = kn_builder_graph(b);
+    kn_builder_fail(b, KN_ERR_UNSUPPORTED, "kn_backward: %%%d = %s is not differentiable", id,
+                    kn_op_name(g->nodes[id].op));
+}

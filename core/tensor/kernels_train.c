@@ -1,0 +1,165 @@
+/* kernels_train.c — the CPU kernels that training runs on (kiln/kernels.h).
+ *
+ * Plain loops over contiguous buffers, instantiated for float and double from one
+ * template (kernels_train.inc). They are the reference and the fast path at once: the IR
+ * interpreter and eager mode call exactly these, so both give bitwise equal results.
+ * Invariants: the caller has checked shapes and dtypes; outputs never alias inputs
+ * except where a kernel says so. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kiln/kernels.h"
+
+/* The hottest loops are compiled twice on x86-64, for the baseline and for AVX2 + FMA
+ * (x86-64-v3), and the loader picks the clone the CPU runs (GCC/Clang target_clones).
+ * Results are deterministic on a given machine; they may differ in the last bits
+ * between machines with and without FMA. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+#define KN_K_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define KN_K_CLONES
+#endif
+
+/* Elements below which splitting a row-independent kernel over threads does not pay. */
+#define KN_K_PAR_MIN (1 << 16)
+
+int kn_k_threads(void) {
+    static int n = 0;
+    if (n == 0) {
+        const char *e = getenv("KILN_THREADS");
+        long v = e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+        n = v < 1 ? 1 : v > 16 ? 16 : (int)v;
+    }
+    return n;
+}
+
+typedef struct kn_k_job {
+    void (*fn)(void *ctx, int64_t lo, int64_t hi);
+    void *ctx;
+    int64_t lo, hi;
+} kn_k_job;
+
+static void *kn_k_job_run(void *p) {
+    kn_k_job *j = p;
+    j->fn(j->ctx, j->lo, j->hi);
+    return NULL;
+}
+
+void kn_k_parallel(int64_t n, bool worth_it, void (*fn)(void *ctx, int64_t lo, int64_t hi), void *ctx) {
+    int nt = worth_it ? kn_k_threads() : 1;
+    if (nt > n) nt = (int)(n > 0 ? n : 1);
+    if (nt <= 1) { fn(ctx, 0, n); return; }
+    kn_k_job jobs[16];
+    pthread_t th[16];
+    bool started[16] = {false};
+    for (int t = 0; t < nt; t++) jobs[t] = (kn_k_job){fn, ctx, n * t / nt, n * (t + 1) / nt};
+    for (int t = 1; t < nt; t++) started[t] = pthread_create(&th[t], NULL, kn_k_job_run, &jobs[t]) == 0;
+    fn(ctx, jobs[0].lo, jobs[0].hi);
+    for (int t = 1; t < nt; t++) {
+        if (started[t]) pthread_join(th[t], NULL);
+        else fn(ctx, jobs[t].lo, jobs[t].hi); /* no thread: do its share here */
+    }
+}
+
+/* Index i of an i32 or i64 buffer. */
+static inline int64_t kn_k_index_at(const void *p, kn_dtype dt, int64_t i) {
+    return dt == KN_DT_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];
+}
+
+/* Drop size-1 axes and merge neighbouring axes that are contiguous in both operands, so
+ * the innermost loop is as long as possible. Returns the new ndim (0 for one element). */
+static int kn_k_coalesce(int ndim, const int64_t *shape, const int64_t *as, const int64_t *bs,
+                         int64_t *sh, int64_t *sa, int64_t *sb) {
+    int nd = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 1) continue;
+        if (nd > 0 && sa[nd - 1] == as[d] * shape[d] && sb[nd - 1] == bs[d] * shape[d]) {
+            sh[nd - 1] *= shape[d];
+            sa[nd - 1] = as[d];
+            sb[nd - 1] = bs[d];
+            continue;
+        }
+        sh[nd] = shape[d]; sa[nd] = as[d]; sb[nd] = bs[d]; nd++;
+    }
+    return nd;
+}
+
+bool kn_k_dropout_keep(double p, uint64_t seed, uint64_t offset, int64_t i) {
+    return (double)kn_u32_to_unit_f32(kn_rng_word_at(seed, 0, offset + (uint64_t)i)) >= p;
+}
+
+void kn_k_strided_copy(size_t esize, int ndim, const int64_t *shape, const void *src,
+                       const int64_t *sstr, void *dst, const int64_t *dstr) {
+    int64_t sh[KN_MAX_DIMS], ss[KN_MAX_DIMS], ds[KN_MAX_DIMS];
+    int nd = kn_k_coalesce(ndim, shape, sstr, dstr, sh, ss, ds);
+    for (int d = 0; d < ndim; d++) if (shape[d] == 0) return;
+    if (nd == 0) { memcpy(dst, src, esize); return; }
+    int64_t n = sh[nd - 1], s = ss[nd - 1], t = ds[nd - 1], outer = 1;
+    int64_t idx[KN_MAX_DIMS] = {0}, os = 0, od = 0;
+    for (int d = 0; d < nd - 1; d++) outer *= sh[d];
+    const char *sp = src;
+    char *dp = dst;
+    for (int64_t r = 0; r < outer; r++) {
+        if (s == 1 && t == 1) memcpy(dp + od * (int64_t)esize, sp + os * (int64_t)esize, (size_t)n * esize);
+        else
+            switch (esize) {
+#define KN_K_COPY_CASE(SZ, TY) \
+    case SZ: { const TY *a = (const TY *)(const void *)sp + os; TY *b = (TY *)(void *)dp + od; \
+               for (int64_t j = 0; j < n; j++) b[j * t] = a[j * s]; } break;
+            KN_K_COPY_CASE(1, uint8_t)
+            KN_K_COPY_CASE(2, uint16_t)
+            KN_K_COPY_CASE(4, uint32_t)
+            KN_K_COPY_CASE(8, uint64_t)
+#undef KN_K_COPY_CASE
+            default: KN_CHECK(!"kn_k_strided_copy: element size not 1, 2, 4 or 8");
+            }
+        for (int d = nd - 2; d >= 0; d--) {
+            os += ss[d]; od += ds[d];
+            if (++idx[d] < sh[d]) break;
+            os -= ss[d] * sh[d]; od -= ds[d] * sh[d]; idx[d] = 0;
+        }
+    }
+}
+
+#define T float
+#define S f32
+#define MR_ 6 /* the register block of the matrix-product micro-kernel: rows x columns of c */
+#define NR_ 16
+#define VW_ 8
+#define EXP_ expf
+#define LOG_ logf
+#define SQRT_ sqrtf
+#define TANH_ tanhf
+#include "kernels_train.inc"
+#undef T
+#undef S
+#undef MR_
+#undef NR_
+#undef VW_
+#undef EXP_
+#undef LOG_
+#undef SQRT_
+#undef TANH_
+
+#define T double
+#define S f64
+#define MR_ 4
+#define NR_ 8
+#define VW_ 4
+#define EXP_ exp
+#define LOG_ log
+#define SQRT_ sqrt
+#define TANH_ tanh
+#include "kernels_train.inc"
+#undef T
+#undef S
+#undef MR_
+#undef NR_
+#undef VW_
+#undef EXP_
+#undef LOG_
+#undef SQRT_
+#undef TANH_
