@@ -16,6 +16,10 @@
 
 #include "kiln/tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Copy a strided array into another (both in elements of esize bytes: 1, 2, 4 or 8):
  * dst[i0*dstr0 + ...] = src[i0*sstr0 + ...] for every index of shape. Strides may be 0
  * on the source (broadcast). ndim 0 copies one element. */
@@ -87,5 +91,9 @@ void kn_k_parallel(int64_t n, bool worth_it, void (*fn)(void *ctx, int64_t lo, i
 
 /* The keep decision of dropout for element i (shared by the kernels and tests). */
 bool kn_k_dropout_keep(double p, uint64_t seed, uint64_t offset, int64_t i);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KILN_KERNELS_H */

@@ -1,0 +1,280 @@
+/* train.c — `kiln train`: train a small GPT on the bundled corpus (or a text/token file)
+ * on the CPU, show it learning, evaluate, sample, and checkpoint; `--resume` continues a
+ * checkpoint exactly as the uninterrupted run would have.
+ *
+ * Settings come from flags and/or a key=value config file (--config FILE, keys are the
+ * flag names without "--"; later settings override earlier ones). Bad usage exits 2 with a
+ * message naming the flag; a failure while running exits 1.
+ *
+ * Exact resume rests on three facts: the batch of step s is a pure function of (data
+ * seed, s) (kn_batch_sample), the learning rate of step s is a pure function of the
+ * schedule and s, and the checkpoint holds the parameters and optimizer state bit for bit.
+ * So the run settings are saved in the checkpoint's metadata, and a resumed run takes
+ * them from there: with --resume, only the options of this invocation (--out, --log,
+ * --stop-after, --sample, --temperature, --eval-batches, --device, --mode) may be given. */
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "kiln/data.h"
+#include "kiln/nn.h"
+#include "nn/train_opts.h"
+
+/* ---------------------------------------------------------------- data */
+
+typedef struct run_data {
+    int32_t *tokens;   /* owned */
+    int64_t n, n_train;
+    kn_tokenizer tok;
+    bool has_tok;
+    int vocab;
+    double unigram;    /* nats, over the whole corpus */
+} run_data;
+
+static kn_status load_data(const kn_train_opts *o, run_data *d) {
+    memset(d, 0, sizeof *d);
+    uint8_t *text = NULL;
+    size_t len = 0;
+    if (!strcmp(o->data, "grammar")) {
+        char *t;
+        KN_TRY(kn_corpus_generate(o->data_seed, (size_t)o->data_bytes, &t, &len));
+        text = (uint8_t *)t;
+    } else {
+        KN_TRY(kn_file_read_all(o->data, &text, &len));
+        if (len >= 4 && !memcmp(text, KN_TOKENS_MAGIC, 4)) {
+            kn_token_data td;
+            kn_status st = kn_tokens_parse(text, len, o->data, &td);
+            kn_free(text);
+            KN_TRY(st);
+            d->tokens = td.tokens;
+            d->n = td.count;
+            d->vocab = td.vocab_size;
+            d->has_tok = td.has_tokenizer;
+            d->tok = td.tok;
+            goto split;
+        }
+    }
+    if (len < 16) {
+        kn_free(text);
+        return kn_error(KN_ERR_ARG, "--data %s: %zu bytes is too little text to train on", o->data, len);
+    }
+    kn_status st = kn_tokenizer_fit(&d->tok, text, len);
+    d->tokens = st == KN_OK ? kn_malloc(len * sizeof(int32_t)) : NULL;
+    if (st == KN_OK && !d->tokens) st = kn_error(KN_ERR_OOM, "out of memory for %zu tokens", len);
+    if (st == KN_OK) st = kn_tokenizer_encode(&d->tok, text, len, d->tokens);
+    kn_free(text);
+    if (st != KN_OK) { kn_free(d->tokens); return st; }
+    d->n = (int64_t)len;
+    d->vocab = d->tok.vocab_size;
+    d->has_tok = true;
+split:
+    d->n_train = d->n - d->n / 10; /* the last 10% is held out */
+    KN_TRY(kn_unigram_entropy(d->tokens, d->n, d->vocab, &d->unigram));
+    if (d->n - d->n_train < (int64_t)o->context + 1 || d->n_train < (int64_t)o->context + 1) {
+        kn_free(d->tokens);
+        return kn_error(KN_ERR_ARG, "--data %s: %lld tokens are too few for context %d (10%% is held out)", o->data,
+                        (long long)d->n, o->context);
+    }
+    return KN_OK;
+}
+
+/* The tokenizer table as hex, for the checkpoint ("0a2021..."); buf holds 513 bytes. */
+static void tok_hex(const run_data *d, char *buf) {
+    buf[0] = '\0';
+    if (!d->has_tok) return;
+    for (int i = 0; i < d->tok.vocab_size; i++) snprintf(buf + 2 * i, 3, "%02x", d->tok.id_to_byte[i]);
+}
+
+/* ---------------------------------------------------------------- checkpoint metadata */
+
+static kn_status save(const kn_train_opts *o, const kn_trainer *tr, const run_data *d, int64_t step) {
+    char vals[KN_TRAIN_META_MAX][600];
+    const char *keys[KN_TRAIN_META_MAX], *pv[KN_TRAIN_META_MAX];
+    int n = kn_train_opts_to_meta(o, keys, vals);
+    snprintf(vals[n], sizeof vals[n], "%lld", (long long)step);
+    keys[n++] = "kiln.train.step";
+    tok_hex(d, vals[n]);
+    keys[n++] = "kiln.tokenizer";
+    snprintf(vals[n], sizeof vals[n], "philox seed=%llu stream=0 word=%lld (batch positions; 2 words per window)",
+             (unsigned long long)o->seed, (long long)(2 * step * o->batch));
+    keys[n++] = "kiln.rng.data";
+    for (int i = 0; i < n; i++) pv[i] = vals[i];
+    return kn_checkpoint_save(o->out, tr->model, &tr->opt, n, keys, pv);
+}
+
+/* ---------------------------------------------------------------- the run */
+
+static void print_sample(const kn_train_opts *o, const kn_gpt *g, const run_data *d) {
+    if (o->sample <= 0) return;
+    int n = o->sample + 1;
+    int32_t *ids = kn_malloc((size_t)n * sizeof *ids);
+    uint8_t *text = kn_malloc((size_t)n + 1);
+    if (!ids || !text) { kn_free(ids); kn_free(text); return; }
+    /* prompt: a newline (a paragraph starts) when the vocabulary has one */
+    ids[0] = d->has_tok && d->tok.byte_to_id['\n'] >= 0 ? d->tok.byte_to_id['\n'] : 0;
+    kn_rng rng = kn_rng_split(&(kn_rng){.seed = o->seed}, 7);
+    kn_status st = kn_gpt_sample(g, ids, 1, n, o->temperature, &rng);
+    if (st != KN_OK) {
+        fprintf(stderr, "kiln train: sampling failed: %s\n", kn_last_error());
+    } else if (d->has_tok && kn_tokenizer_decode(&d->tok, ids + 1, (size_t)o->sample, text) == KN_OK) {
+        text[o->sample] = '\0';
+        printf("\nsample (%d characters, temperature %g):\n%s\n", o->sample, o->temperature, (char *)text);
+    } else {
+        printf("\nsample (token ids):");
+        for (int i = 1; i < n; i++) printf(" %d", ids[i]);
+        printf("\n");
+    }
+    kn_free(ids);
+    kn_free(text);
+}
+
+static kn_status evaluate(const kn_train_opts *o, kn_trainer *tr, const run_data *d, double *loss) {
+    size_t bt = (size_t)o->batch * (size_t)o->context;
+    int32_t *x = kn_malloc(bt * sizeof *x), *y = kn_malloc(bt * sizeof *y);
+    kn_status st = x && y ? KN_OK : kn_error(KN_ERR_OOM, "out of memory");
+    double sum = 0;
+    for (int e = 0; st == KN_OK && e < o->eval_batches; e++) {
+        double l = 0;
+        st = kn_batch_sample(d->tokens + d->n_train, d->n - d->n_train, o->batch, o->context, o->seed, 1, e, x, y);
+        if (st == KN_OK) st = kn_trainer_eval(tr, x, y, &l);
+        sum += l;
+    }
+    kn_free(x);
+    kn_free(y);
+    if (st == KN_OK) *loss = o->eval_batches > 0 ? sum / o->eval_batches : NAN;
+    return st;
+}
+
+static int run(kn_train_opts *o) {
+    run_data d;
+    kn_gpt g = {0};
+    kn_trainer tr = {0};
+    kn_safetensors ck = {0};
+    bool have_ck = false;
+    int64_t start = 0;
+    int rc = 1;
+    if (load_data(o, &d) != KN_OK) {
+        fprintf(stderr, "kiln train: %s\n", kn_last_error());
+        return 1;
+    }
+    kn_gpt_config mc = {.vocab = d.vocab, .context = o->context, .layers = o->layers, .width = o->width,
+                        .heads = o->heads};
+    kn_optim_config oc = kn_train_opts_optim(o);
+    if (kn_gpt_new(&g, &mc) != KN_OK) goto fail;
+    kn_gpt_init(&g, o->seed);
+    if (kn_trainer_new(&tr, &g, o->batch, o->context, &oc, o->clip) != KN_OK) goto fail;
+    tr.eager = !strcmp(o->mode, "eager");
+    if (o->resume[0]) {
+        if (kn_checkpoint_load(o->resume, &g, &tr.opt, &ck) != KN_OK) goto fail;
+        have_ck = true;
+        char hex[600];
+        const char *want = kn_safetensors_meta(&ck, "kiln.tokenizer");
+        tok_hex(&d, hex);
+        long long s = -1;
+        const char *sv = kn_safetensors_meta(&ck, "kiln.train.step");
+        if (sv) s = strtoll(sv, NULL, 10);
+        if (!want || strcmp(want, hex) != 0) {
+            kn_error(KN_ERR_ARG, "%s: the checkpoint's tokenizer differs from the data's (different --data?)", o->resume);
+            goto fail;
+        }
+        if (s < 0 || s > o->steps || s != tr.opt.step) {
+            kn_error(KN_ERR_FORMAT, "%s: kiln.train.step %lld does not fit %lld steps / optimizer step %lld", o->resume,
+                     s, (long long)o->steps, (long long)tr.opt.step);
+            goto fail;
+        }
+        start = s;
+    }
+    int64_t end = o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
+    if (end < start) {
+        kn_error(KN_ERR_ARG, "--stop-after %lld: the checkpoint is already at step %lld", (long long)o->stop_after,
+                 (long long)start);
+        goto fail;
+    }
+    kn_lr_schedule sched = {.lr = o->lr, .min_lr = o->min_lr, .warmup = o->warmup, .total = o->steps};
+    printf("kiln train: GPT %d layers, width %d, %d heads, context %d, vocab %d: %lld parameters\n", o->layers,
+           o->width, o->heads, o->context, d.vocab, (long long)g.p.n);
+    printf("  data %s: %lld tokens (%lld train, %lld held out); unigram baseline %.4f nats/token (%.3f bits)\n",
+           o->data, (long long)d.n, (long long)d.n_train, (long long)(d.n - d.n_train), d.unigram,
+           d.unigram / log(2.0));
+    printf("  %s, batch %d x %d, steps %lld..%lld of %lld, lr %g (warm-up %lld, cosine to %g), seed %llu, %s mode on %s\n",
+           oc.kind == KN_OPTIM_SGD ? "SGD" : "AdamW", o->batch, o->context, (long long)start, (long long)end,
+           (long long)o->steps, o->lr, (long long)o->warmup, o->min_lr, (unsigned long long)o->seed, o->mode,
+           o->device);
+    fflush(stdout);
+
+    FILE *log = NULL;
+    if (o->log[0] && !(log = fopen(o->log, start > 0 ? "a" : "w"))) {
+        kn_error(KN_ERR_IO, "--log %s: cannot open: %s", o->log, strerror(errno));
+        goto fail;
+    }
+    size_t bt = (size_t)o->batch * (size_t)o->context;
+    int32_t *x = kn_malloc(bt * sizeof *x), *y = kn_malloc(bt * sizeof *y);
+    if (!x || !y) {
+        kn_free(x); kn_free(y);
+        if (log) fclose(log);
+        kn_error(KN_ERR_OOM, "out of memory for a batch");
+        goto fail;
+    }
+    kn_progress bar;
+    kn_progress_begin(&bar, "train", end - start);
+    double t0 = kn_time_now(), first_loss = NAN, recent = 0;
+    int nrecent = 0;
+    kn_status st = KN_OK;
+    for (int64_t s = start; s < end && st == KN_OK; s++) {
+        double loss = 0, gn = 0, lr = kn_lr_at(&sched, s);
+        st = kn_batch_sample(d.tokens, d.n_train, o->batch, o->context, o->seed, 0, s, x, y);
+        if (st == KN_OK) st = kn_trainer_step(&tr, x, y, lr, &loss, &gn);
+        if (st != KN_OK) break;
+        if (s == start) first_loss = loss;
+        if (end - s <= 20) { recent += loss; nrecent++; }
+        if (log) fprintf(log, "%lld %.17g %.17g %.17g\n", (long long)s, loss, lr, gn);
+        double el = kn_time_now() - t0, tps = el > 0 ? (double)(s - start + 1) * (double)bt / el : 0;
+        char extra[96];
+        snprintf(extra, sizeof extra, "step %lld  loss %.3f  %.1fk tok/s", (long long)s + 1, loss, tps / 1000);
+        kn_progress_update(&bar, s - start + 1, extra);
+    }
+    kn_progress_end(&bar, NULL);
+    double secs = kn_time_now() - t0;
+    kn_free(x);
+    kn_free(y);
+    if (log) fclose(log);
+    if (st != KN_OK) goto fail;
+    double val = NAN;
+    if (evaluate(o, &tr, &d, &val) != KN_OK) goto fail;
+    printf("\n  %lld steps in %.1f s (%.0f tokens/s)\n", (long long)(end - start), secs,
+           secs > 0 ? (double)(end - start) * (double)bt / secs : 0.0);
+    printf("  unigram baseline      %.4f nats/token\n", d.unigram);
+    if (end > start)
+        printf("  train loss            %.4f at the first step, %.4f over the last %d steps\n", first_loss,
+               recent / nrecent, nrecent);
+    printf("  held-out loss         %.4f nats/token (%d batches)%s\n", val, o->eval_batches,
+           val < d.unigram ? "  -> below the unigram baseline" : "  -> NOT below the unigram baseline");
+    if (strcmp(o->out, "none") != 0) {
+        if (save(o, &tr, &d, end) != KN_OK) goto fail;
+        printf("  checkpoint            %s (step %lld of %lld%s)\n", o->out, (long long)end, (long long)o->steps,
+               end < o->steps ? "; continue with --resume" : "");
+    }
+    print_sample(o, &g, &d);
+    rc = 0;
+fail:
+    if (rc) fprintf(stderr, "kiln train: %s\n", kn_last_error());
+    if (have_ck) kn_safetensors_free(&ck);
+    kn_trainer_free(&tr);
+    kn_gpt_free(&g);
+    kn_free(d.tokens);
+    return rc;
+}
+
+int kn_cli_train(int argc, char **argv) {
+    kn_train_opts o;
+    int rc = kn_train_opts_parse(&o, argc, argv);
+    if (rc >= 0) return rc; /* --help (0) or bad usage (2) */
+    if (strcmp(o.device, "cpu") != 0) {
+        fprintf(stderr, "kiln train: --device %s: this build trains on the CPU only (use --device cpu)\n", o.device);
+        return 2;
+    }
+    return run(&o);
+}

@@ -1,0 +1,155 @@
+/* kiln/nn.h — neural-network layers on the IR builder, the GPT model, its parameter slab,
+ * a trainer that compiles one training step into a graph, and checkpoints.
+ *
+ * Layers are plain functions from builder values to builder values (kiln/ir.h): they work
+ * in eager mode (each op runs at once) and in graph mode (the ops are recorded), and the
+ * two agree bitwise. Parameters are not owned by layers: a model lays out all of its
+ * parameters in ONE contiguous f32 slab (kn_params), in a fixed order with the matrices
+ * (which get weight decay) first, and hands each layer views into it. The gradients and
+ * the optimizer state are slabs of the same layout (kiln/optim.h).
+ *
+ * The GPT is GPT-2's architecture at a small size: token and position embeddings, `layers`
+ * pre-norm blocks (x + attn(ln_1(x)), then x + mlp(ln_2(x))), a final layernorm, and an
+ * output layer tied to the token embedding. Parameter names follow Hugging Face's GPT-2
+ * ("h.0.attn.c_attn.weight", weights stored [in, out] as in its Conv1D), so a checkpoint
+ * reads like one. Initialization is GPT-2's: N(0, 0.02) for weights and embeddings, the
+ * residual projections (attn.c_proj, mlp.c_proj) scaled by 1/sqrt(2 * layers), biases 0,
+ * layernorm gains 1; every tensor from its own Philox sub-stream of the seed. */
+#ifndef KILN_NN_H
+#define KILN_NN_H
+
+#include "kiln/ir.h"
+#include "kiln/optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- layers */
+
+/* x [..., in] @ w [in, out] + bias [out] -> [..., out]. */
+kn_val kn_nn_linear(kn_builder *b, kn_val x, kn_val w, kn_val bias);
+/* Layernorm over the last axis with eps 1e-5 (GPT-2's). */
+kn_val kn_nn_layernorm(kn_builder *b, kn_val x, kn_val w, kn_val bias);
+/* Causal multi-head self-attention on x [B*T, D] (rows ordered batch-major):
+ * qkv = x @ w_qkv [D, 3D] + b_qkv; per head softmax(q k^T / sqrt(D/H), causal) v;
+ * heads concatenated, then @ w_proj [D, D] + b_proj. Returns [B*T, D]. */
+kn_val kn_nn_attention(kn_builder *b, kn_val x, int B, int T, int heads, kn_val w_qkv, kn_val b_qkv,
+                       kn_val w_proj, kn_val b_proj);
+/* gelu(x @ w_fc + b_fc) @ w_proj + b_proj (GELU with the tanh approximation). */
+kn_val kn_nn_mlp(kn_builder *b, kn_val x, kn_val w_fc, kn_val b_fc, kn_val w_proj, kn_val b_proj);
+
+/* ---------------------------------------------------------------- the parameter slab */
+
+typedef struct kn_param_info {
+    char name[KN_NAME_MAX];
+    int ndim;
+    int64_t shape[KN_MAX_DIMS];
+    int64_t offset, numel;   /* where it lives in the slab, in floats */
+    bool decay;              /* gets weight decay (matrices and embeddings) */
+    double init_std;         /* > 0: N(0, init_std); 0: filled with init_value */
+    double init_value;
+} kn_param_info;
+
+typedef struct kn_params {
+    int count;
+    kn_param_info *info;     /* owned, count entries, in slab order */
+    int64_t n;               /* floats in the slab */
+    int64_t n_decay;         /* the decayed parameters are slab[0, n_decay) */
+    kn_tensor *slab;         /* owned: f32 [n] */
+    kn_tensor **views;       /* owned: count tensors viewing the slab (info[i].shape) */
+    float *data;             /* the slab's floats */
+} kn_params;
+
+/* ---------------------------------------------------------------- GPT */
+
+typedef struct kn_gpt_config {
+    int vocab;     /* tokens, >= 1 */
+    int context;   /* the longest sequence (positions), >= 1 */
+    int layers;    /* transformer blocks, >= 1 */
+    int width;     /* model dimension D, a multiple of heads */
+    int heads;     /* attention heads, >= 1 */
+} kn_gpt_config;
+
+/* KN_ERR_ARG naming the field when a config is unusable. */
+kn_status kn_gpt_config_check(const kn_gpt_config *c);
+
+typedef struct kn_gpt {
+    kn_gpt_config cfg;
+    kn_params p;
+} kn_gpt;
+
+/* Lay out the parameters and allocate the zeroed slab. */
+kn_status kn_gpt_new(kn_gpt *g, const kn_gpt_config *cfg);
+void kn_gpt_free(kn_gpt *g);
+/* GPT-2 initialization from Philox seed `seed` (sub-stream i for parameter i). */
+void kn_gpt_init(kn_gpt *g, uint64_t seed);
+/* The index of a parameter by name, -1 when absent. */
+int kn_gpt_find(const kn_gpt *g, const char *name);
+
+/* Append the model to a builder: declares every parameter (kn_param, in slab order) into
+ * pvals[0..p.count), then the forward pass of idx [B, T] (i32, T <= context). *logits
+ * receives [B*T, vocab]. When targets is a valid [B, T] i32 value, *loss receives the mean
+ * cross-entropy (0-d); pass KN_VAL_NONE for no loss (loss may then be NULL). Returns the
+ * builder's status. */
+kn_status kn_gpt_build(kn_builder *b, const kn_gpt *g, kn_val idx, kn_val targets, kn_val *pvals,
+                       kn_val *logits, kn_val *loss);
+
+/* ---------------------------------------------------------------- training */
+
+/* One training step compiled once: the forward graph of (B, T), its joint
+ * forward+backward graph (kiln/autograd.h), an interpreter bound to the parameter slab
+ * (aliased, so optimizer updates are seen by the next run) and to the batch buffers. */
+typedef struct kn_trainer {
+    kn_gpt *model;           /* borrowed */
+    int B, T;
+    kn_graph *fwd, *joint;   /* owned */
+    kn_interp *it;           /* owned: runs joint */
+    kn_interp *eval;         /* owned: runs fwd (loss only) */
+    kn_tensor *x, *y;        /* owned: i32 [B, T], bound as inputs "idx" and "targets" */
+    kn_tensor *grad;         /* owned: f32 [p.n], the gradient slab */
+    kn_tensor **grad_views;  /* owned: views of grad shaped like the parameters */
+    kn_optim opt;
+    double clip;             /* global-norm clip (0: none) */
+    bool eager;              /* step in eager mode (rebuild and run op by op, kn_backward)
+                              * instead of replaying the compiled joint graph; same bits */
+} kn_trainer;
+
+kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_optim_config *ocfg, double clip);
+void kn_trainer_free(kn_trainer *t);
+/* Forward + backward on the batch (x, y: B*T tokens each), clip, one optimizer step at lr.
+ * *loss gets the batch's loss before the update, *gnorm (may be NULL) the gradient norm.
+ * With t->eager set, the forward and backward run eagerly (the teaching and ablation
+ * baseline); both modes call the same kernels in the same order, so they agree bitwise. */
+kn_status kn_trainer_step(kn_trainer *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm);
+/* The loss on a batch without updating anything. */
+kn_status kn_trainer_eval(kn_trainer *t, const int32_t *x, const int32_t *y, double *loss);
+
+/* Sampling: extend prompt ids[0..n0) to n tokens (ids has room for n), each drawn from
+ * softmax(logits / temperature) at the last position with the Philox stream `rng`
+ * (temperature 0: argmax). The model sees the last min(len, context) tokens. */
+kn_status kn_gpt_sample(const kn_gpt *g, int32_t *ids, int n0, int n, double temperature, kn_rng *rng);
+
+/* ---------------------------------------------------------------- checkpoints */
+
+/* Save the parameters (one safetensors tensor per parameter, named as in the model) and,
+ * when opt is not NULL, the optimizer state ("optim.state", f32 [state_len]); meta adds
+ * string pairs to "__metadata__" beside the model config kiln writes itself
+ * ("kiln.vocab", "kiln.context", "kiln.layers", "kiln.width", "kiln.heads",
+ * "kiln.optim.step"). */
+kn_status kn_checkpoint_save(const char *path, const kn_gpt *g, const kn_optim *opt, int n_meta,
+                             const char *const *keys, const char *const *values);
+/* Read a checkpoint's model config (from its metadata) so the caller can build the model. */
+kn_status kn_checkpoint_config(const char *path, kn_gpt_config *cfg);
+/* Load the parameters into g (same config; every tensor checked by name, dtype and shape)
+ * and, when opt is not NULL, the optimizer state and step (same kind and size). *st
+ * (optional) receives the opened file for reading further metadata; free it with
+ * kn_safetensors_free. */
+struct kn_safetensors;
+kn_status kn_checkpoint_load(const char *path, kn_gpt *g, kn_optim *opt, struct kn_safetensors *st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_NN_H */

@@ -1,0 +1,113 @@
+/* optim.c — SGD with momentum and AdamW over one flat f32 slab, gradient clipping and the
+ * learning-rate schedule (contracts in kiln/optim.h).
+ *
+ * Each update is a single pass over the slab. The arithmetic of one element is done in
+ * double and rounded once to f32 when stored, so results do not depend on the compiler's
+ * choice of fused multiply-adds in float, and the same state always gives the same step.
+ * The state lives in one owned slab (m then v for AdamW) so a checkpoint saves it as one
+ * tensor and a resumed run restores it bit for bit. */
+#include <math.h>
+#include <string.h>
+
+#include "kiln/optim.h"
+
+kn_optim_config kn_optim_default(void) {
+    return (kn_optim_config){.kind = KN_OPTIM_ADAMW, .momentum = 0.0, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                             .weight_decay = 0.1};
+}
+
+static bool in01(double x) { return x >= 0.0 && x < 1.0; }
+
+kn_status kn_optim_init(kn_optim *o, const kn_optim_config *cfg, int64_t n, int64_t n_decay) {
+    if (!o || !cfg) return kn_error(KN_ERR_ARG, "kn_optim_init: NULL argument");
+    if (cfg->kind != KN_OPTIM_SGD && cfg->kind != KN_OPTIM_ADAMW)
+        return kn_error(KN_ERR_ARG, "kn_optim_init: unknown optimizer kind %d", (int)cfg->kind);
+    if (n < 0 || n_decay < 0 || n_decay > n)
+        return kn_error(KN_ERR_ARG, "kn_optim_init: need 0 <= n_decay (%lld) <= n (%lld)", (long long)n_decay,
+                        (long long)n);
+    if (cfg->kind == KN_OPTIM_SGD && !in01(cfg->momentum))
+        return kn_error(KN_ERR_ARG, "kn_optim_init: SGD momentum %g is outside [0, 1)", cfg->momentum);
+    if (cfg->kind == KN_OPTIM_ADAMW && (!in01(cfg->beta1) || !in01(cfg->beta2)))
+        return kn_error(KN_ERR_ARG, "kn_optim_init: AdamW betas (%g, %g) must lie in [0, 1)", cfg->beta1, cfg->beta2);
+    if (cfg->kind == KN_OPTIM_ADAMW && !(cfg->eps > 0.0))
+        return kn_error(KN_ERR_ARG, "kn_optim_init: AdamW eps %g must be > 0", cfg->eps);
+    if (!(cfg->weight_decay >= 0.0))
+        return kn_error(KN_ERR_ARG, "kn_optim_init: weight decay %g must be >= 0", cfg->weight_decay);
+    int64_t len = cfg->kind == KN_OPTIM_ADAMW ? 2 * n : n;
+    float *state = kn_calloc((size_t)len + 1, sizeof(float));
+    if (!state) return kn_error(KN_ERR_OOM, "kn_optim_init: out of memory for %lld state floats", (long long)len);
+    *o = (kn_optim){.cfg = *cfg, .n = n, .n_decay = n_decay, .step = 0, .state = state, .state_len = len};
+    return KN_OK;
+}
+
+void kn_optim_free(kn_optim *o) {
+    if (!o) return;
+    kn_free(o->state);
+    o->state = NULL;
+    o->state_len = 0;
+}
+
+static void sgd_step(kn_optim *o, float *p, const float *g, double lr) {
+    const double mu = o->cfg.momentum, wd = o->cfg.weight_decay;
+    float *buf = o->state;
+    bool first = o->step == 0;
+    for (int64_t i = 0; i < o->n; i++) {
+        double gi = (double)g[i];
+        if (i < o->n_decay) gi += wd * (double)p[i];
+        double b = gi;
+        if (mu > 0.0) {
+            b = first ? gi : mu * (double)buf[i] + gi;
+            buf[i] = (float)b;
+        }
+        p[i] = (float)((double)p[i] - lr * b);
+    }
+}
+
+static void adamw_step(kn_optim *o, float *p, const float *g, double lr) {
+    const double b1 = o->cfg.beta1, b2 = o->cfg.beta2, eps = o->cfg.eps, wd = o->cfg.weight_decay;
+    const double t = (double)(o->step + 1);
+    const double c1 = 1.0 - pow(b1, t), c2 = 1.0 - pow(b2, t);
+    float *m = o->state, *v = o->state + o->n;
+    for (int64_t i = 0; i < o->n; i++) {
+        double pi = (double)p[i], gi = (double)g[i];
+        if (i < o->n_decay) pi -= lr * wd * pi;
+        double mi = b1 * (double)m[i] + (1.0 - b1) * gi;
+        double vi = b2 * (double)v[i] + (1.0 - b2) * gi * gi;
+        m[i] = (float)mi;
+        v[i] = (float)vi;
+        /* the stored (rounded) moments are what a resumed run sees, so use them here too */
+        pi -= lr * ((double)m[i] / c1) / (sqrt((double)v[i] / c2) + eps);
+        p[i] = (float)pi;
+    }
+}
+
+kn_status kn_optim_step(kn_optim *o, float *param, const float *grad, double lr) {
+    if (!o || !o->state || (o->n && (!param || !grad)))
+        return kn_error(KN_ERR_ARG, "kn_optim_step: optimizer not initialized or NULL slab");
+    if (!isfinite(lr) || lr < 0.0) return kn_error(KN_ERR_ARG, "kn_optim_step: learning rate %g is not >= 0", lr);
+    if (o->cfg.kind == KN_OPTIM_SGD) sgd_step(o, param, grad, lr);
+    else adamw_step(o, param, grad, lr);
+    o->step++;
+    return KN_OK;
+}
+
+double kn_clip_grad_norm(float *grad, int64_t n, double max_norm) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++) ss += (double)grad[i] * (double)grad[i];
+    double norm = sqrt(ss);
+    if (max_norm > 0.0 && norm > max_norm) {
+        double s = max_norm / (norm + 1e-6);
+        for (int64_t i = 0; i < n; i++) grad[i] = (float)((double)grad[i] * s);
+    }
+    return norm;
+}
+
+double kn_lr_at(const kn_lr_schedule *s, int64_t step) {
+    if (step < 0) step = 0;
+    if (s->warmup > 0 && step < s->warmup) return s->lr * (double)(step + 1) / (double)s->warmup;
+    int64_t span = s->total - 1 - s->warmup;
+    double progress = span > 0 ? (double)(step - s->warmup) / (double)span : 1.0;
+    if (progress > 1.0) progress = 1.0;
+    if (progress < 0.0) progress = 0.0;
+    return s->min_lr + 0.5 * (s->lr - s->min_lr) * (1.0 + cos(3.14159265358979323846 * progress));
+}

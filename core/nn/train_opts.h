@@ -1,0 +1,56 @@
+/* train_opts.h — the settings of a training run (`kiln train`): one table of options that
+ * drives the flag parser, the key=value config file reader, the usage text and the
+ * checkpoint metadata. Internal to kiln (core/nn and core/cli).
+ *
+ * Every option has a name ("lr"), read as the flag --lr VALUE or --lr=VALUE and as the
+ * config-file line `lr = VALUE`. Options that define the run (model shape, data, schedule,
+ * optimizer, seed) are saved in a checkpoint's metadata as "kiln.opt.<name>"; a run with
+ * --resume takes them from the checkpoint and refuses flags that would change them, so it
+ * continues exactly. */
+#ifndef KILN_NN_TRAIN_OPTS_H
+#define KILN_NN_TRAIN_OPTS_H
+
+#include "kiln/optim.h"
+
+#define KN_TRAIN_STR 512
+#define KN_TRAIN_META_MAX 48
+
+typedef struct kn_train_opts {
+    /* model */
+    int layers, width, heads, context;
+    /* data */
+    char data[KN_TRAIN_STR];     /* "grammar" (the bundled generator), a text file or a KNTK file */
+    uint64_t data_seed;          /* grammar seed */
+    int64_t data_bytes;          /* grammar size */
+    /* optimization */
+    int batch;
+    int64_t steps, warmup;       /* warmup < 0: steps / 10, at most 100 */
+    double lr, min_lr;           /* min_lr < 0: lr / 10 */
+    char optimizer[16];          /* "adamw" or "sgd" */
+    double momentum, weight_decay, clip;
+    uint64_t seed;               /* initialization, batches and sampling */
+    /* this invocation only (allowed with --resume) */
+    char device[16];
+    char mode[16];               /* "graph" (compile the step once) or "eager" (op by op) */
+    char out[KN_TRAIN_STR];      /* checkpoint to write; "none" for no checkpoint */
+    char resume[KN_TRAIN_STR];   /* checkpoint to continue; "" for a fresh run */
+    char log[KN_TRAIN_STR];      /* per-step "step loss lr gnorm" lines; "" for none */
+    int64_t stop_after;          /* stop (and save) after this step; 0: run to `steps` */
+    int sample;                  /* characters to sample at the end */
+    double temperature;
+    int eval_batches;            /* held-out batches evaluated at the end */
+} kn_train_opts;
+
+/* Parse argv (argv[0] is the subcommand). Returns -1 when the run should go ahead, 0 after
+ * printing --help, 2 after printing a usage error to stderr. Applies defaults, then (with
+ * --resume) the checkpoint's saved options, then config files and flags in order. */
+int kn_train_opts_parse(kn_train_opts *o, int argc, char **argv);
+/* The run-defining options as checkpoint metadata: keys[i] = "kiln.opt.<name>", vals[i]
+ * its text; returns the count (< KN_TRAIN_META_MAX - 4, leaving room for the caller). */
+int kn_train_opts_to_meta(const kn_train_opts *o, const char **keys, char vals[][600]);
+/* The optimizer settings. */
+kn_optim_config kn_train_opts_optim(const kn_train_opts *o);
+/* The usage text. */
+void kn_train_opts_usage(FILE *f);
+
+#endif /* KILN_NN_TRAIN_OPTS_H */

@@ -1,0 +1,217 @@
+/* trainer.c — a training step compiled once and replayed, evaluation, and sampling.
+ *
+ * The trainer records the GPT's forward pass for a fixed batch shape into a graph (graph
+ * mode of the builder), differentiates it into the joint forward+backward graph
+ * (kn_autograd), and binds an interpreter to it. Binding is by alias: the interpreter
+ * reads the parameter slab and the batch buffers in place, so a step is
+ *     copy the batch in -> run the joint graph -> copy gradients into the gradient slab
+ *     -> clip -> optimizer update of the parameter slab,
+ * with no graph rebuilt and no parameter copied. Everything is sequential and in a fixed
+ * order, so the same (parameters, optimizer state, step, batch) always gives the same
+ * bits: the basis of exact resume. The eager mode (t->eager) rebuilds the model op by op
+ * every step and differentiates on the tape instead: slower, the same bits. */
+#include <math.h>
+#include <string.h>
+
+#include "kiln/autograd.h"
+#include "kiln/nn.h"
+
+static kn_status bind_params(kn_interp *it, const kn_gpt *g) {
+    for (int i = 0; i < g->p.count; i++) KN_TRY(kn_interp_bind(it, g->p.info[i].name, g->p.views[i]));
+    return KN_OK;
+}
+
+/* Record the forward graph of model on inputs "idx" (and "targets" when with_loss). */
+static kn_status record_forward(const kn_gpt *model, const kn_tensor *x, const kn_tensor *y, kn_graph **fwd,
+                                kn_val *pvals, kn_val *loss) {
+    kn_builder *b;
+    KN_TRY(kn_builder_new(&b, KN_MODE_GRAPH));
+    kn_val idx = kn_input(b, "idx", x);
+    kn_val tgt = y ? kn_input(b, "targets", y) : KN_VAL_NONE;
+    kn_val logits, l = KN_VAL_NONE;
+    kn_status st = kn_gpt_build(b, model, idx, tgt, pvals, &logits, &l);
+    if (st == KN_OK) {
+        kn_builder_output(b, y ? l : logits);
+        st = kn_builder_finish(b, fwd);
+    } else {
+        kn_error(st, "%s", kn_builder_error(b));
+    }
+    if (loss) *loss = l;
+    kn_builder_free(b);
+    return st;
+}
+
+kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_optim_config *ocfg, double clip) {
+    if (!t || !model || !ocfg) return kn_error(KN_ERR_ARG, "kn_trainer_new: NULL argument");
+    if (B < 1 || T < 1 || T > model->cfg.context)
+        return kn_error(KN_ERR_ARG, "kn_trainer_new: batch %d x %d: need B >= 1 and 1 <= T <= context %d", B, T,
+                        model->cfg.context);
+    memset(t, 0, sizeof *t);
+    t->model = model;
+    t->B = B;
+    t->T = T;
+    t->clip = clip;
+    const kn_params *p = &model->p;
+    int64_t bt[2] = {B, T}, n[1] = {p->n};
+    kn_val *pvals = kn_calloc((size_t)p->count, sizeof *pvals);
+    kn_status st = pvals ? KN_OK : kn_error(KN_ERR_OOM, "kn_trainer_new: out of memory");
+    kn_val loss;
+    if (st == KN_OK) st = kn_tensor_zeros(&t->x, KN_DT_I32, 2, bt);
+    if (st == KN_OK) st = kn_tensor_zeros(&t->y, KN_DT_I32, 2, bt);
+    if (st == KN_OK) st = record_forward(model, t->x, t->y, &t->fwd, pvals, &loss);
+    if (st == KN_OK) st = kn_autograd(t->fwd, loss, p->count, pvals, &t->joint, NULL);
+    if (st == KN_OK) st = kn_interp_new(&t->it, t->joint);
+    if (st == KN_OK) st = bind_params(t->it, model);
+    if (st == KN_OK) st = kn_interp_bind(t->it, "idx", t->x);
+    if (st == KN_OK) st = kn_interp_bind(t->it, "targets", t->y);
+    if (st == KN_OK) st = kn_interp_new(&t->eval, t->fwd);
+    if (st == KN_OK) st = bind_params(t->eval, model);
+    if (st == KN_OK) st = kn_interp_bind(t->eval, "idx", t->x);
+    if (st == KN_OK) st = kn_interp_bind(t->eval, "targets", t->y);
+    if (st == KN_OK) st = kn_tensor_zeros(&t->grad, KN_DT_F32, 1, n);
+    if (st == KN_OK) {
+        t->grad_views = kn_calloc((size_t)p->count, sizeof *t->grad_views);
+        if (!t->grad_views) st = kn_error(KN_ERR_OOM, "kn_trainer_new: out of memory");
+    }
+    for (int i = 0; st == KN_OK && i < p->count; i++) {
+        kn_tensor *s;
+        st = kn_tensor_slice(&s, t->grad, 0, p->info[i].offset, p->info[i].offset + p->info[i].numel, 1);
+        if (st == KN_OK) {
+            st = kn_tensor_view(&t->grad_views[i], s, p->info[i].ndim, p->info[i].shape);
+            kn_tensor_free(s);
+        }
+    }
+    if (st == KN_OK) st = kn_optim_init(&t->opt, ocfg, p->n, p->n_decay);
+    kn_free(pvals);
+    if (st != KN_OK) kn_trainer_free(t);
+    return st;
+}
+
+void kn_trainer_free(kn_trainer *t) {
+    if (!t) return;
+    kn_interp_free(t->it);
+    kn_interp_free(t->eval);
+    kn_graph_free(t->joint);
+    kn_graph_free(t->fwd);
+    kn_tensor_free(t->x);
+    kn_tensor_free(t->y);
+    for (int i = 0; t->grad_views && t->model && i < t->model->p.count; i++) kn_tensor_free(t->grad_views[i]);
+    kn_free(t->grad_views);
+    kn_tensor_free(t->grad);
+    kn_optim_free(&t->opt);
+    memset(t, 0, sizeof *t);
+}
+
+static void load_batch(kn_trainer *t, const int32_t *x, const int32_t *y) {
+    size_t bytes = (size_t)t->B * (size_t)t->T * sizeof(int32_t);
+    memcpy(kn_tensor_data(t->x), x, bytes);
+    memcpy(kn_tensor_data(t->y), y, bytes);
+}
+
+/* The eager step: build the model op by op on the current batch, differentiate on the
+ * tape (kn_backward), copy loss and gradients out. */
+static kn_status eager_grads(kn_trainer *t, double *loss) {
+    const kn_params *p = &t->model->p;
+    kn_builder *b;
+    KN_TRY(kn_builder_new(&b, KN_MODE_EAGER));
+    kn_val *v = kn_calloc(2 * (size_t)p->count, sizeof *v);
+    kn_status st = v ? KN_OK : kn_error(KN_ERR_OOM, "kn_trainer_step: out of memory");
+    kn_val logits, l = KN_VAL_NONE;
+    if (st == KN_OK)
+        st = kn_gpt_build(b, t->model, kn_input(b, "idx", t->x), kn_input(b, "targets", t->y), v, &logits, &l);
+    if (st == KN_OK) st = kn_backward(b, l, p->count, v, v + p->count);
+    if (st != KN_OK && kn_builder_status(b) != KN_OK) kn_error(st, "%s", kn_builder_error(b));
+    if (st == KN_OK) st = kn_tensor_item(kn_val_tensor(b, l), loss);
+    for (int i = 0; st == KN_OK && i < p->count; i++)
+        st = kn_tensor_copy_into(t->grad_views[i], kn_val_tensor(b, v[p->count + i]));
+    kn_free(v);
+    kn_builder_free(b);
+    return st;
+}
+
+kn_status kn_trainer_step(kn_trainer *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm) {
+    if (!t || !t->it || !x || !y) return kn_error(KN_ERR_ARG, "kn_trainer_step: NULL argument");
+    load_batch(t, x, y);
+    double l;
+    if (t->eager) {
+        KN_TRY(eager_grads(t, &l));
+    } else {
+        KN_TRY(kn_interp_run(t->it));
+        KN_TRY(kn_tensor_item(kn_interp_output(t->it, 0), &l));
+        for (int i = 0; i < t->model->p.count; i++) KN_TRY(kn_interp_output_copy(t->it, 1 + i, t->grad_views[i]));
+    }
+    float *g = kn_tensor_data(t->grad);
+    double norm = kn_clip_grad_norm(g, t->model->p.n, t->clip);
+    if (!isfinite(l) || !isfinite(norm))
+        return kn_error(KN_ERR_ARG, "kn_trainer_step: loss %g, gradient norm %g at optimizer step %lld (diverged: "
+                        "lower the learning rate)", l, norm, (long long)t->opt.step);
+    KN_TRY(kn_optim_step(&t->opt, t->model->p.data, g, lr));
+    if (loss) *loss = l;
+    if (gnorm) *gnorm = norm;
+    return KN_OK;
+}
+
+kn_status kn_trainer_eval(kn_trainer *t, const int32_t *x, const int32_t *y, double *loss) {
+    if (!t || !t->eval || !x || !y || !loss) return kn_error(KN_ERR_ARG, "kn_trainer_eval: NULL argument");
+    load_batch(t, x, y);
+    KN_TRY(kn_interp_run(t->eval));
+    return kn_tensor_item(kn_interp_output(t->eval, 0), loss);
+}
+
+/* ---------------------------------------------------------------- sampling */
+
+/* Draw from softmax(row / temperature) with one uniform from rng (argmax at temperature 0). */
+static int32_t draw(const float *row, int V, double temperature, kn_rng *rng) {
+    int best = 0;
+    for (int v = 1; v < V; v++)
+        if (row[v] > row[best]) best = v;
+    if (temperature <= 0) return best;
+    double z = 0, u;
+    for (int v = 0; v < V; v++) z += exp(((double)row[v] - row[best]) / temperature);
+    kn_rng_uniform_f64(rng, &u, 1);
+    double acc = 0, target = u * z;
+    for (int v = 0; v < V; v++) {
+        acc += exp(((double)row[v] - row[best]) / temperature);
+        if (acc > target) return v;
+    }
+    return best;
+}
+
+kn_status kn_gpt_sample(const kn_gpt *g, int32_t *ids, int n0, int n, double temperature, kn_rng *rng) {
+    if (!g || !ids || !rng || n0 < 1 || n < n0)
+        return kn_error(KN_ERR_ARG, "kn_gpt_sample: need a prompt of >= 1 token (got %d) and n >= n0 (got %d)", n0, n);
+    for (int i = 0; i < n0; i++)
+        if (ids[i] < 0 || ids[i] >= g->cfg.vocab)
+            return kn_error(KN_ERR_ARG, "kn_gpt_sample: prompt token %d at %d is outside [0, %d)", ids[i], i,
+                            g->cfg.vocab);
+    if (n == n0) return KN_OK;
+    const int T = g->cfg.context < n ? g->cfg.context : n, V = g->cfg.vocab;
+    int64_t shape[2] = {1, T};
+    kn_tensor *x = NULL;
+    kn_graph *fwd = NULL;
+    kn_interp *it = NULL;
+    kn_val *pvals = kn_calloc((size_t)g->p.count, sizeof *pvals);
+    kn_status st = pvals ? KN_OK : kn_error(KN_ERR_OOM, "kn_gpt_sample: out of memory");
+    if (st == KN_OK) st = kn_tensor_zeros(&x, KN_DT_I32, 2, shape);
+    if (st == KN_OK) st = record_forward(g, x, NULL, &fwd, pvals, NULL);
+    if (st == KN_OK) st = kn_interp_new(&it, fwd);
+    if (st == KN_OK) st = bind_params(it, g);
+    if (st == KN_OK) st = kn_interp_bind(it, "idx", x);
+    int32_t *xd = st == KN_OK ? kn_tensor_data(x) : NULL;
+    for (int len = n0; st == KN_OK && len < n; len++) {
+        /* causal attention: positions past L cannot influence position L-1, so the window is
+         * left-aligned and the tail is padding */
+        int L = len < T ? len : T;
+        memset(xd, 0, (size_t)T * sizeof *xd);
+        memcpy(xd, ids + len - L, (size_t)L * sizeof *xd);
+        st = kn_interp_run(it);
+        if (st != KN_OK) break;
+        const float *logits = kn_tensor_data(kn_interp_output(it, 0));
+        ids[len] = draw(logits + (size_t)(L - 1) * (size_t)V, V, temperature, rng);
+    }
+    kn_interp_free(it);
+    kn_graph_free(fwd);
+    kn_tensor_free(x);
+    kn_free(pvals);
+    return st;
+}
