@@ -99,7 +99,20 @@ def mask(src):
             i = k + 1
             continue
         i += 1
-    return "".join(out), comments
+    return blank_cplusplus_guards("".join(out), src), comments
+
+
+def blank_cplusplus_guards(masked, src):
+    """Blank the bodies of `#ifdef __cplusplus` ... `#endif` blocks (the `extern "C" {`
+    and its `}` in headers): they are C++-only and their braces do not balance inside
+    the block, so left in they would swallow the rest of the file."""
+    out = list(masked)
+    for m in re.finditer(r"^[ \t]*#[ \t]*ifdef[ \t]+__cplusplus\b.*?^[ \t]*#[ \t]*endif\b", src,
+                         re.M | re.S):
+        for k in range(m.start(), m.end()):
+            if out[k] != "\n":
+                out[k] = " "
+    return "".join(out)
 
 
 def statements(code):

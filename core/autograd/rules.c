@@ -1,67 +1,42 @@
-/* rules.c — the backward rule of every differentiable op (the "backward" column of
- * ops.def).
+/* rules.c — the backward rules of the differentiable ops (the "backward" column of
+ * ops.def) that are not lab 02 units: mul, div, exp, log, tanh, sum, mean, matmul and
+ * permute are in solutions/lab02-autograd/rules.c (contracts in kiln/autograd.h).
  *
  * A rule sees the forward node (its operands, attributes and result, all values of the
  * builder) and the gradient dy of its result, and emits the gradients of the operands
  * that want one, using ordinary builder calls. Rules for broadcasting ops sum the
- * gradient back to the operand's shape (sum_to); views apply their inverse; fused ops
+ * gradient back to the operand's shape (kn_sum_to, a lab 02 unit); views apply their inverse; fused ops
  * have fused backward ops (softmax_bwd, layernorm_dx, cross_entropy_bwd, ...). Every rule
  * is checked against finite differences in fp64 (tests/core/test_autograd_*.c). */
 #include <string.h>
 
 #include "ir/ir_impl.h"
+#include "kiln/autograd.h"
 
 static const kn_node *node(kn_builder *b, int32_t id) { return &kn_builder_graph(b)->nodes[id]; }
 static kn_val in_(kn_builder *b, int32_t id, int k) { return (kn_val){node(b, id)->in[k]}; }
 static kn_type type_of(kn_builder *b, kn_val v) { return *kn_val_type(b, v); }
 
-/* Sum g (whose shape x's shape broadcasts to) back to x's shape. */
-static kn_val sum_to(kn_builder *b, kn_val g, kn_val x) {
-    if (!kn_val_ok(g) || !kn_val_ok(x)) return KN_VAL_NONE;
-    kn_type gt = type_of(b, g), xt = type_of(b, x);
-    if (kn_type_equal(&gt, &xt)) return g;
-    int axes[KN_MAX_DIMS], na = 0, lead = gt.ndim - xt.ndim;
-    for (int i = 0; i < gt.ndim; i++)
-        if (i < lead || (xt.shape[i - lead] == 1 && gt.shape[i] != 1)) axes[na++] = i;
-    kn_val s = na ? kn_sum(b, g, na, axes, true) : g;
-    return kn_reshape(b, s, xt.ndim, xt.shape);
-}
-
 static void set(kn_val *dx, int k, kn_val v) { if (kn_want(dx[k])) dx[k] = v; }
 
 void bw_add(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
-    if (kn_want(dx[0])) dx[0] = sum_to(b, dy, in_(b, id, 0));
-    if (kn_want(dx[1])) dx[1] = sum_to(b, dy, in_(b, id, 1));
+    if (kn_want(dx[0])) dx[0] = kn_sum_to(b, dy, in_(b, id, 0));
+    if (kn_want(dx[1])) dx[1] = kn_sum_to(b, dy, in_(b, id, 1));
 }
 
 void bw_sub(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
-    if (kn_want(dx[0])) dx[0] = sum_to(b, dy, in_(b, id, 0));
-    if (kn_want(dx[1])) dx[1] = sum_to(b, kn_neg(b, dy), in_(b, id, 1));
-}
-
-void bw_mul(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
-    kn_val x = in_(b, id, 0), y = in_(b, id, 1);
-    if (kn_want(dx[0])) dx[0] = sum_to(b, kn_mul(b, dy, y), x);
-    if (kn_want(dx[1])) dx[1] = sum_to(b, kn_mul(b, dy, x), y);
-}
-
-void bw_div(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
-    kn_val x = in_(b, id, 0), y = in_(b, id, 1), q = {id};
-    if (kn_want(dx[0])) dx[0] = sum_to(b, kn_div(b, dy, y), x);
-    if (kn_want(dx[1])) dx[1] = sum_to(b, kn_neg(b, kn_div(b, kn_mul(b, dy, q), y)), y);
+    if (kn_want(dx[0])) dx[0] = kn_sum_to(b, dy, in_(b, id, 0));
+    if (kn_want(dx[1])) dx[1] = kn_sum_to(b, kn_neg(b, dy), in_(b, id, 1));
 }
 
 void bw_where(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
     kn_val c = in_(b, id, 0), zero = kn_scalar(b, type_of(b, dy).dtype, 0.0);
     set(dx, 0, KN_VAL_NONE);
-    if (kn_want(dx[1])) dx[1] = sum_to(b, kn_where(b, c, dy, zero), in_(b, id, 1));
-    if (kn_want(dx[2])) dx[2] = sum_to(b, kn_where(b, c, zero, dy), in_(b, id, 2));
+    if (kn_want(dx[1])) dx[1] = kn_sum_to(b, kn_where(b, c, dy, zero), in_(b, id, 1));
+    if (kn_want(dx[2])) dx[2] = kn_sum_to(b, kn_where(b, c, zero, dy), in_(b, id, 2));
 }
 
 void bw_neg(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) { (void)id; dx[0] = kn_neg(b, dy); }
-void bw_exp(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) { dx[0] = kn_mul(b, dy, (kn_val){id}); }
-void bw_log(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) { dx[0] = kn_div(b, dy, in_(b, id, 0)); }
-
 void bw_sqrt(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
     dx[0] = kn_div(b, kn_mul_scalar(b, dy, 0.5), (kn_val){id});
 }
@@ -69,11 +44,6 @@ void bw_sqrt(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
 void bw_rsqrt(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
     kn_val y = {id};
     dx[0] = kn_mul(b, kn_mul_scalar(b, dy, -0.5), kn_mul(b, y, kn_mul(b, y, y)));
-}
-
-void bw_tanh(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
-    kn_val y = {id};
-    dx[0] = kn_sub(b, dy, kn_mul(b, dy, kn_mul(b, y, y)));
 }
 
 static kn_val two(kn_builder *b, kn_op op, kn_val x, kn_val y, const kn_attrs *a) {
@@ -110,20 +80,6 @@ static kn_val unreduce(kn_builder *b, int32_t id, kn_val dy, kn_type *xt) {
     return kn_reshape(b, dy, xt->ndim, kshape);
 }
 
-void bw_sum(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
-    kn_type xt;
-    kn_val k = unreduce(b, id, dy, &xt);
-    dx[0] = kn_broadcast_to(b, k, xt.ndim, xt.shape);
-}
-
-void bw_mean(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
-    kn_type xt;
-    kn_val k = unreduce(b, id, dy, &xt);
-    int64_t in_n = kn_type_numel(&xt), out_n = kn_type_numel(&node(b, id)->type);
-    double scale = in_n ? (double)out_n / (double)in_n : 0.0;
-    dx[0] = kn_broadcast_to(b, kn_mul_scalar(b, k, scale), xt.ndim, xt.shape);
-}
-
 /* The gradient goes to every position equal to the maximum (all of them on ties). */
 void bw_max(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
     kn_type xt;
@@ -134,42 +90,12 @@ void bw_max(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
     dx[0] = kn_mul(b, mask, k);
 }
 
-void bw_matmul(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
-    const kn_node *n = node(b, id);
-    bool ta = n->attrs.ta, tb = n->attrs.tb;
-    kn_val A = in_(b, id, 0), B = in_(b, id, 1);
-    kn_type at = type_of(b, A), bt = type_of(b, B), gt = type_of(b, dy);
-    if (kn_want(dx[0]))
-        dx[0] = sum_to(b, ta ? kn_matmul_t(b, B, dy, tb, true) : kn_matmul_t(b, dy, B, false, !tb), A);
-    if (kn_want(dx[1])) {
-        if (bt.ndim == 2 && at.ndim > 2 && !ta) {
-            /* [.., m, k] @ [k, n]: fold the batch into rows, one matmul instead of a
-             * batch of them summed afterwards. */
-            int64_t a2[2] = {-1, at.shape[at.ndim - 1]}, g2[2] = {-1, gt.shape[gt.ndim - 1]};
-            kn_val ar = kn_reshape(b, A, 2, a2), gr = kn_reshape(b, dy, 2, g2);
-            dx[1] = tb ? kn_matmul_t(b, gr, ar, true, false) : kn_matmul_t(b, ar, gr, true, false);
-        } else {
-            dx[1] = sum_to(b, tb ? kn_matmul_t(b, dy, A, true, ta) : kn_matmul_t(b, A, dy, !ta, false), B);
-        }
-    }
-}
-
 void bw_reshape(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
     kn_type xt = type_of(b, in_(b, id, 0));
     dx[0] = kn_reshape(b, dy, xt.ndim, xt.shape);
 }
 
-void bw_permute(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
-    const kn_node *n = node(b, id);
-    int inv[KN_MAX_DIMS], nd = n->attrs.nperm;
-    for (int i = 0; i < nd; i++) {
-        int p = (int)(n->attrs.perm[i] < 0 ? n->attrs.perm[i] + nd : n->attrs.perm[i]);
-        inv[p] = i;
-    }
-    dx[0] = kn_permute(b, dy, nd, inv);
-}
-
-void bw_broadcast_to(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) { dx[0] = sum_to(b, dy, in_(b, id, 0)); }
+void bw_broadcast_to(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) { dx[0] = kn_sum_to(b, dy, in_(b, id, 0)); }
 
 void bw_slice(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
     kn_attrs a = node(b, id)->attrs;

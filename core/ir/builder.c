@@ -123,78 +123,24 @@ static kn_status grow_vals(kn_builder *b, int need) {
     return KN_OK;
 }
 
-/* The one path every op takes. For input/param, `data` is the bound tensor (eager). */
-static kn_val add_node(kn_builder *b, const char *fn, kn_op op, int nin, const kn_val *in,
-                       const kn_attrs *attrs, const kn_type *type, const kn_tensor *data) {
-    if (!b || b->st != KN_OK) return KN_VAL_NONE;
-    const kn_op_info *info = kn_op_get(op);
-    char msg[400];
-    if (!info) { kn_builder_fail(b, KN_ERR_ARG, "%s: invalid op %d", fn, (int)op); return KN_VAL_NONE; }
-    if (nin != info->arity || nin < 0 || nin > KN_MAX_OPERANDS) {
-        kn_builder_fail(b, KN_ERR_ARG, "%s: %s takes %d operands, got %d", fn, info->name, info->arity, nin);
-        return KN_VAL_NONE;
+/* Append a node the caller checked and typed; in eager mode t (owned, may be NULL in
+ * graph mode) becomes the value's tensor. Frees t on failure. */
+kn_status kn_builder_push(kn_builder *b, const kn_node *n, kn_tensor *t, int32_t *id) {
+    if (!b || !n || !id) {
+        kn_tensor_free(t);
+        return kn_error(KN_ERR_ARG, "kn_builder_push: NULL argument");
     }
-    kn_node n;
-    memset(&n, 0, sizeof n);
-    n.op = op;
-    n.nin = nin;
-    n.attrs = attrs ? *attrs : kn_attrs_default();
-    const kn_type *tin[KN_MAX_OPERANDS];
-    for (int i = 0; i < nin; i++) {
-        if (!val_ok(b, in[i])) {
-            kn_builder_fail(b, KN_ERR_ARG, "%s: operand %d is not a value of this builder (id %d)", fn, i, (int)in[i].id);
-            return KN_VAL_NONE;
-        }
-        n.in[i] = in[i].id;
-        tin[i] = &b->g->nodes[in[i].id].type;
-    }
-    kn_status st = kn_node_check_attrs(&n, msg, sizeof msg);
-    if (st != KN_OK) { kn_builder_fail(b, st, "%s: %s", fn, msg); return KN_VAL_NONE; }
-    if (info->category == KN_CAT_SOURCE) {
-        if (!type) { kn_builder_fail(b, KN_ERR_ARG, "%s: a source needs its type", fn); return KN_VAL_NONE; }
-        n.type = *type;
-    }
-    st = kn_node_infer(&n, tin, &n.type, msg, sizeof msg);
-    if (st != KN_OK) { kn_builder_fail(b, st, "%s: %s", fn, msg); return KN_VAL_NONE; }
-    if (!kn_ir_type_ok(&n.type)) {
-        kn_builder_fail(b, KN_ERR_SHAPE, "%s: result %s has a negative dimension or too many elements", fn,
-                        kn_type_str(&n.type, msg, sizeof msg));
-        return KN_VAL_NONE;
-    }
-    if ((op == KN_OP_INPUT || op == KN_OP_PARAM) && kn_graph_find(b->g, n.attrs.name) >= 0) {
-        kn_builder_fail(b, KN_ERR_ARG, "%s: the name \"%s\" is already used in this graph", fn, n.attrs.name);
-        return KN_VAL_NONE;
-    }
-    kn_tensor *t = NULL;
-    if (b->mode == KN_MODE_EAGER) {
-        if (op == KN_OP_INPUT || op == KN_OP_PARAM) {
-            if (!data) {
-                kn_builder_fail(b, KN_ERR_ARG, "%s: eager mode needs data for \"%s\" (use kn_input/kn_param with a tensor)", fn, n.attrs.name);
-                return KN_VAL_NONE;
-            }
-            st = kn_ir_contiguous(fn, data, &t);
-        } else {
-            const kn_tensor *targs[KN_MAX_OPERANDS];
-            for (int i = 0; i < nin; i++) targs[i] = b->vals[in[i].id];
-            st = kn_node_eval(&n, targs, &t);
-        }
-        if (st == KN_OK) st = grow_vals(b, b->g->nnodes + 1);
-        if (st != KN_OK) {
-            kn_tensor_free(t);
-            kn_builder_fail(b, st, "%s: %s", fn, kn_last_error());
-            return KN_VAL_NONE;
-        }
-    }
-    int32_t id;
-    st = kn_graph_add_node(b->g, &n, &id);
-    if (st != KN_OK) { kn_tensor_free(t); kn_builder_fail(b, st, "%s: %s", fn, kn_last_error()); return KN_VAL_NONE; }
-    if (b->mode == KN_MODE_EAGER) b->vals[id] = t;
-    return (kn_val){id};
+    kn_status st = b->mode == KN_MODE_EAGER ? grow_vals(b, b->g->nnodes + 1) : KN_OK;
+    if (st == KN_OK) st = kn_graph_add_node(b->g, n, id);
+    if (st != KN_OK) { kn_tensor_free(t); return st; }
+    if (b->mode == KN_MODE_EAGER) b->vals[*id] = t;
+    else kn_tensor_free(t);
+    return KN_OK;
 }
 
 kn_val kn_builder_op(kn_builder *b, const char *fn, kn_op op, int nin, const kn_val *in,
                      const kn_attrs *attrs, const kn_type *type) {
-    return add_node(b, fn ? fn : "kn_builder_op", op, nin, in, attrs, type, NULL);
+    return kn_builder_record(b, fn ? fn : "kn_builder_op", op, nin, in, attrs, type, NULL);
 }
 
 void kn_builder_output(kn_builder *b, kn_val v) {
@@ -231,7 +177,7 @@ static kn_val source(kn_builder *b, const char *fn, kn_op op, const char *name, 
     if (!name_ok(b, fn, name)) return KN_VAL_NONE;
     kn_attrs a = kn_attrs_default();
     memcpy(a.name, name, strlen(name) + 1);
-    return add_node(b, fn, op, 0, NULL, &a, t, data);
+    return kn_builder_record(b, fn, op, 0, NULL, &a, t, data);
 }
 
 static bool type_of(kn_builder *b, const char *fn, kn_dtype dt, int ndim, const int64_t *shape, kn_type *t) {
@@ -271,7 +217,7 @@ kn_val kn_full(kn_builder *b, kn_dtype dt, int ndim, const int64_t *shape, doubl
     if (!type_of(b, "kn_full", dt, ndim, shape, &t)) return KN_VAL_NONE;
     kn_attrs a = kn_attrs_default();
     a.value = value;
-    return add_node(b, "kn_full", KN_OP_FULL, 0, NULL, &a, &t, NULL);
+    return kn_builder_record(b, "kn_full", KN_OP_FULL, 0, NULL, &a, &t, NULL);
 }
 
 kn_val kn_scalar(kn_builder *b, kn_dtype dt, double value) { return kn_full(b, dt, 0, NULL, value); }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ir/ir_impl.h"
+#include "kiln/cuda.h"
 #include "kiln/kernels.h"
 
 /* Call fn##_f32 or fn##_f64 by dtype; evaluates to false for other dtypes. */
@@ -415,6 +416,10 @@ kn_status kern_cross_entropy_bwd(const kn_node *n, const kn_tensor *const *in, k
 kn_status kn_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
     if (!n || !out) return kn_error(KN_ERR_ARG, "kn_node_eval: NULL argument");
     if ((unsigned)n->op >= KN_OP_COUNT) return kn_error(KN_ERR_ARG, "kn_node_eval: invalid op %d", (int)n->op);
+    /* Device dispatch: a node with an operand on a GPU runs its CUDA kernel there
+     * (core/runtime/cuda_ops.cu; KN_ERR_UNSUPPORTED in a build without CUDA). */
+    for (int i = 0; i < n->nin; i++)
+        if (in[i] && in[i]->storage->device.type == KN_DEVICE_CUDA) return kn_cuda_node_eval(n, in, out);
     for (int i = 0; i < n->nin; i++)
         if (!in[i] || in[i]->storage->device.type != KN_DEVICE_CPU || !kn_tensor_is_contiguous(in[i]))
             return kn_error(KN_ERR_ARG, "kn_node_eval: %s: operand %d is not a contiguous CPU tensor",

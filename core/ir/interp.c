@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ir/ir_impl.h"
+#include "kiln/cuda.h"
 #include "kiln/kernels.h"
 
 struct kn_interp {
@@ -74,7 +75,10 @@ kn_status kn_interp_bind(kn_interp *it, const char *name, const kn_tensor *t) {
                         kn_type_str(&it->g->nodes[id].type, a, sizeof a), kn_type_str(&tt, b, sizeof b));
     }
     kn_tensor *c = NULL;
-    KN_TRY(kn_ir_contiguous("kn_interp_bind", t, &c));
+    /* Device dispatch: a tensor bound on a GPU stays there, and the nodes reading it run
+     * their CUDA kernels (kn_node_eval). */
+    if (t->storage && t->storage->device.type == KN_DEVICE_CUDA) KN_TRY(kn_cuda_contiguous("kn_interp_bind", t, &c));
+    else KN_TRY(kn_ir_contiguous("kn_interp_bind", t, &c));
     kn_tensor_free(it->bound[id]);
     it->bound[id] = c;
     return KN_OK;
@@ -129,9 +133,21 @@ const kn_tensor *kn_interp_output(const kn_interp *it, int i) {
     return it && i >= 0 && i < it->g->noutputs ? it->outs[i] : NULL;
 }
 
+static kn_status output_copy(const kn_tensor *o, int i, kn_tensor *dst);
+
 kn_status kn_interp_output_copy(const kn_interp *it, int i, kn_tensor *dst) {
     const kn_tensor *o = kn_interp_output(it, i);
     if (!o || !dst) return kn_error(KN_ERR_ARG, "kn_interp_output_copy: no output %d (run first) or dst is NULL", i);
+    if (o->storage->device.type == KN_DEVICE_CPU) return output_copy(o, i, dst);
+    /* Device dispatch: an output on a GPU comes to the CPU first. */
+    kn_tensor *h = NULL;
+    KN_TRY(kn_tensor_to(&h, o, KN_CPU));
+    kn_status st = output_copy(h, i, dst);
+    kn_tensor_free(h);
+    return st;
+}
+
+static kn_status output_copy(const kn_tensor *o, int i, kn_tensor *dst) {
     bool same = o->ndim == dst->ndim;
     for (int d = 0; same && d < o->ndim; d++) same = o->shape[d] == dst->shape[d];
     if (!same) {

@@ -90,5 +90,10 @@ kn_status kn_ir_contiguous(const char *fn, const kn_tensor *t, kn_tensor **out);
 
 /* The builder's graph and eager tensors, for the autograd rules. */
 kn_graph *kn_builder_graph_mut(kn_builder *b);
+/* Append node n (checked and typed by the caller: kn_builder_record) to the builder's
+ * graph; *id receives its id. In EAGER mode t (owned; the node's value, computed by the
+ * caller) is kept as the value's tensor; in GRAPH mode t should be NULL (it is freed).
+ * On failure t is freed and the status returned (the builder is not marked failed). */
+kn_status kn_builder_push(kn_builder *b, const kn_node *n, kn_tensor *t, int32_t *id);
 
 #endif /* KILN_IR_IMPL_H */

@@ -8,7 +8,8 @@
  * and backward together.
  *
  * The backward is emitted through the builder (kiln/ir.h), one backward rule per op
- * (core/ir/ops.def names it; core/autograd/rules.c holds them). So the same code serves
+ * (core/ir/ops.def names it; core/autograd/rules.c and, for the lab 02 units below,
+ * solutions/lab02-autograd/rules.c hold them). So the same code serves
  * eager mode: on an EAGER builder, kn_backward computes the gradients at once (the
  * recorded graph is the tape).
  *
@@ -21,6 +22,10 @@
 
 #include "kiln/ir.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Append the backward of `loss` (a 0-d or 1-element float value) with respect to
  * wrt[0..n) to the builder; grads[i] receives the gradient of wrt[i] (same type). The seed
  * gradient d loss / d loss is 1. Returns the builder's status (errors are sticky as for
@@ -32,5 +37,45 @@ kn_status kn_backward(kn_builder *b, kn_val loss, int n, const kn_val *wrt, kn_v
  * may be NULL) receives each gradient's id in *joint. fwd must verify. */
 kn_status kn_autograd(const kn_graph *fwd, kn_val loss, int n, const kn_val *wrt,
                       kn_graph **joint, kn_val *grads);
+
+/* ---------------------------------------------------------------- lab 02 units
+ * Declared here, called by the core, written by students in labs/lab02-autograd/
+ * (reference: solutions/lab02-autograd/). kn_backward above is one of them: the reverse
+ * pass (backward.c). The others:
+ *
+ * kn_sum_to (backward.c): the gradient g of a value whose operand x was broadcast, summed
+ * back to x's type: g's type is what x's shape broadcasts to (same dtype). Sums over the
+ * leading axes x lacks and over the axes where x has size 1 and g does not, then reshapes
+ * to x's shape. Returns g itself when the types are already equal, KN_VAL_NONE when g or x
+ * is KN_VAL_NONE or the builder is in error. Every rule of a broadcasting op uses it.
+ *
+ * The backward rules (rules.c), one per op, named in core/ir/ops.def. A rule gets the
+ * builder, the id of the forward node, and dy, the gradient of that node's value (same
+ * type). On entry dx[k] is KN_VAL_WANT (core/ir/ir_impl.h: kn_want) when operand k needs
+ * a gradient and KN_VAL_NONE when not; the rule replaces each wanted dx[k] by operand k's
+ * gradient (of operand k's type), emitted with ordinary builder calls, and leaves the
+ * others alone. Errors go to the builder (sticky); a rule never fails by itself.
+ *     mul  z = x*y          dx = dy*y, dy_y = dy*x (each summed back with kn_sum_to)
+ *     div  z = x/y          dx = dy/y, dy_y = -dy*z/y
+ *     exp  z = e^x          dx = dy*z          log  z = ln x    dx = dy/x
+ *     tanh z = tanh x       dx = dy*(1 - z^2)
+ *     sum / mean over axes  dy reshaped to keepdim form, broadcast back (mean: / count)
+ *     matmul z = op(a)@op(b) (attrs ta, tb)     da = dy@op(b)^T, db = op(a)^T@dy, the
+ *                           broadcast batch axes summed back
+ *     permute z = x.permute(p)                  dx = dy.permute(inverse of p) */
+kn_val kn_sum_to(kn_builder *b, kn_val g, kn_val x);
+void bw_mul(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
+void bw_div(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
+void bw_exp(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
+void bw_log(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
+void bw_tanh(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
+void bw_sum(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
+void bw_mean(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
+void bw_matmul(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
+void bw_permute(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KILN_AUTOGRAD_H */

@@ -66,6 +66,10 @@
 #include "kiln/base.h"
 #include "kiln/tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---------------------------------------------------------------- ops and attributes */
 
 /* ORDER OP: generated from core/ir/ops.def; every table indexed by kn_op follows it. */
@@ -339,5 +343,39 @@ kn_status kn_interp_run(kn_interp *it);
 const kn_tensor *kn_interp_output(const kn_interp *it, int i);
 /* Copy output i into dst (same shape; dtypes converted), e.g. into a gradient slab. */
 kn_status kn_interp_output_copy(const kn_interp *it, int i, kn_tensor *dst);
+
+/* ---------------------------------------------------------------- lab 03 units
+ * Declared here, called by the core, written by students in labs/lab03-ir/ (reference:
+ * solutions/lab03-ir/). kn_graph_verify above is one of them (verify.c). The other is the
+ * builder's record path (record.c), the one function every builder call ends in:
+ *
+ * kn_builder_record(b, fn, op, nin, in, attrs, type, data) appends one node of op `op`
+ * with operands in[0..nin) and attributes *attrs (kn_attrs_default() when NULL) and
+ * returns its value; in EAGER mode it also runs the node's kernel at once. In order:
+ *   - b NULL or in error: return KN_VAL_NONE, nothing else (errors are sticky);
+ *   - op unknown (kn_op_get NULL): KN_ERR_ARG "fn: invalid op 99"; nin not the op's
+ *     arity: KN_ERR_ARG "fn: add takes 2 operands, got 1";
+ *   - every operand a value of this builder (kn_val_type not NULL), else KN_ERR_ARG
+ *     "fn: operand 1 is not a value of this builder (id -1)";
+ *   - attributes: kn_node_check_attrs (its status, "fn: " + its message); sources (input,
+ *     param, full) take their type from *type (NULL: KN_ERR_ARG "fn: a source needs its
+ *     type"); then kn_node_infer gives the node's type (its status, "fn: " + its message)
+ *     and kn_ir_type_ok must accept it (KN_ERR_SHAPE "fn: result f32[-1] has a negative
+ *     dimension or too many elements");
+ *   - input/param: the name must not be used yet in the graph (KN_ERR_ARG "fn: the name
+ *     "x" is already used in this graph");
+ *   - EAGER mode: input/param alias `data` (kn_ir_contiguous; NULL data: KN_ERR_ARG
+ *     "fn: eager mode needs data for "x" ..."), other ops run kn_node_eval on the
+ *     operands' tensors (kn_val_tensor); a failure there: its status, "fn: " + message;
+ *   - kn_builder_push appends the node (and the eager tensor).
+ * Every failure goes through kn_builder_fail(b, status, "fn: reason") and returns
+ * KN_VAL_NONE, leaving the graph as it was; `fn` (the public caller, "kn_add") starts
+ * every message. */
+kn_val kn_builder_record(kn_builder *b, const char *fn, kn_op op, int nin, const kn_val *in,
+                         const kn_attrs *attrs, const kn_type *type, const kn_tensor *data);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KILN_IR_H */

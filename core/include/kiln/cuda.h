@@ -1,0 +1,68 @@
+/* kiln/cuda.h — the eager GPU path: CUDA kernels for the ops of the graph IR, and the CUDA
+ * caching allocator's controls.
+ *
+ * kn_node_eval (core/ir/eval.c) sends a node whose operands live on a CUDA device here: the
+ * op's CUDA kernel runs on that device and the result stays there (kn_tensor_to brings it
+ * back). One kernel (or one cuBLAS call) per op, on the default stream, in program order:
+ * a result is ready for the next op without any synchronization, and only copies to the
+ * host wait. Every CUDA and cuBLAS call is checked; a failure is KN_ERR_DEVICE naming the
+ * call, file:line and the library's message.
+ *
+ * Numerics (checked against the CPU kernels by tests/core/test_cuda_ops.c on a GPU): the
+ * same formulas as kernels_train.inc; sums, means and normalization statistics accumulate
+ * in double in a fixed order (each output by one thread, or one block with a fixed-shape
+ * shuffle tree), so results are deterministic run to run. embedding_grad uses no float
+ * atomics: the indices are bucketed by row on the host and each row's gradients are summed
+ * in index order, exactly as on the CPU. Dropout draws the same Philox words as the CPU,
+ * so both give the same mask. Matrix products go through cuBLAS with TF32 off unless the
+ * environment sets KILN_TF32=1. KILN_CUDA_SYNC=1 synchronizes after every op (to pin an
+ * asynchronous error on the op that caused it).
+ *
+ * Dtypes: float ops take f32 and f64; cast takes any pair of dtypes; eq/where take any.
+ * Anything else is KN_ERR_UNSUPPORTED naming the op and dtype. Built without CUDA, every
+ * function here returns KN_ERR_UNSUPPORTED ("built without CUDA"). */
+#ifndef KILN_CUDA_H
+#define KILN_CUDA_H
+
+#include "kiln/device.h"
+#include "kiln/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Run node n on the CUDA device of its operands. in[] are contiguous tensors; those on the
+ * CPU (a `full` scalar, say) are copied to the device first. Operands on two different GPUs
+ * are KN_ERR_DEVICE. *out: a new contiguous tensor of n->type on that device. */
+kn_status kn_cuda_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out);
+/* Whether op has a CUDA kernel (false for sources, which have no operand on a GPU: a
+ * `full` runs on the CPU and its consumer copies it over; false for invalid ops). */
+bool kn_cuda_has_kernel(kn_op op);
+
+/* A contiguous tensor on t's CUDA device with t's contents: an alias when t already is
+ * contiguous, else a copy made by a strided-copy kernel. fn names the caller in errors. */
+kn_status kn_cuda_contiguous(const char *fn, const kn_tensor *t, kn_tensor **out);
+
+/* The caching allocator of one GPU (core/runtime/cuda_cache.c). */
+typedef struct kn_cuda_mem_info {
+    size_t current;       /* bytes of live kiln allocations */
+    size_t peak;          /* the most at once */
+    size_t reserved;      /* bytes held from cudaMalloc (live + cached) */
+    size_t peak_reserved;
+    size_t cached;        /* bytes in the free lists */
+    int64_t allocs;       /* allocations served */
+    int64_t hits;         /* of those, from the free lists (no cudaMalloc) */
+    int64_t raw_allocs;   /* cudaMalloc calls */
+    int64_t raw_frees;    /* cudaFree calls */
+} kn_cuda_mem_info;
+
+kn_status kn_cuda_mem_info_get(int device, kn_cuda_mem_info *out);
+/* Give every cached block of a GPU back to the driver (cudaFree); *released (may be NULL)
+ * receives the byte count. */
+kn_status kn_cuda_empty_cache(int device, size_t *released);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_CUDA_H */
