@@ -1,46 +1,53 @@
-/* device_cuda.cu — the CUDA device backend: cudaMalloc/cudaFree, cudaMemcpy, cudaMemset,
- * cudaDeviceSynchronize, and byte counters per GPU.
+/* device_cuda.cu — the CUDA device backend: memory from a caching allocator over
+ * cudaMalloc/cudaFree, cudaMemcpy, cudaMemset, cudaDeviceSynchronize, and byte counters per
+ * GPU.
  *
  * Compiled only when nvcc is found (the Makefile then defines KN_HAVE_CUDA=1 and
- * device.c registers this backend). It is deliberately small: no streams, no caching
- * allocator (a later lab adds one). Every CUDA runtime call goes through KN_CUDA_TRY, which
- * turns a failure into KN_ERR_DEVICE with the call's text, file:line and the driver's
- * message — so a machine without a GPU reports, e.g.,
+ * device.c registers this backend). Every CUDA runtime call goes through KN_CUDA_TRY
+ * (cuda_impl.h), which turns a failure into KN_ERR_DEVICE with the call's text, file:line
+ * and the driver's message — so a machine without a GPU reports, e.g.,
  *   "cudaGetDeviceCount(&n) failed at core/runtime/device_cuda.cu:40: no CUDA-capable
  *    device is detected (cudaErrorNoDevice)".
+ *
+ * Allocation: one kn_cache (cuda_cache.c) per GPU, created on first use, with cudaMalloc
+ * and cudaFree as its raw allocator. Freed blocks go back to size-class free lists and are
+ * reused, so a training step that repeats the same allocations calls cudaMalloc only in
+ * its first step. Reusing a block right after its previous owner freed it is safe without
+ * any event because every kernel and copy runs on the default stream, in order: work that
+ * used the old contents is queued before work that uses the new ones.
  * Copies use cudaMemcpyDefault (unified addressing), which works for every direction. */
-#include <atomic>
+#include <mutex>
 
-#include <cuda_runtime.h>
-
-#include "kiln/device.h"
+#include "runtime/cuda_cache.h"
+#include "runtime/cuda_impl.h"
 
 #define KN_CUDA_MAX_DEVICES 64
 
-/* Run a CUDA runtime call; on failure record KN_ERR_DEVICE and return it. */
-#define KN_CUDA_TRY(call)                                                                          \
-    do {                                                                                           \
-        cudaError_t kn_cu_e_ = (call);                                                             \
-        if (kn_cu_e_ != cudaSuccess) {                                                             \
-            (void)cudaGetLastError();                                                              \
-            return kn_error(KN_ERR_DEVICE, "%s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__, \
-                            cudaGetErrorString(kn_cu_e_), cudaGetErrorName(kn_cu_e_));             \
-        }                                                                                          \
-    } while (0)
+static kn_cache *kn_cuda_caches[KN_CUDA_MAX_DEVICES];
+static std::mutex kn_cuda_caches_mu;
 
-/* The same for calls whose failure can only be reported (in free paths). */
-#define KN_CUDA_WARN(call)                                                                            \
-    do {                                                                                              \
-        cudaError_t kn_cu_e_ = (call);                                                                \
-        if (kn_cu_e_ != cudaSuccess) {                                                                \
-            (void)cudaGetLastError();                                                                 \
-            kn_log(KN_LOG_WARN, "%s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__,             \
-                   cudaGetErrorString(kn_cu_e_), cudaGetErrorName(kn_cu_e_));                         \
-        }                                                                                             \
-    } while (0)
+static kn_status cuda_raw_alloc(void *ctx, size_t nbytes, void **out) {
+    int index = (int)(intptr_t)ctx;
+    KN_CUDA_TRY(cudaSetDevice(index));
+    KN_CUDA_TRY(cudaMalloc(out, nbytes));
+    return KN_OK;
+}
 
-static std::atomic<size_t> kn_cuda_current[KN_CUDA_MAX_DEVICES], kn_cuda_peak[KN_CUDA_MAX_DEVICES];
-static std::atomic<int64_t> kn_cuda_allocs[KN_CUDA_MAX_DEVICES];
+static void cuda_raw_free(void *ctx, void *ptr, size_t nbytes) {
+    (void)nbytes;
+    KN_CUDA_WARN(cudaSetDevice((int)(intptr_t)ctx));
+    KN_CUDA_WARN(cudaFree(ptr));
+}
+
+/* The cache of GPU index (created on first use); NULL only when out of host memory. */
+static kn_cache *cuda_cache(int index) {
+    std::lock_guard<std::mutex> lock(kn_cuda_caches_mu);
+    if (!kn_cuda_caches[index]) {
+        kn_cache_raw raw = {(void *)(intptr_t)index, cuda_raw_alloc, cuda_raw_free};
+        if (kn_cache_new(&kn_cuda_caches[index], raw) != KN_OK) return nullptr;
+    }
+    return kn_cuda_caches[index];
+}
 
 static kn_status cuda_count_status(int *out) {
     int n = 0;
@@ -57,24 +64,14 @@ static int cuda_count(void *ctx) {
 
 static kn_status cuda_alloc(void *ctx, int index, size_t nbytes, void **out) {
     (void)ctx;
-    void *p = nullptr;
-    KN_CUDA_TRY(cudaSetDevice(index));
-    if (nbytes > 0) KN_CUDA_TRY(cudaMalloc(&p, nbytes));
-    size_t now = kn_cuda_current[index].fetch_add(nbytes) + nbytes;
-    size_t peak = kn_cuda_peak[index].load();
-    while (now > peak && !kn_cuda_peak[index].compare_exchange_weak(peak, now)) {
-    }
-    kn_cuda_allocs[index].fetch_add(1);
-    *out = p;
-    return KN_OK;
+    kn_cache *c = cuda_cache(index);
+    if (!c) return kn_error(KN_ERR_OOM, "cuda_alloc: out of host memory for the allocator of cuda:%d", index);
+    return kn_cache_alloc(c, nbytes, out);
 }
 
 static void cuda_free(void *ctx, int index, void *ptr, size_t nbytes) {
     (void)ctx;
-    kn_cuda_current[index].fetch_sub(nbytes);
-    if (!ptr) return;
-    KN_CUDA_WARN(cudaSetDevice(index));
-    KN_CUDA_WARN(cudaFree(ptr));
+    if (ptr) kn_cache_free(cuda_cache(index), ptr, nbytes);
 }
 
 static kn_status cuda_copy(void *ctx, int index, void *dst, bool dst_on_dev, const void *src, bool src_on_dev,
@@ -102,9 +99,10 @@ static kn_status cuda_synchronize(void *ctx, int index) {
 
 static kn_status cuda_mem_stats(void *ctx, int index, kn_device_mem_stats *out) {
     (void)ctx;
-    out->current = kn_cuda_current[index].load();
-    out->peak = kn_cuda_peak[index].load();
-    out->allocs = kn_cuda_allocs[index].load();
+    kn_cache_stats s = kn_cache_get_stats(cuda_cache(index));
+    out->current = s.current;
+    out->peak = s.peak;
+    out->allocs = s.allocs;
     return KN_OK;
 }
 
@@ -113,3 +111,21 @@ extern "C" const kn_device_backend kn_device_cuda_backend = {
     "cuda", KN_DEVICE_CUDA, nullptr, cuda_count, cuda_alloc, cuda_free,
     cuda_copy, cuda_fill, cuda_synchronize, cuda_mem_stats,
 };
+
+extern "C" kn_status kn_cuda_mem_info_get(int device, kn_cuda_mem_info *out) {
+    if (!out) return kn_error(KN_ERR_ARG, "kn_cuda_mem_info_get: out is NULL");
+    KN_TRY(kn_device_check("kn_cuda_mem_info_get", kn_device{KN_DEVICE_CUDA, device}));
+    kn_cache_stats s = kn_cache_get_stats(cuda_cache(device));
+    *out = kn_cuda_mem_info{s.current, s.peak, s.reserved, s.peak_reserved, s.cached,
+                            s.allocs, s.hits, s.raw_allocs, s.raw_frees};
+    return KN_OK;
+}
+
+extern "C" kn_status kn_cuda_empty_cache(int device, size_t *released) {
+    KN_TRY(kn_device_check("kn_cuda_empty_cache", kn_device{KN_DEVICE_CUDA, device}));
+    KN_CUDA_TRY(cudaSetDevice(device));
+    KN_CUDA_TRY(cudaDeviceSynchronize()); /* no queued kernel may still use a cached block */
+    size_t n = kn_cache_empty(cuda_cache(device));
+    if (released) *released = n;
+    return KN_OK;
+}

@@ -1,13 +1,26 @@
-/* kn_test.c — the .fini hook of KN_TEST: append "suite::name" to the file named by
+/* kn_test.c — the .init and .fini hooks of KN_TEST.
+ *
+ * .init: cap the test's CPU time at $KN_TEST_CPU_SECONDS (default 120 s) with RLIMIT_CPU.
+ *
+ * .fini: append "suite::name" to the file named by
  * $KN_TEST_DONE. One write(2) on an O_APPEND descriptor, so parallel workers never
  * interleave lines. Without $KN_TEST_DONE (running a test binary by hand) it does nothing. */
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "kn_test.h"
+
+void kn_test_init(void) {
+    const char *v = getenv("KN_TEST_CPU_SECONDS");
+    long secs = v && *v ? strtol(v, NULL, 10) : 120;
+    if (secs <= 0) return;
+    struct rlimit r = {(rlim_t)secs, (rlim_t)secs + 5};
+    setrlimit(RLIMIT_CPU, &r);
+}
 
 void kn_test_done(void) {
     const char *path = getenv("KN_TEST_DONE");

@@ -16,9 +16,13 @@
 
 #include "kiln/base.h"
 
+void kn_test_init(void);
 void kn_test_done(void);
 
-#define KN_TEST(suite, name, ...) Test(suite, name, .fini = kn_test_done, ##__VA_ARGS__)
+/* .init caps the test's CPU time (Criterion's --timeout does not stop a test that spins
+ * without sleeping; RLIMIT_CPU does, with SIGXCPU, which the runner reports as a crash). */
+#define KN_TEST(suite, name, ...) \
+    Test(suite, name, .init = kn_test_init, .fini = kn_test_done, ##__VA_ARGS__)
 
 /* The call must succeed. */
 #define KN_ASSERT_OK(expr)                                                              \

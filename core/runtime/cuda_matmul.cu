@@ -1,0 +1,134 @@
+/* cuda_matmul.cu — matmul on the GPU through cuBLAS (cublasGemmStridedBatchedEx).
+ *
+ * kiln's tensors are row-major and cuBLAS is column-major. A row-major [m, n] matrix is the
+ * column-major [n, m] matrix of the same bytes, so C = op(A) op(B) (row-major) is computed
+ * as C^T = op(B)^T op(A)^T (column-major): pass B first, A second, and swap m and n. The
+ * ta/tb attributes become the transpose flags of those two operands.
+ *
+ * Batch axes: cuBLAS's strided batch takes one stride per operand. An operand whose batch
+ * axes are all absent or size 1 (a weight shared by the batch) gets stride 0; one whose
+ * batch axes equal the output's gets stride rows*cols; any other broadcast (e.g. [2,1] with
+ * [1,3]) is first materialized to the full batch with a strided copy.
+ *
+ * Precision: f64 computes in f64 (CUBLAS_COMPUTE_64F); f32 in f32 (CUBLAS_COMPUTE_32F,
+ * pedantic enough to keep TF32 off) unless KILN_TF32=1, which allows TF32 tensor cores
+ * (CUBLAS_COMPUTE_32F_FAST_TF32: ~1e-3 relative error). One cuBLAS handle per GPU, made on
+ * first use, on the default stream. Every cuBLAS call is checked and its failure reported
+ * with cublasGetStatusString. */
+#include <cublas_v2.h>
+#include <mutex>
+
+#include "runtime/cuda_impl.h"
+
+#define KNC_MAX_GPUS 64
+
+#define KN_CUBLAS_TRY(call)                                                                          \
+    do {                                                                                             \
+        cublasStatus_t kn_cb_s_ = (call);                                                            \
+        if (kn_cb_s_ != CUBLAS_STATUS_SUCCESS)                                                       \
+            return kn_error(KN_ERR_DEVICE, "%s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__,  \
+                            cublasGetStatusString(kn_cb_s_), cublasGetStatusName(kn_cb_s_));         \
+    } while (0)
+
+static cublasHandle_t knc_handles[KNC_MAX_GPUS];
+static std::mutex knc_handles_mu;
+
+static kn_status get_handle(int dev, cublasHandle_t *out) {
+    if (dev < 0 || dev >= KNC_MAX_GPUS) return kn_error(KN_ERR_DEVICE, "matmul: GPU index %d out of range", dev);
+    std::lock_guard<std::mutex> lock(knc_handles_mu);
+    if (!knc_handles[dev]) {
+        KN_CUBLAS_TRY(cublasCreate(&knc_handles[dev]));
+        KN_CUBLAS_TRY(cublasSetPointerMode(knc_handles[dev], CUBLAS_POINTER_MODE_HOST));
+    }
+    *out = knc_handles[dev];
+    return KN_OK;
+}
+
+static bool tf32_allowed(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *s = getenv("KILN_TF32");
+        v = s && s[0] == '1';
+    }
+    return v == 1;
+}
+
+/* How an operand's batch axes (bnd of them, shape sh) map onto the output's nb batch axes
+ * (oshape): 0 shared (stride 0), 1 full (stride = matrix size), 2 needs materializing. */
+static int batch_kind(int bnd, const int64_t *sh, int nb, const int64_t *oshape) {
+    bool all_one = true, full = bnd == nb;
+    for (int i = 0; i < bnd; i++) {
+        if (sh[i] != 1) all_one = false;
+        if (full && sh[i] != oshape[i]) full = false;
+    }
+    return all_one ? 0 : full ? 1 : 2;
+}
+
+/* A contiguous copy of x broadcast to [oshape (nb axes), r, c] on the device. */
+static kn_status materialize(const kn_tensor *x, int nb, const int64_t *oshape, kn_tensor **out) {
+    int64_t shape[KN_MAX_DIMS], sst[KN_MAX_DIMS], dst[KN_MAX_DIMS], s = 1;
+    for (int i = 0; i < nb; i++) shape[i] = oshape[i];
+    shape[nb] = x->shape[x->ndim - 2];
+    shape[nb + 1] = x->shape[x->ndim - 1];
+    kn_ir_broadcast_strides(x->ndim, x->shape, nb + 2, shape, sst);
+    for (int i = nb + 1; i >= 0; i--) { dst[i] = s; s *= shape[i]; }
+    KN_TRY(kn_tensor_empty_on(out, x->storage->device, x->dtype, nb + 2, shape));
+    kn_status st = knc_strided_copy(kn_dtype_size(x->dtype), nb + 2, shape, kn_tensor_data(x), sst, kn_tensor_data(*out), dst);
+    if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
+    return st;
+}
+
+KNC_KERNEL(knc_matmul) {
+    const kn_tensor *a = in[0], *b = in[1];
+    const kn_type *t = &n->type;
+    kn_dtype dt = t->dtype;
+    if (dt != KN_DT_F32 && dt != KN_DT_F64) return knc_unsupported(n, dt);
+    bool ta = n->attrs.ta, tb = n->attrs.tb;
+    int64_t m = t->shape[t->ndim - 2], nn = t->shape[t->ndim - 1];
+    int64_t k = ta ? a->shape[a->ndim - 2] : a->shape[a->ndim - 1];
+    int nb = t->ndim - 2;
+    int64_t nbatch = 1;
+    for (int i = 0; i < nb; i++) nbatch *= t->shape[i];
+    if (m > INT32_MAX || nn > INT32_MAX || k > INT32_MAX || nbatch > INT32_MAX)
+        return kn_error(KN_ERR_UNSUPPORTED, "matmul: sizes m=%lld n=%lld k=%lld batch=%lld exceed cuBLAS's int range",
+                        (long long)m, (long long)nn, (long long)k, (long long)nbatch);
+    KN_TRY(knc_new_out(n, knc_dev(in), out));
+    if (m * nn * nbatch == 0) return KN_OK;
+    kn_tensor *ma = NULL, *mb = NULL;
+    kn_status st = KN_OK;
+    int ka = batch_kind(a->ndim - 2, a->shape, nb, t->shape), kb = batch_kind(b->ndim - 2, b->shape, nb, t->shape);
+    if (ka == 2) { st = materialize(a, nb, t->shape, &ma); a = ma; ka = 1; }
+    if (st == KN_OK && kb == 2) { st = materialize(b, nb, t->shape, &mb); b = mb; kb = 1; }
+    cublasHandle_t h = NULL;
+    if (st == KN_OK) st = get_handle(knc_dev(in).index, &h);
+    if (st == KN_OK && k == 0) { /* an empty sum: zeros (cuBLAS would reject lda = 0) */
+        cudaError_t e = cudaMemsetAsync(kn_tensor_data(*out), 0, (size_t)(m * nn * nbatch) * kn_dtype_size(dt));
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            st = kn_error(KN_ERR_DEVICE, "matmul: cudaMemsetAsync failed: %s", cudaGetErrorString(e));
+        }
+    } else if (st == KN_OK) {
+        /* Column-major view: C^T[n, m] = op(B)^T [n, k] * op(A)^T [k, m]. */
+        cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+        int ldb = (int)(tb ? k : nn), lda = (int)(ta ? m : k), ldc = (int)nn;
+        long long sa = ka ? (long long)(m * k) : 0, sb = kb ? (long long)(k * nn) : 0, sc = (long long)(m * nn);
+        double one64 = 1.0, zero64 = 0.0;
+        float one32 = 1.0f, zero32 = 0.0f;
+        bool f64 = dt == KN_DT_F64;
+        cudaDataType_t ct = f64 ? CUDA_R_64F : CUDA_R_32F;
+        cublasComputeType_t comp = f64 ? CUBLAS_COMPUTE_64F : tf32_allowed() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+        const void *alpha = f64 ? (const void *)&one64 : (const void *)&one32;
+        const void *beta = f64 ? (const void *)&zero64 : (const void *)&zero32;
+        cublasStatus_t s = cublasGemmStridedBatchedEx(h, opb, opa, (int)nn, (int)m, (int)k, alpha, kn_tensor_data(b), ct, ldb, sb,
+                                                      kn_tensor_data(a), ct, lda, sa, beta, kn_tensor_data(*out), ct, ldc, sc,
+                                                      (int)nbatch, comp, CUBLAS_GEMM_DEFAULT);
+        if (s != CUBLAS_STATUS_SUCCESS)
+            st = kn_error(KN_ERR_DEVICE, "matmul: cublasGemmStridedBatchedEx(m=%lld, n=%lld, k=%lld, batch=%lld, ta=%d, tb=%d) "
+                          "failed at %s:%d: %s (%s)", (long long)m, (long long)nn, (long long)k, (long long)nbatch, (int)ta,
+                          (int)tb, __FILE__, __LINE__, cublasGetStatusString(s), cublasGetStatusName(s));
+    }
+    kn_tensor_free(ma);
+    kn_tensor_free(mb);
+    if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
+    return st;
+}

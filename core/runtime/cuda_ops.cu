@@ -1,0 +1,388 @@
+/* cuda_ops.cu — the CUDA op table and kn_cuda_node_eval, the helpers every CUDA op kernel
+ * shares, and the data-movement ops: views (materialized by one strided-copy kernel),
+ * slice_grad, embedding and its deterministic gradient.
+ *
+ * The table maps each kn_op to its CUDA entry point (cuda_impl.h). It is a switch with a
+ * default of "none", so an op added to ops.def without a CUDA kernel is reported as
+ * KN_ERR_UNSUPPORTED naming it, never run with a wrong kernel.
+ *
+ * embedding_grad without float atomics: the indices are copied to the host and bucketed by
+ * row with a counting sort (stable, so each row's list is in index order); one block per
+ * touched row then sums its gradient rows in that order into the row, which was zeroed.
+ * Every output element is the same sum in the same order as the CPU kernel's, so the two
+ * agree bitwise. The host round trip (n indices) also validates them. */
+#include <string.h>
+
+#include "runtime/cuda_impl.h"
+
+/* ---------------------------------------------------------------- shared helpers */
+
+kn_status knc_check_launch(const char *kernel, const char *file, int line) {
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) return KN_OK;
+    return kn_error(KN_ERR_DEVICE, "launch of %s failed at %s:%d: %s (%s)", kernel, file, line,
+                    cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+kn_status knc_new_out(const kn_node *n, kn_device dev, kn_tensor **out) {
+    return kn_tensor_empty_on(out, dev, n->type.dtype, n->type.ndim, n->type.shape);
+}
+
+kn_status knc_unsupported(const kn_node *n, kn_dtype dt) {
+    return kn_error(KN_ERR_UNSUPPORTED, "%s: no CUDA kernel for dtype %s (cast to f32 or f64)", kn_op_name(n->op),
+                    kn_dtype_name(dt));
+}
+
+static int knc_sync_mode = -1; /* KILN_CUDA_SYNC, read once */
+
+kn_status knc_after_op(const kn_node *n) {
+    if (knc_sync_mode < 0) {
+        const char *s = getenv("KILN_CUDA_SYNC");
+        knc_sync_mode = s && s[0] == '1';
+    }
+    if (!knc_sync_mode) return KN_OK;
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e == cudaSuccess) return KN_OK;
+    (void)cudaGetLastError();
+    return kn_error(KN_ERR_DEVICE, "%s: the kernel failed: %s (%s)", kn_op_name(n->op), cudaGetErrorString(e),
+                    cudaGetErrorName(e));
+}
+
+template <typename E>
+__global__ void knc_copy_kernel(knc_strides s, int64_t total, const E *src, E *dst) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off[2];
+        knc_offsets<2>(s, i, off);
+        dst[off[1]] = src[off[0]];
+    }
+}
+
+kn_status knc_strided_copy(size_t es, int ndim, const int64_t *shape, const void *src, const int64_t *sstr,
+                           void *dst, const int64_t *dstr) {
+    knc_strides s;
+    int64_t total = 1;
+    s.nd = ndim;
+    for (int d = 0; d < ndim; d++) {
+        s.shape[d] = shape[d];
+        s.st[d][0] = sstr[d];
+        s.st[d][1] = dstr[d];
+        total *= shape[d];
+    }
+    if (total == 0) return KN_OK;
+    unsigned g = knc_blocks(total);
+    switch (es) {
+    case 1: knc_copy_kernel<uint8_t><<<g, KNC_THREADS>>>(s, total, (const uint8_t *)src, (uint8_t *)dst); break;
+    case 2: knc_copy_kernel<uint16_t><<<g, KNC_THREADS>>>(s, total, (const uint16_t *)src, (uint16_t *)dst); break;
+    case 4: knc_copy_kernel<uint32_t><<<g, KNC_THREADS>>>(s, total, (const uint32_t *)src, (uint32_t *)dst); break;
+    default: knc_copy_kernel<uint64_t><<<g, KNC_THREADS>>>(s, total, (const uint64_t *)src, (uint64_t *)dst); break;
+    }
+    KNC_LAUNCHED(knc_copy_kernel);
+    return KN_OK;
+}
+
+kn_status knc_indices_to_host(const kn_tensor *idx, int64_t **out) {
+    int64_t n = kn_tensor_numel(idx);
+    int64_t *h = (int64_t *)kn_malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    if (!h) return kn_error(KN_ERR_OOM, "out of host memory for %lld indices", (long long)n);
+    size_t es = kn_dtype_size(idx->dtype);
+    cudaError_t e = cudaMemcpy(h, kn_tensor_data(idx), (size_t)n * es, cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) {
+        kn_free(h);
+        (void)cudaGetLastError();
+        return kn_error(KN_ERR_DEVICE, "cudaMemcpy of %lld indices failed at %s:%d: %s (%s)", (long long)n,
+                        __FILE__, __LINE__, cudaGetErrorString(e), cudaGetErrorName(e));
+    }
+    if (idx->dtype == KN_DT_I32) /* widen in place, from the end */
+        for (int64_t i = n - 1; i >= 0; i--) h[i] = ((const int32_t *)h)[i];
+    *out = h;
+    return KN_OK;
+}
+
+static void contig_strides(int ndim, const int64_t *shape, int64_t *st) {
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) { st[i] = s; s *= shape[i]; }
+}
+
+extern "C" kn_status kn_cuda_contiguous(const char *fn, const kn_tensor *t, kn_tensor **out) {
+    if (!fn) fn = "kn_cuda_contiguous";
+    if (!t || !out) return kn_error(KN_ERR_ARG, "%s: tensor or out is NULL", fn);
+    if (t->storage->device.type != KN_DEVICE_CUDA) return kn_error(KN_ERR_DEVICE, "%s: the tensor is not on a GPU", fn);
+    if (kn_tensor_is_contiguous(t)) return kn_tensor_alias(out, t);
+    kn_tensor *c = NULL;
+    KN_CUDA_TRY(cudaSetDevice(t->storage->device.index));
+    KN_TRY(kn_tensor_empty_on(&c, t->storage->device, t->dtype, t->ndim, t->shape));
+    int64_t st[KN_MAX_DIMS];
+    contig_strides(t->ndim, t->shape, st);
+    kn_status s = knc_strided_copy(kn_dtype_size(t->dtype), t->ndim, t->shape, kn_tensor_data(t), t->strides,
+                                   kn_tensor_data(c), st);
+    if (s != KN_OK) { kn_tensor_free(c); return s; }
+    *out = c;
+    return KN_OK;
+}
+
+/* ---------------------------------------------------------------- views */
+
+KNC_KERNEL(knc_reshape) { return kn_tensor_view(out, in[0], n->type.ndim, n->type.shape); }
+
+/* out = strided read of x (source strides sst, element offset soff) over n->type. */
+static kn_status strided_out(const kn_node *n, const kn_tensor *x, const int64_t *sst, int64_t soff, kn_tensor **out) {
+    int64_t dst[KN_MAX_DIMS];
+    KN_TRY(knc_new_out(n, x->storage->device, out));
+    size_t es = kn_dtype_size(x->dtype);
+    contig_strides(n->type.ndim, n->type.shape, dst);
+    kn_status st = knc_strided_copy(es, n->type.ndim, n->type.shape, (const char *)kn_tensor_data(x) + soff * (int64_t)es,
+                                    sst, kn_tensor_data(*out), dst);
+    if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
+    return st;
+}
+
+KNC_KERNEL(knc_permute) {
+    int64_t st[KN_MAX_DIMS], pst[KN_MAX_DIMS];
+    contig_strides(in[0]->ndim, in[0]->shape, st);
+    for (int i = 0; i < in[0]->ndim; i++) {
+        int64_t p = n->attrs.perm[i];
+        pst[i] = st[p < 0 ? p + in[0]->ndim : p];
+    }
+    return strided_out(n, in[0], pst, 0, out);
+}
+
+KNC_KERNEL(knc_broadcast_to) {
+    int64_t st[KN_MAX_DIMS];
+    kn_ir_broadcast_strides(in[0]->ndim, in[0]->shape, n->type.ndim, n->type.shape, st);
+    return strided_out(n, in[0], st, 0, out);
+}
+
+KNC_KERNEL(knc_slice) {
+    int64_t st[KN_MAX_DIMS], first, len;
+    int nd = in[0]->ndim, ax = (int)(n->attrs.axis < 0 ? n->attrs.axis + nd : n->attrs.axis);
+    contig_strides(nd, in[0]->shape, st);
+    kn_ir_slice_range(in[0]->shape[ax], n->attrs.start, n->attrs.stop, n->attrs.step, &first, &len);
+    int64_t off = first * st[ax];
+    st[ax] *= n->attrs.step;
+    return strided_out(n, in[0], st, len ? off : 0, out);
+}
+
+KNC_KERNEL(knc_slice_grad) {
+    int64_t st[KN_MAX_DIMS], sst[KN_MAX_DIMS], first, len;
+    const kn_type *t = &n->type;
+    int ax = (int)(n->attrs.axis < 0 ? n->attrs.axis + t->ndim : n->attrs.axis);
+    KN_TRY(knc_new_out(n, knc_dev(in), out));
+    size_t es = kn_dtype_size(t->dtype);
+    kn_status s = KN_OK;
+    cudaError_t e = cudaMemsetAsync(kn_tensor_data(*out), 0, (size_t)kn_tensor_numel(*out) * es);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        s = kn_error(KN_ERR_DEVICE, "slice_grad: cudaMemsetAsync failed: %s", cudaGetErrorString(e));
+    }
+    contig_strides(t->ndim, t->shape, st);
+    contig_strides(in[0]->ndim, in[0]->shape, sst);
+    kn_ir_slice_range(t->shape[ax], n->attrs.start, n->attrs.stop, n->attrs.step, &first, &len);
+    if (s == KN_OK && len > 0) {
+        char *dst = (char *)kn_tensor_data(*out) + first * st[ax] * (int64_t)es;
+        st[ax] *= n->attrs.step;
+        s = knc_strided_copy(es, in[0]->ndim, in[0]->shape, kn_tensor_data(in[0]), sst, dst, st);
+    }
+    if (s != KN_OK) { kn_tensor_free(*out); *out = NULL; }
+    return s;
+}
+
+/* ---------------------------------------------------------------- embedding */
+
+static kn_status bad_index(const kn_node *n, int64_t value, int64_t pos, int64_t v) {
+    return kn_error(KN_ERR_ARG, "%s: index %lld at position %lld is outside [0, %lld)", kn_op_name(n->op),
+                    (long long)value, (long long)pos, (long long)v);
+}
+
+/* First position whose index is outside [0, v), or -1 (host array). */
+static int64_t first_bad(const int64_t *h, int64_t n, int64_t v) {
+    for (int64_t i = 0; i < n; i++)
+        if (h[i] < 0 || h[i] >= v) return i;
+    return -1;
+}
+
+template <typename T>
+__global__ void knc_embedding_kernel(const T *w, const int64_t *idx, int64_t n, int64_t d, T *out) {
+    int64_t total = n * d;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+        int64_t i = e / d, j = e - i * d;
+        out[e] = w[idx[i] * d + j];
+    }
+}
+
+/* One block per touched row r = rows[b]: dw[r, :] = sum over its positions, in order. */
+template <typename T>
+__global__ void knc_embedding_grad_kernel(const T *dy, const int64_t *order, const int64_t *start,
+                                          const int64_t *rows, int64_t d, T *dw) {
+    int64_t b = blockIdx.x, r = rows[b], p0 = start[b], p1 = start[b + 1];
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+        T s = 0;
+        for (int64_t p = p0; p < p1; p++) s += dy[order[p] * d + j];
+        dw[r * d + j] = s;
+    }
+}
+
+/* Upload host indices as a device i64 array from the allocator (freed with kn_tensor_free). */
+static kn_status upload_i64(kn_device dev, const int64_t *h, int64_t n, kn_tensor **out) {
+    int64_t shape[1] = {n};
+    KN_TRY(kn_tensor_empty_on(out, dev, KN_DT_I64, 1, shape));
+    kn_status st = kn_device_memcpy(dev, kn_tensor_data(*out), KN_CPU, h, (size_t)n * sizeof(int64_t));
+    if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
+    return st;
+}
+
+KNC_KERNEL(knc_embedding) {
+    const kn_tensor *w = in[0], *idx = in[1];
+    int64_t v = w->shape[0], d = w->shape[1], cnt = kn_tensor_numel(idx);
+    if (w->dtype != KN_DT_F32 && w->dtype != KN_DT_F64) return knc_unsupported(n, w->dtype);
+    int64_t *h = NULL;
+    KN_TRY(knc_indices_to_host(idx, &h));
+    int64_t bad = first_bad(h, cnt, v);
+    kn_tensor *di = NULL;
+    kn_status st = bad >= 0 ? bad_index(n, h[bad], bad, v) : upload_i64(knc_dev(in), h, cnt, &di);
+    kn_free(h);
+    if (st == KN_OK) st = knc_new_out(n, knc_dev(in), out);
+    if (st == KN_OK && cnt * d > 0) {
+        unsigned g = knc_blocks(cnt * d);
+        if (w->dtype == KN_DT_F32)
+            knc_embedding_kernel<float><<<g, KNC_THREADS>>>((const float *)kn_tensor_data(w), (const int64_t *)kn_tensor_data(di), cnt, d, (float *)kn_tensor_data(*out));
+        else
+            knc_embedding_kernel<double><<<g, KNC_THREADS>>>((const double *)kn_tensor_data(w), (const int64_t *)kn_tensor_data(di), cnt, d, (double *)kn_tensor_data(*out));
+        st = knc_check_launch("knc_embedding_kernel", __FILE__, __LINE__);
+        if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
+    }
+    kn_tensor_free(di);
+    return st;
+}
+
+KNC_KERNEL(knc_embedding_grad) {
+    const kn_tensor *dy = in[0], *idx = in[1];
+    int64_t v = n->type.shape[0], d = n->type.shape[1], cnt = kn_tensor_numel(idx);
+    if (dy->dtype != KN_DT_F32 && dy->dtype != KN_DT_F64) return knc_unsupported(n, dy->dtype);
+    int64_t *h = NULL;
+    KN_TRY(knc_indices_to_host(idx, &h));
+    int64_t bad = first_bad(h, cnt, v);
+    if (bad >= 0) { kn_status st = bad_index(n, h[bad], bad, v); kn_free(h); return st; }
+    /* Counting sort by row: count[r], then the touched rows in increasing order, their list
+     * starts, and positions grouped by row in index order. One host buffer for all. */
+    int64_t *buf = (int64_t *)kn_calloc((size_t)(v + 1 + 3 * cnt + 2), sizeof(int64_t));
+    if (!buf) { kn_free(h); return kn_error(KN_ERR_OOM, "embedding_grad: out of host memory for %lld rows", (long long)v); }
+    int64_t *count = buf, *order = buf + v + 1, *rows = order + cnt, *start = rows + cnt, nrows = 0;
+    for (int64_t i = 0; i < cnt; i++) count[h[i]]++;
+    int64_t acc = 0;
+    for (int64_t r = 0; r < v; r++) {
+        int64_t c = count[r];
+        if (c) { rows[nrows] = r; start[nrows++] = acc; }
+        count[r] = acc; /* now the next free slot of row r */
+        acc += c;
+    }
+    start[nrows] = acc;
+    for (int64_t i = 0; i < cnt; i++) order[count[h[i]]++] = i;
+    kn_free(h);
+    kn_device dev = knc_dev(in);
+    kn_tensor *dorder = NULL, *drows = NULL, *dstart = NULL;
+    kn_status st = upload_i64(dev, order, cnt, &dorder);
+    if (st == KN_OK) st = upload_i64(dev, rows, nrows, &drows);
+    if (st == KN_OK) st = upload_i64(dev, start, nrows + 1, &dstart);
+    kn_free(buf);
+    if (st == KN_OK) st = knc_new_out(n, dev, out);
+    if (st == KN_OK) {
+        size_t es = kn_dtype_size(dy->dtype);
+        cudaError_t e = cudaMemsetAsync(kn_tensor_data(*out), 0, (size_t)(v * d) * es);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            st = kn_error(KN_ERR_DEVICE, "embedding_grad: cudaMemsetAsync failed: %s", cudaGetErrorString(e));
+        } else if (nrows > 0 && d > 0) {
+            const int64_t *o = (const int64_t *)kn_tensor_data(dorder), *s = (const int64_t *)kn_tensor_data(dstart),
+                          *r = (const int64_t *)kn_tensor_data(drows);
+            if (dy->dtype == KN_DT_F32)
+                knc_embedding_grad_kernel<float><<<(unsigned)nrows, 128>>>((const float *)kn_tensor_data(dy), o, s, r, d, (float *)kn_tensor_data(*out));
+            else
+                knc_embedding_grad_kernel<double><<<(unsigned)nrows, 128>>>((const double *)kn_tensor_data(dy), o, s, r, d, (double *)kn_tensor_data(*out));
+            st = knc_check_launch("knc_embedding_grad_kernel", __FILE__, __LINE__);
+        }
+        if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
+    }
+    kn_tensor_free(dorder);
+    kn_tensor_free(drows);
+    kn_tensor_free(dstart);
+    return st;
+}
+
+/* ---------------------------------------------------------------- the op table */
+
+typedef kn_status (*knc_kernel_fn)(const kn_node *, const kn_tensor *const *, kn_tensor **);
+
+static knc_kernel_fn knc_kernel_of(kn_op op) {
+    switch (op) {
+    case KN_OP_ADD: case KN_OP_SUB: case KN_OP_MUL: case KN_OP_DIV: return knc_binary;
+    case KN_OP_EQ: return knc_eq;
+    case KN_OP_WHERE: return knc_where;
+    case KN_OP_NEG: case KN_OP_EXP: case KN_OP_LOG: case KN_OP_SQRT: case KN_OP_RSQRT: case KN_OP_TANH:
+    case KN_OP_GELU: case KN_OP_RELU: return knc_unary;
+    case KN_OP_GELU_BWD: case KN_OP_RELU_BWD: return knc_act_bwd;
+    case KN_OP_CAST: return knc_cast;
+    case KN_OP_DROPOUT: return knc_dropout;
+    case KN_OP_CAUSAL_FILL: return knc_causal_fill;
+    case KN_OP_SUM: case KN_OP_MEAN: case KN_OP_MAX: return knc_reduce;
+    case KN_OP_MATMUL: return knc_matmul;
+    case KN_OP_RESHAPE: return knc_reshape;
+    case KN_OP_PERMUTE: return knc_permute;
+    case KN_OP_BROADCAST_TO: return knc_broadcast_to;
+    case KN_OP_SLICE: return knc_slice;
+    case KN_OP_SLICE_GRAD: return knc_slice_grad;
+    case KN_OP_EMBEDDING: return knc_embedding;
+    case KN_OP_EMBEDDING_GRAD: return knc_embedding_grad;
+    case KN_OP_SOFTMAX: case KN_OP_LOG_SOFTMAX: return knc_softmax;
+    case KN_OP_SOFTMAX_BWD: case KN_OP_LOG_SOFTMAX_BWD: return knc_softmax_bwd;
+    case KN_OP_LAYERNORM: return knc_layernorm;
+    case KN_OP_LAYERNORM_DX: return knc_layernorm_dx;
+    case KN_OP_NORMALIZE: return knc_normalize;
+    case KN_OP_CROSS_ENTROPY: return knc_cross_entropy;
+    case KN_OP_CROSS_ENTROPY_BWD: return knc_cross_entropy_bwd;
+    default: return nullptr;
+    }
+}
+
+extern "C" bool kn_cuda_has_kernel(kn_op op) { return knc_kernel_of(op) != nullptr; }
+
+extern "C" kn_status kn_cuda_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    if (!n || !out || (n->nin > 0 && !in)) return kn_error(KN_ERR_ARG, "kn_cuda_node_eval: NULL argument");
+    if ((unsigned)n->op >= KN_OP_COUNT) return kn_error(KN_ERR_ARG, "kn_cuda_node_eval: invalid op %d", (int)n->op);
+    knc_kernel_fn fn = knc_kernel_of(n->op);
+    if (!fn) return kn_error(KN_ERR_UNSUPPORTED, "kn_cuda_node_eval: %s has no CUDA kernel", kn_op_name(n->op));
+    if (n->nin == 0 || n->nin > KN_MAX_OPERANDS)
+        return kn_error(KN_ERR_ARG, "kn_cuda_node_eval: %s: no operand says which GPU to run on", kn_op_name(n->op));
+    kn_device dev = {KN_DEVICE_CPU, 0};
+    for (int i = 0; i < n->nin; i++) {
+        if (!in[i]) return kn_error(KN_ERR_ARG, "kn_cuda_node_eval: %s: operand %d is NULL", kn_op_name(n->op), i);
+        kn_device d = in[i]->storage->device;
+        if (d.type != KN_DEVICE_CUDA) continue;
+        if (dev.type == KN_DEVICE_CUDA && d.index != dev.index)
+            return kn_error(KN_ERR_DEVICE, "kn_cuda_node_eval: %s: operands on cuda:%d and cuda:%d", kn_op_name(n->op),
+                            dev.index, d.index);
+        dev = d;
+    }
+    if (dev.type != KN_DEVICE_CUDA)
+        return kn_error(KN_ERR_ARG, "kn_cuda_node_eval: %s: no operand is on a GPU", kn_op_name(n->op));
+    KN_CUDA_TRY(cudaSetDevice(dev.index));
+    /* Operands on the CPU (a `full` scalar) are copied over; all must be contiguous. */
+    kn_tensor *moved[KN_MAX_OPERANDS] = {nullptr};
+    const kn_tensor *ops[KN_MAX_OPERANDS];
+    kn_status st = KN_OK;
+    for (int i = 0; i < n->nin && st == KN_OK; i++) {
+        ops[i] = in[i];
+        if (in[i]->storage->device.type == KN_DEVICE_CPU) {
+            st = kn_tensor_to(&moved[i], in[i], dev);
+            ops[i] = moved[i];
+        }
+        if (st == KN_OK && !kn_tensor_is_contiguous(ops[i]))
+            st = kn_error(KN_ERR_ARG, "kn_cuda_node_eval: %s: operand %d is not contiguous", kn_op_name(n->op), i);
+    }
+    if (st == KN_OK) st = fn(n, ops, out);
+    if (st == KN_OK) {
+        st = knc_after_op(n);
+        if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
+    }
+    for (int i = 0; i < n->nin; i++) kn_tensor_free(moved[i]);
+    return st;
+}

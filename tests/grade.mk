@@ -1,0 +1,56 @@
+# tests/grade.mk — the instructor pipeline (issue 5); the scripts live in tests/grader/.
+#
+#   make grade LAB=NN SUBMISSION=path [GRADE_OUT=dir]
+#                        grade one submission (folder, .tar.gz or .zip of lab NN's units):
+#                        results.json (Gradescope), junit.xml, summary.txt in GRADE_OUT
+#                        (default $(BUILD_ROOT)/grade/<submission name>)
+#   make grade-all LAB=NN SUBMISSIONS=dir [-jN]
+#                        grade every folder/archive in dir; gradebook CSV in GRADE_ALL_OUT
+#                        (default $(BUILD_ROOT)/grade-all/labNN/gradebook.csv)
+#   make autograder LAB=NN    $(BUILD_ROOT)/autograder-labNN.zip for Gradescope
+#   make dist-student         $(BUILD_ROOT)/dist-student/ and .tar.gz: the student tree
+#   make test                 runs the step "grader" (tests/grader/selftest.sh)
+# Limits and visibility are environment knobs: tests/grader/README.md.
+
+GRADE_BASE = $(BUILD_ROOT)/grade-base/lab$(LAB)
+GRADE_OUT ?=
+
+.PHONY: grade grade-all grade-print-flags grade-check-lab autograder dist-student test-step-grader
+grade-check-lab:
+	@test -n "$(LAB)" || { echo "set LAB=NN (labs: $(LAB_IDS))"; exit 2; }
+
+grade: grade-check-lab
+	@test -n "$(SUBMISSION)" || { echo "set SUBMISSION=path (a folder, .tar.gz or .zip)"; exit 2; }
+	@KN_GRADE_BASE=$(GRADE_BASE) bash tests/grader/grade.sh $(LAB) "$(SUBMISSION)" \
+	  "$(or $(GRADE_OUT),$(BUILD_ROOT)/grade/$$(bash tests/grader/grade-all.sh name "$(SUBMISSION)"))"
+
+# The compiler and flags lab units are built with (read by tests/grader/base.sh).
+grade-print-flags:
+	@echo 'CC=$(CC)'
+	@echo 'CPPFLAGS=$(CPPFLAGS) -Itests/harness'
+	@echo 'CFLAGS=$(CFLAGS)'
+
+GRADE_ALL_OUT ?= $(BUILD_ROOT)/grade-all/lab$(LAB)
+grade-all: grade-check-lab
+	@test -d "$(SUBMISSIONS)" || { echo "set SUBMISSIONS=dir (a folder of submissions)"; exit 2; }
+	@bash tests/grader/base.sh $(LAB) $(GRADE_BASE)
+	@bash tests/grader/grade-all.sh plan $(LAB) "$(SUBMISSIONS)" $(GRADE_ALL_OUT)
+	@KN_GRADE_BASE=$(abspath $(GRADE_BASE)) $(MAKE) --no-print-directory -f $(GRADE_ALL_OUT)/jobs.mk all
+	@bash tests/grader/grade-all.sh book $(GRADE_ALL_OUT)
+
+autograder: grade-check-lab
+	@bash tests/grader/autograder.sh $(LAB) $(BUILD_ROOT)/autograder-lab$(LAB).zip
+
+DIST_STUDENT := $(BUILD_ROOT)/dist-student
+dist-student:
+	@bash tests/grader/dist-student.sh make $(DIST_STUDENT)
+
+# make test: the grader's self-test (planted submissions of lab 01, formats, batch mode,
+# the autograder, the student tree). Needs lab 01's solutions and hidden tests.
+ifneq ($(wildcard tests/grader/selftest.sh),)
+ifneq ($(wildcard solutions/lab01-*/*.c),)
+TEST_STEPS += test-step-grader
+endif
+endif
+test-step-grader:
+	@bash tests/grader/selftest.sh $(BUILD_ROOT) $(abspath $(ALL_RESULTS))

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# run-one.sh WORK IDX BIN TEST NP — run one test of a submission, alone, in the sandbox,
+# and write its verdict to WORK/v/IDX ("passed|failed|skipped SECONDS") with the reasons in
+# WORK/v/IDX.msg. WORK/t/IDX belongs to the test's user and nothing there is read.
+#
+# TEST is "suite::name"; NP > 0 launches the binary under $MPIEXEC with NP ranks (an MPI
+# test: it passes when every rank passes). The command runs
+#   timeout (wall clock)  ->  prlimit (CPU seconds, address space, processes, open files,
+#   file size, no core)   ->  setpriv (its own user id KN_GRADE_UID_BASE+IDX, no groups,
+#   no new privileges)    ->  env -i (a clean environment)  ->  the Criterion binary with
+#   --filter for this one test; its TAP report goes to a root-owned file whose name only the
+#   runner process knows (CRITERION_OUTPUTS, wiped in the worker by kn_test_grade.c).
+# Verdict (grade.sh prints the rules): passed only when the TAP line of this test says ok
+# (not a skip), the run exited 0, and the completion record the hardened hook writes
+# (kn_test_grade.c) holds "suite::name TOKEN" with the random token the runner chose, once
+# per rank. Stdout and stderr never decide anything; they are only kept, truncated, as the
+# test's output.
+set -u
+work=$1 idx=$2 bin=$3 test=$4 np=${5:-0}
+d=$work/t/$idx
+mkdir -p "$d/scratch"
+uid=$((KN_GRADE_UID_BASE + idx)) gid=${KN_GRADE_GID:-65534}
+rnd() { head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+# The record and the TAP files are root's, in rec/ (0711: not listable), with random names
+# given to the test only through variables the hook wipes before any test code runs.
+token=$(rnd) rec=$work/rec/$(rnd) tap=$work/rec/$(rnd)
+install -m 622 /dev/null "$rec"
+for ((r = 0; r < (np > 0 ? np : 1); r++)); do install -m 622 /dev/null "$tap.$r"; done
+suite=${test%%::*} name=${test#*::}
+
+if [ "$(id -u)" = 0 ]; then
+    chown -R "$uid:$gid" "$d"; chmod 700 "$d"
+    drop=(setpriv --reuid="$uid" --regid="$gid" --clear-groups --no-new-privs)
+else
+    drop=()
+fi
+cmd=("$bin" --filter "$suite/$name" -j1 --timeout "$KN_GRADE_WALL" --short-filename)
+envs=(PATH=/usr/local/bin:/usr/bin:/bin HOME="$d/scratch" TMPDIR="$d/scratch" LANG=C.UTF-8
+      KN_GRADE_DONE="$rec $token")
+if [ "$np" -gt 0 ]; then
+    # mpiexec runs as root (its environment is not readable by the test's user); each rank
+    # drops to the test's user, and writes the TAP file named after the rank MPICH (or Open
+    # MPI) gives it.
+    genv=(); for e in "${envs[@]}" KN_GRADE_TAP="$tap"; do genv+=(-genv "${e%%=*}" "${e#*=}"); done
+    # shellcheck disable=SC2016
+    # shellcheck disable=SC2206  # MPIEXEC is a command line: split it into words
+    run=($MPIEXEC -genvnone "${genv[@]}" -n "$np" "${drop[@]}" /bin/sh -c \
+        'CRITERION_OUTPUTS="tap:$KN_GRADE_TAP.${PMI_RANK:-${PMI_ID:-${OMPI_COMM_WORLD_RANK:-0}}}" exec "$@"' \
+        sh "${cmd[@]}")
+else
+    run=("${drop[@]}" env -i "${envs[@]}" CRITERION_OUTPUTS="tap:$tap.0" "${cmd[@]}")
+fi
+cd "$d/scratch" || exit 1
+start=$(date +%s.%N)
+# Its own session and process group: without root (no user of its own) the group is what
+# the leftovers are killed by.
+# Criterion's runner binds /tmp/criterion_PID.sock (a fixed path): a stale socket of another
+# user with the same pid makes it abort before any test starts. That is the machine, not the
+# submission: such a run (SIGABRT, no TAP report at all) is retried once, under a new pid.
+for attempt in 1 2; do
+    setsid -w bash -c 'echo $$ > "$0"; exec "$@"' "$work/v/$idx.pgid" \
+    timeout -k 2 "$KN_GRADE_WALL" \
+        prlimit --cpu="$KN_GRADE_CPU" --as=$((KN_GRADE_MEM_MB * 1048576)) --nproc="$KN_GRADE_NPROC" \
+                --nofile="$KN_GRADE_NOFILE" --fsize=$((KN_GRADE_FSIZE_MB * 1048576)) --core=0 -- \
+        "${run[@]}" > "$work/out/$idx" 2>&1 < /dev/null
+    rc=$?
+    [ "$rc" -eq 134 ] && [ "$attempt" = 1 ] && ! grep -q '^1\.\.' "$tap".* 2>/dev/null || break
+done
+secs=$(echo "$start $(date +%s.%N)" | awk '{printf "%.3f", $2 - $1}')
+cd "$work" || exit 1
+# What the test left behind: its processes (a fork bomb's children) and its files outside
+# its folder (Criterion's /dev/shm/bxfi_PID maps of killed workers, which would make a
+# later worker that gets the same pid abort).
+if [ "$(id -u)" = 0 ]; then
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        pids=$(awk -v u="$uid" '/^State:/ { z = $2 == "Z" } /^Uid:/ { if (!z && $2 == u) { split(FILENAME, p, "/"); print p[3] } nextfile }' /proc/[0-9]*/status 2>/dev/null)
+        [ -z "$pids" ] && break
+        # shellcheck disable=SC2086
+        kill -KILL $pids 2>/dev/null; sleep 0.1
+    done
+    find /dev/shm /tmp /var/tmp -maxdepth 1 -mindepth 1 -uid "$uid" -exec rm -rf --one-file-system -- {} + 2>/dev/null
+else
+    pg=$(cat "$work/v/$idx.pgid" 2>/dev/null) && [ -n "$pg" ] && kill -KILL -- "-$pg" 2>/dev/null
+fi
+
+ranks=$((np > 0 ? np : 1))
+nrec=0
+[ -f "$rec" ] && nrec=$(grep -cFx -- "$test $token" "$rec")
+verdict=failed msg=""
+taps=$(cat -- "$tap".*)
+lines=$(grep -E "^(not )?ok - $suite::$name( |$)" <<< "$taps")
+nok=$(grep -c '^ok - ' <<< "$lines")
+nskip=$(grep -c '^ok - .* # SKIP' <<< "$lines")
+if [ "$rc" -eq 137 ] || [ "$rc" -eq 124 ]; then
+    msg="killed: the test ran past its ${KN_GRADE_WALL}s wall-clock limit (an infinite loop, or waiting forever?)"
+elif [ -z "$lines" ]; then
+    msg="the test binary stopped before it reported this test (exit status $rc)"
+    if [ "$rc" -gt 128 ]; then
+        sig=$(kill -l $((rc - 128)) 2>/dev/null)
+        case $sig in
+            XFSZ) msg="killed by SIGXFSZ: the test wrote more than ${KN_GRADE_FSIZE_MB} MiB of output" ;;
+            XCPU|KILL) msg="killed by SIG$sig: the test used more than ${KN_GRADE_CPU}s of CPU time" ;;
+            *) msg="the test binary was killed by SIG$sig before it reported this test" ;;
+        esac
+    fi
+elif grep -q '^not ok' <<< "$lines"; then
+    msg=$(awk -v t="$suite::$name" '
+        $0 ~ "^not ok - " t "( |$)" { on = 1; sub(/^not ok - [^ ]+ */, ""); if ($0 != "") print; next }
+        on && /^(ok|not ok) - / { on = 0 }
+        on && /^  (---|\.\.\.|assertions:|failures:)/ { next }
+        on { sub(/^ +/, ""); sub(/^- /, ""); sub(/: \|\+$/, ":"); print }' <<< "$taps" |
+        sed -E '/^\([0-9.]+s\)$/d' | head -c 4000)
+    [ -n "$msg" ] || msg="the test failed"
+    if grep -qE 'signal|crash|CRASH' <<< "$msg$lines"; then
+        msg="$msg
+the test crashed (a segmentation fault, an abort, or a resource limit: CPU ${KN_GRADE_CPU}s, memory ${KN_GRADE_MEM_MB} MiB, ${KN_GRADE_NPROC} processes, output ${KN_GRADE_FSIZE_MB} MiB)"
+    fi
+elif [ "$nskip" -eq "$ranks" ]; then
+    verdict=skipped msg="skipped: $(grep -m1 -o '# SKIP.*' <<< "$lines" | sed 's/^# SKIP *//')"
+elif [ "$nok" -ne "$ranks" ] || [ "$rc" -ne 0 ]; then
+    msg="not every rank reported ok (exit status $rc)"
+elif [ "$nrec" -ne "$ranks" ]; then
+    msg="the test ended before reaching its end: the code under test called exit() or _exit(), or a rank left early"
+else
+    verdict=passed
+fi
+printf '%s %s\n' "$verdict" "$secs" > "$work/v/$idx"
+printf '%s\n' "$msg" > "$work/v/$idx.msg"

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# selftest.sh BUILD_ROOT RESULTS — the grader's tests, run by `make test` (step "grader").
+# Each check is one recorded test in RESULTS (tests/harness/record.sh: a .count file):
+#   grader-base                   the grading base of lab 01 builds
+#   grader-planted-CASE           each planted submission (tests/grader/planted/lab01/) is
+#                                 graded to its expected score range, build state and reason
+#                                 (expected.txt), with valid results.json and junit.xml
+#   grader-gradebook              make grade-all wrote one row per planted submission
+#   grader-no-leftovers           no process of the sandbox's user ids survived grading
+#   grader-mpi-gpu                an MPI test on 2 ranks and a GPU test that skips itself,
+#                                 run by the same runner (tests/grader/demo/run-demo.sh)
+#   grader-archive-tgz/-zip       make grade on a .tar.gz (wrapped, with extra files, which
+#                                 are ignored and listed) and a .zip (files at the root)
+#   grader-vetting                constructors, replaced libc functions, calls of the hook,
+#                                 includes/.incbin of files outside the student view refused
+#   grader-link-escape            unit files that are links to the solutions are not taken
+#   grader-refuses-out-in-sub     GRADE_OUT inside the submission is refused
+#   grader-autograder             make autograder's zip, unpacked, grades a submission
+#                                 through run_autograder into a valid results.json
+#   grader-dist-student           make dist-student leaks nothing, builds from its own
+#                                 folder, and its public tests run and fail on the skeleton
+# Short limits keep it fast (a hanging test costs KN_GRADE_WALL seconds): about 3 minutes
+# on 2 cores, most of it the two builds (the grading base and the student tree).
+set -u
+broot=$1 results=$2
+rec=tests/harness/record.sh
+here=tests/grader planted=tests/grader/planted/lab01
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+export KN_GRADE_WALL=${KN_GRADE_WALL:-3} KN_GRADE_CPU=${KN_GRADE_CPU:-2} KN_GRADE_MEM_MB=${KN_GRADE_MEM_MB:-512}
+base=$broot/grade-base/lab01
+mkdir -p "$results"
+
+bash $rec "$results" grader-base bash $here/base.sh 01 "$base" || exit 1
+export KN_GRADE_REUSE_BASE=1
+
+# The student tree builds while the planted submissions are graded (two cores: the build
+# is CPU-bound, grading mostly waits on limits).
+( bash $here/dist-student.sh make "$tmp/dist/kiln" > "$tmp/dist.log" 2>&1 &&
+  bash $here/dist-student.sh check "$tmp/dist/kiln" >> "$tmp/dist.log" 2>&1; echo $? > "$tmp/dist.rc" ) &
+dist_pid=$!
+
+# The other checks run beside the batch too (each grades one submission; their output is
+# shown after the batch's).
+extras() {
+    bash $rec "$results" grader-mpi-gpu bash $here/demo/run-demo.sh
+
+    # Archives, through make grade.
+    mkdir -p "$tmp/tgz/alice/labs/lab01-tensors/tests" "$tmp/zip"
+    cp $planted/correct/*.c "$tmp/tgz/alice/labs/lab01-tensors/"
+    echo 'all: ; @echo 100 passed, 0 failed' > "$tmp/tgz/alice/Makefile"
+    echo 'int not_a_unit;' > "$tmp/tgz/alice/labs/lab01-tensors/tests/test_reduce.c"
+    tar -czf "$tmp/alice.tar.gz" -C "$tmp/tgz" alice
+    (cd $planted/correct && zip -q "$tmp/bob.zip" ./*.c)
+    check_archive() { # check_archive ARCHIVE OUT: full score, and extra files listed as ignored
+        make --no-print-directory grade LAB=01 SUBMISSION="$1" GRADE_OUT="$2" BUILD_ROOT="$broot" &&
+            python3 $here/check.py case "$2" 100 100 ok - &&
+            if [ "$(basename "$1")" = alice.tar.gz ]; then
+                grep -q 'ignored 2 other file' "$2/summary.txt" && grep -q 'alice/Makefile' "$2/summary.txt"
+            fi
+    }
+    bash $rec "$results" grader-archive-tgz bash -c "$(declare -f check_archive); broot=$broot here=$here planted=$planted check_archive $tmp/alice.tar.gz $tmp/out-alice"
+    bash $rec "$results" grader-archive-zip bash -c "$(declare -f check_archive); broot=$broot here=$here planted=$planted check_archive $tmp/bob.zip $tmp/out-bob"
+    # Units that try to get around the build rules are refused at build time (score 0, the
+    # reason in the test "build"): a constructor, a libc function replaced, the hook called, an
+    # #include of the reference solution by absolute path, an .incbin of it.
+    vet() { # vet NAME 'C code appended to reduce.c' 'regex the build output must match'
+        mkdir -p "$tmp/vet/$1" && cp $planted/correct/*.c "$tmp/vet/$1/" && printf '%s\n' "$2" >> "$tmp/vet/$1/reduce.c" &&
+        make --no-print-directory grade LAB=01 SUBMISSION="$tmp/vet/$1" GRADE_OUT="$tmp/vet-out/$1" BUILD_ROOT="$broot" \
+            > /dev/null 2>&1 && python3 $here/check.py case "$tmp/vet-out/$1" 0 0 failed - > /dev/null &&
+        grep -qE "$3" "$tmp/vet-out/$1/build.log" && echo "refused $1: $(grep -m1 -E "$3" "$tmp/vet-out/$1/build.log")"
+    }
+    vet_all() {
+        local sol; sol=$(realpath solutions/lab01-tensors/reduce.c)
+        vet ctor 'volatile int planted_flag;
+    __attribute__((constructor)) static void planted(void) { planted_flag = 1; }' 'constructors' &&
+        vet interpose '#include <stdio.h>
+    int fputs(const char *s, FILE *f) { (void)s; (void)f; return 0; }' 'replace the C library' &&
+        vet hook 'void kn_test_done(void); void planted(void); void planted(void) { kn_test_done(); }' 'may not use: kn_test_done' &&
+        vet include "#include \"$sol\"" 'outside the lab' &&
+        vet incbin "__asm__(\".incbin \\\"$sol\\\"\");" 'incbin'
+    }
+    bash $rec "$results" grader-vetting bash -c "$(declare -f vet vet_all); tmp=$tmp broot=$broot here=$here planted=$planted vet_all"
+
+    # A submission whose unit files are links into the staff tree (the reference solution) must
+    # be graded as if they were missing: the skeleton, score 0.
+    mkdir -p "$tmp/eve/labs"
+    ln -s "$(realpath solutions/lab01-tensors)" "$tmp/eve/labs/lab01-tensors"
+    ln -s "$(realpath solutions/lab01-tensors/reduce.c)" "$tmp/eve/reduce.c"
+    tar -czf "$tmp/eve.tar.gz" -C "$tmp/eve" labs reduce.c
+    bash $rec "$results" grader-link-escape bash -c "make --no-print-directory grade LAB=01 SUBMISSION=$tmp/eve.tar.gz \
+        GRADE_OUT=$tmp/out-eve BUILD_ROOT=$broot && python3 $here/check.py case $tmp/out-eve 0 0 ok - &&
+        grep -q 'no reduce.c in the submission' $tmp/out-eve/summary.txt"
+    bash $rec "$results" grader-refuses-out-in-sub bash -c \
+        "cp -r $planted/correct $tmp/carol && ! make --no-print-directory grade LAB=01 SUBMISSION=$tmp/carol GRADE_OUT=$tmp/carol/out BUILD_ROOT=$broot && [ ! -e $tmp/carol/out ]"
+
+    # The autograder zip, run as Gradescope would (under AUTOGRADER_ROOT, with the base reused).
+    ag() {
+        make --no-print-directory autograder LAB=01 BUILD_ROOT="$tmp/ag-build" || return 1
+        mkdir -p "$tmp/ag/source" "$tmp/ag/submission"
+        (cd "$tmp/ag/source" && unzip -q "$tmp/ag-build/autograder-lab01.zip") || return 1
+        for f in setup.sh run_autograder kiln/Makefile kiln/tests/grader/grade.sh; do
+            [ -e "$tmp/ag/source/$f" ] || { echo "missing $f in the zip"; return 1; }
+        done
+        [ ! -e "$tmp/ag/source/kiln/tests/grader/planted" ] || { echo "planted submissions in the zip"; return 1; }
+        mkdir -p "$tmp/ag/source/kiln/build/grade-base"
+        ln -s "$(realpath "$base")" "$tmp/ag/source/kiln/build/grade-base/lab01"
+        cp $planted/partly_wrong/*.c "$tmp/ag/submission/"
+        AUTOGRADER_ROOT=$tmp/ag bash "$tmp/ag/source/run_autograder" | tail -n 1
+        python3 $here/check.py schema "$tmp/ag/results/results.json" &&
+            python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert 50 <= d['score'] < 100, d['score']" \
+                "$tmp/ag/results/results.json"
+    }
+    bash $rec "$results" grader-autograder bash -c "$(declare -f ag); tmp=$tmp base=$base here=$here planted=$planted ag"
+}
+extras > "$tmp/extras.log" 2>&1 &
+extras_pid=$!
+
+all=$tmp/all
+make --no-print-directory -j2 grade-all LAB=01 SUBMISSIONS=$planted BUILD_ROOT="$broot" \
+    GRADE_ALL_OUT="$all" > "$tmp/grade-all.log" 2>&1
+grep -v '^#' $planted/expected.txt | while read -r c lo hi build why _; do
+    [ -n "$c" ] || continue
+    bash $rec "$results" "grader-planted-$c" python3 $here/check.py case "$all/students/$c" "$lo" "$hi" "$build" "$why"
+done
+n_cases=$(grep -cvE '^(#|$)' $planted/expected.txt)
+bash $rec "$results" grader-gradebook python3 - "$all/gradebook.csv" "$n_cases" <<'EOF'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+names = [r["submission"] for r in rows]
+print("gradebook rows:", names)
+assert len(rows) == int(sys.argv[2]) == len(set(names)), "one row per submission"
+assert all(r["score"] != "" and r["error"] == "" for r in rows), "every submission graded"
+EOF
+
+
+wait "$extras_pid"
+cat "$tmp/extras.log"
+wait "$dist_pid"
+bash $rec "$results" grader-dist-student bash -c "cat $tmp/dist.log; [ \"\$(cat $tmp/dist.rc)\" = 0 ]"
+bash $rec "$results" grader-no-leftovers python3 $here/check.py leftovers
