@@ -2,7 +2,7 @@
 # selftest.sh BUILD_ROOT RESULTS — the grader's tests, run by `make test` (step "grader").
 # Each check is one recorded test in RESULTS (tests/harness/record.sh: a .count file):
 #   grader-base                   the grading base of lab 01 builds
-#   grader-planted-CASE           each planted submission (tests/grader/planted/lab01/) is
+#   grader-planted-CASE           each planted submission (made by tests/grader/planted/lab01/plant.py) is
 #                                 graded to its expected score range, build state and reason
 #                                 (expected.txt), with valid results.json and junit.xml
 #   grader-gradebook              make grade-all wrote one row per planted submission
@@ -24,8 +24,10 @@
 set -u
 broot=$1 results=$2
 rec=tests/harness/record.sh
-here=tests/grader planted=tests/grader/planted/lab01
+here=tests/grader expected=tests/grader/planted/lab01/expected.txt
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+planted=$tmp/planted
+python3 $here/planted/lab01/plant.py "$planted" || { echo "plant.py failed"; exit 1; }
 export KN_GRADE_WALL=${KN_GRADE_WALL:-3} KN_GRADE_CPU=${KN_GRADE_CPU:-2} KN_GRADE_MEM_MB=${KN_GRADE_MEM_MB:-512}
 base=$broot/grade-base/lab01
 mkdir -p "$results"
@@ -118,11 +120,11 @@ extras_pid=$!
 all=$tmp/all
 make --no-print-directory -j2 grade-all LAB=01 SUBMISSIONS=$planted BUILD_ROOT="$broot" \
     GRADE_ALL_OUT="$all" > "$tmp/grade-all.log" 2>&1
-grep -v '^#' $planted/expected.txt | while read -r c lo hi build why _; do
+grep -v '^#' $expected | while read -r c lo hi build why _; do
     [ -n "$c" ] || continue
     bash $rec "$results" "grader-planted-$c" python3 $here/check.py case "$all/students/$c" "$lo" "$hi" "$build" "$why"
 done
-n_cases=$(grep -cvE '^(#|$)' $planted/expected.txt)
+n_cases=$(grep -cvE '^(#|$)' $expected)
 bash $rec "$results" grader-gradebook python3 - "$all/gradebook.csv" "$n_cases" <<'EOF'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))

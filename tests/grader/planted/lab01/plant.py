@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""plant.py — (re)derive the planted lab 01 submissions from solutions/lab01-tensors/.
+"""plant.py OUT_DIR — derive the planted lab 01 submissions from solutions/lab01-tensors/.
 
-Run from the repository root: python3 tests/grader/planted/lab01/plant.py
-Each case folder gets the three unit files; the misbehaviour goes into one function, and
+Run from the repository root: python3 tests/grader/planted/lab01/plant.py OUT_DIR
+(the grader's self-test does, into a temporary folder: the cases are made fresh from the
+current solutions each time, so they never drift from them and are not kept in the tree).
+Each case folder OUT_DIR/<case>/ gets the three unit files; the misbehaviour goes into one function, and
 for the hostile cases only when kn_tensor_reduce is asked for KN_REDUCE_PROD (or MIN), so a
 handful of tests are affected and the grader's self-test stays fast. Every planted loop is
 bounded (forks, allocations, output), so a broken limit cannot take the machine down.
@@ -10,9 +12,9 @@ The expected scores are in expected.txt beside this file (tests/grader/selftest.
 """
 import os
 import shutil
+import sys
 
 SOL = "solutions/lab01-tensors"
-HERE = os.path.dirname(os.path.abspath(__file__))
 HOOK = 'const char *fn = "kn_tensor_reduce";'
 HDR = '#include "kiln/tensor.h"'
 
@@ -73,7 +75,7 @@ PLANTS = {
 }
 
 
-def main():
+def main(out):
     units = sorted(f for f in os.listdir(SOL) if f.endswith(".c"))
     src = {u: open(os.path.join(SOL, u)).read() for u in units}
     cases = {"correct": {}}
@@ -88,7 +90,7 @@ def main():
         s = s.replace(HDR, inc + HDR, 1).replace(HOOK, HOOK + "\n    " + code, 1)
         cases[name] = {"reduce.c": s}
     for case, changed in cases.items():
-        d = os.path.join(HERE, case)
+        d = os.path.join(out, case)
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
         for u in units:
@@ -100,4 +102,6 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) != 2:
+        sys.exit("usage: plant.py OUT_DIR")
+    main(sys.argv[1])
