@@ -2,7 +2,9 @@
  * finite differences in fp64 on random shapes (size-1 axes, broadcasting both ways,
  * batch axes, transposed matmul operands, every reduction axis set, every permutation
  * of up to 4 axes), and f32 gradients that match the f64 ones. */
-#include "hidden_util.h"
+/* The helpers of the public tests (tensors from arrays, the fp64 finite-difference check):
+ * the grader takes only unit files from a submission, so this is always the staff copy. */
+#include "../../labs/lab02-autograd/tests/check.h"
 
 /* A random shape of ndim axes with sizes in [1, hi]. */
 static void rand_shape(kn_rng *r, int ndim, int64_t hi, int64_t *s) {
@@ -41,11 +43,11 @@ KN_TEST(lab02_hidden_rules, mul_div_random_broadcasting) {
         rand_broadcast_pair(&r, &na, a, &nb, bs);
         bin_ctx c = {trial % 2};
         bool swap = trial % 3 == 0;
-        kn_tensor *xs[2] = {h2_rand(KN_DT_F64, swap ? nb : na, swap ? bs : a, 0.5, 2, 200 + trial),
-                            h2_rand(KN_DT_F64, swap ? na : nb, swap ? a : bs, 0.5, 2, 300 + trial)};
+        kn_tensor *xs[2] = {l2_rand(KN_DT_F64, swap ? nb : na, swap ? bs : a, 0.5, 2, 200 + trial),
+                            l2_rand(KN_DT_F64, swap ? na : nb, swap ? a : bs, 0.5, 2, 300 + trial)};
         char what[64];
         snprintf(what, sizeof what, "%s, trial %d", c.kind ? "div" : "mul", trial);
-        h2_gradcheck(what, f_bin, &c, 2, xs, 400 + trial);
+        l2_gradcheck(what, f_bin, &c, 2, xs, 400 + trial);
         kn_tensor_free(xs[0]);
         kn_tensor_free(xs[1]);
     }
@@ -67,10 +69,10 @@ KN_TEST(lab02_hidden_rules, exp_log_tanh_random_shapes) {
         int64_t s[KN_MAX_DIMS];
         rand_shape(&r, nd, 3, s);
         un_ctx c = {trial % 3};
-        kn_tensor *x = h2_rand(KN_DT_F64, nd, s, c.kind == 1 ? 0.2 : -2, 2, 500 + trial);
+        kn_tensor *x = l2_rand(KN_DT_F64, nd, s, c.kind == 1 ? 0.2 : -2, 2, 500 + trial);
         char what[64];
         snprintf(what, sizeof what, "unary %d, %d-d, trial %d", c.kind, nd, trial);
-        h2_gradcheck(what, f_un, &c, 1, &x, 600 + trial);
+        l2_gradcheck(what, f_un, &c, 1, &x, 600 + trial);
         kn_tensor_free(x);
     }
 }
@@ -83,13 +85,13 @@ static kn_val f_cube(kn_builder *b, const kn_val *x, void *c) {
 
 KN_TEST(lab02_hidden_rules, chain_of_rules) {
     int64_t s[] = {5};
-    kn_tensor *x = h2_rand(KN_DT_F64, 1, s, 0.5, 2, 700);
-    h2_gradcheck("exp(3 ln x)", f_cube, NULL, 1, &x, 701);
+    kn_tensor *x = l2_rand(KN_DT_F64, 1, s, 0.5, 2, 700);
+    l2_gradcheck("exp(3 ln x)", f_cube, NULL, 1, &x, 701);
     kn_builder *b = NULL;
     KN_ASSERT_OK(kn_builder_new(&b, KN_MODE_EAGER));
     kn_val xv = kn_input(b, "x", x), g;
     KN_ASSERT_OK(kn_backward(b, kn_sum(b, f_cube(b, &xv, NULL), 0, NULL, false), 1, &xv, &g));
-    for (int i = 0; i < 5; i++) KN_ASSERT_CLOSE(h2_at(kn_val_tensor(b, g), i), 3 * pow(h2_at(x, i), 2), 1e-12, 1e-12);
+    for (int i = 0; i < 5; i++) KN_ASSERT_CLOSE(l2_at(kn_val_tensor(b, g), i), 3 * pow(l2_at(x, i), 2), 1e-12, 1e-12);
     kn_builder_free(b);
     kn_tensor_free(x);
 }
@@ -105,7 +107,7 @@ KN_TEST(lab02_hidden_rules, sum_mean_every_axis_set) {
     for (int nd = 1; nd <= 3; nd++) {
         int64_t s[KN_MAX_DIMS];
         rand_shape(&r, nd, 3, s);
-        kn_tensor *x = h2_rand(KN_DT_F64, nd, s, -1, 1, 800 + nd);
+        kn_tensor *x = l2_rand(KN_DT_F64, nd, s, -1, 1, 800 + nd);
         for (unsigned mask = 0; mask < (1u << nd); mask++)
             for (int mean = 0; mean < 2; mean++) {
                 red_ctx c = {mean, 0, (int)((mask + (unsigned)mean) % 2), {0}};
@@ -114,7 +116,7 @@ KN_TEST(lab02_hidden_rules, sum_mean_every_axis_set) {
                 char what[96];
                 snprintf(what, sizeof what, "%s, %d-d, axis mask %u (0: all), keepdim %d", mean ? "mean" : "sum", nd,
                          mask, c.keep);
-                h2_gradcheck(what, f_red, &c, 1, &x, 900 + mask);
+                l2_gradcheck(what, f_red, &c, 1, &x, 900 + mask);
             }
         kn_tensor_free(x);
     }
@@ -139,10 +141,10 @@ KN_TEST(lab02_hidden_rules, matmul_random_batches_and_transposes) {
         if (kind == 3) { as[0] = 2; as[1] = 1; bs[0] = 3; na = 4; nb = 3; }
         as[na - 2] = c.ta ? k : m; as[na - 1] = c.ta ? m : k;
         bs[nb - 2] = c.tb ? n : k; bs[nb - 1] = c.tb ? k : n;
-        kn_tensor *xs[2] = {h2_rand(KN_DT_F64, na, as, -1, 1, 1000 + trial), h2_rand(KN_DT_F64, nb, bs, -1, 1, 1100 + trial)};
+        kn_tensor *xs[2] = {l2_rand(KN_DT_F64, na, as, -1, 1, 1000 + trial), l2_rand(KN_DT_F64, nb, bs, -1, 1, 1100 + trial)};
         char what[96];
         snprintf(what, sizeof what, "matmul kind %d, ta %d, tb %d, trial %d", kind, c.ta, c.tb, trial);
-        h2_gradcheck(what, f_mm, &c, 2, xs, 1200 + trial);
+        l2_gradcheck(what, f_mm, &c, 2, xs, 1200 + trial);
         kn_tensor_free(xs[0]);
         kn_tensor_free(xs[1]);
     }
@@ -167,10 +169,10 @@ KN_TEST(lab02_hidden_rules, permute_random_permutations) {
             c.perm[j] = t;
         }
         if (trial % 2) c.perm[0] -= c.nd; /* a negative entry */
-        kn_tensor *x = h2_rand(KN_DT_F64, c.nd, s, -1, 1, 1300 + trial);
+        kn_tensor *x = l2_rand(KN_DT_F64, c.nd, s, -1, 1, 1300 + trial);
         char what[64];
         snprintf(what, sizeof what, "permute trial %d", trial);
-        h2_gradcheck(what, f_perm, &c, 1, &x, 1400 + trial);
+        l2_gradcheck(what, f_perm, &c, 1, &x, 1400 + trial);
         kn_tensor_free(x);
     }
 }
@@ -178,7 +180,7 @@ KN_TEST(lab02_hidden_rules, permute_random_permutations) {
 /* A float32 graph gets float32 gradients equal (to f32 precision) to the f64 ones. */
 KN_TEST(lab02_hidden_rules, f32_gradients_match_f64) {
     int64_t as[] = {3, 4}, bs[] = {4, 2};
-    kn_tensor *a64 = h2_rand(KN_DT_F64, 2, as, 0.5, 1.5, 1500), *b64 = h2_rand(KN_DT_F64, 2, bs, 0.5, 1.5, 1501);
+    kn_tensor *a64 = l2_rand(KN_DT_F64, 2, as, 0.5, 1.5, 1500), *b64 = l2_rand(KN_DT_F64, 2, bs, 0.5, 1.5, 1501);
     const kn_tensor *g64[2];
     kn_builder *bb[2] = {NULL, NULL};
     kn_tensor *src[2][2] = {{a64, b64}, {NULL, NULL}};
@@ -197,7 +199,7 @@ KN_TEST(lab02_hidden_rules, f32_gradients_match_f64) {
         else
             for (int i = 0; i < 2; i++)
                 for (int64_t j = 0; j < kn_tensor_numel(g64[i]); j++)
-                    KN_ASSERT_CLOSE(h2_at(kn_val_tensor(b, g[i]), j), h2_at(g64[i], j), 1e-5, 1e-4);
+                    KN_ASSERT_CLOSE(l2_at(kn_val_tensor(b, g[i]), j), l2_at(g64[i], j), 1e-5, 1e-4);
     }
     kn_builder_free(bb[0]);
     kn_builder_free(bb[1]);
