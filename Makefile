@@ -189,7 +189,7 @@ check-skeletons:
 # (its build broke) is counted as one failure. The summary adds them up and decides the
 # exit status.
 ALL_RESULTS := $(BUILD)/test-results
-TEST_STEPS := test-step-core test-step-resume-cli test-step-skeletons-fresh \
+TEST_STEPS := test-step-core test-step-resume-cli test-step-skeletons-fresh test-step-lab03-corpus \
   $(foreach L,$(LAB_IDS),test-step-lab$(L)-solution test-step-lab$(L)-skeleton)
 
 test:
@@ -210,6 +210,8 @@ test-step-core:
 test-step-resume-cli:
 	@$(MAKE) --no-print-directory $(KILN) IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) resume-cli bash tests/core/test_nn_resume_cli.sh $(BUILD)/$(DEFAULT_IMPL)/kiln
+test-step-lab03-corpus:
+	@bash tests/harness/record.sh $(ALL_RESULTS) lab03-corpus-fresh python3 tests/lab03/check_corpus.py
 test-step-skeletons-fresh:
 	@bash tests/harness/record.sh $(ALL_RESULTS) skeletons-fresh bash core/mk/skeleton.sh check
 $(foreach L,$(LAB_IDS),$(eval test-step-lab$(L)-solution: ; @$$(MAKE) --no-print-directory run-lab-tests LAB=$(L) IMPL=solutions PRIOR=solutions HIDDEN=1 RESULTS=$$(abspath $$(ALL_RESULTS))/lab$(L)-solution))

@@ -1,8 +1,9 @@
 /* ir_corpus.h — IR texts for the lab 03 hidden tests, embedded in the test binary (the
  * grader runs tests in a sandbox that cannot read the tree). A copy of the .ir files of
  * tests/ir/good and of the files of tests/ir/bad that parse but must fail verification,
- * each with the substring its "# expect:" line names. Regenerate by hand when those
- * corpora change. */
+ * each with the substring its "# expect:" line names. Copy again by hand when those
+ * corpora change: `make test` (tests/lab03/check_corpus.py) fails, naming the file, when
+ * a copy here no longer matches. */
 #ifndef KILN_LAB03_IR_CORPUS_H
 #define KILN_LAB03_IR_CORPUS_H
 
