@@ -14,10 +14,8 @@
 # memcheck runs the Criterion binary, which forks one child per test: compute-sanitizer
 # follows forked children (checked on an H100, 2026-11-22: an out-of-bounds write in a
 # forked child was reported) and prints one ERROR SUMMARY for the whole process tree.
+# (cuBLAS is linked into every CUDA build by the top Makefile.)
 
-ifeq ($(HAVE_CUDA),1)
-  LDLIBS += -lcublas
-endif
 
 GPU_CHECK_BUILD ?= 1
 GPU_CHECK_LOGS ?= $(if $(OUT),$(OUT),$(BUILD)/gpu-check)
@@ -56,3 +54,13 @@ gpu-check:
 	 printf '  %-22s %-60s %5ss\n' "memcheck (GPU tests)" "$$memcheck" $$((t3 - t2)); \
 	 printf '  %-22s %-60s\n' "racecheck (GPU tests)" "$$racecheck"; \
 	 echo "  logs: $$logs"
+
+# make bench-gpu [BENCH_FLAGS="--layers 2 --steps 5"]: kiln eager fp32 against PyTorch eager
+# fp32 on the lent GPU (plots/bench.sh: `kiln bench` and plots/bench_torch.py in one call,
+# a table with the tokens/s ratio last). Default shape: GPT-2 124M, batch 8. Builds kiln
+# first unless GPU_CHECK_BUILD=0; logs go where gpu-check's go.
+BENCH_FLAGS ?=
+.PHONY: bench-gpu
+bench-gpu: $(if $(filter 1,$(GPU_CHECK_BUILD)),$(KILN))
+	@mkdir -p $(GPU_CHECK_LOGS)
+	@KILN=$(KILN) LOGS=$(GPU_CHECK_LOGS) bash plots/bench.sh $(BENCH_FLAGS)

@@ -1,6 +1,7 @@
 /* train.c — `kiln train`: train a small GPT on the bundled corpus (or a text/token file)
- * on the CPU, show it learning, evaluate, sample, and checkpoint; `--resume` continues a
- * checkpoint exactly as the uninterrupted run would have.
+ * on the CPU or a GPU (--device; a GPU by default when one is usable), show it learning,
+ * evaluate, sample, and checkpoint; `--resume` continues a checkpoint exactly as the
+ * uninterrupted run would have.
  *
  * Settings come from flags and/or a key=value config file (--config FILE, keys are the
  * flag names without "--"; later settings override earlier ones). Bad usage exits 2 with a
@@ -20,6 +21,7 @@
 
 #include "cli/cli.h"
 #include "kiln/data.h"
+#include "kiln/device.h"
 #include "kiln/nn.h"
 #include "nn/train_opts.h"
 
@@ -148,7 +150,7 @@ static kn_status evaluate(const kn_train_opts *o, kn_trainer *tr, const run_data
     return st;
 }
 
-static int run(kn_train_opts *o) {
+static int run(kn_train_opts *o, kn_device dev) {
     run_data d;
     kn_gpt g = {0};
     kn_trainer tr = {0};
@@ -186,6 +188,13 @@ static int run(kn_train_opts *o) {
             goto fail;
         }
         start = s;
+    }
+    if (dev.type != KN_DEVICE_CPU) {
+        if (tr.eager) {
+            kn_error(KN_ERR_ARG, "--mode eager runs on the CPU only: use --mode graph on --device %s", o->device);
+            goto fail;
+        }
+        if (kn_trainer_to_device(&tr, dev) != KN_OK) goto fail;
     }
     int64_t end = o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
     if (end < start) {
@@ -244,6 +253,8 @@ static int run(kn_train_opts *o) {
     if (st != KN_OK) goto fail;
     double val = NAN;
     if (evaluate(o, &tr, &d, &val) != KN_OK) goto fail;
+    /* the checkpoint and the sample read the host copies of parameters and state */
+    if (kn_trainer_sync_host(&tr) != KN_OK) goto fail;
     printf("\n  %lld steps in %.1f s (%.0f tokens/s)\n", (long long)(end - start), secs,
            secs > 0 ? (double)(end - start) * (double)bt / secs : 0.0);
     printf("  unigram baseline      %.4f nats/token\n", d.unigram);
@@ -268,13 +279,45 @@ fail:
     return rc;
 }
 
+/* --device: "auto" (the first GPU when one is usable and the mode is graph, else the
+ * CPU), "cpu", "cuda" or "cuda:N". Returns 0 with *dev set, 2 after a usage error, 1 when the GPU asked for
+ * cannot be used (the backend's reason is printed). */
+static int pick_device(kn_train_opts *o, kn_device *dev) {
+    *dev = KN_CPU;
+    if (!strcmp(o->device, "auto")) {
+        if (strcmp(o->mode, "eager") != 0 && kn_device_count(KN_DEVICE_CUDA) > 0) *dev = (kn_device){KN_DEVICE_CUDA, 0};
+        snprintf(o->device, sizeof o->device, "%s", dev->type == KN_DEVICE_CUDA ? "cuda:0" : "cpu");
+        return 0;
+    }
+    if (!strcmp(o->device, "cpu")) return 0;
+    char *end = NULL;
+    long idx = 0;
+    if (!strncmp(o->device, "cuda:", 5)) {
+        errno = 0;
+        idx = strtol(o->device + 5, &end, 10);
+        if (end == o->device + 5 || *end || errno || idx < 0 || idx > 1023) idx = -1;
+    } else if (strcmp(o->device, "cuda") != 0) {
+        idx = -1;
+    }
+    if (idx < 0) {
+        fprintf(stderr, "kiln train: --device %s: expected auto, cpu, cuda or cuda:N\n", o->device);
+        return 2;
+    }
+    *dev = (kn_device){KN_DEVICE_CUDA, (int)idx};
+    if (kn_device_check("kiln train", *dev) != KN_OK) {
+        fprintf(stderr, "kiln train: --device %s: no usable CUDA device (%s); use --device cpu\n", o->device,
+                kn_last_error());
+        return 1;
+    }
+    return 0;
+}
+
 int kn_cli_train(int argc, char **argv) {
     kn_train_opts o;
     int rc = kn_train_opts_parse(&o, argc, argv);
     if (rc >= 0) return rc; /* --help (0) or bad usage (2) */
-    if (strcmp(o.device, "cpu") != 0) {
-        fprintf(stderr, "kiln train: --device %s: this build trains on the CPU only (use --device cpu)\n", o.device);
-        return 2;
-    }
-    return run(&o);
+    kn_device dev;
+    rc = pick_device(&o, &dev);
+    if (rc) return rc;
+    return run(&o, dev);
 }

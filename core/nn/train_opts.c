@@ -45,7 +45,7 @@ static const opt_row k_opts[] = {
     {"data", O_STR, S(data), 0, 0, true, "'grammar' (bundled generator), a text file or a KNTK token file"},
     {"data-seed", O_U64, F(data_seed), 0, 0, 0, true, "seed of the grammar corpus"},
     {"data-bytes", O_I64, F(data_bytes), 0, 1024, 1e9, true, "size of the grammar corpus in bytes"},
-    {"device", O_STR, S(device), 0, 0, false, "cpu"},
+    {"device", O_STR, S(device), 0, 0, false, "auto (cuda when a GPU is usable, else cpu), cpu, cuda or cuda:N"},
     {"mode", O_STR, S(mode), 0, 0, false, "graph (compile the step once) or eager (op by op); same numbers"},
     {"out", O_STR, S(out), 0, 0, false, "checkpoint to write ('none': do not write one)"},
     {"resume", O_STR, S(resume), 0, 0, false, "continue the run saved in this checkpoint, exactly"},
@@ -78,7 +78,7 @@ static void defaults(kn_train_opts *o) {
     snprintf(o->data, sizeof o->data, "grammar");
     o->data_seed = KN_CORPUS_DEFAULT_SEED;
     o->data_bytes = KN_CORPUS_DEFAULT_BYTES;
-    snprintf(o->device, sizeof o->device, "cpu");
+    snprintf(o->device, sizeof o->device, "auto");
     snprintf(o->mode, sizeof o->mode, "graph");
     snprintf(o->out, sizeof o->out, "ckpt.safetensors");
     o->sample = 300;

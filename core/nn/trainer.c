@@ -9,11 +9,19 @@
  * with no graph rebuilt and no parameter copied. Everything is sequential and in a fixed
  * order, so the same (parameters, optimizer state, step, batch) always gives the same
  * bits: the basis of exact resume. The eager mode (t->eager) rebuilds the model op by op
- * every step and differentiates on the tape instead: slower, the same bits. */
+ * every step and differentiates on the tape instead: slower, the same bits.
+ *
+ * On a GPU (kn_trainer_to_device) the same joint graph runs with CUDA kernels: the
+ * interpreters are re-bound to device copies of the parameter slab and batch, gradients
+ * are copied device to device into a device gradient slab, and clipping and the optimizer
+ * run on the GPU (kiln/cuda.h). Per step only the batch goes up and the loss and gradient
+ * norm come down; kn_trainer_sync_host brings parameters and optimizer state back. */
 #include <math.h>
 #include <string.h>
 
 #include "kiln/autograd.h"
+#include "kiln/cuda.h"
+#include "kiln/device.h"
 #include "kiln/nn.h"
 
 static kn_status bind_params(kn_interp *it, const kn_gpt *g) {
@@ -98,6 +106,13 @@ void kn_trainer_free(kn_trainer *t) {
     for (int i = 0; t->grad_views && t->model && i < t->model->p.count; i++) kn_tensor_free(t->grad_views[i]);
     kn_free(t->grad_views);
     kn_tensor_free(t->grad);
+    for (int i = 0; t->dviews && t->model && i < t->model->p.count; i++) kn_tensor_free(t->dviews[i]);
+    kn_free(t->dviews);
+    kn_tensor_free(t->dparams);
+    kn_tensor_free(t->dgrad);
+    kn_tensor_free(t->dstate);
+    kn_tensor_free(t->dx);
+    kn_tensor_free(t->dy);
     kn_optim_free(&t->opt);
     memset(t, 0, sizeof *t);
 }
@@ -129,8 +144,14 @@ static kn_status eager_grads(kn_trainer *t, double *loss) {
     return st;
 }
 
+static kn_status device_step(kn_trainer *t, const int32_t *x, const int32_t *y, double lr, double *loss,
+                             double *gnorm);
+static kn_status load_batch_device(kn_trainer *t, const int32_t *x, const int32_t *y);
+static kn_status output_item(const kn_tensor *o, double *out);
+
 kn_status kn_trainer_step(kn_trainer *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm) {
     if (!t || !t->it || !x || !y) return kn_error(KN_ERR_ARG, "kn_trainer_step: NULL argument");
+    if (t->dev.type != KN_DEVICE_CPU) return device_step(t, x, y, lr, loss, gnorm);
     load_batch(t, x, y);
     double l;
     if (t->eager) {
@@ -153,9 +174,146 @@ kn_status kn_trainer_step(kn_trainer *t, const int32_t *x, const int32_t *y, dou
 
 kn_status kn_trainer_eval(kn_trainer *t, const int32_t *x, const int32_t *y, double *loss) {
     if (!t || !t->eval || !x || !y || !loss) return kn_error(KN_ERR_ARG, "kn_trainer_eval: NULL argument");
+    if (t->dev.type != KN_DEVICE_CPU) {
+        KN_TRY(load_batch_device(t, x, y));
+        KN_TRY(kn_interp_run(t->eval));
+        return output_item(kn_interp_output(t->eval, 0), loss);
+    }
     load_batch(t, x, y);
     KN_TRY(kn_interp_run(t->eval));
     return kn_tensor_item(kn_interp_output(t->eval, 0), loss);
+}
+
+/* ---------------------------------------------------------------- on a GPU */
+
+static kn_status load_batch_device(kn_trainer *t, const int32_t *x, const int32_t *y) {
+    size_t bytes = (size_t)t->B * (size_t)t->T * sizeof(int32_t);
+    KN_TRY(kn_device_memcpy(t->dev, kn_tensor_data(t->dx), KN_CPU, x, bytes));
+    return kn_device_memcpy(t->dev, kn_tensor_data(t->dy), KN_CPU, y, bytes);
+}
+
+/* The value of a 0-d output wherever it lives. */
+static kn_status output_item(const kn_tensor *o, double *out) {
+    if (!o) return kn_error(KN_ERR_ARG, "kn_trainer: the graph has no loss output");
+    if (o->storage->device.type == KN_DEVICE_CPU) return kn_tensor_item(o, out);
+    kn_tensor *h = NULL;
+    KN_TRY(kn_tensor_to(&h, o, KN_CPU));
+    kn_status st = kn_tensor_item(h, out);
+    kn_tensor_free(h);
+    return st;
+}
+
+/* Copy output o (a gradient, f32, numel floats) into the device slab at float offset off. */
+static kn_status grad_into_slab(kn_trainer *t, const kn_tensor *o, int64_t off, int64_t numel, int i) {
+    if (!o || o->dtype != KN_DT_F32 || kn_tensor_numel(o) != numel)
+        return kn_error(KN_ERR_SHAPE, "kn_trainer_step: gradient %d is not f32 with %lld elements", i,
+                        (long long)numel);
+    float *dst = (float *)kn_tensor_data(t->dgrad) + off;
+    size_t bytes = (size_t)numel * sizeof(float);
+    kn_tensor *c = NULL;
+    kn_status st;
+    if (o->storage->device.type == KN_DEVICE_CPU) {
+        st = kn_tensor_contiguous(&c, o);
+        if (st == KN_OK) st = kn_device_memcpy(t->dev, dst, KN_CPU, kn_tensor_data(c), bytes);
+    } else {
+        st = kn_cuda_contiguous("kn_trainer_step", o, &c);
+        if (st == KN_OK) st = kn_device_memcpy(t->dev, dst, o->storage->device, kn_tensor_data(c), bytes);
+    }
+    kn_tensor_free(c);
+    return st;
+}
+
+static kn_status device_step(kn_trainer *t, const int32_t *x, const int32_t *y, double lr, double *loss,
+                             double *gnorm) {
+    if (t->eager)
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_trainer_step: eager mode runs on the CPU only (use graph mode on a GPU)");
+    const kn_params *p = &t->model->p;
+    double l, norm;
+    KN_TRY(load_batch_device(t, x, y));
+    KN_TRY(kn_interp_run(t->it));
+    KN_TRY(output_item(kn_interp_output(t->it, 0), &l));
+    for (int i = 0; i < p->count; i++)
+        KN_TRY(grad_into_slab(t, kn_interp_output(t->it, 1 + i), p->info[i].offset, p->info[i].numel, i));
+    KN_TRY(kn_cuda_clip_grad_norm(t->dev.index, kn_tensor_data(t->dgrad), p->n, t->clip, &norm));
+    if (!isfinite(l) || !isfinite(norm))
+        return kn_error(KN_ERR_ARG, "kn_trainer_step: loss %g, gradient norm %g at optimizer step %lld (diverged: "
+                        "lower the learning rate)", l, norm, (long long)t->opt.step);
+    KN_TRY(kn_cuda_optim_step(t->dev.index, &t->opt, kn_tensor_data(t->dparams), kn_tensor_data(t->dgrad),
+                              kn_tensor_data(t->dstate), lr));
+    if (loss) *loss = l;
+    if (gnorm) *gnorm = norm;
+    return KN_OK;
+}
+
+static kn_status bind_device(kn_interp *it, const kn_trainer *t) {
+    for (int i = 0; i < t->model->p.count; i++) KN_TRY(kn_interp_bind(it, t->model->p.info[i].name, t->dviews[i]));
+    KN_TRY(kn_interp_bind(it, "idx", t->dx));
+    return kn_interp_bind(it, "targets", t->dy);
+}
+
+kn_status kn_trainer_to_device(kn_trainer *t, kn_device dev) {
+    if (!t || !t->model || !t->it) return kn_error(KN_ERR_ARG, "kn_trainer_to_device: trainer not initialized");
+    if (kn_device_equal(dev, t->dev)) return KN_OK;
+    if (dev.type != KN_DEVICE_CUDA || t->dev.type != KN_DEVICE_CPU)
+        return kn_error(KN_ERR_ARG, "kn_trainer_to_device: can move a CPU trainer to a CUDA device only (asked for "
+                        "type %d index %d)", (int)dev.type, dev.index);
+    KN_TRY(kn_device_check("kn_trainer_to_device", dev));
+    const kn_params *p = &t->model->p;
+    int64_t n[1] = {p->n}, sn[1] = {t->opt.state_len}, bt[2] = {t->B, t->T};
+    kn_status st = kn_tensor_to(&t->dparams, p->slab, dev);
+    if (st == KN_OK) st = kn_tensor_empty_on(&t->dgrad, dev, KN_DT_F32, 1, n);
+    if (st == KN_OK) st = kn_tensor_empty_on(&t->dstate, dev, KN_DT_F32, 1, sn);
+    if (st == KN_OK && sn[0] > 0)
+        st = kn_device_memcpy(dev, kn_tensor_data(t->dstate), KN_CPU, t->opt.state, (size_t)sn[0] * sizeof(float));
+    if (st == KN_OK) st = kn_tensor_empty_on(&t->dx, dev, KN_DT_I32, 2, bt);
+    if (st == KN_OK) st = kn_tensor_empty_on(&t->dy, dev, KN_DT_I32, 2, bt);
+    if (st == KN_OK) {
+        t->dviews = kn_calloc((size_t)p->count, sizeof *t->dviews);
+        if (!t->dviews) st = kn_error(KN_ERR_OOM, "kn_trainer_to_device: out of memory");
+    }
+    for (int i = 0; st == KN_OK && i < p->count; i++) {
+        kn_tensor *s;
+        st = kn_tensor_slice(&s, t->dparams, 0, p->info[i].offset, p->info[i].offset + p->info[i].numel, 1);
+        if (st == KN_OK) {
+            st = kn_tensor_view(&t->dviews[i], s, p->info[i].ndim, p->info[i].shape);
+            kn_tensor_free(s);
+        }
+    }
+    if (st == KN_OK) st = bind_device(t->it, t);
+    if (st == KN_OK) st = bind_device(t->eval, t);
+    if (st == KN_OK) {
+        t->dev = dev;
+        return KN_OK;
+    }
+    /* back to the CPU bindings, the device slabs released */
+    for (int i = 0; t->dviews && i < p->count; i++) kn_tensor_free(t->dviews[i]);
+    kn_free(t->dviews);
+    kn_tensor_free(t->dparams);
+    kn_tensor_free(t->dgrad);
+    kn_tensor_free(t->dstate);
+    kn_tensor_free(t->dx);
+    kn_tensor_free(t->dy);
+    t->dviews = NULL;
+    t->dparams = t->dgrad = t->dstate = t->dx = t->dy = NULL;
+    kn_status keep = st;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", kn_last_error());
+    if (bind_params(t->it, t->model) == KN_OK && bind_params(t->eval, t->model) == KN_OK &&
+        kn_interp_bind(t->it, "idx", t->x) == KN_OK && kn_interp_bind(t->it, "targets", t->y) == KN_OK &&
+        kn_interp_bind(t->eval, "idx", t->x) == KN_OK)
+        (void)kn_interp_bind(t->eval, "targets", t->y);
+    return kn_error(keep, "%s", msg);
+}
+
+kn_status kn_trainer_sync_host(kn_trainer *t) {
+    if (!t || !t->model) return kn_error(KN_ERR_ARG, "kn_trainer_sync_host: trainer not initialized");
+    if (t->dev.type == KN_DEVICE_CPU) return KN_OK;
+    const kn_params *p = &t->model->p;
+    KN_TRY(kn_device_memcpy(KN_CPU, p->data, t->dev, kn_tensor_data(t->dparams), (size_t)p->n * sizeof(float)));
+    if (t->opt.state_len > 0)
+        KN_TRY(kn_device_memcpy(KN_CPU, t->opt.state, t->dev, kn_tensor_data(t->dstate),
+                                (size_t)t->opt.state_len * sizeof(float)));
+    return KN_OK;
 }
 
 /* ---------------------------------------------------------------- sampling */

@@ -26,6 +26,7 @@
 
 #include "kiln/device.h"
 #include "kiln/ir.h"
+#include "kiln/optim.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -60,6 +61,24 @@ kn_status kn_cuda_mem_info_get(int device, kn_cuda_mem_info *out);
 /* Give every cached block of a GPU back to the driver (cudaFree); *released (may be NULL)
  * receives the byte count. */
 kn_status kn_cuda_empty_cache(int device, size_t *released);
+
+/* The optimizer on GPU slabs (core/runtime/cuda_optim.cu): kn_optim_step's update of
+ * param[0..o->n) with grad on CUDA device `device`, the state slab (o->state_len floats:
+ * SGD's momentum buffer, or AdamW's m then v) also on the device; o->state (host) is not
+ * touched, o->step advances. Same formulas, per-element double arithmetic, as the CPU.
+ * Asynchronous: queued on the default stream. */
+kn_status kn_cuda_optim_step(int device, kn_optim *o, float *param, const float *grad, float *state, double lr);
+/* kn_clip_grad_norm on a device slab: *norm receives the norm before clipping (summed in
+ * double in a fixed order: deterministic, equal to the CPU's to rounding); grad is scaled
+ * by max_norm / (norm + 1e-6) when norm > max_norm > 0. Waits for the norm. */
+kn_status kn_cuda_clip_grad_norm(int device, float *grad, int64_t n, double max_norm, double *norm);
+
+/* A stopwatch of two CUDA events on the default stream (core/runtime/cuda_timer.cu):
+ * start records the first; stop records the second, waits for it, writes the GPU time
+ * between them in milliseconds to *ms and frees the timer (also on failure). */
+typedef struct kn_cuda_timer kn_cuda_timer;
+kn_status kn_cuda_timer_start(int device, kn_cuda_timer **out);
+kn_status kn_cuda_timer_stop(kn_cuda_timer *t, double *ms);
 
 #ifdef __cplusplus
 }

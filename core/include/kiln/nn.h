@@ -113,6 +113,14 @@ typedef struct kn_trainer {
     double clip;             /* global-norm clip (0: none) */
     bool eager;              /* step in eager mode (rebuild and run op by op, kn_backward)
                               * instead of replaying the compiled joint graph; same bits */
+    /* On a GPU (kn_trainer_to_device): the step's slabs live there; model->p and opt.state
+     * on the host are only brought up to date by kn_trainer_sync_host. */
+    kn_device dev;           /* where the step runs: KN_CPU unless moved */
+    kn_tensor *dparams;      /* owned, on dev: f32 [p.n], the parameter slab */
+    kn_tensor **dviews;      /* owned: views of dparams shaped like the parameters */
+    kn_tensor *dgrad;        /* owned, on dev: f32 [p.n], the gradient slab */
+    kn_tensor *dstate;       /* owned, on dev: f32 [opt.state_len], the optimizer state */
+    kn_tensor *dx, *dy;      /* owned, on dev: i32 [B, T], the batch, copied in per step */
 } kn_trainer;
 
 kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_optim_config *ocfg, double clip);
@@ -124,6 +132,18 @@ void kn_trainer_free(kn_trainer *t);
 kn_status kn_trainer_step(kn_trainer *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm);
 /* The loss on a batch without updating anything. */
 kn_status kn_trainer_eval(kn_trainer *t, const int32_t *x, const int32_t *y, double *loss);
+/* Move the step to dev (a CUDA device): copy the parameter slab (model->p) and the
+ * optimizer state (opt.state) there, allocate the gradient slab and batch there, and bind
+ * both interpreters to the device tensors; from then on kn_trainer_step and
+ * kn_trainer_eval run the compiled graphs with CUDA kernels, clip and update on the GPU,
+ * and read back only the loss and the gradient norm. Call it after loading a checkpoint.
+ * dev == KN_CPU, or the device the trainer already is on, is a no-op. Eager mode is
+ * CPU-only (kn_trainer_step then fails with KN_ERR_UNSUPPORTED). Errors: KN_ERR_UNSUPPORTED
+ * (built without CUDA), KN_ERR_DEVICE (no usable GPU), naming kn_trainer_to_device. */
+kn_status kn_trainer_to_device(kn_trainer *t, kn_device dev);
+/* Copy the device parameter slab into model->p and the device optimizer state into
+ * opt.state (before a checkpoint, sampling, or reading the parameters). No-op on the CPU. */
+kn_status kn_trainer_sync_host(kn_trainer *t);
 
 /* Sampling: extend prompt ids[0..n0) to n tokens (ids has room for n), each drawn from
  * softmax(logits / temperature) at the last position with the Philox stream `rng`

@@ -1,0 +1,248 @@
+/* bench.c — `kiln bench`: time GPT training steps on random tokens (the eager baseline's
+ * benchmark). Defaults are the GPT-2 124M shape (vocab 50304, context 1024, 12 layers,
+ * width 768, 12 heads, batch 8), fp32, AdamW with clip 1.0, on the first GPU when one is
+ * usable (--device cpu to force the CPU); flags shrink the model for a quick check.
+ *
+ * Protocol: compile the step, move it to the device, run --warmup steps (not timed: the
+ * caching allocator fills, cuBLAS picks its kernels), then --steps timed steps, each on a
+ * fresh random batch (drawn on the host before its timer starts; never zeros). A step is
+ * timed with CUDA events around kn_trainer_step (batch upload, forward and backward graph,
+ * gradient copies, clip, AdamW, loss read-back); on the CPU with the wall clock. Reported:
+ * median step ms (and min, max), tokens/s from the median, the median forward-only ms
+ * (kn_trainer_eval) and the median clip+optimizer ms, so step - forward - optimizer is
+ * roughly the backward, and the peak of kiln's live GPU allocations from the caching
+ * allocator. The last line is one JSON object with the same fields (plots/bench.sh reads
+ * it beside plots/bench_torch.py's). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "kiln/cuda.h"
+#include "kiln/device.h"
+#include "kiln/nn.h"
+
+typedef struct bench_opts {
+    int vocab, context, layers, width, heads, batch, warmup, steps;
+    uint64_t seed;
+    char device[16];
+} bench_opts;
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: kiln bench [--vocab N] [--context N] [--layers N] [--width N] [--heads N] [--batch N]\n"
+               "                  [--warmup N] [--steps N] [--seed N] [--device auto|cpu|cuda|cuda:N]\n"
+               "Times GPT training steps (fp32, AdamW, clip 1.0) on random tokens. Defaults: the GPT-2 124M\n"
+               "shape: vocab 50304, context 1024, 12 layers, width 768, 12 heads, batch 8; 3 warm-up and\n"
+               "10 timed steps; device auto (the first GPU when one is usable). The last line is JSON.\n");
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static int parse(bench_opts *o, int argc, char **argv) {
+    *o = (bench_opts){.vocab = 50304, .context = 1024, .layers = 12, .width = 768, .heads = 12, .batch = 8,
+                      .warmup = 3, .steps = 10, .seed = 1};
+    snprintf(o->device, sizeof o->device, "auto");
+    struct { const char *name; int *v; int lo; } ints[] = {
+        {"--vocab", &o->vocab, 2}, {"--context", &o->context, 1}, {"--layers", &o->layers, 1},
+        {"--width", &o->width, 1}, {"--heads", &o->heads, 1}, {"--batch", &o->batch, 1},
+        {"--warmup", &o->warmup, 0}, {"--steps", &o->steps, 1}};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        if (i + 1 >= argc) { fprintf(stderr, "kiln bench: %s needs a value\n", a); usage(stderr); return 2; }
+        const char *v = argv[++i];
+        char *end = NULL;
+        errno = 0;
+        if (!strcmp(a, "--device")) {
+            snprintf(o->device, sizeof o->device, "%s", v);
+            continue;
+        }
+        if (!strcmp(a, "--seed")) {
+            o->seed = strtoull(v, &end, 10);
+            if (!*v || *end || errno) { fprintf(stderr, "kiln bench: --seed '%s' is not a number\n", v); return 2; }
+            continue;
+        }
+        bool found = false;
+        for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
+            if (strcmp(a, ints[k].name) != 0) continue;
+            long x = strtol(v, &end, 10);
+            if (!*v || *end || errno || x < ints[k].lo || x > 1000000) {
+                fprintf(stderr, "kiln bench: %s '%s': expected an integer in [%d, 1000000]\n", a, v, ints[k].lo);
+                return 2;
+            }
+            *ints[k].v = (int)x;
+            found = true;
+        }
+        if (!found) { fprintf(stderr, "kiln bench: unknown option '%s'\n", a); usage(stderr); return 2; }
+    }
+    return -1;
+}
+
+static int pick(const char *s, kn_device *dev) {
+    *dev = KN_CPU;
+    if (!strcmp(s, "auto")) {
+        if (kn_device_count(KN_DEVICE_CUDA) > 0) *dev = (kn_device){KN_DEVICE_CUDA, 0};
+        return 0;
+    }
+    if (!strcmp(s, "cpu")) return 0;
+    if (!strcmp(s, "cuda")) { *dev = (kn_device){KN_DEVICE_CUDA, 0}; return 0; }
+    char *end = NULL;
+    long idx = !strncmp(s, "cuda:", 5) ? strtol(s + 5, &end, 10) : -1;
+    if (idx < 0 || idx > 1023 || !end || end == s + 5 || *end) {
+        fprintf(stderr, "kiln bench: --device %s: expected auto, cpu, cuda or cuda:N\n", s);
+        return 2;
+    }
+    *dev = (kn_device){KN_DEVICE_CUDA, (int)idx};
+    return 0;
+}
+
+/* Time fn-like work: start a timer (CUDA events on a GPU, the wall clock on the CPU). */
+typedef struct stopwatch {
+    kn_device dev;
+    kn_cuda_timer *ev;
+    double t0;
+} stopwatch;
+static kn_status sw_start(stopwatch *w, kn_device dev) {
+    w->dev = dev;
+    w->ev = NULL;
+    if (dev.type == KN_DEVICE_CUDA) {
+        KN_TRY(kn_device_synchronize(dev));
+        return kn_cuda_timer_start(dev.index, &w->ev);
+    }
+    w->t0 = kn_time_now();
+    return KN_OK;
+}
+static kn_status sw_stop(stopwatch *w, double *ms) {
+    if (w->dev.type == KN_DEVICE_CUDA) return kn_cuda_timer_stop(w->ev, ms);
+    *ms = (kn_time_now() - w->t0) * 1e3;
+    return KN_OK;
+}
+
+static void random_batch(kn_rng *r, int32_t *x, int32_t *y, size_t n, int vocab) {
+    for (size_t i = 0; i < n; i++) {
+        x[i] = (int32_t)(kn_rng_u32(r) % (uint32_t)vocab);
+        y[i] = (int32_t)(kn_rng_u32(r) % (uint32_t)vocab);
+    }
+}
+
+static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t dn) {
+    kn_gpt_config cfg = {.vocab = o->vocab, .context = o->context, .layers = o->layers, .width = o->width,
+                         .heads = o->heads};
+    KN_TRY(kn_gpt_config_check(&cfg));
+    kn_gpt g = {0};
+    kn_trainer tr = {0};
+    size_t bt = (size_t)o->batch * (size_t)o->context;
+    int32_t *x = kn_malloc(bt * sizeof *x), *y = kn_malloc(bt * sizeof *y);
+    int nt = o->steps, nf = 3;
+    double *ms = kn_calloc((size_t)nt, sizeof *ms), fwd[3], opt[3], loss0 = 0, loss1 = 0;
+    kn_status st = x && y && ms ? KN_OK : kn_error(KN_ERR_OOM, "kiln bench: out of memory");
+    double t0 = kn_time_now();
+    if (st == KN_OK) st = kn_gpt_new(&g, &cfg);
+    if (st == KN_OK) kn_gpt_init(&g, o->seed);
+    kn_optim_config oc = kn_optim_default();
+    if (st == KN_OK) st = kn_trainer_new(&tr, &g, o->batch, o->context, &oc, 1.0);
+    if (st == KN_OK) st = kn_trainer_to_device(&tr, dev);
+    double setup = kn_time_now() - t0;
+    kn_device_str(dev, devname, dn);
+    if (st == KN_OK) {
+        printf("kiln bench: GPT vocab %d, context %d, %d layers, width %d, %d heads: %lld parameters; batch %d; "
+               "fp32 AdamW on %s\n", o->vocab, o->context, o->layers, o->width, o->heads, (long long)g.p.n,
+               o->batch, devname);
+        printf("  setup (init, compile, move): %.1f s; %d warm-up + %d timed steps\n", setup, o->warmup, nt);
+        fflush(stdout);
+    }
+    kn_rng r = kn_rng_new(o->seed + 1000);
+    stopwatch w;
+    for (int s = 0; st == KN_OK && s < o->warmup + nt; s++) {
+        double l = 0, m = 0;
+        random_batch(&r, x, y, bt, o->vocab);
+        st = sw_start(&w, dev);
+        if (st == KN_OK) st = kn_trainer_step(&tr, x, y, 1e-4, &l, NULL);
+        if (st == KN_OK) st = sw_stop(&w, &m);
+        if (st != KN_OK) break;
+        if (s == 0) loss0 = l;
+        loss1 = l;
+        if (s >= o->warmup) ms[s - o->warmup] = m;
+        printf("  step %3d  %s  %9.2f ms  loss %.4f\n", s + 1, s < o->warmup ? "warm-up" : "timed  ", m, l);
+        fflush(stdout);
+    }
+    for (int k = 0; st == KN_OK && k < nf; k++) {
+        double l;
+        random_batch(&r, x, y, bt, o->vocab);
+        st = sw_start(&w, dev);
+        if (st == KN_OK) st = kn_trainer_eval(&tr, x, y, &l);
+        if (st == KN_OK) st = sw_stop(&w, &fwd[k]);
+    }
+    for (int k = 0; st == KN_OK && k < nf; k++) {
+        double norm;
+        st = sw_start(&w, dev);
+        if (dev.type == KN_DEVICE_CUDA) {
+            if (st == KN_OK) st = kn_cuda_clip_grad_norm(dev.index, kn_tensor_data(tr.dgrad), g.p.n, 1.0, &norm);
+            if (st == KN_OK)
+                st = kn_cuda_optim_step(dev.index, &tr.opt, kn_tensor_data(tr.dparams), kn_tensor_data(tr.dgrad),
+                                        kn_tensor_data(tr.dstate), 1e-4);
+        } else {
+            norm = kn_clip_grad_norm(kn_tensor_data(tr.grad), g.p.n, 1.0);
+            if (st == KN_OK) st = kn_optim_step(&tr.opt, g.p.data, kn_tensor_data(tr.grad), 1e-4);
+        }
+        if (st == KN_OK) st = sw_stop(&w, &opt[k]);
+    }
+    if (st == KN_OK) {
+        double lo = ms[0], hi = ms[0];
+        for (int i = 1; i < nt; i++) { lo = ms[i] < lo ? ms[i] : lo; hi = ms[i] > hi ? ms[i] : hi; }
+        double med = median(ms, nt), mf = median(fwd, nf), mo = median(opt, nf);
+        double tps = (double)bt / (med / 1e3), peak = 0, peak_res = 0;
+        if (dev.type == KN_DEVICE_CUDA) {
+            kn_cuda_mem_info mi;
+            st = kn_cuda_mem_info_get(dev.index, &mi);
+            peak = (double)mi.peak / 1048576.0;
+            peak_res = (double)mi.peak_reserved / 1048576.0;
+        }
+        if (st == KN_OK) {
+            printf("  step %.2f ms median (min %.2f, max %.2f) -> %.0f tokens/s\n", med, lo, hi, tps);
+            printf("  forward only %.2f ms; clip + AdamW %.2f ms; so backward + copies ~ %.2f ms\n", mf, mo,
+                   med - mf - mo);
+            if (dev.type == KN_DEVICE_CUDA)
+                printf("  peak GPU memory: %.0f MiB allocated, %.0f MiB reserved (caching allocator)\n", peak,
+                       peak_res);
+            printf("{\"impl\": \"kiln\", \"device\": \"%s\", \"vocab\": %d, \"context\": %d, \"layers\": %d, "
+                   "\"width\": %d, \"heads\": %d, \"batch\": %d, \"params\": %lld, \"warmup\": %d, \"steps\": %d, "
+                   "\"step_ms_median\": %.3f, \"step_ms_min\": %.3f, \"step_ms_max\": %.3f, \"tokens_per_s\": %.1f, "
+                   "\"fwd_ms\": %.3f, \"optim_ms\": %.3f, \"peak_mem_mib\": %.1f, \"peak_reserved_mib\": %.1f, "
+                   "\"loss_first\": %.5f, \"loss_last\": %.5f}\n",
+                   devname, o->vocab, o->context, o->layers, o->width, o->heads, o->batch, (long long)g.p.n,
+                   o->warmup, nt, med, lo, hi, tps, mf, mo, peak, peak_res, loss0, loss1);
+        }
+    }
+    kn_trainer_free(&tr);
+    kn_gpt_free(&g);
+    kn_free(x);
+    kn_free(y);
+    kn_free(ms);
+    return st;
+}
+
+int kn_cli_bench(int argc, char **argv) {
+    bench_opts o;
+    int rc = parse(&o, argc, argv);
+    if (rc >= 0) return rc;
+    if (o.width % o.heads) {
+        fprintf(stderr, "kiln bench: --width %d is not a multiple of --heads %d\n", o.width, o.heads);
+        return 2;
+    }
+    kn_device dev;
+    if ((rc = pick(o.device, &dev)) != 0) return rc;
+    char name[32];
+    if (bench(&o, dev, name, sizeof name) != KN_OK) {
+        fprintf(stderr, "kiln bench: %s\n", kn_last_error());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,122 @@
+/* cuda_optim.cu — the optimizer step and global-norm gradient clipping on GPU slabs
+ * (contracts in kiln/cuda.h), for `kiln train --device cuda`.
+ *
+ * The formulas are kn_optim_step's and kn_clip_grad_norm's (core/nn/optim.c) element for
+ * element: each element's arithmetic is done in double and rounded once when stored, so
+ * an update on the GPU matches the CPU's up to the last bit of libm's pow/sqrt. The
+ * bias corrections c1, c2 are computed once on the host, exactly as the CPU does.
+ *
+ * The sum of squares of the clip is deterministic: a fixed grid (KNC_NORM_BLOCKS blocks of
+ * KNC_THREADS threads, grid-stride) writes one double partial per block with the fixed
+ * shuffle tree of knc_block_sum, and one block then sums the partials in the same fixed
+ * order. The order differs from the CPU's left-to-right loop, so the norm agrees with the
+ * CPU's to rounding (about 1e-15 relative), not bitwise. Reading the norm back is the one
+ * synchronization of the clip. */
+#include "runtime/cuda_impl.h"
+
+#define KNC_NORM_BLOCKS 512
+
+__global__ void knc_adamw_kernel(float *p, const float *g, float *m, float *v, int64_t n, int64_t n_decay, double lr,
+                                 double b1, double b2, double eps, double wd, double c1, double c2) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        double pi = (double)p[i], gi = (double)g[i];
+        if (i < n_decay) pi -= lr * wd * pi;
+        double mi = b1 * (double)m[i] + (1.0 - b1) * gi;
+        double vi = b2 * (double)v[i] + (1.0 - b2) * gi * gi;
+        float mf = (float)mi, vf = (float)vi;
+        m[i] = mf;
+        v[i] = vf;
+        pi -= lr * ((double)mf / c1) / (sqrt((double)vf / c2) + eps);
+        p[i] = (float)pi;
+    }
+}
+
+__global__ void knc_sgd_kernel(float *p, const float *g, float *buf, int64_t n, int64_t n_decay, double lr, double mu,
+                               double wd, int first) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        double gi = (double)g[i];
+        if (i < n_decay) gi += wd * (double)p[i];
+        double b = gi;
+        if (mu > 0.0) {
+            b = first ? gi : mu * (double)buf[i] + gi;
+            buf[i] = (float)b;
+        }
+        p[i] = (float)((double)p[i] - lr * b);
+    }
+}
+
+__global__ void knc_sumsq_partial(const float *g, int64_t n, double *partial) {
+    __shared__ double sh[32];
+    double s = 0.0;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        s += (double)g[i] * (double)g[i];
+    s = knc_block_sum(s, sh);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+__global__ void knc_sum_partials(double *partial, int count) {
+    __shared__ double sh[32];
+    double s = 0.0;
+    for (int i = threadIdx.x; i < count; i += blockDim.x) s += partial[i];
+    s = knc_block_sum(s, sh);
+    if (threadIdx.x == 0) partial[0] = s;
+}
+
+__global__ void knc_scale_kernel(float *g, int64_t n, double s) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        g[i] = (float)((double)g[i] * s);
+}
+
+extern "C" kn_status kn_cuda_optim_step(int device, kn_optim *o, float *param, const float *grad, float *state,
+                                        double lr) {
+    if (!o || (o->n && (!param || !grad || !state)))
+        return kn_error(KN_ERR_ARG, "kn_cuda_optim_step: optimizer not initialized or NULL slab");
+    if (!isfinite(lr) || lr < 0.0) return kn_error(KN_ERR_ARG, "kn_cuda_optim_step: learning rate %g is not >= 0", lr);
+    if (device < 0) return kn_error(KN_ERR_ARG, "kn_cuda_optim_step: device index %d", device);
+    KN_CUDA_TRY(cudaSetDevice(device));
+    if (o->n > 0) {
+        unsigned blocks = knc_blocks(o->n);
+        if (o->cfg.kind == KN_OPTIM_SGD) {
+            knc_sgd_kernel<<<blocks, KNC_THREADS>>>(param, grad, state, o->n, o->n_decay, lr, o->cfg.momentum,
+                                                    o->cfg.weight_decay, o->step == 0);
+            KNC_LAUNCHED(knc_sgd_kernel);
+        } else {
+            const double t = (double)(o->step + 1);
+            const double c1 = 1.0 - pow(o->cfg.beta1, t), c2 = 1.0 - pow(o->cfg.beta2, t);
+            knc_adamw_kernel<<<blocks, KNC_THREADS>>>(param, grad, state, state + o->n, o->n, o->n_decay, lr,
+                                                      o->cfg.beta1, o->cfg.beta2, o->cfg.eps, o->cfg.weight_decay,
+                                                      c1, c2);
+            KNC_LAUNCHED(knc_adamw_kernel);
+        }
+    }
+    o->step++;
+    return KN_OK;
+}
+
+extern "C" kn_status kn_cuda_clip_grad_norm(int device, float *grad, int64_t n, double max_norm, double *norm) {
+    if (!norm || (n > 0 && !grad) || n < 0)
+        return kn_error(KN_ERR_ARG, "kn_cuda_clip_grad_norm: NULL argument or n %lld < 0", (long long)n);
+    if (device < 0) return kn_error(KN_ERR_ARG, "kn_cuda_clip_grad_norm: device index %d", device);
+    *norm = 0.0;
+    if (n == 0) return KN_OK;
+    KN_CUDA_TRY(cudaSetDevice(device));
+    kn_device dev = {KN_DEVICE_CUDA, device};
+    void *buf = NULL;
+    KN_TRY(kn_device_alloc(dev, KNC_NORM_BLOCKS * sizeof(double), &buf));
+    double *partial = (double *)buf, ss = 0.0;
+    knc_sumsq_partial<<<KNC_NORM_BLOCKS, KNC_THREADS>>>(grad, n, partial);
+    kn_status st = knc_check_launch("knc_sumsq_partial", __FILE__, __LINE__);
+    if (st == KN_OK) {
+        knc_sum_partials<<<1, KNC_THREADS>>>(partial, KNC_NORM_BLOCKS);
+        st = knc_check_launch("knc_sum_partials", __FILE__, __LINE__);
+    }
+    if (st == KN_OK) st = kn_device_memcpy(KN_CPU, &ss, dev, partial, sizeof ss);
+    kn_device_free(dev, buf, KNC_NORM_BLOCKS * sizeof(double));
+    KN_TRY(st);
+    *norm = sqrt(ss);
+    if (max_norm > 0.0 && *norm > max_norm) {
+        knc_scale_kernel<<<knc_blocks(n), KNC_THREADS>>>(grad, n, max_norm / (*norm + 1e-6));
+        KNC_LAUNCHED(knc_scale_kernel);
+    }
+    return KN_OK;
+}

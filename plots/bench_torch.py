@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""bench_torch.py - the PyTorch side of plots/bench.sh: the same GPT as `kiln bench`
+(GPT-2 architecture: token + position embeddings, pre-norm blocks with biases, GELU-tanh
+MLP of width 4D, final layernorm, output tied to the token embedding), fp32 with TF32 off,
+AdamW (betas 0.9/0.95, eps 1e-8, weight decay 0.1 on matrices and embeddings), global-norm
+clip 1.0, trained eagerly on fresh random tokens each step, on one CUDA GPU.
+
+Protocol, as kiln's: warm-up steps, then timed steps, each timed with CUDA events around
+(batch upload, forward, backward, clip, AdamW step, loss read-back); median step ms,
+tokens/s from the median, the median forward-only ms and clip+AdamW ms, and the peak of
+torch.cuda.max_memory_allocated. The last line printed is one JSON object.
+
+--attn sdpa (default) uses F.scaled_dot_product_attention (PyTorch's usual eager path);
+--attn manual spells attention out as kiln's graph does (matmul, causal mask, softmax,
+matmul), materializing the [B, H, T, T] scores."""
+import argparse, json, math, statistics, sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, width, heads, attn):
+        super().__init__()
+        self.heads, self.attn = heads, attn
+        self.ln_1, self.ln_2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.c_attn, self.attn_proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.c_fc, self.mlp_proj = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+    def attention(self, x):
+        B, T, D = x.shape
+        H = self.heads
+        q, k, v = self.c_attn(x).split(D, dim=2)
+        q, k, v = [t.view(B, T, H, D // H).transpose(1, 2) for t in (q, k, v)]
+        if self.attn == "sdpa":
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D // H))
+            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+            y = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1) @ v
+        return self.attn_proj(y.transpose(1, 2).reshape(B, T, D))
+
+    def forward(self, x):
+        x = x + self.attention(self.ln_1(x))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab, context, layers, width, heads, attn):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(context, width)
+        self.h = nn.ModuleList([Block(width, heads, attn) for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(width)
+        resid = 0.02 / math.sqrt(2 * layers)
+        for name, p in self.named_parameters():
+            if p.dim() >= 2:
+                nn.init.normal_(p, 0.0, resid if name.endswith("proj.weight") else 0.02)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+            else:
+                nn.init.ones_(p)
+
+    def forward(self, idx, targets=None):
+        T = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+        for block in self.h:
+            x = block(x)
+        logits = self.ln_f(x) @ self.wte.weight.t()  # tied output layer
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    for name, default in [("vocab", 50304), ("context", 1024), ("layers", 12), ("width", 768), ("heads", 12),
+                          ("batch", 8), ("warmup", 3), ("steps", 10), ("seed", 1)]:
+        ap.add_argument("--" + name, type=int, default=default)
+    ap.add_argument("--attn", choices=["sdpa", "manual"], default="sdpa")
+    ap.add_argument("--device", default="cuda", help="a CUDA device (cpu is refused: this benchmark is GPU-only)")
+    ap.add_argument("--fused", action="store_true", help="AdamW(fused=True) instead of the default foreach")
+    a = ap.parse_args()
+    if not torch.cuda.is_available() or not a.device.startswith("cuda"):
+        print(f"bench_torch.py: --device {a.device}: needs a CUDA device", file=sys.stderr)
+        return 1
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(a.seed)
+    dev = torch.device(a.device if ":" in a.device else "cuda:0")
+    torch.cuda.set_device(dev)
+    model = GPT(a.vocab, a.context, a.layers, a.width, a.heads, a.attn).to(dev)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=1e-4, betas=(0.9, 0.95), eps=1e-8, fused=a.fused)
+    nparams = sum(p.numel() for p in model.parameters())
+    gen = torch.Generator().manual_seed(a.seed + 1000)
+    B, T = a.batch, a.context
+
+    def batch():
+        return (torch.randint(0, a.vocab, (B, T), generator=gen, dtype=torch.long),
+                torch.randint(0, a.vocab, (B, T), generator=gen, dtype=torch.long))
+
+    def timed(fn):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        e0.record()
+        out = fn()
+        e1.record()
+        e1.synchronize()
+        return e0.elapsed_time(e1), out
+
+    def step(x, y):
+        loss = model(x.to(dev, non_blocking=False), y.to(dev, non_blocking=False))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.item()
+
+    print(f"bench_torch: GPT vocab {a.vocab}, context {T}, {a.layers} layers, width {a.width}, {a.heads} heads: "
+          f"{nparams} parameters; batch {B}; fp32 (TF32 off) AdamW ({'fused' if a.fused else 'foreach'}), "
+          f"attention {a.attn}, on {torch.cuda.get_device_name()}; torch {torch.__version__}", flush=True)
+    ms, losses = [], []
+    for s in range(a.warmup + a.steps):
+        x, y = batch()
+        t, loss = timed(lambda: step(x, y))
+        losses.append(loss)
+        if s >= a.warmup:
+            ms.append(t)
+        print(f"  step {s + 1:3d}  {'warm-up' if s < a.warmup else 'timed  '}  {t:9.2f} ms  loss {loss:.4f}", flush=True)
+    fwd, opt_ms = [], []
+    for _ in range(3):
+        x, y = batch()
+        with torch.no_grad():
+            fwd.append(timed(lambda: model(x.to(dev), y.to(dev)).item())[0])
+    loss = model(*[t.to(dev) for t in batch()])
+    loss.backward()
+    for _ in range(3):
+        opt_ms.append(timed(lambda: (torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0), opt.step()))[0])
+    med = statistics.median(ms)
+    res = {"impl": "pytorch-" + a.attn, "device": torch.cuda.get_device_name(), "vocab": a.vocab, "context": T,
+           "layers": a.layers, "width": a.width, "heads": a.heads, "batch": B, "params": nparams,
+           "warmup": a.warmup, "steps": a.steps, "step_ms_median": round(med, 3), "step_ms_min": round(min(ms), 3),
+           "step_ms_max": round(max(ms), 3), "tokens_per_s": round(B * T / (med / 1e3), 1),
+           "fwd_ms": round(statistics.median(fwd), 3), "optim_ms": round(statistics.median(opt_ms), 3),
+           "peak_mem_mib": round(torch.cuda.max_memory_allocated() / 2**20, 1),
+           "peak_reserved_mib": round(torch.cuda.max_memory_reserved() / 2**20, 1),
+           "loss_first": round(losses[0], 5), "loss_last": round(losses[-1], 5)}
+    print(f"  step {med:.2f} ms median -> {res['tokens_per_s']:.0f} tokens/s; forward {res['fwd_ms']:.2f} ms; "
+          f"clip + AdamW {res['optim_ms']:.2f} ms; peak {res['peak_mem_mib']:.0f} MiB")
+    print(json.dumps(res), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
