@@ -122,23 +122,34 @@ static void gpt_layout(const kn_gpt_config *c, layout *L) {
 /* Per layer: 4 matrices + 8 vectors; plus wte, wpe, ln_f.{weight,bias}. */
 static int gpt_param_count(const kn_gpt_config *c) { return 4 + 12 * c->layers; }
 
-static kn_status params_views(kn_params *p) {
-    p->views = kn_calloc((size_t)p->count, sizeof *p->views);
-    if (!p->views) return kn_error(KN_ERR_OOM, "kn_gpt_new: out of memory");
-    for (int i = 0; i < p->count; i++) {
+kn_status kn_params_views(const kn_params *p, const kn_tensor *slab, kn_tensor ***out) {
+    if (!p || !slab || !out) return kn_error(KN_ERR_ARG, "kn_params_views: a NULL argument");
+    if (slab->ndim != 1 || slab->shape[0] != p->n || slab->dtype != KN_DT_F32)
+        return kn_error(KN_ERR_SHAPE, "kn_params_views: the slab must be f32[%lld], got %s[%lld]",
+                        (long long)p->n, kn_dtype_name(slab->dtype), (long long)(slab->ndim == 1 ? slab->shape[0] : -1));
+    kn_tensor **v = kn_calloc((size_t)p->count, sizeof *v);
+    if (!v) return kn_error(KN_ERR_OOM, "kn_params_views: out of memory");
+    kn_status st = KN_OK;
+    for (int i = 0; st == KN_OK && i < p->count; i++) {
         kn_tensor *s;
         const kn_param_info *q = &p->info[i];
-        KN_TRY(kn_tensor_slice(&s, p->slab, 0, q->offset, q->offset + q->numel, 1));
-        kn_status st = kn_tensor_view(&p->views[i], s, q->ndim, q->shape);
+        st = kn_tensor_slice(&s, slab, 0, q->offset, q->offset + q->numel, 1);
+        if (st != KN_OK) break;
+        st = kn_tensor_view(&v[i], s, q->ndim, q->shape);
         kn_tensor_free(s);
-        KN_TRY(st);
     }
+    if (st != KN_OK) { kn_params_views_free(p, v); return st; }
+    *out = v;
     return KN_OK;
 }
 
+void kn_params_views_free(const kn_params *p, kn_tensor **views) {
+    for (int i = 0; views && p && i < p->count; i++) kn_tensor_free(views[i]);
+    kn_free(views);
+}
+
 static void params_free(kn_params *p) {
-    for (int i = 0; p->views && i < p->count; i++) kn_tensor_free(p->views[i]);
-    kn_free(p->views);
+    kn_params_views_free(p, p->views);
     kn_free(p->info);
     kn_tensor_free(p->slab);
     memset(p, 0, sizeof *p);
@@ -160,7 +171,7 @@ kn_status kn_gpt_new(kn_gpt *g, const kn_gpt_config *cfg) {
     for (int i = 0; i < p->count && p->info[i].decay; i++) p->n_decay = p->info[i].offset + p->info[i].numel;
     int64_t shape[1] = {p->n};
     kn_status st = kn_tensor_zeros(&p->slab, KN_DT_F32, 1, shape);
-    if (st == KN_OK) st = params_views(p);
+    if (st == KN_OK) st = kn_params_views(p, p->slab, &p->views);
     if (st != KN_OK) { params_free(p); return st; }
     p->data = kn_tensor_data(p->slab);
     return KN_OK;

@@ -77,18 +77,7 @@ kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_op
     if (st == KN_OK) st = kn_interp_bind(t->eval, "idx", t->x);
     if (st == KN_OK) st = kn_interp_bind(t->eval, "targets", t->y);
     if (st == KN_OK) st = kn_tensor_zeros(&t->grad, KN_DT_F32, 1, n);
-    if (st == KN_OK) {
-        t->grad_views = kn_calloc((size_t)p->count, sizeof *t->grad_views);
-        if (!t->grad_views) st = kn_error(KN_ERR_OOM, "kn_trainer_new: out of memory");
-    }
-    for (int i = 0; st == KN_OK && i < p->count; i++) {
-        kn_tensor *s;
-        st = kn_tensor_slice(&s, t->grad, 0, p->info[i].offset, p->info[i].offset + p->info[i].numel, 1);
-        if (st == KN_OK) {
-            st = kn_tensor_view(&t->grad_views[i], s, p->info[i].ndim, p->info[i].shape);
-            kn_tensor_free(s);
-        }
-    }
+    if (st == KN_OK) st = kn_params_views(p, t->grad, &t->grad_views);
     if (st == KN_OK) st = kn_optim_init(&t->opt, ocfg, p->n, p->n_decay);
     kn_free(pvals);
     if (st != KN_OK) kn_trainer_free(t);
@@ -103,11 +92,9 @@ void kn_trainer_free(kn_trainer *t) {
     kn_graph_free(t->fwd);
     kn_tensor_free(t->x);
     kn_tensor_free(t->y);
-    for (int i = 0; t->grad_views && t->model && i < t->model->p.count; i++) kn_tensor_free(t->grad_views[i]);
-    kn_free(t->grad_views);
+    kn_params_views_free(t->model ? &t->model->p : NULL, t->grad_views);
     kn_tensor_free(t->grad);
-    for (int i = 0; t->dviews && t->model && i < t->model->p.count; i++) kn_tensor_free(t->dviews[i]);
-    kn_free(t->dviews);
+    kn_params_views_free(t->model ? &t->model->p : NULL, t->dviews);
     kn_tensor_free(t->dparams);
     kn_tensor_free(t->dgrad);
     kn_tensor_free(t->dstate);
@@ -267,18 +254,7 @@ kn_status kn_trainer_to_device(kn_trainer *t, kn_device dev) {
         st = kn_device_memcpy(dev, kn_tensor_data(t->dstate), KN_CPU, t->opt.state, (size_t)sn[0] * sizeof(float));
     if (st == KN_OK) st = kn_tensor_empty_on(&t->dx, dev, KN_DT_I32, 2, bt);
     if (st == KN_OK) st = kn_tensor_empty_on(&t->dy, dev, KN_DT_I32, 2, bt);
-    if (st == KN_OK) {
-        t->dviews = kn_calloc((size_t)p->count, sizeof *t->dviews);
-        if (!t->dviews) st = kn_error(KN_ERR_OOM, "kn_trainer_to_device: out of memory");
-    }
-    for (int i = 0; st == KN_OK && i < p->count; i++) {
-        kn_tensor *s;
-        st = kn_tensor_slice(&s, t->dparams, 0, p->info[i].offset, p->info[i].offset + p->info[i].numel, 1);
-        if (st == KN_OK) {
-            st = kn_tensor_view(&t->dviews[i], s, p->info[i].ndim, p->info[i].shape);
-            kn_tensor_free(s);
-        }
-    }
+    if (st == KN_OK) st = kn_params_views(p, t->dparams, &t->dviews);
     if (st == KN_OK) st = bind_device(t->it, t);
     if (st == KN_OK) st = bind_device(t->eval, t);
     if (st == KN_OK) {
@@ -286,8 +262,7 @@ kn_status kn_trainer_to_device(kn_trainer *t, kn_device dev) {
         return KN_OK;
     }
     /* back to the CPU bindings, the device slabs released */
-    for (int i = 0; t->dviews && i < p->count; i++) kn_tensor_free(t->dviews[i]);
-    kn_free(t->dviews);
+    kn_params_views_free(p, t->dviews);
     kn_tensor_free(t->dparams);
     kn_tensor_free(t->dgrad);
     kn_tensor_free(t->dstate);

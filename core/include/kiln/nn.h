@@ -61,6 +61,12 @@ typedef struct kn_params {
     float *data;             /* the slab's floats */
 } kn_params;
 
+/* One view per parameter (info[i].shape) into `slab`, a flat f32 tensor laid out like
+ * p->slab on any device (the parameters, their gradients, a GPU copy). *out receives an
+ * owned array of p->count tensors, freed with kn_params_views_free; nothing on failure. */
+kn_status kn_params_views(const kn_params *p, const kn_tensor *slab, kn_tensor ***out);
+void kn_params_views_free(const kn_params *p, kn_tensor **views); /* NULL is fine */
+
 /* ---------------------------------------------------------------- GPT */
 
 typedef struct kn_gpt_config {
