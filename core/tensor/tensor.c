@@ -197,29 +197,30 @@ kn_status kn_tensor_scalar(kn_tensor **out, kn_dtype dt, double value) {
     return KN_OK;
 }
 
-kn_status kn_tensor_from_data(kn_tensor **out, kn_dtype dt, int ndim, const int64_t *shape, const void *data) {
-    const char *fn = "kn_tensor_from_data";
+/* The checks and the allocation kn_tensor_from_data and kn_tensor_from_f64 share: a new
+ * contiguous tensor *t with *numel elements, after checking out, dt, shape and data. */
+static kn_status knt_new_for_data(const char *fn, kn_tensor **out, kn_dtype dt, int ndim, const int64_t *shape,
+                                  const void *data, kn_tensor **t, int64_t *numel) {
     KN_TRY(knt_check_ptr(fn, "out", out));
     KN_TRY(knt_check_dtype(fn, dt));
-    int64_t numel;
-    KN_TRY(knt_check_shape(fn, ndim, shape, kn_dtype_size(dt), &numel));
-    if (numel > 0) KN_TRY(knt_check_ptr(fn, "data", data));
+    KN_TRY(knt_check_shape(fn, ndim, shape, kn_dtype_size(dt), numel));
+    if (*numel > 0) KN_TRY(knt_check_ptr(fn, "data", data));
+    return knt_empty(fn, dt, ndim, shape, t);
+}
+
+kn_status kn_tensor_from_data(kn_tensor **out, kn_dtype dt, int ndim, const int64_t *shape, const void *data) {
     kn_tensor *t;
-    KN_TRY(knt_empty(fn, dt, ndim, shape, &t));
+    int64_t numel;
+    KN_TRY(knt_new_for_data("kn_tensor_from_data", out, dt, ndim, shape, data, &t, &numel));
     if (t->storage->nbytes) memcpy(t->storage->data, data, t->storage->nbytes);
     *out = t;
     return KN_OK;
 }
 
 kn_status kn_tensor_from_f64(kn_tensor **out, kn_dtype dt, int ndim, const int64_t *shape, const double *data) {
-    const char *fn = "kn_tensor_from_f64";
-    KN_TRY(knt_check_ptr(fn, "out", out));
-    KN_TRY(knt_check_dtype(fn, dt));
-    int64_t numel;
-    KN_TRY(knt_check_shape(fn, ndim, shape, kn_dtype_size(dt), &numel));
-    if (numel > 0) KN_TRY(knt_check_ptr(fn, "data", data));
     kn_tensor *t;
-    KN_TRY(knt_empty(fn, dt, ndim, shape, &t));
+    int64_t numel;
+    KN_TRY(knt_new_for_data("kn_tensor_from_f64", out, dt, ndim, shape, data, &t, &numel));
     for (int64_t i = 0; i < numel; i++) kn_dtype_store(dt, t->storage->data, i, data[i]);
     *out = t;
     return KN_OK;
