@@ -23,17 +23,19 @@
 #include "kiln/nn.h"
 
 typedef struct bench_opts {
-    int vocab, context, layers, width, heads, batch, warmup, steps;
+    int vocab, context, layers, width, heads, batch, warmup, steps, profile;
     uint64_t seed;
     char device[16];
 } bench_opts;
 
 static void usage(FILE *f) {
     fprintf(f, "usage: kiln bench [--vocab N] [--context N] [--layers N] [--width N] [--heads N] [--batch N]\n"
-               "                  [--warmup N] [--steps N] [--seed N] [--device auto|cpu|cuda|cuda:N]\n"
+               "                  [--warmup N] [--steps N] [--seed N] [--device auto|cpu|cuda|cuda:N] [--profile N]\n"
                "Times GPT training steps (fp32, AdamW, clip 1.0) on random tokens. Defaults: the GPT-2 124M\n"
                "shape: vocab 50304, context 1024, 12 layers, width 768, 12 heads, batch 8; 3 warm-up and\n"
-               "10 timed steps; device auto (the first GPU when one is usable). The last line is JSON.\n");
+               "10 timed steps; device auto (the first GPU when one is usable). --profile N (GPU only) adds one\n"
+               "step run with a per-op profile and prints its N costliest groups of ops (0: none).\n"
+               "The last line is JSON.\n");
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -52,7 +54,7 @@ static int parse(bench_opts *o, int argc, char **argv) {
     struct { const char *name; int *v; int lo; } ints[] = {
         {"--vocab", &o->vocab, 2}, {"--context", &o->context, 1}, {"--layers", &o->layers, 1},
         {"--width", &o->width, 1}, {"--heads", &o->heads, 1}, {"--batch", &o->batch, 1},
-        {"--warmup", &o->warmup, 0}, {"--steps", &o->steps, 1}};
+        {"--warmup", &o->warmup, 0}, {"--steps", &o->steps, 1}, {"--profile", &o->profile, 0}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
@@ -193,6 +195,15 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
             if (st == KN_OK) st = kn_optim_step(&tr.opt, g.p.data, kn_tensor_data(tr.grad), 1e-4);
         }
         if (st == KN_OK) st = sw_stop(&w, &opt[k]);
+    }
+    if (st == KN_OK && o->profile > 0 && dev.type == KN_DEVICE_CUDA) { /* one extra step, profiled */
+        double l, m = 0;
+        random_batch(&r, x, y, bt, o->vocab);
+        st = kn_cuda_profile_start();
+        if (st == KN_OK) st = sw_start(&w, dev);
+        if (st == KN_OK) st = kn_trainer_step(&tr, x, y, 1e-4, &l, NULL);
+        if (st == KN_OK) st = sw_stop(&w, &m);
+        if (st == KN_OK) st = kn_cuda_profile_report(stdout, m, o->profile);
     }
     if (st == KN_OK) {
         double lo = ms[0], hi = ms[0];

@@ -122,6 +122,11 @@ kn_status knc_new_out(const kn_node *n, kn_device dev, kn_tensor **out);
 kn_status knc_unsupported(const kn_node *n, kn_dtype dt);
 /* KILN_CUDA_SYNC=1: synchronize and check (after each op). */
 kn_status knc_after_op(const kn_node *n);
+/* The per-op profile (cuda_profile.cu): on between kn_cuda_profile_start and _report;
+ * begin/end bracket one op's kernel with events and wait for it. */
+bool knc_profile_on(void);
+kn_status knc_profile_begin(void);
+kn_status knc_profile_end(const kn_node *n, const kn_tensor *const *in, const kn_tensor *out);
 /* Strided copy of es-byte elements on the device: dst (contiguous strides dstr) from src
  * (strides sstr, 0 where broadcast), over shape. Pointers already include offsets. */
 kn_status knc_strided_copy(size_t es, int ndim, const int64_t *shape, const void *src, const int64_t *sstr,

@@ -378,7 +378,13 @@ extern "C" kn_status kn_cuda_node_eval(const kn_node *n, const kn_tensor *const 
         if (st == KN_OK && !kn_tensor_is_contiguous(ops[i]))
             st = kn_error(KN_ERR_ARG, "kn_cuda_node_eval: %s: operand %d is not contiguous", kn_op_name(n->op), i);
     }
+    bool prof = st == KN_OK && knc_profile_on();
+    if (prof) st = knc_profile_begin();
     if (st == KN_OK) st = fn(n, ops, out);
+    if (st == KN_OK && prof) {
+        st = knc_profile_end(n, ops, *out);
+        if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
+    }
     if (st == KN_OK) {
         st = knc_after_op(n);
         if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }

@@ -1,7 +1,7 @@
-/* cuda_optim_stub.c — the GPU optimizer and timer entry points of kiln/cuda.h in a build
+/* cuda_optim_stub.c — the GPU optimizer, timer and profile entry points of kiln/cuda.h in a build
  * without CUDA: each reports KN_ERR_UNSUPPORTED ("built without CUDA"), so the trainer and
- * `kiln bench` link and `--device cuda` fails cleanly. With CUDA, cuda_optim.cu and
- * cuda_timer.cu define them and this file compiles to nothing. */
+ * `kiln bench` link and `--device cuda` fails cleanly. With CUDA, cuda_optim.cu,
+ * cuda_timer.cu and cuda_profile.cu define them and this file compiles to nothing. */
 #include "kiln/cuda.h"
 
 #ifndef KN_HAVE_CUDA
@@ -21,6 +21,13 @@ kn_status kn_cuda_timer_start(int device, kn_cuda_timer **out) {
 kn_status kn_cuda_timer_stop(kn_cuda_timer *t, double *ms) {
     (void)t; (void)ms;
     return kn_error(KN_ERR_UNSUPPORTED, "kn_cuda_timer_stop: kiln was built without CUDA");
+}
+kn_status kn_cuda_profile_start(void) {
+    return kn_error(KN_ERR_UNSUPPORTED, "kn_cuda_profile_start: kiln was built without CUDA");
+}
+kn_status kn_cuda_profile_report(FILE *f, double step_ms, int top) {
+    (void)f; (void)step_ms; (void)top;
+    return kn_error(KN_ERR_UNSUPPORTED, "kn_cuda_profile_report: kiln was built without CUDA");
 }
 #else
 typedef int kn_cuda_optim_stub_unused; /* ISO C wants at least one declaration per file */

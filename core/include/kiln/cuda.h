@@ -80,6 +80,17 @@ typedef struct kn_cuda_timer kn_cuda_timer;
 kn_status kn_cuda_timer_start(int device, kn_cuda_timer **out);
 kn_status kn_cuda_timer_stop(kn_cuda_timer *t, double *ms);
 
+/* A per-op profile of the eager path (core/runtime/cuda_profile.cu), for "where does the
+ * step go". Between start and report, kn_cuda_node_eval brackets every op with two CUDA
+ * events and waits for the second, so each op's GPU time is exact but the run is slower
+ * (the host no longer runs ahead). Ops are grouped by op, operand shapes and (for matmul)
+ * transposes. report prints the groups by total time, the top `top` of them (0: all),
+ * each with calls, ms, share of the profiled time, and GB/s or GFLOP/s from the bytes read
+ * and written and the matmul flops; then the sum per op; then, when step_ms > 0, how much
+ * of step_ms ran outside any op (copies, optimizer, host waits). It ends the profile. */
+kn_status kn_cuda_profile_start(void);
+kn_status kn_cuda_profile_report(FILE *f, double step_ms, int top);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,156 @@
+/* cuda_profile.cu — the per-op profile of the eager path (kiln/cuda.h).
+ *
+ * While a profile is on, kn_cuda_node_eval calls knc_profile_begin before an op's kernel
+ * and knc_profile_end after it: two events on the default stream around the op, and a
+ * wait for the second, so the elapsed time is that op's alone. Waiting after every op
+ * stops the host from running ahead of the GPU, which is why this is a separate mode and
+ * not always on; the step it measures is slower than a real one, but the sum of the op
+ * times is the GPU time of the ops (launch gaps are not in it).
+ *
+ * Groups: op name, operand shapes and (matmul) the transpose flags, e.g.
+ * "matmul [8192,768]x[2304,768] tb". The bytes of a group are those of its operands and
+ * results (what a kernel that reads each once and writes once moves), the flops those of
+ * matmul (2 m n k); the report turns them into GB/s and GFLOP/s, to set beside the
+ * measured copy bandwidth and the cuBLAS throughput. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/cuda_impl.h"
+
+#define KNC_PROF_MAX 1024
+
+typedef struct prof_row {
+    char key[120];
+    const char *op;
+    int64_t calls;
+    double ms, bytes, flops;
+} prof_row;
+
+static struct {
+    bool on;
+    int n;
+    prof_row rows[KNC_PROF_MAX];
+    cudaEvent_t e0, e1;
+    bool have_events;
+} prof;
+
+bool knc_profile_on(void) { return prof.on; }
+
+extern "C" kn_status kn_cuda_profile_start(void) {
+    if (!prof.have_events) {
+        KN_CUDA_TRY(cudaEventCreate(&prof.e0));
+        cudaError_t e = cudaEventCreate(&prof.e1);
+        if (e != cudaSuccess) {
+            cudaEventDestroy(prof.e0);
+            (void)cudaGetLastError();
+            return kn_error(KN_ERR_DEVICE, "kn_cuda_profile_start: cudaEventCreate: %s", cudaGetErrorString(e));
+        }
+        prof.have_events = true;
+    }
+    prof.n = 0;
+    prof.on = true;
+    return KN_OK;
+}
+
+kn_status knc_profile_begin(void) {
+    KN_CUDA_TRY(cudaEventRecord(prof.e0, 0));
+    return KN_OK;
+}
+
+static int shape_str(char *buf, size_t cap, const kn_tensor *t) {
+    int k = snprintf(buf, cap, "[");
+    for (int d = 0; d < t->ndim && k < (int)cap; d++)
+        k += snprintf(buf + k, cap - (size_t)k, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+    if (k < (int)cap) k += snprintf(buf + k, cap - (size_t)k, "]");
+    return k;
+}
+
+kn_status knc_profile_end(const kn_node *n, const kn_tensor *const *in, const kn_tensor *out) {
+    float ms = 0;
+    KN_CUDA_TRY(cudaEventRecord(prof.e1, 0));
+    KN_CUDA_TRY(cudaEventSynchronize(prof.e1));
+    KN_CUDA_TRY(cudaEventElapsedTime(&ms, prof.e0, prof.e1));
+    char key[sizeof prof.rows[0].key];
+    int k = snprintf(key, sizeof key, "%s ", kn_op_name(n->op));
+    double bytes = out ? (double)kn_tensor_numel(out) * (double)kn_dtype_size(out->dtype) : 0, flops = 0;
+    for (int i = 0; i < n->nin && k < (int)sizeof key; i++) {
+        if (i) k += snprintf(key + k, sizeof key - (size_t)k, "x");
+        if (k < (int)sizeof key) k += shape_str(key + k, sizeof key - (size_t)k, in[i]);
+        bytes += (double)kn_tensor_numel(in[i]) * (double)kn_dtype_size(in[i]->dtype);
+    }
+    if (n->op == KN_OP_MATMUL && out) {
+        const kn_tensor *a = in[0];
+        int64_t kk = n->attrs.ta ? a->shape[a->ndim - 2] : a->shape[a->ndim - 1];
+        flops = 2.0 * (double)kn_tensor_numel(out) * (double)kk;
+        if (k < (int)sizeof key) snprintf(key + k, sizeof key - (size_t)k, "%s%s", n->attrs.ta ? " ta" : "", n->attrs.tb ? " tb" : "");
+    }
+    prof_row *r = NULL;
+    for (int i = 0; i < prof.n && !r; i++)
+        if (!strcmp(prof.rows[i].key, key)) r = &prof.rows[i];
+    if (!r && prof.n < KNC_PROF_MAX) {
+        r = &prof.rows[prof.n++];
+        memset(r, 0, sizeof *r);
+        snprintf(r->key, sizeof r->key, "%s", key);
+        r->op = kn_op_name(n->op);
+    }
+    if (r) {
+        r->calls++;
+        r->ms += ms;
+        r->bytes += bytes;
+        r->flops += flops;
+    }
+    return KN_OK;
+}
+
+static int by_ms(const void *a, const void *b) {
+    double x = ((const prof_row *)a)->ms, y = ((const prof_row *)b)->ms;
+    return (x < y) - (x > y);
+}
+
+static void print_row(FILE *f, const prof_row *r, double total) {
+    char rate[32];
+    if (r->flops > 0) snprintf(rate, sizeof rate, "%8.0f GFLOP/s", r->flops / (r->ms * 1e6));
+    else snprintf(rate, sizeof rate, "%8.0f GB/s", r->bytes / (r->ms * 1e6));
+    fprintf(f, "  %9.3f  %5.1f%%  %6lld  %s  %s\n", r->ms, total > 0 ? 100.0 * r->ms / total : 0.0,
+            (long long)r->calls, rate, r->key);
+}
+
+extern "C" kn_status kn_cuda_profile_report(FILE *f, double step_ms, int top) {
+    if (!f) return kn_error(KN_ERR_ARG, "kn_cuda_profile_report: NULL file");
+    if (!prof.on) return kn_error(KN_ERR_ARG, "kn_cuda_profile_report: no profile was started");
+    prof.on = false;
+    qsort(prof.rows, (size_t)prof.n, sizeof prof.rows[0], by_ms);
+    double total = 0;
+    for (int i = 0; i < prof.n; i++) total += prof.rows[i].ms;
+    fprintf(f, "per-op GPU time (%d groups, %.2f ms in ops%s):\n", prof.n, total,
+            prof.n == KNC_PROF_MAX ? "; the table filled up, later groups are missing" : "");
+    fprintf(f, "  %9s  %6s  %6s  %15s  %s\n", "ms", "share", "calls", "rate", "op operands");
+    int shown = top > 0 && top < prof.n ? top : prof.n;
+    for (int i = 0; i < shown; i++) print_row(f, &prof.rows[i], total);
+    if (shown < prof.n) fprintf(f, "  ... %d smaller groups\n", prof.n - shown);
+    /* by op: merge groups of the same op name */
+    prof_row ops[KN_OP_COUNT];
+    int no = 0;
+    for (int i = 0; i < prof.n; i++) {
+        prof_row *r = NULL;
+        for (int j = 0; j < no && !r; j++)
+            if (ops[j].op == prof.rows[i].op) r = &ops[j];
+        if (!r) {
+            r = &ops[no++];
+            memset(r, 0, sizeof *r);
+            r->op = prof.rows[i].op;
+            snprintf(r->key, sizeof r->key, "%s", r->op);
+        }
+        r->calls += prof.rows[i].calls;
+        r->ms += prof.rows[i].ms;
+        r->bytes += prof.rows[i].bytes;
+        r->flops += prof.rows[i].flops;
+    }
+    qsort(ops, (size_t)no, sizeof ops[0], by_ms);
+    fprintf(f, "per op:\n");
+    for (int i = 0; i < no; i++) print_row(f, &ops[i], total);
+    if (step_ms > 0)
+        fprintf(f, "outside ops: %.2f ms of the %.2f ms profiled step (gradient copies, clip, optimizer, host waits)\n",
+                step_ms - total, step_ms);
+    return KN_OK;
+}
