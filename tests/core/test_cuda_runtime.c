@@ -162,3 +162,40 @@ KN_TEST(cuda_runtime, gpu_runs_are_bitwise_deterministic) {
     kn_graph_free(g);
     irt_model_free(&m);
 }
+
+/* The per-op profile: without a start, report is an error; with one, a run of the model
+ * lists its ops (matmul among them) with times, a per-op summary, and the time outside
+ * ops; the report ends the profile. Built without CUDA both calls are KN_ERR_UNSUPPORTED. */
+KN_TEST(cuda_runtime, per_op_profile_lists_the_ops_it_timed) {
+    if (kn_device_backend_get(KN_DEVICE_CUDA) == NULL) {
+        KN_ASSERT_ERR(kn_cuda_profile_start(), KN_ERR_UNSUPPORTED);
+        KN_ASSERT_ERR(kn_cuda_profile_report(stdout, 0, 0), KN_ERR_UNSUPPORTED);
+        return;
+    }
+    KN_ASSERT_ERR(kn_cuda_profile_report(stdout, 0, 0), KN_ERR_ARG);
+    SKIP_WITHOUT_GPU();
+    irt_model m;
+    irt_model_init(&m, KN_DT_F32, 5);
+    kn_graph *g = model_graph(&m, 0.0);
+    kn_interp *it = NULL;
+    KN_ASSERT_OK(kn_interp_new(&it, g));
+    bind_on(it, &m, CUDA0);
+    KN_ASSERT_OK(kn_cuda_profile_start());
+    KN_ASSERT_OK(kn_interp_run(it));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_not_null(f);
+    KN_ASSERT_OK(kn_cuda_profile_report(f, 1000.0, 5));
+    fclose(f);
+    cr_assert_not_null(strstr(text, "per-op GPU time ("), "%s", text);
+    cr_assert_not_null(strstr(text, "per op:\n"), "%s", text);
+    cr_assert_not_null(strstr(text, " matmul"), "%s", text);
+    cr_assert_not_null(strstr(text, "smaller groups"), "top 5 of more groups: %s", text);
+    cr_assert_not_null(strstr(text, "outside ops: "), "%s", text);
+    free(text);
+    KN_ASSERT_ERR(kn_cuda_profile_report(stdout, 0, 0), KN_ERR_ARG); /* ended */
+    kn_interp_free(it);
+    kn_graph_free(g);
+    irt_model_free(&m);
+}
