@@ -64,3 +64,10 @@ BENCH_FLAGS ?=
 bench-gpu: $(if $(filter 1,$(GPU_CHECK_BUILD)),$(KILN))
 	@mkdir -p $(GPU_CHECK_LOGS)
 	@KILN=$(KILN) LOGS=$(GPU_CHECK_LOGS) bash plots/bench.sh $(BENCH_FLAGS)
+
+# `kiln bench` on the CPU at a tiny shape, in `make test` (the GPU side runs in gpu-check).
+TEST_STEPS += test-step-bench-cli
+.PHONY: test-step-bench-cli
+test-step-bench-cli:
+	@$(MAKE) --no-print-directory $(KILN) IMPL=$(DEFAULT_IMPL) >/dev/null
+	@bash tests/harness/record.sh $(ALL_RESULTS) bench-cli bash tests/core/test_cli_bench.sh $(BUILD)/$(DEFAULT_IMPL)/kiln

@@ -10,7 +10,8 @@
 # LOGS a folder for the full outputs (default $OUT when set, else /tmp/kiln-bench). A side
 # that fails is reported as such; the others still run. PyTorch is skipped (with a line
 # saying so) when python3 cannot import torch. BENCH_TIMEOUT (seconds, default 0: none)
-# bounds each of the three runs.
+# bounds each of the three runs. --tf32 lets both sides' fp32 matmuls use TF32 tensor cores.
+# The table and the ratios are also written to $LOGS/bench_summary.json.
 set -u
 KILN=${KILN:-build/solutions/kiln}
 LOGS=${LOGS:-${OUT:-/tmp/kiln-bench}}
@@ -54,7 +55,13 @@ for name, r in rows:
     print("%-16s %10.2f %12.0f %9.2f %9.2f %11.0f %9s" % (r["impl"], r["step_ms_median"], r["tokens_per_s"],
           r["fwd_ms"], r["optim_ms"], r["peak_mem_mib"], ratio))
 if kiln:
-    print("shape: vocab %d, context %d, %d layers, width %d, %d heads, batch %d (%d parameters); device %s" % (
-        kiln["vocab"], kiln["context"], kiln["layers"], kiln["width"], kiln["heads"], kiln["batch"],
-        kiln["params"], kiln["device"]))
+    print("shape: vocab %d, context %d, %d layers, width %d, %d heads, batch %d (%d parameters); device %s; "
+          "fp32 matmuls with TF32 %s" % (kiln["vocab"], kiln["context"], kiln["layers"], kiln["width"], kiln["heads"],
+          kiln["batch"], kiln["params"], kiln["device"], "on" if kiln.get("tf32") else "off"))
+    summary = {"kiln": kiln, "torch": {n.replace("bench_torch_", "").replace(".log", ""): r for n, r in rows
+                                       if n != "bench_kiln.log" and r}}
+    for name, r in summary["torch"].items():
+        summary["ratio_" + name] = round(kiln["tokens_per_s"] / r["tokens_per_s"], 4)
+    with open(os.path.join(logs, "bench_summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
 PY

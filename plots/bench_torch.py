@@ -3,7 +3,8 @@
 (GPT-2 architecture: token + position embeddings, pre-norm blocks with biases, GELU-tanh
 MLP of width 4D, final layernorm, output tied to the token embedding), fp32 with TF32 off,
 AdamW (betas 0.9/0.95, eps 1e-8, weight decay 0.1 on matrices and embeddings), global-norm
-clip 1.0, trained eagerly on fresh random tokens each step, on one CUDA GPU.
+clip 1.0, trained eagerly on fresh random tokens each step, on one CUDA GPU. --tf32 lets
+matmuls use TF32 tensor cores, as `kiln bench --tf32` does.
 
 Protocol, as kiln's: warm-up steps, then timed steps, each timed with CUDA events around
 (batch upload, forward, backward, clip, AdamW step, loss read-back); median step ms,
@@ -78,12 +79,14 @@ def main():
     ap.add_argument("--attn", choices=["sdpa", "manual"], default="sdpa")
     ap.add_argument("--device", default="cuda", help="a CUDA device (cpu is refused: this benchmark is GPU-only)")
     ap.add_argument("--fused", action="store_true", help="AdamW(fused=True) instead of the default foreach")
+    ap.add_argument("--tf32", action="store_true", help="let fp32 matmuls use TF32 tensor cores (kiln bench --tf32)")
+    ap.add_argument("--profile", type=int, default=0, help="accepted for kiln bench's sake and ignored")
     a = ap.parse_args()
     if not torch.cuda.is_available() or not a.device.startswith("cuda"):
         print(f"bench_torch.py: --device {a.device}: needs a CUDA device", file=sys.stderr)
         return 1
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = a.tf32
+    torch.backends.cudnn.allow_tf32 = a.tf32
     torch.manual_seed(a.seed)
     dev = torch.device(a.device if ":" in a.device else "cuda:0")
     torch.cuda.set_device(dev)
@@ -118,7 +121,7 @@ def main():
         return loss.item()
 
     print(f"bench_torch: GPT vocab {a.vocab}, context {T}, {a.layers} layers, width {a.width}, {a.heads} heads: "
-          f"{nparams} parameters; batch {B}; fp32 (TF32 off) AdamW ({'fused' if a.fused else 'foreach'}), "
+          f"{nparams} parameters; batch {B}; fp32 (TF32 {'on' if a.tf32 else 'off'}) AdamW ({'fused' if a.fused else 'foreach'}), "
           f"attention {a.attn}, on {torch.cuda.get_device_name()}; torch {torch.__version__}", flush=True)
     ms, losses = [], []
     for s in range(a.warmup + a.steps):
@@ -145,7 +148,7 @@ def main():
            "fwd_ms": round(statistics.median(fwd), 3), "optim_ms": round(statistics.median(opt_ms), 3),
            "peak_mem_mib": round(torch.cuda.max_memory_allocated() / 2**20, 1),
            "peak_reserved_mib": round(torch.cuda.max_memory_reserved() / 2**20, 1),
-           "loss_first": round(losses[0], 5), "loss_last": round(losses[-1], 5)}
+           "loss_first": round(losses[0], 5), "loss_last": round(losses[-1], 5), "tf32": a.tf32}
     print(f"  step {med:.2f} ms median -> {res['tokens_per_s']:.0f} tokens/s; forward {res['fwd_ms']:.2f} ms; "
           f"clip + AdamW {res['optim_ms']:.2f} ms; peak {res['peak_mem_mib']:.0f} MiB")
     print(json.dumps(res), flush=True)

@@ -24,6 +24,7 @@
 
 typedef struct bench_opts {
     int vocab, context, layers, width, heads, batch, warmup, steps, profile;
+    bool tf32;
     uint64_t seed;
     char device[16];
 } bench_opts;
@@ -31,10 +32,12 @@ typedef struct bench_opts {
 static void usage(FILE *f) {
     fprintf(f, "usage: kiln bench [--vocab N] [--context N] [--layers N] [--width N] [--heads N] [--batch N]\n"
                "                  [--warmup N] [--steps N] [--seed N] [--device auto|cpu|cuda|cuda:N] [--profile N]\n"
+               "                  [--tf32]\n"
                "Times GPT training steps (fp32, AdamW, clip 1.0) on random tokens. Defaults: the GPT-2 124M\n"
                "shape: vocab 50304, context 1024, 12 layers, width 768, 12 heads, batch 8; 3 warm-up and\n"
                "10 timed steps; device auto (the first GPU when one is usable). --profile N (GPU only) adds one\n"
                "step run with a per-op profile and prints its N costliest groups of ops (0: none).\n"
+               "--tf32 lets cuBLAS use TF32 tensor cores for fp32 matmuls (KILN_TF32=1; off by default).\n"
                "The last line is JSON.\n");
 }
 
@@ -58,6 +61,10 @@ static int parse(bench_opts *o, int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--tf32")) { o->tf32 = true; continue; }
+        bool known = !strcmp(a, "--device") || !strcmp(a, "--seed");
+        for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) known = known || !strcmp(a, ints[k].name);
+        if (!known) { fprintf(stderr, "kiln bench: unknown option '%s'\n", a); usage(stderr); return 2; }
         if (i + 1 >= argc) { fprintf(stderr, "kiln bench: %s needs a value\n", a); usage(stderr); return 2; }
         const char *v = argv[++i];
         char *end = NULL;
@@ -71,7 +78,6 @@ static int parse(bench_opts *o, int argc, char **argv) {
             if (!*v || *end || errno) { fprintf(stderr, "kiln bench: --seed '%s' is not a number\n", v); return 2; }
             continue;
         }
-        bool found = false;
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
             if (strcmp(a, ints[k].name) != 0) continue;
             long x = strtol(v, &end, 10);
@@ -80,9 +86,7 @@ static int parse(bench_opts *o, int argc, char **argv) {
                 return 2;
             }
             *ints[k].v = (int)x;
-            found = true;
         }
-        if (!found) { fprintf(stderr, "kiln bench: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
     return -1;
 }
@@ -155,8 +159,8 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     kn_device_str(dev, devname, dn);
     if (st == KN_OK) {
         printf("kiln bench: GPT vocab %d, context %d, %d layers, width %d, %d heads: %lld parameters; batch %d; "
-               "fp32 AdamW on %s\n", o->vocab, o->context, o->layers, o->width, o->heads, (long long)g.p.n,
-               o->batch, devname);
+               "fp32 (TF32 %s) AdamW on %s\n", o->vocab, o->context, o->layers, o->width, o->heads, (long long)g.p.n,
+               o->batch, o->tf32 ? "on" : "off", devname);
         printf("  setup (init, compile, move): %.1f s; %d warm-up + %d timed steps\n", setup, o->warmup, nt);
         fflush(stdout);
     }
@@ -227,9 +231,9 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
                    "\"width\": %d, \"heads\": %d, \"batch\": %d, \"params\": %lld, \"warmup\": %d, \"steps\": %d, "
                    "\"step_ms_median\": %.3f, \"step_ms_min\": %.3f, \"step_ms_max\": %.3f, \"tokens_per_s\": %.1f, "
                    "\"fwd_ms\": %.3f, \"optim_ms\": %.3f, \"peak_mem_mib\": %.1f, \"peak_reserved_mib\": %.1f, "
-                   "\"loss_first\": %.5f, \"loss_last\": %.5f}\n",
+                   "\"loss_first\": %.5f, \"loss_last\": %.5f, \"tf32\": %s}\n",
                    devname, o->vocab, o->context, o->layers, o->width, o->heads, o->batch, (long long)g.p.n,
-                   o->warmup, nt, med, lo, hi, tps, mf, mo, peak, peak_res, loss0, loss1);
+                   o->warmup, nt, med, lo, hi, tps, mf, mo, peak, peak_res, loss0, loss1, o->tf32 ? "true" : "false");
         }
     }
     kn_trainer_free(&tr);
@@ -250,6 +254,10 @@ int kn_cli_bench(int argc, char **argv) {
     }
     kn_device dev;
     if ((rc = pick(o.device, &dev)) != 0) return rc;
+    if (o.tf32 && setenv("KILN_TF32", "1", 1) != 0) { /* read by the first matmul */
+        fprintf(stderr, "kiln bench: --tf32: cannot set KILN_TF32\n");
+        return 1;
+    }
     char name[32];
     if (bench(&o, dev, name, sizeof name) != KN_OK) {
         fprintf(stderr, "kiln bench: %s\n", kn_last_error());

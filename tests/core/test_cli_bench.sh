@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# test_cli_bench.sh KILN — `kiln bench` on the CPU at a tiny shape: it prints its step
+# lines and ends with one JSON object holding the fields plots/bench.sh reads (finite,
+# positive times and tokens/s; the loss of random tokens near ln(vocab); the tf32 flag as
+# asked); bad flags are usage errors (exit 2) with a message naming the flag. The GPU side
+# (timing, --profile, --tf32 on cuBLAS) runs in `make gpu-check`. Prints "ok" or what failed.
+set -eu
+kiln=${1:?usage: test_cli_bench.sh PATH/TO/kiln}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+tiny="--vocab 64 --context 16 --layers 1 --width 32 --heads 2 --batch 2 --warmup 1 --steps 3 --device cpu"
+"$kiln" bench $tiny > "$dir/a.out"
+"$kiln" bench $tiny --tf32 --profile 5 > "$dir/b.out"
+python3 - "$dir/a.out" "$dir/b.out" <<'PY'
+import json, math, sys
+for path, tf32 in ((sys.argv[1], False), (sys.argv[2], True)):
+    lines = open(path).read().splitlines()
+    r = json.loads(lines[-1])
+    steps = [l for l in lines if l.lstrip().startswith("step ") and "ms" in l and "loss" in l]
+    assert len(steps) == 4, f"{path}: expected 4 step lines, got {len(steps)}"
+    for k in ("step_ms_median", "tokens_per_s", "fwd_ms", "optim_ms"):
+        assert math.isfinite(r[k]) and r[k] > 0, f"{path}: {k} = {r[k]}"
+    assert r["step_ms_min"] <= r["step_ms_median"] <= r["step_ms_max"], path
+    assert abs(r["tokens_per_s"] - 32 / (r["step_ms_median"] / 1e3)) < 1e-3 * r["tokens_per_s"], path
+    assert abs(r["loss_first"] - math.log(64)) < 0.5, f"{path}: first loss {r['loss_first']} vs ln 64"
+    assert (r["impl"], r["device"], r["vocab"], r["batch"], r["tf32"]) == ("kiln", "cpu", 64, 2, tf32), r
+    assert r["params"] > 0 and r["warmup"] == 1 and r["steps"] == 3, r
+PY
+bad() { # bad EXPECTED_WORD FLAGS...: exit 2 and the word in the message
+    local want=$1; shift
+    local rc=0
+    "$kiln" bench "$@" > "$dir/bad.out" 2>&1 || rc=$?
+    [ $rc -eq 2 ] || { echo "FAIL: kiln bench $*: exit $rc, expected 2"; cat "$dir/bad.out"; exit 1; }
+    grep -q -- "$want" "$dir/bad.out" || { echo "FAIL: kiln bench $*: no '$want' in:"; cat "$dir/bad.out"; exit 1; }
+}
+bad "--steps" --steps 0
+bad "--width" --width 30 --heads 4 --device cpu
+bad "--device" --device gpu
+bad "unknown option" --fast
+bad "needs a value" --batch
+bad "--seed" --seed x1
+echo ok
