@@ -3,7 +3,11 @@
 #   make gpu-check            on the lent GPU machine: build (unless GPU_CHECK_BUILD=0, for
 #                             a build carried from elsewhere), run the core test suite (every
 #                             GPU test runs there), run compute-sanitizer memcheck and
-#                             racecheck over the CUDA tests, and print a short table last.
+#                             racecheck over the CUDA tests, check kiln against PyTorch
+#                             (make torch-agree, plots/agree.mk), run the benchmark against
+#                             PyTorch eager with TF32 off and on (plots/bench.sh; shape
+#                             GPT-2 124M unless GPU_BENCH_FLAGS shrinks it), and print a short
+#                             table last.
 #                             Logs go to $OUT when it is set, else to $(BUILD)/gpu-check.
 #
 # The machine has no Criterion: carry its libraries from here first with
@@ -22,6 +26,7 @@ GPU_CHECK_LOGS ?= $(if $(OUT),$(OUT),$(BUILD)/gpu-check)
 COMPUTE_SANITIZER ?= $(firstword $(wildcard $(CUDA_HOME)/bin/compute-sanitizer) compute-sanitizer)
 GPU_TEST_FILTER ?= cuda_*/*
 GPU_MEMCHECK_TIMEOUT ?= 240
+GPU_BENCH_FLAGS ?=
 
 .PHONY: gpu-check
 gpu-check:
@@ -46,13 +51,30 @@ gpu-check:
 	   rcsum=$$(grep -E 'ERROR SUMMARY' $$logs/racecheck.log | awk '{s += $$4} END {print s + 0}'); \
 	   racecheck="exit $$rc, $$rcsum hazards"; \
 	 else memcheck="compute-sanitizer not found"; racecheck=$$memcheck; fi; t3=$$(date +%s); \
-	 cat $$logs/suite.txt; \
+	 $(MAKE) --no-print-directory torch-agree GPU_CHECK_BUILD=0 TORCH_AGREE_LOGS=$$logs/agree > $$logs/agree.log 2>&1 \
+	   && agree=$$(grep -c '^PASS' $$logs/agree/torch_agree_*.log | awk -F: '{p += $$2} END {printf "%d of 3 checks passed", p}') \
+	   || agree="FAILED ($$(grep -h -E '^(FAIL|torch_agree)' $$logs/agree/torch_agree_*.log | head -n 1 | cut -c1-50))"; \
+	 worst=$$(grep -h '^PASS' $$logs/agree/torch_agree_gpt2.log 2>/dev/null | grep -o 'worst [^;]*' | head -n 1); \
+	 t4=$$(date +%s); \
+	 for mode in fp32 tf32; do \
+	   KILN=$(KILN) LOGS=$$logs/bench-$$mode BENCH_TIMEOUT=300 bash plots/bench.sh $$([ $$mode = tf32 ] && echo --tf32) \
+	     $(GPU_BENCH_FLAGS) > $$logs/bench-$$mode.log 2>&1; \
+	 done; t5=$$(date +%s); \
+	 cat $$logs/suite.txt; echo; cat $$logs/agree.log | tail -n 5; \
+	 for mode in fp32 tf32; do echo; echo "bench $$mode:"; tail -n 5 $$logs/bench-$$mode.log; done; \
 	 echo; echo "gpu-check ($$(head -n 1 $$logs/gpu.txt); $$(tail -n 1 $$logs/gpu.txt))"; \
 	 printf '  %-22s %-60s %5ss\n' build "$$build" $$((t1 - t0)); \
 	 printf '  %-22s %-60s %5ss\n' "core suite" "$$suite" $$((t2 - t1)); \
 	 printf '  %-22s %-60s\n' "GPU tests (cuda_*)" "$$gpu"; \
 	 printf '  %-22s %-60s %5ss\n' "memcheck (GPU tests)" "$$memcheck" $$((t3 - t2)); \
 	 printf '  %-22s %-60s\n' "racecheck (GPU tests)" "$$racecheck"; \
+	 printf '  %-22s %-60s %5ss\n' "PyTorch agreement" "$$agree $$worst" $$((t4 - t3)); \
+	 for mode in fp32 tf32; do \
+	   r=$$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); k=d["kiln"]; t=d["torch"].get("sdpa"); print("kiln %.0f tok/s, PyTorch eager %s tok/s: ratio %s" % (k["tokens_per_s"], "%.0f" % t["tokens_per_s"] if t else "-", d.get("ratio_sdpa", "-")))' \
+	       $$logs/bench-$$mode/bench_summary.json 2>/dev/null || echo "FAILED (see $$logs/bench-$$mode.log)"); \
+	   printf '  %-22s %-60s\n' "bench $$mode" "$$r"; \
+	 done; \
+	 printf '  %-22s %-60s %5ss\n' "" "(both benches)" $$((t5 - t4)); \
 	 echo "  logs: $$logs"
 
 # make bench-gpu [BENCH_FLAGS="--layers 2 --steps 5"]: kiln eager fp32 against PyTorch eager

@@ -16,6 +16,7 @@ NEEDS=(
   "command -v clang | clang"
   "ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a | libclang-rt-14-dev"
   "command -v python3 | python3"
+  "python3 -c 'import numpy' | python3-numpy"
   "command -v chromium | chromium"
   "test -d /usr/share/fonts/truetype/dejavu | fonts-dejavu-core"
 )

@@ -150,6 +150,14 @@ kn_status kn_trainer_to_device(kn_trainer *t, kn_device dev);
 /* Copy the device parameter slab into model->p and the device optimizer state into
  * opt.state (before a checkpoint, sampling, or reading the parameters). No-op on the CPU. */
 kn_status kn_trainer_sync_host(kn_trainer *t);
+/* Look inside one step without taking it (core/nn/probe.c), wherever the trainer runs: on
+ * the batch (x, y: B*T tokens each, checked against the vocabulary), *loss (may be NULL)
+ * gets the loss, grad (may be NULL; p.n host floats, slab order) the UNclipped gradient
+ * from the trainer's own joint graph, logits (may be NULL; B*T*vocab host floats) the
+ * logits [B*T, vocab] from a forward-only graph of the same model. Parameters, optimizer
+ * state and step are not changed. For checks against a reference (`kiln dump`). */
+kn_status kn_trainer_probe(kn_trainer *t, const int32_t *x, const int32_t *y, double *loss, float *grad,
+                           float *logits);
 
 /* Sampling: extend prompt ids[0..n0) to n tokens (ids has room for n), each drawn from
  * softmax(logits / temperature) at the last position with the Philox stream `rng`
