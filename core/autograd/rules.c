@@ -6,7 +6,7 @@
  * builder) and the gradient dy of its result, and emits the gradients of the operands
  * that want one, using ordinary builder calls. Rules for broadcasting ops sum the
  * gradient back to the operand's shape (kn_sum_to, a lab 02 unit); views apply their inverse; fused ops
- * have fused backward ops (softmax_bwd, layernorm_dx, cross_entropy_bwd, ...). Every rule
+ * have fused backward ops (softmax_bwd, causal_softmax_bwd, layernorm_dx, ...). Every rule
  * is checked against finite differences in fp64 (tests/core/test_autograd_*.c). */
 #include <string.h>
 
@@ -128,6 +128,13 @@ void bw_softmax(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
 void bw_log_softmax(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
     kn_attrs a = node(b, id)->attrs;
     dx[0] = two(b, KN_OP_LOG_SOFTMAX_BWD, dy, (kn_val){id}, &a);
+}
+
+/* Like softmax's, the backward of the fused attention softmax needs only its output y
+ * (masked entries are 0 there, so no gradient reaches them) and the scale. */
+void bw_causal_softmax(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
+    kn_attrs a = node(b, id)->attrs;
+    dx[0] = two(b, KN_OP_CAUSAL_SOFTMAX_BWD, dy, (kn_val){id}, &a);
 }
 
 /* Sum over every axis but the last (a [..., C] value to [C]). */

@@ -162,6 +162,14 @@ kn_val kn_log_softmax(kn_builder *b, kn_val x, int axis) {
     return op1(b, "kn_log_softmax", KN_OP_LOG_SOFTMAX, x, &a);
 }
 
+/* Attention's scale, causal mask and softmax in one op; the scale is checked (positive,
+ * finite) with the other attributes by kn_builder_op. */
+kn_val kn_causal_softmax(kn_builder *b, kn_val x, double scale) {
+    kn_attrs a = kn_attrs_default();
+    a.scale = scale;
+    return op1(b, "kn_causal_softmax", KN_OP_CAUSAL_SOFTMAX, x, &a);
+}
+
 kn_val kn_layernorm(kn_builder *b, kn_val x, kn_val w, kn_val bias, double eps) {
     kn_attrs a = kn_attrs_default();
     a.eps = eps;

@@ -363,6 +363,28 @@ kn_status kern_softmax_bwd(const kn_node *n, const kn_tensor *const *in, kn_tens
                                               n->op == KN_OP_LOG_SOFTMAX_BWD));
 }
 
+/* causal_softmax(_bwd): the batch of [Tq, Tk] matrices. The scale is passed rounded to the
+ * dtype, as the 0-d constant of a multiplication by a scalar would be. */
+static void causal_dims(const kn_type *t, int64_t *batch, int64_t *tq, int64_t *tk) {
+    *tq = t->shape[t->ndim - 2];
+    *tk = t->shape[t->ndim - 1];
+    *batch = (*tq != 0 && *tk != 0) ? kn_type_numel(t) / (*tq * *tk) : 0;
+}
+
+kn_status kern_causal_softmax(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    int64_t b, q, k;
+    double s = n->attrs.scale;
+    causal_dims(&n->type, &b, &q, &k);
+    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_causal_softmax, D(in[0]), D(*out), b, q, k, s));
+}
+
+kn_status kern_causal_softmax_bwd(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    int64_t b, q, k;
+    double s = n->attrs.scale;
+    causal_dims(&n->type, &b, &q, &k);
+    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_causal_softmax_bwd, D(in[0]), D(in[1]), D(*out), b, q, k, s));
+}
+
 static void rows_cols(const kn_type *t, int64_t *rows, int64_t *c) {
     *c = t->shape[t->ndim - 1];
     *rows = *c ? kn_type_numel(t) / *c : 0;

@@ -179,6 +179,12 @@ kn_status infer_causal(const kn_node *n, const kn_type *const *in, kn_type *out,
     return KN_OK;
 }
 
+/* causal_softmax_bwd: dy and y of the same float type, at least 2 axes. */
+kn_status infer_causal_bwd(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
+    KN_TRY(infer_same2(n, in, out, msg, msz));
+    return infer_causal(n, in, out, msg, msz);
+}
+
 kn_status infer_reduce(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
     char tb0[96];
     unsigned mask;

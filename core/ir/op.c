@@ -77,6 +77,7 @@ double *kn_attr_f64(kn_attrs *a, kn_attr_id id) {
     case KN_ATTR_EPS: return &a->eps;
     case KN_ATTR_P: return &a->p;
     case KN_ATTR_VALUE: return &a->value;
+    case KN_ATTR_SCALE: return &a->scale;
     default: return NULL;
     }
 }
@@ -138,6 +139,10 @@ kn_status kn_node_check_attrs(const kn_node *n, char *msg, size_t msz) {
     }
     if (a->step < 1) { snprintf(msg, msz, "step %lld must be >= 1", (long long)a->step); return KN_ERR_ARG; }
     if (!(a->eps > 0) || !isfinite(a->eps)) { snprintf(msg, msz, "eps %g must be positive and finite", a->eps); return KN_ERR_ARG; }
+    if (!(a->scale > 0) || !isfinite(a->scale)) {
+        snprintf(msg, msz, "scale %g must be positive and finite", a->scale);
+        return KN_ERR_ARG;
+    }
     if (!(a->p >= 0 && a->p < 1)) { snprintf(msg, msz, "dropout p %g must be in [0, 1)", a->p); return KN_ERR_ARG; }
     if (a->seed < 0 || a->offset < 0) { snprintf(msg, msz, "seed and offset must be >= 0"); return KN_ERR_ARG; }
     if (!kn_dtype_valid(a->dtype)) { snprintf(msg, msz, "invalid dtype %d", (int)a->dtype); return KN_ERR_DTYPE; }

@@ -32,21 +32,26 @@ kn_val kn_nn_attention(kn_builder *b, kn_val x, int B, int T, int heads, kn_val 
         return KN_VAL_NONE;
     }
     int64_t hd = D / heads;
-    kn_val qkv = kn_nn_linear(b, x, w_qkv, b_qkv);                        /* [BT, 3D] */
-    int64_t s5[5] = {B, T, 3, heads, hd};
-    kn_val q5 = kn_reshape(b, qkv, 5, s5);                                /* [B, T, 3, H, hd] */
-    int perm[5] = {2, 0, 3, 1, 4};
-    kn_val all = kn_permute(b, q5, 5, perm);                              /* [3, B, H, T, hd] */
-    int64_t s4[4] = {B, heads, T, hd};
-    kn_val q = kn_reshape(b, kn_slice(b, all, 0, 0, 1, 1), 4, s4);
-    kn_val k = kn_reshape(b, kn_slice(b, all, 0, 1, 2, 1), 4, s4);
-    kn_val v = kn_reshape(b, kn_slice(b, all, 0, 2, 3, 1), 4, s4);
-    kn_val att = kn_mul_scalar(b, kn_matmul_t(b, q, k, false, true), 1.0 / sqrt((double)hd)); /* [B, H, T, T] */
-    att = kn_softmax(b, kn_causal_fill(b, att, -INFINITY), -1);
+    /* q, k and v are the three column blocks of one [D, 3D] weight (one checkpoint tensor,
+     * as in GPT-2). Each is its own product with its block of the weight: the blocks'
+     * gradients then meet in the small [D, 3D] weight, where splitting one [BT, 3D] result
+     * instead would meet them in three zero-padded [BT, 3D] gradients added together. */
+    int64_t s4[4] = {B, T, heads, hd};
+    int to_heads[4] = {0, 2, 1, 3};
+    kn_val qkv[3];
+    for (int i = 0; i < 3; i++) {
+        kn_val w = kn_slice(b, w_qkv, 1, i * D, (i + 1) * D, 1);          /* [D, D] */
+        kn_val bias = kn_slice(b, b_qkv, 0, i * D, (i + 1) * D, 1);       /* [D] */
+        kn_val h = kn_reshape(b, kn_nn_linear(b, x, w, bias), 4, s4);     /* [B, T, H, hd] */
+        qkv[i] = kn_permute(b, h, 4, to_heads);                           /* [B, H, T, hd] */
+    }
+    kn_val q = qkv[0], k = qkv[1], v = qkv[2];
+    /* scores q k^T / sqrt(hd), masked so position t sees only positions <= t, softmax over
+     * the keys: one fused op (causal_softmax), not a mul, a causal_fill and a softmax. */
+    kn_val att = kn_causal_softmax(b, kn_matmul_t(b, q, k, false, true), 1.0 / sqrt((double)hd)); /* [B, H, T, T] */
     kn_val y = kn_matmul(b, att, v);                                      /* [B, H, T, hd] */
-    int back[4] = {0, 2, 1, 3};
     int64_t s2[2] = {(int64_t)B * T, D};
-    y = kn_reshape(b, kn_permute(b, y, 4, back), 2, s2);                  /* [BT, D] */
+    y = kn_reshape(b, kn_permute(b, y, 4, to_heads), 2, s2);              /* [BT, D]: the swap undoes itself */
     return kn_nn_linear(b, y, w_proj, b_proj);
 }
 

@@ -2,14 +2,30 @@
  * broadcasting, eq, where, the unary maps, gelu/relu backward, cast, dropout and
  * causal_fill.
  *
- * One thread per output element (grid-stride loops, 64-bit indices). Broadcasting passes
- * each operand's element strides over the output shape (0 on broadcast axes), and a thread
- * turns its flat index into operand offsets (knc_offsets). The formulas are those of the
- * CPU template (kernels_train.inc), in the operand's own type.
+ * One thread per output element, or per pack of W elements (grid-stride loops). Broadcasting
+ * passes each operand's element strides over the output shape (0 on broadcast axes); the
+ * host first collapses that layout (knc_collapse: size-1 axes dropped, axes contiguous for
+ * every operand merged), so same-shape operands are 1-D, a bias add [N,C]+[C] 2-D and a
+ * scalar operand 1-D with stride 0. A thread turns its flat index into operand offsets
+ * (knc_offsets: one division per axis but the first), in 32-bit arithmetic whenever every
+ * index and offset fits (knc_fits_u32), in 64-bit otherwise.
+ *
+ * Packs (W = 16 bytes / element size: float4-like loads and stores) are used when
+ * can_pack says every access of a pack is one aligned 16-byte access or one repeated
+ * value: the contiguous output and each operand stepping by 1 along the last axis are
+ * 16-byte aligned, such an operand's other strides are multiples of W, and the last axis
+ * holds a multiple of W elements, except in a 1-D layout, where the threads of block 0
+ * finish the last total % W elements one by one. Otherwise W = 1. Either way every output
+ * element is the same single operation as on the CPU: the results do not depend on the
+ * path. The formulas are those of the CPU template (kernels_train.inc), in the operand's
+ * own type.
  *
  * Dropout's Philox4x32-10 below is the CPU's kn_philox4x32_10 (core/base/rng.c) line for
  * line: element i of a dropout node uses word offset + i of stream 0 of key seed, so the
  * CPU and the GPU drop the same elements. */
+#include <stdint.h>
+#include <string.h>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -18,29 +34,92 @@
 #define KNC_FOR(i, total) \
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (total); i += (int64_t)gridDim.x * blockDim.x)
 
-/* Strides of operands over the output type (0 where broadcast). */
-static knc_strides bcast_strides(const kn_node *n, int nops, const kn_tensor *const *in) {
+/* Strides of the nops inputs over the output type (0 where broadcast), then those of the
+ * contiguous output as operand nops when there is room (< 3), collapsed. */
+static knc_strides bcast_layout(const kn_node *n, int nops, const kn_tensor *const *in) {
     knc_strides s;
     int64_t st[KN_MAX_DIMS];
+    memset(&s, 0, sizeof s);
     s.nd = n->type.ndim;
     for (int d = 0; d < s.nd; d++) s.shape[d] = n->type.shape[d];
     for (int k = 0; k < nops; k++) {
         kn_ir_broadcast_strides(in[k]->ndim, in[k]->shape, n->type.ndim, n->type.shape, st);
         for (int d = 0; d < s.nd; d++) s.st[d][k] = st[d];
     }
+    if (nops < 3) {
+        int64_t c = 1;
+        for (int d = s.nd - 1; d >= 0; d--) { s.st[d][nops] = c; c *= s.shape[d]; }
+    }
+    knc_collapse(&s, nops < 3 ? nops + 1 : nops);
     return s;
+}
+
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* Whether W-element packs work for the collapsed layout s of the nops inputs p[k] and the
+ * contiguous output o (see the overview). */
+static bool can_pack(const knc_strides &s, int nops, const void *const *p, const void *o, int64_t w) {
+    int last = s.nd - 1;
+    if (!aligned16(o) || (s.nd > 1 && s.shape[last] % w != 0)) return false;
+    for (int k = 0; k < nops; k++) {
+        if (s.st[last][k] == 0) continue; /* one value repeated along the pack */
+        if (s.st[last][k] != 1 || !aligned16(p[k])) return false;
+        for (int d = 0; d < last; d++)
+            if (s.st[d][k] % w != 0) return false;
+    }
+    return true;
+}
+
+/* Pack at p: W contiguous elements (16-byte aligned) or, when splat, p[0] W times. */
+template <typename T, int W>
+__device__ inline knc_pack<T, W> knc_ld(const T *p, bool splat) {
+    knc_pack<T, W> r;
+    if (W > 1 && splat) {
+        T v = *p;
+        for (int j = 0; j < W; j++) r.v[j] = v;
+    } else {
+        r = *(const knc_pack<T, W> *)p;
+    }
+    return r;
 }
 
 /* ---------------------------------------------------------------- binary */
 
 template <typename T>
-__global__ void knc_binary_kernel(int op, knc_strides s, int64_t total, const T *a, const T *b, T *o) {
-    KNC_FOR(i, total) {
-        int64_t off[2];
-        knc_offsets<2>(s, i, off);
-        T x = a[off[0]], y = b[off[1]];
-        o[i] = op == KN_OP_ADD ? x + y : op == KN_OP_SUB ? x - y : op == KN_OP_MUL ? x * y : x / y;
+__device__ inline T knc_arith(int op, T x, T y) {
+    return op == KN_OP_ADD ? x + y : op == KN_OP_SUB ? x - y : op == KN_OP_MUL ? x * y : x / y;
+}
+
+/* o = a op b over layout s (operands 0, 1; total elements), W elements per step. */
+template <typename T, typename I, int W>
+__global__ void knc_binary_kernel(int op, knc_layout<I> s, I total, const T *a, const T *b, T *o) {
+    I npack = total / W;
+    bool sa = s.st[s.nd - 1][0] == 0, sb = s.st[s.nd - 1][1] == 0;
+    KNC_FOR_I(I, v, npack) {
+        I off[2];
+        knc_offsets<2>(s, v * W, off);
+        knc_pack<T, W> x = knc_ld<T, W>(a + off[0], sa), y = knc_ld<T, W>(b + off[1], sb), r;
+        for (int j = 0; j < W; j++) r.v[j] = knc_arith(op, x.v[j], y.v[j]);
+        *(knc_pack<T, W> *)(o + v * W) = r;
     }
+    if (W > 1) { /* the last total % W elements (only a 1-D layout has any) */
+        I t = npack * W + (I)(blockIdx.x * blockDim.x + threadIdx.x);
+        if (t < total) o[t] = knc_arith(op, a[t * s.st[0][0]], b[t * s.st[0][1]]);
+    }
+}
+
+template <typename T>
+static kn_status binary_launch(int op, const knc_strides &s, int64_t total, const T *a, const T *b, T *o) {
+    constexpr int W = 16 / sizeof(T);
+    const void *p[2] = {a, b};
+    bool pack = can_pack(s, 2, p, o, W), u32 = knc_fits_u32(s, 3, total);
+    unsigned g = knc_blocks(pack ? total / W : total);
+    if (pack && u32) knc_binary_kernel<T, uint32_t, W><<<g, KNC_THREADS>>>(op, knc_narrow(s), (uint32_t)total, a, b, o);
+    else if (pack) knc_binary_kernel<T, int64_t, W><<<g, KNC_THREADS>>>(op, s, total, a, b, o);
+    else if (u32) knc_binary_kernel<T, uint32_t, 1><<<g, KNC_THREADS>>>(op, knc_narrow(s), (uint32_t)total, a, b, o);
+    else knc_binary_kernel<T, int64_t, 1><<<g, KNC_THREADS>>>(op, s, total, a, b, o);
+    KNC_LAUNCHED(knc_binary_kernel);
+    return KN_OK;
 }
 
 KNC_KERNEL(knc_binary) {
@@ -49,15 +128,14 @@ KNC_KERNEL(knc_binary) {
     KN_TRY(knc_new_out(n, knc_dev(in), out));
     int64_t total = kn_tensor_numel(*out);
     if (total == 0) return KN_OK;
-    knc_strides s = bcast_strides(n, 2, in);
-    if (dt == KN_DT_F32)
-        knc_binary_kernel<float><<<knc_blocks(total), KNC_THREADS>>>((int)n->op, s, total, (const float *)kn_tensor_data(in[0]),
-                                                                     (const float *)kn_tensor_data(in[1]), (float *)kn_tensor_data(*out));
-    else
-        knc_binary_kernel<double><<<knc_blocks(total), KNC_THREADS>>>((int)n->op, s, total, (const double *)kn_tensor_data(in[0]),
-                                                                      (const double *)kn_tensor_data(in[1]), (double *)kn_tensor_data(*out));
-    KNC_LAUNCHED(knc_binary_kernel);
-    return KN_OK;
+    knc_strides s = bcast_layout(n, 2, in);
+    kn_status st = dt == KN_DT_F32
+                       ? binary_launch<float>((int)n->op, s, total, (const float *)kn_tensor_data(in[0]),
+                                              (const float *)kn_tensor_data(in[1]), (float *)kn_tensor_data(*out))
+                       : binary_launch<double>((int)n->op, s, total, (const double *)kn_tensor_data(in[0]),
+                                               (const double *)kn_tensor_data(in[1]), (double *)kn_tensor_data(*out));
+    if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
+    return st;
 }
 
 /* ---------------------------------------------------------------- generic loads/stores */
@@ -99,9 +177,10 @@ __device__ inline void knc_store(int dt, void *p, int64_t i, double x) {
 
 /* cast: integer -> integer keeps exact values (no double in between); i64 -> f32/f16/bf16
  * rounds once (the native conversion); everything else goes through a double, which holds
- * every other source value exactly. */
-__global__ void knc_cast_kernel(int sdt, const void *src, int ddt, void *dst, int64_t total) {
-    KNC_FOR(i, total) {
+ * every other source value exactly. Operand and result are contiguous: a flat loop. */
+template <typename I>
+__global__ void knc_cast_kernel(int sdt, const void *src, int ddt, void *dst, I total) {
+    KNC_FOR_I(I, i, total) {
         if (sdt == KN_DT_I64 && (ddt == KN_DT_I32 || ddt == KN_DT_U8 || ddt == KN_DT_I64)) {
             int64_t v = ((const int64_t *)src)[i];
             if (ddt == KN_DT_I64) ((int64_t *)dst)[i] = v;
@@ -115,21 +194,29 @@ __global__ void knc_cast_kernel(int sdt, const void *src, int ddt, void *dst, in
     }
 }
 
+/* Whether a flat loop over total elements may count in uint32_t. */
+static bool flat_u32(int64_t total) { return total < ((int64_t)1 << 31); }
+
 KNC_KERNEL(knc_cast) {
     KN_TRY(knc_new_out(n, knc_dev(in), out));
     int64_t total = kn_tensor_numel(*out);
     if (total == 0) return KN_OK;
-    knc_cast_kernel<<<knc_blocks(total), KNC_THREADS>>>((int)in[0]->dtype, kn_tensor_data(in[0]), (int)n->type.dtype,
-                                                        kn_tensor_data(*out), total);
-    KNC_LAUNCHED(knc_cast_kernel);
-    return KN_OK;
+    int sdt = (int)in[0]->dtype, ddt = (int)n->type.dtype;
+    const void *src = kn_tensor_data(in[0]);
+    void *dst = kn_tensor_data(*out);
+    if (flat_u32(total)) knc_cast_kernel<uint32_t><<<knc_blocks(total), KNC_THREADS>>>(sdt, src, ddt, dst, (uint32_t)total);
+    else knc_cast_kernel<int64_t><<<knc_blocks(total), KNC_THREADS>>>(sdt, src, ddt, dst, total);
+    kn_status st = knc_check_launch("knc_cast_kernel", __FILE__, __LINE__);
+    if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
+    return st;
 }
 
 /* eq (nops 2) and where (nops 3), any dtypes, through doubles as on the CPU. */
-__global__ void knc_select_kernel(int nops, knc_strides s, int64_t total, int d0, const void *p0, int d1, const void *p1,
+template <typename I>
+__global__ void knc_select_kernel(int nops, knc_layout<I> s, I total, int d0, const void *p0, int d1, const void *p1,
                                   int d2, const void *p2, int dout, void *o) {
-    KNC_FOR(i, total) {
-        int64_t off[3];
+    KNC_FOR_I(I, i, total) {
+        I off[3];
         knc_offsets<3>(s, i, off);
         double r;
         if (nops == 2) r = knc_load(d0, p0, off[0]) == knc_load(d1, p1, off[1]);
@@ -142,13 +229,19 @@ static kn_status select_op(const kn_node *n, const kn_tensor *const *in, kn_tens
     KN_TRY(knc_new_out(n, knc_dev(in), out));
     int64_t total = kn_tensor_numel(*out);
     if (total == 0) return KN_OK;
-    knc_strides s = bcast_strides(n, nops, in);
+    knc_strides s = bcast_layout(n, nops, in);
     const kn_tensor *c = nops == 3 ? in[2] : in[1];
-    knc_select_kernel<<<knc_blocks(total), KNC_THREADS>>>(nops, s, total, (int)in[0]->dtype, kn_tensor_data(in[0]),
-                                                          (int)in[1]->dtype, kn_tensor_data(in[1]), (int)c->dtype,
-                                                          kn_tensor_data(c), (int)n->type.dtype, kn_tensor_data(*out));
-    KNC_LAUNCHED(knc_select_kernel);
-    return KN_OK;
+    int d0 = (int)in[0]->dtype, d1 = (int)in[1]->dtype, d2 = (int)c->dtype, dout = (int)n->type.dtype;
+    const void *p0 = kn_tensor_data(in[0]), *p1 = kn_tensor_data(in[1]), *p2 = kn_tensor_data(c);
+    void *o = kn_tensor_data(*out);
+    unsigned g = knc_blocks(total);
+    if (knc_fits_u32(s, nops, total))
+        knc_select_kernel<uint32_t><<<g, KNC_THREADS>>>(nops, knc_narrow(s), (uint32_t)total, d0, p0, d1, p1, d2, p2, dout, o);
+    else
+        knc_select_kernel<int64_t><<<g, KNC_THREADS>>>(nops, s, total, d0, p0, d1, p1, d2, p2, dout, o);
+    kn_status st = knc_check_launch("knc_select_kernel", __FILE__, __LINE__);
+    if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
+    return st;
 }
 
 KNC_KERNEL(knc_eq) { return select_op(n, in, out, 2); }
@@ -163,67 +256,80 @@ __device__ inline T knc_gelu(T v) {
 }
 
 template <typename T>
-__global__ void knc_unary_kernel(int op, const T *x, T *y, int64_t total) {
-    KNC_FOR(i, total) {
-        T v = x[i], r;
-        switch (op) {
-        case KN_OP_NEG: r = -v; break;
-        case KN_OP_EXP: r = knc_exp(v); break;
-        case KN_OP_LOG: r = knc_log(v); break;
-        case KN_OP_SQRT: r = knc_sqrt(v); break;
-        case KN_OP_RSQRT: r = (T)1 / knc_sqrt(v); break;
-        case KN_OP_TANH: r = knc_tanh(v); break;
-        case KN_OP_GELU: r = knc_gelu(v); break;
-        default: r = v > 0 ? v : (T)0; break; /* relu */
-        }
-        y[i] = r;
+__device__ inline T knc_unary_of(int op, T v) {
+    switch (op) {
+    case KN_OP_NEG: return -v;
+    case KN_OP_EXP: return knc_exp(v);
+    case KN_OP_LOG: return knc_log(v);
+    case KN_OP_SQRT: return knc_sqrt(v);
+    case KN_OP_RSQRT: return (T)1 / knc_sqrt(v);
+    case KN_OP_TANH: return knc_tanh(v);
+    case KN_OP_GELU: return knc_gelu(v);
+    default: return v > 0 ? v : (T)0; /* relu */
     }
 }
 
 template <typename T>
-__global__ void knc_act_bwd_kernel(int op, const T *dy, const T *x, T *dx, int64_t total) {
+__device__ inline T knc_act_bwd_of(int op, T g, T v) {
+    if (op != KN_OP_GELU_BWD) return v > 0 ? g : (T)0;
     const T k = (T)0.7978845608028654, c = (T)0.044715;
-    KNC_FOR(i, total) {
-        T v = x[i];
-        if (op == KN_OP_GELU_BWD) {
-            T t = knc_tanh(k * (v + c * v * v * v));
-            T d = (T)0.5 * ((T)1 + t) + (T)0.5 * v * ((T)1 - t * t) * k * ((T)1 + (T)3 * c * v * v);
-            dx[i] = dy[i] * d;
+    T t = knc_tanh(k * (v + c * v * v * v));
+    T d = (T)0.5 * ((T)1 + t) + (T)0.5 * v * ((T)1 - t * t) * k * ((T)1 + (T)3 * c * v * v);
+    return g * d;
+}
+
+/* Contiguous operands: packs of W (all pointers 16-byte aligned when W > 1), the last
+ * total % W elements by the first threads. y = f(x) (unary) or dx = f'(x) dy (act_bwd;
+ * dy = NULL for unary). */
+template <typename T, typename I, int W>
+__global__ void knc_map_kernel(int op, const T *dy, const T *x, T *y, I total) {
+    I npack = total / W;
+    KNC_FOR_I(I, v, npack) {
+        knc_pack<T, W> a = *(const knc_pack<T, W> *)(x + v * W), r;
+        if (dy) {
+            knc_pack<T, W> g = *(const knc_pack<T, W> *)(dy + v * W);
+            for (int j = 0; j < W; j++) r.v[j] = knc_act_bwd_of(op, g.v[j], a.v[j]);
         } else {
-            dx[i] = v > 0 ? dy[i] : (T)0;
+            for (int j = 0; j < W; j++) r.v[j] = knc_unary_of(op, a.v[j]);
         }
+        *(knc_pack<T, W> *)(y + v * W) = r;
+    }
+    if (W > 1) {
+        I t = npack * W + (I)(blockIdx.x * blockDim.x + threadIdx.x);
+        if (t < total) y[t] = dy ? knc_act_bwd_of(op, dy[t], x[t]) : knc_unary_of(op, x[t]);
     }
 }
 
-KNC_KERNEL(knc_unary) {
-    kn_dtype dt = n->type.dtype;
-    if (dt != KN_DT_F32 && dt != KN_DT_F64) return knc_unsupported(n, dt);
-    KN_TRY(knc_new_out(n, knc_dev(in), out));
-    int64_t total = kn_tensor_numel(*out);
-    if (total == 0) return KN_OK;
-    if (dt == KN_DT_F32)
-        knc_unary_kernel<float><<<knc_blocks(total), KNC_THREADS>>>((int)n->op, (const float *)kn_tensor_data(in[0]), (float *)kn_tensor_data(*out), total);
-    else
-        knc_unary_kernel<double><<<knc_blocks(total), KNC_THREADS>>>((int)n->op, (const double *)kn_tensor_data(in[0]), (double *)kn_tensor_data(*out), total);
-    KNC_LAUNCHED(knc_unary_kernel);
+template <typename T>
+static kn_status map_launch(int op, const T *dy, const T *x, T *y, int64_t total) {
+    constexpr int W = 16 / sizeof(T);
+    bool pack = aligned16(x) && aligned16(y) && (!dy || aligned16(dy)), u32 = flat_u32(total);
+    unsigned g = knc_blocks(pack ? total / W : total);
+    if (pack && u32) knc_map_kernel<T, uint32_t, W><<<g, KNC_THREADS>>>(op, dy, x, y, (uint32_t)total);
+    else if (pack) knc_map_kernel<T, int64_t, W><<<g, KNC_THREADS>>>(op, dy, x, y, total);
+    else if (u32) knc_map_kernel<T, uint32_t, 1><<<g, KNC_THREADS>>>(op, dy, x, y, (uint32_t)total);
+    else knc_map_kernel<T, int64_t, 1><<<g, KNC_THREADS>>>(op, dy, x, y, total);
+    KNC_LAUNCHED(knc_map_kernel);
     return KN_OK;
 }
 
-KNC_KERNEL(knc_act_bwd) {
+/* unary (bwd false: y = f(in[0])) and act_bwd (bwd: dx = f'(in[1]) * in[0]). */
+static kn_status map_op(const kn_node *n, const kn_tensor *const *in, kn_tensor **out, bool bwd) {
     kn_dtype dt = n->type.dtype;
     if (dt != KN_DT_F32 && dt != KN_DT_F64) return knc_unsupported(n, dt);
     KN_TRY(knc_new_out(n, knc_dev(in), out));
     int64_t total = kn_tensor_numel(*out);
     if (total == 0) return KN_OK;
-    if (dt == KN_DT_F32)
-        knc_act_bwd_kernel<float><<<knc_blocks(total), KNC_THREADS>>>((int)n->op, (const float *)kn_tensor_data(in[0]),
-                                                                      (const float *)kn_tensor_data(in[1]), (float *)kn_tensor_data(*out), total);
-    else
-        knc_act_bwd_kernel<double><<<knc_blocks(total), KNC_THREADS>>>((int)n->op, (const double *)kn_tensor_data(in[0]),
-                                                                       (const double *)kn_tensor_data(in[1]), (double *)kn_tensor_data(*out), total);
-    KNC_LAUNCHED(knc_act_bwd_kernel);
-    return KN_OK;
+    const void *dy = bwd ? kn_tensor_data(in[0]) : NULL, *x = kn_tensor_data(in[bwd ? 1 : 0]);
+    void *y = kn_tensor_data(*out);
+    kn_status st = dt == KN_DT_F32 ? map_launch<float>((int)n->op, (const float *)dy, (const float *)x, (float *)y, total)
+                                   : map_launch<double>((int)n->op, (const double *)dy, (const double *)x, (double *)y, total);
+    if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
+    return st;
 }
+
+KNC_KERNEL(knc_unary) { return map_op(n, in, out, false); }
+KNC_KERNEL(knc_act_bwd) { return map_op(n, in, out, true); }
 
 /* ---------------------------------------------------------------- dropout (Philox) */
 
@@ -277,12 +383,23 @@ KNC_KERNEL(knc_dropout) {
 
 /* ---------------------------------------------------------------- causal_fill */
 
-template <typename T>
-__global__ void knc_causal_fill_kernel(const T *x, T *y, int64_t total, int64_t rows, int64_t cols, T value) {
-    KNC_FOR(i, total) {
-        int64_t c = i % cols, r = (i / cols) % rows;
-        y[i] = c > r + cols - rows ? value : x[i];
+/* Element i of [..., rows, cols] is masked when its column c exceeds r + cols - rows. */
+template <typename T, typename I>
+__global__ void knc_causal_fill_kernel(const T *x, T *y, I total, I rows, I cols, T value) {
+    KNC_FOR_I(I, i, total) {
+        I q = i / cols, c = i - q * cols, r = q % rows;
+        y[i] = c + rows > r + cols ? value : x[i];
     }
+}
+
+template <typename T>
+static void causal_fill_launch(const void *x, void *y, int64_t total, int64_t rows, int64_t cols, double value) {
+    unsigned g = knc_blocks(total);
+    if (flat_u32(total))
+        knc_causal_fill_kernel<T, uint32_t><<<g, KNC_THREADS>>>((const T *)x, (T *)y, (uint32_t)total, (uint32_t)rows,
+                                                                (uint32_t)cols, (T)value);
+    else
+        knc_causal_fill_kernel<T, int64_t><<<g, KNC_THREADS>>>((const T *)x, (T *)y, total, rows, cols, (T)value);
 }
 
 KNC_KERNEL(knc_causal_fill) {
@@ -293,11 +410,10 @@ KNC_KERNEL(knc_causal_fill) {
     if (total == 0) return KN_OK;
     int64_t rows = n->type.shape[n->type.ndim - 2], cols = n->type.shape[n->type.ndim - 1];
     if (dt == KN_DT_F32)
-        knc_causal_fill_kernel<float><<<knc_blocks(total), KNC_THREADS>>>((const float *)kn_tensor_data(in[0]), (float *)kn_tensor_data(*out),
-                                                                          total, rows, cols, (float)n->attrs.value);
+        causal_fill_launch<float>(kn_tensor_data(in[0]), kn_tensor_data(*out), total, rows, cols, n->attrs.value);
     else
-        knc_causal_fill_kernel<double><<<knc_blocks(total), KNC_THREADS>>>((const double *)kn_tensor_data(in[0]), (double *)kn_tensor_data(*out),
-                                                                           total, rows, cols, n->attrs.value);
-    KNC_LAUNCHED(knc_causal_fill_kernel);
-    return KN_OK;
+        causal_fill_launch<double>(kn_tensor_data(in[0]), kn_tensor_data(*out), total, rows, cols, n->attrs.value);
+    kn_status st = knc_check_launch("knc_causal_fill_kernel", __FILE__, __LINE__);
+    if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
+    return st;
 }

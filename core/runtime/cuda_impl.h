@@ -53,23 +53,98 @@ static inline unsigned knc_blocks(int64_t n) {
     return (unsigned)(b > (1 << 20) ? (1 << 20) : b);
 }
 
-/* Shapes and strides (in elements) by value, for index arithmetic in kernels. */
-struct knc_strides {
-    int nd;
-    int64_t shape[KN_MAX_DIMS];
-    int64_t st[KN_MAX_DIMS][3]; /* up to three operands' strides per axis */
+/* Shapes and strides (in elements) by value, for index arithmetic in kernels, with the
+ * index type I of the kernel: int64_t always works; uint32_t is used when knc_fits_u32
+ * says every index and offset fits (32-bit division is several times cheaper than 64-bit
+ * division, which the GPU emulates). Up to three operands' strides per axis. */
+template <typename I>
+struct knc_layout {
+    int nd; /* >= 1 once collapsed */
+    I shape[KN_MAX_DIMS];
+    I st[KN_MAX_DIMS][3];
 };
+typedef knc_layout<int64_t> knc_strides;
 
-/* Element offsets of operands 0..nops-1 for flat row-major index i of s.shape. */
-template <int NOPS>
-__device__ inline void knc_offsets(const knc_strides &s, int64_t i, int64_t *off) {
+/* Collapse s for its first nops operands in place: size-1 axes are dropped, and an axis
+ * merges into the next one when it is contiguous with it for every operand (st[d][k] ==
+ * st[d+1][k] * shape[d+1], which a stride-0 broadcast axis next to another one also
+ * satisfies). Every element keeps its offsets, so kernels see the same tensor with fewer
+ * axes: same-shape contiguous operands become 1-D, a bias add [N,C]+[C] 2-D, a scalar
+ * broadcast 1-D with stride 0. Afterwards nd >= 1 (shape {1}, strides 0 when no axis is
+ * left). */
+static inline void knc_collapse(knc_strides *s, int nops) {
+    int m = 0;
+    for (int d = 0; d < s->nd; d++) {
+        if (s->shape[d] == 1) continue;
+        bool merge = m > 0;
+        for (int k = 0; k < nops && merge; k++) merge = s->st[m - 1][k] == s->st[d][k] * s->shape[d];
+        if (merge) {
+            s->shape[m - 1] *= s->shape[d];
+            for (int k = 0; k < nops; k++) s->st[m - 1][k] = s->st[d][k];
+        } else {
+            s->shape[m] = s->shape[d];
+            for (int k = 0; k < nops; k++) s->st[m][k] = s->st[d][k];
+            m++;
+        }
+    }
+    if (m == 0) {
+        s->shape[0] = 1;
+        for (int k = 0; k < 3; k++) s->st[0][k] = 0;
+        m = 1;
+    }
+    s->nd = m;
+}
+
+/* Whether a kernel over s (total elements, first nops operands) may use uint32_t indices:
+ * total < 2^31 and every operand's strides >= 0 with its largest offset < 2^31. */
+static inline bool knc_fits_u32(const knc_strides &s, int nops, int64_t total) {
+    const int64_t lim = (int64_t)1 << 31;
+    if (total >= lim) return false;
+    for (int k = 0; k < nops; k++) {
+        int64_t mx = 0; /* each term < 2^31 * 2^31, the sum stays below 2^63 */
+        for (int d = 0; d < s.nd; d++) {
+            if (s.st[d][k] < 0 || s.st[d][k] >= lim) return false;
+            mx += (s.shape[d] - 1) * s.st[d][k];
+            if (mx >= lim) return false;
+        }
+    }
+    return true;
+}
+
+/* s with uint32_t indices (only when knc_fits_u32(s, ...)). */
+static inline knc_layout<uint32_t> knc_narrow(const knc_strides &s) {
+    knc_layout<uint32_t> r;
+    r.nd = s.nd;
+    for (int d = 0; d < s.nd; d++) {
+        r.shape[d] = (uint32_t)s.shape[d];
+        for (int k = 0; k < 3; k++) r.st[d][k] = (uint32_t)s.st[d][k];
+    }
+    return r;
+}
+
+/* Element offsets of operands 0..nops-1 for flat row-major index i of s.shape: one
+ * division per axis but the first (none for a 1-D layout). */
+template <int NOPS, typename I>
+__device__ inline void knc_offsets(const knc_layout<I> &s, I i, I *off) {
     for (int k = 0; k < NOPS; k++) off[k] = 0;
-    for (int d = s.nd - 1; d >= 0; d--) {
-        int64_t q = i / s.shape[d], r = i - q * s.shape[d];
+    for (int d = s.nd - 1; d > 0; d--) {
+        I q = i / s.shape[d], r = i - q * s.shape[d];
         for (int k = 0; k < NOPS; k++) off[k] += r * s.st[d][k];
         i = q;
     }
+    for (int k = 0; k < NOPS; k++) off[k] += i * s.st[0][k];
 }
+
+/* Grid-stride loop with index type I (a grid has at most 2^20 blocks of KNC_THREADS, so
+ * i + the grid's size never wraps a uint32_t while i < 2^31). */
+#define KNC_FOR_I(I, i, total) \
+    for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < (total); i += (I)(gridDim.x * blockDim.x))
+
+/* W elements of T loaded or stored as one access (16 bytes for W = 16 / sizeof(T)). */
+template <typename T, int W>
+struct alignas(sizeof(T) * W) knc_pack {
+    T v[W];
+};
 
 /* Sum of v over the block in a fixed order (warp shuffles, then the warps' partials by
  * warp 0): the same inputs give the same bits. Every thread of the block must call it;
@@ -156,6 +231,8 @@ KNC_KERNEL(knc_embedding);
 KNC_KERNEL(knc_embedding_grad);
 KNC_KERNEL(knc_softmax);
 KNC_KERNEL(knc_softmax_bwd);
+KNC_KERNEL(knc_causal_softmax);     /* cuda_attn.cu */
+KNC_KERNEL(knc_causal_softmax_bwd);
 KNC_KERNEL(knc_layernorm);
 KNC_KERNEL(knc_layernorm_dx);
 KNC_KERNEL(knc_normalize);

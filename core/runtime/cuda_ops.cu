@@ -48,19 +48,105 @@ kn_status knc_after_op(const kn_node *n) {
                     cudaGetErrorName(e));
 }
 
-template <typename E>
-__global__ void knc_copy_kernel(knc_strides s, int64_t total, const E *src, E *dst) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t off[2];
+/* The strided copy behind every materialized view (permute, slice, broadcast_to,
+ * slice_grad, kn_cuda_contiguous, matmul's broadcast batches). The layout of source and
+ * destination is collapsed first (knc_collapse), so a slice of whole rows is a 1-D copy
+ * and the GPT permute [8,1024,3,12,64] -> [3,8,12,1024,64] keeps 4 axes with its 64-wide
+ * rows innermost. Then, while both operands step by 1 along the last axis, that axis holds
+ * an even count, every other stride is even and both pointers are aligned to twice the
+ * element, two elements are copied as one twice as wide (up to 16 bytes: uint4 loads and
+ * stores): the rows of the GPT permute move as 16 uint4. A real transpose (the
+ * destination's last axis L is not the source's innermost axis P, which is another axis
+ * of the collapsed layout) goes through 32x32 tiles in shared memory instead
+ * (knc_transpose_kernel), so that reads along P and writes along L are both coalesced.
+ * Indices are 32-bit when knc_fits_u32 says they fit. A copy moves bits, so no path can
+ * change a value. */
+template <typename E, typename I>
+__global__ void knc_copy_kernel(knc_layout<I> s, I total, const E *src, E *dst) {
+    KNC_FOR_I(I, i, total) {
+        I off[2];
         knc_offsets<2>(s, i, off);
         dst[off[1]] = src[off[0]];
     }
+}
+
+/* Tiles of 32 (along L) x 32 (along P) elements of batch z (the other axes: layout b),
+ * blockDim (32, 8): read with threadIdx.x along P (source stride 1), written with
+ * threadIdx.x along L (destination stride 1). sl: source stride along L; dp: destination
+ * stride along P. The tile has 33 columns so that the column reads hit 32 banks. */
+template <typename E, typename I>
+__global__ void knc_transpose_kernel(knc_layout<I> b, I nbatch, I nl, I np, I sl, I dp, const E *src, E *dst) {
+    __shared__ E tile[32][33];
+    I l0 = blockIdx.x * (I)32, p0 = blockIdx.y * (I)32;
+    for (I z = blockIdx.z; z < nbatch; z += gridDim.z) {
+        I off[2];
+        knc_offsets<2>(b, z, off);
+        for (unsigned k = threadIdx.y; k < 32; k += blockDim.y) {
+            I l = l0 + k, p = p0 + threadIdx.x;
+            if (l < nl && p < np) tile[k][threadIdx.x] = src[off[0] + l * sl + p];
+        }
+        __syncthreads();
+        for (unsigned k = threadIdx.y; k < 32; k += blockDim.y) {
+            I p = p0 + k, l = l0 + threadIdx.x;
+            if (l < nl && p < np) dst[off[1] + p * dp + l] = tile[threadIdx.x][k];
+        }
+        __syncthreads();
+    }
+}
+
+/* The axis P < L = nd - 1 along which the source steps by 1 when s is a real transpose
+ * worth tiling (the destination steps by 1 along L, the source by neither 0 nor 1, both
+ * axes hold at least 8 elements, and P's tiles fit a grid's y dimension); -1 otherwise. */
+static int transpose_axis(const knc_strides &s) {
+    int last = s.nd - 1;
+    if (s.nd < 2 || s.st[last][1] != 1 || s.st[last][0] == 0 || s.st[last][0] == 1 || s.shape[last] < 8) return -1;
+    for (int p = 0; p < last; p++)
+        if (s.st[p][0] == 1) return s.shape[p] >= 8 && (s.shape[p] + 31) / 32 <= 65535 ? p : -1;
+    return -1;
+}
+
+template <typename E, typename I>
+static void transpose_launch(const knc_strides &s, int p, const void *src, void *dst) {
+    int last = s.nd - 1;
+    knc_strides b; /* the batch axes: all but p and last */
+    memset(&b, 0, sizeof b);
+    for (int d = 0; d < last; d++)
+        if (d != p) {
+            b.shape[b.nd] = s.shape[d];
+            b.st[b.nd][0] = s.st[d][0];
+            b.st[b.nd][1] = s.st[d][1];
+            b.nd++;
+        }
+    int64_t nbatch = 1;
+    for (int d = 0; d < b.nd; d++) nbatch *= b.shape[d];
+    knc_collapse(&b, 2);
+    knc_layout<I> bi;
+    if constexpr (sizeof(I) == 4) bi = knc_narrow(b);
+    else bi = b;
+    dim3 grid((unsigned)((s.shape[last] + 31) / 32), (unsigned)((s.shape[p] + 31) / 32),
+              (unsigned)(nbatch < 65535 ? nbatch : 65535));
+    knc_transpose_kernel<E, I><<<grid, dim3(32, 8)>>>(bi, (I)nbatch, (I)s.shape[last], (I)s.shape[p], (I)s.st[last][0],
+                                                    (I)s.st[p][1], (const E *)src, (E *)dst);
+}
+
+template <typename E>
+static void copy_launch(const knc_strides &s, int64_t total, const void *src, void *dst) {
+    bool u32 = knc_fits_u32(s, 2, total);
+    int p = transpose_axis(s);
+    if (p >= 0 && u32) transpose_launch<E, uint32_t>(s, p, src, dst);
+    else if (p >= 0) transpose_launch<E, int64_t>(s, p, src, dst);
+    else if (u32)
+        knc_copy_kernel<E, uint32_t><<<knc_blocks(total), KNC_THREADS>>>(knc_narrow(s), (uint32_t)total,
+                                                                          (const E *)src, (E *)dst);
+    else
+        knc_copy_kernel<E, int64_t><<<knc_blocks(total), KNC_THREADS>>>(s, total, (const E *)src, (E *)dst);
 }
 
 kn_status knc_strided_copy(size_t es, int ndim, const int64_t *shape, const void *src, const int64_t *sstr,
                            void *dst, const int64_t *dstr) {
     knc_strides s;
     int64_t total = 1;
+    memset(&s, 0, sizeof s);
     s.nd = ndim;
     for (int d = 0; d < ndim; d++) {
         s.shape[d] = shape[d];
@@ -69,12 +155,24 @@ kn_status knc_strided_copy(size_t es, int ndim, const int64_t *shape, const void
         total *= shape[d];
     }
     if (total == 0) return KN_OK;
-    unsigned g = knc_blocks(total);
+    knc_collapse(&s, 2);
+    int last = s.nd - 1;
+    while (es < 16 && s.st[last][0] == 1 && s.st[last][1] == 1 && s.shape[last] % 2 == 0 &&
+           ((uintptr_t)src % (2 * es)) == 0 && ((uintptr_t)dst % (2 * es)) == 0) {
+        bool even = true;
+        for (int d = 0; d < last; d++) even = even && s.st[d][0] % 2 == 0 && s.st[d][1] % 2 == 0;
+        if (!even) break;
+        s.shape[last] /= 2;
+        for (int d = 0; d < last; d++) { s.st[d][0] /= 2; s.st[d][1] /= 2; }
+        es *= 2;
+        total /= 2;
+    }
     switch (es) {
-    case 1: knc_copy_kernel<uint8_t><<<g, KNC_THREADS>>>(s, total, (const uint8_t *)src, (uint8_t *)dst); break;
-    case 2: knc_copy_kernel<uint16_t><<<g, KNC_THREADS>>>(s, total, (const uint16_t *)src, (uint16_t *)dst); break;
-    case 4: knc_copy_kernel<uint32_t><<<g, KNC_THREADS>>>(s, total, (const uint32_t *)src, (uint32_t *)dst); break;
-    default: knc_copy_kernel<uint64_t><<<g, KNC_THREADS>>>(s, total, (const uint64_t *)src, (uint64_t *)dst); break;
+    case 1: copy_launch<uint8_t>(s, total, src, dst); break;
+    case 2: copy_launch<uint16_t>(s, total, src, dst); break;
+    case 4: copy_launch<uint32_t>(s, total, src, dst); break;
+    case 8: copy_launch<uint64_t>(s, total, src, dst); break;
+    default: KN_CHECK(es == 16); copy_launch<uint4>(s, total, src, dst); break;
     }
     KNC_LAUNCHED(knc_copy_kernel);
     return KN_OK;
@@ -334,6 +432,8 @@ static knc_kernel_fn knc_kernel_of(kn_op op) {
     case KN_OP_EMBEDDING_GRAD: return knc_embedding_grad;
     case KN_OP_SOFTMAX: case KN_OP_LOG_SOFTMAX: return knc_softmax;
     case KN_OP_SOFTMAX_BWD: case KN_OP_LOG_SOFTMAX_BWD: return knc_softmax_bwd;
+    case KN_OP_CAUSAL_SOFTMAX: return knc_causal_softmax;
+    case KN_OP_CAUSAL_SOFTMAX_BWD: return knc_causal_softmax_bwd;
     case KN_OP_LAYERNORM: return knc_layernorm;
     case KN_OP_LAYERNORM_DX: return knc_layernorm_dx;
     case KN_OP_NORMALIZE: return knc_normalize;

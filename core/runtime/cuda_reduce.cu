@@ -5,10 +5,15 @@
  * axis (or as rows of the last axis). When inner == 1 (the reduced elements are adjacent:
  * softmax over the last axis, layernorm, a reduction over trailing axes) one block of 256
  * threads owns a row: each thread sums a fixed, strided subset, then knc_block_sum adds the
- * partials with warp shuffles in a fixed tree. Otherwise the reduced axis has a stride:
- * a reduction gives each 32 adjacent columns a block whose thread rows split the column and
- * add their partials in order; softmax gives one thread a column, walked sequentially
- * (adjacent threads read adjacent addresses: coalesced either way).
+ * partials with warp shuffles in a fixed tree (a sum/mean/max over rows of at most 1024
+ * elements gives a warp a row instead). Otherwise the reduced axis has a stride: a
+ * reduction gives each 32 adjacent columns (or 32 groups of 4 floats or 2 doubles, read
+ * with 16-byte loads) a block whose thread rows split the columns and add their partials
+ * in a fixed tree; softmax gives one thread a column, walked sequentially (adjacent
+ * threads read adjacent addresses: coalesced either way). A sum/mean/max that would
+ * launch too few blocks to fill the GPU (the bias gradient [8192,768] summed over rows:
+ * 6 blocks of 128 columns) splits the reduced axis into chunks and adds the chunks'
+ * partials in a second pass (see red_chunks).
  * Either way each output is one fixed sequence of operations: deterministic.
  *
  * Precision follows the CPU template: sums, statistics and log-sum-exps accumulate in
@@ -28,58 +33,189 @@ static bool is_float(kn_dtype dt) { return dt == KN_DT_F32 || dt == KN_DT_F64; }
 
 /* ---------------------------------------------------------------- sum / mean / max */
 
+/* Splitting the reduced axis: when one pass would launch fewer than KNC_RED_TARGET blocks
+ * (about 4 per SM of a 132-SM H100), the reduced axis is cut into nchunk chunks of
+ * `chunk` elements, pass 1 writes each chunk's partial (a sum or a max, in double) to a
+ * temporary [outer, nchunk, inner], and pass 2 (knc_reduce_parts) combines each output's
+ * partials in a fixed order (a warp per output). The split depends on the shape alone (constants, not the
+ * GPU's SM count), so a given reduction is the same sequence of additions on every run
+ * and every GPU. Chunks are at least KNC_RED_COL_CHUNK rows of a column reduction and
+ * KNC_RED_ROW_CHUNK elements of a row. */
+#define KNC_RED_TARGET 512
+#define KNC_RED_COL_CHUNK 64
+#define KNC_RED_ROW_CHUNK 8192
+/* Rows up to this length get one warp each (8 rows per block) instead of a block. */
+#define KNC_RED_WARP_ROW 1024
+
+__device__ inline double knc_red_add(bool is_max, double acc, double v) { return is_max ? knc_max2(acc, v) : acc + v; }
+
+/* The output value of a finished sum or max over r elements. */
 template <typename T>
-__global__ void knc_reduce_rows(int op, const T *x, T *y, int64_t r) {
+__device__ inline T knc_red_final(int op, double acc, int64_t r) {
+    return (T)(op == KN_OP_MEAN ? acc / (double)r : acc);
+}
+
+/* Rows (inner == 1), a block per (row, chunk): block b takes chunk b % nchunk of row
+ * b / nchunk; each thread sums a fixed strided subset, knc_block_sum / knc_block_max
+ * combine them in a fixed tree. part == NULL (nchunk == 1): the final value goes to y. */
+template <typename T>
+__global__ void knc_reduce_rows(int op, const T *x, T *y, double *part, int64_t r, int64_t chunk, int64_t nchunk) {
     __shared__ double sh[32];
-    const T *row = x + blockIdx.x * r;
+    int64_t row = blockIdx.x / nchunk, c = blockIdx.x - row * nchunk;
+    int64_t q0 = c * chunk, q1 = q0 + chunk < r ? q0 + chunk : r;
+    const T *p = x + row * r;
     bool is_max = op == KN_OP_MAX;
     double acc = is_max ? -INFINITY : 0.0;
-    for (int64_t q = threadIdx.x; q < r; q += blockDim.x) acc = is_max ? knc_max2(acc, (double)row[q]) : acc + row[q];
+    for (int64_t q = q0 + threadIdx.x; q < q1; q += blockDim.x) acc = knc_red_add(is_max, acc, (double)p[q]);
     acc = is_max ? knc_block_max(acc, sh) : knc_block_sum(acc, sh);
-    if (threadIdx.x == 0) y[blockIdx.x] = (T)(op == KN_OP_MEAN ? acc / (double)r : acc);
+    if (threadIdx.x != 0) return;
+    if (part) part[blockIdx.x] = acc;
+    else y[row] = knc_red_final<T>(op, acc, r);
 }
 
-/* Columns: block (32, by) covers 32 adjacent columns of one outer index; thread row ty
- * sums rows ty, ty + by, ... of its column, then thread row 0 adds the by partials in
- * order. Fixed shapes, fixed order: deterministic. */
+/* Short rows: a warp per row (rows, blockDim.x / 32 per block); lane l sums elements l,
+ * l + 32, ..., then the lanes' sums meet in a fixed shuffle tree. A warp's row is the same
+ * for all its lanes, so whole warps leave together and the shuffles see all 32 lanes. */
 template <typename T>
-__global__ void knc_reduce_cols(int op, const T *x, T *y, int64_t outer, int64_t r, int64_t inner) {
-    __shared__ double sh[32][33];
+__global__ void knc_reduce_rows_warp(int op, const T *x, T *y, int64_t rows, int64_t r) {
+    int lane = threadIdx.x & 31;
+    int64_t row = blockIdx.x * (int64_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= rows) return;
+    const T *p = x + row * r;
     bool is_max = op == KN_OP_MAX;
-    int64_t i = blockIdx.x * (int64_t)32 + threadIdx.x;
+    double acc = is_max ? -INFINITY : 0.0;
+    for (int64_t q = lane; q < r; q += 32) acc = knc_red_add(is_max, acc, (double)p[q]);
+    for (int o = 16; o > 0; o >>= 1) acc = knc_red_add(is_max, acc, __shfl_down_sync(0xffffffffu, acc, o));
+    if (lane == 0) y[row] = knc_red_final<T>(op, acc, r);
+}
+
+/* Columns (inner > 1): block (bx, by, c) covers 32 * V adjacent columns of chunk c (rows
+ * [c * chunk, min(r, (c + 1) * chunk))) for outer indices by, by + gridDim.y, ...; each
+ * thread owns V adjacent columns (V = 16 bytes / element size when inner is a multiple of
+ * it and x is 16-byte aligned: one 16-byte load per row, else V = 1). Thread row ty sums
+ * rows q0 + ty, q0 + ty + blockDim.y, ... of its columns, four loads in flight, added in
+ * row order; then the blockDim.y partials (a power of 2) meet in a fixed tree in shared
+ * memory. Fixed shapes, fixed order: deterministic. part == NULL (one chunk): final values to y; else partials
+ * to part[o][c][i]. */
+template <typename T, int V>
+__global__ void knc_reduce_cols(int op, const T *x, T *y, double *part, int64_t outer, int64_t r, int64_t inner,
+                                int64_t chunk) {
+    typedef knc_pack<T, V> P;
+    __shared__ double sh[32][32 * V + 1];
+    bool is_max = op == KN_OP_MAX;
+    int64_t i = (blockIdx.x * (int64_t)32 + threadIdx.x) * V, c = blockIdx.z, nchunk = gridDim.z;
+    int64_t q0 = c * chunk, q1 = q0 + chunk < r ? q0 + chunk : r;
     for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
-        double acc = is_max ? -INFINITY : 0.0;
-        if (i < inner) {
+        double acc[V];
+        for (int j = 0; j < V; j++) acc[j] = is_max ? -INFINITY : 0.0;
+        if (i < inner) { /* i + V <= inner: inner is a multiple of V */
             const T *col = x + o * r * inner + i;
-            for (int64_t q = threadIdx.y; q < r; q += blockDim.y) {
-                T v = col[q * inner];
-                if (is_max) { if (v > acc || v != v) acc = v; }
-                else acc += v;
+            int64_t q = q0 + threadIdx.y, step = blockDim.y;
+            for (; q + 3 * step < q1; q += 4 * step) {
+                P v0 = *(const P *)(col + q * inner), v1 = *(const P *)(col + (q + step) * inner),
+                  v2 = *(const P *)(col + (q + 2 * step) * inner), v3 = *(const P *)(col + (q + 3 * step) * inner);
+                for (int j = 0; j < V; j++) {
+                    acc[j] = knc_red_add(is_max, acc[j], (double)v0.v[j]);
+                    acc[j] = knc_red_add(is_max, acc[j], (double)v1.v[j]);
+                    acc[j] = knc_red_add(is_max, acc[j], (double)v2.v[j]);
+                    acc[j] = knc_red_add(is_max, acc[j], (double)v3.v[j]);
+                }
+            }
+            for (; q < q1; q += step) {
+                P v0 = *(const P *)(col + q * inner);
+                for (int j = 0; j < V; j++) acc[j] = knc_red_add(is_max, acc[j], (double)v0.v[j]);
             }
         }
-        sh[threadIdx.y][threadIdx.x] = acc;
+        for (int j = 0; j < V; j++) sh[threadIdx.y][j * 32 + threadIdx.x] = acc[j];
+        for (unsigned h = blockDim.y / 2; h > 0; h >>= 1) { /* blockDim.y is a power of 2 */
+            __syncthreads();
+            if (threadIdx.y < h)
+                for (int j = 0; j < V; j++)
+                    sh[threadIdx.y][j * 32 + threadIdx.x] =
+                        knc_red_add(is_max, sh[threadIdx.y][j * 32 + threadIdx.x], sh[threadIdx.y + h][j * 32 + threadIdx.x]);
+        }
         __syncthreads();
         if (threadIdx.y == 0 && i < inner) {
-            double a = sh[0][threadIdx.x];
-            for (unsigned k = 1; k < blockDim.y; k++) a = is_max ? knc_max2(a, sh[k][threadIdx.x]) : a + sh[k][threadIdx.x];
-            y[o * inner + i] = (T)(op == KN_OP_MEAN ? a / (double)r : a);
+            for (int j = 0; j < V; j++) {
+                double a = sh[0][j * 32 + threadIdx.x];
+                if (part) part[(o * nchunk + c) * inner + i + j] = a;
+                else y[o * inner + i + j] = knc_red_final<T>(op, a, r);
+            }
         }
         __syncthreads();
     }
 }
 
+/* Pass 2: a warp per output e = (o, i) of the nout = outer * inner; lane l combines the
+ * partials of chunks l, l + 32, ... in order, then the lanes meet in a fixed shuffle tree
+ * (whole warps leave together, as in knc_reduce_rows_warp). */
 template <typename T>
-static kn_status reduce_launch(int op, const void *x, void *y, int64_t outer, int64_t r, int64_t inner) {
-    if (inner == 1) {
-        knc_reduce_rows<T><<<row_blocks(outer), KNC_THREADS>>>(op, (const T *)x, (T *)y, r);
-        KNC_LAUNCHED(knc_reduce_rows);
-    } else {
-        unsigned by = r >= 256 ? 32 : r >= 32 ? 8 : 1;
-        dim3 grid((unsigned)((inner + 31) / 32), (unsigned)(outer < 65535 ? outer : 65535)), block(32, by);
-        knc_reduce_cols<T><<<grid, block>>>(op, (const T *)x, (T *)y, outer, r, inner);
-        KNC_LAUNCHED(knc_reduce_cols);
+__global__ void knc_reduce_parts(int op, const double *part, T *y, int64_t nout, int64_t nchunk, int64_t inner, int64_t r) {
+    bool is_max = op == KN_OP_MAX;
+    int lane = threadIdx.x & 31;
+    int64_t e = blockIdx.x * (int64_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (e >= nout) return;
+    int64_t o = e / inner, i = e - o * inner;
+    const double *p = part + o * nchunk * inner + i;
+    double a = is_max ? -INFINITY : 0.0;
+    for (int64_t c = lane; c < nchunk; c += 32) a = knc_red_add(is_max, a, p[c * inner]);
+    for (int d = 16; d > 0; d >>= 1) a = knc_red_add(is_max, a, __shfl_down_sync(0xffffffffu, a, d));
+    if (lane == 0) y[e] = knc_red_final<T>(op, a, r);
+}
+
+/* How many chunks a reduction of r elements (pieces of at least min_chunk) gets when one
+ * pass would have `blocks` blocks; *chunk is the chunk length (nchunk * chunk >= r and no
+ * chunk is empty). */
+static int64_t red_chunks(int64_t blocks, int64_t r, int64_t min_chunk, int64_t *chunk) {
+    int64_t nchunk = 1;
+    if (blocks < KNC_RED_TARGET && r >= 2 * min_chunk) {
+        int64_t most = r / min_chunk;
+        nchunk = (KNC_RED_TARGET + blocks - 1) / blocks;
+        if (nchunk > most) nchunk = most;
     }
-    return KN_OK;
+    *chunk = (r + nchunk - 1) / nchunk;
+    return *chunk > 0 ? (r + *chunk - 1) / *chunk : 1;
+}
+
+/* [outer, r, inner] -> y[outer, inner] (outer * inner > 0), through a temporary of
+ * partials on dev when the reduced axis is split. */
+template <typename T>
+static kn_status reduce_launch(int op, kn_device dev, const T *x, T *y, int64_t outer, int64_t r, int64_t inner) {
+    constexpr int W = 16 / sizeof(T);
+    int64_t chunk, nchunk, v = inner % W == 0 && ((uintptr_t)x & 15u) == 0 ? W : 1;
+    unsigned gy = (unsigned)(outer < 65535 ? outer : 65535), gx = (unsigned)((inner + 32 * v - 1) / (32 * v));
+    if (inner == 1 && r <= KNC_RED_WARP_ROW) {
+        knc_reduce_rows_warp<T><<<(unsigned)((outer + 7) / 8), KNC_THREADS>>>(op, x, y, outer, r);
+        KNC_LAUNCHED(knc_reduce_rows_warp);
+        return KN_OK;
+    }
+    if (inner == 1) nchunk = red_chunks(outer, r, KNC_RED_ROW_CHUNK, &chunk);
+    else nchunk = red_chunks((int64_t)gx * gy, r, KNC_RED_COL_CHUNK, &chunk);
+    kn_tensor *tmp = NULL;
+    double *part = NULL;
+    if (nchunk > 1) {
+        int64_t pshape[1] = {outer * nchunk * inner};
+        KN_TRY(kn_tensor_empty_on(&tmp, dev, KN_DT_F64, 1, pshape));
+        part = (double *)kn_tensor_data(tmp);
+    }
+    kn_status st;
+    if (inner == 1) {
+        knc_reduce_rows<T><<<(unsigned)(outer * nchunk), KNC_THREADS>>>(op, x, y, part, r, chunk, nchunk);
+        st = knc_check_launch("knc_reduce_rows", __FILE__, __LINE__);
+    } else {
+        unsigned by = chunk >= 256 ? 32 : chunk >= 128 ? 16 : chunk >= 32 ? 8 : 1;
+        dim3 grid(gx, gy, (unsigned)nchunk), block(32, by);
+        if (v > 1) knc_reduce_cols<T, W><<<grid, block>>>(op, x, y, part, outer, r, inner, chunk);
+        else knc_reduce_cols<T, 1><<<grid, block>>>(op, x, y, part, outer, r, inner, chunk);
+        st = knc_check_launch("knc_reduce_cols", __FILE__, __LINE__);
+    }
+    if (st == KN_OK && part) {
+        unsigned g = (unsigned)((outer * inner + KNC_THREADS / 32 - 1) / (KNC_THREADS / 32));
+        knc_reduce_parts<T><<<g, KNC_THREADS>>>(op, part, y, outer * inner, nchunk, inner, r);
+        st = knc_check_launch("knc_reduce_parts", __FILE__, __LINE__);
+    }
+    kn_tensor_free(tmp); /* stream order: the kernels reading it run before any reuse */
+    return st;
 }
 
 KNC_KERNEL(knc_reduce) {
@@ -113,9 +249,11 @@ KNC_KERNEL(knc_reduce) {
         src = kn_tensor_data(tmp);
     }
     kn_status st = knc_new_out(n, knc_dev(in), out);
+    int op = (int)n->op;
     if (st == KN_OK && outer * inner > 0)
-        st = x->dtype == KN_DT_F32 ? reduce_launch<float>((int)n->op, src, kn_tensor_data(*out), outer, r, inner)
-                                   : reduce_launch<double>((int)n->op, src, kn_tensor_data(*out), outer, r, inner);
+        st = x->dtype == KN_DT_F32
+                 ? reduce_launch<float>(op, knc_dev(in), (const float *)src, (float *)kn_tensor_data(*out), outer, r, inner)
+                 : reduce_launch<double>(op, knc_dev(in), (const double *)src, (double *)kn_tensor_data(*out), outer, r, inner);
     if (st != KN_OK && *out) { kn_tensor_free(*out); *out = NULL; }
     kn_tensor_free(tmp); /* stream order: the kernel reading it runs before any reuse */
     return st;

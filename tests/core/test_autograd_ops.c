@@ -189,6 +189,7 @@ static kn_val f_softmax(kn_builder *b, const kn_val *x, const int64_t *d) { (voi
 static kn_val f_softmax0(kn_builder *b, const kn_val *x, const int64_t *d) { (void)d; return kn_softmax(b, x[0], 0); }
 static kn_val f_lsm(kn_builder *b, const kn_val *x, const int64_t *d) { (void)d; return kn_log_softmax(b, x[0], -1); }
 static kn_val f_lsm1(kn_builder *b, const kn_val *x, const int64_t *d) { (void)d; return kn_log_softmax(b, x[0], 1); }
+static kn_val f_csm(kn_builder *b, const kn_val *x, const int64_t *d) { (void)d; return kn_causal_softmax(b, x[0], 0.7); }
 static kn_val f_ln(kn_builder *b, const kn_val *x, const int64_t *d) { (void)d; return kn_layernorm(b, x[0], x[1], x[2], 1e-5); }
 static kn_val f_ce(kn_builder *b, const kn_val *x, const int64_t *d) { (void)d; return kn_cross_entropy(b, x[0], x[1]); }
 /* the same value used twice, through two paths */
@@ -236,6 +237,8 @@ static const gc_case cases[] = {
     {KN_OP_SOFTMAX, "softmax, axis 0", 1, {"abc"}, {K_F}, f_softmax0, 0, 0, 0},
     {KN_OP_LOG_SOFTMAX, "log_softmax, last axis", 1, {"abc"}, {K_F}, f_lsm, 0, 0, 0},
     {KN_OP_LOG_SOFTMAX, "log_softmax, axis 1", 1, {"abc"}, {K_F}, f_lsm1, 0, 0, 0},
+    {KN_OP_CAUSAL_SOFTMAX, "causal_softmax, Tq 3 > Tk 2 (row 0 fully masked)", 1, {"a32"}, {K_F}, f_csm, 0, 0, 0},
+    {KN_OP_CAUSAL_SOFTMAX, "causal_softmax, 2-D", 1, {"bc"}, {K_F}, f_csm, 0, 0, 0},
     {KN_OP_LAYERNORM, "layernorm", 3, {"abc", "c", "c"}, {K_F, K_F, K_F}, f_ln, 0, 0, 0},
     {KN_OP_LAYERNORM, "layernorm of a vector", 3, {"c", "c", "c"}, {K_F, K_F, K_F}, f_ln, 0, 0, 0},
     {KN_OP_CROSS_ENTROPY, "cross_entropy", 2, {"abc", "ab"}, {K_F, K_IDXL}, f_ce, 0, 0, 0},

@@ -16,23 +16,9 @@
 
 #include "kiln/cuda.h"
 #include "kiln/device.h"
-#include "test_ir_util.h"
-
-#define CUDA0 ((kn_device){KN_DEVICE_CUDA, 0})
-#define SKIP_WITHOUT_GPU()                                                          \
-    do {                                                                            \
-        if (kn_device_count(KN_DEVICE_CUDA) == 0) cr_skip_test("no CUDA device: GPU test skipped"); \
-    } while (0)
-
-enum { TOL_EXACT = 0, TOL_ELEM, TOL_REDUCE };
+#include "cuda_test_util.h"
 
 static int64_t rnd(kn_rng *r, int64_t lo, int64_t hi) { return lo + (int64_t)(kn_rng_u32(r) % (uint32_t)(hi - lo + 1)); }
-
-static kn_tensor *randn(kn_rng *r, kn_dtype dt, int nd, const int64_t *shape) {
-    kn_tensor *t = NULL;
-    KN_ASSERT_OK(kn_tensor_randn(&t, dt, nd, shape, r));
-    return t;
-}
 
 /* |x| + 0.2: operands of log, sqrt, rsqrt and divisors. */
 static kn_tensor *randpos(kn_rng *r, kn_dtype dt, int nd, const int64_t *shape) {
@@ -52,45 +38,6 @@ static kn_tensor *randint(kn_rng *r, kn_dtype dt, int nd, const int64_t *shape, 
 static void random_shape(kn_rng *r, int *nd, int64_t *shape, int maxnd, int64_t maxdim) {
     *nd = (int)rnd(r, 1, maxnd);
     for (int i = 0; i < *nd; i++) shape[i] = rnd(r, 1, maxdim);
-}
-
-/* Compare a GPU result (copied back) with the CPU reference. */
-static void compare(const kn_node *n, const kn_tensor *got, const kn_tensor *want, int tol) {
-    char ts[96];
-    cr_assert_eq(got->dtype, want->dtype);
-    cr_assert_eq(kn_tensor_numel(got), kn_tensor_numel(want), "%s: element counts differ", kn_op_name(n->op));
-    int64_t k = kn_tensor_numel(want);
-    kn_dtype dt = want->dtype;
-    if (dt != KN_DT_F32 && dt != KN_DT_F64) tol = TOL_EXACT;
-    double maxref = 0, maxdiff = 0;
-    for (int64_t i = 0; i < k; i++) {
-        double g = kn_dtype_load(dt, kn_tensor_data(got), i), w = kn_dtype_load(dt, kn_tensor_data(want), i);
-        if (tol == TOL_EXACT || isinf(w) || isnan(w)) {
-            bool same = (isnan(g) && isnan(w)) || g == w;
-            if (dt == KN_DT_BOOL) same = ((const uint8_t *)kn_tensor_data(got))[i] == ((const uint8_t *)kn_tensor_data(want))[i];
-            cr_assert(same, "%s -> %s: element %lld is %.9g on the GPU, %.9g on the CPU", kn_op_name(n->op),
-                      kn_type_str(&n->type, ts, sizeof ts), (long long)i, g, w);
-            continue;
-        }
-        cr_assert(!isnan(g), "%s -> %s: element %lld is NaN on the GPU (unwritten?), %.9g on the CPU",
-                  kn_op_name(n->op), kn_type_str(&n->type, ts, sizeof ts), (long long)i, w);
-        if (fabs(w) > maxref) maxref = fabs(w);
-        if (fabs(g - w) > maxdiff) maxdiff = fabs(g - w);
-    }
-    if (tol == TOL_EXACT) return;
-    double bound = dt == KN_DT_F64 ? 1e-12 : tol == TOL_ELEM ? 1e-5 : 1e-4;
-    double rel = maxdiff / (maxref > 1e-30 ? maxref : 1e-30);
-    cr_assert(rel < bound, "%s -> %s: relative error %.3g >= %.0e", kn_op_name(n->op), kn_type_str(&n->type, ts, sizeof ts),
-              rel, bound);
-}
-
-/* Poison the next block of the output's size class: 0xFF bytes, freed into the cache. */
-static void poison(const kn_type *t) {
-    kn_tensor *p = NULL;
-    KN_ASSERT_OK(kn_tensor_empty_on(&p, CUDA0, t->dtype, t->ndim, t->shape));
-    size_t nb = (size_t)kn_type_numel(t) * kn_dtype_size(t->dtype);
-    if (nb) KN_ASSERT_OK(kn_device_memset(CUDA0, kn_tensor_data(p), 0xFF, nb));
-    kn_tensor_free(p);
 }
 
 /* Infer n's type from the operands, run it on the CPU and on cuda:0, compare; frees in[]. */
@@ -122,14 +69,6 @@ static void check(kn_node *n, int nin, kn_tensor **in, int tol) {
     kn_tensor_free(got);
     kn_tensor_free(want);
     for (int i = 0; i < nin; i++) { kn_tensor_free(dev[i]); kn_tensor_free(in[i]); }
-}
-
-static kn_node node(kn_op op) {
-    kn_node n;
-    memset(&n, 0, sizeof n);
-    n.op = op;
-    n.attrs = kn_attrs_default();
-    return n;
 }
 
 static const kn_dtype float_dts[2] = {KN_DT_F32, KN_DT_F64};
@@ -372,6 +311,60 @@ KN_TEST(cuda_ops, softmax_family_forward_and_backward) {
         KN_ASSERT_OK(kn_node_eval(&fwd, (const kn_tensor *const *)&x, &y));
         kn_node b = node(lg ? KN_OP_LOG_SOFTMAX_BWD : KN_OP_SOFTMAX_BWD);
         b.attrs.axis = axis;
+        in[0] = randn(&r, dt, nd, sh);
+        in[1] = y;
+        check(&b, 2, in, TOL_REDUCE);
+        kn_tensor_free(x);
+    }
+}
+
+/* Fused attention softmax: square and rectangular score matrices, rows from one warp's
+ * worth through every kernel variant (a warp per row up to 1024 columns, a block per row
+ * with registers up to 2048, re-reading beyond), rows fully masked (Tq > Tk), -inf
+ * logits; masked probabilities must be exactly 0 on the GPU too. */
+KN_TEST(cuda_ops, causal_softmax_forward_and_backward) {
+    SKIP_WITHOUT_GPU();
+    kn_rng r = kn_rng_new(23);
+    for (int trial = 0; trial < 16; trial++) {
+        int64_t tq, tk;
+        switch (trial % 4) {
+        case 0: { /* every register count of the warp-per-row kernels: <= 32, 128, 256 columns */
+            const int64_t lo[4] = {1, 33, 129, 1}, hi[4] = {32, 128, 256, 256};
+            tq = tk = rnd(&r, lo[trial / 4], hi[trial / 4]);
+            break;
+        }
+        case 1: tq = tk = rnd(&r, 257, 1100); break;
+        case 2: tq = rnd(&r, 1, 12); tk = rnd(&r, 1500, 3000); break;
+        default: tk = rnd(&r, 1, 20); tq = rnd(&r, tk, 60); break;
+        }
+        int nd = 2 + trial % 3;
+        int64_t sh[4] = {rnd(&r, 1, 2), rnd(&r, 1, 3), 0, 0};
+        sh[nd - 2] = tq;
+        sh[nd - 1] = tk;
+        kn_dtype dt = float_dts[trial / 4 % 2];
+        kn_node n = node(KN_OP_CAUSAL_SOFTMAX);
+        n.attrs.scale = 0.05 + (double)rnd(&r, 0, 100) / 40.0;
+        kn_tensor *x = randn(&r, dt, nd, sh), *y = NULL, *in[2] = {NULL, NULL};
+        if (trial % 5 == 1) kn_dtype_store(dt, kn_tensor_data(x), 0, -INFINITY);
+        KN_ASSERT_OK(kn_tensor_clone(&in[0], x));
+        kn_node fwd = n;
+        check(&fwd, 1, in, TOL_REDUCE); /* frees in[0] */
+        /* the masked entries, exactly */
+        kn_tensor *dx = NULL, *dy = NULL, *hy = NULL;
+        KN_ASSERT_OK(kn_tensor_to(&dx, x, CUDA0));
+        KN_ASSERT_OK(kn_node_eval(&fwd, (const kn_tensor *const *)&dx, &dy));
+        KN_ASSERT_OK(kn_tensor_to(&hy, dy, KN_CPU));
+        KN_ASSERT_OK(kn_device_synchronize(CUDA0));
+        for (int64_t e = 0; e < kn_tensor_numel(hy); e++) {
+            int64_t j = e % tk, i = e / tk % tq;
+            if (j > i + tk - tq)
+                cr_assert(kn_dtype_load(dt, kn_tensor_data(hy), e) == 0.0, "causal_softmax: masked element %lld is %g",
+                          (long long)e, kn_dtype_load(dt, kn_tensor_data(hy), e));
+        }
+        kn_tensor_free(hy); kn_tensor_free(dy); kn_tensor_free(dx);
+        KN_ASSERT_OK(kn_node_eval(&fwd, (const kn_tensor *const *)&x, &y));
+        kn_node b = node(KN_OP_CAUSAL_SOFTMAX_BWD);
+        b.attrs.scale = n.attrs.scale;
         in[0] = randn(&r, dt, nd, sh);
         in[1] = y;
         check(&b, 2, in, TOL_REDUCE);

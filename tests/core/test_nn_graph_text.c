@@ -1,6 +1,7 @@
 /* test_nn_graph_text.c — the GPT's graphs through the text format: the forward graph and
  * the joint forward+backward graph that training runs both verify, and printing what was
  * parsed gives back the same text byte for byte: print(parse(print(g))) == print(g). */
+#include <math.h>
 #include <string.h>
 
 #include "kn_test.h"
@@ -39,6 +40,20 @@ KN_TEST(nn_graph_text, gpt_forward_and_joint_graphs_round_trip) {
     kn_graph *fwd = NULL;
     KN_ASSERT_OK(kn_builder_finish(b, &fwd));
     round_trip(fwd, "GPT forward graph");
+    /* attention is one fused causal_softmax per layer: no mask, scale or plain softmax ops */
+    int fused = 0, fills = 0, softmaxes = 0;
+    for (int32_t i = 0; i < fwd->nnodes; i++) {
+        const kn_node *n = &fwd->nodes[i];
+        if (n->op == KN_OP_CAUSAL_SOFTMAX) {
+            fused++;
+            cr_assert_eq(n->attrs.scale, 1.0 / sqrt(8.0));
+            cr_assert(n->type.ndim == 4 && n->type.shape[2] == 8 && n->type.shape[3] == 8);
+        }
+        fills += n->op == KN_OP_CAUSAL_FILL;
+        softmaxes += n->op == KN_OP_SOFTMAX;
+    }
+    cr_assert(fused == 2 && fills == 0 && softmaxes == 0, "%d causal_softmax, %d causal_fill, %d softmax", fused, fills,
+              softmaxes);
 
     kn_graph *joint = NULL;
     kn_val *grads = kn_calloc((size_t)g.p.count, sizeof *grads);

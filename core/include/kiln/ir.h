@@ -117,6 +117,7 @@ typedef struct kn_attrs {
     double eps;                     /* layernorm: default 1e-5 */
     double p;                       /* dropout probability in [0, 1) */
     double value;                   /* full: the fill value; causal_fill: the fill value */
+    double scale;                   /* causal_softmax(_bwd): the logit scale; default 1 */
     kn_dtype dtype;                 /* cast: the target dtype */
     char name[KN_NAME_MAX];         /* input/param: the binding name */
 } kn_attrs;
@@ -308,6 +309,15 @@ kn_val kn_slice(kn_builder *b, kn_val x, int axis, int64_t start, int64_t stop, 
 kn_val kn_embedding(kn_builder *b, kn_val weight, kn_val idx);  /* [V,D], int [...] -> [...,D] */
 kn_val kn_softmax(kn_builder *b, kn_val x, int axis);
 kn_val kn_log_softmax(kn_builder *b, kn_val x, int axis);
+/* Scaled causal softmax over the last axis, the fused form of attention's
+ * softmax(causal_fill(x * scale, -inf), -1): for x [..., Tq, Tk] (float, at least 2 axes),
+ * y[..., i, j] = exp(scale * x[..., i, j] - m) / sum_j' exp(scale * x[..., i, j'] - m) over
+ * the unmasked columns j, j' <= i + (Tk - Tq) (m: their maximum), and exactly 0 at the masked
+ * ones (a row with none unmasked, or whose unmasked logits are all -inf, is all 0). scale,
+ * rounded to x's dtype, must be positive and finite (else KN_ERR_ARG). On the CPU the result,
+ * and its gradient where dy is finite, are bit for bit those of the three-op composition.
+ * Its backward op, causal_softmax_bwd(dy, y), is dx = scale * y * (dy - sum_j(dy * y)). */
+kn_val kn_causal_softmax(kn_builder *b, kn_val x, double scale);
 /* Over the last axis: (x - mean) / sqrt(var + eps) * w + bias; w, bias: [C]. */
 kn_val kn_layernorm(kn_builder *b, kn_val x, kn_val w, kn_val bias, double eps);
 /* Mean over all positions of -log_softmax(logits)[target]: logits [..., V] float,

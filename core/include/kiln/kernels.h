@@ -75,7 +75,15 @@ void kn_k_strided_copy(size_t esize, int ndim, const int64_t *shape, const void 
                           uint64_t offset);                                                \
     /* batch matrices [rows, cols]: y = x with y[r, c] = value where c > r + cols - rows. */ \
     void kn_k_causal_fill_##S(const T *x, T *y, int64_t batch, int64_t rows, int64_t cols, \
-                              T value);
+                              T value);                                                    \
+    /* batch matrices [tq, tk]: row r is the softmax of x * scale over the columns        \
+     * c <= r + tk - tq and 0 at the others (all 0 when none, or all of them -inf).       */ \
+    void kn_k_causal_softmax_##S(const T *x, T *y, int64_t batch, int64_t tq, int64_t tk,  \
+                                 T scale);                                                 \
+    /* Its backward from dy and its output y: dx = y * (dy - sum(dy * y)) * scale over the \
+     * kept columns, 0 at the masked ones.                                                 */ \
+    void kn_k_causal_softmax_bwd_##S(const T *dy, const T *y, T *dx, int64_t batch,       \
+                                     int64_t tq, int64_t tk, T scale);
 
 KN_K_DECLARE(float, f32)
 KN_K_DECLARE(double, f64)
