@@ -149,3 +149,148 @@ kn_status kn_device_mem_stats_get(kn_device dev, kn_device_mem_stats *out) {
     const kn_device_backend *be = kn_device_table[dev.type];
     return kn_device_wrap("kn_device_mem_stats_get", dev, be->mem_stats(be->ctx, dev.index, out));
 }
+
+/* ---------------------------------------------------------------- streams and events */
+
+struct kn_stream {
+    kn_device dev;
+    void *native;
+};
+
+struct kn_event {
+    kn_device dev;
+    void *native;
+    bool recorded;
+};
+
+kn_status kn_stream_new(kn_device dev, kn_stream **out) {
+    if (!out) return kn_error(KN_ERR_ARG, "kn_stream_new: out is NULL");
+    *out = NULL;
+    KN_TRY(kn_device_check("kn_stream_new", dev));
+    kn_stream *s = kn_calloc(1, sizeof *s);
+    if (!s) return kn_error(KN_ERR_OOM, "kn_stream_new: out of memory");
+    const kn_device_backend *be = kn_device_table[dev.type];
+    kn_status st = kn_device_wrap("kn_stream_new", dev, be->stream_new(be->ctx, dev.index, &s->native));
+    if (st != KN_OK) { kn_free(s); return st; }
+    s->dev = dev;
+    *out = s;
+    return KN_OK;
+}
+
+void kn_stream_free(kn_stream *s) {
+    if (!s) return;
+    const kn_device_backend *be = kn_device_table[s->dev.type];
+    be->stream_free(be->ctx, s->dev.index, s->native);
+    kn_free(s);
+}
+
+kn_device kn_stream_device(const kn_stream *s) { return s ? s->dev : KN_CPU; }
+
+kn_status kn_stream_synchronize(kn_stream *s) {
+    if (!s) return kn_error(KN_ERR_ARG, "kn_stream_synchronize: NULL stream (kn_device_synchronize waits for a device)");
+    const kn_device_backend *be = kn_device_table[s->dev.type];
+    return kn_device_wrap("kn_stream_synchronize", s->dev, be->stream_sync(be->ctx, s->dev.index, s->native));
+}
+
+/* An event that is there and recorded, else KN_ERR_ARG naming fn. */
+static kn_status recorded(const char *fn, const kn_event *e) {
+    if (!e) return kn_error(KN_ERR_ARG, "%s: NULL event", fn);
+    if (!e->recorded) return kn_error(KN_ERR_ARG, "%s: the event was never recorded (kn_event_record it first)", fn);
+    return KN_OK;
+}
+
+kn_status kn_stream_wait_event(kn_stream *s, const kn_event *e) {
+    char d1[32], d2[32];
+    KN_TRY(recorded("kn_stream_wait_event", e));
+    if (s && !kn_device_equal(s->dev, e->dev))
+        return kn_error(KN_ERR_ARG, "kn_stream_wait_event: the stream is on %s, the event on %s",
+                        kn_device_str(s->dev, d1, sizeof d1), kn_device_str(e->dev, d2, sizeof d2));
+    const kn_device_backend *be = kn_device_table[e->dev.type];
+    return kn_device_wrap("kn_stream_wait_event", e->dev,
+                          be->stream_wait(be->ctx, e->dev.index, s ? s->native : NULL, e->native));
+}
+
+kn_status kn_device_memcpy_async(kn_stream *s, kn_device dst_dev, void *dst, kn_device src_dev, const void *src,
+                                 size_t nbytes) {
+    char d1[32], d2[32];
+    KN_TRY(kn_device_check("kn_device_memcpy_async", dst_dev));
+    KN_TRY(kn_device_check("kn_device_memcpy_async", src_dev));
+    bool dst_host = dst_dev.type == KN_DEVICE_CPU, src_host = src_dev.type == KN_DEVICE_CPU;
+    kn_device dev = dst_host ? src_dev : dst_dev;
+    if (!dst_host && !src_host && dst_dev.type != src_dev.type)
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_device_memcpy_async: no direct copy from %s to %s",
+                        kn_device_str(src_dev, d2, sizeof d2), kn_device_str(dst_dev, d1, sizeof d1));
+    if (s && s->dev.type != dev.type)
+        return kn_error(KN_ERR_ARG, "kn_device_memcpy_async: a copy between %s and %s cannot run on a stream of %s",
+                        kn_device_str(src_dev, d2, sizeof d2), kn_device_str(dst_dev, d1, sizeof d1),
+                        kn_device_type_name(s->dev.type));
+    if (nbytes == 0) return KN_OK;
+    if (!dst || !src)
+        return kn_error(KN_ERR_ARG, "kn_device_memcpy_async: %s pointer is NULL for %zu bytes", !dst ? "dst" : "src",
+                        nbytes);
+    if (s) dev = s->dev;
+    const kn_device_backend *be = kn_device_table[dev.type];
+    return kn_device_wrap("kn_device_memcpy_async", dev,
+                          be->copy_async(be->ctx, dev.index, dst, !dst_host, src, !src_host, nbytes,
+                                         s ? s->native : NULL));
+}
+
+kn_status kn_event_new(kn_device dev, kn_event **out) {
+    if (!out) return kn_error(KN_ERR_ARG, "kn_event_new: out is NULL");
+    *out = NULL;
+    KN_TRY(kn_device_check("kn_event_new", dev));
+    kn_event *e = kn_calloc(1, sizeof *e);
+    if (!e) return kn_error(KN_ERR_OOM, "kn_event_new: out of memory");
+    const kn_device_backend *be = kn_device_table[dev.type];
+    kn_status st = kn_device_wrap("kn_event_new", dev, be->event_new(be->ctx, dev.index, &e->native));
+    if (st != KN_OK) { kn_free(e); return st; }
+    e->dev = dev;
+    *out = e;
+    return KN_OK;
+}
+
+void kn_event_free(kn_event *e) {
+    if (!e) return;
+    const kn_device_backend *be = kn_device_table[e->dev.type];
+    be->event_free(be->ctx, e->dev.index, e->native);
+    kn_free(e);
+}
+
+kn_status kn_event_record(kn_event *e, kn_stream *s) {
+    char d1[32], d2[32];
+    if (!e) return kn_error(KN_ERR_ARG, "kn_event_record: NULL event");
+    if (s && !kn_device_equal(s->dev, e->dev))
+        return kn_error(KN_ERR_ARG, "kn_event_record: the event is on %s, the stream on %s",
+                        kn_device_str(e->dev, d1, sizeof d1), kn_device_str(s->dev, d2, sizeof d2));
+    const kn_device_backend *be = kn_device_table[e->dev.type];
+    KN_TRY(kn_device_wrap("kn_event_record", e->dev, be->event_record(be->ctx, e->dev.index, e->native,
+                                                                      s ? s->native : NULL)));
+    e->recorded = true;
+    return KN_OK;
+}
+
+kn_status kn_event_synchronize(kn_event *e) {
+    KN_TRY(recorded("kn_event_synchronize", e));
+    const kn_device_backend *be = kn_device_table[e->dev.type];
+    return kn_device_wrap("kn_event_synchronize", e->dev, be->event_sync(be->ctx, e->dev.index, e->native));
+}
+
+kn_status kn_event_query(kn_event *e, bool *done) {
+    if (!done) return kn_error(KN_ERR_ARG, "kn_event_query: done is NULL");
+    KN_TRY(recorded("kn_event_query", e));
+    const kn_device_backend *be = kn_device_table[e->dev.type];
+    return kn_device_wrap("kn_event_query", e->dev, be->event_query(be->ctx, e->dev.index, e->native, done));
+}
+
+kn_status kn_event_elapsed_ms(kn_event *start, kn_event *stop, double *ms) {
+    char d1[32], d2[32];
+    if (!ms) return kn_error(KN_ERR_ARG, "kn_event_elapsed_ms: ms is NULL");
+    KN_TRY(recorded("kn_event_elapsed_ms (start)", start));
+    KN_TRY(recorded("kn_event_elapsed_ms (stop)", stop));
+    if (!kn_device_equal(start->dev, stop->dev))
+        return kn_error(KN_ERR_ARG, "kn_event_elapsed_ms: start is on %s, stop on %s",
+                        kn_device_str(start->dev, d1, sizeof d1), kn_device_str(stop->dev, d2, sizeof d2));
+    const kn_device_backend *be = kn_device_table[start->dev.type];
+    return kn_device_wrap("kn_event_elapsed_ms", start->dev,
+                          be->event_elapsed(be->ctx, start->dev.index, start->native, stop->native, ms));
+}

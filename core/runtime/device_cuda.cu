@@ -1,6 +1,6 @@
 /* device_cuda.cu — the CUDA device backend: memory from a caching allocator over
- * cudaMalloc/cudaFree, cudaMemcpy, cudaMemset, cudaDeviceSynchronize, and byte counters per
- * GPU.
+ * cudaMalloc/cudaFree, cudaMemcpy, cudaMemset, cudaDeviceSynchronize, byte counters per
+ * GPU, and CUDA streams and events.
  *
  * Compiled only when nvcc is found (the Makefile then defines KN_HAVE_CUDA=1 and
  * device.c registers this backend). Every CUDA runtime call goes through KN_CUDA_TRY
@@ -106,10 +106,106 @@ static kn_status cuda_mem_stats(void *ctx, int index, kn_device_mem_stats *out) 
     return KN_OK;
 }
 
+/* Streams: blocking CUDA streams (ordered with the legacy default stream, which NULL
+ * means); events with timing. cudaEventQuery's cudaErrorNotReady is "not done", not an
+ * error. Freeing a stream waits for its work, so memory it used can be freed after. */
+static kn_status cuda_stream_new(void *ctx, int index, void **out) {
+    (void)ctx;
+    cudaStream_t s = nullptr;
+    KN_CUDA_TRY(cudaSetDevice(index));
+    KN_CUDA_TRY(cudaStreamCreate(&s));
+    *out = (void *)s;
+    return KN_OK;
+}
+
+static void cuda_stream_free(void *ctx, int index, void *stream) {
+    (void)ctx;
+    KN_CUDA_WARN(cudaSetDevice(index));
+    KN_CUDA_WARN(cudaStreamSynchronize((cudaStream_t)stream));
+    KN_CUDA_WARN(cudaStreamDestroy((cudaStream_t)stream));
+}
+
+static kn_status cuda_stream_sync(void *ctx, int index, void *stream) {
+    (void)ctx;
+    KN_CUDA_TRY(cudaSetDevice(index));
+    KN_CUDA_TRY(cudaStreamSynchronize((cudaStream_t)stream));
+    return KN_OK;
+}
+
+static kn_status cuda_stream_wait(void *ctx, int index, void *stream, void *event) {
+    (void)ctx;
+    KN_CUDA_TRY(cudaSetDevice(index));
+    KN_CUDA_TRY(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0));
+    return KN_OK;
+}
+
+static kn_status cuda_copy_async(void *ctx, int index, void *dst, bool dst_on_dev, const void *src, bool src_on_dev,
+                                 size_t nbytes, void *stream) {
+    (void)ctx; (void)dst_on_dev; (void)src_on_dev;
+    KN_CUDA_TRY(cudaSetDevice(index));
+    KN_CUDA_TRY(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, (cudaStream_t)stream));
+    return KN_OK;
+}
+
+static kn_status cuda_event_new(void *ctx, int index, void **out) {
+    (void)ctx;
+    cudaEvent_t e = nullptr;
+    KN_CUDA_TRY(cudaSetDevice(index));
+    KN_CUDA_TRY(cudaEventCreate(&e));
+    *out = (void *)e;
+    return KN_OK;
+}
+
+static void cuda_event_free(void *ctx, int index, void *event) {
+    (void)ctx;
+    KN_CUDA_WARN(cudaSetDevice(index));
+    KN_CUDA_WARN(cudaEventDestroy((cudaEvent_t)event));
+}
+
+static kn_status cuda_event_record(void *ctx, int index, void *event, void *stream) {
+    (void)ctx;
+    KN_CUDA_TRY(cudaSetDevice(index));
+    KN_CUDA_TRY(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream));
+    return KN_OK;
+}
+
+static kn_status cuda_event_sync(void *ctx, int index, void *event) {
+    (void)ctx;
+    KN_CUDA_TRY(cudaSetDevice(index));
+    KN_CUDA_TRY(cudaEventSynchronize((cudaEvent_t)event));
+    return KN_OK;
+}
+
+static kn_status cuda_event_query(void *ctx, int index, void *event, bool *done) {
+    (void)ctx;
+    KN_CUDA_TRY(cudaSetDevice(index));
+    cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+    if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        *done = false;
+        return KN_OK;
+    }
+    KN_CUDA_TRY(e);
+    *done = true;
+    return KN_OK;
+}
+
+static kn_status cuda_event_elapsed(void *ctx, int index, void *start, void *stop, double *ms) {
+    (void)ctx;
+    float f = 0;
+    KN_CUDA_TRY(cudaSetDevice(index));
+    KN_CUDA_TRY(cudaEventSynchronize((cudaEvent_t)stop));
+    KN_CUDA_TRY(cudaEventElapsedTime(&f, (cudaEvent_t)start, (cudaEvent_t)stop));
+    *ms = (double)f;
+    return KN_OK;
+}
+
 /* Positional, in the order of kn_device_backend's members (C++17 has no designators). */
 extern "C" const kn_device_backend kn_device_cuda_backend = {
     "cuda", KN_DEVICE_CUDA, nullptr, cuda_count, cuda_alloc, cuda_free,
     cuda_copy, cuda_fill, cuda_synchronize, cuda_mem_stats,
+    cuda_stream_new, cuda_stream_free, cuda_stream_sync, cuda_stream_wait, cuda_copy_async,
+    cuda_event_new, cuda_event_free, cuda_event_record, cuda_event_sync, cuda_event_query, cuda_event_elapsed,
 };
 
 extern "C" kn_status kn_cuda_mem_info_get(int device, kn_cuda_mem_info *out) {

@@ -46,6 +46,21 @@ typedef struct kn_device_backend {
     kn_status (*fill)(void *ctx, int index, void *ptr, int byte, size_t nbytes); /* memset */
     kn_status (*synchronize)(void *ctx, int index);
     kn_status (*mem_stats)(void *ctx, int index, kn_device_mem_stats *out);
+    /* Streams and events (see kn_stream below): native handles are the backend's own
+     * (cudaStream_t, cudaEvent_t; on the CPU small records). stream NULL means the
+     * device's default stream. */
+    kn_status (*stream_new)(void *ctx, int index, void **out);
+    void (*stream_free)(void *ctx, int index, void *stream);
+    kn_status (*stream_sync)(void *ctx, int index, void *stream);
+    kn_status (*stream_wait)(void *ctx, int index, void *stream, void *event);
+    kn_status (*copy_async)(void *ctx, int index, void *dst, bool dst_on_dev, const void *src, bool src_on_dev,
+                            size_t nbytes, void *stream);
+    kn_status (*event_new)(void *ctx, int index, void **out);
+    void (*event_free)(void *ctx, int index, void *event);
+    kn_status (*event_record)(void *ctx, int index, void *event, void *stream);
+    kn_status (*event_sync)(void *ctx, int index, void *event);
+    kn_status (*event_query)(void *ctx, int index, void *event, bool *done);
+    kn_status (*event_elapsed)(void *ctx, int index, void *start, void *stop, double *ms);
 } kn_device_backend;
 
 /* The registered backend of a device type, or NULL when it is not built in (or `type` is
@@ -76,6 +91,53 @@ kn_status kn_device_memset(kn_device dev, void *ptr, int byte, size_t nbytes);
 /* Wait for all work queued on dev. */
 kn_status kn_device_synchronize(kn_device dev);
 kn_status kn_device_mem_stats_get(kn_device dev, kn_device_mem_stats *out);
+
+/* ---------------------------------------------------------------- streams and events
+ *
+ * A stream is an ordered queue of work on one device; an event marks a point in a stream,
+ * to wait for it from the host, to make another stream wait for it, or to time the work
+ * between two events. kiln's op kernels all run on each device's default stream, in
+ * program order (NULL below means that stream); more streams are for overlapping copies
+ * (and, later, communication) with compute.
+ *
+ * On a GPU a new stream is a blocking CUDA stream: its work is ordered after earlier work
+ * on the default stream and before later work there, so the caching allocator may hand a
+ * block freed by default-stream code to anything queued afterwards. Memory that work on
+ * another stream still uses must not be freed before that work is done (synchronize the
+ * stream, or record an event there and make the default stream wait for it).
+ *
+ * On the CPU every call finishes its work before it returns: a stream is only a token,
+ * synchronizing and waiting return at once, and an event records the wall clock, so
+ * elapsed time between two CPU events is host time.
+ *
+ * Errors: NULL handles or outputs, an event used before it was recorded, and events or
+ * streams of two different devices are KN_ERR_ARG; the device errors are those above. */
+typedef struct kn_stream kn_stream;
+typedef struct kn_event kn_event;
+
+kn_status kn_stream_new(kn_device dev, kn_stream **out);
+void kn_stream_free(kn_stream *s); /* NULL is fine; waits for the stream's work first */
+kn_device kn_stream_device(const kn_stream *s);
+/* Wait on the host until all work queued on s is done. */
+kn_status kn_stream_synchronize(kn_stream *s);
+/* Work queued on s after this call starts only after the work before e's record (e
+ * recorded on s's device). s NULL: the device's default stream (the device of e). */
+kn_status kn_stream_wait_event(kn_stream *s, const kn_event *e);
+/* kn_device_memcpy queued on s (NULL: the default stream of the device side): returns
+ * before the bytes are there on a GPU; host memory must stay valid until then. */
+kn_status kn_device_memcpy_async(kn_stream *s, kn_device dst_dev, void *dst, kn_device src_dev, const void *src,
+                                 size_t nbytes);
+
+kn_status kn_event_new(kn_device dev, kn_event **out);
+void kn_event_free(kn_event *e); /* NULL is fine */
+/* Mark the current end of s (NULL: the default stream of e's device). */
+kn_status kn_event_record(kn_event *e, kn_stream *s);
+/* Wait on the host until the work before e's record is done. */
+kn_status kn_event_synchronize(kn_event *e);
+/* *done: whether that work is done already (never waits). */
+kn_status kn_event_query(kn_event *e, bool *done);
+/* Milliseconds between two recorded events of one device (waits for stop). */
+kn_status kn_event_elapsed_ms(kn_event *start, kn_event *stop, double *ms);
 
 #ifdef __cplusplus
 }
