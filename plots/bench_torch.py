@@ -81,6 +81,7 @@ def main():
     ap.add_argument("--fused", action="store_true", help="AdamW(fused=True) instead of the default foreach")
     ap.add_argument("--tf32", action="store_true", help="let fp32 matmuls use TF32 tensor cores (kiln bench --tf32)")
     ap.add_argument("--profile", type=int, default=0, help="accepted for kiln bench's sake and ignored")
+    ap.add_argument("--profile-out", default="", help="accepted for kiln bench's sake and ignored")
     a = ap.parse_args()
     if not torch.cuda.is_available() or not a.device.startswith("cuda"):
         print(f"bench_torch.py: --device {a.device}: needs a CUDA device", file=sys.stderr)

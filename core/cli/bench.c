@@ -25,6 +25,7 @@
 typedef struct bench_opts {
     int vocab, context, layers, width, heads, batch, warmup, steps, profile;
     bool tf32;
+    char profile_out[512];
     uint64_t seed;
     char device[16];
 } bench_opts;
@@ -32,11 +33,12 @@ typedef struct bench_opts {
 static void usage(FILE *f) {
     fprintf(f, "usage: kiln bench [--vocab N] [--context N] [--layers N] [--width N] [--heads N] [--batch N]\n"
                "                  [--warmup N] [--steps N] [--seed N] [--device auto|cpu|cuda|cuda:N] [--profile N]\n"
-               "                  [--tf32]\n"
+               "                  [--profile-out FILE.tsv] [--tf32]\n"
                "Times GPT training steps (fp32, AdamW, clip 1.0) on random tokens. Defaults: the GPT-2 124M\n"
                "shape: vocab 50304, context 1024, 12 layers, width 768, 12 heads, batch 8; 3 warm-up and\n"
                "10 timed steps; device auto (the first GPU when one is usable). --profile N (GPU only) adds one\n"
-               "step run with a per-op profile and prints its N costliest groups of ops (0: none).\n"
+               "step run with a per-op profile and prints its N costliest groups of ops (0: none);\n"
+               "--profile-out also writes every group to a TSV file (plots/profile.sh plots it).\n"
                "--tf32 lets cuBLAS use TF32 tensor cores for fp32 matmuls (KILN_TF32=1; off by default).\n"
                "The last line is JSON.\n");
 }
@@ -62,7 +64,7 @@ static int parse(bench_opts *o, int argc, char **argv) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!strcmp(a, "--tf32")) { o->tf32 = true; continue; }
-        bool known = !strcmp(a, "--device") || !strcmp(a, "--seed");
+        bool known = !strcmp(a, "--device") || !strcmp(a, "--seed") || !strcmp(a, "--profile-out");
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) known = known || !strcmp(a, ints[k].name);
         if (!known) { fprintf(stderr, "kiln bench: unknown option '%s'\n", a); usage(stderr); return 2; }
         if (i + 1 >= argc) { fprintf(stderr, "kiln bench: %s needs a value\n", a); usage(stderr); return 2; }
@@ -71,6 +73,14 @@ static int parse(bench_opts *o, int argc, char **argv) {
         errno = 0;
         if (!strcmp(a, "--device")) {
             snprintf(o->device, sizeof o->device, "%s", v);
+            continue;
+        }
+        if (!strcmp(a, "--profile-out")) {
+            if (strlen(v) >= sizeof o->profile_out) {
+                fprintf(stderr, "kiln bench: --profile-out: the path is longer than %zu bytes\n", sizeof o->profile_out - 1);
+                return 2;
+            }
+            snprintf(o->profile_out, sizeof o->profile_out, "%s", v);
             continue;
         }
         if (!strcmp(a, "--seed")) {
@@ -203,11 +213,17 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     if (st == KN_OK && o->profile > 0 && dev.type == KN_DEVICE_CUDA) { /* one extra step, profiled */
         double l, m = 0;
         random_batch(&r, x, y, bt, o->vocab);
-        st = kn_cuda_profile_start();
+        FILE *tsv = NULL;
+        st = kn_cuda_profile_start(dev.index);
         if (st == KN_OK) st = sw_start(&w, dev);
         if (st == KN_OK) st = kn_trainer_step(&tr, x, y, 1e-4, &l, NULL);
         if (st == KN_OK) st = sw_stop(&w, &m);
-        if (st == KN_OK) st = kn_cuda_profile_report(stdout, m, o->profile);
+        if (st == KN_OK && o->profile_out[0] && !(tsv = fopen(o->profile_out, "w")))
+            st = kn_error(KN_ERR_IO, "--profile-out %s: %s", o->profile_out, strerror(errno));
+        if (st == KN_OK) st = kn_cuda_profile_report(stdout, tsv, m, o->profile);
+        if (tsv && fclose(tsv) != 0 && st == KN_OK)
+            st = kn_error(KN_ERR_IO, "--profile-out %s: %s", o->profile_out, strerror(errno));
+        if (st == KN_OK && tsv) printf("per-op profile written to %s\n", o->profile_out);
     }
     if (st == KN_OK) {
         double lo = ms[0], hi = ms[0];

@@ -2,9 +2,11 @@
 # gpu-check.sh LOGS CFG KILN — the body of `make gpu-check` (core/gpu.mk) on the lent GPU
 # machine: the core test suite (every GPU test runs there), kiln against PyTorch
 # (make torch-agree), the benchmark against PyTorch eager with TF32 off and on
-# (plots/bench.sh), then compute-sanitizer memcheck and racecheck over the GPU tests; a
-# short table last. Each part appends its row to LOGS/table.txt as soon as it ends, so a
-# run cut short still leaves the rows it finished (the slow sanitizers go last).
+# (plots/bench.sh, with a per-op profile of one more kiln step written to
+# LOGS/profile-MODE.tsv, plotted by plots/profile.sh where gnuplot exists), then
+# compute-sanitizer memcheck and racecheck over the GPU tests; a short table last. Each
+# part appends its row to LOGS/table.txt as soon as it ends, so a run cut short still
+# leaves the rows it finished (the slow sanitizers go last).
 # Environment: GPU_CHECK_BUILD (1: build first), GPU_TEST_FILTER, GPU_MEMCHECK_TIMEOUT,
 # GPU_BENCH_FLAGS, COMPUTE_SANITIZER, MAKE.
 set -u
@@ -44,7 +46,11 @@ row "PyTorch agreement" "$a" $(( $(date +%s) - t ))
 for mode in fp32 tf32; do
     t=$(date +%s)
     KILN=$kiln LOGS=$logs/bench-$mode BENCH_TIMEOUT=300 bash plots/bench.sh $([ $mode = tf32 ] && echo --tf32) \
-        ${GPU_BENCH_FLAGS:-} > "$logs/bench-$mode.log" 2>&1
+        --profile 30 --profile-out "$logs/profile-$mode.tsv" ${GPU_BENCH_FLAGS:-} > "$logs/bench-$mode.log" 2>&1
+    if command -v gnuplot > /dev/null && [ -s "$logs/profile-$mode.tsv" ]; then
+        bash plots/profile.sh "$logs/profile-$mode.tsv" "$logs/profile-$mode.svg" \
+            "kiln eager GPT-2 124M training step, fp32 ($mode matmuls), per-op GPU time" > /dev/null 2>&1 || true
+    fi
     r=$(python3 - "$logs/bench-$mode/bench_summary.json" <<'PY' 2>/dev/null || echo "FAILED (see bench-$mode.log)"
 import json, sys
 d = json.load(open(sys.argv[1]))

@@ -22,11 +22,12 @@ kn_status kn_cuda_timer_stop(kn_cuda_timer *t, double *ms) {
     (void)t; (void)ms;
     return kn_error(KN_ERR_UNSUPPORTED, "kn_cuda_timer_stop: kiln was built without CUDA");
 }
-kn_status kn_cuda_profile_start(void) {
+kn_status kn_cuda_profile_start(int device) {
+    (void)device;
     return kn_error(KN_ERR_UNSUPPORTED, "kn_cuda_profile_start: kiln was built without CUDA");
 }
-kn_status kn_cuda_profile_report(FILE *f, double step_ms, int top) {
-    (void)f; (void)step_ms; (void)top;
+kn_status kn_cuda_profile_report(FILE *f, FILE *tsv, double step_ms, int top) {
+    (void)f; (void)tsv; (void)step_ms; (void)top;
     return kn_error(KN_ERR_UNSUPPORTED, "kn_cuda_profile_report: kiln was built without CUDA");
 }
 #else

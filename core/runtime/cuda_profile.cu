@@ -10,8 +10,10 @@
  * Groups: op name, operand shapes and (matmul) the transpose flags, e.g.
  * "matmul [8192,768]x[2304,768] tb". The bytes of a group are those of its operands and
  * results (what a kernel that reads each once and writes once moves), the flops those of
- * matmul (2 m n k); the report turns them into GB/s and GFLOP/s, to set beside the
- * measured copy bandwidth and the cuBLAS throughput. */
+ * matmul (2 m n k); the report turns them into GB/s and GFLOP/s, and the GB/s of every
+ * memory-bound group into a fraction of the device's copy bandwidth, measured when the
+ * profile starts (measure_copy). The report can also write one TSV line per group, for
+ * plots/profile.sh. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,11 +34,43 @@ static struct {
     prof_row rows[KNC_PROF_MAX];
     cudaEvent_t e0, e1;
     bool have_events;
+    int device;
+    double copy_gbs; /* measured device-to-device copy bandwidth, bytes read + written */
 } prof;
 
 bool knc_profile_on(void) { return prof.on; }
 
-extern "C" kn_status kn_cuda_profile_start(void) {
+/* The ceiling the memory-bound ops are measured against: a 256 MiB device-to-device
+ * cudaMemcpy, timed with events over 5 copies after one warm-up, counting each byte read
+ * and written (so a kernel that reads one tensor and writes one of the same size is at
+ * 100% when it is as fast as the copy). Buffers come from cudaMalloc directly, not the
+ * caching allocator, so kiln's memory statistics do not see them. */
+static kn_status measure_copy(int device, double *gbs) {
+    const size_t n = (size_t)256 << 20;
+    void *a = nullptr, *b = nullptr;
+    float ms = 0;
+    KN_CUDA_TRY(cudaSetDevice(device));
+    KN_CUDA_TRY(cudaMalloc(&a, n));
+    cudaError_t e = cudaMalloc(&b, n);
+    if (e == cudaSuccess) e = cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice);
+    if (e == cudaSuccess) e = cudaEventRecord(prof.e0, 0);
+    for (int i = 0; i < 5 && e == cudaSuccess; i++) e = cudaMemcpyAsync(i % 2 ? a : b, i % 2 ? b : a, n, cudaMemcpyDeviceToDevice, 0);
+    if (e == cudaSuccess) e = cudaEventRecord(prof.e1, 0);
+    if (e == cudaSuccess) e = cudaEventSynchronize(prof.e1);
+    if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, prof.e0, prof.e1);
+    cudaFree(a);
+    if (b) cudaFree(b);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return kn_error(KN_ERR_DEVICE, "kn_cuda_profile_start: measuring the copy bandwidth of cuda:%d: %s", device,
+                        cudaGetErrorString(e));
+    }
+    *gbs = 5.0 * 2.0 * (double)n / ((double)ms * 1e6);
+    return KN_OK;
+}
+
+extern "C" kn_status kn_cuda_profile_start(int device) {
+    KN_TRY(kn_device_check("kn_cuda_profile_start", kn_device{KN_DEVICE_CUDA, device}));
     if (!prof.have_events) {
         KN_CUDA_TRY(cudaEventCreate(&prof.e0));
         cudaError_t e = cudaEventCreate(&prof.e1);
@@ -47,6 +81,8 @@ extern "C" kn_status kn_cuda_profile_start(void) {
         }
         prof.have_events = true;
     }
+    if (!prof.copy_gbs || prof.device != device) KN_TRY(measure_copy(device, &prof.copy_gbs));
+    prof.device = device;
     prof.n = 0;
     prof.on = true;
     return KN_OK;
@@ -108,23 +144,38 @@ static int by_ms(const void *a, const void *b) {
 }
 
 static void print_row(FILE *f, const prof_row *r, double total) {
-    char rate[32];
-    if (r->flops > 0) snprintf(rate, sizeof rate, "%8.0f GFLOP/s", r->flops / (r->ms * 1e6));
-    else snprintf(rate, sizeof rate, "%8.0f GB/s", r->bytes / (r->ms * 1e6));
+    char rate[48];
+    double gbs = r->bytes / (r->ms * 1e6);
+    if (r->flops > 0) snprintf(rate, sizeof rate, "%8.0f GFLOP/s       ", r->flops / (r->ms * 1e6));
+    else snprintf(rate, sizeof rate, "%8.0f GB/s (%3.0f%%)", gbs, 100.0 * gbs / prof.copy_gbs);
     fprintf(f, "  %9.3f  %5.1f%%  %6lld  %s  %s\n", r->ms, total > 0 ? 100.0 * r->ms / total : 0.0,
             (long long)r->calls, rate, r->key);
 }
 
-extern "C" kn_status kn_cuda_profile_report(FILE *f, double step_ms, int top) {
+/* One line per group: key, op, calls, ms, bytes, flops, GB/s, GFLOP/s, fraction of the
+ * copy bandwidth (memory-bound groups; 0 for matmul). */
+static void write_tsv(FILE *t) {
+    fprintf(t, "# kiln per-op profile; copy bandwidth %.1f GB/s (device-to-device, read + write)\n", prof.copy_gbs);
+    fprintf(t, "key\top\tcalls\tms\tbytes\tflops\tgbs\tgflops\tof_copy\n");
+    for (int i = 0; i < prof.n; i++) {
+        const prof_row *r = &prof.rows[i];
+        double gbs = r->ms > 0 ? r->bytes / (r->ms * 1e6) : 0, gf = r->ms > 0 ? r->flops / (r->ms * 1e6) : 0;
+        fprintf(t, "%s\t%s\t%lld\t%.6f\t%.0f\t%.0f\t%.3f\t%.3f\t%.4f\n", r->key, r->op, (long long)r->calls, r->ms,
+                r->bytes, r->flops, gbs, gf, r->flops > 0 ? 0.0 : gbs / prof.copy_gbs);
+    }
+}
+
+extern "C" kn_status kn_cuda_profile_report(FILE *f, FILE *tsv, double step_ms, int top) {
     if (!f) return kn_error(KN_ERR_ARG, "kn_cuda_profile_report: NULL file");
     if (!prof.on) return kn_error(KN_ERR_ARG, "kn_cuda_profile_report: no profile was started");
     prof.on = false;
     qsort(prof.rows, (size_t)prof.n, sizeof prof.rows[0], by_ms);
     double total = 0;
     for (int i = 0; i < prof.n; i++) total += prof.rows[i].ms;
-    fprintf(f, "per-op GPU time (%d groups, %.2f ms in ops%s):\n", prof.n, total,
-            prof.n == KNC_PROF_MAX ? "; the table filled up, later groups are missing" : "");
-    fprintf(f, "  %9s  %6s  %6s  %15s  %s\n", "ms", "share", "calls", "rate", "op operands");
+    if (tsv) write_tsv(tsv);
+    fprintf(f, "per-op GPU time (%d groups, %.2f ms in ops%s); measured copy bandwidth %.0f GB/s:\n", prof.n, total,
+            prof.n == KNC_PROF_MAX ? "; the table filled up, later groups are missing" : "", prof.copy_gbs);
+    fprintf(f, "  %9s  %6s  %6s  %22s  %s\n", "ms", "share", "calls", "rate (of copy bw)", "op operands");
     int shown = top > 0 && top < prof.n ? top : prof.n;
     for (int i = 0; i < shown; i++) print_row(f, &prof.rows[i], total);
     if (shown < prof.n) fprintf(f, "  ... %d smaller groups\n", prof.n - shown);

@@ -38,5 +38,6 @@ bad "--width" --width 30 --heads 4 --device cpu
 bad "--device" --device gpu
 bad "unknown option" --fast
 bad "needs a value" --batch
+bad "needs a value" --profile-out
 bad "--seed" --seed x1
 echo ok

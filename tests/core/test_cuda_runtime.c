@@ -4,6 +4,7 @@
  * caching allocator reaches a steady state with no cudaMalloc after the first step.
  * Without a GPU each test skips with one line. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kiln/cuda.h"
@@ -168,11 +169,13 @@ KN_TEST(cuda_runtime, gpu_runs_are_bitwise_deterministic) {
  * ops; the report ends the profile. Built without CUDA both calls are KN_ERR_UNSUPPORTED. */
 KN_TEST(cuda_runtime, per_op_profile_lists_the_ops_it_timed) {
     if (kn_device_backend_get(KN_DEVICE_CUDA) == NULL) {
-        KN_ASSERT_ERR(kn_cuda_profile_start(), KN_ERR_UNSUPPORTED);
-        KN_ASSERT_ERR(kn_cuda_profile_report(stdout, 0, 0), KN_ERR_UNSUPPORTED);
+        KN_ASSERT_ERR(kn_cuda_profile_start(0), KN_ERR_UNSUPPORTED);
+        KN_ASSERT_ERR(kn_cuda_profile_report(stdout, NULL, 0, 0), KN_ERR_UNSUPPORTED);
         return;
     }
-    KN_ASSERT_ERR(kn_cuda_profile_report(stdout, 0, 0), KN_ERR_ARG);
+    KN_ASSERT_ERR(kn_cuda_profile_report(stdout, NULL, 0, 0), KN_ERR_ARG);
+    KN_ASSERT_ERR(kn_cuda_profile_start(-1), KN_ERR_ARG);
+    if (kn_device_count(KN_DEVICE_CUDA) == 0) KN_ASSERT_ERR(kn_cuda_profile_start(0), KN_ERR_DEVICE);
     SKIP_WITHOUT_GPU();
     irt_model m;
     irt_model_init(&m, KN_DT_F32, 5);
@@ -180,21 +183,39 @@ KN_TEST(cuda_runtime, per_op_profile_lists_the_ops_it_timed) {
     kn_interp *it = NULL;
     KN_ASSERT_OK(kn_interp_new(&it, g));
     bind_on(it, &m, CUDA0);
-    KN_ASSERT_OK(kn_cuda_profile_start());
+    KN_ASSERT_OK(kn_cuda_profile_start(0));
     KN_ASSERT_OK(kn_interp_run(it));
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    cr_assert_not_null(f);
-    KN_ASSERT_OK(kn_cuda_profile_report(f, 1000.0, 5));
+    char *text = NULL, *tsv = NULL;
+    size_t len = 0, tlen = 0;
+    FILE *f = open_memstream(&text, &len), *t = open_memstream(&tsv, &tlen);
+    cr_assert(f && t);
+    KN_ASSERT_OK(kn_cuda_profile_report(f, t, 1000.0, 5));
     fclose(f);
+    fclose(t);
+    /* the TSV: a comment with the bandwidth, a header, then 9 fields per group */
+    cr_assert(!strncmp(tsv, "# kiln per-op profile; copy bandwidth ", 38), "%s", tsv);
+    double bw = atof(tsv + 38);
+    cr_assert(bw > 10 && bw < 100000, "copy bandwidth %g GB/s", bw);
+    char *line = strchr(tsv, '\n') + 1;
+    cr_assert(!strncmp(line, "key\top\tcalls\tms\tbytes\tflops\tgbs\tgflops\tof_copy\n", 52), "%s", line);
+    int groups = 0, matmuls = 0;
+    for (line = strchr(line, '\n') + 1; *line; line = strchr(line, '\n') + 1) {
+        int tabs = 0;
+        for (char *c = line; *c != '\n'; c++) tabs += *c == '\t';
+        cr_assert_eq(tabs, 8, "%.80s", line);
+        matmuls += !strncmp(line, "matmul ", 7);
+        groups++;
+    }
+    cr_assert(groups > 5 && matmuls > 0, "%d groups, %d matmul", groups, matmuls);
+    free(tsv);
     cr_assert_not_null(strstr(text, "per-op GPU time ("), "%s", text);
+    cr_assert_not_null(strstr(text, "measured copy bandwidth "), "%s", text);
     cr_assert_not_null(strstr(text, "per op:\n"), "%s", text);
     cr_assert_not_null(strstr(text, " matmul"), "%s", text);
     cr_assert_not_null(strstr(text, "smaller groups"), "top 5 of more groups: %s", text);
     cr_assert_not_null(strstr(text, "outside ops: "), "%s", text);
     free(text);
-    KN_ASSERT_ERR(kn_cuda_profile_report(stdout, 0, 0), KN_ERR_ARG); /* ended */
+    KN_ASSERT_ERR(kn_cuda_profile_report(stdout, NULL, 0, 0), KN_ERR_ARG); /* ended */
     kn_interp_free(it);
     kn_graph_free(g);
     irt_model_free(&m);

@@ -86,10 +86,13 @@ kn_status kn_cuda_timer_stop(kn_cuda_timer *t, double *ms);
  * (the host no longer runs ahead). Ops are grouped by op, operand shapes and (for matmul)
  * transposes. report prints the groups by total time, the top `top` of them (0: all),
  * each with calls, ms, share of the profiled time, and GB/s or GFLOP/s from the bytes read
- * and written and the matmul flops; then the sum per op; then, when step_ms > 0, how much
- * of step_ms ran outside any op (copies, optimizer, host waits). It ends the profile. */
-kn_status kn_cuda_profile_start(void);
-kn_status kn_cuda_profile_report(FILE *f, double step_ms, int top);
+ * and written and the matmul flops, and the GB/s as a share of the device's copy bandwidth
+ * (measured by start on `device`: a device-to-device copy, bytes read + written); then the
+ * sum per op; then, when step_ms > 0, how much of step_ms ran outside any op (copies,
+ * optimizer, host waits). When tsv is not NULL it also gets one tab-separated line per
+ * group (plots/profile.sh plots them). It ends the profile. */
+kn_status kn_cuda_profile_start(int device);
+kn_status kn_cuda_profile_report(FILE *f, FILE *tsv, double step_ms, int top);
 
 #ifdef __cplusplus
 }
