@@ -50,3 +50,9 @@ TEST_STEPS += test-step-bench-cli
 test-step-bench-cli:
 	@$(MAKE) --no-print-directory $(KILN) IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) bench-cli bash tests/core/test_cli_bench.sh $(BUILD)/$(DEFAULT_IMPL)/kiln
+
+# plots/profile.sh on the H100 profile kept under plots/results, in `make test`.
+TEST_STEPS += test-step-profile-plot
+.PHONY: test-step-profile-plot
+test-step-profile-plot:
+	@bash tests/harness/record.sh $(ALL_RESULTS) profile-plot bash tests/core/test_plot_profile.sh
