@@ -218,9 +218,10 @@ static kn_status device_step(kn_trainer *t, const int32_t *x, const int32_t *y, 
     double l, norm;
     KN_TRY(load_batch_device(t, x, y));
     KN_TRY(kn_interp_run(t->it));
-    KN_TRY(output_item(kn_interp_output(t->it, 0), &l));
+    /* queue the gradient copies before reading the loss, which waits for the GPU */
     for (int i = 0; i < p->count; i++)
         KN_TRY(grad_into_slab(t, kn_interp_output(t->it, 1 + i), p->info[i].offset, p->info[i].numel, i));
+    KN_TRY(output_item(kn_interp_output(t->it, 0), &l));
     KN_TRY(kn_cuda_clip_grad_norm(t->dev.index, kn_tensor_data(t->dgrad), p->n, t->clip, &norm));
     if (!isfinite(l) || !isfinite(norm))
         return kn_error(KN_ERR_ARG, "kn_trainer_step: loss %g, gradient norm %g at optimizer step %lld (diverged: "
