@@ -1,9 +1,10 @@
 /* cuda_reduce.cu — the CUDA kernels that reduce: sum/mean/max over axes, softmax and
- * log_softmax (+ backward), layernorm / normalize (+ dx), cross_entropy (+ backward).
+ * log_softmax (+ backward). (layernorm, normalize and cross_entropy, which also make
+ * statistics of rows, live in cuda_norm.cu.)
  *
  * Layout: like the CPU, every op sees its operand as [outer, n, inner] around the reduced
  * axis (or as rows of the last axis). When inner == 1 (the reduced elements are adjacent:
- * softmax over the last axis, layernorm, a reduction over trailing axes) one block of 256
+ * softmax over the last axis, a reduction over trailing axes) one block of 256
  * threads owns a row: each thread sums a fixed, strided subset, then knc_block_sum adds the
  * partials with warp shuffles in a fixed tree (a sum/mean/max over rows of at most 1024
  * elements gives a warp a row instead). Otherwise the reduced axis has a stride: a
@@ -16,10 +17,9 @@
  * partials in a second pass (see red_chunks).
  * Either way each output is one fixed sequence of operations: deterministic.
  *
- * Precision follows the CPU template: sums, statistics and log-sum-exps accumulate in
- * double; the per-element arithmetic is done in the operand's type. The max of softmax
- * and cross_entropy skips NaN (a `>` comparison, as on the CPU); the max reduction lets
- * NaN win. Reductions over axes that are not one adjacent block are first moved to the end
+ * Precision follows the CPU template: sums and softmax's sum of exponentials
+ * accumulate in double; the per-element arithmetic is done in the operand's type. The max
+ * of softmax skips NaN (a `>` comparison, as on the CPU); the max reduction lets NaN win. Reductions over axes that are not one adjacent block are first moved to the end
  * by a strided copy. */
 #include "runtime/cuda_impl.h"
 
@@ -379,196 +379,3 @@ static kn_status softmax_any(const kn_node *n, const kn_tensor *const *in, kn_te
 
 KNC_KERNEL(knc_softmax) { return softmax_any(n, in, out, false); }
 KNC_KERNEL(knc_softmax_bwd) { return softmax_any(n, in, out, true); }
-
-/* ---------------------------------------------------------------- layernorm */
-
-/* Mean and 1/sqrt(var + eps) of a row, two passes in double (row_stats of the CPU). */
-template <typename T>
-__device__ inline void knc_row_stats(const T *x, int64_t c, double eps, double *sh, T *mean, T *rstd) {
-    double m = 0, v = 0;
-    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) m += x[j];
-    m = knc_block_sum(m, sh) / (double)c;
-    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) { double d = x[j] - m; v += d * d; }
-    v = knc_block_sum(v, sh) / (double)c;
-    *mean = (T)m;
-    *rstd = (T)(1.0 / sqrt(v + eps));
-}
-
-template <typename T>
-__global__ void knc_layernorm_rows(const T *x, const T *w, const T *b, T *y, int64_t c, double eps) {
-    __shared__ double sh[32];
-    const T *xr = x + blockIdx.x * c;
-    T *yr = y + blockIdx.x * c, mean, rstd;
-    knc_row_stats(xr, c, eps, sh, &mean, &rstd);
-    for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
-        yr[j] = w ? (xr[j] - mean) * rstd * w[j] + b[j] : (xr[j] - mean) * rstd;
-}
-
-template <typename T>
-__global__ void knc_layernorm_dx_rows(const T *dy, const T *x, const T *w, T *dx, int64_t c, double eps) {
-    __shared__ double sh[32];
-    const T *xr = x + blockIdx.x * c, *gr = dy + blockIdx.x * c;
-    T *dr = dx + blockIdx.x * c, mean, rstd;
-    knc_row_stats(xr, c, eps, sh, &mean, &rstd);
-    double sg = 0, sgx = 0;
-    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
-        T g = gr[j] * w[j], xh = (xr[j] - mean) * rstd;
-        sg += g;
-        sgx += (double)g * xh;
-    }
-    sg = knc_block_sum(sg, sh);
-    sgx = knc_block_sum(sgx, sh);
-    T mg = (T)(sg / (double)c), mgx = (T)(sgx / (double)c);
-    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
-        T g = gr[j] * w[j], xh = (xr[j] - mean) * rstd;
-        dr[j] = rstd * (g - mg - xh * mgx);
-    }
-}
-
-/* which: 0 layernorm, 1 normalize, 2 layernorm_dx. */
-template <typename T>
-static kn_status norm_launch(const kn_node *n, const kn_tensor *const *in, kn_tensor *out, int which) {
-    int64_t c = n->type.shape[n->type.ndim - 1], rows = c ? kn_type_numel(&n->type) / c : 0;
-    if (rows == 0) return KN_OK;
-    const T *a = (const T *)kn_tensor_data(in[0]);
-    T *y = (T *)kn_tensor_data(out);
-    if (which == 2)
-        knc_layernorm_dx_rows<T><<<row_blocks(rows), KNC_THREADS>>>(a, (const T *)kn_tensor_data(in[1]), (const T *)kn_tensor_data(in[2]),
-                                                                     y, c, n->attrs.eps);
-    else
-        knc_layernorm_rows<T><<<row_blocks(rows), KNC_THREADS>>>(a, which ? nullptr : (const T *)kn_tensor_data(in[1]),
-                                                                  which ? nullptr : (const T *)kn_tensor_data(in[2]), y, c, n->attrs.eps);
-    KNC_LAUNCHED(knc_layernorm);
-    return KN_OK;
-}
-
-static kn_status norm_any(const kn_node *n, const kn_tensor *const *in, kn_tensor **out, int which) {
-    kn_dtype dt = n->type.dtype;
-    if (!is_float(dt)) return knc_unsupported(n, dt);
-    KN_TRY(knc_new_out(n, knc_dev(in), out));
-    kn_status st = dt == KN_DT_F32 ? norm_launch<float>(n, in, *out, which) : norm_launch<double>(n, in, *out, which);
-    if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
-    return st;
-}
-
-KNC_KERNEL(knc_layernorm) { return norm_any(n, in, out, 0); }
-KNC_KERNEL(knc_normalize) { return norm_any(n, in, out, 1); }
-KNC_KERNEL(knc_layernorm_dx) { return norm_any(n, in, out, 2); }
-
-/* ---------------------------------------------------------------- cross_entropy */
-
-/* log(sum(exp(row - max))) + max in double, max skipping NaN; all threads get it. */
-template <typename T>
-__device__ inline double knc_row_lse(const T *row, int64_t v, double *sh) {
-    double m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < v; j += blockDim.x) m = fmax(m, (double)row[j]);
-    for (int o = 16; o > 0; o >>= 1) m = fmax(m, __shfl_down_sync(0xffffffffu, m, o));
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    __syncthreads();
-    if (lane == 0) sh[w] = m;
-    __syncthreads();
-    if (w == 0) {
-        m = lane < nw ? sh[lane] : -INFINITY;
-        for (int o = 16; o > 0; o >>= 1) m = fmax(m, __shfl_down_sync(0xffffffffu, m, o));
-        if (lane == 0) sh[0] = m;
-    }
-    __syncthreads();
-    T mx = (T)sh[0];
-    double s = 0;
-    for (int64_t j = threadIdx.x; j < v; j += blockDim.x) s += knc_exp(row[j] - mx);
-    s = knc_block_sum(s, sh);
-    return log(s) + (double)mx;
-}
-
-__device__ inline int64_t knc_target(const void *t, bool i32, int64_t r) {
-    return i32 ? (int64_t)((const int32_t *)t)[r] : ((const int64_t *)t)[r];
-}
-
-template <typename T>
-__global__ void knc_ce_rows(const T *logits, const void *t, bool i32, int64_t v, double *term) {
-    __shared__ double sh[32];
-    const T *row = logits + blockIdx.x * v;
-    double lse = knc_row_lse(row, v, sh);
-    if (threadIdx.x == 0) term[blockIdx.x] = lse - (double)row[knc_target(t, i32, blockIdx.x)];
-}
-
-template <typename T>
-__global__ void knc_ce_total(const double *term, int64_t rows, T *loss) {
-    __shared__ double sh[32];
-    double s = 0;
-    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) s += term[r];
-    s = knc_block_sum(s, sh);
-    if (threadIdx.x == 0) *loss = (T)(rows > 0 ? s / (double)rows : 0.0);
-}
-
-template <typename T>
-__global__ void knc_ce_bwd_rows(const T *dloss, const T *logits, const void *t, bool i32, int64_t rows, int64_t v, T *dlogits) {
-    __shared__ double sh[32];
-    const T *row = logits + blockIdx.x * v;
-    T *dr = dlogits + blockIdx.x * v;
-    T scale = (T)((double)*dloss / (double)rows);
-    T lse = (T)knc_row_lse(row, v, sh);
-    int64_t tg = knc_target(t, i32, blockIdx.x);
-    for (int64_t j = threadIdx.x; j < v; j += blockDim.x) {
-        T g = knc_exp(row[j] - lse) * scale;
-        dr[j] = j == tg ? g - scale : g;
-    }
-}
-
-/* Targets checked on the host (KN_ERR_ARG naming the first bad one, as the CPU does). */
-static kn_status check_targets(const kn_node *n, const kn_tensor *t, int64_t v) {
-    int64_t *h = NULL, cnt = kn_tensor_numel(t);
-    KN_TRY(knc_indices_to_host(t, &h));
-    kn_status st = KN_OK;
-    for (int64_t i = 0; i < cnt; i++)
-        if (h[i] < 0 || h[i] >= v) {
-            st = kn_error(KN_ERR_ARG, "%s: index %lld at position %lld is outside [0, %lld)", kn_op_name(n->op),
-                          (long long)h[i], (long long)i, (long long)v);
-            break;
-        }
-    kn_free(h);
-    return st;
-}
-
-template <typename T>
-static kn_status ce_launch(const kn_tensor *const *in, kn_tensor *out, bool bwd) {
-    const kn_tensor *lg = bwd ? in[1] : in[0], *t = bwd ? in[2] : in[1];
-    int64_t v = lg->shape[lg->ndim - 1], rows = kn_tensor_numel(t);
-    bool i32 = t->dtype == KN_DT_I32;
-    if (bwd) {
-        if (rows * v == 0) return KN_OK;
-        knc_ce_bwd_rows<T><<<row_blocks(rows), KNC_THREADS>>>((const T *)kn_tensor_data(in[0]), (const T *)kn_tensor_data(lg),
-                                                              kn_tensor_data(t), i32, rows, v, (T *)kn_tensor_data(out));
-        KNC_LAUNCHED(knc_ce_bwd_rows);
-        return KN_OK;
-    }
-    kn_tensor *term = NULL;
-    int64_t tshape[1] = {rows};
-    KN_TRY(kn_tensor_empty_on(&term, knc_dev(in), KN_DT_F64, 1, tshape));
-    kn_status st = KN_OK;
-    if (rows > 0) {
-        knc_ce_rows<T><<<row_blocks(rows), KNC_THREADS>>>((const T *)kn_tensor_data(lg), kn_tensor_data(t), i32, v,
-                                                           (double *)kn_tensor_data(term));
-        st = knc_check_launch("knc_ce_rows", __FILE__, __LINE__);
-    }
-    if (st == KN_OK) {
-        knc_ce_total<T><<<1, KNC_THREADS>>>((const double *)kn_tensor_data(term), rows, (T *)kn_tensor_data(out));
-        st = knc_check_launch("knc_ce_total", __FILE__, __LINE__);
-    }
-    kn_tensor_free(term);
-    return st;
-}
-
-static kn_status ce_any(const kn_node *n, const kn_tensor *const *in, kn_tensor **out, bool bwd) {
-    const kn_tensor *lg = bwd ? in[1] : in[0], *t = bwd ? in[2] : in[1];
-    if (!is_float(lg->dtype)) return knc_unsupported(n, lg->dtype);
-    if (bwd && in[0]->dtype != lg->dtype) return knc_unsupported(n, in[0]->dtype);
-    KN_TRY(check_targets(n, t, lg->shape[lg->ndim - 1]));
-    KN_TRY(knc_new_out(n, knc_dev(in), out));
-    kn_status st = lg->dtype == KN_DT_F32 ? ce_launch<float>(in, *out, bwd) : ce_launch<double>(in, *out, bwd);
-    if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
-    return st;
-}
-
-KNC_KERNEL(knc_cross_entropy) { return ce_any(n, in, out, false); }
-KNC_KERNEL(knc_cross_entropy_bwd) { return ce_any(n, in, out, true); }

@@ -1,0 +1,478 @@
+/* cuda_norm.cu — the CUDA kernels of the row ops: layernorm and normalize (+ dx), and
+ * cross_entropy (+ backward). Each reads whole rows of the last axis, makes statistics of
+ * the row, then writes it; the work is memory bound, so the design goal is to read every
+ * input byte from global memory once (twice for the cross-entropy gradient) and to keep
+ * enough loads in flight to run at the copy bandwidth.
+ *
+ * Layernorm, rows of c <= 1024 (the GPT has c = 768): a warp per row, KNC_NORM_WARPS rows
+ * per block. Lane l keeps the row's elements l, l + 32, l + 64, ... in registers, an array
+ * of K values where K (1, 2, 4, 8, 16, 24 or 32: the smallest with 32 * K >= c) is a
+ * template parameter, so the loops unroll and the array never touches memory. The row is
+ * loaded once (x, and dy for the gradient; each warp load is 128 adjacent bytes), then
+ * statistics are made from the registers in passes: the sum (mean = sum / c), then the sum
+ * of (x - mean)^2 (var = sum / c), both in double like the CPU's row_stats, then for the
+ * gradient the sums of g = dy * w and g * xhat, then the output is written. A pass's lane
+ * partials meet in a butterfly of __shfl_xor_sync: lanes l and l ^ o add the same two
+ * numbers (in either order, which IEEE addition does not mind), so every lane ends with
+ * the same bits and no broadcast is needed. Longer rows keep a block of 256 threads per
+ * row, statistics through knc_block_sum, the row read from global memory in every pass.
+ *
+ * Cross entropy: a block per row (v = 50304 for the GPT). The statistics of a row are its
+ * max m and s = sum(exp(x - m)); both come from ONE pass by keeping a running pair per
+ * thread: when an element exceeds m, s is rescaled by exp(m_old - m_new). The pairs meet
+ * in a fixed tree (warp shuffles, then the warps' pairs by warp 0), merged as m = max(m1,
+ * m2), s = s1 * exp(m1 - m) + s2 * exp(m2 - m), and lse = log(s) + m. The forward then needs
+ * no second pass (term = lse - row[target]); the backward reads the row a second time to
+ * write softmax - onehot, scaled. Threads take the row in groups of 16 bytes (4 floats or
+ * 2 doubles): thread t groups t, t + 256, ... (two in flight), read with one 16-byte load
+ * when the rows are 16-byte aligned (v a multiple of the group and the base aligned), else
+ * element by element (the same groups in the same order, so both compute the same
+ * sums).
+ *
+ * Numerics follow core/tensor/kernels_train.inc: statistics and sums in double, the
+ * per-element formulas in the operand type (layernorm (x - mean) * rstd * w + b; each
+ * exp(x - m) of the log-sum-exp, added to a double; the gradient exp(x - lse) * scale). The max skips NaN (a `>` comparison), a NaN element makes
+ * the sum NaN, and a row with no element above -inf (all -inf or NaN) has lse NaN, as the
+ * CPU's exp(-inf - -inf) makes it; a -inf element otherwise adds exactly 0, and the merge
+ * never subtracts two equal infinities (equal maxima get the factor 1). Every output is
+ * one fixed sequence of operations for a given shape: deterministic, run after run. */
+#include "runtime/cuda_impl.h"
+
+/* Blocks for one block per row (rows fit in a grid's x dimension: < 2^31). */
+static inline unsigned row_blocks(int64_t rows) { return (unsigned)(rows > 0 ? rows : 1); }
+
+static bool is_float(kn_dtype dt) { return dt == KN_DT_F32 || dt == KN_DT_F64; }
+
+/* ---------------------------------------------------------------- layernorm, a warp per row */
+
+#define KNC_NORM_WARPS 4     /* rows (warps) per block of the warp kernels */
+#define KNC_NORM_WARP_ROW 1024 /* longest row of the warp kernels: 32 lanes x 32 values */
+
+/* a and b summed over the warp in a butterfly; every lane returns the same bits. */
+__device__ inline void knc_warp_allsum2(double &a, double &b) {
+    for (int o = 16; o > 0; o >>= 1) {
+        double a2 = __shfl_xor_sync(0xffffffffu, a, o), b2 = __shfl_xor_sync(0xffffffffu, b, o);
+        a += a2;
+        b += b2;
+    }
+}
+
+__device__ inline double knc_warp_allsum(double a) {
+    for (int o = 16; o > 0; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
+    return a;
+}
+
+/* Mean and 1/sqrt(var + eps) of the row whose element lane + 32 k is x[k] (k < K, where
+ * lane + 32 k < c), two passes over the registers in double (row_stats of the CPU). */
+template <typename T, int K>
+__device__ inline void knc_warp_stats(const T (&x)[K], int lane, int c, double eps, T *mean, T *rstd) {
+    double s = 0, q = 0;
+#pragma unroll
+    for (int k = 0; k < K; k++)
+        if (lane + 32 * k < c) s += (double)x[k];
+    double m = knc_warp_allsum(s) / (double)c;
+#pragma unroll
+    for (int k = 0; k < K; k++)
+        if (lane + 32 * k < c) {
+            double d = (double)x[k] - m;
+            q += d * d;
+        }
+    double var = knc_warp_allsum(q) / (double)c;
+    *mean = (T)m;
+    *rstd = (T)(1.0 / sqrt(var + eps));
+}
+
+/* y = (x - mean) * rstd * w + b (w == NULL: normalize, no affine) for rows of c <= 32 K;
+ * warp (threadIdx.x / 32) of block b owns row b * KNC_NORM_WARPS + warp. A warp past the
+ * last row leaves whole, so the shuffles always see all 32 lanes. */
+template <typename T, int K>
+__global__ void __launch_bounds__(32 * KNC_NORM_WARPS)
+    knc_layernorm_warp(const T *__restrict__ x, const T *__restrict__ w, const T *__restrict__ b, T *__restrict__ y,
+                       int64_t rows, int c, double eps) {
+    int lane = threadIdx.x & 31;
+    int64_t row = (int64_t)blockIdx.x * KNC_NORM_WARPS + (threadIdx.x >> 5);
+    if (row >= rows) return;
+    const T *xr = x + row * c;
+    T *yr = y + row * c, v[K], mean, rstd;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        int j = lane + 32 * k;
+        v[k] = j < c ? xr[j] : (T)0;
+    }
+    knc_warp_stats<T, K>(v, lane, c, eps, &mean, &rstd);
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        int j = lane + 32 * k;
+        if (j < c) yr[j] = w ? (v[k] - mean) * rstd * w[j] + b[j] : (v[k] - mean) * rstd;
+    }
+}
+
+/* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w, xhat = (x - mean) * rstd,
+ * for rows of c <= 32 K, a warp per row as above. g and xhat replace dy and x in the
+ * registers (the same values the CPU recomputes in its last loop). */
+template <typename T, int K>
+__global__ void __launch_bounds__(32 * KNC_NORM_WARPS)
+    knc_layernorm_dx_warp(const T *__restrict__ dy, const T *__restrict__ x, const T *__restrict__ w,
+                          T *__restrict__ dx, int64_t rows, int c, double eps) {
+    int lane = threadIdx.x & 31;
+    int64_t row = (int64_t)blockIdx.x * KNC_NORM_WARPS + (threadIdx.x >> 5);
+    if (row >= rows) return;
+    const T *xr = x + row * c, *gr = dy + row * c;
+    T *dr = dx + row * c, xv[K], g[K], mean, rstd;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        int j = lane + 32 * k;
+        xv[k] = j < c ? xr[j] : (T)0;
+        g[k] = j < c ? gr[j] : (T)0;
+    }
+    knc_warp_stats<T, K>(xv, lane, c, eps, &mean, &rstd);
+    double sg = 0, sgx = 0;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        int j = lane + 32 * k;
+        if (j < c) {
+            g[k] = g[k] * w[j];
+            xv[k] = (xv[k] - mean) * rstd;
+            sg += g[k];
+            sgx += (double)g[k] * xv[k];
+        }
+    }
+    knc_warp_allsum2(sg, sgx);
+    T mg = (T)(sg / (double)c), mgx = (T)(sgx / (double)c);
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        int j = lane + 32 * k;
+        if (j < c) dr[j] = rstd * (g[k] - mg - xv[k] * mgx);
+    }
+}
+
+/* which: 0 layernorm (a = x, b1 = w, b2 = b), 1 normalize (a = x), 2 layernorm_dx (a = dy,
+ * b1 = x, b2 = w); rows > 0, c <= 32 K. */
+template <typename T, int K>
+static kn_status norm_warp_launch(int which, const T *a, const T *b1, const T *b2, T *y, int64_t rows, int c, double eps) {
+    unsigned g = (unsigned)((rows + KNC_NORM_WARPS - 1) / KNC_NORM_WARPS);
+    if (which == 2) knc_layernorm_dx_warp<T, K><<<g, 32 * KNC_NORM_WARPS>>>(a, b1, b2, y, rows, c, eps);
+    else knc_layernorm_warp<T, K><<<g, 32 * KNC_NORM_WARPS>>>(a, b1, b2, y, rows, c, eps);
+    KNC_LAUNCHED(knc_layernorm_warp);
+    return KN_OK;
+}
+
+/* ---------------------------------------------------------------- layernorm, a block per row */
+
+/* Mean and 1/sqrt(var + eps) of a row, two passes in double (row_stats of the CPU). */
+template <typename T>
+__device__ inline void knc_row_stats(const T *x, int64_t c, double eps, double *sh, T *mean, T *rstd) {
+    double m = 0, v = 0;
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) m += x[j];
+    m = knc_block_sum(m, sh) / (double)c;
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) { double d = x[j] - m; v += d * d; }
+    v = knc_block_sum(v, sh) / (double)c;
+    *mean = (T)m;
+    *rstd = (T)(1.0 / sqrt(v + eps));
+}
+
+template <typename T>
+__global__ void knc_layernorm_rows(const T *x, const T *w, const T *b, T *y, int64_t c, double eps) {
+    __shared__ double sh[32];
+    const T *xr = x + blockIdx.x * c;
+    T *yr = y + blockIdx.x * c, mean, rstd;
+    knc_row_stats(xr, c, eps, sh, &mean, &rstd);
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
+        yr[j] = w ? (xr[j] - mean) * rstd * w[j] + b[j] : (xr[j] - mean) * rstd;
+}
+
+template <typename T>
+__global__ void knc_layernorm_dx_rows(const T *dy, const T *x, const T *w, T *dx, int64_t c, double eps) {
+    __shared__ double sh[32];
+    const T *xr = x + blockIdx.x * c, *gr = dy + blockIdx.x * c;
+    T *dr = dx + blockIdx.x * c, mean, rstd;
+    knc_row_stats(xr, c, eps, sh, &mean, &rstd);
+    double sg = 0, sgx = 0;
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+        T g = gr[j] * w[j], xh = (xr[j] - mean) * rstd;
+        sg += g;
+        sgx += (double)g * xh;
+    }
+    sg = knc_block_sum(sg, sh);
+    sgx = knc_block_sum(sgx, sh);
+    T mg = (T)(sg / (double)c), mgx = (T)(sgx / (double)c);
+    for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
+        T g = gr[j] * w[j], xh = (xr[j] - mean) * rstd;
+        dr[j] = rstd * (g - mg - xh * mgx);
+    }
+}
+
+/* which: 0 layernorm, 1 normalize, 2 layernorm_dx. Rows of at most KNC_NORM_WARP_ROW
+ * elements go to the warp kernels with the smallest K that holds them. */
+template <typename T>
+static kn_status norm_launch(const kn_node *n, const kn_tensor *const *in, kn_tensor *out, int which) {
+    int64_t c = n->type.shape[n->type.ndim - 1], rows = c ? kn_type_numel(&n->type) / c : 0;
+    if (rows == 0) return KN_OK;
+    const T *a = (const T *)kn_tensor_data(in[0]);
+    const T *b1 = which == 1 ? nullptr : (const T *)kn_tensor_data(in[1]);
+    const T *b2 = which == 1 ? nullptr : (const T *)kn_tensor_data(in[2]);
+    T *y = (T *)kn_tensor_data(out);
+    double eps = n->attrs.eps;
+    if (c <= KNC_NORM_WARP_ROW) {
+        int ci = (int)c;
+        if (c <= 32) return norm_warp_launch<T, 1>(which, a, b1, b2, y, rows, ci, eps);
+        if (c <= 64) return norm_warp_launch<T, 2>(which, a, b1, b2, y, rows, ci, eps);
+        if (c <= 128) return norm_warp_launch<T, 4>(which, a, b1, b2, y, rows, ci, eps);
+        if (c <= 256) return norm_warp_launch<T, 8>(which, a, b1, b2, y, rows, ci, eps);
+        if (c <= 512) return norm_warp_launch<T, 16>(which, a, b1, b2, y, rows, ci, eps);
+        if (c <= 768) return norm_warp_launch<T, 24>(which, a, b1, b2, y, rows, ci, eps);
+        return norm_warp_launch<T, 32>(which, a, b1, b2, y, rows, ci, eps);
+    }
+    if (which == 2) knc_layernorm_dx_rows<T><<<row_blocks(rows), KNC_THREADS>>>(a, b1, b2, y, c, eps);
+    else knc_layernorm_rows<T><<<row_blocks(rows), KNC_THREADS>>>(a, b1, b2, y, c, eps);
+    KNC_LAUNCHED(knc_layernorm_rows);
+    return KN_OK;
+}
+
+static kn_status norm_any(const kn_node *n, const kn_tensor *const *in, kn_tensor **out, int which) {
+    kn_dtype dt = n->type.dtype;
+    if (!is_float(dt)) return knc_unsupported(n, dt);
+    KN_TRY(knc_new_out(n, knc_dev(in), out));
+    kn_status st = dt == KN_DT_F32 ? norm_launch<float>(n, in, *out, which) : norm_launch<double>(n, in, *out, which);
+    if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
+    return st;
+}
+
+KNC_KERNEL(knc_layernorm) { return norm_any(n, in, out, 0); }
+KNC_KERNEL(knc_normalize) { return norm_any(n, in, out, 1); }
+KNC_KERNEL(knc_layernorm_dx) { return norm_any(n, in, out, 2); }
+
+/* ---------------------------------------------------------------- cross_entropy */
+
+/* A row is read in groups of KNC_CE_V(T) elements (16 bytes): group g is elements
+ * [g V, g V + V) clipped to the row. */
+#define KNC_CE_V(T) ((int)(16 / sizeof(T)))
+
+/* Group g of a row of v elements: one 16-byte load (VEC: v % V == 0, row 16-byte aligned),
+ * else element by element with -inf past the end (-inf adds nothing to the statistics). */
+template <typename T, bool VEC>
+__device__ inline knc_pack<T, KNC_CE_V(T)> knc_ce_load(const T *row, int64_t g, int64_t v) {
+    constexpr int V = KNC_CE_V(T);
+    knc_pack<T, V> p;
+    if constexpr (VEC) {
+        p = *(const knc_pack<T, V> *)(row + g * V);
+    } else {
+#pragma unroll
+        for (int i = 0; i < V; i++) p.v[i] = g * V + i < v ? row[g * V + i] : (T)-INFINITY;
+    }
+    return p;
+}
+
+/* Fold a group into a thread's running pair: m, the max of the elements seen (NaN never
+ * wins a `>`), and s, the sum of exp(x - m) over them, in double. m first rises to the
+ * group's max (s rescaled by exp(m_old - m_new), never inf - inf: m_new > m_old), so every
+ * x - m <= 0 and no exp overflows. A -inf element adds exactly 0 (exp(-inf - m) for every
+ * m > -inf; m == -inf at the end is settled by knc_block_lse); NaN makes s NaN; an element
+ * +inf makes m = +inf and adds exp(inf - inf) = NaN, as on the CPU. */
+template <typename T>
+__device__ inline void knc_lse_fold(const knc_pack<T, KNC_CE_V(T)> &p, T &m, double &s) {
+    constexpr int V = KNC_CE_V(T);
+    T pm = m;
+#pragma unroll
+    for (int i = 0; i < V; i++)
+        if (p.v[i] > pm) pm = p.v[i];
+    if (pm > m) {
+        s *= exp((double)m - (double)pm);
+        m = pm;
+    }
+#pragma unroll
+    for (int i = 0; i < V; i++) s += p.v[i] == (T)-INFINITY ? 0.0 : (double)knc_exp(p.v[i] - m);
+}
+
+/* The running pair of thread threadIdx.x over its groups threadIdx.x, + blockDim.x, ...
+ * of a row of v elements, two groups in flight, in group order. */
+template <typename T, bool VEC>
+__device__ inline void knc_lse_scan(const T *row, int64_t v, T &m, double &s) {
+    int64_t ng = (v + KNC_CE_V(T) - 1) / KNC_CE_V(T), step = blockDim.x, g = threadIdx.x;
+    m = (T)-INFINITY;
+    s = 0;
+    for (; g + step < ng; g += 2 * step) {
+        knc_pack<T, KNC_CE_V(T)> a = knc_ce_load<T, VEC>(row, g, v), b = knc_ce_load<T, VEC>(row, g + step, v);
+        knc_lse_fold<T>(a, m, s);
+        knc_lse_fold<T>(b, m, s);
+    }
+    if (g < ng) knc_lse_fold<T>(knc_ce_load<T, VEC>(row, g, v), m, s);
+}
+
+/* (m, s) += (m2, s2): the max, and both sums taken to it; equal maxima (two -inf, two
+ * +inf) take the factor 1 rather than exp(inf - inf). m and m2 are never NaN. */
+__device__ inline void knc_lse_merge(double &m, double &s, double m2, double s2) {
+    double mm = m2 > m ? m2 : m;
+    s = (m == mm ? s : s * exp(m - mm)) + (m2 == mm ? s2 : s2 * exp(m2 - mm));
+    m = mm;
+}
+
+/* The row's log(sum(exp(x - max))) + max from every thread's pair: shuffles within each
+ * warp, then warp 0 merges the warps' pairs, always in the same tree. NaN when the max is
+ * -inf (no element above -inf), as on the CPU. Every thread of the block calls it once;
+ * all get the result. */
+__device__ inline double knc_block_lse(double m, double s, double *shm, double *shs) {
+    for (int o = 16; o > 0; o >>= 1) {
+        double m2 = __shfl_down_sync(0xffffffffu, m, o), s2 = __shfl_down_sync(0xffffffffu, s, o);
+        knc_lse_merge(m, s, m2, s2);
+    }
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    if (lane == 0) {
+        shm[w] = m;
+        shs[w] = s;
+    }
+    __syncthreads();
+    if (w == 0) {
+        m = lane < nw ? shm[lane] : -INFINITY;
+        s = lane < nw ? shs[lane] : 0.0;
+        for (int o = 16; o > 0; o >>= 1) {
+            double m2 = __shfl_down_sync(0xffffffffu, m, o), s2 = __shfl_down_sync(0xffffffffu, s, o);
+            knc_lse_merge(m, s, m2, s2);
+        }
+        if (lane == 0) shm[0] = m == -INFINITY ? (double)NAN : log(s) + m;
+    }
+    __syncthreads();
+    return shm[0];
+}
+
+__device__ inline int64_t knc_target(const void *t, bool i32, int64_t r) {
+    return i32 ? (int64_t)((const int32_t *)t)[r] : ((const int64_t *)t)[r];
+}
+
+/* term[r] = lse(row r) - row r[target r], a block per row, one pass over the row. */
+template <typename T, bool VEC>
+__global__ void __launch_bounds__(KNC_THREADS)
+    knc_ce_rows(const T *__restrict__ logits, const void *__restrict__ t, bool i32, int64_t v, double *__restrict__ term) {
+    __shared__ double shm[32], shs[32];
+    const T *row = logits + blockIdx.x * v;
+    T m;
+    double s;
+    knc_lse_scan<T, VEC>(row, v, m, s);
+    double lse = knc_block_lse((double)m, s, shm, shs);
+    if (threadIdx.x == 0) term[blockIdx.x] = lse - (double)row[knc_target(t, i32, blockIdx.x)];
+}
+
+/* loss = the mean of the rows' terms, one block, in a fixed order. */
+template <typename T>
+__global__ void knc_ce_total(const double *term, int64_t rows, T *loss) {
+    __shared__ double sh[32];
+    double s = 0;
+    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) s += term[r];
+    s = knc_block_sum(s, sh);
+    if (threadIdx.x == 0) *loss = (T)(rows > 0 ? s / (double)rows : 0.0);
+}
+
+/* Group g of dlogits: exp(x - lse) * scale, less scale at the target (element tg). */
+template <typename T>
+__device__ inline knc_pack<T, KNC_CE_V(T)> knc_ce_grad(const knc_pack<T, KNC_CE_V(T)> &p, int64_t g, T lse, T scale,
+                                                       int64_t tg) {
+    constexpr int V = KNC_CE_V(T);
+    knc_pack<T, V> o;
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+        T e = knc_exp(p.v[i] - lse) * scale;
+        o.v[i] = g * V + i == tg ? e - scale : e;
+    }
+    return o;
+}
+
+template <typename T, bool VEC>
+__device__ inline void knc_ce_store(T *row, int64_t g, int64_t v, const knc_pack<T, KNC_CE_V(T)> &o) {
+    constexpr int V = KNC_CE_V(T);
+    if constexpr (VEC) {
+        *(knc_pack<T, V> *)(row + g * V) = o;
+    } else {
+#pragma unroll
+        for (int i = 0; i < V; i++)
+            if (g * V + i < v) row[g * V + i] = o.v[i];
+    }
+}
+
+/* dlogits = (softmax(row) - onehot(target)) * dloss / rows, a block per row: the one-pass
+ * statistics, then a second pass that writes (VEC: dlogits rows 16-byte aligned too). */
+template <typename T, bool VEC>
+__global__ void __launch_bounds__(KNC_THREADS)
+    knc_ce_bwd_rows(const T *__restrict__ dloss, const T *__restrict__ logits, const void *__restrict__ t, bool i32,
+                    int64_t rows, int64_t v, T *__restrict__ dlogits) {
+    __shared__ double shm[32], shs[32];
+    const T *row = logits + blockIdx.x * v;
+    T *dr = dlogits + blockIdx.x * v, m;
+    T scale = (T)((double)*dloss / (double)rows);
+    double s;
+    knc_lse_scan<T, VEC>(row, v, m, s);
+    T lse = (T)knc_block_lse((double)m, s, shm, shs);
+    int64_t tg = knc_target(t, i32, blockIdx.x), ng = (v + KNC_CE_V(T) - 1) / KNC_CE_V(T), step = blockDim.x,
+            g = threadIdx.x;
+    for (; g + step < ng; g += 2 * step) {
+        knc_pack<T, KNC_CE_V(T)> a = knc_ce_load<T, VEC>(row, g, v), b = knc_ce_load<T, VEC>(row, g + step, v);
+        knc_ce_store<T, VEC>(dr, g, v, knc_ce_grad<T>(a, g, lse, scale, tg));
+        knc_ce_store<T, VEC>(dr, g + step, v, knc_ce_grad<T>(b, g + step, lse, scale, tg));
+    }
+    if (g < ng) knc_ce_store<T, VEC>(dr, g, v, knc_ce_grad<T>(knc_ce_load<T, VEC>(row, g, v), g, lse, scale, tg));
+}
+
+/* Targets checked on the host (KN_ERR_ARG naming the first bad one, as the CPU does). */
+static kn_status check_targets(const kn_node *n, const kn_tensor *t, int64_t v) {
+    int64_t *h = NULL, cnt = kn_tensor_numel(t);
+    KN_TRY(knc_indices_to_host(t, &h));
+    kn_status st = KN_OK;
+    for (int64_t i = 0; i < cnt; i++)
+        if (h[i] < 0 || h[i] >= v) {
+            st = kn_error(KN_ERR_ARG, "%s: index %lld at position %lld is outside [0, %lld)", kn_op_name(n->op),
+                          (long long)h[i], (long long)i, (long long)v);
+            break;
+        }
+    kn_free(h);
+    return st;
+}
+
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+template <typename T>
+static kn_status ce_launch(const kn_tensor *const *in, kn_tensor *out, bool bwd) {
+    const kn_tensor *lg = bwd ? in[1] : in[0], *t = bwd ? in[2] : in[1];
+    int64_t v = lg->shape[lg->ndim - 1], rows = kn_tensor_numel(t);
+    bool i32 = t->dtype == KN_DT_I32;
+    const T *x = (const T *)kn_tensor_data(lg);
+    bool vec = v % KNC_CE_V(T) == 0 && aligned16(x);
+    if (bwd) {
+        if (rows * v == 0) return KN_OK;
+        const T *dl = (const T *)kn_tensor_data(in[0]);
+        T *dx = (T *)kn_tensor_data(out);
+        if (vec && aligned16(dx))
+            knc_ce_bwd_rows<T, true><<<row_blocks(rows), KNC_THREADS>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);
+        else knc_ce_bwd_rows<T, false><<<row_blocks(rows), KNC_THREADS>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);
+        KNC_LAUNCHED(knc_ce_bwd_rows);
+        return KN_OK;
+    }
+    kn_tensor *term = NULL;
+    int64_t tshape[1] = {rows};
+    KN_TRY(kn_tensor_empty_on(&term, knc_dev(in), KN_DT_F64, 1, tshape));
+    kn_status st = KN_OK;
+    double *tp = (double *)kn_tensor_data(term);
+    if (rows > 0) {
+        if (vec) knc_ce_rows<T, true><<<row_blocks(rows), KNC_THREADS>>>(x, kn_tensor_data(t), i32, v, tp);
+        else knc_ce_rows<T, false><<<row_blocks(rows), KNC_THREADS>>>(x, kn_tensor_data(t), i32, v, tp);
+        st = knc_check_launch("knc_ce_rows", __FILE__, __LINE__);
+    }
+    if (st == KN_OK) {
+        knc_ce_total<T><<<1, KNC_THREADS>>>(tp, rows, (T *)kn_tensor_data(out));
+        st = knc_check_launch("knc_ce_total", __FILE__, __LINE__);
+    }
+    kn_tensor_free(term); /* stream order: the kernels reading it run before any reuse */
+    return st;
+}
+
+static kn_status ce_any(const kn_node *n, const kn_tensor *const *in, kn_tensor **out, bool bwd) {
+    const kn_tensor *lg = bwd ? in[1] : in[0], *t = bwd ? in[2] : in[1];
+    if (!is_float(lg->dtype)) return knc_unsupported(n, lg->dtype);
+    if (bwd && in[0]->dtype != lg->dtype) return knc_unsupported(n, in[0]->dtype);
+    KN_TRY(check_targets(n, t, lg->shape[lg->ndim - 1]));
+    KN_TRY(knc_new_out(n, knc_dev(in), out));
+    kn_status st = lg->dtype == KN_DT_F32 ? ce_launch<float>(in, *out, bwd) : ce_launch<double>(in, *out, bwd);
+    if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
+    return st;
+}
+
+KNC_KERNEL(knc_cross_entropy) { return ce_any(n, in, out, false); }
+KNC_KERNEL(knc_cross_entropy_bwd) { return ce_any(n, in, out, true); }

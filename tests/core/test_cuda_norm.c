@@ -1,0 +1,222 @@
+/* test_cuda_norm.c — the row kernels of core/runtime/cuda_norm.cu (layernorm, normalize,
+ * layernorm_dx, cross_entropy and its backward) against the CPU kernels, on the shapes that
+ * pick each variant.
+ *
+ * Layernorm: row lengths c = 1, 7, 31, 32, 33, 768 and 1024 take the warp-per-row kernels
+ * (one per-lane count K each side of 32, 64, 768 and 1024), 1025 and 3000 the block-per-row
+ * fallback; 21 rows (not a multiple of the 4 rows of a block) and 2 rows (fewer than a
+ * block), rows centered on 0 and rows shifted by 30 (the two-pass variance). Cross entropy:
+ * v = 5, 50304 (16-byte groups) and 50305 (rows not 16-byte aligned: element loads), a
+ * logits tensor that starts one element past a 16-byte boundary, i32 and i64 targets, and
+ * special rows: the target's logit the row's max, half the row -inf, a row that is -inf but
+ * at the target, a rising ramp (the running max moves at every group), and a row that is
+ * -inf everywhere (NaN loss, NaN gradient row, as on the CPU). Results agree normwise with
+ * the CPU (1e-4 for f32, 1e-12 for f64, NaN and infinities exactly; see
+ * cuda_test_util.h); outputs are poisoned first, so an element a kernel forgets shows up as
+ * NaN. Where asked, the GPU runs the node twice on the same operands and must give the
+ * same bits.
+ *
+ * Without a GPU each test skips with one line (the harness counts it as skipped). */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kiln/cuda.h"
+#include "kiln/device.h"
+#include "cuda_test_util.h"
+
+static const kn_dtype float_dts[2] = {KN_DT_F32, KN_DT_F64};
+
+/* n on the GPU operands d[]: the result, copied to the host and made contiguous. */
+static kn_tensor *on_gpu(const kn_node *n, kn_tensor *const *d) {
+    kn_tensor *got = NULL, *back = NULL, *hc = NULL;
+    poison(&n->type);
+    KN_ASSERT_OK(kn_node_eval(n, (const kn_tensor *const *)d, &got));
+    cr_assert_eq(got->storage->device.type, KN_DEVICE_CUDA, "%s: the result left the GPU", kn_op_name(n->op));
+    KN_ASSERT_OK(kn_tensor_to(&back, got, KN_CPU));
+    KN_ASSERT_OK(kn_device_synchronize(CUDA0));
+    KN_ASSERT_OK(kn_tensor_contiguous(&hc, back));
+    kn_tensor_free(back);
+    kn_tensor_free(got);
+    return hc;
+}
+
+/* Infer n's type, run it on the CPU operands host[] and on the GPU operands dev[] (NULL, or
+ * a NULL entry: a copy of host[i]), compare; twice: a second GPU run must give the same
+ * bits. Frees host[] and dev[]. */
+static void check_dev(kn_node *n, int nin, kn_tensor **host, kn_tensor **dev, bool twice) {
+    const kn_type *tp[KN_MAX_OPERANDS];
+    kn_type types[KN_MAX_OPERANDS];
+    kn_tensor *d[KN_MAX_OPERANDS] = {NULL};
+    char msg[256];
+    n->nin = nin;
+    for (int i = 0; i < nin; i++) {
+        types[i] = (kn_type){host[i]->dtype, host[i]->ndim, {0}};
+        memcpy(types[i].shape, host[i]->shape, sizeof(int64_t) * (size_t)host[i]->ndim);
+        tp[i] = &types[i];
+        if (dev && dev[i]) d[i] = dev[i];
+        else KN_ASSERT_OK(kn_tensor_to(&d[i], host[i], CUDA0));
+    }
+    kn_status st = kn_node_infer(n, tp, &n->type, msg, sizeof msg);
+    cr_assert_eq(st, KN_OK, "%s: test built an invalid node: %s", kn_op_name(n->op), msg);
+    kn_tensor *want = NULL;
+    KN_ASSERT_OK(kn_node_eval(n, (const kn_tensor *const *)host, &want));
+    kn_tensor *got = on_gpu(n, d);
+    compare(n, got, want, TOL_REDUCE);
+    if (twice) {
+        char ts[96];
+        kn_tensor *again = on_gpu(n, d);
+        cr_assert(irt_same_bits(got, again), "%s -> %s: two runs on the same operands differ", kn_op_name(n->op),
+                  kn_type_str(&n->type, ts, sizeof ts));
+        kn_tensor_free(again);
+    }
+    kn_tensor_free(got);
+    kn_tensor_free(want);
+    for (int i = 0; i < nin; i++) { kn_tensor_free(d[i]); kn_tensor_free(host[i]); }
+}
+
+static void check(kn_node *n, int nin, kn_tensor **host, bool twice) { check_dev(n, nin, host, NULL, twice); }
+
+/* randn + shift. */
+static kn_tensor *shifted(kn_rng *r, kn_dtype dt, int nd, const int64_t *shape, double shift) {
+    kn_tensor *t = randn(r, dt, nd, shape);
+    for (int64_t i = 0; i < kn_tensor_numel(t); i++)
+        kn_dtype_store(dt, kn_tensor_data(t), i, kn_dtype_load(dt, kn_tensor_data(t), i) + shift);
+    return t;
+}
+
+/* layernorm, normalize and layernorm_dx on x of shape sh (nd axes, rows of sh[nd - 1]). */
+static void norm_case(kn_rng *r, kn_dtype dt, int nd, const int64_t *sh, double shift, bool twice) {
+    int64_t csh[1] = {sh[nd - 1]};
+    kn_node n = node(KN_OP_LAYERNORM);
+    kn_tensor *in[3] = {shifted(r, dt, nd, sh, shift), randn(r, dt, 1, csh), randn(r, dt, 1, csh)};
+    check(&n, 3, in, twice);
+    n = node(KN_OP_NORMALIZE);
+    in[0] = shifted(r, dt, nd, sh, shift);
+    check(&n, 1, in, twice);
+    n = node(KN_OP_LAYERNORM_DX);
+    in[0] = randn(r, dt, nd, sh);
+    in[1] = shifted(r, dt, nd, sh, shift);
+    in[2] = randn(r, dt, 1, csh);
+    check(&n, 3, in, twice);
+}
+
+/* Row lengths around every per-lane count of the warp kernels, and past them. */
+static const int64_t norm_cs[] = {1, 7, 31, 32, 33, 64, 65, 768, 1024, 1025, 3000};
+
+KN_TEST(cuda_norm, layernorm_warp_and_block_paths) {
+    SKIP_WITHOUT_GPU();
+    kn_rng r = kn_rng_new(60);
+    for (size_t k = 0; k < sizeof norm_cs / sizeof norm_cs[0]; k++)
+        for (int d = 0; d < 2; d++) {
+            int64_t c = norm_cs[k], many[3] = {3, 7, c}, few[2] = {2, c};
+            norm_case(&r, float_dts[d], 3, many, 0.0, false); /* 21 rows */
+            norm_case(&r, float_dts[d], 2, few, 30.0, false);
+        }
+}
+
+KN_TEST(cuda_norm, layernorm_is_deterministic) {
+    SKIP_WITHOUT_GPU();
+    kn_rng r = kn_rng_new(61);
+    const int64_t warp[2] = {37, 768}, block[2] = {5, 3000};
+    norm_case(&r, KN_DT_F32, 2, warp, 0.0, true);
+    norm_case(&r, KN_DT_F64, 2, warp, 0.0, true);
+    norm_case(&r, KN_DT_F32, 2, block, 0.0, true);
+}
+
+static kn_tensor *targets(kn_rng *r, kn_dtype it, int64_t rows, int64_t v) {
+    kn_tensor *t = NULL;
+    int64_t sh[1] = {rows};
+    KN_ASSERT_OK(kn_tensor_zeros(&t, it, 1, sh));
+    for (int64_t i = 0; i < rows; i++) kn_dtype_store(it, kn_tensor_data(t), i, (double)(kn_rng_u32(r) % (uint32_t)v));
+    return t;
+}
+
+/* Logits [rows >= 5, v] = 4 randn, with special rows 1..4 (see the file comment), and
+ * their targets; a row of -inf last when nan_row. */
+static void ce_operands(kn_rng *r, kn_dtype dt, kn_dtype it, int64_t rows, int64_t v, bool nan_row, kn_tensor **lg,
+                        kn_tensor **tg) {
+    int64_t sh[2] = {rows, v};
+    *lg = shifted(r, dt, 2, sh, 0.0);
+    *tg = targets(r, it, rows, v);
+    void *x = kn_tensor_data(*lg), *t = kn_tensor_data(*tg);
+    for (int64_t i = 0; i < rows * v; i++) kn_dtype_store(dt, x, i, 4.0 * kn_dtype_load(dt, x, i));
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < v; j++) mx = fmax(mx, kn_dtype_load(dt, x, v + j));
+    kn_dtype_store(dt, x, v + (int64_t)kn_dtype_load(it, t, 1), mx + 3.0); /* row 1: the target is the max */
+    int64_t t2 = (v - 1) % 7 == 3 ? v - 2 : v - 1;                     /* row 2: -inf at j < v/2, j % 7 == 3 */
+    for (int64_t j = 0; j < v; j++)
+        if (j < v / 2 || j % 7 == 3) kn_dtype_store(dt, x, 2 * v + j, -INFINITY);
+    kn_dtype_store(it, t, 2, (double)t2);
+    int64_t t3 = (int64_t)kn_dtype_load(it, t, 3); /* row 3: -inf but at the target */
+    for (int64_t j = 0; j < v; j++)
+        if (j != t3) kn_dtype_store(dt, x, 3 * v + j, -INFINITY);
+    for (int64_t j = 0; j < v; j++) kn_dtype_store(dt, x, 4 * v + j, 1e-3 * (double)j); /* row 4: a ramp */
+    if (nan_row)
+        for (int64_t j = 0; j < v; j++) kn_dtype_store(dt, x, (rows - 1) * v + j, -INFINITY);
+}
+
+/* A contiguous view on the GPU of x's values that starts one element into its buffer
+ * (never 16-byte aligned: buffers are). */
+static kn_tensor *one_past(const kn_tensor *x) {
+    int64_t n = kn_tensor_numel(x), big[1] = {n + 1};
+    kn_tensor *h = NULL, *db = NULL, *ds = NULL, *dv = NULL;
+    KN_ASSERT_OK(kn_tensor_zeros(&h, x->dtype, 1, big));
+    memcpy((char *)kn_tensor_data(h) + kn_dtype_size(x->dtype), kn_tensor_data(x), (size_t)n * kn_dtype_size(x->dtype));
+    KN_ASSERT_OK(kn_tensor_to(&db, h, CUDA0));
+    KN_ASSERT_OK(kn_tensor_slice(&ds, db, 0, 1, n + 1, 1));
+    KN_ASSERT_OK(kn_tensor_view(&dv, ds, x->ndim, x->shape));
+    cr_assert(kn_tensor_is_contiguous(dv));
+    cr_assert_neq((uintptr_t)kn_tensor_data(dv) % 16, 0, "the view is 16-byte aligned");
+    kn_tensor_free(h);
+    kn_tensor_free(db);
+    kn_tensor_free(ds);
+    return dv;
+}
+
+/* cross_entropy and cross_entropy_bwd on the same operands (see ce_operands); misaligned:
+ * the GPU reads the logits through one_past views. */
+static void ce_case(kn_rng *r, kn_dtype dt, kn_dtype it, int64_t rows, int64_t v, bool nan_row, bool misaligned,
+                    bool twice) {
+    kn_tensor *lg = NULL, *tg = NULL, *lg2 = NULL, *tg2 = NULL;
+    ce_operands(r, dt, it, rows, v, nan_row, &lg, &tg);
+    KN_ASSERT_OK(kn_tensor_clone(&lg2, lg));
+    KN_ASSERT_OK(kn_tensor_clone(&tg2, tg));
+    kn_node n = node(KN_OP_CROSS_ENTROPY);
+    kn_tensor *in[3] = {lg, tg, NULL}, *dev[3] = {misaligned ? one_past(lg) : NULL, NULL, NULL};
+    check_dev(&n, 2, in, dev, twice);
+    n = node(KN_OP_CROSS_ENTROPY_BWD);
+    KN_ASSERT_OK(kn_tensor_scalar(&in[0], dt, 0.5 + (double)(kn_rng_u32(r) % 4)));
+    in[1] = lg2;
+    in[2] = tg2;
+    dev[0] = NULL;
+    dev[1] = misaligned ? one_past(lg2) : NULL;
+    check_dev(&n, 3, in, dev, twice);
+}
+
+KN_TEST(cuda_norm, cross_entropy_vocabularies_and_special_rows) {
+    SKIP_WITHOUT_GPU();
+    kn_rng r = kn_rng_new(62);
+    const int64_t vs[3] = {5, 50304, 50305};
+    for (int k = 0; k < 3; k++)
+        for (int d = 0; d < 2; d++) {
+            kn_dtype it = (k + d) % 2 ? KN_DT_I32 : KN_DT_I64;
+            ce_case(&r, float_dts[d], it, 6, vs[k], false, false, false);
+            ce_case(&r, float_dts[d], it, 5, vs[k], true, false, false); /* NaN loss, as on the CPU */
+        }
+}
+
+KN_TEST(cuda_norm, cross_entropy_on_logits_not_16_byte_aligned) {
+    SKIP_WITHOUT_GPU();
+    kn_rng r = kn_rng_new(63);
+    ce_case(&r, KN_DT_F32, KN_DT_I64, 6, 50304, false, true, false); /* v % 4 == 0, base misaligned */
+    ce_case(&r, KN_DT_F64, KN_DT_I32, 6, 50304, false, true, false);
+    ce_case(&r, KN_DT_F32, KN_DT_I32, 5, 50305, true, true, false);
+}
+
+KN_TEST(cuda_norm, cross_entropy_is_deterministic) {
+    SKIP_WITHOUT_GPU();
+    kn_rng r = kn_rng_new(64);
+    ce_case(&r, KN_DT_F32, KN_DT_I64, 8, 50304, false, false, true);
+    ce_case(&r, KN_DT_F64, KN_DT_I32, 8, 50305, false, false, true);
+}
