@@ -101,24 +101,6 @@ static int parse(bench_opts *o, int argc, char **argv) {
     return -1;
 }
 
-static int pick(const char *s, kn_device *dev) {
-    *dev = KN_CPU;
-    if (!strcmp(s, "auto")) {
-        if (kn_device_count(KN_DEVICE_CUDA) > 0) *dev = (kn_device){KN_DEVICE_CUDA, 0};
-        return 0;
-    }
-    if (!strcmp(s, "cpu")) return 0;
-    if (!strcmp(s, "cuda")) { *dev = (kn_device){KN_DEVICE_CUDA, 0}; return 0; }
-    char *end = NULL;
-    long idx = !strncmp(s, "cuda:", 5) ? strtol(s + 5, &end, 10) : -1;
-    if (idx < 0 || idx > 1023 || !end || end == s + 5 || *end) {
-        fprintf(stderr, "kiln bench: --device %s: expected auto, cpu, cuda or cuda:N\n", s);
-        return 2;
-    }
-    *dev = (kn_device){KN_DEVICE_CUDA, (int)idx};
-    return 0;
-}
-
 /* Time fn-like work: start a timer (CUDA events on a GPU, the wall clock on the CPU). */
 typedef struct stopwatch {
     kn_device dev;
@@ -269,7 +251,10 @@ int kn_cli_bench(int argc, char **argv) {
         return 2;
     }
     kn_device dev;
-    if ((rc = pick(o.device, &dev)) != 0) return rc;
+    if (kn_device_parse(o.device, &dev) != KN_OK) {
+        fprintf(stderr, "kiln bench: --device: %s\n", kn_last_error());
+        return 2;
+    }
     if (o.tf32 && setenv("KILN_TF32", "1", 1) != 0) { /* read by the first matmul */
         fprintf(stderr, "kiln bench: --tf32: cannot set KILN_TF32\n");
         return 1;

@@ -123,24 +123,6 @@ static int parse(dump_opts *o, int argc, char **argv) {
     return -1;
 }
 
-static int pick(const char *s, kn_device *dev) {
-    *dev = KN_CPU;
-    if (!strcmp(s, "auto")) {
-        if (kn_device_count(KN_DEVICE_CUDA) > 0) *dev = (kn_device){KN_DEVICE_CUDA, 0};
-        return 0;
-    }
-    if (!strcmp(s, "cpu")) return 0;
-    if (!strcmp(s, "cuda")) { *dev = (kn_device){KN_DEVICE_CUDA, 0}; return 0; }
-    char *end = NULL;
-    long idx = !strncmp(s, "cuda:", 5) ? strtol(s + 5, &end, 10) : -1;
-    if (idx < 0 || idx > 1023 || !end || end == s + 5 || *end) {
-        fprintf(stderr, "kiln dump: --device '%s': expected auto, cpu, cuda or cuda:N\n", s);
-        return 2;
-    }
-    *dev = (kn_device){KN_DEVICE_CUDA, (int)idx};
-    return 0;
-}
-
 /* Everything the file holds, gathered before it is written. */
 typedef struct dump_data {
     float *params, *grad, *logits;   /* owned: p.n, p.n, B*T*V floats */
@@ -283,7 +265,10 @@ int kn_cli_dump(int argc, char **argv) {
     int rc = parse(&o, argc, argv);
     if (rc >= 0) return rc;
     kn_device dev;
-    if ((rc = pick(o.device, &dev)) != 0) return rc;
+    if (kn_device_parse(o.device, &dev) != KN_OK) {
+        fprintf(stderr, "kiln dump: --device: %s\n", kn_last_error());
+        return 2;
+    }
     if (dump(&o, dev) != KN_OK) {
         fprintf(stderr, "kiln dump: %s\n", kn_last_error());
         return 1;

@@ -283,28 +283,16 @@ fail:
  * CPU), "cpu", "cuda" or "cuda:N". Returns 0 with *dev set, 2 after a usage error, 1 when the GPU asked for
  * cannot be used (the backend's reason is printed). */
 static int pick_device(kn_train_opts *o, kn_device *dev) {
-    *dev = KN_CPU;
+    if (kn_device_parse(o->device, dev) != KN_OK) {
+        fprintf(stderr, "kiln train: --device: %s\n", kn_last_error());
+        return 2;
+    }
     if (!strcmp(o->device, "auto")) {
-        if (strcmp(o->mode, "eager") != 0 && kn_device_count(KN_DEVICE_CUDA) > 0) *dev = (kn_device){KN_DEVICE_CUDA, 0};
+        if (!strcmp(o->mode, "eager")) *dev = KN_CPU; /* eager mode runs on the CPU only */
         snprintf(o->device, sizeof o->device, "%s", dev->type == KN_DEVICE_CUDA ? "cuda:0" : "cpu");
         return 0;
     }
-    if (!strcmp(o->device, "cpu")) return 0;
-    char *end = NULL;
-    long idx = 0;
-    if (!strncmp(o->device, "cuda:", 5)) {
-        errno = 0;
-        idx = strtol(o->device + 5, &end, 10);
-        if (end == o->device + 5 || *end || errno || idx < 0 || idx > 1023) idx = -1;
-    } else if (strcmp(o->device, "cuda") != 0) {
-        idx = -1;
-    }
-    if (idx < 0) {
-        fprintf(stderr, "kiln train: --device %s: expected auto, cpu, cuda or cuda:N\n", o->device);
-        return 2;
-    }
-    *dev = (kn_device){KN_DEVICE_CUDA, (int)idx};
-    if (kn_device_check("kiln train", *dev) != KN_OK) {
+    if (dev->type == KN_DEVICE_CUDA && kn_device_check("kiln train", *dev) != KN_OK) {
         fprintf(stderr, "kiln train: --device %s: no usable CUDA device (%s); use --device cpu\n", o->device,
                 kn_last_error());
         return 1;

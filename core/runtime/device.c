@@ -8,6 +8,7 @@
  *
  * Invariant: every kn_device_* function validates its kn_device through kn_device_check
  * before touching a backend, so backends only ever see an index in [0, count()). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "kiln/device.h"
@@ -54,6 +55,30 @@ int kn_device_count(kn_device_type type) {
     if (!be) return 0;
     int n = be->count(be->ctx);
     return n < 0 ? 0 : n;
+}
+
+kn_status kn_device_parse(const char *s, kn_device *out) {
+    if (!s || !out) return kn_error(KN_ERR_ARG, "kn_device_parse: NULL argument");
+    *out = KN_CPU;
+    if (!strcmp(s, "auto")) {
+        if (kn_device_count(KN_DEVICE_CUDA) > 0) *out = (kn_device){KN_DEVICE_CUDA, 0};
+        return KN_OK;
+    }
+    if (!strcmp(s, "cpu")) return KN_OK;
+    if (!strcmp(s, "cuda")) {
+        *out = (kn_device){KN_DEVICE_CUDA, 0};
+        return KN_OK;
+    }
+    long idx = -1;
+    if (!strncmp(s, "cuda:", 5) && s[5] >= '0' && s[5] <= '9' && strlen(s + 5) <= 4) {
+        char *end = NULL;
+        idx = strtol(s + 5, &end, 10);
+        if (*end) idx = -1;
+    }
+    if (idx < 0 || idx > 1023)
+        return kn_error(KN_ERR_ARG, "device '%s': expected auto, cpu, cuda or cuda:N", s);
+    *out = (kn_device){KN_DEVICE_CUDA, (int)idx};
+    return KN_OK;
 }
 
 kn_status kn_device_check(const char *fn, kn_device dev) {

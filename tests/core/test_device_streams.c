@@ -10,7 +10,8 @@
  * On a GPU: an asynchronous round trip through a stream; ordering between two streams by
  * an event (stream 2 copies a buffer that stream 1 fills, after waiting for stream 1's
  * event) gives the new contents; an event timing a large copy reads a positive time that
- * implies a plausible bandwidth; query reports done after a synchronize. */
+ * implies a plausible bandwidth; query reports done after a synchronize. Last, device
+ * names as the command line spells them (kn_device_parse). */
 #include <string.h>
 #include <time.h>
 
@@ -180,4 +181,23 @@ KN_TEST(device_streams, gpu_streams_order_by_events_and_time_copies) {
     kn_device_free(CUDA0, b, n);
     kn_free(host);
     kn_free(back);
+}
+
+KN_TEST(device_streams, device_names_parse_as_the_command_line_spells_them) {
+    kn_device d;
+    KN_ASSERT_OK(kn_device_parse("cpu", &d));
+    cr_assert(kn_device_equal(d, KN_CPU));
+    KN_ASSERT_OK(kn_device_parse("cuda", &d));
+    cr_assert(kn_device_equal(d, CUDA0));
+    KN_ASSERT_OK(kn_device_parse("cuda:7", &d));
+    cr_assert(kn_device_equal(d, ((kn_device){KN_DEVICE_CUDA, 7})));
+    KN_ASSERT_OK(kn_device_parse("auto", &d));
+    cr_assert(kn_device_equal(d, kn_device_count(KN_DEVICE_CUDA) > 0 ? CUDA0 : KN_CPU));
+    const char *bad[] = {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1024", "cuda:1x", "cuda:00001", "CPU", "", "cuda: 1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        KN_ASSERT_ERR(kn_device_parse(bad[i], &d), KN_ERR_ARG);
+        cr_assert(strstr(kn_last_error(), "expected auto, cpu, cuda or cuda:N"), "'%s': %s", bad[i], kn_last_error());
+    }
+    KN_ASSERT_ERR(kn_device_parse(NULL, &d), KN_ERR_ARG);
+    KN_ASSERT_ERR(kn_device_parse("cpu", NULL), KN_ERR_ARG);
 }

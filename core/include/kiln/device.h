@@ -75,6 +75,11 @@ bool kn_device_equal(kn_device a, kn_device b);
 /* Number of usable devices of a type: 1 for the CPU, the GPU count for CUDA; 0 when the
  * backend is not built in or no device can be used (never negative). */
 int kn_device_count(kn_device_type type);
+/* Parse a device name as the command line spells it: "cpu", "cuda" (= "cuda:0"), "cuda:N",
+ * or "auto": the first GPU when one is usable, else the CPU. Anything else is KN_ERR_ARG
+ * ("expected auto, cpu, cuda or cuda:N"). It does not check that the device exists
+ * (kn_device_check does). */
+kn_status kn_device_parse(const char *s, kn_device *out);
 /* KN_OK when dev can be used; the errors above otherwise. `fn` names the caller in the
  * message ("kn_tensor_empty_on: ..."). */
 kn_status kn_device_check(const char *fn, kn_device dev);
