@@ -79,4 +79,23 @@ static inline void poison(const kn_type *t) {
     kn_tensor_free(p);
 }
 
+/* Set n's operand count, infer its type from host[] (asserting it is valid), and fill
+ * d[0..nin) with the GPU operands: dev[i] when given (dev and dev[i] non-NULL), else a copy
+ * of host[i] on cuda:0. */
+static inline void gpu_operands(kn_node *n, int nin, kn_tensor **host, kn_tensor **dev, kn_tensor **d) {
+    const kn_type *tp[KN_MAX_OPERANDS];
+    kn_type types[KN_MAX_OPERANDS];
+    char msg[256];
+    n->nin = nin;
+    for (int i = 0; i < nin; i++) {
+        types[i] = (kn_type){host[i]->dtype, host[i]->ndim, {0}};
+        memcpy(types[i].shape, host[i]->shape, sizeof(int64_t) * (size_t)host[i]->ndim);
+        tp[i] = &types[i];
+        if (dev && dev[i]) d[i] = dev[i];
+        else KN_ASSERT_OK(kn_tensor_to(&d[i], host[i], CUDA0));
+    }
+    kn_status st = kn_node_infer(n, tp, &n->type, msg, sizeof msg);
+    cr_assert_eq(st, KN_OK, "%s: test built an invalid node: %s", kn_op_name(n->op), msg);
+}
+
 #endif

@@ -36,20 +36,8 @@ static kn_tensor *randpos(kn_rng *r, kn_dtype dt, int nd, const int64_t *shape) 
  * copies of host[]), compare, return the GPU result on the host (caller frees); frees
  * host[] and dev[]. */
 static kn_tensor *check_dev(kn_node *n, int nin, kn_tensor **host, kn_tensor **dev, int tol) {
-    const kn_type *tp[KN_MAX_OPERANDS];
-    kn_type types[KN_MAX_OPERANDS];
-    char msg[256];
     kn_tensor *d[KN_MAX_OPERANDS] = {NULL};
-    n->nin = nin;
-    for (int i = 0; i < nin; i++) {
-        types[i] = (kn_type){host[i]->dtype, host[i]->ndim, {0}};
-        memcpy(types[i].shape, host[i]->shape, sizeof(int64_t) * (size_t)host[i]->ndim);
-        tp[i] = &types[i];
-        if (dev && dev[i]) d[i] = dev[i];
-        else KN_ASSERT_OK(kn_tensor_to(&d[i], host[i], CUDA0));
-    }
-    kn_status st = kn_node_infer(n, tp, &n->type, msg, sizeof msg);
-    cr_assert_eq(st, KN_OK, "%s: test built an invalid node: %s", kn_op_name(n->op), msg);
+    gpu_operands(n, nin, host, dev, d);
     kn_tensor *want = NULL, *got = NULL, *back = NULL, *hc = NULL;
     KN_ASSERT_OK(kn_node_eval(n, (const kn_tensor *const *)host, &want));
     poison(&n->type);

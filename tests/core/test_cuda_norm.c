@@ -45,20 +45,8 @@ static kn_tensor *on_gpu(const kn_node *n, kn_tensor *const *d) {
  * a NULL entry: a copy of host[i]), compare; twice: a second GPU run must give the same
  * bits. Frees host[] and dev[]. */
 static void check_dev(kn_node *n, int nin, kn_tensor **host, kn_tensor **dev, bool twice) {
-    const kn_type *tp[KN_MAX_OPERANDS];
-    kn_type types[KN_MAX_OPERANDS];
     kn_tensor *d[KN_MAX_OPERANDS] = {NULL};
-    char msg[256];
-    n->nin = nin;
-    for (int i = 0; i < nin; i++) {
-        types[i] = (kn_type){host[i]->dtype, host[i]->ndim, {0}};
-        memcpy(types[i].shape, host[i]->shape, sizeof(int64_t) * (size_t)host[i]->ndim);
-        tp[i] = &types[i];
-        if (dev && dev[i]) d[i] = dev[i];
-        else KN_ASSERT_OK(kn_tensor_to(&d[i], host[i], CUDA0));
-    }
-    kn_status st = kn_node_infer(n, tp, &n->type, msg, sizeof msg);
-    cr_assert_eq(st, KN_OK, "%s: test built an invalid node: %s", kn_op_name(n->op), msg);
+    gpu_operands(n, nin, host, dev, d);
     kn_tensor *want = NULL;
     KN_ASSERT_OK(kn_node_eval(n, (const kn_tensor *const *)host, &want));
     kn_tensor *got = on_gpu(n, d);
