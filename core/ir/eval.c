@@ -270,12 +270,8 @@ static kn_status strided_out(const kn_node *n, const kn_tensor *x, const int64_t
 }
 
 kn_status kern_permute(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    int64_t st[KN_MAX_DIMS], pst[KN_MAX_DIMS];
-    contig_strides(in[0]->ndim, in[0]->shape, st);
-    for (int i = 0; i < in[0]->ndim; i++) {
-        int64_t p = n->attrs.perm[i];
-        pst[i] = st[p < 0 ? p + in[0]->ndim : p];
-    }
+    int64_t pst[KN_MAX_DIMS];
+    kn_ir_permute_strides(in[0]->ndim, in[0]->shape, n->attrs.perm, pst);
     return strided_out(n, in[0], pst, 0, out);
 }
 

@@ -46,6 +46,12 @@ void kn_ir_broadcast_strides(int ndim, const int64_t *shape, int nout, const int
     }
 }
 
+void kn_ir_permute_strides(int ndim, const int64_t *shape, const int64_t *perm, int64_t *strides) {
+    int64_t st[KN_MAX_DIMS], s = 1;
+    for (int i = ndim - 1; i >= 0; i--) { st[i] = s; s *= shape[i]; }
+    for (int i = 0; i < ndim; i++) strides[i] = st[perm[i] < 0 ? perm[i] + ndim : perm[i]];
+}
+
 void kn_ir_slice_range(int64_t dim, int64_t start, int64_t stop, int64_t step, int64_t *first,
                        int64_t *len) {
     if (start < 0) start += dim;

@@ -75,6 +75,10 @@ bool kn_ir_broadcast(int na, const int64_t *a, int nb, const int64_t *b, int *no
  * (nout, oshape): 0 on new and stretched axes. */
 void kn_ir_broadcast_strides(int ndim, const int64_t *shape, int nout, const int64_t *oshape,
                              int64_t *strides);
+/* Element strides of a contiguous tensor of shape (ndim, shape) read through permutation
+ * perm (output axis i is input axis perm[i]; negative entries count from the end): the
+ * source strides of a permute's strided copy. */
+void kn_ir_permute_strides(int ndim, const int64_t *shape, const int64_t *perm, int64_t *strides);
 /* A type whose dims are non-negative and whose element count stays below 2^48 (so
  * byte counts and offsets cannot overflow). */
 bool kn_ir_type_ok(const kn_type *t);

@@ -98,4 +98,19 @@ static inline void gpu_operands(kn_node *n, int nin, kn_tensor **host, kn_tensor
     cr_assert_eq(st, KN_OK, "%s: test built an invalid node: %s", kn_op_name(n->op), msg);
 }
 
+/* n on the GPU operands d[] into a poisoned output (the result must stay on the GPU): the
+ * result, copied to the host and made contiguous (caller frees). */
+static inline kn_tensor *on_gpu(const kn_node *n, kn_tensor *const *d) {
+    kn_tensor *got = NULL, *back = NULL, *hc = NULL;
+    poison(&n->type);
+    KN_ASSERT_OK(kn_node_eval(n, (const kn_tensor *const *)d, &got));
+    cr_assert_eq(got->storage->device.type, KN_DEVICE_CUDA, "%s: the result left the GPU", kn_op_name(n->op));
+    KN_ASSERT_OK(kn_tensor_to(&back, got, KN_CPU));
+    KN_ASSERT_OK(kn_device_synchronize(CUDA0));
+    KN_ASSERT_OK(kn_tensor_contiguous(&hc, back));
+    kn_tensor_free(back);
+    kn_tensor_free(got);
+    return hc;
+}
+
 #endif

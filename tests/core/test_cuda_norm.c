@@ -27,20 +27,6 @@
 
 static const kn_dtype float_dts[2] = {KN_DT_F32, KN_DT_F64};
 
-/* n on the GPU operands d[]: the result, copied to the host and made contiguous. */
-static kn_tensor *on_gpu(const kn_node *n, kn_tensor *const *d) {
-    kn_tensor *got = NULL, *back = NULL, *hc = NULL;
-    poison(&n->type);
-    KN_ASSERT_OK(kn_node_eval(n, (const kn_tensor *const *)d, &got));
-    cr_assert_eq(got->storage->device.type, KN_DEVICE_CUDA, "%s: the result left the GPU", kn_op_name(n->op));
-    KN_ASSERT_OK(kn_tensor_to(&back, got, KN_CPU));
-    KN_ASSERT_OK(kn_device_synchronize(CUDA0));
-    KN_ASSERT_OK(kn_tensor_contiguous(&hc, back));
-    kn_tensor_free(back);
-    kn_tensor_free(got);
-    return hc;
-}
-
 /* Infer n's type, run it on the CPU operands host[] and on the GPU operands dev[] (NULL, or
  * a NULL entry: a copy of host[i]), compare; twice: a second GPU run must give the same
  * bits. Frees host[] and dev[]. */
