@@ -7,15 +7,19 @@
 #   make grade-all LAB=NN SUBMISSIONS=dir [-jN]
 #                        grade every folder/archive in dir; gradebook CSV in GRADE_ALL_OUT
 #                        (default $(BUILD_ROOT)/grade-all/labNN/gradebook.csv)
+#   make rubric-check LAB=NN  every rubric entry names an existing test, every test has an
+#                        entry (0 points: unscored on purpose), the points add up
 #   make autograder LAB=NN    $(BUILD_ROOT)/autograder-labNN.zip for Gradescope
 #   make dist-student         $(BUILD_ROOT)/dist-student/ and .tar.gz: the student tree
-#   make test                 runs the step "grader" (tests/grader/selftest.sh)
+#   make test                 runs the steps "grader" (tests/grader/selftest.sh) and
+#                             "rubric-check" (every lab's rubric)
 # Limits and visibility are environment knobs: tests/grader/README.md.
 
 GRADE_BASE = $(BUILD_ROOT)/grade-base/lab$(LAB)
 GRADE_OUT ?=
 
-.PHONY: grade grade-all grade-print-flags grade-check-lab autograder dist-student test-step-grader
+.PHONY: grade grade-all grade-print-flags grade-check-lab autograder dist-student test-step-grader \
+	rubric-check test-step-rubric-check
 grade-check-lab:
 	@test -n "$(LAB)" || { echo "set LAB=NN (labs: $(LAB_IDS))"; exit 2; }
 
@@ -38,6 +42,9 @@ grade-all: grade-check-lab
 	@KN_GRADE_BASE=$(abspath $(GRADE_BASE)) $(MAKE) --no-print-directory -f $(GRADE_ALL_OUT)/jobs.mk all
 	@bash tests/grader/grade-all.sh book $(GRADE_ALL_OUT)
 
+rubric-check: grade-check-lab
+	@python3 tests/grader/rubric.py check $(LAB)
+
 autograder: grade-check-lab
 	@bash tests/grader/autograder.sh $(LAB) $(BUILD_ROOT)/autograder-lab$(LAB).zip
 
@@ -52,5 +59,14 @@ ifneq ($(wildcard solutions/lab01-*/*.c),)
 TEST_STEPS += test-step-grader
 endif
 endif
+# make test: every lab's rubric (a lab without one is not graded, so it is not checked).
+RUBRIC_LABS := $(foreach L,$(LAB_IDS),$(if $(wildcard tests/lab$(L)/rubric.txt),$(L)))
+ifneq ($(RUBRIC_LABS),)
+TEST_STEPS += test-step-rubric-check
+endif
+test-step-rubric-check:
+	@$(foreach L,$(RUBRIC_LABS),bash tests/harness/record.sh $(abspath $(ALL_RESULTS)) rubric-check-lab$(L) \
+	  python3 tests/grader/rubric.py check $(L);)
+
 test-step-grader:
 	@bash tests/grader/selftest.sh $(BUILD_ROOT) $(abspath $(ALL_RESULTS))

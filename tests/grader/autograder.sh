@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
 # autograder.sh LAB ZIP — write the Gradescope autograder ZIP of lab LAB (make autograder):
-#   setup.sh         installs the build dependencies on Gradescope's Ubuntu image, builds
-#                    the grading base once, and locks the staff tree away from the
-#                    student's user
+#   setup.sh         installs what grading needs on Gradescope's Ubuntu image (and nothing
+#                    else), builds the grading base once, and locks the staff tree away
+#                    from the student's user; any failure fails the image build, loudly
 #   run_autograder   grades /autograder/submission with tests/grader/grade.sh and writes
 #                    /autograder/results/results.json
-#   kiln/            the pristine tree (git ls-files), without build outputs and without the
-#                    grader's planted submissions
+#   kiln/            the pristine tree (tests/grader/files.sh), without build outputs and
+#                    without the grader's planted submissions, with the manifest
+#                    kiln/.kiln-files listing it (the copy is no git checkout)
 # Run from the repository root.
 set -eu
 lab=$1 zip=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+python3 tests/grader/rubric.py check "$lab"
 mkdir -p "$tmp/kiln" "$(dirname "$zip")"
-git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do
-    [ -f "$f" ] && [ ! -L "$f" ] || continue
-    case $f in tests/grader/planted/*) continue ;; esac
-    printf '%s\0' "$f"
-done | tar --null -T - -cf - | tar -xf - -C "$tmp/kiln"
+bash tests/grader/files.sh > "$tmp/files"
+[ -s "$tmp/files" ] || { echo "autograder: no files listed"; exit 1; }
+# The manifest: Gradescope's copy is no git checkout, and base.sh lists the tree from it.
+# (A path holding a newline could not be listed one a line: refuse it.)
+tr -d '\n' < "$tmp/files" | cmp -s - "$tmp/files" || { echo "autograder: a file name holds a newline"; exit 1; }
+tar --null -T "$tmp/files" -cf - | tar -xf - -C "$tmp/kiln"
+tr '\0' '\n' < "$tmp/files" > "$tmp/kiln/.kiln-files"
 for f in setup.sh run_autograder; do
     sed "s/@LAB@/$lab/" "tests/grader/autograder/$f" > "$tmp/$f"; chmod 755 "$tmp/$f"
 done

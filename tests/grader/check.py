@@ -6,13 +6,18 @@
                                     en/latest/specs/): types, allowed keys and values, and
                                     score equal to the sum of the tests' scores
   check.py junit JUNIT_XML          parses, and its counts agree with its test cases
+  check.py brief DIR                no failing hidden test of DIR's results.json quotes its
+                                    source (KN_GRADE_HIDDEN_DETAILS=brief)
+  check.py units DIR                unit-level scoring of a submission with the skeleton's
+                                    strided.c (selftest.sh: grader-unit-level)
   check.py leftovers                no live process of a sandbox user id remains
   check.py case DIR MIN MAX BUILD WHY
                                     DIR holds one grading (results.json, summary.txt):
                                     score in [MIN, MAX], build ok|failed, and unless WHY is
                                     "-", lab01_reduce::mean_max_min_prod failed with a
                                     reason matching WHY ("_" = space); plus the case's own
-                                    checks (fork bomb contained, writes denied, summary line)
+                                    checks (fork bomb contained, writes denied, snooping
+                                    found nothing, summary line)
 Prints what it checked; exit 1 on the first violation.
 """
 import json
@@ -121,6 +126,11 @@ def case(d, lo, hi, build, why):
     p, fl = r["extra_data"]["passed"], r["extra_data"]["failed"]
     if last != f"{p} passed, {fl} failed":
         fail(f"summary.txt ends with {last!r}, expected '{p} passed, {fl} failed'")
+    with open(f"{d}/public.txt") as f:
+        public = f.read()
+    leaked = [t["name"] for t in r["tests"] if "hidden" in t.get("tags", []) and t["name"] in public]
+    if leaked or "public tests:" not in public:
+        fail(f"public.txt names hidden tests {leaked}" if leaked else "public.txt has no public total")
     outputs = "\n".join(t["output"] for t in r["tests"])
     if "fork bomb" in d or d.rstrip("/").endswith("fork_bomb"):
         m = re.search(r"planted fork bomb: (\d+) children", outputs)
@@ -133,7 +143,47 @@ def case(d, lo, hi, build, why):
         if "SEEN" in outputs or "planted env: KN_GRADE_DONE=wiped CRITERION_OUTPUTS=wiped /proc/self/environ=wiped" not in outputs:
             fail("the test code could read the record's or the TAP report's location from its environment")
         print("every planted write was denied; the grader's variables were wiped before the test ran")
+    if d.rstrip("/").endswith("snoop"):
+        got = re.findall(r"planted snoop (\S+): (READ|OPENED)", outputs)
+        if "planted snoop" not in outputs:
+            fail("the planted snoop never ran (or its output was not kept)")
+        warned = r["output"].splitlines()[1:2] and r["output"].splitlines()[1].startswith("WARNING: the student's code was NOT isolated")
+        if got and not warned:
+            fail("the planted snoop read " + ", ".join(p for p, _ in got) + " and the report gives no warning")
+        print("the planted snoop found nothing" if not got else "not isolated here, and the report warns at the top")
     print(f"{d}: score {r['score']:g} in [{lo:g}, {hi:g}], build {build}" + ("" if why == "-" else f", fails with /{why}/"))
+
+
+def brief(d):
+    """KN_GRADE_HIDDEN_DETAILS=brief: no failing hidden test quotes its source."""
+    r = schema(f"{d}/results.json")
+    hid = [t for t in r["tests"] if "hidden" in t.get("tags", []) and t["status"] == "failed"]
+    if not hid:
+        fail("no hidden test failed: nothing to check")
+    for t in hid:
+        msg = t["output"].split("\n--- output of the test")[0]
+        if re.search(r"\.c:\d+", msg) or "its assertion is not shown" not in msg:
+            fail(f"{t['name']} shows its assertion: {msg[:300]!r}")
+    print(f"{len(hid)} failing hidden test(s), none quotes its source")
+
+
+def units(d):
+    """Unit-level scoring (KN_GRADE_SCORING=unit) of a submission whose strided.c is the
+    skeleton's: reduce.c and broadcast.c score in full, thanks to tests that failed with all
+    of the student's units and passed beside the staff's."""
+    r = schema(f"{d}/results.json")
+    u = r["extra_data"].get("units", {})
+    if r["extra_data"].get("scoring") != "unit":
+        fail("the scoring is not 'unit'")
+    for name in ("reduce.c", "broadcast.c"):
+        if name not in u or not 0 < u[name]["score"] == u[name]["max_score"]:
+            fail(f"{name} should score in full at unit level: {u}")
+    if "strided.c" in u and u["strided.c"]["score"] >= u["strided.c"]["max_score"]:
+        fail(f"the skeleton's strided.c scores in full: {u}")
+    rescued = [t["name"] for t in r["tests"] if t["output"].startswith("passed beside the staff's")]
+    if not rescued or "unit-level scores" not in r["output"]:
+        fail("no test passed beside the staff's units, or no unit-level line in the output")
+    print(f"unit level {u}; {len(rescued)} test(s) pass beside the staff's other units")
 
 
 def leftovers():
@@ -162,6 +212,10 @@ def main():
         schema(sys.argv[2])
     elif len(sys.argv) >= 3 and sys.argv[1] == "junit":
         junit(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "brief":
+        brief(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "units":
+        units(sys.argv[2])
     elif len(sys.argv) == 2 and sys.argv[1] == "leftovers":
         leftovers()
     elif len(sys.argv) == 7 and sys.argv[1] == "case":

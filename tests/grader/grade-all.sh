@@ -21,7 +21,8 @@ name) name "$2"; echo ;;
 plan)
     lab=$2 dir=$3 out=$4
     [ -d "$dir" ] || { echo "grade-all: SUBMISSIONS=$dir is not a folder"; exit 2; }
-    mkdir -p "$out/students"
+    # A fresh batch: no folder of an earlier batch's submissions stays among the results.
+    rm -rf "$out/students"; mkdir -p "$out/students"
     : > "$out/submissions.tsv"
     declare -A used=()
     while IFS= read -r -d '' p; do

@@ -16,7 +16,10 @@
 #   5. every test runs alone under limits and its own user id (run-one.sh), public tests
 #      first while the hidden binary is unreadable, then the hidden ones;
 #   6. report.py writes OUTDIR/results.json (Gradescope), junit.xml and summary.txt.
-# Knobs (environment): KN_GRADE_JOBS, KN_GRADE_WALL (s per test), KN_GRADE_CPU (s),
+# Knobs (environment): KN_GRADE_JOBS, KN_GRADE_WALL (s per test, at most), KN_GRADE_CPU (s,
+# at most), KN_GRADE_CPU_FACTOR, KN_GRADE_CPU_FLOOR (the CPU limit: FACTOR x the reference
+# solution's time, at least FLOOR), KN_GRADE_WERROR, KN_GRADE_HIDDEN_DETAILS, KN_GRADE_JAIL,
+# KN_GRADE_ISOLATION,
 # KN_GRADE_MEM_MB, KN_GRADE_NPROC, KN_GRADE_NOFILE, KN_GRADE_FSIZE_MB,
 # KN_GRADE_HIDDEN_VISIBILITY, KN_GRADE_SKIP_WEIGHT, KN_GRADE_BASE, MPIEXEC.
 # Exit 0 when graded (whatever the score), 2 when the grader itself could not run.
@@ -40,6 +43,10 @@ case $out/ in "$sub"/*) die "GRADE_OUT=$out is inside the submission; choose ano
 [ "$out" = / ] && die "GRADE_OUT=/ is not a results folder"
 mkdir -p "$out" || die "cannot create GRADE_OUT=$out"
 rm -f "$out"/results.json "$out"/junit.xml "$out"/summary.txt "$out"/build.log
+# A broken rubric is the staff's mistake: refuse before grading anyone (rubric.py names the
+# entry). The rubric is read from the tree now, not from the base: editing it rebuilds nothing.
+python3 "$G/rubric.py" check "$lab" > "$out/rubric-check.log" 2>&1 || {
+    cat "$out/rubric-check.log" >&2; die "the rubric of lab $lab is refused (make rubric-check LAB=$lab)"; }
 bash "$G/base.sh" "$lab" "$base" >&2 || exit 2
 base=$(realpath "$base")
 t0=$(date +%s.%N)
@@ -83,17 +90,38 @@ cleanup() { kill_sandbox; [ "${KN_GRADE_KEEP:-0}" = 1 ] && echo "grade: kept $wo
 trap cleanup EXIT
 trap 'exit 2' INT TERM
 mkdir -p "$work"/{sub,out,v,t,obj} "$work/rec"
+install -m 600 "tests/lab$lab/rubric.txt" "$work/rubric.txt"; rm -f "$out/rubric-check.log"
 chmod 711 "$work/rec"; chmod 700 "$work"/{sub,out,v}
 notes=$work/notes; : > "$notes"
+# Isolation: the jail (jail.sh, bwrap) hides every file but the student view; separate user
+# ids (as root) keep tests apart. Without the jail the student's code could read whatever
+# this machine lets its user read: refuse (KN_GRADE_ISOLATION=require), or say so at the
+# top of the report. On Gradescope (run_autograder sets KN_GRADE_AUTOGRADER=1) setup.sh has
+# locked the staff tree away from other users and there is one submission per machine, so
+# separate user ids are enough there.
+. "$G/jail.sh"
+jail_probe
+if [ "$JAIL_OK" = 1 ]; then
+    isolation="bwrap: the student's code sees only the student view"
+elif [ "${KN_GRADE_ISOLATION:-warn}" = require ]; then
+    die "KN_GRADE_ISOLATION=require, but $JAIL_WHY"
+elif [ $root = 1 ] && [ "${KN_GRADE_AUTOGRADER:-0}" = 1 ]; then
+    isolation="separate user ids (no bwrap: $JAIL_WHY); the staff tree is locked by setup.sh"
+else
+    isolation="none"
+    echo "WARNING: the student's code was NOT isolated ($JAIL_WHY): it could read any file $(id -un)'s tests can (hidden tests, rubrics, solutions, other submissions). Install bubblewrap, or grade on Gradescope." >> "$notes"
+fi
 [ $root = 1 ] || echo "note: not running as root, so the student's code runs as $(id -un), not as a separate user" >> "$notes"
+export JAIL_OK
 
 # ------------------------------------------------------------------ 1. the submission
-sandbox() { # sandbox UID CPU WALL CMD... : run CMD as UID under limits
-    local u=$1 cpu=$2 wall=$3; shift 3
+sandbox() { # sandbox UID CPU WALL CMD... : run CMD as UID under limits, in the jail with
+    local u=$1 cpu=$2 wall=$3; shift 3   # the paths of the array JB (jail_cmd's RW/RO PATH)
     local drop=()
     [ $root = 1 ] && drop=(setpriv --reuid="$u" --regid="${KN_GRADE_GID:-65534}" --clear-groups --no-new-privs)
+    jail_cmd "${JB[@]}" --
     timeout -s KILL "$wall" prlimit --cpu="$cpu" --as=$((4096 * 1048576)) --nproc=256 --nofile=256 \
-        --fsize=$((64 * 1048576)) --core=0 -- "${drop[@]}" "$@"
+        --fsize=$((64 * 1048576)) --core=0 -- "${JAIL[@]}" "${drop[@]}" "$@"
 }
 # Archives are unpacked by the compile user, inside its own folder: whatever the archive
 # holds (links, "..", huge files) lands there or nowhere. Links are never followed later.
@@ -102,6 +130,7 @@ case $sub in
         install -m 644 "$sub" "$work/sub.archive"
         [ $root = 1 ] && chown "$cuid:${KN_GRADE_GID:-65534}" "$work/sub"
         case $sub in *.zip) x=(unzip -qq -o ../sub.archive) ;; *) x=(tar --no-same-owner --no-same-permissions -xzf ../sub.archive) ;; esac
+        JB=(RW "$work/sub" RO "$work/sub.archive")
         (cd "$work/sub" && sandbox "$cuid" 60 120 env -i PATH=/usr/bin:/bin "${x[@]}") > "$work/extract.log" 2>&1 ;;
     *)  [ -d "$sub" ] || die "SUBMISSION=$sub is neither a folder nor a .tar.gz/.tgz/.zip"
         cp -r --no-dereference --no-preserve=all "$sub"/. "$work/sub" > "$work/extract.log" 2>&1 ;;
@@ -136,12 +165,15 @@ fi
 
 # ------------------------------------------------------------------ 2. compile and vet
 build_ok=1 blog=$work/build.log; : > "$blog"
+printf '%s\n' "${taken[@]}" > "$work/taken"
 if [ ${#taken[@]} -gt 0 ]; then
     mkdir -p "$work/view/.obj"
     [ $root = 1 ] && chown -R "$cuid:${KN_GRADE_GID:-65534}" "$work/view"
     mapfile -t flagenv < "$base/flags"
     install -m 644 "$G/compile-units.sh" "$work/compile-units.sh"
+    JB=(RW "$work/view" RO "$work/compile-units.sh")
     sandbox "$cuid" 120 300 env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/tmp LANG=C.UTF-8 "${flagenv[@]}" \
+        KN_GRADE_WERROR="${KN_GRADE_WERROR:-0}" \
         bash "$work/compile-units.sh" "$work/view" "$labdir" "$work/view/.obj" "${taken[@]}" >> "$blog" 2>&1 || build_ok=0
     kill_sandbox   # nothing of the compile user may change the files read below
 fi
@@ -163,13 +195,17 @@ if [ $build_ok = 1 ]; then
     done
 fi
 cfg=$work/tree/build/lab$lab-labs-solutions
+if [ $build_ok = 1 ] && grep -q 'warning:' "$blog"; then
+    echo "note: the compiler warned (see the test 'build'); warnings cost no points" >> "$notes"
+fi
 if [ $build_ok = 1 ]; then
     for u in "${taken[@]}"; do
         cp --no-dereference -- "$work/view/labs/$labdir/$u" "$work/tree/labs/$labdir/$u"
         touch -d @946684800 "$work/tree/labs/$labdir/$u"
         cp -- "$work/obj/${u%.c}.o" "$work/tree/build/obj/labs/$labdir/${u%.c}.o"
     done
-    if ! make -C "$work/tree" --no-print-directory BUILD_ROOT=build SAN=0 LAB="$lab" IMPL=labs PRIOR=solutions \
+    margs=(); [ -f "$base/make-args" ] && mapfile -t margs < "$base/make-args"
+    if ! make -C "$work/tree" --no-print-directory BUILD_ROOT=build SAN=0 "${margs[@]}" LAB="$lab" IMPL=labs PRIOR=solutions \
             "build/lab$lab-labs-solutions/test-lab$lab" "build/lab$lab-labs-solutions/test-lab$lab-hidden" \
             > "$work/link.log" 2>&1; then
         grep -vE '^(make|  (CC|AR|LINK) )' "$work/link.log" | tail -n 40 >> "$blog"; build_ok=0
@@ -181,7 +217,7 @@ if [ $build_ok = 1 ]; then
 fi
 
 # ------------------------------------------------------------------ 3. run the tests
-rubric=$work/tree/tests/lab$lab/rubric.txt
+rubric=$work/rubric.txt
 manifest=$work/manifest; : > "$manifest"
 if [ $build_ok = 1 ]; then
     run=$work/run; mkdir -p "$run"; chmod 711 "$run"
@@ -189,7 +225,8 @@ if [ $build_ok = 1 ]; then
     hid=$run/h-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
     install -m 755 "$cfg/test-lab$lab" "$pub"; install -m 700 "$cfg/test-lab$lab-hidden" "$hid"
     list() { # list BIN -> suite::name per line (Criterion --list, as the compile user)
-        (cd "$work" && sandbox "$cuid" 10 30 env -i PATH=/usr/bin:/bin "$1" --list 2>/dev/null) |
+        JB=(RO "$1")
+        (cd / && sandbox "$cuid" 10 30 env -i PATH=/usr/bin:/bin "$1" --list 2>/dev/null) |
             awk '/^[A-Za-z_][A-Za-z0-9_]*: [0-9]+ tests?$/ { s = $1; sub(/:$/, "", s); next }
                  /^(├── |└── |\|-- |`-- )/ { n = $0; sub(/^(├── |└── |\|-- |`-- )/, "", n); print s "::" n }'
     }
@@ -200,14 +237,75 @@ if [ $build_ok = 1 ]; then
     while read -r t; do echo "$i hidden $hid $t" >> "$manifest"; i=$((i + 1)); done < "$work/hid.list"
     [ "$i" -lt 255 ] || die "more than 254 tests in lab $lab: widen the user id blocks"
     np_of() { awk -v t="$1" '!/^#/ && $1 == t { for (i = 3; i <= NF; i++) if ($i ~ /^mpi=[0-9]+$/) { sub(/mpi=/, "", $i); print $i; exit } }' "$rubric"; }
+    # Limits per test, from the reference solution's CPU time (base.sh: ref-times): a small
+    # multiple with a floor, capped by KN_GRADE_CPU; the wall clock follows. An infinite loop
+    # then costs a couple of seconds per test, and the message names the limit.
+    factor=${KN_GRADE_CPU_FACTOR:-10} floor=${KN_GRADE_CPU_FLOOR:-2}
+    echo "cpu ${factor}x the reference solution's time, at least ${floor}s, at most ${KN_GRADE_CPU}s" > "$work/limits.txt"
+    reft=$base/ref-times; [ -f "$reft" ] || reft=/dev/null
+    limits_of() { # limits_of TEST -> "CPU WALL"
+        awk -v t="$1" -v f="$factor" -v lo="$floor" -v hi="$KN_GRADE_CPU" -v w="$KN_GRADE_WALL" '
+            $1 == t { r = $2 } END {
+                c = (r == "") ? hi : f * r; if (c < lo) c = lo; if (c > hi) c = hi
+                c = int(c) + (c > int(c)); wl = 2 * c + 2; if (wl > w) wl = w
+                print c, wl }' "$reft"
+    }
     for phase in public hidden; do
         [ $phase = hidden ] && chmod 755 "$hid"
         awk -v p=$phase '$2 == p { print $1, $3, $4 }' "$manifest" | while read -r n b t; do
-            np=$(np_of "$t"); echo "$n $b $t ${np:-0}"
-        done | xargs -r -P "$jobs" -n 4 bash "$G/run-one.sh" "$work"
+            np=$(np_of "$t"); echo "$n $b $t ${np:-0} $(limits_of "$t")"
+        done | xargs -r -P "$jobs" -n 6 bash "$G/run-one.sh" "$work"
         kill_sandbox
         [ $phase = hidden ] && chmod 700 "$hid"
     done
+
+    # ------------------------------------------------------------------ 3b. unit level
+    # Each unit the student gave, beside the staff's versions of the lab's other units (the
+    # IMPL=solutions objects of the base): a unit's score then does not depend on the
+    # student's other units. A test of unit U (rubric.py units: its unit= tag or its suite
+    # name) that passed with all the student's units counts as passed at unit level; the
+    # others run again with U's build. KN_GRADE_UNITS=0 turns this off.
+    staff=$work/tree/build/obj/solutions/$labdir
+    python3 "$G/rubric.py" units "$lab" "$rubric" "$work/tree" > "$work/units.map"
+    if [ "${KN_GRADE_UNITS:-1}" = 1 ] && [ ${#units[@]} -gt 1 ] && [ -d "$staff" ] && [ -s "$work/units.map" ]; then
+        for u in "${taken[@]}"; do
+            # The tests of u that did not pass with all of the student's units.
+            redo=$(awk -v u="$u" 'NR == FNR { if ($2 == u) of[$1] = 1; next }
+                                  FILENAME ~ /manifest$/ && ($4 in of) { print $1, $2, $4 }' "$work/units.map" "$manifest" |
+                   while read -r n ph t; do grep -q '^passed' "$work/v/$n" 2>/dev/null || echo "$ph $t"; done)
+            [ -n "$redo" ] || continue
+            for v in "${units[@]}"; do
+                if [ "$v" = "$u" ]; then o=$work/obj/${v%.c}.o; else o=$staff/${v%.c}.o; fi
+                [ -f "$o" ] || { echo "unit $u: no staff object for $v" >> "$notes"; continue 2; }
+                cp -- "$o" "$work/tree/build/obj/labs/$labdir/${v%.c}.o"
+            done
+            if ! make -C "$work/tree" --no-print-directory BUILD_ROOT=build SAN=0 "${margs[@]}" LAB="$lab" IMPL=labs PRIOR=solutions \
+                    "build/lab$lab-labs-solutions/test-lab$lab" "build/lab$lab-labs-solutions/test-lab$lab-hidden" \
+                    > "$work/link-$u.log" 2>&1; then
+                echo "unit $u: does not link beside the staff's other units:" >> "$notes"
+                grep -vE '^(make|  (CC|AR|LINK) )' "$work/link-$u.log" | tail -n 5 | sed 's/^/    /' >> "$notes"
+                continue
+            fi
+            cmp -s "$work/obj/${u%.c}.o" "$work/tree/build/obj/labs/$labdir/${u%.c}.o" ||
+                die "make recompiled $u as root; the grader's staging is broken"
+            upub=$run/p-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
+            uhid=$run/h-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
+            install -m 755 "$cfg/test-lab$lab" "$upub"; install -m 700 "$cfg/test-lab$lab-hidden" "$uhid"
+            while read -r ph t; do
+                [ "$i" -lt 255 ] || die "too many test runs for one block of user ids"
+                [ "$ph" = public ] && b=$upub || b=$uhid
+                echo "$i $ph $b $t $u" >> "$work/manifest-units"; i=$((i + 1))
+            done <<< "$redo"
+            for phase in public hidden; do
+                [ $phase = hidden ] && chmod 755 "$uhid"
+                awk -v p=$phase -v u="$u" '$2 == p && $5 == u { print $1, $3, $4 }' "$work/manifest-units" | while read -r n b t; do
+                    np=$(np_of "$t"); echo "$n $b $t ${np:-0} $(limits_of "$t")"
+                done | xargs -r -P "$jobs" -n 6 bash "$G/run-one.sh" "$work"
+                kill_sandbox
+                [ $phase = hidden ] && chmod 700 "$uhid"
+            done
+        done
+    fi
 fi
 
 # ------------------------------------------------------------------ 4. report
@@ -216,7 +314,8 @@ python3 "$G/report.py" --lab "$lab" --name "$(basename "$sub")" --rubric "$rubri
     --manifest "$manifest" --work "$work" --build-ok "$build_ok" --build-log "$blog" \
     --notes "$notes" --elapsed "$elapsed" --out "$out" \
     --hidden-visibility "${KN_GRADE_HIDDEN_VISIBILITY:-after_due_date}" \
-    --skip-weight "${KN_GRADE_SKIP_WEIGHT:-0}" || die "report.py failed"
+    --skip-weight "${KN_GRADE_SKIP_WEIGHT:-0}" --scoring "${KN_GRADE_SCORING:-}" --hidden-details "${KN_GRADE_HIDDEN_DETAILS:-full}" ||
+    die "report.py failed"
 cp "$blog" "$out/build.log"
 echo "grade: results.json, junit.xml, summary.txt in $out"
 cat "$out/summary.txt"

@@ -10,7 +10,9 @@ Scoring: a test scores its rubric points when passed, points * skip-weight when 
 (a GPU test where there is no GPU), 0 otherwise. Tests that ran but are not in the rubric
 are listed with 0 points; rubric tests that were never reported fail with that reason.
 When the build failed, the failed test "build" carries the compiler's messages and every
-rubric test fails with "not run". results.json follows Gradescope's documented format
+rubric test fails with "not run". public.txt holds only the build and the public tests (safe
+to send before the deadline); --hidden-details brief replaces a failing hidden test's
+assertion text (which quotes its source) with one line. results.json follows Gradescope's documented format
 (https://gradescope-autograders.readthedocs.io/en/latest/specs/); totals that format has no
 top-level key for (max_score, counts) sit in extra_data.
 """
@@ -20,6 +22,8 @@ import os
 import re
 import sys
 import xml.etree.ElementTree as ET
+
+import rubric as rubric_mod
 
 OUT_LIMIT = 2000  # characters of the student's own output kept per failing test
 
@@ -38,19 +42,12 @@ def read(path, limit=None):
 
 
 def parse_rubric(path):
-    """suite::name -> (points, tags); raises ValueError naming the bad line."""
-    rubric = {}
-    for n, line in enumerate(read(path).splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        f = line.split()
-        if len(f) < 2 or "::" not in f[0] or not re.fullmatch(r"\d+(\.\d+)?", f[1]):
-            raise ValueError(f"{path}:{n}: expected 'suite::name points', got {line!r}")
-        if f[0] in rubric:
-            raise ValueError(f"{path}:{n}: {f[0]} appears twice")
-        rubric[f[0]] = (float(f[1]), f[2:])
-    return rubric
+    """suite::name -> (points, tags), and the rubric (rubric.py); raises ValueError naming
+    the bad lines (grade.sh has run `rubric.py check` before: this is a last guard)."""
+    r = rubric_mod.parse(path)
+    if r.problems:
+        raise ValueError("\n".join(r.problems))
+    return r.entries, r
 
 
 def public_tests(tree, lab):
@@ -76,8 +73,10 @@ def main():
     ap.add_argument("--hidden-visibility", default="after_due_date",
                     choices=["hidden", "after_due_date", "after_published", "visible"])
     ap.add_argument("--skip-weight", type=float, default=0.0)
+    ap.add_argument("--hidden-details", default="full", choices=["full", "brief"])
+    ap.add_argument("--scoring", default="", choices=["", "all", "unit"])
     a = ap.parse_args()
-    rubric = parse_rubric(a.rubric)
+    rubric, rub = parse_rubric(a.rubric)
     pub = public_tests(os.path.join(a.work, "tree"), a.lab)
 
     ran = []  # (idx, phase, name)
@@ -85,22 +84,58 @@ def main():
         f = line.split()
         if len(f) == 4:
             ran.append((f[0], f[1], f[3]))
-    tests = []
-    seen = set()
-    for idx, phase, name in ran:
-        seen.add(name)
+    def verdict(idx, phase):
         v = read(os.path.join(a.work, "v", idx)).split()
         status = v[0] if v and v[0] in ("passed", "failed", "skipped") else "failed"
         secs = float(v[1]) if len(v) > 1 else 0.0
         msg = read(os.path.join(a.work, "v", idx + ".msg")).strip() if v else "the grader lost this test's verdict"
+        if phase == "hidden" and status == "failed" and a.hidden_details == "brief" and v[2:] == ["assert"]:
+            # The assertion text quotes the hidden test's source: keep the tests reusable.
+            msg = "\n".join(["the hidden test failed (its assertion is not shown)"] +
+                            [l for l in msg.splitlines() if l.startswith("the test crashed")])
         so = read(os.path.join(a.work, "out", idx), OUT_LIMIT).strip() if status == "failed" else ""
-        tests.append(dict(name=name, phase=phase, status=status, secs=secs, msg=msg, so=so))
+        return dict(phase=phase, status=status, secs=secs, msg=msg, so=so)
+
+    tests = []
+    seen = set()
+    for idx, phase, name in ran:
+        seen.add(name)
+        tests.append(dict(name=name, **verdict(idx, phase)))
     for name in rubric:
         if name not in seen:
             why = ("not run: the submission did not build (see the test 'build')" if not a.build_ok
                    else "this rubric test was not found in the test binaries")
             tests.append(dict(name=name, phase="public" if name in pub else "hidden",
                               status="failed", secs=0.0, msg=why, so=""))
+
+    # Unit level (grade.sh 3b): each unit the student gave, beside the staff's other units.
+    # A test of unit U passes at unit level when it passed with all of the student's units
+    # or with U's build; the rubric's `scoring unit` (or --scoring) makes that what counts.
+    unit_of = dict(l.split() for l in read(os.path.join(a.work, "units.map")).splitlines() if len(l.split()) == 2)
+    taken = set(read(os.path.join(a.work, "taken")).split())
+    rerun = {}
+    for line in read(os.path.join(a.work, "manifest-units")).splitlines():
+        f = line.split()
+        if len(f) == 5:
+            rerun[f[3]] = verdict(f[0], f[1])
+    scoring = a.scoring or rub.scoring
+    units = {}  # unit -> [points passed, points]
+    for t in tests:
+        u = unit_of.get(t["name"])
+        if not u or u not in taken or not a.build_ok:
+            continue
+        pts = rubric.get(t["name"], (0.0, []))[0]
+        r = rerun.get(t["name"])
+        t["unit_passed"] = t["status"] == "passed" or bool(r and r["status"] == "passed")
+        units.setdefault(u, [0.0, 0.0])
+        units[u][0] += pts if t["unit_passed"] else 0.0
+        units[u][1] += pts
+        if scoring == "unit" and t["status"] != "passed" and t["unit_passed"]:
+            t["msg"] = ("passed beside the staff's versions of the other units (the lab scores units one "
+                        "by one); with all of your units it fails:\n" + t["msg"])
+            t["status"], t["so"] = "passed", ""
+        elif r and r["status"] != "passed" and t["status"] == "failed":
+            t["msg"] += "\n(it fails beside the staff's versions of the other units too: the problem is in %s)" % u
 
     gs_tests, total, max_total = [], 0.0, 0.0
     counts = {"passed": 0, "failed": 0, "skipped": 0}
@@ -127,14 +162,17 @@ def main():
                          "output": out,
                          "visibility": "visible" if t["phase"] == "public" else a.hidden_visibility,
                          "tags": [t["phase"]] + (["skipped"] if t["status"] == "skipped" else []) + tags})
-    if not a.build_ok:
-        counts["failed"] += 1
     notes = read(a.notes).strip()
     pub_t = [t for t in tests if t["phase"] == "public"]
     lines = [f"kiln lab {a.lab}: {a.name}"]
     if notes:
         lines.append(notes)
     lines.append("build: " + ("ok" if a.build_ok else "FAILED (see the test 'build')"))
+    if units:
+        lines.append("unit-level scores (each of your units beside the staff's other units): " +
+                     ", ".join("%s %g/%g" % (u, p, m) for u, (p, m) in sorted(units.items())) +
+                     ("; the score counts units one by one" if scoring == "unit" else
+                      "; the score counts all of your units together"))
     lines.append("public tests: %d of %d passed, %g of %g points" % (
         sum(t["status"] == "passed" for t in pub_t), len(pub_t),
         sum(t["score"] for t in pub_t), sum(t["max"] for t in pub_t)))
@@ -147,6 +185,7 @@ def main():
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "extra_data": {"lab": a.lab, "submission": a.name, "max_score": max_total, "build_ok": bool(a.build_ok),
+                       "scoring": scoring, "units": {u: {"score": p, "max_score": m} for u, (p, m) in units.items()},
                        "passed": counts["passed"], "failed": counts["failed"], "skipped": counts["skipped"]},
         "tests": gs_tests,
     }
@@ -156,7 +195,7 @@ def main():
         f.write("\n")
 
     suites = ET.Element("testsuites", name=f"kiln-lab{a.lab}", tests=str(len(tests) + 1),
-                        failures=str(counts["failed"]), skipped=str(counts["skipped"]), time="%.3f" % a.elapsed)
+                        failures=str(counts["failed"] + (0 if a.build_ok else 1)), skipped=str(counts["skipped"]), time="%.3f" % a.elapsed)
     groups = [("build", [dict(name="build::build", status="passed" if a.build_ok else "failed", secs=0.0,
                               msg=build_msg, score=0.0, max=0.0)])]
     groups += [(f"lab{a.lab}-{p}", [t for t in tests if t["phase"] == p]) for p in ("public", "hidden")]
@@ -193,6 +232,20 @@ def main():
         if counts["skipped"]:
             f.write("%d skipped (each worth %g of its points)\n" % (counts["skipped"], a.skip_weight))
         f.write("%d passed, %d failed\n" % (counts["passed"], counts["failed"]))
+    # public.txt: safe to send before the deadline: the build and the public tests only
+    # (no hidden test's name, score or message, no total).
+    with open(os.path.join(a.out, "public.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n\n")
+        if not a.build_ok:
+            f.write("FAIL build\n" + "".join("    " + l + "\n" for l in build_msg.splitlines()[:40]))
+        for t in pub_t:
+            word = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP"}[t["status"]]
+            f.write("%s %-60s %g/%g\n" % (word, t["name"], t["score"], t["max"]))
+            if t["status"] != "passed":
+                for l in t["msg"].splitlines()[:6]:
+                    f.write("    " + l + "\n")
+        f.write("\npublic tests: %g / %g points (hidden tests are graded after the deadline)\n" % (
+            sum(t["score"] for t in pub_t), sum(t["max"] for t in pub_t)))
     return 0
 
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# run-one.sh WORK IDX BIN TEST NP — run one test of a submission, alone, in the sandbox,
-# and write its verdict to WORK/v/IDX ("passed|failed|skipped SECONDS") with the reasons in
-# WORK/v/IDX.msg. WORK/t/IDX belongs to the test's user and nothing there is read.
+# run-one.sh WORK IDX BIN TEST NP CPU WALL — run one test of a submission, alone, in the
+# sandbox, with CPU seconds and WALL seconds as its limits (grade.sh scales them to the
+# reference solution's time), and write its verdict to WORK/v/IDX ("passed|failed|skipped
+# SECONDS [assert]": assert when the reason is the test's own assertion text, which quotes
+# its source) with the reasons in WORK/v/IDX.msg. WORK/t/IDX belongs to the test's user and nothing there is read.
 #
 # TEST is "suite::name"; NP > 0 launches the binary under $MPIEXEC with NP ranks (an MPI
 # test: it passes when every rank passes). The command runs
 #   timeout (wall clock)  ->  prlimit (CPU seconds, address space, processes, open files,
-#   file size, no core)   ->  setpriv (its own user id KN_GRADE_UID_BASE+IDX, no groups,
+#   file size, no core)   ->  bwrap (jail.sh: a private root holding only the system, this
+#   test's folder, the records folder and the binary)  ->  setpriv (its own user id KN_GRADE_UID_BASE+IDX, no groups,
 #   no new privileges)    ->  env -i (a clean environment)  ->  the Criterion binary with
 #   --filter for this one test; its TAP report goes to a root-owned file whose name only the
 #   runner process knows (CRITERION_OUTPUTS, wiped in the worker by kn_test_grade.c).
@@ -17,6 +20,9 @@
 # test's output.
 set -u
 work=$1 idx=$2 bin=$3 test=$4 np=${5:-0}
+cpu=${6:-$KN_GRADE_CPU} wall=${7:-$KN_GRADE_WALL}
+lim=$work/limits.txt   # how grade.sh chose the limits, for the messages
+why_cpu=$(sed -n 's/^cpu //p' "$lim" 2>/dev/null)
 d=$work/t/$idx
 mkdir -p "$d/scratch"
 uid=$((KN_GRADE_UID_BASE + idx)) gid=${KN_GRADE_GID:-65534}
@@ -34,7 +40,7 @@ if [ "$(id -u)" = 0 ]; then
 else
     drop=()
 fi
-cmd=("$bin" --filter "$suite/$name" -j1 --timeout "$KN_GRADE_WALL" --short-filename)
+cmd=("$bin" --filter "$suite/$name" -j1 --timeout "$wall" --short-filename)
 envs=(PATH=/usr/local/bin:/usr/bin:/bin HOME="$d/scratch" TMPDIR="$d/scratch" LANG=C.UTF-8
       KN_GRADE_DONE="$rec $token")
 if [ "$np" -gt 0 ]; then
@@ -50,8 +56,14 @@ if [ "$np" -gt 0 ]; then
 else
     run=("${drop[@]}" env -i "${envs[@]}" CRITERION_OUTPUTS="tap:$tap.0" "${cmd[@]}")
 fi
+# The jail (jail.sh): this test's folder, the records folder (0711: the random names stay
+# secret) and the binary; nothing else of the machine's files.
+. "$(dirname "$0")/jail.sh"
+jail_cmd RW "$d" RW "$work/rec" RO "$bin" --
+run=("${JAIL[@]}" "${run[@]}")
 cd "$d/scratch" || exit 1
 start=$(date +%s.%N)
+
 # Its own session and process group: without root (no user of its own) the group is what
 # the leftovers are killed by.
 # Criterion's runner binds /tmp/criterion_PID.sock (a fixed path): a stale socket of another
@@ -59,14 +71,19 @@ start=$(date +%s.%N)
 # submission: such a run (SIGABRT, no TAP report at all) is retried once, under a new pid.
 for attempt in 1 2; do
     setsid -w bash -c 'echo $$ > "$0"; exec "$@"' "$work/v/$idx.pgid" \
-    timeout -k 2 "$KN_GRADE_WALL" \
-        prlimit --cpu="$KN_GRADE_CPU" --as=$((KN_GRADE_MEM_MB * 1048576)) --nproc="$KN_GRADE_NPROC" \
+    timeout -k 2 "$wall" \
+        prlimit --cpu="$cpu" --as=$((KN_GRADE_MEM_MB * 1048576)) --nproc="$KN_GRADE_NPROC" \
                 --nofile="$KN_GRADE_NOFILE" --fsize=$((KN_GRADE_FSIZE_MB * 1048576)) --core=0 -- \
         "${run[@]}" > "$work/out/$idx" 2>&1 < /dev/null
     rc=$?
     [ "$rc" -eq 134 ] && [ "$attempt" = 1 ] && ! grep -q '^1\.\.' "$tap".* 2>/dev/null || break
 done
 secs=$(echo "$start $(date +%s.%N)" | awk '{printf "%.3f", $2 - $1}')
+# Which limit bit. The CPU time of the jailed processes cannot be read from out here (bwrap
+# does not pass their usage up), but CPU time never exceeds wall time: a test stopped by a
+# signal after running at least its CPU limit's seconds was, most likely, stopped by it.
+cpu_hit=$(awk -v t="$secs" -v c="$cpu" 'BEGIN { print (t >= c - 0.05) ? 1 : 0 }')
+cpu_msg="the test ran for ${secs}s and was stopped, most likely by its CPU limit of ${cpu}s${why_cpu:+ ($why_cpu)}: an infinite loop, or far too slow?"
 cd "$work" || exit 1
 # What the test left behind: its processes (a fork bomb's children) and its files outside
 # its folder (Criterion's /dev/shm/bxfi_PID maps of killed workers, which would make a
@@ -86,20 +103,21 @@ fi
 ranks=$((np > 0 ? np : 1))
 nrec=0
 [ -f "$rec" ] && nrec=$(grep -cFx -- "$test $token" "$rec")
-verdict=failed msg=""
+verdict=failed msg="" kind=""
 taps=$(cat -- "$tap".*)
 lines=$(grep -E "^(not )?ok - $suite::$name( |$)" <<< "$taps")
 nok=$(grep -c '^ok - ' <<< "$lines")
 nskip=$(grep -c '^ok - .* # SKIP' <<< "$lines")
 if [ "$rc" -eq 137 ] || [ "$rc" -eq 124 ]; then
-    msg="killed: the test ran past its ${KN_GRADE_WALL}s wall-clock limit (an infinite loop, or waiting forever?)"
+    msg="killed: the test ran past its ${wall}s wall-clock limit (an infinite loop, or waiting forever?)"
 elif [ -z "$lines" ]; then
     msg="the test binary stopped before it reported this test (exit status $rc)"
     if [ "$rc" -gt 128 ]; then
         sig=$(kill -l $((rc - 128)) 2>/dev/null)
         case $sig in
             XFSZ) msg="killed by SIGXFSZ: the test wrote more than ${KN_GRADE_FSIZE_MB} MiB of output" ;;
-            XCPU|KILL) msg="killed by SIG$sig: the test used more than ${KN_GRADE_CPU}s of CPU time" ;;
+            XCPU) msg="killed by SIGXCPU: the test used its CPU limit of ${cpu}s${why_cpu:+ ($why_cpu)}: an infinite loop, or far too slow?" ;;
+            KILL) msg="killed by SIGKILL"; [ "$cpu_hit" = 1 ] && msg="$msg: $cpu_msg" ;;
             *) msg="the test binary was killed by SIG$sig before it reported this test" ;;
         esac
     fi
@@ -108,12 +126,16 @@ elif grep -q '^not ok' <<< "$lines"; then
         $0 ~ "^not ok - " t "( |$)" { on = 1; sub(/^not ok - [^ ]+ */, ""); if ($0 != "") print; next }
         on && /^(ok|not ok) - / { on = 0 }
         on && /^  (---|\.\.\.|assertions:|failures:)/ { next }
+        on && /^# / { next }
         on { sub(/^ +/, ""); sub(/^- /, ""); sub(/: \|\+$/, ":"); print }' <<< "$taps" |
         sed -E '/^\([0-9.]+s\)$/d' | head -c 4000)
     [ -n "$msg" ] || msg="the test failed"
+    kind=assert
     if grep -qE 'signal|crash|CRASH' <<< "$msg$lines"; then
         msg="$msg
-the test crashed (a segmentation fault, an abort, or a resource limit: CPU ${KN_GRADE_CPU}s, memory ${KN_GRADE_MEM_MB} MiB, ${KN_GRADE_NPROC} processes, output ${KN_GRADE_FSIZE_MB} MiB)"
+the test crashed (a segmentation fault, an abort, or a resource limit: CPU ${cpu}s, memory ${KN_GRADE_MEM_MB} MiB, ${KN_GRADE_NPROC} processes, output ${KN_GRADE_FSIZE_MB} MiB)"
+        [ "$cpu_hit" = 1 ] && msg="$msg
+it ran for ${secs}s, at least its CPU limit of ${cpu}s${why_cpu:+ ($why_cpu)}: most likely it hit that limit (an infinite loop, or far too slow?)"
     fi
 elif [ "$nskip" -eq "$ranks" ]; then
     verdict=skipped msg="skipped: $(grep -m1 -o '# SKIP.*' <<< "$lines" | sed 's/^# SKIP *//')"
@@ -124,5 +146,5 @@ elif [ "$nrec" -ne "$ranks" ]; then
 else
     verdict=passed
 fi
-printf '%s %s\n' "$verdict" "$secs" > "$work/v/$idx"
+printf '%s %s %s\n' "$verdict" "$secs" "${kind:-}" > "$work/v/$idx"
 printf '%s\n' "$msg" > "$work/v/$idx.msg"

@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # selftest.sh BUILD_ROOT RESULTS — the grader's tests, run by `make test` (step "grader").
 # Each check is one recorded test in RESULTS (tests/harness/record.sh: a .count file):
-#   grader-base                   the grading base of lab 01 builds
+#   rubric-refused                a rubric with a renamed entry, a bogus one and a wrong
+#                                 total is refused by rubric-check, naming each
+#   grader-gradescope-setup       make autograder's zip, unpacked into a scratch root that
+#                                 mimics Gradescope's /autograder (mimic.sh: bwrap, no git,
+#                                 no checkout), builds from scratch through its own setup.sh
+#                                 (its base is then the base of every check below); without
+#                                 root or bwrap, base.sh builds the base and this step fails
+#   grader-gradescope-CASE        run_autograder in that root grades planted submissions
 #   grader-planted-CASE           each planted submission (made by tests/grader/planted/lab01/plant.py) is
 #                                 graded to its expected score range, build state and reason
 #                                 (expected.txt), with valid results.json and junit.xml
@@ -12,15 +19,20 @@
 #   grader-archive-tgz/-zip       make grade on a .tar.gz (wrapped, with extra files, which
 #                                 are ignored and listed) and a .zip (files at the root)
 #   grader-vetting                constructors, replaced libc functions, calls of the hook,
-#                                 includes/.incbin of files outside the student view refused
+#                                 includes/.incbin of files outside the student view refused,
+#                                 also a file under a 0700 folder (as a checkout cloned into
+#                                 `mktemp -d` is: the compile user cannot even open it)
+#   grader-warnings               a compiler warning costs nothing (reported in 'build')
+#   grader-unit-level             a correct unit scores in full beside the staff's other
+#                                 units when the others are the skeleton's (scoring unit)
+#   grader-hidden-brief           KN_GRADE_HIDDEN_DETAILS=brief shows no hidden assertion
 #   grader-link-escape            unit files that are links to the solutions are not taken
 #   grader-refuses-out-in-sub     GRADE_OUT inside the submission is refused
-#   grader-autograder             make autograder's zip, unpacked, grades a submission
-#                                 through run_autograder into a valid results.json
 #   grader-dist-student           make dist-student leaks nothing, builds from its own
 #                                 folder, and its public tests run and fail on the skeleton
-# Short limits keep it fast (a hanging test costs KN_GRADE_WALL seconds): about 3 minutes
-# on 2 cores, most of it the two builds (the grading base and the student tree).
+# Short limits keep it fast (a hanging test costs KN_GRADE_WALL seconds), and the base is
+# built without CUDA (KN_GRADE_CUDA=0: lab 01 has no GPU test): about 3 minutes on 2 cores,
+# most of it the two builds (the grading base and the student tree).
 set -u
 broot=$1 results=$2
 rec=tests/harness/record.sh
@@ -29,10 +41,46 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 planted=$tmp/planted
 python3 $here/planted/lab01/plant.py "$planted" || { echo "plant.py failed"; exit 1; }
 export KN_GRADE_WALL=${KN_GRADE_WALL:-3} KN_GRADE_CPU=${KN_GRADE_CPU:-2} KN_GRADE_MEM_MB=${KN_GRADE_MEM_MB:-512}
+export KN_GRADE_CUDA=${KN_GRADE_CUDA:-0}
 base=$broot/grade-base/lab01
 mkdir -p "$results"
 
-bash $rec "$results" grader-base bash $here/base.sh 01 "$base" || exit 1
+# A broken rubric is refused, naming the entries: its first entry renamed, a bogus entry,
+# a total that no longer adds up (in a copy of lab 01's test folder).
+rubric_refused() {
+    local d=$tmp/rub first
+    mkdir -p "$d/tests/lab01" && ln -s "$(realpath labs)" "$d/labs" &&
+    for f in tests/lab01/*; do ln -s "$(realpath "$f")" "$d/$f"; done &&
+    rm "$d/tests/lab01/rubric.txt" &&
+    first=$(awk '!/^#/ && $1 ~ /::/ { print $1; exit }' tests/lab01/rubric.txt) &&
+    sed "s/^$first /${first}_renamed /" tests/lab01/rubric.txt > "$d/tests/lab01/rubric.txt" &&
+    echo "lab01_reduce::planted_bogus_entry 3" >> "$d/tests/lab01/rubric.txt" || return 1
+    python3 $here/rubric.py check 01 "$d" > "$tmp/rub.log"; local rc=$?
+    cat "$tmp/rub.log"
+    [ $rc = 1 ] && grep -q "${first}_renamed: no such test" "$tmp/rub.log" &&
+        grep -q "planted_bogus_entry: no such test" "$tmp/rub.log" &&
+        grep -q "$first (.*) has no entry" "$tmp/rub.log" && grep -q "but the rubric says 'total" "$tmp/rub.log"
+}
+bash $rec "$results" rubric-refused bash -c "$(declare -f rubric_refused); tmp=$tmp here=$here rubric_refused"
+
+# The autograder zip, built from scratch as Gradescope builds it: its own setup.sh in a
+# scratch root that mimics /autograder. Its grading base is the one every check below uses.
+agroot=$tmp/agroot
+gs_setup() {
+    make --no-print-directory autograder LAB=01 BUILD_ROOT="$tmp/ag-build" || return 1
+    unzip -l "$tmp/ag-build/autograder-lab01.zip" > "$tmp/zip.list"
+    for f in setup.sh run_autograder kiln/Makefile kiln/.kiln-files kiln/tests/grader/grade.sh kiln/tests/lab01/rubric.txt; do
+        grep -q " $f\$" "$tmp/zip.list" || { echo "missing $f in the zip"; return 1; }
+    done
+    ! grep -qE ' kiln/(tests/grader/planted|build|\.git)/' "$tmp/zip.list" || { echo "planted submissions, build outputs or .git in the zip"; return 1; }
+    bash $here/mimic.sh setup "$tmp/ag-build/autograder-lab01.zip" "$agroot" &&
+        [ -f "$agroot/source/kiln/build/grade-base/lab01/stamp" ]
+}
+if bash $rec "$results" grader-gradescope-setup bash -c "$(declare -f gs_setup); tmp=$tmp here=$here agroot=$agroot gs_setup"; then
+    rm -rf "$base"; mkdir -p "$(dirname "$base")" && cp -a "$agroot/source/kiln/build/grade-base/lab01" "$base" || exit 1
+else
+    bash $rec "$results" grader-base bash $here/base.sh 01 "$base" || exit 1
+fi
 export KN_GRADE_REUSE_BASE=1
 
 # The student tree builds while the planted submissions are graded (two cores: the build
@@ -79,6 +127,9 @@ extras() {
     int fputs(const char *s, FILE *f) { (void)s; (void)f; return 0; }' 'replace the C library' &&
         vet hook 'void kn_test_done(void); void planted(void); void planted(void) { kn_test_done(); }' 'may not use: kn_test_done' &&
         vet include "#include \"$sol\"" 'outside the lab' &&
+        mkdir -p "$tmp/locked/kiln/solutions/lab01-tensors" && cp "$sol" "$tmp/locked/kiln/solutions/lab01-tensors/" &&
+        chmod 700 "$tmp/locked" &&
+        vet include_0700 "#include \"$tmp/locked/kiln/solutions/lab01-tensors/reduce.c\"" 'outside the lab' &&
         vet incbin "__asm__(\".incbin \\\"$sol\\\"\");" 'incbin'
     }
     bash $rec "$results" grader-vetting bash -c "$(declare -f vet vet_all); tmp=$tmp broot=$broot here=$here planted=$planted vet_all"
@@ -95,24 +146,45 @@ extras() {
     bash $rec "$results" grader-refuses-out-in-sub bash -c \
         "cp -r $planted/correct $tmp/carol && ! make --no-print-directory grade LAB=01 SUBMISSION=$tmp/carol GRADE_OUT=$tmp/carol/out BUILD_ROOT=$broot && [ ! -e $tmp/carol/out ]"
 
-    # The autograder zip, run as Gradescope would (under AUTOGRADER_ROOT, with the base reused).
-    ag() {
-        make --no-print-directory autograder LAB=01 BUILD_ROOT="$tmp/ag-build" || return 1
-        mkdir -p "$tmp/ag/source" "$tmp/ag/submission"
-        (cd "$tmp/ag/source" && unzip -q "$tmp/ag-build/autograder-lab01.zip") || return 1
-        for f in setup.sh run_autograder kiln/Makefile kiln/tests/grader/grade.sh; do
-            [ -e "$tmp/ag/source/$f" ] || { echo "missing $f in the zip"; return 1; }
-        done
-        [ ! -e "$tmp/ag/source/kiln/tests/grader/planted" ] || { echo "planted submissions in the zip"; return 1; }
-        mkdir -p "$tmp/ag/source/kiln/build/grade-base"
-        ln -s "$(realpath "$base")" "$tmp/ag/source/kiln/build/grade-base/lab01"
-        cp $planted/partly_wrong/*.c "$tmp/ag/submission/"
-        AUTOGRADER_ROOT=$tmp/ag bash "$tmp/ag/source/run_autograder" | tail -n 1
-        python3 $here/check.py schema "$tmp/ag/results/results.json" &&
-            python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert 50 <= d['score'] < 100, d['score']" \
-                "$tmp/ag/results/results.json"
+    # Warnings are reported, not scored: an unused variable still scores 100.
+    mkdir -p "$tmp/warn" && cp $planted/correct/*.c "$tmp/warn/" &&
+        printf 'int planted_warning(void);\nint planted_warning(void) { int unused = 1; return 0; }\n' >> "$tmp/warn/reduce.c"
+    bash $rec "$results" grader-warnings bash -c "make --no-print-directory grade LAB=01 SUBMISSION=$tmp/warn \
+        GRADE_OUT=$tmp/out-warn BUILD_ROOT=$broot && python3 $here/check.py case $tmp/out-warn 100 100 ok - &&
+        grep -q 'unused variable' $tmp/out-warn/build.log && grep -q 'warnings cost no points' $tmp/out-warn/summary.txt"
+    # Unit level: correct broadcast.c and reduce.c beside the skeleton's strided.c (whose
+    # unfinished kn_index_next the reductions call). With `scoring unit`, reduce.c's tests
+    # pass beside the staff's strided.c, and reduce.c scores in full.
+    mkdir -p "$tmp/units" && cp $planted/correct/broadcast.c $planted/correct/reduce.c "$tmp/units/" &&
+        cp labs/lab01-tensors/strided.c "$tmp/units/"
+    bash $rec "$results" grader-unit-level bash -c "KN_GRADE_SCORING=unit make --no-print-directory grade LAB=01 \
+        SUBMISSION=$tmp/units GRADE_OUT=$tmp/out-units BUILD_ROOT=$broot && python3 $here/check.py units $tmp/out-units"
+    # Hidden tests' assertions (which quote their source) can be left out of the report.
+    bash $rec "$results" grader-hidden-brief bash -c "KN_GRADE_HIDDEN_DETAILS=brief make --no-print-directory grade LAB=01 \
+        SUBMISSION=$planted/partly_wrong GRADE_OUT=$tmp/out-brief BUILD_ROOT=$broot &&
+        python3 $here/check.py case $tmp/out-brief 50 99 ok - && python3 $here/check.py brief $tmp/out-brief"
+
+    # The autograder, run by Gradescope's rules in the mimicked root (mimic.sh grade): a
+    # correct submission, a partly wrong one, one that does not compile.
+    gs() { # gs CASE MIN MAX BUILD
+        local r; r=$(bash $here/mimic.sh grade "$agroot" "$planted/$1") || return 1
+        mkdir -p "$tmp/gs-$1" && cp "$r" "$tmp/gs-$1/results.json" &&
+            python3 $here/check.py schema "$tmp/gs-$1/results.json" &&
+            python3 - "$tmp/gs-$1/results.json" "$2" "$3" "$4" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert float(sys.argv[2]) <= d["score"] <= float(sys.argv[3]), d["score"]
+assert d["extra_data"]["build_ok"] == (sys.argv[4] == "ok"), d["extra_data"]
+print("gradescope:", d["output"].splitlines()[0], "score", d["score"])
+PY
     }
-    bash $rec "$results" grader-autograder bash -c "$(declare -f ag); tmp=$tmp base=$base here=$here planted=$planted ag"
+    if [ -f "$agroot/source/kiln/build/grade-base/lab01/stamp" ]; then
+        while read -r c lo hi b; do
+            bash $rec "$results" "grader-gradescope-$c" bash -c "$(declare -f gs); tmp=$tmp here=$here agroot=$agroot planted=$planted gs $c $lo $hi $b"
+        done <<< "correct 100 100 ok
+partly_wrong 50 99 ok
+compile_error 0 0 failed"
+    fi
 }
 extras > "$tmp/extras.log" 2>&1 &
 extras_pid=$!

@@ -75,7 +75,35 @@ PLANTS = {
 }
 
 
+def snoop(out):
+    """The planted 'snoop' case: when asked for KN_REDUCE_PROD, try to read what a student
+    must not (the hidden tests, the rubric and the reference solution in the instructor's
+    checkout, a classmate's submission beside this one, the grader's private copy of the
+    tree) and print what it got; the grader's jail must leave it nothing to read."""
+    repo = os.getcwd()
+    targets = [os.path.join(repo, "tests/lab01/test_hidden_reduce.c"), os.path.join(repo, "tests/lab01/rubric.txt"),
+               os.path.join(repo, SOL, "reduce.c"), os.path.join(os.path.abspath(out), "correct/reduce.c"),
+               "../../../tree/tests/lab01/rubric.txt", "../../../rubric.txt",
+               "/autograder/source/kiln/tests/lab01/rubric.txt"]
+    for t in targets[:3]:
+        assert os.path.exists(t), f"plant.py: {t} is gone: update the snoop case"
+    lst = ", ".join('"%s"' % t.replace("\\", "\\\\").replace('"', '\\"') for t in targets)
+    return ("""if (op == KN_REDUCE_PROD) { /* PLANTED: reads what a student must not */
+        static const char *targets[] = {%s};
+        for (size_t i = 0; i < sizeof targets / sizeof *targets; i++) {
+            char buf[64] = "";
+            FILE *f = fopen(targets[i], "r");
+            size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+            if (f) fclose(f);
+            printf("planted snoop %%s: %%s\\n", targets[i], f ? (n ? "READ" : "OPENED") : "nothing");
+        }
+        fflush(stdout);
+        return kn_error(KN_ERR_INTERNAL, "planted snoop");
+    }""" % lst, "#include <stdio.h>\n")
+
+
 def main(out):
+    PLANTS["snoop"] = snoop(out)
     units = sorted(f for f in os.listdir(SOL) if f.endswith(".c"))
     src = {u: open(os.path.join(SOL, u)).read() for u in units}
     cases = {"correct": {}}

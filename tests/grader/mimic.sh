@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# mimic.sh — try the autograder zip as Gradescope uses it, in a scratch root (issue 20).
+#   mimic.sh setup ZIP ROOT         unzip ZIP into ROOT/source and run its setup.sh
+#   mimic.sh grade ROOT SUBMISSION  put SUBMISSION's files in ROOT/submission, run
+#                                   run_autograder, and print ROOT/results/results.json's path
+# Each step runs as root under bubblewrap in a fresh root that holds only the system (/usr,
+# /etc, the /bin-/lib links), a fresh /proc, /dev and /tmp, and ROOT mounted at /autograder:
+# no git checkout, no build outputs, nothing of the machine's kiln tree is there, as on
+# Gradescope's image, whose setup.sh and run_autograder run as root with /autograder/source
+# holding the unpacked zip. What it cannot mimic: the packages come from this machine
+# (setup.sh finds them present and installs nothing; on Gradescope it runs apt-get), and
+# the user kiln-grader must exist here beforehand (/etc is read-only in there).
+# Needs root and bwrap; exit 2 (saying so) without them.
+set -u
+die() { echo "mimic: $*" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || die "needs root (setup.sh and run_autograder run as root on Gradescope)"
+command -v bwrap > /dev/null || die "needs bwrap (apt-get install bubblewrap)"
+id kiln-grader > /dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin kiln-grader ||
+    die "cannot create the user kiln-grader"
+
+inside() { # inside ROOT CMD...: run CMD as root in the mimicked image, /autograder = ROOT
+    local root=$1; shift
+    local j=(bwrap --die-with-parent --unshare-pid --unshare-ipc --unshare-uts
+             --ro-bind /usr /usr --ro-bind /etc /etc --proc /proc --dev /dev
+             --perms 1777 --tmpfs /tmp --perms 1777 --tmpfs /dev/shm --dir /var --perms 1777 --tmpfs /var/tmp
+             --dir /root --bind "$root" /autograder --chdir /autograder)
+    local d
+    for d in /bin /sbin /lib /lib32 /lib64 /libx32; do
+        if [ -L "$d" ]; then j+=(--symlink "$(readlink "$d")" "$d")
+        elif [ -d "$d" ]; then j+=(--ro-bind "$d" "$d"); fi
+    done
+    "${j[@]}" env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+        ${KN_GRADE_WALL:+KN_GRADE_WALL=$KN_GRADE_WALL} ${KN_GRADE_CPU:+KN_GRADE_CPU=$KN_GRADE_CPU} \
+        ${KN_GRADE_MEM_MB:+KN_GRADE_MEM_MB=$KN_GRADE_MEM_MB} "$@"
+}
+
+case ${1:-} in
+setup)
+    zip=$(realpath "$2") root=$3
+    rm -rf "$root"; mkdir -p "$root/source" || die "cannot create $root"
+    (cd "$root/source" && unzip -q "$zip") || die "cannot unzip $zip"
+    [ ! -e "$root/source/kiln/.git" ] || die "the zip holds a .git folder"
+    inside "$root" bash /autograder/source/setup.sh
+    ;;
+grade)
+    root=$2 sub=$3
+    rm -rf "$root/submission" "$root/results"; mkdir -p "$root/submission" "$root/results"
+    cp -r "$sub"/. "$root/submission/" || die "cannot copy $sub"
+    install -m 755 "$root/source/run_autograder" "$root/run_autograder"
+    inside "$root" /autograder/run_autograder || die "run_autograder failed (status $?)"
+    [ -f "$root/results/results.json" ] || die "run_autograder wrote no results.json"
+    echo "$root/results/results.json"
+    ;;
+*) die "usage: mimic.sh setup ZIP ROOT | grade ROOT SUBMISSION" ;;
+esac
