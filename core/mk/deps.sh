@@ -19,6 +19,7 @@ NEEDS=(
   "python3 -c 'import numpy' | python3-numpy"
   "command -v chromium | chromium"
   "test -d /usr/share/fonts/truetype/dejavu | fonts-dejavu-core"
+  "command -v bwrap | bubblewrap"
 )
 missing=()
 for n in "${NEEDS[@]}"; do

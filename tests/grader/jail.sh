@@ -4,7 +4,8 @@
 # folder of classmates' submissions. So every command that runs the student's code (or
 # reads its files: unpacking, compiling, listing, testing) runs under bubblewrap (bwrap, a
 # Debian package) in a private mount namespace whose root holds only the system (/usr, /etc,
-# the /bin-/lib links), a fresh /proc, /dev, /tmp, /dev/shm and /var/tmp, and the few
+# /sys, the /bin-/lib links, the GPU's /dev/nvidia* files where there is a GPU), a fresh
+# /proc, /dev, /tmp, /dev/shm and /var/tmp, and the few
 # paths of the grading that command needs, bound at their own paths. Nothing else of the
 # machine exists in there. --unshare-pid: it cannot see (or signal) other processes, and
 # when the command's process dies, everything it started dies with it.
@@ -36,7 +37,10 @@ jail_cmd() {
           --ro-bind /usr /usr --ro-bind /etc /etc --proc /proc --dev /dev
           --perms 1777 --tmpfs /tmp --perms 1777 --tmpfs /dev/shm
           --dir /var --perms 1777 --tmpfs /var/tmp)
+    # A GPU stays usable in there: its device files, and /sys (read-only) that CUDA reads.
+    JAIL+=(--ro-bind-try /sys /sys)
     local d
+    for d in /dev/nvidia*; do [ -e "$d" ] && JAIL+=(--dev-bind "$d" "$d"); done
     for d in /bin /sbin /lib /lib32 /lib64 /libx32; do
         if [ -L "$d" ]; then JAIL+=(--symlink "$(readlink "$d")" "$d")
         elif [ -d "$d" ]; then JAIL+=(--ro-bind "$d" "$d"); fi

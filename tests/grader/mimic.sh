@@ -9,7 +9,9 @@
 # Gradescope's image, whose setup.sh and run_autograder run as root with /autograder/source
 # holding the unpacked zip. What it cannot mimic: the packages come from this machine
 # (setup.sh finds them present and installs nothing; on Gradescope it runs apt-get), and
-# the user kiln-grader must exist here beforehand (/etc is read-only in there).
+# the user kiln-grader must exist here beforehand (/etc is read-only in there), and CUDA,
+# where this machine has it, is visible (KN_GRADE_CUDA=0, passed on, builds without it, as
+# on Gradescope's images). KN_GRADE_WALL, _CPU, _MEM_MB are passed on too.
 # Needs root and bwrap; exit 2 (saying so) without them.
 set -u
 die() { echo "mimic: $*" >&2; exit 2; }
@@ -21,7 +23,7 @@ id kiln-grader > /dev/null 2>&1 || useradd --system --no-create-home --shell /us
 inside() { # inside ROOT CMD...: run CMD as root in the mimicked image, /autograder = ROOT
     local root=$1; shift
     local j=(bwrap --die-with-parent --unshare-pid --unshare-ipc --unshare-uts
-             --ro-bind /usr /usr --ro-bind /etc /etc --proc /proc --dev /dev
+             --ro-bind /usr /usr --ro-bind /etc /etc --ro-bind /sys /sys --proc /proc --dev /dev
              --perms 1777 --tmpfs /tmp --perms 1777 --tmpfs /dev/shm --dir /var --perms 1777 --tmpfs /var/tmp
              --dir /root --bind "$root" /autograder --chdir /autograder)
     local d
@@ -31,7 +33,7 @@ inside() { # inside ROOT CMD...: run CMD as root in the mimicked image, /autogra
     done
     "${j[@]}" env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
         ${KN_GRADE_WALL:+KN_GRADE_WALL=$KN_GRADE_WALL} ${KN_GRADE_CPU:+KN_GRADE_CPU=$KN_GRADE_CPU} \
-        ${KN_GRADE_MEM_MB:+KN_GRADE_MEM_MB=$KN_GRADE_MEM_MB} "$@"
+        ${KN_GRADE_MEM_MB:+KN_GRADE_MEM_MB=$KN_GRADE_MEM_MB} ${KN_GRADE_CUDA:+KN_GRADE_CUDA=$KN_GRADE_CUDA} "$@"
 }
 
 case ${1:-} in
