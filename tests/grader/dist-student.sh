@@ -16,7 +16,8 @@
 # lab-specific is written here: every labs/labNN-x/ with a solutions/labNN-x/ is treated
 # alike, so new labs get the same treatment.
 #
-# `check` verifies, one recorded test each (in RESULTS when given):
+# `check` verifies, one recorded test each (in RESULTS when given; without RESULTS, as the
+# grader's self-test calls it, only the leaks and each skeleton):
 #   dist-leaks        no solutions/, hidden tests, grader, SOLUTION region, or pointer to
 #                     solutions/labNN in a file a student sees; every lab has staff units
 #   labNN-skeleton    the untouched skeleton builds from the tree's own folder (PRIOR=staff)
@@ -168,7 +169,8 @@ check)
         else
             record "lab$l-skeleton" OK "lab$l's skeleton builds with the staff units and fails cleanly ($last)"
         fi
-        # 2. the reference units copied in
+        # 2. the reference units copied in (the full check: make test's, with RESULTS)
+        [ -n "$results" ] || continue
         if ! compgen -G "$tmp/idx/solutions/$lab/*.c" > /dev/null; then continue; fi
         mkdir -p "$tmp/skel-units-$l" && cp "$tmp/tree/labs/$lab/"*.c "$tmp/skel-units-$l/"
         cp "$tmp/idx/solutions/$lab/"*.c "$tmp/tree/labs/$lab/"
