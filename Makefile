@@ -1,6 +1,7 @@
 # kiln — the one entry point.
 #
 #   make run                 train the small GPT on the bundled corpus (CPU; GPU when present)
+#   make run LAB=NN          the same with YOUR lab NN units, beside the staff's held-out loss
 #   make test                every suite: core, every lab's solution (public + hidden), every
 #                            lab's skeleton failing cleanly, generated files up to date.
 #                            Ends with one line "N passed, N failed".
@@ -11,9 +12,10 @@
 #   make SAN=1 test          the same with AddressSanitizer + UndefinedBehaviorSanitizer
 #
 # Unit selection (ARCHITECTURE.md, "The lab mechanism"):
-#   IMPL=labs|solutions      units of the lab being built (lab targets default to labs/,
-#                            everything else to solutions/ when it exists)
-#   PRIOR=labs|solutions     units of every other lab (default: solutions/ when it exists)
+#   IMPL=labs|solutions|staff  units of the lab being built (lab targets default to labs/,
+#                            everything else to solutions/, else staff/ when it exists)
+#   PRIOR=labs|solutions|staff units of every other lab (default: solutions/ when it exists,
+#                            else staff/: the compiled reference units of the student tree)
 #
 # Areas of the tree add their own targets in */*.mk fragments (book/book.mk, ...), and
 # register test steps by appending to TEST_STEPS.
@@ -65,7 +67,10 @@ TEST_SUPPORT_SRCS := $(sort $(wildcard tests/harness/*.c))
 LAB_DIRS := $(sort $(wildcard labs/lab[0-9][0-9]-*))
 LAB_IDS := $(patsubst labs/lab%,%,$(foreach d,$(LAB_DIRS),$(firstword $(subst -, ,$(d)))))
 HAVE_SOLUTIONS := $(if $(wildcard solutions/lab*),1,0)
-DEFAULT_IMPL := $(if $(filter 1,$(HAVE_SOLUTIONS)),solutions,labs)
+# staff/labNN-x/*.o: the reference units compiled, no source (the student tree has them,
+# written by make dist-student; the repository has solutions/ instead).
+HAVE_STAFF := $(if $(wildcard staff/lab*/*.o),1,0)
+DEFAULT_IMPL := $(if $(filter 1,$(HAVE_SOLUTIONS)),solutions,$(if $(filter 1,$(HAVE_STAFF)),staff,labs))
 
 ifneq ($(LAB),)
   override LAB := $(patsubst lab%,%,$(LAB))
@@ -80,19 +85,23 @@ else
   PRIOR ?= $(IMPL)
   CFG := $(BUILD)/$(IMPL)
 endif
-ifeq ($(filter $(IMPL),labs solutions),)
-  $(error IMPL=$(IMPL): use IMPL=labs or IMPL=solutions)
+ifeq ($(filter $(IMPL),labs solutions staff),)
+  $(error IMPL=$(IMPL): use IMPL=labs, IMPL=solutions or IMPL=staff)
 endif
-ifeq ($(filter $(PRIOR),labs solutions),)
-  $(error PRIOR=$(PRIOR): use PRIOR=labs or PRIOR=solutions)
+ifeq ($(filter $(PRIOR),labs solutions staff),)
+  $(error PRIOR=$(PRIOR): use PRIOR=labs, PRIOR=solutions or PRIOR=staff)
 endif
 
+# A lab's units: sources from labs/ or solutions/, or the compiled staff/ objects.
 unit_dir = $(if $(filter $(1),$(LAB)),$(IMPL),$(PRIOR))
-UNIT_SRCS := $(foreach L,$(LAB_IDS),$(wildcard $(call unit_dir,$(L))/lab$(L)-*/*.c))
+unit_files = $(if $(filter staff,$(1)),$(wildcard staff/lab$(2)-*/*.o),$(wildcard $(1)/lab$(2)-*/*.c))
+UNIT_SRCS := $(foreach L,$(LAB_IDS),$(call unit_files,$(call unit_dir,$(L)),$(L)))
+$(foreach L,$(LAB_IDS),$(if $(filter staff,$(call unit_dir,$(L))),$(if $(wildcard staff/lab$(L)-*/*.o),,\
+  $(error lab$(L): no staff units in staff/ (make dist-student writes them); use PRIOR=solutions or PRIOR=labs))))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(1)))
 CORE_OBJS := $(call obj,$(CORE_SRCS) $(CUDA_SRCS))
-UNIT_OBJS := $(call obj,$(UNIT_SRCS))
+UNIT_OBJS := $(call obj,$(filter %.c,$(UNIT_SRCS))) $(filter %.o,$(UNIT_SRCS))
 LIB := $(CFG)/libkiln.a
 KILN := $(CFG)/kiln
 
@@ -149,10 +158,18 @@ deps:
 	@bash core/mk/deps.sh
 
 # The main job: train the default small GPT on the bundled corpus (GPU when present).
+# make run LAB=NN trains with YOUR lab NN units and puts the staff reference's held-out
+# loss for the same settings beside yours (core/mk/run-compare.sh).
 RUN_ARGS ?= --out $(BUILD)/ckpt.safetensors
+REF_KILN := $(BUILD)/$(DEFAULT_IMPL)/kiln
 run: $(KILN)
 	@bash core/mk/deps.sh
+ifneq ($(and $(LAB),$(filter labs,$(IMPL)),$(filter-out labs,$(DEFAULT_IMPL))),)
+	@$(MAKE) --no-print-directory $(REF_KILN) LAB= IMPL=$(DEFAULT_IMPL) PRIOR=$(DEFAULT_IMPL) >/dev/null
+	@bash core/mk/run-compare.sh $(LAB) $(KILN) $(REF_KILN) $(BUILD)/run-reference $(RUN_ARGS)
+else
 	$(KILN) train $(RUN_ARGS)
+endif
 
 # lab01 .. lab12: build with that lab's units (IMPL, default labs/) and PRIOR elsewhere.
 # Listed one by one (not a lab% pattern, which would also match file paths under labs/).

@@ -1,6 +1,6 @@
 /* autograd.c — reverse-mode differentiation as a graph transform.
  *
- * kn_backward (a lab 02 unit: solutions/lab02-autograd/backward.c) walks the recorded
+ * kn_backward (a lab 02 unit: labs/lab02-autograd/backward.c) walks the recorded
  * graph backwards from the loss. Each node that received a gradient calls its op's
  * backward rule (named in ops.def; core/autograd/rules.c and the lab 02 unit rules.c),
  * which emits the nodes computing its operands' gradients through the builder.

@@ -1,6 +1,6 @@
 /* rules.c — the backward rules of the differentiable ops (the "backward" column of
  * ops.def) that are not lab 02 units: mul, div, exp, log, tanh, sum, mean, matmul and
- * permute are in solutions/lab02-autograd/rules.c (contracts in kiln/autograd.h).
+ * permute are lab 02 units (labs/lab02-autograd/rules.c) (contracts in kiln/autograd.h).
  *
  * A rule sees the forward node (its operands, attributes and result, all values of the
  * builder) and the gradient dy of its result, and emits the gradients of the operands

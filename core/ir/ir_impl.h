@@ -40,6 +40,13 @@ typedef struct kn_op_impl {
     kn_cost_fn cost;
 } kn_op_impl;
 extern const kn_op_impl kn_op_impls[KN_OP_COUNT]; /* ORDER OP */
+/* kn_op_impls[op].backward is kn_backward_checked for every differentiable op (bw_none
+ * for the others): it calls the rule itself, kn_op_rules[op] (named kn_op_rule_names[op]
+ * in ops.def), then refuses an answer dx[k] whose type is not operand k's, naming the
+ * rule, the node and the operand (core/autograd/rule_check.c). */
+extern const kn_backward_fn kn_op_rules[KN_OP_COUNT];
+extern const char *const kn_op_rule_names[KN_OP_COUNT];
+void kn_backward_checked(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
 
 typedef enum kn_attr_kind { KN_AK_INT, KN_AK_F64, KN_AK_INTS, KN_AK_DTYPE, KN_AK_STR } kn_attr_kind;
 typedef struct kn_attr_meta {

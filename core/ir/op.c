@@ -25,9 +25,28 @@ static const kn_op_info kn_op_infos[KN_OP_COUNT] = {
 #include "ir/ops.def"
 };
 
+/* The table's backward entry of a differentiable op is kn_backward_checked
+ * (core/autograd/rule_check.c), which calls the op's rule from kn_op_rules and checks
+ * its answer: whatever reverse pass calls the table (the student's own kn_backward
+ * included) gets rules whose wrong-shaped answers are errors naming the rule and node. */
+#define KN_BW_PICK(none, f) KN_BW_PICK_(none, f)
+#define KN_BW_PICK_(none, f) KN_BW_PICK_##none(f)
+#define KN_BW_PICK_1(f) bw_none
+#define KN_BW_PICK_0(f) kn_backward_checked
+
 const kn_op_impl kn_op_impls[KN_OP_COUNT] = {
 #define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) \
-    {infer, kernel, backward, cost},
+    {infer, kernel, KN_BW_PICK(KN_IS_BW_NONE(backward), backward), cost},
+#include "ir/ops.def"
+};
+
+const kn_backward_fn kn_op_rules[KN_OP_COUNT] = {
+#define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) backward,
+#include "ir/ops.def"
+};
+
+const char *const kn_op_rule_names[KN_OP_COUNT] = {
+#define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) #backward,
 #include "ir/ops.def"
 };
 

@@ -1,6 +1,6 @@
 /* verify.c — kn_node_infer, the entry to the shape rules, used by the verifier and the
  * builder. The verifier itself (kn_graph_verify) is a lab 03 unit:
- * solutions/lab03-ir/verify.c.
+ * labs/lab03-ir/verify.c.
  *
  * The verifier checks for every node, in order: a known op; the op's arity; operands defined before
  * use (SSA: an operand id is smaller than the node's id, which also rules out cycles);

@@ -1,7 +1,7 @@
 /* copy.c — copies: contiguous, clone, cast, and moving a tensor to another device.
  *
  * The element-by-element work is kn_tensor_copy_into, a lab 01 unit
- * (solutions/lab01-tensors/strided.c): it walks any strides on both sides and converts
+ * (labs/lab01-tensors/strided.c): it walks any strides on both sides and converts
  * dtypes, so clone/cast/contiguous are "allocate a contiguous output, copy into it".
  * Moving between devices copies raw bytes with kn_device_memcpy: a contiguous tensor moves
  * its numel elements; a strided view made on the CPU is first made contiguous; a strided

@@ -1,7 +1,7 @@
 /* reduce.c — reductions: the names of kn_reduce_op, and argmax.
  *
  * The general reduction (sum/mean/max/min/prod over any set of axes) is the lab 01 unit
- * kn_tensor_reduce (solutions/lab01-tensors/reduce.c). argmax reduces one axis to the
+ * kn_tensor_reduce (labs/lab01-tensors/reduce.c). argmax reduces one axis to the
  * index of its largest element: the axis is moved last (a header, no copy), so every
  * output element is one row of the row iterator. */
 #include <math.h>

@@ -8,7 +8,7 @@
  *   permute   reorder axes: shape and strides are permuted together;
  *   slice     start/stop clamp as in Python, offset += start * stride, stride *= step;
  *   squeeze / unsqueeze  drop / insert an axis of size 1;
- *   expand    (a lab 01 unit, solutions/lab01-tensors/broadcast.c) stride 0 on new axes. */
+ *   expand    (a lab 01 unit, labs/lab01-tensors/broadcast.c) stride 0 on new axes. */
 #include <string.h>
 
 #include "tensor/tensor_impl.h"

@@ -32,6 +32,9 @@
 #include "kiln/autograd.h"
 
 kn_val kn_sum_to(kn_builder *b, kn_val g, kn_val x) {
+    /* The arguments are checked for you: g's type must be what x's broadcasts to (a
+     * transposed or wrong-shaped gradient is refused here, naming the rule that called). */
+    if (!kn_sum_to_check(b, g, x)) return KN_VAL_NONE;
     (void)g; (void)x;
     kn_builder_fail(b, kn_not_implemented("lab02", "kn_sum_to: sum the broadcast axes of g back to x's shape"),
                     "%s", kn_last_error());

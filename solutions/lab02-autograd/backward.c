@@ -32,8 +32,10 @@
 #include "kiln/autograd.h"
 
 kn_val kn_sum_to(kn_builder *b, kn_val g, kn_val x) {
+    /* The arguments are checked for you: g's type must be what x's broadcasts to (a
+     * transposed or wrong-shaped gradient is refused here, naming the rule that called). */
+    if (!kn_sum_to_check(b, g, x)) return KN_VAL_NONE;
     /* BEGIN SOLUTION */
-    if (!kn_val_ok(g) || !kn_val_ok(x) || kn_builder_status(b) != KN_OK) return KN_VAL_NONE;
     kn_type gt = *kn_val_type(b, g), xt = *kn_val_type(b, x);
     if (kn_type_equal(&gt, &xt)) return g;
     int axes[KN_MAX_DIMS], na = 0, lead = gt.ndim - xt.ndim;

@@ -41,7 +41,11 @@ BEGIN { while ((getline l < donef) > 0) reached[l] = 1; pass = fail = abn = skip
 }
 detail && /^  \.\.\./ { detail = 0; next }
 detail && /^  (---|assertions:|failures:)/ { next }
-detail { sub(/^ +/, "    "); print; next }
+detail {   # Criterion writes the location as "- file.c:83: |+" (a YAML block header)
+    sub(/^ +/, "    ")
+    if ($0 ~ /^    - [^ ]+:[0-9]+: *\|[+-]?$/) { sub(/^    - /, "    at "); sub(/: *\|[+-]?$/, "") }
+    print; next
+}
 END {
     if (pass + fail == 0 && rc != 0) { fail = 1; abn = 1; printf "  CRASH %s: the test binary exited with status %s before reporting\n", name, rc }
     printf "%d %d %d %d\n", pass, fail, abn, skip > countf

@@ -9,7 +9,7 @@
  *
  * The backward is emitted through the builder (kiln/ir.h), one backward rule per op
  * (core/ir/ops.def names it; core/autograd/rules.c and, for the lab 02 units below,
- * solutions/lab02-autograd/rules.c hold them). So the same code serves
+ * the lab unit labs/lab02-autograd/rules.c hold them). So the same code serves
  * eager mode: on an EAGER builder, kn_backward computes the gradients at once (the
  * recorded graph is the tape).
  *
@@ -40,7 +40,7 @@ kn_status kn_autograd(const kn_graph *fwd, kn_val loss, int n, const kn_val *wrt
 
 /* ---------------------------------------------------------------- lab 02 units
  * Declared here, called by the core, written by students in labs/lab02-autograd/
- * (reference: solutions/lab02-autograd/). kn_backward above is one of them: the reverse
+ * (the staff's reference is compiled in: PRIOR=staff). kn_backward above is one of them: the reverse
  * pass (backward.c). The others:
  *
  * kn_sum_to (backward.c): the gradient g of a value whose operand x was broadcast, summed
@@ -64,6 +64,13 @@ kn_status kn_autograd(const kn_graph *fwd, kn_val loss, int n, const kn_val *wrt
  *                           broadcast batch axes summed back
  *     permute z = x.permute(p)                  dx = dy.permute(inverse of p) */
 kn_val kn_sum_to(kn_builder *b, kn_val g, kn_val x);
+/* The argument check kn_sum_to starts with (core/autograd/rule_check.c): false, with
+ * nothing done, when g or x is KN_VAL_NONE or the builder is in error; false after
+ * failing the builder (KN_ERR_SHAPE, naming both types, the mismatched axis and the rule
+ * that called) when g's type is not what x's broadcasts to; true otherwise. Every rule's
+ * answer is checked against its operand's type the same way (kn_op_impls in
+ * core/ir/ir_impl.h), so a wrong-shaped gradient is an error, never a silent broadcast. */
+bool kn_sum_to_check(kn_builder *b, kn_val g, kn_val x);
 void bw_mul(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
 void bw_div(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
 void bw_exp(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);

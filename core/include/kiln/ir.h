@@ -355,8 +355,8 @@ const kn_tensor *kn_interp_output(const kn_interp *it, int i);
 kn_status kn_interp_output_copy(const kn_interp *it, int i, kn_tensor *dst);
 
 /* ---------------------------------------------------------------- lab 03 units
- * Declared here, called by the core, written by students in labs/lab03-ir/ (reference:
- * solutions/lab03-ir/). kn_graph_verify above is one of them (verify.c). The other is the
+ * Declared here, called by the core, written by students in labs/lab03-ir/ (the staff's
+ * reference is compiled in: PRIOR=staff). kn_graph_verify above is one of them (verify.c). The other is the
  * builder's record path (record.c), the one function every builder call ends in:
  *
  * kn_builder_record(b, fn, op, nin, in, attrs, type, data) appends one node of op `op`

@@ -199,7 +199,7 @@ kn_status kn_tensor_max_diff(const kn_tensor *a, const kn_tensor *b, double *abs
 
 /* ---------------------------------------------------------------- lab 01 units
  * Declared here, used by the kernels above, written by students in labs/lab01-tensors/
- * (reference: solutions/lab01-tensors/). */
+ * (the staff's reference is compiled in: PRIOR=staff). */
 
 /* NumPy broadcasting of two shapes: align from the right; sizes must be equal or one of
  * them 1. KN_ERR_SHAPE naming both shapes when they do not broadcast. */

@@ -7,7 +7,6 @@ static kn_val f_div(kn_builder *b, const kn_val *x, void *c) { (void)c; return k
 static kn_val f_exp(kn_builder *b, const kn_val *x, void *c) { (void)c; return kn_exp(b, x[0]); }
 static kn_val f_log(kn_builder *b, const kn_val *x, void *c) { (void)c; return kn_ln(b, x[0]); }
 static kn_val f_tanh(kn_builder *b, const kn_val *x, void *c) { (void)c; return kn_tanh(b, x[0]); }
-static kn_val f_matmul(kn_builder *b, const kn_val *x, void *c) { (void)c; return kn_matmul(b, x[0], x[1]); }
 static kn_val f_sum1(kn_builder *b, const kn_val *x, void *c) { (void)c; int ax[] = {1}; return kn_sum(b, x[0], 1, ax, false); }
 static kn_val f_mean02(kn_builder *b, const kn_val *x, void *c) { (void)c; int ax[] = {0, 2}; return kn_mean(b, x[0], 2, ax, true); }
 static kn_val f_permute(kn_builder *b, const kn_val *x, void *c) { (void)c; int p[] = {2, 0, 1}; return kn_permute(b, x[0], 3, p); }
@@ -81,20 +80,54 @@ KN_TEST(lab02_rules, sum_and_mean_over_axes) {
     kn_tensor_free(x);
 }
 
-KN_TEST(lab02_rules, matmul_plain_and_batched) {
-    int64_t a2[] = {2, 3}, b2[] = {3, 4}, a3[] = {2, 2, 3};
-    kn_tensor *xs[2] = {l2_rand(KN_DT_F64, 2, a2, -1, 1, 13), l2_rand(KN_DT_F64, 2, b2, -1, 1, 14)};
-    l2_gradcheck("[2,3] @ [3,4]", f_matmul, NULL, 2, xs, 15);
-    kn_tensor_free(xs[0]);
-    xs[0] = l2_rand(KN_DT_F64, 3, a3, -1, 1, 16);
-    l2_gradcheck("[2,2,3] @ [3,4] (b shared by the batch)", f_matmul, NULL, 2, xs, 17);
-    kn_tensor_free(xs[0]);
-    kn_tensor_free(xs[1]);
+/* Every matmul the GPT (core/nn/gpt.c) runs, and the other transpose flags: ta/tb
+ * transpose the last two axes of a/b; leading axes are batch axes, broadcast against each
+ * other (b's are summed back with kn_sum_to). No shape is square, so a gradient that is
+ * transposed or of the wrong operand cannot pass for the right one. */
+typedef struct mm_case {
+    const char *what;
+    int na, nb;
+    int64_t a[4], b[4];
+    bool ta, tb;
+} mm_case;
+static kn_val f_matmul_t(kn_builder *b, const kn_val *x, void *c) {
+    const mm_case *m = c;
+    return kn_matmul_t(b, x[0], x[1], m->ta, m->tb);
+}
+static const mm_case mm_cases[] = {
+    {"[3,4] @ [4,5] (linear layers: ta=0 tb=0)", 2, 2, {3, 4}, {4, 5}, false, false},
+    {"[3,4] @ [5,4]^T (logits tied to the embedding: tb=1)", 2, 2, {3, 4}, {5, 4}, false, true},
+    {"[4,3]^T @ [4,5] (ta=1)", 2, 2, {4, 3}, {4, 5}, true, false},
+    {"[4,3]^T @ [5,4]^T (ta=1 tb=1)", 2, 2, {4, 3}, {5, 4}, true, true},
+    {"[2,2,3,4] @ [2,2,5,4]^T (attention scores q k^T: batched, tb=1)", 4, 4, {2, 2, 3, 4}, {2, 2, 5, 4}, false, true},
+    {"[2,2,3,5] @ [2,2,5,4] (attention output att v: batched)", 4, 4, {2, 2, 3, 5}, {2, 2, 5, 4}, false, false},
+    {"[2,3,4] @ [4,5] (b shared by the batch)", 3, 2, {2, 3, 4}, {4, 5}, false, false},
+    {"[2,3,4] @ [5,4]^T (b shared by the batch, tb=1)", 3, 2, {2, 3, 4}, {5, 4}, false, true},
+    {"[2,1,3,4] @ [2,4,5] (batch axes broadcast: [2,1] against [2])", 4, 3, {2, 1, 3, 4}, {2, 4, 5}, false, false},
+};
+
+KN_TEST(lab02_rules, matmul_every_case_the_gpt_uses) {
+    for (size_t i = 0; i < sizeof mm_cases / sizeof mm_cases[0]; i++) {
+        const mm_case *m = &mm_cases[i];
+        kn_tensor *xs[2] = {l2_rand(KN_DT_F64, m->na, m->a, -1, 1, 13 + 2 * i),
+                            l2_rand(KN_DT_F64, m->nb, m->b, -1, 1, 14 + 2 * i)};
+        l2_gradcheck(m->what, f_matmul_t, (void *)m, 2, xs, 15 + i);
+        kn_tensor_free(xs[0]);
+        kn_tensor_free(xs[1]);
+    }
+}
+
+static kn_val f_permute_heads(kn_builder *b, const kn_val *x, void *c) {
+    (void)c;
+    int p[] = {0, 2, 1, 3};
+    return kn_permute(b, x[0], 4, p);
 }
 
 KN_TEST(lab02_rules, permute_inverts) {
-    int64_t s[] = {2, 3, 4};
-    kn_tensor *x = l2_rand(KN_DT_F64, 3, s, -1, 1, 18);
+    int64_t s[] = {2, 3, 4}, s4[] = {2, 3, 2, 4};
+    kn_tensor *x = l2_rand(KN_DT_F64, 3, s, -1, 1, 18), *x4 = l2_rand(KN_DT_F64, 4, s4, -1, 1, 20);
     l2_gradcheck("permute {2,0,1}", f_permute, NULL, 1, &x, 19);
+    l2_gradcheck("permute {0,2,1,3} (attention's heads)", f_permute_heads, NULL, 1, &x4, 21);
     kn_tensor_free(x);
+    kn_tensor_free(x4);
 }

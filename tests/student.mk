@@ -1,0 +1,14 @@
+# tests/student.mk — make test checks the student tree (issue 19): `make dist-student`'s
+# tree is written from the index, then for every lab, in that tree: the untouched skeleton
+# builds with the staff's compiled units of the other labs and fails cleanly; the
+# reference units copied in pass the public tests; and both give, test by test, the same
+# results as in the repository (tests/grader/dist-student.sh check). Not shipped.
+
+TEST_STEPS += test-step-student-tree
+.PHONY: test-step-student-tree
+test-step-student-tree:
+	@rm -rf $(BUILD_ROOT)/student-tree && mkdir -p $(BUILD_ROOT)/student-tree
+	@bash tests/grader/dist-student.sh make $(BUILD_ROOT)/student-tree/kiln > $(BUILD_ROOT)/student-tree/make.log 2>&1 || \
+	  { cat $(BUILD_ROOT)/student-tree/make.log; echo "0 1 0 0" > $(ALL_RESULTS)/student-dist.count; \
+	    echo "student-dist: make dist-student failed: 0 passed, 1 failed"; exit 1; }
+	@BUILD_ROOT=$(BUILD_ROOT) bash tests/grader/dist-student.sh check $(BUILD_ROOT)/student-tree/kiln $(abspath $(ALL_RESULTS))
