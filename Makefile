@@ -9,6 +9,7 @@
 #   make test-labNN          run lab NN's public tests (HIDDEN=1 adds tests/labNN/)
 #   make skeletons           regenerate labs/*/ units from solutions/ (BEGIN/END SOLUTION)
 #   make deps                install what kiln needs (apt-get as root) or say what to install
+#   make help                the targets for students, instructors and self-learners
 #   make SAN=1 test          the same with AddressSanitizer + UndefinedBehaviorSanitizer
 #
 # Unit selection (ARCHITECTURE.md, "The lab mechanism"):
@@ -41,6 +42,19 @@ ifeq ($(SAN),1)
   SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
   CFLAGS += $(SANFLAGS)
   LDFLAGS += $(SANFLAGS)
+endif
+
+# Python for kiln's Python steps: the first interpreter that can import numpy
+# (core/mk/python.sh: /usr/bin/python3, where `make deps` installs python3-numpy, before the
+# PATH's python3). `make PYTHON=...` picks another. Exported, so sub-makes and scripts
+# agree; left unexported when none is found yet, so the sub-makes after `make deps` look again.
+ifeq ($(origin PYTHON),undefined)
+  PYTHON := $(shell bash core/mk/python.sh numpy)
+  ifneq ($(PYTHON),)
+    export PYTHON
+  else
+    PYTHON := python3
+  endif
 endif
 
 # CUDA: built when nvcc is there, left out cleanly when it is not.
@@ -178,6 +192,11 @@ LAB_TARGETS := $(foreach L,$(LAB_IDS),lab$(L) test-lab$(L))
 $(foreach L,$(LAB_IDS),$(eval lab$(L): ; @$$(MAKE) --no-print-directory build-lab LAB=$(L)))
 $(foreach L,$(LAB_IDS),$(eval test-lab$(L): ; @$$(MAKE) --no-print-directory run-lab-tests LAB=$(L)))
 
+# `make lab07` / `make test-lab7` for a lab that does not exist (yet): say which labs do.
+LAB_LIST := $(foreach d,$(LAB_DIRS),$(patsubst labs/%,%,$(d)))
+NO_SUCH_LAB_GOALS := $(filter-out $(LAB_TARGETS),$(shell printf '%s\n' $(MAKECMDGOALS) | grep -E '^(test-)?lab[0-9]+$$'))
+$(foreach g,$(NO_SUCH_LAB_GOALS),$(eval $(g): ; @echo "make $(g): there is no lab $(lastword $(subst lab, ,$(g))); labs are: $(LAB_LIST)" >&2; exit 2))
+
 .PHONY: build-lab run-lab-tests
 build-lab: $(KILN) $(CFG)/test-lab$(LAB) $(if $(filter 1,$(HIDDEN)),$(CFG)/test-lab$(LAB)-hidden)
 	@echo "lab$(LAB): built with lab$(LAB) units from $(IMPL)/, other labs from $(PRIOR)/ -> $(CFG)"
@@ -199,6 +218,31 @@ skeletons:
 	@bash core/mk/skeleton.sh generate
 check-skeletons:
 	@bash core/mk/skeleton.sh check
+
+# `make help`: the targets a student, an instructor and a self-learner use.
+.PHONY: help
+help:
+	@echo 'kiln: make targets (README.md says more; labs: $(LAB_LIST))'
+	@echo 'everyone'
+	@echo '  make run                 train the small GPT on the bundled corpus (GPU when present)'
+	@echo '  make test                every test suite; ends with "N passed, N failed"'
+	@echo '  make deps                install what kiln needs (or print the apt-get line)'
+	@echo 'students (NN = 01, 02, ...)'
+	@echo '  make labNN               build kiln with YOUR units from labs/labNN-*/'
+	@echo '  make test-labNN          run lab NN'"'"'s public tests against your units'
+	@echo '  make run LAB=NN          train the GPT with your lab NN units'
+	@echo '  PRIOR=labs|solutions     other labs'"'"' units: yours or the reference (default)'
+	@echo 'instructors'
+	@echo '  make test-labNN IMPL=solutions HIDDEN=1   the reference against public + hidden tests'
+	@echo '  make skeletons           regenerate labs/ from solutions/ (BEGIN/END SOLUTION)'
+	@echo '  make mutants LAB=NN      how strong lab NN'"'"'s tests are: mutants of the solution, killed/total'
+	@echo '  make grade LAB=NN SUBMISSION=dir          grade one submission'
+	@echo '  make grade-all LAB=NN SUBMISSIONS=dir     grade a folder of submissions'
+	@echo '  make autograder LAB=NN   the Gradescope autograder zip'
+	@echo '  make dist-student        the student repository (no solutions, no hidden tests)'
+	@echo 'self-learners'
+	@echo '  make book                build/book/index.html: the lessons with live listings'
+	@echo '  make gpu-check           on a GPU machine: GPU tests, PyTorch agreement, benchmark'
 
 # ------------------------------------------------------------------ make test
 # Each step writes "passed failed abnormal skipped" into $(ALL_RESULTS)/<name>.count
@@ -228,7 +272,7 @@ test-step-resume-cli:
 	@$(MAKE) --no-print-directory $(KILN) IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) resume-cli bash tests/core/test_nn_resume_cli.sh $(BUILD)/$(DEFAULT_IMPL)/kiln
 test-step-lab03-corpus:
-	@bash tests/harness/record.sh $(ALL_RESULTS) lab03-corpus-fresh python3 tests/lab03/check_corpus.py
+	@bash tests/harness/record.sh $(ALL_RESULTS) lab03-corpus-fresh $(PYTHON) tests/lab03/check_corpus.py
 test-step-skeletons-fresh:
 	@bash tests/harness/record.sh $(ALL_RESULTS) skeletons-fresh bash core/mk/skeleton.sh check
 $(foreach L,$(LAB_IDS),$(eval test-step-lab$(L)-solution: ; @$$(MAKE) --no-print-directory run-lab-tests LAB=$(L) IMPL=solutions PRIOR=solutions HIDDEN=1 RESULTS=$$(abspath $$(ALL_RESULTS))/lab$(L)-solution))

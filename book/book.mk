@@ -10,7 +10,7 @@
 # book-html, book-render. See book/README.md.
 
 BOOK_DIR := $(BUILD)/book
-BOOK_PY := python3 book/book.py
+BOOK_PY := $(PYTHON) book/book.py
 
 .PHONY: book book-check book-examples
 book:
@@ -33,7 +33,7 @@ test-step-book-listings:
 test-step-book-examples:
 	@bash tests/harness/record.sh $(ALL_RESULTS) book-examples $(MAKE) --no-print-directory book-examples
 test-step-book-resolver:
-	@bash tests/harness/record.sh $(ALL_RESULTS) book-resolver python3 book/tests/test_listing.py
+	@bash tests/harness/record.sh $(ALL_RESULTS) book-resolver $(PYTHON) book/tests/test_listing.py
 test-step-book-broken:
 	@bash tests/harness/record.sh $(ALL_RESULTS) book-broken-directive bash book/tests/broken.sh
 test-step-book-html:

@@ -10,10 +10,10 @@
 #                             (slowest, so last), and print a short table last.
 #                             Logs go to $OUT when it is set, else to $(BUILD)/gpu-check.
 #
-# The machine has no Criterion: carry its libraries from here first with
-#   bash core/mk/carry-criterion.sh .carry/lib
-# and the test binaries run with LD_LIBRARY_PATH=.carry/lib (gpu-check.sh sets it). The CUDA kernels
-# use cuBLAS for matmul, so every CUDA build links it.
+# The machine has no Criterion (neither headers nor library): carry both from here first,
+#   bash core/mk/carry-criterion.sh          (writes .carry/include and .carry/lib)
+# with .carry travelling with the tree; core/carry.mk builds the tests with them. The CUDA
+# kernels use cuBLAS for matmul, so every CUDA build links it.
 #
 # memcheck runs the Criterion binary, which forks one child per test: compute-sanitizer
 # follows forked children (checked on an H100, 2026-11-22: an out-of-bounds write in a

@@ -9,7 +9,7 @@
 # tokens/s to each PyTorch run's. KILN names the kiln binary (default build/solutions/kiln);
 # LOGS a folder for the full outputs (default $OUT when set, else /tmp/kiln-bench). A side
 # that fails is reported as such; the others still run. PyTorch is skipped (with a line
-# saying so) when python3 cannot import torch. BENCH_TIMEOUT (seconds, default 0: none)
+# saying so) when no python3 can import torch. BENCH_TIMEOUT (seconds, default 0: none)
 # bounds each of the three runs. --tf32 lets both sides' fp32 matmuls use TF32 tensor cores.
 # The table and the ratios are also written to $LOGS/bench_summary.json.
 set -u
@@ -21,16 +21,18 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 echo "== kiln bench $*"
 timeout "${BENCH_TIMEOUT:-0}" "$KILN" bench "$@" 2>&1 | tee "$LOGS/bench_kiln.log"
-if python3 -c 'import torch' 2>/dev/null; then
+# PyTorch's interpreter (core/mk/python.sh torch: on the GPU machine the PATH's python3).
+torch_py=$(bash "$here/../core/mk/python.sh" torch) || torch_py=
+if [ -n "$torch_py" ]; then
     for attn in sdpa manual; do
         echo "== bench_torch.py --attn $attn $*"
-        timeout "${BENCH_TIMEOUT:-0}" python3 "$here/bench_torch.py" --attn "$attn" "$@" 2>&1 | tee "$LOGS/bench_torch_$attn.log"
+        timeout "${BENCH_TIMEOUT:-0}" "$torch_py" "$here/bench_torch.py" --attn "$attn" "$@" 2>&1 | tee "$LOGS/bench_torch_$attn.log"
     done
 else
-    echo "== PyTorch: python3 cannot import torch here; the PyTorch side is skipped"
+    echo "== PyTorch: no python3 here can import torch; the PyTorch side is skipped"
 fi
 
-python3 - "$LOGS" <<'PY'
+"${PYTHON:-python3}" - "$LOGS" <<'PY'
 import json, os, sys
 logs = sys.argv[1]
 rows = []

@@ -3,7 +3,7 @@
 # directive with file:line; passes only when all of them are reported (and nothing else).
 set -u
 cd "$(dirname "$0")/../.."
-out=$(python3 book/book.py check book/tests/broken.md 2>&1); rc=$?
+out=$("${PYTHON:-python3}" book/book.py check book/tests/broken.md 2>&1); rc=$?
 echo "$out"
 fail=0
 [ $rc -ne 0 ] || { echo "FAIL: book.py check exited 0 on a lesson with broken directives"; fail=1; }

@@ -6,7 +6,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 dir=$1
-python3 book/book.py build --lenient --no-pdf --out "$dir" || { echo "FAIL: the book did not build"; exit 1; }
+"${PYTHON:-python3}" book/book.py build --lenient --no-pdf --out "$dir" || { echo "FAIL: the book did not build"; exit 1; }
 fail=0
 check() { "$@" || { echo "FAIL: $*"; fail=1; }; }
 check test -s "$dir/index.html"

@@ -7,8 +7,8 @@ set -u
 cd "$(dirname "$0")/../.."
 dir=$1
 command -v chromium > /dev/null || { echo "FAIL: chromium is not installed (make deps installs it)"; exit 1; }
-[ -s "$dir/00-course-map.html" ] || python3 book/book.py build --lenient --no-pdf --out "$dir" > /dev/null
+[ -s "$dir/00-course-map.html" ] || "${PYTHON:-python3}" book/book.py build --lenient --no-pdf --out "$dir" > /dev/null
 second=$(ls lessons/[0-9][0-9]-*.md | sort | sed -n 2p)
 second=${second:+$(basename "$second" .md).html}
-python3 book/render_check.py --book "$dir" --out "$dir/render" \
+"${PYTHON:-python3}" book/render_check.py --book "$dir" --out "$dir/render" \
     00-course-map.html=code,math,figure "${second:-kn-index.html}=auto"

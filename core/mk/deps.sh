@@ -6,6 +6,9 @@
 # fail. Run by `make deps`, `make run` and `make test`, so a fresh Debian 12 machine needs
 # nothing but `make` and a compiler (and the CUDA toolkit for the GPU parts).
 set -u
+here=$(cd "$(dirname "$0")" && pwd)
+# numpy: some interpreter that kiln's Python steps will pick (core/mk/python.sh) must have
+# it; python3-numpy serves /usr/bin/python3, which python.sh tries first.
 NEEDS=(
   "test -f /usr/include/criterion/criterion.h | libcriterion-dev"
   "command -v mpicc | mpich"
@@ -16,7 +19,7 @@ NEEDS=(
   "command -v clang | clang"
   "ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a | libclang-rt-14-dev"
   "command -v python3 | python3"
-  "python3 -c 'import numpy' | python3-numpy"
+  "bash \"$here/python.sh\" numpy | python3-numpy"
   "command -v chromium | chromium"
   "test -d /usr/share/fonts/truetype/dejavu | fonts-dejavu-core"
   "command -v bwrap | bubblewrap"

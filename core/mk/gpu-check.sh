@@ -14,7 +14,18 @@ logs=$1 cfg=$2 kiln=$3
 mkdir -p "$logs"
 table=$logs/table.txt
 : > "$table"
-export LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
+# Criterion: this machine has none; `bash core/mk/carry-criterion.sh` run where it is
+# installed put its headers and libraries in .carry/ (core/carry.mk builds with them and
+# gives the test binaries an RPATH there). LD_LIBRARY_PATH is kept for the test binaries
+# only, for binaries built elsewhere (GPU_CHECK_BUILD=0); PyTorch never sees the copies.
+carried=$PWD/.carry/lib
+if ! echo '#include <criterion/criterion.h>' | ${CC:-cc} -E -x c - > /dev/null 2>&1 &&
+   [ ! -f .carry/include/criterion/criterion.h ]; then
+    echo "gpu-check: no Criterion here and none carried: where it is installed, run"
+    echo "    bash core/mk/carry-criterion.sh"
+    echo "and carry .carry with the tree (README.md, GPU)."
+    exit 1
+fi
 row() { printf '  %-22s %-66s %5ss\n' "$1" "$2" "$3" | tee -a "$table" > /dev/null; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$logs/gpu.txt" 2>&1 \
     || echo "no nvidia-smi" > "$logs/gpu.txt"
@@ -27,7 +38,7 @@ if [ "${GPU_CHECK_BUILD:-1}" = 1 ]; then
 fi
 
 t=$(date +%s)
-KN_TEST_JOBS=${KN_TEST_JOBS:-8} KN_SUITE_TIMEOUT=${KN_SUITE_TIMEOUT:-300} \
+LD_LIBRARY_PATH=$carried:${LD_LIBRARY_PATH:-} KN_TEST_JOBS=${KN_TEST_JOBS:-8} KN_SUITE_TIMEOUT=${KN_SUITE_TIMEOUT:-300} \
     bash tests/harness/run-suite.sh core "$cfg/test-core" "$logs" > "$logs/suite.txt" 2>&1
 row "core suite" "$(tail -n 1 "$logs/suite.txt")" $(( $(date +%s) - t ))
 row "GPU tests (cuda_*)" "$(awk '/^ok - cuda_/ { if (/# SKIP/) s++; else p++ } /^not ok - cuda_/ { f++ }
@@ -51,7 +62,7 @@ for mode in fp32 tf32; do
         bash plots/profile.sh "$logs/profile-$mode.tsv" "$logs/profile-$mode.svg" \
             "kiln eager GPT-2 124M training step, fp32 ($mode matmuls), per-op GPU time" > /dev/null 2>&1 || true
     fi
-    r=$(python3 - "$logs/bench-$mode/bench_summary.json" <<'PY' 2>/dev/null || echo "FAILED (see bench-$mode.log)"
+    r=$("${PYTHON:-python3}" - "$logs/bench-$mode/bench_summary.json" <<'PY' 2>/dev/null || echo "FAILED (see bench-$mode.log)"
 import json, sys
 d = json.load(open(sys.argv[1]))
 k, t = d["kiln"], d["torch"].get("sdpa")
@@ -66,7 +77,7 @@ san=${COMPUTE_SANITIZER:-compute-sanitizer}
 for tool in memcheck racecheck; do
     t=$(date +%s)
     if [ -x "$san" ] || command -v "$san" > /dev/null 2>&1; then
-        timeout "${GPU_MEMCHECK_TIMEOUT:-240}" "$san" --tool $tool --target-processes all --error-exitcode 99 \
+        LD_LIBRARY_PATH=$carried:${LD_LIBRARY_PATH:-} timeout "${GPU_MEMCHECK_TIMEOUT:-240}" "$san" --tool $tool --target-processes all --error-exitcode 99 \
             --print-limit 20 "$cfg/test-core" --filter "${GPU_TEST_FILTER:-cuda_*/*}" -j1 > "$logs/$tool.log" 2>&1
         rc=$?
         n=$(grep -E 'ERROR SUMMARY' "$logs/$tool.log" | awk '{s += $4} END {print s + 0}')

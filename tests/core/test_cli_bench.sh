@@ -11,7 +11,7 @@ trap 'rm -rf "$dir"' EXIT
 tiny="--vocab 64 --context 16 --layers 1 --width 32 --heads 2 --batch 2 --warmup 1 --steps 3 --device cpu"
 "$kiln" bench $tiny > "$dir/a.out"
 "$kiln" bench $tiny --tf32 --profile 5 > "$dir/b.out"
-python3 - "$dir/a.out" "$dir/b.out" <<'PY'
+"${PYTHON:-python3}" - "$dir/a.out" "$dir/b.out" <<'PY'
 import json, math, sys
 for path, tf32 in ((sys.argv[1], False), (sys.argv[2], True)):
     lines = open(path).read().splitlines()

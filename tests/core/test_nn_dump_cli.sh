@@ -12,19 +12,22 @@ set -eu
 kiln=${1:?usage: test_nn_dump_cli.sh PATH/TO/kiln}
 here=$(cd "$(dirname "$0")/../.." && pwd)
 agree=$here/plots/torch_agree.py
+# The interpreter with numpy (core/mk/python.sh), as `make test` exports it.
+py=${PYTHON:-$(bash "$here/core/mk/python.sh" numpy)} ||
+    { echo "FAIL: no python3 here can import numpy (run: make deps)"; exit 1; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT; [ -n "${KEEP:-}" ] && trap - EXIT
 cfg="--vocab 61 --context 12 --layers 2 --width 24 --heads 3 --batch 2 --steps 3 --seed 7"
 
 # 1. kiln against numpy, end to end (torch_agree.py runs kiln dump)
-python3 "$agree" --reference numpy --kiln "$kiln" $cfg --out "$dir/a.st" > "$dir/agree.out" 2>&1 ||
+"$py" "$agree" --reference numpy --kiln "$kiln" $cfg --out "$dir/a.st" > "$dir/agree.out" 2>&1 ||
     { cat "$dir/agree.out"; echo "FAIL: torch_agree.py --reference numpy did not pass"; exit 1; }
 grep -q '^PASS ' "$dir/agree.out" || { cat "$dir/agree.out"; echo "FAIL: no PASS line"; exit 1; }
 
 # 2. same flags, same bytes; the file holds what dump.c promises
 "$kiln" dump $cfg --device cpu --out "$dir/b.st" > /dev/null
 cmp "$dir/a.st" "$dir/b.st" || { echo "FAIL: two dumps with the same flags differ"; exit 1; }
-PYTHONPATH="$here/plots" python3 - "$dir/a.st" "$dir/bad_grad.st" "$dir/bad_logits.st" <<'PY'
+PYTHONPATH="$here/plots" "$py" - "$dir/a.st" "$dir/bad_grad.st" "$dir/bad_logits.st" <<'PY'
 import json, struct, sys
 import numpy as np
 from gpt_numpy import read_safetensors, param_names, config_of
@@ -58,7 +61,7 @@ open(sys.argv[3], "wb").write(patched("logits", move))
 PY
 for bad in bad_grad:grad.h.1.mlp.c_fc.weight bad_logits:logits; do
     f=${bad%%:*} t=${bad#*:}
-    rc=0; python3 "$agree" --reference numpy --dump "$dir/$f.st" --fd 2 > "$dir/$f.out" 2>&1 || rc=$?
+    rc=0; "$py" "$agree" --reference numpy --dump "$dir/$f.st" --fd 2 > "$dir/$f.out" 2>&1 || rc=$?
     [ "$rc" -eq 1 ] || { cat "$dir/$f.out"; echo "FAIL: a corrupted dump ($f) exited $rc, expected 1"; exit 1; }
     grep -q "^FAIL .*'$t'" "$dir/$f.out" || { cat "$dir/$f.out"; echo "FAIL: the verdict does not name $t"; exit 1; }
 done
@@ -92,8 +95,8 @@ check_usage stray $o stray
 "$kiln" dump --help | grep -q -- '--steps' || { echo "FAIL: kiln dump --help"; exit 1; }
 
 # 5. the PyTorch reference says it cannot run when torch is missing
-if ! python3 -c 'import torch' 2> /dev/null; then
-    rc=0; python3 "$agree" --dump "$dir/a.st" > "$dir/t.out" 2>&1 || rc=$?
+if ! "$py" -c 'import torch' 2> /dev/null; then
+    rc=0; "$py" "$agree" --dump "$dir/a.st" > "$dir/t.out" 2>&1 || rc=$?
     [ "$rc" -eq 2 ] && [ "$(wc -l < "$dir/t.out")" -eq 1 ] && grep -q 'PyTorch is not installed' "$dir/t.out" ||
         { cat "$dir/t.out"; echo "FAIL: without torch, expected exit 2 and one line (got $rc)"; exit 1; }
 fi

@@ -17,7 +17,7 @@ args="--layers 1 --width 16 --heads 2 --context 16 --batch 4 --steps 16 --data-b
 "$kiln" train --resume "$dir/half.st" --out "$dir/resumed.st" --log "$dir/resumed.log" > "$dir/resumed.out"
 cmp "$dir/full.log" "$dir/resumed.log" || { echo "FAIL: loss sequences differ"; diff "$dir/full.log" "$dir/resumed.log" | head; exit 1; }
 [ "$(wc -l < "$dir/full.log")" -eq 16 ] || { echo "FAIL: expected 16 logged steps"; exit 1; }
-python3 - "$dir/full.st" "$dir/resumed.st" <<'PY'
+"${PYTHON:-python3}" - "$dir/full.st" "$dir/resumed.st" <<'PY'
 import json, struct, sys
 def load(p):
     raw = open(p, "rb").read()

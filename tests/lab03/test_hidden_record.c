@@ -33,13 +33,24 @@ KN_TEST(lab03_hidden_record, bad_calls_corpus) {
         {"sum axis", KN_ERR_AXIS, "kn_sum: "},
         {"dtype mismatch", KN_ERR_DTYPE, "kn_sub: "},
         {"negative dim", KN_ERR_SHAPE, "kn_full: "},
+        {"bad attribute", KN_ERR_ARG, "kn_dropout: dropout p 1.5 must be in [0, 1)"},
+        {"NULL operands", KN_ERR_ARG, "mine: add takes 2 operands, got 2"},
+        {"NULL operand", KN_ERR_ARG, "mine: neg takes 1 operands, got 1"},
+        {"too many elements", KN_ERR_SHAPE,
+         "kn_input_typed: result f32[1073741824,1073741824] has a negative dimension or too many elements"},
+        {"eager kernel fails", KN_ERR_ARG, "kn_cross_entropy: "},
     };
     int ncase = (int)(sizeof cases / sizeof cases[0]);
-    int64_t s23[] = {2, 3}, s4[] = {4}, s45[] = {4, 5}, neg[] = {2, -1};
+    int64_t s23[] = {2, 3}, s4[] = {4}, s45[] = {4, 5}, neg[] = {2, -1}, huge[] = {1 << 30, 1 << 30}, s2[] = {2};
+    kn_tensor *xt = NULL, *tt = NULL; /* eager: logits [2,3], targets {0, 7}: 7 is out of range */
+    KN_ASSERT_OK(kn_tensor_full(&xt, KN_DT_F32, 2, s23, 0.5));
+    KN_ASSERT_OK(kn_tensor_full(&tt, KN_DT_I64, 1, s2, 0.0));
+    ((int64_t *)kn_tensor_data(tt))[1] = 7;
     for (int c = 0; c < ncase; c++) {
         kn_builder *b = NULL;
-        KN_ASSERT_OK(kn_builder_new(&b, c == 6 ? KN_MODE_EAGER : KN_MODE_GRAPH));
-        kn_val x = c == 6 ? KN_VAL_NONE : kn_input_typed(b, "x", KN_DT_F32, 2, s23);
+        bool eager = c == 6 || c == 15;
+        KN_ASSERT_OK(kn_builder_new(&b, eager ? KN_MODE_EAGER : KN_MODE_GRAPH));
+        kn_val x = c == 6 ? KN_VAL_NONE : eager ? kn_input(b, "x", xt) : kn_input_typed(b, "x", KN_DT_F32, 2, s23);
         kn_attrs a = kn_attrs_default();
         int ax[] = {5};
         int before = kn_builder_graph(b)->nnodes;
@@ -55,7 +66,12 @@ KN_TEST(lab03_hidden_record, bad_calls_corpus) {
         case 7: r = kn_param_typed(b, "x", KN_DT_F32, 1, s4); break;
         case 8: r = kn_sum(b, x, 1, ax, false); break;
         case 9: r = kn_sub(b, x, kn_cast(b, x, KN_DT_F64)); break;
-        default: r = kn_full(b, KN_DT_F32, 2, neg, 0.0); break;
+        case 10: r = kn_full(b, KN_DT_F32, 2, neg, 0.0); break;
+        case 11: r = kn_dropout(b, x, 1.5, 1, 0); break;
+        case 12: r = kn_builder_op(b, "mine", KN_OP_ADD, 2, NULL, NULL, NULL); break;
+        case 13: r = kn_builder_op(b, "mine", KN_OP_NEG, 1, NULL, NULL, NULL); break;
+        case 14: r = kn_input_typed(b, "big", KN_DT_F32, 2, huge); break;
+        default: r = kn_cross_entropy(b, x, kn_input(b, "t", tt)); break;
         }
         cr_assert(!kn_val_ok(r), "%s: returned a value", cases[c].name);
         expect(b, &cases[c]);
@@ -64,6 +80,50 @@ KN_TEST(lab03_hidden_record, bad_calls_corpus) {
         cr_assert(!kn_val_ok(kn_neg(b, x)) && kn_builder_graph(b)->nnodes == after, "%s: not sticky", cases[c].name);
         kn_builder_free(b);
     }
+    kn_tensor_free(xt);
+    kn_tensor_free(tt);
+}
+
+/* Out of memory anywhere in a call (kn_alloc_fail_after: the kernel's output in eager
+ * mode, the node array or the eager values growing past 64, ...): the call returns
+ * KN_VAL_NONE, the builder fails with KN_ERR_OOM (not some later error), and the graph
+ * keeps the nodes it had. Each builder records a chain of 70 calls, every allocation of
+ * which fails in one of the runs. */
+KN_TEST(lab03_hidden_record, out_of_memory_fails_cleanly) {
+    int64_t s[] = {3, 4};
+    kn_tensor *xt = NULL;
+    KN_ASSERT_OK(kn_tensor_full(&xt, KN_DT_F32, 2, s, 0.25));
+    int failures = 0;
+    for (int mode = 0; mode < 2; mode++) {
+        for (long k = 0; k < 200; k++) {
+            kn_builder *b = NULL;
+            KN_ASSERT_OK(kn_builder_new(&b, mode ? KN_MODE_EAGER : KN_MODE_GRAPH));
+            kn_val h = mode ? kn_input(b, "x", xt) : kn_input_typed(b, "x", KN_DT_F32, 2, s);
+            KN_ASSERT_OK(kn_builder_status(b));
+            kn_alloc_fail_after(k);
+            int i = 0;
+            for (; i < 70; i++) {
+                int before = kn_builder_graph(b)->nnodes;
+                kn_val r = kn_tanh(b, h);
+                if (!kn_val_ok(r)) {
+                    kn_status st = kn_builder_status(b);
+                    kn_alloc_fail_after(-1);
+                    cr_assert(st == KN_ERR_OOM, "%s mode, allocation %ld fails: builder status %s (%s), expected "
+                              "KN_ERR_OOM", mode ? "eager" : "graph", k, kn_status_name(st), kn_builder_error(b));
+                    cr_assert(strstr(kn_builder_error(b), "kn_tanh: "), "message \"%s\"", kn_builder_error(b));
+                    cr_assert(kn_builder_graph(b)->nnodes == before, "a failed call changed the graph");
+                    failures++;
+                    break;
+                }
+                h = r;
+            }
+            kn_alloc_fail_after(-1);
+            if (i == 70) KN_ASSERT_OK(kn_builder_status(b));
+            kn_builder_free(b);
+        }
+    }
+    cr_assert(failures > 100, "only %d calls ran out of memory: the sweep no longer reaches the builder", failures);
+    kn_tensor_free(xt);
 }
 
 /* A random MLP-ish model from a seed: a mix of elementwise, reductions and matmuls. */

@@ -88,11 +88,29 @@ KN_TEST(lab03_hidden_verify, invalid_declared_types) {
     g->nodes[0].type.shape[0] = 2;
     g->nodes[2].type.ndim = KN_MAX_DIMS + 1;
     KN_ASSERT_ERR(kn_graph_verify(g), KN_ERR_SHAPE);
-    cr_assert(strstr(kn_last_error(), "%2 = matmul"), "%s", kn_last_error());
+    cr_assert(strstr(kn_last_error(), "%2 = matmul: declared type is invalid (rank 9, dtype"), "%s", kn_last_error());
+    g->nodes[2].type.ndim = -1;
+    KN_ASSERT_ERR(kn_graph_verify(g), KN_ERR_SHAPE);
+    cr_assert(strstr(kn_last_error(), "%2 = matmul: declared type is invalid (rank -1, dtype"), "%s", kn_last_error());
     g->nodes[2].type.ndim = 2;
     g->nodes[1].type.dtype = (kn_dtype)99;
     KN_ASSERT_ERR(kn_graph_verify(g), KN_ERR_SHAPE);
     cr_assert(strstr(kn_last_error(), "%1 = param"), "%s", kn_last_error());
+    kn_graph_free(g);
+}
+
+/* The edges of what is valid: a value of rank KN_MAX_DIMS, and value %0 as an output. */
+KN_TEST(lab03_hidden_verify, limits_are_valid) {
+    static const char text[] = "%0 = input {name=\"x\"} : f32[1,2,1,2,1,2,1,2]\n"
+                               "%1 = exp %0 : f32[1,2,1,2,1,2,1,2]\n"
+                               "output %0, %1\n";
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_graph_parse(text, strlen(text), &g));
+    cr_assert(g->nodes[1].type.ndim == KN_MAX_DIMS);
+    KN_ASSERT_OK(kn_graph_verify(g));
+    g->outputs[0] = 2;
+    KN_ASSERT_ERR(kn_graph_verify(g), KN_ERR_FORMAT);
+    cr_assert(strstr(kn_last_error(), "output 0: %2 is not defined"), "%s", kn_last_error());
     kn_graph_free(g);
 }
 
