@@ -101,6 +101,14 @@ static kn_status parse_list(const kn_pass *table, int ntable, const char *list, 
     return KN_OK;
 }
 
+kn_status kn_passes_check(const char *list, int *n) {
+    const kn_pass *todo[KN_PASSES_MAX];
+    int k = 0;
+    KN_TRY(parse_list(kn_pass_table, KN_NPASSES, list, todo, &k));
+    if (n) *n = k;
+    return KN_OK;
+}
+
 /* The verifier's message, prefixed with where it failed. */
 static kn_status verify_after(const kn_graph *g, const char *pass) {
     kn_status st = kn_graph_verify(g);

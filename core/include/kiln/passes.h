@@ -90,6 +90,9 @@ kn_status kn_passes_run(kn_graph *g, const char *list, kn_pass_report *rep);
 /* The same over another table of passes (tests; later issues' own pipelines): "all" is
  * that table in order. */
 kn_status kn_passes_run_with(const kn_pass *table, int ntable, kn_graph *g, const char *list, kn_pass_report *rep);
+/* Check a list's names without running anything (KN_ERR_ARG as kn_passes_run gives);
+ * *n receives how many passes it runs. */
+kn_status kn_passes_check(const char *list, int *n);
 /* Turn the verifier after each pass on or off (process-wide); returns the old setting. */
 bool kn_passes_set_verify(bool on);
 
