@@ -3,7 +3,6 @@
  * is left, after cse no two mergeable nodes are equal, the rules reach a fixed point),
  * every cast chain and permutation pair exhaustively, the GPT's joint graph, and edge
  * cases (empty graphs, outputs that are inputs, long chains). */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,39 +11,19 @@
 #include "kiln/autograd.h"
 #include "kiln/nn.h"
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    cr_assert(fread(buf, 1, (size_t)n, f) == (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
+/* l4_golden[]: tests/passes/NAME.{in,out}.ir, embedded at build time (core/passes.mk). */
+#include "lab04_golden.h"
 
 KN_TEST(lab04_hidden_golden, every_rewrite_file) {
-    DIR *dir = opendir("tests/passes");
-    cr_assert(dir, "tests/passes is missing");
     int count = 0;
-    for (struct dirent *e; (e = readdir(dir));) {
-        size_t n = strlen(e->d_name);
-        if (n < 7 || strcmp(e->d_name + n - 6, ".in.ir")) continue;
-        char path[512], outp[512], list[128] = "";
-        snprintf(path, sizeof path, "tests/passes/%s", e->d_name);
-        snprintf(outp, sizeof outp, "tests/passes/%.*s.out.ir", (int)(n - 6), e->d_name);
-        char *text = slurp(path), *want = slurp(outp);
-        cr_assert(sscanf(text, "# passes: %127s", list) == 1);
-        kn_graph *g = l4_parse(text);
-        kn_graph_free(l4_run(g, list, want, NULL));
+    for (size_t i = 0; i < sizeof l4_golden / sizeof l4_golden[0]; i++) {
+        char list[128] = "";
+        cr_assert(sscanf(l4_golden[i].in, "# passes: %127s", list) == 1, "%s: no '# passes:' line", l4_golden[i].name);
+        kn_graph *g = l4_parse(l4_golden[i].in);
+        kn_graph_free(l4_run(g, list, l4_golden[i].out, NULL));
         kn_graph_free(g);
-        free(text);
-        free(want);
         count++;
     }
-    closedir(dir);
     cr_assert(count >= 16);
 }
 
