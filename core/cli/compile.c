@@ -24,7 +24,6 @@
 #include <time.h>
 
 #include "cli/cli.h"
-#include "kiln/autograd.h"
 #include "kiln/nn.h"
 #include "kiln/passes.h"
 
@@ -82,39 +81,6 @@ static int parse_gpt(const char *spec, kn_gpt_config *c) {
         return 2;
     }
     return 0;
-}
-
-/* Capture the GPT's forward (outputs: loss, logits) or joint graph. */
-static kn_status build_gpt(const kn_gpt_config *cfg, int B, int T, bool joint, kn_graph **out) {
-    kn_gpt model;
-    KN_TRY(kn_gpt_new(&model, cfg)); /* the zeroed slab is only touched by a check */
-    kn_builder *b = NULL;
-    kn_graph *fwd = NULL;
-    kn_val *pvals = kn_calloc((size_t)model.p.count, sizeof *pvals);
-    kn_status st = pvals ? kn_builder_new(&b, KN_MODE_GRAPH) : kn_error(KN_ERR_OOM, "kiln compile: out of memory");
-    kn_val logits, loss = KN_VAL_NONE;
-    if (st == KN_OK) {
-        int64_t bt[2] = {B, T};
-        kn_val idx = kn_input_typed(b, "idx", KN_DT_I32, 2, bt);
-        kn_val tgt = kn_input_typed(b, "targets", KN_DT_I32, 2, bt);
-        st = kn_gpt_build(b, &model, idx, tgt, pvals, &logits, &loss);
-        if (st != KN_OK) st = kn_error(st, "%s", kn_builder_error(b));
-    }
-    if (st == KN_OK) {
-        kn_builder_output(b, loss);
-        if (!joint) kn_builder_output(b, logits);
-        st = kn_builder_finish(b, &fwd);
-    }
-    if (st == KN_OK && joint) {
-        st = kn_autograd(fwd, loss, model.p.count, pvals, out, NULL);
-        kn_graph_free(fwd);
-    } else if (st == KN_OK) {
-        *out = fwd;
-    }
-    kn_builder_free(b);
-    kn_free(pvals);
-    kn_gpt_free(&model);
-    return st;
 }
 
 static kn_status load_ir(const char *path, kn_graph **out) {
@@ -250,7 +216,7 @@ int kn_cli_compile(int argc, char **argv) {
 
     kn_graph *before = NULL, *after = NULL;
     double t0 = now_ms();
-    kn_status st = gpt ? build_gpt(&cfg, (int)batch, (int)seq, !strcmp(graph_kind, "joint"), &before)
+    kn_status st = gpt ? kn_gpt_graph(&cfg, (int)batch, (int)seq, !strcmp(graph_kind, "joint"), &before)
                        : load_ir(file, &before);
     double build_ms = now_ms() - t0;
     if (st != KN_OK) return fail(gpt ? "building the GPT graph" : file);

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "../../labs/lab04-passes/tests/check.h"
-#include "kiln/autograd.h"
 #include "kiln/nn.h"
 
 /* l4_golden[]: tests/passes/NAME.{in,out}.ir, embedded at build time (core/passes.mk). */
@@ -324,18 +323,8 @@ KN_TEST(lab04_hidden_rules, random_graphs_reach_a_fixed_point, .timeout = 200) {
 
 KN_TEST(lab04_hidden_gpt, joint_graph_through_the_lab_passes, .timeout = 200) {
     kn_gpt_config cfg = {.vocab = 13, .context = 6, .layers = 2, .width = 8, .heads = 2};
-    kn_gpt model;
-    KN_ASSERT_OK(kn_gpt_new(&model, &cfg));
-    kn_builder *b;
-    KN_ASSERT_OK(kn_builder_new(&b, KN_MODE_GRAPH));
-    int64_t bt[2] = {2, 6};
-    kn_val idx = kn_input_typed(b, "idx", KN_DT_I32, 2, bt), tgt = kn_input_typed(b, "targets", KN_DT_I32, 2, bt);
-    kn_val *pv = calloc((size_t)model.p.count, sizeof *pv), logits, loss;
-    KN_ASSERT_OK(kn_gpt_build(b, &model, idx, tgt, pv, &logits, &loss));
-    kn_builder_output(b, loss);
-    kn_graph *fwd, *joint;
-    KN_ASSERT_OK(kn_builder_finish(b, &fwd));
-    KN_ASSERT_OK(kn_autograd(fwd, loss, model.p.count, pv, &joint, NULL));
+    kn_graph *joint;
+    KN_ASSERT_OK(kn_gpt_graph(&cfg, 2, 6, true, &joint));
     static const char *const lists[] = {"dce", "cse", "algebra", "views", "algebra,views,cse,dce", "all"};
     for (int i = 0; i < 6; i++) {
         kn_pass_report rep;
@@ -344,9 +333,5 @@ KN_TEST(lab04_hidden_gpt, joint_graph_through_the_lab_passes, .timeout = 200) {
         if (!strcmp(lists[i], "views")) cr_assert(l4_fired(&rep, 0, "slice_noop") == 1, "T == context: wpe[0:T] is all of it");
         kn_graph_free(c);
     }
-    kn_graph_free(fwd);
     kn_graph_free(joint);
-    kn_builder_free(b);
-    free(pv);
-    kn_gpt_free(&model);
 }
