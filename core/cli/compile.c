@@ -1,0 +1,272 @@
+/* compile.c — `kiln compile`: run the graph passes on an IR file or a GPT's graph, check
+ * that the optimized graph computes what the original did, and report what changed.
+ *
+ *   kiln compile FILE.ir | --gpt CONFIG [--graph forward|joint] [--batch B] [--seq T]
+ *                [--passes LIST|all|none] [--report out.json] [--emit-ir out.ir]
+ *                [--seed N] [--tol X] [--no-check]
+ *
+ * CONFIG names a GPT: "gpt2" (GPT-2 124M: 12 layers, width 768, 12 heads, context 1024,
+ * vocabulary 50257), "small" (what `kiln train` builds by default, vocabulary 65), or
+ * comma-separated key=value pairs over either, with the names `kiln train` uses:
+ * "small,layers=4,width=128" or "layers=2,width=64,heads=4,context=32,vocab=65". The graph
+ * is captured from the model code as the trainer does (inputs "idx" and "targets", i32
+ * [B, T]); "joint" (the default) adds autograd's backward.
+ *
+ * After the passes, both graphs run on the same random inputs (kn_graph_compare) and the
+ * largest |Δ| of any output is printed; above --tol (default 1e-6) the command fails.
+ * The JSON report holds the passes with their statistics, the times, FLOPs and bytes
+ * before and after (kn_graph_cost) and the largest |Δ|. Exit status: 0 ok, 1 a failure
+ * (missing or malformed file, a pass or the check failed), 2 bad usage (unknown flag or
+ * pass, bad config). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "kiln/nn.h"
+#include "kiln/passes.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: kiln compile FILE.ir | --gpt CONFIG [options]\n"
+            "  --gpt CONFIG       gpt2 | small | key=value,... (layers, width, heads, context, vocab)\n"
+            "  --graph KIND       joint (forward + backward, default) or forward\n"
+            "  --batch B          batch size of the captured GPT graph (default 1)\n"
+            "  --seq T            sequence length (default: the context)\n"
+            "  --passes LIST      comma list of passes, all (default) or none; passes: %s\n"
+            "  --report FILE      write a JSON report\n"
+            "  --emit-ir FILE     write the optimized graph as IR text\n"
+            "  --seed N           seed of the random inputs of the check (default 0)\n"
+            "  --tol X            largest |delta| the check accepts (default 1e-6)\n"
+            "  --no-check         skip running the graphs before and after\n",
+            kn_passes_names());
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Parse "gpt2", "small" and key=value pairs into c; 0 ok, else prints why and returns 2. */
+static int parse_gpt(const char *spec, kn_gpt_config *c) {
+    kn_gpt_config small = {65, 64, 2, 64, 4}, gpt2 = {50257, 1024, 12, 768, 12};
+    *c = small;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(tok, "gpt2")) { *c = gpt2; continue; }
+        if (!strcmp(tok, "small")) { *c = small; continue; }
+        char *eq = strchr(tok, '=');
+        char *end = NULL;
+        long v = eq ? strtol(eq + 1, &end, 10) : 0;
+        if (!eq || end == eq + 1 || *end || v < 1 || v > 1000000) {
+            fprintf(stderr, "kiln compile: --gpt: bad item '%s' (want gpt2, small or key=value with a positive "
+                    "integer value)\n", tok);
+            return 2;
+        }
+        *eq = '\0';
+        int *field = !strcmp(tok, "layers") ? &c->layers : !strcmp(tok, "width") ? &c->width
+                   : !strcmp(tok, "heads") ? &c->heads : !strcmp(tok, "context") ? &c->context
+                   : !strcmp(tok, "vocab") ? &c->vocab : NULL;
+        if (!field) {
+            fprintf(stderr, "kiln compile: --gpt: unknown key '%s' (keys: layers, width, heads, context, vocab)\n", tok);
+            return 2;
+        }
+        *field = (int)v;
+    }
+    if (kn_gpt_config_check(c) != KN_OK) {
+        fprintf(stderr, "kiln compile: --gpt %s: %s\n", spec, kn_last_error());
+        return 2;
+    }
+    return 0;
+}
+
+static kn_status load_ir(const char *path, kn_graph **out) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return kn_error(KN_ERR_IO, "cannot open %s", path);
+    size_t cap = 1 << 16, n = 0;
+    char *text = kn_malloc(cap);
+    for (size_t k = 1; text && k > 0;) {
+        if (n == cap) {
+            char *t = kn_realloc(text, cap *= 2);
+            if (!t) { kn_free(text); text = NULL; break; }
+            text = t;
+        }
+        k = fread(text + n, 1, cap - n, f);
+        n += k;
+    }
+    bool err = ferror(f);
+    fclose(f);
+    if (!text) return kn_error(KN_ERR_OOM, "out of memory reading %s", path);
+    if (err) { kn_free(text); return kn_error(KN_ERR_IO, "cannot read %s", path); }
+    kn_status st = kn_graph_parse(text, n, out);
+    kn_free(text);
+    if (st == KN_OK && (st = kn_graph_verify(*out)) != KN_OK) {
+        kn_graph_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+static void write_report(kn_json *j, const char *input, const char *passes, const kn_pass_report *rep,
+                         const kn_graph *before, const kn_graph *after, bool checked, double delta, double build_ms,
+                         double check_ms) {
+    kn_cost c0 = kn_graph_cost(before), c1 = kn_graph_cost(after);
+    kn_json_begin_object(j);
+    kn_json_key(j, "input"); kn_json_string(j, input);
+    kn_json_key(j, "passes_requested"); kn_json_string(j, passes);
+    kn_json_key(j, "verified_after_each_pass"); kn_json_bool(j, rep->verified);
+    kn_json_key(j, "passes"); kn_json_begin_array(j);
+    for (int i = 0; i < rep->npasses; i++) {
+        const kn_pass_stats *s = &rep->pass[i];
+        kn_json_begin_object(j);
+        kn_json_key(j, "name"); kn_json_string(j, rep->name[i]);
+        kn_json_key(j, "nodes_before"); kn_json_int(j, s->nodes_before);
+        kn_json_key(j, "nodes_after"); kn_json_int(j, s->nodes_after);
+        kn_json_key(j, "ms"); kn_json_number(j, s->ms);
+        kn_json_key(j, "fired"); kn_json_begin_object(j);
+        for (int r = 0; r < s->nfired; r++) { kn_json_key(j, s->rule[r]); kn_json_int(j, s->count[r]); }
+        kn_json_end_object(j);
+        kn_json_end_object(j);
+    }
+    kn_json_end_array(j);
+    kn_json_key(j, "nodes_before"); kn_json_int(j, rep->nodes_before);
+    kn_json_key(j, "nodes_after"); kn_json_int(j, rep->nodes_after);
+    kn_json_key(j, "passes_ms"); kn_json_number(j, rep->ms);
+    kn_json_key(j, "build_ms"); kn_json_number(j, build_ms);
+    kn_json_key(j, "check_ms"); kn_json_number(j, check_ms);
+    kn_json_key(j, "flops_before"); kn_json_number(j, c0.flops);
+    kn_json_key(j, "flops_after"); kn_json_number(j, c1.flops);
+    kn_json_key(j, "bytes_before"); kn_json_number(j, c0.bytes);
+    kn_json_key(j, "bytes_after"); kn_json_number(j, c1.bytes);
+    kn_json_key(j, "max_abs_delta");
+    if (checked) kn_json_number(j, delta); else kn_json_null(j);
+    kn_json_end_object(j);
+}
+
+static int fail(const char *what) {
+    fprintf(stderr, "kiln compile: %s%s%s\n", what, *what ? ": " : "", kn_last_error());
+    return 1;
+}
+
+int kn_cli_compile(int argc, char **argv) {
+    const char *file = NULL, *gpt = NULL, *passes = "all", *report = NULL, *emit = NULL, *graph_kind = "joint";
+    long batch = 1, seq = 0;
+    unsigned long long seed = 0;
+    double tol = 1e-6;
+    bool check = true;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--no-check")) { check = false; continue; }
+        if (a[0] != '-' || !a[1]) {
+            if (file) { fprintf(stderr, "kiln compile: two input files: %s and %s\n", file, a); return 2; }
+            file = a;
+            continue;
+        }
+        static const char *const with_value[] = {"--gpt", "--graph", "--batch", "--seq", "--passes", "--report",
+                                                 "--emit-ir", "--seed", "--tol"};
+        bool known = false;
+        for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) known |= !strcmp(a, with_value[k]);
+        if (!known) { fprintf(stderr, "kiln compile: unknown option '%s'\n", a); usage(stderr); return 2; }
+        if (i + 1 >= argc) { fprintf(stderr, "kiln compile: %s needs a value\n", a); return 2; }
+        const char *v = argv[++i];
+        char *end = NULL;
+        if (!strcmp(a, "--gpt")) gpt = v;
+        else if (!strcmp(a, "--graph")) graph_kind = v;
+        else if (!strcmp(a, "--passes")) passes = v;
+        else if (!strcmp(a, "--report")) report = v;
+        else if (!strcmp(a, "--emit-ir")) emit = v;
+        else if (!strcmp(a, "--tol")) {
+            tol = strtod(v, &end);
+            if (end == v || *end || !(tol >= 0)) { fprintf(stderr, "kiln compile: --tol '%s' is not a number >= 0\n", v); return 2; }
+        } else {
+            long long x = strtoll(v, &end, 10);
+            if (end == v || *end || x < (strcmp(a, "--seed") ? 1 : 0) || x > 1000000000) {
+                fprintf(stderr, "kiln compile: %s '%s' is not a %s integer\n", a, v, strcmp(a, "--seed") ? "positive" : "non-negative");
+                return 2;
+            }
+            if (!strcmp(a, "--batch")) batch = (long)x;
+            else if (!strcmp(a, "--seq")) seq = (long)x;
+            else seed = (unsigned long long)x;
+        }
+    }
+    if (!file == !gpt) {
+        fprintf(stderr, "kiln compile: give one input: an IR file or --gpt CONFIG\n");
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(graph_kind, "joint") && strcmp(graph_kind, "forward")) {
+        fprintf(stderr, "kiln compile: --graph '%s': use joint or forward\n", graph_kind);
+        return 2;
+    }
+    if (kn_passes_check(passes, NULL) != KN_OK) { fprintf(stderr, "kiln compile: %s\n", kn_last_error()); return 2; }
+    kn_gpt_config cfg;
+    if (gpt) {
+        int rc = parse_gpt(gpt, &cfg);
+        if (rc) return rc;
+        if (seq == 0) seq = cfg.context;
+        if (seq > cfg.context) {
+            fprintf(stderr, "kiln compile: --seq %ld is longer than the context %d\n", seq, cfg.context);
+            return 2;
+        }
+    }
+
+    kn_graph *before = NULL, *after = NULL;
+    double t0 = now_ms();
+    kn_status st = gpt ? kn_gpt_graph(&cfg, (int)batch, (int)seq, !strcmp(graph_kind, "joint"), &before)
+                       : load_ir(file, &before);
+    double build_ms = now_ms() - t0;
+    if (st != KN_OK) return fail(gpt ? "building the GPT graph" : file);
+    if (kn_graph_copy(&after, before) != KN_OK) { kn_graph_free(before); return fail(""); }
+    kn_pass_report rep;
+    st = kn_passes_run(after, passes, &rep);
+    int rc = 0;
+    if (st != KN_OK) rc = fail("");
+    printf("%s: %d nodes -> %d after %s (%.1f ms)\n", gpt ? "gpt" : file, rep.nodes_before, rep.nodes_after, passes,
+           rep.ms);
+    for (int i = 0; i < rep.npasses; i++) {
+        printf("  %-8s %6d -> %6d  %8.2f ms", rep.name[i], rep.pass[i].nodes_before, rep.pass[i].nodes_after,
+               rep.pass[i].ms);
+        for (int r = 0; r < rep.pass[i].nfired; r++)
+            printf("%s%s %lld", r ? ", " : "  ", rep.pass[i].rule[r], (long long)rep.pass[i].count[r]);
+        printf("\n");
+    }
+    double delta = 0, check_ms = 0;
+    if (rc == 0 && check) {
+        t0 = now_ms();
+        st = kn_graph_compare(before, after, seed, &delta);
+        check_ms = now_ms() - t0;
+        if (st != KN_OK) rc = fail("checking the optimized graph");
+        else {
+            printf("max |delta| = %.3g on random inputs (seed %llu)\n", delta, seed);
+            if (!(delta <= tol)) {
+                fprintf(stderr, "kiln compile: the optimized graph differs: max |delta| %.3g > --tol %.3g\n", delta, tol);
+                rc = 1;
+            }
+        }
+    }
+    if (rc == 0 && emit) {
+        FILE *f = fopen(emit, "w");
+        st = f ? kn_graph_print(f, after) : kn_error(KN_ERR_IO, "cannot write %s", emit);
+        if (f && fclose(f) != 0 && st == KN_OK) st = kn_error(KN_ERR_IO, "cannot write %s", emit);
+        if (st != KN_OK) rc = fail("--emit-ir");
+    }
+    if (rc == 0 && report) {
+        kn_json j;
+        kn_json_init_string(&j, true);
+        write_report(&j, gpt ? gpt : file, passes, &rep, before, after, check, delta, build_ms, check_ms);
+        char *text = NULL;
+        st = kn_json_finish(&j, &text);
+        FILE *f = st == KN_OK ? fopen(report, "w") : NULL;
+        if (st == KN_OK && (!f || fputs(text, f) < 0)) st = kn_error(KN_ERR_IO, "cannot write %s", report);
+        if (f && fclose(f) != 0 && st == KN_OK) st = kn_error(KN_ERR_IO, "cannot write %s", report);
+        kn_free(text);
+        if (st != KN_OK) rc = fail("--report");
+    }
+    kn_graph_free(before);
+    kn_graph_free(after);
+    return rc;
+}

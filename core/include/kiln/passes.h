@@ -1,0 +1,280 @@
+/* kiln/passes.h — graph passes: a table of named graph-to-graph rewrites, the pass manager
+ * that runs a list of them (verifying after each), a small declarative pattern rewriter,
+ * a random-graph generator and a numeric before/after check.
+ *
+ * In place. A kn_graph is a flat array of nodes in definition order whose ids are their
+ * indices, so removing or inserting a node renumbers everything after it. A pass
+ * therefore rewrites `g` in place: it builds the new node array, then swaps it into *g
+ * (the caller's pointer stays valid; ids are renumbered; g's old arrays are freed). A
+ * caller that needs the graph before the passes copies it first (kn_graph_copy), as
+ * `kiln compile` does to compare the two.
+ *
+ * What every pass keeps: the outputs (same count, order and types) and every `input` and
+ * `param` node (they are the graph's interface: the interpreter and the trainer bind them
+ * by name, so even an unused one stays). Everything else may be removed, merged or
+ * replaced, as long as each output computes the same numbers; the tests check that on
+ * hundreds of random graphs.
+ *
+ *     kn_pass_report rep;
+ *     kn_passes_run(g, "fold,algebra,views,cse,dce", &rep);   // or "all", or "none"
+ *     ... rep.npasses, rep.pass[i].nodes_before / nodes_after / ms / fired ...
+ *
+ * The pattern rewriter (kn_rewrite) is how the algebraic and view rewrites are written,
+ * and how the later fusion, attention and epilogue rewrites will be: a rule is a pattern
+ * (a tree of ops with constraints on operand types and attributes) and a replacement
+ * function that emits new nodes. See "pattern rewriter" below. */
+#ifndef KILN_PASSES_H
+#define KILN_PASSES_H
+
+#include "kiln/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- reports */
+
+#define KN_PASS_MAX_RULES 32     /* distinct rewrite names counted per pass */
+#define KN_PASSES_MAX 32         /* passes per kn_passes_run */
+
+typedef struct kn_pass_stats {
+    int nodes_before, nodes_after;
+    double ms;                             /* wall time of the pass */
+    int nfired;                            /* distinct rules that fired */
+    const char *rule[KN_PASS_MAX_RULES];   /* their names (static strings) */
+    int64_t count[KN_PASS_MAX_RULES];      /* how many times each fired */
+} kn_pass_stats;
+
+/* Count one firing of the rewrite `rule` (a string that outlives the report). */
+void kn_pass_stats_fire(kn_pass_stats *st, const char *rule, int64_t times);
+/* Total firings of every rule. */
+int64_t kn_pass_stats_total(const kn_pass_stats *st);
+
+typedef struct kn_pass_report {
+    int npasses;
+    const char *name[KN_PASSES_MAX];       /* the pass table's names */
+    kn_pass_stats pass[KN_PASSES_MAX];
+    int nodes_before, nodes_after;
+    double ms;                             /* all passes together */
+    bool verified;                         /* the verifier ran after each pass */
+} kn_pass_report;
+
+/* ---------------------------------------------------------------- the pass table */
+
+/* A pass rewrites g in place and records what it did in *st (nodes_before/after and ms
+ * are filled in by kn_passes_run; a pass counts its rewrites with kn_pass_stats_fire). */
+typedef kn_status (*kn_pass_fn)(kn_graph *g, kn_pass_stats *st);
+
+typedef struct kn_pass {
+    const char *name;           /* "cse" */
+    kn_pass_fn run;
+    const char *help;           /* one line */
+} kn_pass;
+
+/* The table, in the order "all" runs it; *n receives the count. */
+const kn_pass *kn_passes_table(int *n);
+/* A pass by name, NULL when there is none. */
+const kn_pass *kn_pass_find(const char *name);
+/* The names of every pass, ", "-separated, for error messages ("fold, algebra, ..."). */
+const char *kn_passes_names(void);
+
+/* Run a comma-separated list of pass names on g, in order ("fold,cse,dce"; spaces around
+ * names are ignored; a name may repeat). "all" is the whole table in order; "none" or ""
+ * runs nothing. An unknown name fails before any pass runs (KN_ERR_ARG, "kn_passes_run:
+ * unknown pass 'foo' (known: fold, algebra, ...)"). With verification on (the default in
+ * builds without NDEBUG; kn_passes_set_verify), kn_graph_verify runs on g before the first
+ * pass and after each one; a failure returns its status with "kn_passes_run: after pass
+ * cse: %7 = add: ...". rep may be NULL. On a failure g may be partly rewritten but is a
+ * well-formed graph (free it with kn_graph_free). */
+kn_status kn_passes_run(kn_graph *g, const char *list, kn_pass_report *rep);
+/* The same over another table of passes (tests; later issues' own pipelines): "all" is
+ * that table in order. */
+kn_status kn_passes_run_with(const kn_pass *table, int ntable, kn_graph *g, const char *list, kn_pass_report *rep);
+/* Check a list's names without running anything (KN_ERR_ARG as kn_passes_run gives);
+ * *n receives how many passes it runs. */
+kn_status kn_passes_check(const char *list, int *n);
+/* Turn the verifier after each pass on or off (process-wide); returns the old setting. */
+bool kn_passes_set_verify(bool on);
+
+/* The passes of the table. The core owns fold; dce, cse, algebra and views are lab 04
+ * units (below) or run them. */
+kn_status kn_pass_fold(kn_graph *g, kn_pass_stats *st);
+kn_status kn_pass_algebra(kn_graph *g, kn_pass_stats *st);
+kn_status kn_pass_views(kn_graph *g, kn_pass_stats *st);
+
+/* ---------------------------------------------------------------- graph editing helpers */
+
+/* Rebuild g in place. repl (may be NULL: identity) maps each value id to the id that
+ * replaces it: repl[i] <= i, and repl[i] == i for a value that stays; chains are
+ * followed (repl[repl[i]]). keep (may be NULL: all) says which of the values with
+ * repl[i] == i stay; a node that is replaced is always dropped. Operands and outputs are
+ * redirected through repl, the kept nodes renumbered in order. Every operand of a kept
+ * node and every output must resolve to a kept node (KN_ERR_ARG naming the node
+ * otherwise, g unchanged). */
+kn_status kn_graph_compact(kn_graph *g, const int32_t *repl, const bool *keep);
+/* uses[i] = how many operand slots and outputs refer to value i (an array of g->nnodes). */
+void kn_graph_uses(const kn_graph *g, int32_t *uses);
+/* The attributes op `op` uses (its required and optional ones) are equal in a and b.
+ * Floats compare bit for bit (so -0.0 != 0.0, and a NaN equals the same NaN). */
+bool kn_attrs_equal(kn_op op, const kn_attrs *a, const kn_attrs *b);
+/* Ops whose result is drawn from a random stream (dropout): never merged or folded. */
+bool kn_op_is_random(kn_op op);
+
+/* ---------------------------------------------------------------- pattern rewriter
+ *
+ * A pattern is a tree of kn_pat nodes. Each says what one value must be:
+ *   op      the op of the node that defines it, or KN_PAT_ANY (always set it: 0 is input);
+ *   in[k]   patterns for its operands (NULL: any value);
+ *   bind    a slot 1..KN_PAT_SLOTS-1 that receives the value's id (0: not bound). A slot
+ *           bound twice in one pattern must get the same value both times ("x - x").
+ *   flags   KN_PAT_COMMUTE: a two-operand op whose operands may match in either order;
+ *           KN_PAT_VALUE: the node is a `full` whose value is exactly .value;
+ *           KN_PAT_ROOT_TYPE: the value's type (dtype and shape) equals the root's;
+ *           KN_PAT_SCALAR: the value has one element.
+ *   where   any further constraint on the node (its attributes, its operands' shapes):
+ *           where(g, node) returns true to accept. NULL: none.
+ * A rule is a name, a pattern and a replacement function. The rewriter walks the graph in
+ * order, rebuilding it; for each node it first redirects the operands to their
+ * replacements, then tries the rules in order on it (so rewrites compose bottom-up:
+ * neg(neg(neg x)) becomes neg x in one sweep). The first rule whose pattern matches and
+ * whose replace function returns a value (not -1) wins: the node is replaced by that
+ * value, which must have the node's type. Replace functions add nodes with kn_rw_emit and
+ * kn_rw_full. Sweeps repeat until none fires (at most 8). Nodes that a rewrite bypasses
+ * stay in the graph, unused: dce removes them.
+ *
+ * Example (x * 1 -> x, either operand order):
+ *     static const kn_pat x   = {.op = KN_PAT_ANY, .bind = 1, .flags = KN_PAT_ROOT_TYPE};
+ *     static const kn_pat one = {.op = KN_OP_FULL, .flags = KN_PAT_VALUE, .value = 1};
+ *     static const kn_pat mul = {.op = KN_OP_MUL, .in = {&x, &one}, .flags = KN_PAT_COMMUTE};
+ *     static int32_t use_x(kn_rewriter *rw, const kn_match *m) { (void)rw; return m->bind[1]; }
+ *     static const kn_rule rules[] = {{"mul_one", &mul, use_x}};
+ *     kn_rewrite(g, rules, 1, &stats);
+ */
+#define KN_PAT_ANY (-1)
+#define KN_PAT_SLOTS 8
+enum {
+    KN_PAT_COMMUTE = 1u << 0,
+    KN_PAT_VALUE = 1u << 1,
+    KN_PAT_ROOT_TYPE = 1u << 2,
+    KN_PAT_SCALAR = 1u << 3,
+};
+
+typedef struct kn_pat {
+    int op;                                     /* a kn_op, or KN_PAT_ANY */
+    const struct kn_pat *in[KN_MAX_OPERANDS];
+    int bind;
+    unsigned flags;
+    double value;
+    bool (*where)(const kn_graph *g, const kn_node *n);
+} kn_pat;
+
+/* A match: the root node (with operands already redirected; it is not in the graph yet,
+ * so it has no id) and the bound values (bind[k], -1 when slot k is unbound). */
+typedef struct kn_match {
+    const kn_node *root;
+    int32_t bind[KN_PAT_SLOTS];
+} kn_match;
+
+typedef struct kn_rewriter kn_rewriter;
+
+typedef struct kn_rule {
+    const char *name;
+    const kn_pat *pat;
+    /* The replacement value's id (of the root's type), or -1 to leave the node alone. */
+    int32_t (*replace)(kn_rewriter *rw, const kn_match *m);
+} kn_rule;
+
+/* Apply rules[0..n) to g in place (see above); each firing is counted in *st under the
+ * rule's name (st may be NULL). Fails when a replacement has the wrong type (KN_ERR_ARG
+ * naming the rule and the node) or an emitted node does not type-check. */
+kn_status kn_rewrite(kn_graph *g, const kn_rule *rules, int n, kn_pass_stats *st);
+/* Does pattern p match value id of g? m->bind receives the bindings (cleared first). For
+ * tests and for passes that match without rewriting. */
+bool kn_pat_match(const kn_graph *g, const kn_pat *p, int32_t id, kn_match *m);
+
+/* For replace functions. The graph being built (read its nodes: every bound id is in it). */
+const kn_graph *kn_rw_graph(const kn_rewriter *rw);
+const kn_node *kn_rw_node(const kn_rewriter *rw, int32_t id);
+/* Append a node of op with operands in[0..nin) and attributes (NULL: defaults); its type
+ * is inferred. Returns its id, or -1 after recording the error (the rewrite then fails). */
+int32_t kn_rw_emit(kn_rewriter *rw, kn_op op, int nin, const int32_t *in, const kn_attrs *attrs);
+/* Append a `full` of type t filled with value. */
+int32_t kn_rw_full(kn_rewriter *rw, const kn_type *t, double value);
+/* Would kn_rw_emit accept this node? *out receives its type when it would (no node is
+ * added and no error recorded): a replace function checks a rewrite keeps the type. */
+bool kn_rw_type_of(const kn_rewriter *rw, kn_op op, int nin, const int32_t *in, const kn_attrs *attrs,
+                   kn_type *out);
+
+/* ---------------------------------------------------------------- random graphs */
+
+typedef struct kn_randgraph_opts {
+    int nodes;          /* ops to draw (besides sources), default 24 */
+    int max_dim;        /* largest dimension, default 4 */
+    int max_ndim;       /* most axes, default 3 */
+    int noutputs;       /* outputs, default 2 */
+    kn_dtype dtype;     /* float dtype of the graph, default f64 */
+    /* 0..100: how often to plant a rewrite opportunity (x*1, x+0, neg neg, a duplicate,
+     * a view chain, a constant subgraph, ...) instead of a plain random op; default 35. */
+    int plant;
+} kn_randgraph_opts;
+
+/* The defaults above. */
+kn_randgraph_opts kn_randgraph_defaults(void);
+/* A random verified graph from seed: inputs and params of random shapes, then random
+ * elementwise ops (with broadcasting), reductions, matmuls, views (reshape, permute,
+ * broadcast_to, slice), softmax, casts, dropout and `full` constants, some of them left
+ * unused (dead). The same seed gives the same graph. o may be NULL (defaults). Every
+ * value stays finite on inputs in [-1, 1] (no log or sqrt of a raw input; exp of tanh). */
+kn_status kn_randgraph(kn_graph **out, uint64_t seed, const kn_randgraph_opts *o);
+
+/* The GPT of cfg captured as the trainer captures it: inputs "idx" and "targets" (i32
+ * [B, T]), the model's parameters, and outputs (loss, logits) for the forward graph, or
+ * autograd's joint graph (outputs: loss, then every parameter's gradient) when joint.
+ * No activation is allocated; the parameter slab is allocated (zeroed) and freed. */
+struct kn_gpt_config;
+kn_status kn_gpt_graph(const struct kn_gpt_config *cfg, int B, int T, bool joint, kn_graph **out);
+
+/* Run a and b on the same random inputs (every input and param of a, bound by name in
+ * both; floats uniform in [-1, 1) from seed; integer inputs in the range their users
+ * accept) and set *maxdiff to the largest |a_i - b_i| over all outputs (NaN against NaN
+ * and equal infinities count 0; NaN against a number counts +inf). The graphs must have
+ * the same output types (KN_ERR_ARG otherwise). */
+kn_status kn_graph_compare(const kn_graph *a, const kn_graph *b, uint64_t seed, double *maxdiff);
+
+/* ---------------------------------------------------------------- lab 04 units
+ * Declared here, called by the core (kn_passes_run, `kiln compile`), written by students
+ * in labs/lab04-passes/ (reference: solutions/lab04-passes/).
+ *
+ * kn_pass_dce (dce.c): dead-code elimination. A node is live when an output uses it,
+ * when a live node uses it, or when it is an `input` or `param` (the graph's interface).
+ * Remove every other node (kn_graph_compact with a keep mask), and count the removed
+ * nodes as the rule "dead".
+ *
+ * kn_pass_cse (cse.c): common-subexpression elimination. Two nodes compute the same value
+ * when they have the same op, the same operands (after earlier merges), equal attributes
+ * (kn_attrs_equal) and the same type. Replace each such node by the first one; never
+ * merge a random op (kn_op_is_random: two dropouts draw their own masks) or an `input`
+ * or `param`. Count each merged node as the rule "merged". Expected cost: O(nodes), with
+ * a hash table.
+ *
+ * kn_algebra_rules (algebra.c): the arithmetic identities as pattern-rewriter rules
+ * (*rules, *n receive a static table): x*1, 1*x, x/1, x+0, 0+x, x-0 -> x when the result
+ * has x's type; neg(neg x) -> x; cast to x's own dtype -> x; cast(cast(x, t1), t2) ->
+ * cast(x, t2) (or x when t2 is x's dtype) when t1 holds every value of x's dtype exactly.
+ *
+ * kn_view_rules (views.c): canonical view chains, as rules: reshape(reshape x) ->
+ * reshape x; a reshape, permute, broadcast_to or full slice that changes nothing -> x;
+ * permute(permute x) -> one permute (or x when they cancel); broadcast_to(broadcast_to
+ * x) -> one broadcast_to; broadcast_to of a `full` -> a `full` of the new shape; an
+ * elementwise operand that is an explicit broadcast_to -> the unbroadcast value when the
+ * op's result type stays the same. */
+kn_status kn_pass_dce(kn_graph *g, kn_pass_stats *st);
+kn_status kn_pass_cse(kn_graph *g, kn_pass_stats *st);
+kn_status kn_algebra_rules(const kn_rule **rules, int *n);
+kn_status kn_view_rules(const kn_rule **rules, int *n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_PASSES_H */

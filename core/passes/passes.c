@@ -1,0 +1,173 @@
+/* passes.c — the pass table and the pass manager.
+ *
+ * One table: a name, a function and a line of help per pass, in the order "all" runs
+ * them. kn_passes_run parses a comma list against the table (every name is checked
+ * before any pass runs), then runs each pass on the graph in place, timing it, counting
+ * nodes before and after, and, when verification is on, running the verifier after it so
+ * that a pass that breaks the graph is named together with the node it broke.
+ *
+ * Why this order for "all": folding first turns constant subgraphs into `full` nodes,
+ * which the view and algebra rules then see as the constants they look for
+ * (broadcast_to(full) -> full, x*1 -> x); those rules leave the nodes they bypass dead
+ * and may expose identical nodes; cse merges those, and dce sweeps up last. */
+#include <string.h>
+#include <time.h>
+
+#include "kiln/passes.h"
+
+static const kn_pass kn_pass_table[] = {
+    {"fold", kn_pass_fold, "constant folding: an op of `full` constants that gives one value becomes a full"},
+    {"views", kn_pass_views, "canonical view chains: merge reshape/permute/broadcast chains, drop views that do nothing"},
+    {"algebra", kn_pass_algebra, "algebraic identities: x*1, x+0, x-0, x/1, neg(neg x), exact cast chains"},
+    {"cse", kn_pass_cse, "common-subexpression elimination: one node per (op, operands, attributes, type)"},
+    {"dce", kn_pass_dce, "dead-code elimination: drop nodes no output depends on (inputs and params stay)"},
+};
+#define KN_NPASSES ((int)(sizeof kn_pass_table / sizeof kn_pass_table[0]))
+
+#ifdef NDEBUG
+static bool kn_passes_verify = false;
+#else
+static bool kn_passes_verify = true;
+#endif
+
+bool kn_passes_set_verify(bool on) {
+    bool old = kn_passes_verify;
+    kn_passes_verify = on;
+    return old;
+}
+
+const kn_pass *kn_passes_table(int *n) {
+    if (n) *n = KN_NPASSES;
+    return kn_pass_table;
+}
+
+const kn_pass *kn_pass_find(const char *name) {
+    for (int i = 0; name && i < KN_NPASSES; i++)
+        if (!strcmp(kn_pass_table[i].name, name)) return &kn_pass_table[i];
+    return NULL;
+}
+
+const char *kn_passes_names(void) {
+    static char names[256];
+    if (!names[0]) {
+        size_t len = 0;
+        for (int i = 0; i < KN_NPASSES; i++)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "", kn_pass_table[i].name);
+    }
+    return names;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Split list into passes; fails on an unknown name or too many. */
+static kn_status parse_list(const kn_pass *table, int ntable, const char *list, const kn_pass **out, int *n) {
+    *n = 0;
+    const char *p = list ? list : "";
+    while (*p) {
+        while (*p == ' ' || *p == ',') p++;
+        if (!*p) break;
+        const char *e = p;
+        while (*e && *e != ',') e++;
+        size_t len = (size_t)(e - p);
+        while (len && p[len - 1] == ' ') len--;
+        char name[64];
+        if (len >= sizeof name) len = sizeof name - 1;
+        memcpy(name, p, len);
+        name[len] = '\0';
+        p = e;
+        if (!strcmp(name, "none")) continue;
+        int first = -1, count = 1;
+        for (int i = 0; i < ntable && first < 0; i++)
+            if (!strcmp(table[i].name, name)) first = i;
+        if (!strcmp(name, "all")) first = 0, count = ntable;
+        if (first < 0) {
+            char known[512];
+            size_t len = 0;
+            known[0] = '\0';
+            for (int i = 0; i < ntable && len < sizeof known; i++)
+                len += (size_t)snprintf(known + len, sizeof known - len, "%s, ", table[i].name);
+            return kn_error(KN_ERR_ARG, "kn_passes_run: unknown pass '%s' (known: %sall, none)", name, known);
+        }
+        for (int i = first; i < first + count; i++) {
+            if (*n == KN_PASSES_MAX)
+                return kn_error(KN_ERR_ARG, "kn_passes_run: more than %d passes in \"%s\"", KN_PASSES_MAX, list);
+            out[(*n)++] = &table[i];
+        }
+    }
+    return KN_OK;
+}
+
+kn_status kn_passes_check(const char *list, int *n) {
+    const kn_pass *todo[KN_PASSES_MAX];
+    int k = 0;
+    KN_TRY(parse_list(kn_pass_table, KN_NPASSES, list, todo, &k));
+    if (n) *n = k;
+    return KN_OK;
+}
+
+/* The verifier's message, prefixed with where it failed. */
+static kn_status verify_after(const kn_graph *g, const char *pass) {
+    kn_status st = kn_graph_verify(g);
+    if (st == KN_OK) return KN_OK;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", kn_last_error());
+    if (!pass) return kn_error(st, "kn_passes_run: the graph does not verify before the passes: %s", msg);
+    return kn_error(st, "kn_passes_run: after pass %s: %s", pass, msg);
+}
+
+kn_status kn_passes_run(kn_graph *g, const char *list, kn_pass_report *rep) {
+    return kn_passes_run_with(kn_pass_table, KN_NPASSES, g, list, rep);
+}
+
+kn_status kn_passes_run_with(const kn_pass *table, int ntable, kn_graph *g, const char *list, kn_pass_report *rep) {
+    kn_pass_report local;
+    if (!rep) rep = &local;
+    memset(rep, 0, sizeof *rep);
+    if (!g || !table || ntable < 0) return kn_error(KN_ERR_ARG, "kn_passes_run: NULL graph or table");
+    const kn_pass *todo[KN_PASSES_MAX];
+    int n;
+    KN_TRY(parse_list(table, ntable, list, todo, &n));
+    rep->verified = kn_passes_verify;
+    rep->nodes_before = rep->nodes_after = g->nnodes;
+    if (kn_passes_verify) KN_TRY(verify_after(g, NULL));
+    double t_all = now_ms();
+    for (int i = 0; i < n; i++) {
+        kn_pass_stats *st = &rep->pass[i];
+        rep->name[i] = todo[i]->name;
+        rep->npasses = i + 1;
+        st->nodes_before = g->nnodes;
+        double t0 = now_ms();
+        kn_status s = todo[i]->run(g, st);
+        st->ms = now_ms() - t0;
+        st->nodes_after = rep->nodes_after = g->nnodes;
+        if (s != KN_OK) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", kn_last_error());
+            rep->ms = now_ms() - t_all;
+            return kn_error(s, "kn_passes_run: pass %s failed: %s", todo[i]->name, msg);
+        }
+        if (kn_passes_verify) KN_TRY(verify_after(g, todo[i]->name));
+    }
+    rep->ms = now_ms() - t_all;
+    return KN_OK;
+}
+
+/* The two rewrite passes: their rules are lab 04 units. */
+static kn_status run_rules(kn_graph *g, kn_pass_stats *st, kn_status (*rules_of)(const kn_rule **, int *),
+                           const char *who) {
+    if (!g) return kn_error(KN_ERR_ARG, "%s: NULL graph", who);
+    const kn_rule *rules = NULL;
+    int n = 0;
+    KN_TRY(rules_of(&rules, &n));
+    return kn_rewrite(g, rules, n, st);
+}
+
+kn_status kn_pass_algebra(kn_graph *g, kn_pass_stats *st) {
+    return run_rules(g, st, kn_algebra_rules, "kn_pass_algebra");
+}
+
+kn_status kn_pass_views(kn_graph *g, kn_pass_stats *st) { return run_rules(g, st, kn_view_rules, "kn_pass_views"); }

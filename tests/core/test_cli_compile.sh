@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# test_cli_compile.sh KILN — `kiln compile` end to end: an IR file and a small GPT through
+# the passes, the JSON report and the emitted IR, and every kind of bad input with its
+# exit status (2 for usage, 1 for failures) and message. Prints "ok" or what went wrong.
+set -u
+kiln=${1:?usage: test_cli_compile.sh PATH/TO/kiln}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+# expect STATUS PATTERN ARGS...: kiln compile ARGS exits with STATUS and stderr matches PATTERN
+expect() {
+    local want=$1 pat=$2; shift 2
+    "$kiln" compile "$@" > "$dir/out" 2> "$dir/err"; local rc=$?
+    [ $rc -eq "$want" ] || fail "kiln compile $*: exit $rc, expected $want; stderr: $(cat "$dir/err")"
+    grep -qF -- "$pat" "$dir/err" || fail "kiln compile $*: stderr lacks '$pat': $(cat "$dir/err")"
+}
+
+# An IR file: the golden add_zero case, through all passes.
+"$kiln" compile tests/passes/mul_one.in.ir --passes all --report "$dir/r.json" --emit-ir "$dir/o.ir" > "$dir/out" \
+    || fail "compile of mul_one.in.ir failed: $(cat "$dir/out")"
+grep -q "max |delta| = 0" "$dir/out" || fail "no max |delta| line: $(cat "$dir/out")"
+"$kiln" ir "$dir/o.ir" --verify > /dev/null || fail "emitted IR does not verify"
+python3 - "$dir/r.json" <<'PY' || exit 1
+import json, sys
+r = json.load(open(sys.argv[1]))
+names = [p["name"] for p in r["passes"]]
+assert names == ["fold", "views", "algebra", "cse", "dce"], names
+assert r["nodes_before"] == 8 and r["nodes_after"] == 5, (r["nodes_before"], r["nodes_after"])
+alg = r["passes"][2]
+assert alg["fired"] == {"mul_one": 2}, alg
+assert r["passes"][4]["fired"]["dead"] == 1
+assert r["max_abs_delta"] == 0 and r["verified_after_each_pass"] is True
+assert r["flops_after"] < r["flops_before"] and r["bytes_after"] < r["bytes_before"], r
+for k in ("passes_ms", "build_ms", "check_ms"): assert r[k] >= 0
+PY
+
+# A small GPT's joint graph and its forward graph; --passes none changes nothing.
+"$kiln" compile --gpt small,layers=1,width=16,heads=2,context=8,vocab=11 --batch 2 --report "$dir/g.json" > "$dir/out" \
+    || fail "compile --gpt failed: $(cat "$dir/out")"
+grep -q "max |delta| = 0" "$dir/out" || fail "gpt: $(cat "$dir/out")"
+"$kiln" compile --gpt layers=1,width=16,heads=2,context=8,vocab=11 --graph forward --seq 4 --passes none \
+    --emit-ir "$dir/f.ir" > "$dir/out" || fail "forward graph: $(cat "$dir/out")"
+"$kiln" ir "$dir/f.ir" --verify > /dev/null || fail "forward IR does not verify"
+python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['input'].startswith('small') and r['max_abs_delta']==0" "$dir/g.json" \
+    || fail "gpt report"
+"$kiln" compile --gpt layers=1,width=16,heads=2,context=8,vocab=11 --no-check --report "$dir/n.json" > /dev/null || fail "--no-check"
+python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['max_abs_delta'] is None" "$dir/n.json" || fail "--no-check report"
+
+# Usage errors: exit 2.
+expect 2 "unknown pass 'bogus' (known: fold, views, algebra, cse, dce, all, none)" tests/passes/dce.in.ir --passes cse,bogus
+expect 2 "unknown option '--frobnicate'" tests/passes/dce.in.ir --frobnicate
+expect 2 "give one input" --passes all
+expect 2 "give one input" tests/passes/dce.in.ir --gpt small
+expect 2 "--passes needs a value" tests/passes/dce.in.ir --passes
+expect 2 "unknown key 'depth'" --gpt depth=3
+expect 2 "bad item 'layers=x'" --gpt layers=x
+expect 2 "width" --gpt width=10,heads=3
+expect 2 "--graph 'both'" --gpt small --graph both
+expect 2 "--batch '0' is not a positive integer" --gpt small --batch 0
+expect 2 "longer than the context" --gpt small,context=8 --seq 9
+# Failures: exit 1.
+expect 1 "cannot open $dir/missing.ir" "$dir/missing.ir"
+printf '%%0 = input {name="x"} : f32[2]\n%%1 = neg %%0 f32[2]\noutput %%1\n' > "$dir/bad.ir"
+expect 1 "2:13: expected" "$dir/bad.ir"
+printf '%%0 = input {name="x"} : f32[2]\n%%1 = neg %%0 : f32[3]\noutput %%1\n' > "$dir/badtype.ir"
+expect 1 "%1 = neg: declared type f32[3]" "$dir/badtype.ir"
+"$kiln" compile tests/passes/dce.in.ir --emit-ir "$dir/no/such/dir.ir" > /dev/null 2> "$dir/err"
+[ $? -eq 1 ] && grep -q "cannot write" "$dir/err" || fail "unwritable --emit-ir: $(cat "$dir/err")"
+"$kiln" compile --help | grep -q "fold, views, algebra, cse, dce" || fail "--help lists the passes"
+echo ok
