@@ -239,8 +239,15 @@ kn_status kn_comm_test(kn_comm_req *r, bool *done) {
         c->be->release(c->ctx, r);
         r->active = false;
     }
-    if (st != KN_OK) *done = true;
-    return st;
+    if (st != KN_OK) {
+        /* a failed peer shows up here: say which operation it broke */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", kn_last_error());
+        *done = true;
+        return kn_error(st, "rank %d: %s #%lld (%s, %zu bytes) failed: %s", kn_dist_rank(), kn_comm_op_name(r->op),
+                        (long long)r->seq, r->what, r->bytes, msg);
+    }
+    return KN_OK;
 }
 
 /* The deadline passed: say what we waited for, then end the job. */

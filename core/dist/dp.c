@@ -322,6 +322,13 @@ static kn_status dp_hook(void *ctx, int32_t node, const kn_tensor *value) {
 
 /* ---------------------------------------------------------------- the step */
 
+/* A blocking all-reduce with a label for the timeout message. */
+static kn_status all_reduce_f64(kn_comm *c, double *v, const char *what) {
+    kn_comm_req r;
+    KN_TRY(kn_comm_iall_reduce(c, v, v, 1, KN_DT_F64, what, &r));
+    return kn_comm_wait(&r);
+}
+
 /* Run the joint graph on this rank's micro-batch m (its rows of the global batch). */
 static kn_status run_micro(kn_dp *d, const int32_t *x, const int32_t *y, int m, double *loss) {
     kn_trainer *t = d->tr;
@@ -364,7 +371,7 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
     double t_comm_end = kn_time_now();
     /* the global batch's loss: the mean of every rank's micro-batch means */
     double gl = lsum / K;
-    KN_TRY(kn_comm_all_reduce(d->comm, &gl, &gl, 1, KN_DT_F64));
+    KN_TRY(all_reduce_f64(d->comm, &gl, "loss"));
     gl /= N;
     double scale = 1.0 / ((double)N * K), norm;
     if (d->cfg.strategy == KN_DP_DDP) {
@@ -378,7 +385,7 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
             d->grad_shard[i] = (float)((double)d->grad_shard[i] * scale);
             ss += (double)d->grad_shard[i] * (double)d->grad_shard[i];
         }
-        KN_TRY(kn_comm_all_reduce(d->comm, &ss, &ss, 1, KN_DT_F64));
+        KN_TRY(all_reduce_f64(d->comm, &ss, "gradient norm"));
         norm = sqrt(ss);
         if (t->clip > 0 && norm > t->clip) {
             double s = t->clip / (norm + 1e-6);
@@ -396,7 +403,9 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
         int64_t counts[1024];
         if (N > 1024) return kn_error(KN_ERR_ARG, "kn_dp: more than 1024 ranks");
         for (int r = 0; r < N; r++) counts[r] = d->shard_lo[r + 1] - d->shard_lo[r];
-        KN_TRY(kn_comm_all_gather(d->comm, p->data + my_lo(d), p->data, counts, KN_DT_F32));
+        kn_comm_req r;
+        KN_TRY(kn_comm_iall_gather(d->comm, p->data + my_lo(d), p->data, counts, KN_DT_F32, "parameters", &r));
+        KN_TRY(kn_comm_wait(&r));
     }
     double t1 = kn_time_now();
     d->stats.step_s = t1 - t0;
