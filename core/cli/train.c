@@ -225,6 +225,14 @@ static kn_status dist_attach(const kn_train_opts *o, run_dist *rd, kn_trainer *t
     printf("  data parallel: %s on %d ranks (%s, %s all-reduce), %d rows x %d micro-batches per rank, %d "
            "bucket%s of <= %g MiB\n", o->dist, rd->size, o->comm, o->allreduce, rd->rows, o->accum,
            rd->dp.nbuckets, rd->dp.nbuckets == 1 ? "" : "s", o->bucket_mb);
+    if (o->emit_ir[0] && rd->rank == 0) {
+        FILE *f = fopen(o->emit_ir, "w");
+        if (!f) return kn_error(KN_ERR_IO, "--emit-ir %s: cannot open: %s", o->emit_ir, strerror(errno));
+        kn_status st = kn_dp_schedule_print(f, &rd->dp);
+        if (fclose(f) != 0 && st == KN_OK) st = kn_error(KN_ERR_IO, "--emit-ir %s: write failed", o->emit_ir);
+        KN_TRY(st);
+        printf("  schedule              %s (the joint graph with its collectives)\n", o->emit_ir);
+    }
     return KN_OK;
 }
 

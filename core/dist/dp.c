@@ -28,6 +28,7 @@
  * the gradient of the global batch's mean loss. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kiln/dist.h"
@@ -64,7 +65,12 @@ kn_status kn_dp_buckets(const kn_params *p, size_t bucket_bytes, kn_dp_bucket **
         kn_dp_bucket *k = &b[nb++];
         k->last_param = i;
         size_t bytes = 0;
-        while (i >= 0 && bytes < bucket_bytes) bytes += (size_t)p->info[i--].numel * sizeof(float);
+        /* a bucket also ends where the slab turns from the small undecayed tensors (biases,
+         * gains: their gradients come at every depth of the backward) to the matrices, so a
+         * late bias does not hold back the matrices of the last layers */
+        bool decay = p->info[i].decay;
+        while (i >= 0 && bytes < bucket_bytes && p->info[i].decay == decay)
+            bytes += (size_t)p->info[i--].numel * sizeof(float);
         k->first_param = i + 1;
         k->lo = p->info[k->first_param].offset;
         k->hi = p->info[k->last_param].offset + p->info[k->last_param].numel;
@@ -453,4 +459,57 @@ kn_dp_memory kn_dp_memory_expected(kn_dp_strategy s, int64_t P, int n) {
     if (s != KN_DP_DDP) m.optim = 8 * P / n;
     if (s == KN_DP_ZERO2) m.grads = 4 * P / n;
     return m;
+}
+
+/* ---------------------------------------------------------------- the schedule, printed */
+
+kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d) {
+    if (!f || !d || !d->tr || !d->tr->joint) return kn_error(KN_ERR_ARG, "kn_dp_schedule_print: NULL argument");
+    const kn_graph *g = d->tr->joint;
+    const kn_params *p = &d->tr->model->p;
+    int32_t *done_at = kn_malloc((size_t)d->nbuckets * sizeof *done_at);
+    char *text = NULL;
+    kn_status st = done_at ? kn_graph_to_string(g, &text) : kn_error(KN_ERR_OOM, "kn_dp_schedule_print: out of memory");
+    if (st != KN_OK) {
+        kn_free(done_at);
+        return st;
+    }
+    /* a bucket starts after the node that makes its last gradient */
+    for (int b = 0; b < d->nbuckets; b++) {
+        done_at[b] = -1;
+        for (int i = d->buckets[b].first_param; i <= d->buckets[b].last_param; i++)
+            if (g->outputs[1 + i] > done_at[b]) done_at[b] = g->outputs[1 + i];
+    }
+    bool zero = d->cfg.strategy != KN_DP_DDP;
+    const char *coll = zero ? "reduce_scatter" : d->cfg.ring ? "ring_all_reduce" : "all_reduce";
+    fprintf(f, "# kiln train --dist %s: the joint graph of one rank (%d rows) and where each collective starts.\n"
+            "# %d ranks, %d buckets; a bucket's %s starts (nonblocking) right after the node that makes its\n"
+            "# last gradient, and runs while the nodes below it compute.\n",
+            kn_dp_strategy_name(d->cfg.strategy), d->tr->B, d->comm->size, d->nbuckets, coll);
+    for (char *line = text; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        fprintf(f, "%s\n", line);
+        int id = -1;
+        if (line[0] == '%') id = atoi(line + 1);
+        for (int b = 0; id >= 0 && b < d->nbuckets; b++) {
+            if (done_at[b] != id) continue;
+            const kn_dp_bucket *k = &d->buckets[b];
+            fprintf(f, "#   <- %s bucket %d: slab [%lld, %lld), %lld bytes, %s .. %s\n", coll, b, (long long)k->lo,
+                    (long long)k->hi, (long long)((k->hi - k->lo) * 4), p->info[k->first_param].name,
+                    p->info[k->last_param].name);
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    fprintf(f, "# after the graph: wait for every bucket; loss all_reduce (8 bytes);\n");
+    if (zero)
+        fprintf(f, "# gradient-norm all_reduce (8 bytes); clip and update this rank's shard (%s);\n"
+                "# all_gather of the parameters (%lld bytes)\n",
+                d->cfg.strategy == KN_DP_ZERO2 ? "gradients and optimizer state sharded" : "optimizer state sharded",
+                (long long)(p->n * 4));
+    else
+        fprintf(f, "# clip by the global norm and update the whole slab (every rank the same)\n");
+    kn_free(text);
+    kn_free(done_at);
+    return KN_OK;
 }

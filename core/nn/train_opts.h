@@ -45,6 +45,7 @@ typedef struct kn_train_opts {
     int accum;                   /* micro-batches per step */
     char comm[16];               /* "mpi" or "nccl" */
     char allreduce[16];          /* "library" or "ring" (kiln's own, DDP) */
+    char emit_ir[KN_TRAIN_STR];  /* write the step's joint graph with its collectives here */
 } kn_train_opts;
 
 /* Parse argv (argv[0] is the subcommand). Returns -1 when the run should go ahead, 0 after

@@ -214,12 +214,17 @@ static void test_units(void) {
     for (int i = 0; b && i < nb; i++) {
         CHECK(b[i].lo == at && b[i].hi > b[i].lo && b[i].lo == g.p.info[b[i].first_param].offset, "bucket %d", i);
         /* every bucket but the slab's first holds >= 4096 bytes, and less once its first parameter is gone */
-        if (i > 0) CHECK((b[i].hi - b[i].lo) * 4 >= 4096, "bucket %d holds %lld floats", i, (long long)(b[i].hi - b[i].lo));
+        bool closes_early = b[i].first_param == 0 || b[i].hi == g.p.n_decay ||
+                            g.p.info[b[i].first_param - 1].decay != g.p.info[b[i].first_param].decay;
+        if (!closes_early)
+            CHECK((b[i].hi - b[i].lo) * 4 >= 4096, "bucket %d holds %lld floats", i, (long long)(b[i].hi - b[i].lo));
+        CHECK(g.p.info[b[i].first_param].decay == g.p.info[b[i].last_param].decay, "bucket %d mixes decay", i);
         at = b[i].hi;
     }
     CHECK(at == g.p.n, "buckets end at %lld of %lld", (long long)at, (long long)g.p.n);
     kn_free(b);
-    CHECK(kn_dp_buckets(&g.p, 1ull << 30, &b, &nb) == KN_OK && nb == 1, "one big bucket: %d", nb);
+    /* a huge size: two buckets, the matrices and the undecayed tensors */
+    CHECK(kn_dp_buckets(&g.p, 1ull << 30, &b, &nb) == KN_OK && nb == 2 && b[0].hi == g.p.n_decay, "big buckets: %d", nb);
     kn_free(b);
     kn_gpt_free(&g);
     kn_dp_strategy s;

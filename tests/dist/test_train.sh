@@ -37,6 +37,14 @@ run $MPIEXEC -n 4 "$kiln" train $A --dist ddp --allreduce ring --bucket-mb 0.01 
     || { cat ring.txt; exit 1; }
 r=$(python3 "$here/compare.py" one.log ring.log one.st ring.st $TOL); echo "ddp with kiln's ring, 4 ranks: $r"
 
+# the schedule: the joint graph with a comment after each node that starts a bucket; it parses
+run $MPIEXEC -n 2 "$kiln" train $A --steps 1 --dist zero1 --bucket-mb 0.01 --out none --emit-ir sched.ir > sched.txt 2>&1 \
+    || { cat sched.txt; exit 1; }
+nb=$(sed -n 's/.* \([0-9]*\) buckets\{0,1\} of <=.*/\1/p' sched.txt)
+[ "$(grep -c '^#   <- reduce_scatter bucket' sched.ir)" = "$nb" ] || { cat sched.ir; echo "not $nb buckets in sched.ir"; exit 1; }
+"$kiln" ir sched.ir --verify > /dev/null
+echo "--emit-ir: $nb reduce_scatter lines, the file parses; e.g. $(grep -m1 '<- reduce_scatter' sched.ir)"
+
 # memory per rank against distributed.md's table (P = the parameter count, N = 4)
 for s in ddp zero1 zero2; do
     echo "--- $s, 4 ranks:"

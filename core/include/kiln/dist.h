@@ -231,7 +231,8 @@ typedef struct kn_dp {
 /* Shard ranges: n elements over `parts` ranks, nearly equal: rank r owns [lo[r], lo[r+1]). */
 void kn_dp_shard_ranges(int64_t n, int parts, int64_t *lo);
 /* Buckets over the slab of p: walking the parameters from the last (the first whose
- * gradients backward produces) and closing a bucket once it holds >= bucket_bytes. Returns
+ * gradients backward produces) and closing a bucket once it holds >= bucket_bytes, or
+ * where the slab turns from undecayed tensors to decayed ones (kn_params.n_decay). Returns
  * the bucket count into *n and an owned array (kn_free) into *out. */
 kn_status kn_dp_buckets(const kn_params *p, size_t bucket_bytes, kn_dp_bucket **out, int *n);
 
@@ -250,6 +251,11 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
 /* ZeRO: gather the full optimizer state into tr->opt.state (on every rank) before a
  * checkpoint. No-op for DDP. */
 kn_status kn_dp_gather_state(kn_dp *d);
+
+/* The joint graph's text (kiln/ir.h) with a comment line after each node that starts a
+ * bucket's collective, and the collectives of the optimizer step at the end: where the
+ * communication runs (kiln train --dist ... --emit-ir FILE). The comments keep it parseable. */
+kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d);
 
 /* Bytes per rank held for parameters, gradients and optimizer state by the strategy. */
 typedef struct kn_dp_memory {
