@@ -54,7 +54,7 @@ DIST_ARGS ?=
 
 .PHONY: run-dist bench-comm
 run-dist: $(KILN)
-	$(DIST_ENV) $(MPIEXEC) -n $(DIST_RANKS) $(KILN) train --dist ddp --device cpu $(RUN_ARGS) $(DIST_ARGS)
+	$(DIST_ENV) $(MPIEXEC) -n $(DIST_RANKS) $(KILN) train --dist ddp --device cpu --bucket-mb 0.05 $(RUN_ARGS) $(DIST_ARGS)
 
 bench-comm: $(KILN)
 	$(DIST_ENV) $(MPIEXEC) -n $(DIST_RANKS) $(KILN) bench-comm
