@@ -12,7 +12,11 @@
  * schedule and s, and the checkpoint holds the parameters and optimizer state bit for bit.
  * So the run settings are saved in the checkpoint's metadata, and a resumed run takes
  * them from there: with --resume, only the options of this invocation (--out, --log,
- * --stop-after, --sample, --temperature, --eval-batches, --device, --mode) may be given. */
+ * --stop-after, --sample, --temperature, --eval-batches, --device, --mode) may be given.
+ *
+ * Data parallelism: under `mpiexec -n N`, --dist ddp|zero1|zero2 runs one process per rank;
+ * each rank's trainer takes batch / (N x --accum) rows of the same global batch, and the
+ * step is kn_dp_step (core/dist/dp.c). Rank 0 alone prints, logs and writes checkpoints. */
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -22,6 +26,7 @@
 #include "cli/cli.h"
 #include "kiln/data.h"
 #include "kiln/device.h"
+#include "kiln/dist.h"
 #include "kiln/nn.h"
 #include "nn/train_opts.h"
 
@@ -141,7 +146,13 @@ static kn_status evaluate(const kn_train_opts *o, kn_trainer *tr, const run_data
     for (int e = 0; st == KN_OK && e < o->eval_batches; e++) {
         double l = 0;
         st = kn_batch_sample(d->tokens + d->n_train, d->n - d->n_train, o->batch, o->context, o->seed, 1, e, x, y);
-        if (st == KN_OK) st = kn_trainer_eval(tr, x, y, &l);
+        /* in chunks of the trainer's rows (fewer than --batch under --dist) */
+        for (int c = 0; st == KN_OK && c < o->batch / tr->B; c++) {
+            double lc = 0;
+            size_t off = (size_t)c * (size_t)tr->B * (size_t)o->context;
+            st = kn_trainer_eval(tr, x + off, y + off, &lc);
+            l += lc / (o->batch / tr->B);
+        }
         sum += l;
     }
     kn_free(x);
@@ -150,7 +161,107 @@ static kn_status evaluate(const kn_train_opts *o, kn_trainer *tr, const run_data
     return st;
 }
 
-static int run(kn_train_opts *o, kn_device dev) {
+/* ---------------------------------------------------------------- data parallelism */
+
+typedef struct run_dist {
+    bool on;
+    kn_comm *comm;
+    kn_dp dp;
+    int rank, size, rows;   /* rows: the trainer's batch, batch / (size x accum) */
+} run_dist;
+
+/* Before the run: --dist needs mpiexec and a batch the ranks and micro-batches divide.
+ * Returns -1 to go on, else the exit status (a message printed). */
+static int dist_begin(kn_train_opts *o, run_dist *rd) {
+    memset(rd, 0, sizeof *rd);
+    rd->size = 1;
+    if (!o->dist[0]) return -1;
+    kn_dp_strategy s;
+    if (kn_dp_strategy_parse(o->dist, &s) != KN_OK) {
+        fprintf(stderr, "kiln train: %s\n", kn_last_error());
+        return 2;
+    }
+    if (strcmp(o->comm, "mpi") != 0 && strcmp(o->comm, "nccl") != 0) {
+        fprintf(stderr, "kiln train: --comm '%s': expected mpi or nccl\n", o->comm);
+        return 2;
+    }
+    if (strcmp(o->allreduce, "library") != 0 && strcmp(o->allreduce, "ring") != 0) {
+        fprintf(stderr, "kiln train: --allreduce '%s': expected library or ring\n", o->allreduce);
+        return 2;
+    }
+    char who[64];
+    snprintf(who, sizeof who, "kiln train --dist %s", o->dist);
+    if (kn_dist_init(who) != KN_OK) {
+        fprintf(stderr, "kiln train: %s\n", kn_last_error());
+        return 2;
+    }
+    rd->on = true;
+    rd->rank = kn_dist_rank();
+    rd->size = kn_dist_size();
+    if (o->batch % (rd->size * o->accum) != 0) {
+        if (rd->rank == 0)
+            fprintf(stderr, "kiln train: --batch %d is not divisible by %d ranks x --accum %d: each rank takes an "
+                    "equal share of the global batch (try --batch %d)\n", o->batch, rd->size, o->accum,
+                    rd->size * o->accum * (o->batch / (rd->size * o->accum) + 1));
+        return 2;
+    }
+    rd->rows = o->batch / (rd->size * o->accum);
+    if (!strcmp(o->device, "auto")) snprintf(o->device, sizeof o->device, "cpu"); /* CPU ranks (MPI) */
+    if (rd->rank > 0) {
+        /* one voice: rank 0 prints (errors still reach stderr with the rank's name) */
+        if (!freopen("/dev/null", "w", stdout)) return 1;
+        o->log[0] = '\0';
+    }
+    return -1;
+}
+
+/* After the trainer is built (and loaded): the communicator and the strategy. */
+static kn_status dist_attach(const kn_train_opts *o, run_dist *rd, kn_trainer *tr) {
+    if (!rd->on) return KN_OK;
+    KN_TRY(kn_comm_world(&rd->comm, !strcmp(o->comm, "nccl") ? KN_COMM_NCCL : KN_COMM_MPI));
+    kn_dp_config c = {.bucket_mb = o->bucket_mb, .accum = o->accum, .ring = !strcmp(o->allreduce, "ring")};
+    KN_TRY(kn_dp_strategy_parse(o->dist, &c.strategy));
+    KN_TRY(kn_dp_new(&rd->dp, rd->comm, tr, &c));
+    printf("  data parallel: %s on %d ranks (%s, %s all-reduce), %d rows x %d micro-batches per rank, %d "
+           "bucket%s of <= %g MiB\n", o->dist, rd->size, o->comm, o->allreduce, rd->rows, o->accum,
+           rd->dp.nbuckets, rd->dp.nbuckets == 1 ? "" : "s", o->bucket_mb);
+    if (o->emit_ir[0] && rd->rank == 0) {
+        FILE *f = fopen(o->emit_ir, "w");
+        if (!f) return kn_error(KN_ERR_IO, "--emit-ir %s: cannot open: %s", o->emit_ir, strerror(errno));
+        kn_status st = kn_dp_schedule_print(f, &rd->dp);
+        if (fclose(f) != 0 && st == KN_OK) st = kn_error(KN_ERR_IO, "--emit-ir %s: write failed", o->emit_ir);
+        KN_TRY(st);
+        printf("  schedule              %s (the joint graph with its collectives)\n", o->emit_ir);
+    }
+    return KN_OK;
+}
+
+/* Rank 0's report: memory per rank against distributed.md's table, and the overlap. */
+static void dist_report(const run_dist *rd, int64_t P) {
+    if (!rd->on) return;
+    kn_dp_memory m = kn_dp_memory_of(&rd->dp), e = kn_dp_memory_expected(rd->dp.cfg.strategy, P, rd->size);
+    printf("  memory per rank (bytes)   held        table (fp32 Adam, P=%lld, N=%d)\n", (long long)P, rd->size);
+    printf("    parameters              %-11lld %lld\n", (long long)m.params, (long long)e.params);
+    printf("    gradients               %-11lld %lld\n", (long long)m.grads, (long long)e.grads);
+    printf("    optimizer state         %-11lld %lld\n", (long long)m.optim, (long long)e.optim);
+    printf("    total                   %-11lld %lld%s\n", (long long)(m.params + m.grads + m.optim),
+           (long long)(e.params + e.grads + e.optim), "");
+    if (m.staging_peak) printf("    + buckets in flight     %lld at the peak\n", (long long)m.staging_peak);
+    const kn_dp_stats *s = &rd->dp.stats;
+    double hidden = s->comm_s > 0 ? 1.0 - s->exposed_s / s->comm_s : 0;
+    if (hidden < 0) hidden = 0;
+    printf("  overlap (last step)   communication %.2f ms, %.2f ms of it after the backward: %.0f%% hidden behind "
+           "the backward (%.2f ms)\n", 1e3 * s->comm_s, 1e3 * s->exposed_s, 100 * hidden, 1e3 * s->backward_s);
+}
+
+static void dist_end(run_dist *rd) {
+    if (!rd->on) return;
+    kn_dp_free(&rd->dp);
+    kn_comm_free(rd->comm);
+    kn_dist_finalize();
+}
+
+static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
     run_data d;
     kn_gpt g = {0};
     kn_trainer tr = {0};
@@ -167,7 +278,7 @@ static int run(kn_train_opts *o, kn_device dev) {
     kn_optim_config oc = kn_train_opts_optim(o);
     if (kn_gpt_new(&g, &mc) != KN_OK) goto fail;
     kn_gpt_init(&g, o->seed);
-    if (kn_trainer_new(&tr, &g, o->batch, o->context, &oc, o->clip) != KN_OK) goto fail;
+    if (kn_trainer_new(&tr, &g, rd->on ? rd->rows : o->batch, o->context, &oc, o->clip) != KN_OK) goto fail;
     tr.eager = !strcmp(o->mode, "eager");
     if (o->resume[0]) {
         if (kn_checkpoint_load(o->resume, &g, &tr.opt, &ck) != KN_OK) goto fail;
@@ -196,6 +307,7 @@ static int run(kn_train_opts *o, kn_device dev) {
         }
         if (kn_trainer_to_device(&tr, dev) != KN_OK) goto fail;
     }
+    if (dist_attach(o, rd, &tr) != KN_OK) goto fail;
     int64_t end = o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
     if (end < start) {
         kn_error(KN_ERR_ARG, "--stop-after %lld: the checkpoint is already at step %lld", (long long)o->stop_after,
@@ -228,14 +340,15 @@ static int run(kn_train_opts *o, kn_device dev) {
         goto fail;
     }
     kn_progress bar;
-    kn_progress_begin(&bar, "train", end - start);
+    kn_progress_begin_file(&bar, rd->rank == 0 ? stderr : NULL, "train", end - start);
     double t0 = kn_time_now(), first_loss = NAN, recent = 0;
     int nrecent = 0;
     kn_status st = KN_OK;
     for (int64_t s = start; s < end && st == KN_OK; s++) {
         double loss = 0, gn = 0, lr = kn_lr_at(&sched, s);
         st = kn_batch_sample(d.tokens, d.n_train, o->batch, o->context, o->seed, 0, s, x, y);
-        if (st == KN_OK) st = kn_trainer_step(&tr, x, y, lr, &loss, &gn);
+        if (st == KN_OK)
+            st = rd->on ? kn_dp_step(&rd->dp, x, y, o->batch, lr, &loss, &gn) : kn_trainer_step(&tr, x, y, lr, &loss, &gn);
         if (st != KN_OK) break;
         if (s == start) first_loss = loss;
         if (end - s <= 20) { recent += loss; nrecent++; }
@@ -255,6 +368,7 @@ static int run(kn_train_opts *o, kn_device dev) {
     if (evaluate(o, &tr, &d, &val) != KN_OK) goto fail;
     /* the checkpoint and the sample read the host copies of parameters and state */
     if (kn_trainer_sync_host(&tr) != KN_OK) goto fail;
+    if (rd->on && kn_dp_gather_state(&rd->dp) != KN_OK) goto fail;
     printf("\n  %lld steps in %.1f s (%.0f tokens/s)\n", (long long)(end - start), secs,
            secs > 0 ? (double)(end - start) * (double)bt / secs : 0.0);
     printf("  unigram baseline      %.4f nats/token\n", d.unigram);
@@ -263,7 +377,8 @@ static int run(kn_train_opts *o, kn_device dev) {
                recent / nrecent, nrecent);
     printf("  held-out loss         %.4f nats/token (%d batches)%s\n", val, o->eval_batches,
            val < d.unigram ? "  -> below the unigram baseline" : "  -> NOT below the unigram baseline");
-    if (strcmp(o->out, "none") != 0) {
+    dist_report(rd, g.p.n);
+    if (strcmp(o->out, "none") != 0 && rd->rank == 0) {
         if (save(o, &tr, &d, end) != KN_OK) goto fail;
         printf("  checkpoint            %s (step %lld of %lld%s)\n", o->out, (long long)end, (long long)o->steps,
                end < o->steps ? "; continue with --resume" : "");
@@ -273,6 +388,7 @@ static int run(kn_train_opts *o, kn_device dev) {
 fail:
     if (rc) fprintf(stderr, "kiln train: %s\n", kn_last_error());
     if (have_ck) kn_safetensors_free(&ck);
+    if (rd->on) kn_dp_free(&rd->dp);
     kn_trainer_free(&tr);
     kn_gpt_free(&g);
     kn_free(d.tokens);
@@ -304,8 +420,15 @@ int kn_cli_train(int argc, char **argv) {
     kn_train_opts o;
     int rc = kn_train_opts_parse(&o, argc, argv);
     if (rc >= 0) return rc; /* --help (0) or bad usage (2) */
+    run_dist rd;
+    if ((rc = dist_begin(&o, &rd)) >= 0) {
+        if (rd.on) kn_dist_finalize(); /* every rank made the same decision */
+        return rc;
+    }
     kn_device dev;
     rc = pick_device(&o, &dev);
-    if (rc) return rc;
-    return run(&o, dev);
+    if (rc == 0) rc = run(&o, dev, &rd);
+    if (rc != 0 && rd.on && rd.size > 1) kn_dist_abort(rc); /* a failing rank ends the job, not a hang */
+    dist_end(&rd);
+    return rc;
 }

@@ -20,7 +20,15 @@ struct kn_interp {
     int32_t *last_use;      /* per node: the last node reading it (itself when none) */
     bool *is_output;
     kn_tensor **outs;       /* per output, after a run (owned aliases) */
+    kn_interp_hook hook;    /* called after each node (core/dist/ overlaps communication) */
+    void *hook_ctx;
 };
+
+void kn_interp_set_hook(kn_interp *it, kn_interp_hook fn, void *ctx) {
+    if (!it) return;
+    it->hook = fn;
+    it->hook_ctx = ctx;
+}
 
 void kn_interp_free(kn_interp *it) {
     if (!it) return;
@@ -114,6 +122,10 @@ kn_status kn_interp_run(kn_interp *it) {
             snprintf(msg, sizeof msg, "%s", m);
             release_run(it);
             return kn_error(st, "kn_interp_run: %%%d = %s: %s", i, kn_op_name(n->op), msg);
+        }
+        if (it->hook && (st = it->hook(it->hook_ctx, i, it->vals[i])) != KN_OK) {
+            release_run(it);
+            return st;
         }
         for (int k = 0; k < n->nin; k++) {
             int32_t a = n->in[k];

@@ -54,6 +54,12 @@ static const opt_row k_opts[] = {
     {"sample", O_INT, F(sample), 0, 0, 100000, false, "characters to sample at the end (0: none)"},
     {"temperature", O_F64, F(temperature), 0, 0, 100, false, "sampling temperature (0: greedy)"},
     {"eval-batches", O_INT, F(eval_batches), 0, 0, 10000, false, "held-out batches to evaluate at the end"},
+    {"dist", O_STR, S(dist), 0, 0, false, "data parallelism under mpiexec: ddp, zero1 or zero2 (kiln/dist.h)"},
+    {"bucket-mb", O_F64, F(bucket_mb), 0, 1e-6, 1e6, false, "--dist: gradient bucket size in MiB"},
+    {"accum", O_INT, F(accum), 0, 1, 4096, false, "--dist: micro-batches per step (communicate on the last)"},
+    {"comm", O_STR, S(comm), 0, 0, false, "--dist: communicator backend, mpi (CPU ranks) or nccl (one GPU per rank)"},
+    {"allreduce", O_STR, S(allreduce), 0, 0, false, "--dist ddp: library (MPI/NCCL's own) or ring (kiln's)"},
+    {"emit-ir", O_STR, S(emit_ir), 0, 0, false, "--dist: write the joint graph and where each collective starts"},
 };
 #undef F
 #undef S
@@ -84,6 +90,10 @@ static void defaults(kn_train_opts *o) {
     o->sample = 300;
     o->temperature = 0.8;
     o->eval_batches = 8;
+    o->bucket_mb = 25;
+    o->accum = 1;
+    snprintf(o->comm, sizeof o->comm, "mpi");
+    snprintf(o->allreduce, sizeof o->allreduce, "library");
 }
 
 static const opt_row *find_opt(const char *name, size_t len) {

@@ -39,6 +39,13 @@ typedef struct kn_train_opts {
     int sample;                  /* characters to sample at the end */
     double temperature;
     int eval_batches;            /* held-out batches evaluated at the end */
+    /* data parallelism (core/dist/; this invocation only) */
+    char dist[16];               /* "" (one process), "ddp", "zero1", "zero2" */
+    double bucket_mb;            /* gradient bucket size in MiB */
+    int accum;                   /* micro-batches per step */
+    char comm[16];               /* "mpi" or "nccl" */
+    char allreduce[16];          /* "library" or "ring" (kiln's own, DDP) */
+    char emit_ir[KN_TRAIN_STR];  /* write the step's joint graph with its collectives here */
 } kn_train_opts;
 
 /* Parse argv (argv[0] is the subcommand). Returns -1 when the run should go ahead, 0 after

@@ -348,6 +348,12 @@ kn_status kn_interp_bind(kn_interp *it, const char *name, const kn_tensor *t);
 /* Run every node. Fails naming the first unbound input, or the failing node
  * ("kn_interp_run: %12 = cross_entropy: index 70 at position 3 is outside [0, 65)"). */
 kn_status kn_interp_run(kn_interp *it);
+/* A callback run after each node of kn_interp_run has its value (borrowed, valid in the
+ * call), in node order; a status other than KN_OK stops the run with it. Data parallelism
+ * (core/dist/) uses it to start a gradient bucket's all-reduce as soon as its last gradient
+ * exists, overlapped with the rest of the backward. fn NULL removes it. */
+typedef kn_status (*kn_interp_hook)(void *ctx, int32_t node, const kn_tensor *value);
+void kn_interp_set_hook(kn_interp *it, kn_interp_hook fn, void *ctx);
 /* Output i (borrowed until the next run or kn_interp_free); NULL when out of range or
  * not run yet. */
 const kn_tensor *kn_interp_output(const kn_interp *it, int i);

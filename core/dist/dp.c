@@ -1,0 +1,515 @@
+/* dp.c — data parallelism: DDP, ZeRO-1 and ZeRO-2 around the trainer's compiled step
+ * (kiln/dist.h).
+ *
+ * Every rank runs the same joint forward+backward graph on its own rows of the global
+ * batch. The gradients must then be averaged over the ranks before the optimizer step, and
+ * the strategies differ in who keeps what:
+ *   DDP     every rank keeps everything; each bucket of gradients is all-reduced.
+ *   ZeRO-1  each rank keeps the optimizer state of its shard only (1/N of the slab): the
+ *           buckets are reduce-scattered (each rank receives the sum of its shard's part),
+ *           each rank updates its shard, and the parameters are all-gathered.
+ *   ZeRO-2  as ZeRO-1, and the full gradient slab is gone: gradients wait in a bucket's
+ *           staging buffer only until its reduce-scatter finishes.
+ * Overlap: the interpreter calls a hook after every node (kn_interp_set_hook). When the
+ * node is a parameter's gradient, the hook stores it; when it is the last missing gradient
+ * of a bucket, the hook starts the bucket's nonblocking collective at once, and every
+ * later node polls the requests in flight (MPI progresses inside MPI_Test), so
+ * communication runs while the rest of the backward computes.
+ *
+ * Buckets are contiguous ranges of whole parameters of the slab, formed from the last
+ * parameter backwards, as PyTorch's DDP forms them in reverse registration order: roughly
+ * the order in which backward produces gradients (the output layers first). A bucket
+ * starts when its last gradient exists, whatever the order.
+ *
+ * Gradient accumulation: with K micro-batches, DDP and ZeRO-1 add the micro-batches'
+ * gradients locally and communicate in the last one only; ZeRO-2 has no full gradient slab
+ * to add into, so it reduce-scatters every micro-batch and adds into its shard (DeepSpeed
+ * does the same). Either way the result is (sum over ranks and micro-batches) / (N K):
+ * the gradient of the global batch's mean loss. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln/dist.h"
+
+static const char *const kn_dp_names[KN_DP_COUNT] = {"ddp", "zero1", "zero2"};
+
+kn_status kn_dp_strategy_parse(const char *s, kn_dp_strategy *out) {
+    if (!s || !out) return kn_error(KN_ERR_ARG, "kn_dp_strategy_parse: NULL argument");
+    for (int i = 0; i < KN_DP_COUNT; i++)
+        if (!strcmp(s, kn_dp_names[i])) { *out = (kn_dp_strategy)i; return KN_OK; }
+    if (!strcmp(s, "zero3") || !strcmp(s, "fsdp"))
+        return kn_error(KN_ERR_UNSUPPORTED, "--dist %s: sharded parameters (ZeRO-3/FSDP) are not implemented yet; "
+                        "use ddp, zero1 or zero2", s);
+    return kn_error(KN_ERR_ARG, "--dist '%s': expected ddp, zero1 or zero2", s);
+}
+
+const char *kn_dp_strategy_name(kn_dp_strategy s) { return (int)s >= 0 && s < KN_DP_COUNT ? kn_dp_names[s] : "?"; }
+
+void kn_dp_shard_ranges(int64_t n, int parts, int64_t *lo) {
+    for (int r = 0; r <= parts; r++) {
+        int64_t a, b;
+        kn_ring_chunk(n, parts, r < parts ? r : parts - 1, &a, &b);
+        lo[r] = r < parts ? a : b;
+    }
+}
+
+kn_status kn_dp_buckets(const kn_params *p, size_t bucket_bytes, kn_dp_bucket **out, int *n) {
+    if (!p || !out || !n || p->count < 1) return kn_error(KN_ERR_ARG, "kn_dp_buckets: no parameters");
+    if (bucket_bytes < 1) return kn_error(KN_ERR_ARG, "kn_dp_buckets: bucket size 0");
+    kn_dp_bucket *b = kn_calloc((size_t)p->count, sizeof *b);
+    if (!b) return kn_error(KN_ERR_OOM, "kn_dp_buckets: out of memory");
+    int nb = 0;
+    for (int i = p->count - 1; i >= 0;) {
+        kn_dp_bucket *k = &b[nb++];
+        k->last_param = i;
+        size_t bytes = 0;
+        /* a bucket also ends where the slab turns from the small undecayed tensors (biases,
+         * gains: their gradients come at every depth of the backward) to the matrices, so a
+         * late bias does not hold back the matrices of the last layers */
+        bool decay = p->info[i].decay;
+        while (i >= 0 && bytes < bucket_bytes && p->info[i].decay == decay)
+            bytes += (size_t)p->info[i--].numel * sizeof(float);
+        k->first_param = i + 1;
+        k->lo = p->info[k->first_param].offset;
+        k->hi = p->info[k->last_param].offset + p->info[k->last_param].numel;
+    }
+    /* slab order: reverse the list (bucket 0 holds the slab's start) */
+    for (int i = 0; i < nb / 2; i++) {
+        kn_dp_bucket t = b[i];
+        b[i] = b[nb - 1 - i];
+        b[nb - 1 - i] = t;
+    }
+    *out = b;
+    *n = nb;
+    return KN_OK;
+}
+
+/* The part of [lo, hi) each rank owns: counts[r] = |[lo, hi) ∩ shard r|. */
+static void shard_counts(const kn_dp *d, int64_t lo, int64_t hi, int64_t *counts) {
+    for (int r = 0; r < d->comm->size; r++) {
+        int64_t a = lo > d->shard_lo[r] ? lo : d->shard_lo[r], b = hi < d->shard_lo[r + 1] ? hi : d->shard_lo[r + 1];
+        counts[r] = b > a ? b - a : 0;
+    }
+}
+
+static int64_t my_lo(const kn_dp *d) { return d->shard_lo[d->comm->rank]; }
+static int64_t my_len(const kn_dp *d) { return d->shard_lo[d->comm->rank + 1] - d->shard_lo[d->comm->rank]; }
+
+void kn_dp_free(kn_dp *d) {
+    if (!d) return;
+    if (d->tr && d->tr->it) kn_interp_set_hook(d->tr->it, NULL, NULL);
+    for (int b = 0; d->staging && b < d->nbuckets; b++) kn_free(d->staging[b]);
+    kn_free(d->staging);
+    kn_free(d->in_flight);
+    kn_free(d->buckets);
+    kn_free(d->param_bucket);
+    kn_free(d->node_first);
+    kn_free(d->param_next);
+    kn_free(d->reqs);
+    kn_free(d->shard_lo);
+    kn_free(d->grad_shard);
+    kn_free(d->ring_scratch);
+    kn_optim_free(&d->shard_opt);
+    memset(d, 0, sizeof *d);
+}
+
+static kn_status dp_hook(void *ctx, int32_t node, const kn_tensor *value);
+
+kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cfg) {
+    if (!d || !c || !tr || !cfg || !tr->model || !tr->it) return kn_error(KN_ERR_ARG, "kn_dp_new: NULL argument");
+    if ((int)cfg->strategy < 0 || cfg->strategy >= KN_DP_COUNT)
+        return kn_error(KN_ERR_ARG, "kn_dp_new: strategy %d", (int)cfg->strategy);
+    if (!(cfg->bucket_mb > 0) || cfg->accum < 1)
+        return kn_error(KN_ERR_ARG, "kn_dp_new: --bucket-mb %g and --accum %d: need > 0 and >= 1", cfg->bucket_mb,
+                        cfg->accum);
+    if (tr->eager) return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: data parallelism runs the compiled step (--mode graph)");
+    if (tr->dev.type != KN_DEVICE_CPU)
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: data parallelism runs CPU ranks (MPI) for now; the NCCL "
+                        "communicator exists (kn_comm_world) but the GPU step is not wired to it yet");
+    if (cfg->ring && cfg->strategy != KN_DP_DDP)
+        return kn_error(KN_ERR_ARG, "kn_dp_new: the ring all-reduce is DDP's alternative (ZeRO reduce-scatters)");
+    memset(d, 0, sizeof *d);
+    d->comm = c;
+    d->tr = tr;
+    d->cfg = *cfg;
+    const kn_params *p = &tr->model->p;
+    const kn_graph *g = tr->joint;
+    int N = c->size;
+    kn_status st = kn_dp_buckets(p, (size_t)(cfg->bucket_mb * 1048576.0), &d->buckets, &d->nbuckets);
+    if (st != KN_OK) return st;
+    d->nnodes = g->nnodes;
+    d->param_bucket = kn_malloc((size_t)p->count * sizeof(int));
+    d->param_next = kn_malloc((size_t)p->count * sizeof(int));
+    d->node_first = kn_malloc((size_t)g->nnodes * sizeof(int));
+    d->reqs = kn_calloc((size_t)d->nbuckets, sizeof *d->reqs);
+    d->in_flight = kn_calloc((size_t)d->nbuckets, sizeof *d->in_flight);
+    d->staging = kn_calloc((size_t)d->nbuckets, sizeof *d->staging);
+    d->shard_lo = kn_malloc((size_t)(N + 1) * sizeof(int64_t));
+    if (!d->param_bucket || !d->param_next || !d->node_first || !d->reqs || !d->in_flight || !d->staging ||
+        !d->shard_lo) {
+        kn_dp_free(d);
+        return kn_error(KN_ERR_OOM, "kn_dp_new: out of memory");
+    }
+    if (g->noutputs != 1 + p->count) {
+        kn_dp_free(d);
+        return kn_error(KN_ERR_INTERNAL, "kn_dp_new: the joint graph has %d outputs, expected the loss and %d "
+                        "gradients", g->noutputs, p->count);
+    }
+    for (int b = 0; b < d->nbuckets; b++)
+        for (int i = d->buckets[b].first_param; i <= d->buckets[b].last_param; i++) d->param_bucket[i] = b;
+    for (int i = 0; i < g->nnodes; i++) d->node_first[i] = -1;
+    for (int i = p->count - 1; i >= 0; i--) {
+        int32_t node = g->outputs[1 + i];
+        d->param_next[i] = d->node_first[node];
+        d->node_first[node] = i;
+    }
+    kn_dp_shard_ranges(p->n, N, d->shard_lo);
+    /* every rank starts from rank 0's parameters */
+    st = kn_comm_broadcast(c, p->data, p->n, KN_DT_F32, 0);
+    if (st == KN_OK && cfg->strategy != KN_DP_DDP) {
+        int64_t lo = my_lo(d), len = my_len(d), n = p->n;
+        int64_t decay = p->n_decay - lo;
+        decay = decay < 0 ? 0 : decay > len ? len : decay;
+        st = kn_optim_init(&d->shard_opt, &tr->opt.cfg, len, decay);
+        int slabs = n > 0 ? (int)(tr->opt.state_len / n) : 0;
+        for (int k = 0; st == KN_OK && k < slabs; k++)
+            memcpy(d->shard_opt.state + k * len, tr->opt.state + k * n + lo, (size_t)len * sizeof(float));
+        d->shard_opt.step = tr->opt.step;
+        d->grad_shard = st == KN_OK ? kn_calloc((size_t)(len > 0 ? len : 1), sizeof(float)) : NULL;
+        if (st == KN_OK && !d->grad_shard) st = kn_error(KN_ERR_OOM, "kn_dp_new: out of memory for the shard");
+        if (st == KN_OK) {
+            /* the full state is gone: this rank keeps its shard (kn_dp_gather_state brings it back) */
+            kn_free(tr->opt.state);
+            tr->opt.state = NULL;
+        }
+    }
+    if (st == KN_OK && cfg->strategy == KN_DP_ZERO2) {
+        /* no full gradient slab: gradients live in the buckets' staging buffers */
+        kn_params_views_free(p, tr->grad_views);
+        kn_tensor_free(tr->grad);
+        tr->grad_views = NULL;
+        tr->grad = NULL;
+    }
+    if (st == KN_OK && cfg->ring) {
+        /* the ring's scratch: the largest chunk of the largest bucket */
+        int64_t most = 1;
+        for (int b = 0; b < d->nbuckets; b++)
+            if ((d->buckets[b].hi - d->buckets[b].lo) / N + 1 > most) most = (d->buckets[b].hi - d->buckets[b].lo) / N + 1;
+        d->ring_scratch = kn_malloc((size_t)most * sizeof(float));
+        if (!d->ring_scratch) st = kn_error(KN_ERR_OOM, "kn_dp_new: out of memory for the ring's scratch");
+    }
+    if (st != KN_OK) {
+        kn_dp_free(d);
+        return st;
+    }
+    kn_interp_set_hook(tr->it, dp_hook, d);
+    return KN_OK;
+}
+
+/* ---------------------------------------------------------------- the hook */
+
+static float *slab_grad(const kn_dp *d) { return d->tr->grad ? kn_tensor_data(d->tr->grad) : NULL; }
+
+/* dst[0..n) = src (first micro-batch) or += src. */
+static void store(float *dst, const float *src, int64_t n, bool add) {
+    if (add) {
+        for (int64_t i = 0; i < n; i++) dst[i] += src[i];
+    } else {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+    }
+}
+
+/* Start bucket b's collective. */
+static kn_status launch(kn_dp *d, int b) {
+    kn_dp_bucket *k = &d->buckets[b];
+    int64_t counts[1024];
+    char what[48];
+    snprintf(what, sizeof what, "bucket %d of %d", b, d->nbuckets);
+    if (d->launched++ == 0) d->t_first_launch = kn_time_now();
+    if (d->cfg.strategy == KN_DP_DDP) {
+        float *g = slab_grad(d) + k->lo;
+        if (d->cfg.ring) {
+            /* kiln's ring is blocking: it runs here, between two nodes of the backward */
+            kn_status st = kn_ring_all_reduce(d->comm, g, k->hi - k->lo, KN_DT_F32, d->ring_scratch);
+            d->t_last_done = kn_time_now();
+            return st;
+        }
+        KN_TRY(kn_comm_iall_reduce(d->comm, g, g, k->hi - k->lo, KN_DT_F32, what, &d->reqs[b]));
+    } else {
+        if (d->comm->size > 1024) return kn_error(KN_ERR_ARG, "kn_dp: more than 1024 ranks");
+        shard_counts(d, k->lo, k->hi, counts);
+        int64_t a = k->lo > my_lo(d) ? k->lo : my_lo(d);
+        const float *src = d->cfg.strategy == KN_DP_ZERO1 ? slab_grad(d) + k->lo : d->staging[b];
+        /* ZeRO-1 receives straight into its shard; ZeRO-2 behind the bucket in its staging
+         * buffer (added into the shard when done, for accumulation) */
+        float *dst = d->cfg.strategy == KN_DP_ZERO1 ? d->grad_shard + (a - my_lo(d)) : d->staging[b] + (k->hi - k->lo);
+        KN_TRY(kn_comm_ireduce_scatter(d->comm, src, dst, counts, KN_DT_F32, what, &d->reqs[b]));
+    }
+    d->in_flight[b] = true;
+    return KN_OK;
+}
+
+/* Bucket b finished: ZeRO-2 moves its part into the shard and frees the staging buffer. */
+static void finished(kn_dp *d, int b) {
+    d->in_flight[b] = false;
+    d->t_last_done = kn_time_now();
+    if (d->cfg.strategy != KN_DP_ZERO2) return;
+    kn_dp_bucket *k = &d->buckets[b];
+    int64_t a = k->lo > my_lo(d) ? k->lo : my_lo(d), e = k->hi < my_lo(d) + my_len(d) ? k->hi : my_lo(d) + my_len(d);
+    if (e > a) store(d->grad_shard + (a - my_lo(d)), d->staging[b] + (k->hi - k->lo), e - a, d->micro > 0);
+    kn_free(d->staging[b]);
+    d->staging[b] = NULL;
+    d->staging_bytes -= (int64_t)((k->hi - k->lo) + (e > a ? e - a : 0)) * (int64_t)sizeof(float);
+}
+
+static kn_status poll_all(kn_dp *d) {
+    for (int b = 0; b < d->nbuckets; b++) {
+        if (!d->in_flight[b]) continue;
+        bool done = false;
+        KN_TRY(kn_comm_test(&d->reqs[b], &done));
+        if (done) finished(d, b);
+    }
+    return KN_OK;
+}
+
+static kn_status contiguous_f32(const kn_tensor *v, int64_t numel, int param, const float **out, kn_tensor **tmp) {
+    if (!v || v->dtype != KN_DT_F32 || kn_tensor_numel(v) != numel)
+        return kn_error(KN_ERR_SHAPE, "kn_dp_step: gradient of parameter %d is not f32 with %lld elements", param,
+                        (long long)numel);
+    *tmp = NULL;
+    if (!kn_tensor_is_contiguous(v)) {
+        KN_TRY(kn_tensor_contiguous(tmp, v));
+        v = *tmp;
+    }
+    *out = kn_tensor_data(v);
+    return KN_OK;
+}
+
+static kn_status dp_hook(void *ctx, int32_t node, const kn_tensor *value) {
+    kn_dp *d = ctx;
+    if (node < 0 || node >= d->nnodes) return KN_OK;
+    const kn_params *p = &d->tr->model->p;
+    bool comm_now = d->last_micro || d->cfg.strategy == KN_DP_ZERO2;
+    for (int i = d->node_first[node]; i >= 0; i = d->param_next[i]) {
+        const kn_param_info *pi = &p->info[i];
+        const float *src = NULL;
+        kn_tensor *tmp = NULL;
+        KN_TRY(contiguous_f32(value, pi->numel, i, &src, &tmp));
+        int b = d->param_bucket[i];
+        kn_dp_bucket *k = &d->buckets[b];
+        kn_status st = KN_OK;
+        if (d->cfg.strategy == KN_DP_ZERO2) {
+            if (!d->staging[b]) {
+                int64_t own = 0, counts[1024];
+                if (d->comm->size > 1024) st = kn_error(KN_ERR_ARG, "kn_dp: more than 1024 ranks");
+                if (st == KN_OK) {
+                    shard_counts(d, k->lo, k->hi, counts);
+                    own = counts[d->comm->rank];
+                }
+                size_t nb = (size_t)((k->hi - k->lo) + own) * sizeof(float);
+                d->staging[b] = st == KN_OK ? kn_malloc(nb > 0 ? nb : 1) : NULL;
+                if (st == KN_OK && !d->staging[b]) st = kn_error(KN_ERR_OOM, "kn_dp_step: out of memory for bucket %d", b);
+                d->staging_bytes += (int64_t)nb;
+                if (d->staging_bytes > d->staging_peak) d->staging_peak = d->staging_bytes;
+            }
+            if (st == KN_OK) store(d->staging[b] + (pi->offset - k->lo), src, pi->numel, false);
+        } else {
+            store(slab_grad(d) + pi->offset, src, pi->numel, d->micro > 0);
+        }
+        kn_tensor_free(tmp);
+        KN_TRY(st);
+        if (comm_now && --k->pending == 0) KN_TRY(launch(d, b));
+    }
+    /* drive the collectives in flight (MPI progresses inside MPI_Test) */
+    return poll_all(d);
+}
+
+/* ---------------------------------------------------------------- the step */
+
+/* A blocking all-reduce with a label for the timeout message. */
+static kn_status all_reduce_f64(kn_comm *c, double *v, const char *what) {
+    kn_comm_req r;
+    KN_TRY(kn_comm_iall_reduce(c, v, v, 1, KN_DT_F64, what, &r));
+    return kn_comm_wait(&r);
+}
+
+/* Run the joint graph on this rank's micro-batch m (its rows of the global batch). */
+static kn_status run_micro(kn_dp *d, const int32_t *x, const int32_t *y, int m, double *loss) {
+    kn_trainer *t = d->tr;
+    size_t row = (size_t)t->T, rows = (size_t)t->B;
+    size_t first = ((size_t)d->comm->rank * (size_t)d->cfg.accum + (size_t)m) * rows;
+    memcpy(kn_tensor_data(t->x), x + first * row, rows * row * sizeof(int32_t));
+    memcpy(kn_tensor_data(t->y), y + first * row, rows * row * sizeof(int32_t));
+    d->micro = m;
+    d->last_micro = m == d->cfg.accum - 1;
+    for (int b = 0; b < d->nbuckets; b++)
+        d->buckets[b].pending = d->buckets[b].last_param - d->buckets[b].first_param + 1;
+    KN_TRY(kn_interp_run(t->it));
+    return kn_tensor_item(kn_interp_output(t->it, 0), loss);
+}
+
+kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_batch, double lr, double *loss,
+                     double *gnorm) {
+    if (!d || !d->tr || !x || !y) return kn_error(KN_ERR_ARG, "kn_dp_step: NULL argument");
+    kn_trainer *t = d->tr;
+    int N = d->comm->size, K = d->cfg.accum;
+    if ((int64_t)t->B * N * K != global_batch)
+        return kn_error(KN_ERR_ARG, "kn_dp_step: global batch %d is not %d ranks x %d micro-batches x %d rows",
+                        global_batch, N, K, t->B);
+    const kn_params *p = &t->model->p;
+    double t0 = kn_time_now(), lsum = 0;
+    d->launched = 0;
+    d->t_first_launch = d->t_last_done = 0;
+    for (int m = 0; m < K; m++) {
+        double l = 0;
+        KN_TRY(run_micro(d, x, y, m, &l));
+        lsum += l;
+        if (m == K - 1) d->t_backward_end = kn_time_now();
+        /* every bucket of this micro-batch must be done before the next one reuses them */
+        for (int b = 0; b < d->nbuckets; b++)
+            if (d->in_flight[b]) {
+                KN_TRY(kn_comm_wait(&d->reqs[b]));
+                finished(d, b);
+            }
+    }
+    double t_comm_end = kn_time_now();
+    /* the global batch's loss: the mean of every rank's micro-batch means */
+    double gl = lsum / K;
+    KN_TRY(all_reduce_f64(d->comm, &gl, "loss"));
+    gl /= N;
+    double scale = 1.0 / ((double)N * K), norm;
+    if (d->cfg.strategy == KN_DP_DDP) {
+        float *g = slab_grad(d);
+        for (int64_t i = 0; i < p->n; i++) g[i] = (float)((double)g[i] * scale);
+        norm = kn_clip_grad_norm(g, p->n, t->clip);
+    } else {
+        int64_t len = my_len(d);
+        double ss = 0;
+        for (int64_t i = 0; i < len; i++) {
+            d->grad_shard[i] = (float)((double)d->grad_shard[i] * scale);
+            ss += (double)d->grad_shard[i] * (double)d->grad_shard[i];
+        }
+        KN_TRY(all_reduce_f64(d->comm, &ss, "gradient norm"));
+        norm = sqrt(ss);
+        if (t->clip > 0 && norm > t->clip) {
+            double s = t->clip / (norm + 1e-6);
+            for (int64_t i = 0; i < len; i++) d->grad_shard[i] = (float)((double)d->grad_shard[i] * s);
+        }
+    }
+    if (!isfinite(gl) || !isfinite(norm))
+        return kn_error(KN_ERR_ARG, "kn_dp_step: loss %g, gradient norm %g at optimizer step %lld (diverged: lower "
+                        "the learning rate)", gl, norm, (long long)t->opt.step);
+    if (d->cfg.strategy == KN_DP_DDP) {
+        KN_TRY(kn_optim_step(&t->opt, p->data, slab_grad(d), lr));
+    } else {
+        KN_TRY(kn_optim_step(&d->shard_opt, p->data + my_lo(d), d->grad_shard, lr));
+        t->opt.step = d->shard_opt.step;
+        int64_t counts[1024];
+        if (N > 1024) return kn_error(KN_ERR_ARG, "kn_dp: more than 1024 ranks");
+        for (int r = 0; r < N; r++) counts[r] = d->shard_lo[r + 1] - d->shard_lo[r];
+        kn_comm_req r;
+        KN_TRY(kn_comm_iall_gather(d->comm, p->data + my_lo(d), p->data, counts, KN_DT_F32, "parameters", &r));
+        KN_TRY(kn_comm_wait(&r));
+    }
+    double t1 = kn_time_now();
+    d->stats.step_s = t1 - t0;
+    d->stats.backward_s = d->t_backward_end - t0;
+    d->stats.comm_s = d->launched ? (d->t_last_done > d->t_first_launch ? d->t_last_done : t_comm_end) -
+                                        d->t_first_launch : 0;
+    d->stats.exposed_s = d->launched ? t_comm_end - d->t_backward_end : 0;
+    if (loss) *loss = gl;
+    if (gnorm) *gnorm = norm;
+    return KN_OK;
+}
+
+kn_status kn_dp_gather_state(kn_dp *d) {
+    if (!d || !d->tr) return kn_error(KN_ERR_ARG, "kn_dp_gather_state: NULL argument");
+    if (d->cfg.strategy == KN_DP_DDP) return KN_OK;
+    kn_optim *o = &d->tr->opt;
+    int64_t n = d->tr->model->p.n, len = my_len(d), counts[1024];
+    int N = d->comm->size;
+    if (N > 1024) return kn_error(KN_ERR_ARG, "kn_dp: more than 1024 ranks");
+    for (int r = 0; r < N; r++) counts[r] = d->shard_lo[r + 1] - d->shard_lo[r];
+    if (!o->state) {
+        o->state = kn_malloc((size_t)(o->state_len > 0 ? o->state_len : 1) * sizeof(float));
+        if (!o->state) return kn_error(KN_ERR_OOM, "kn_dp_gather_state: out of memory");
+    }
+    int slabs = n > 0 ? (int)(o->state_len / n) : 0;
+    for (int k = 0; k < slabs; k++)
+        KN_TRY(kn_comm_all_gather(d->comm, d->shard_opt.state + k * len, o->state + k * n, counts, KN_DT_F32));
+    o->step = d->shard_opt.step;
+    return KN_OK;
+}
+
+kn_dp_memory kn_dp_memory_of(const kn_dp *d) {
+    kn_dp_memory m = {0};
+    if (!d || !d->tr) return m;
+    int64_t P = d->tr->model->p.n, f = (int64_t)sizeof(float);
+    m.params = P * f;
+    m.grads = (d->tr->grad ? P * f : 0) + (d->grad_shard ? my_len(d) * f : 0);
+    m.optim = (d->cfg.strategy == KN_DP_DDP ? d->tr->opt.state_len : d->shard_opt.state_len) * f;
+    m.staging_peak = d->staging_peak;
+    return m;
+}
+
+kn_dp_memory kn_dp_memory_expected(kn_dp_strategy s, int64_t P, int n) {
+    kn_dp_memory m = {.params = 4 * P, .grads = 4 * P, .optim = 8 * P};
+    if (s != KN_DP_DDP) m.optim = 8 * P / n;
+    if (s == KN_DP_ZERO2) m.grads = 4 * P / n;
+    return m;
+}
+
+/* ---------------------------------------------------------------- the schedule, printed */
+
+kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d) {
+    if (!f || !d || !d->tr || !d->tr->joint) return kn_error(KN_ERR_ARG, "kn_dp_schedule_print: NULL argument");
+    const kn_graph *g = d->tr->joint;
+    const kn_params *p = &d->tr->model->p;
+    int32_t *done_at = kn_malloc((size_t)d->nbuckets * sizeof *done_at);
+    char *text = NULL;
+    kn_status st = done_at ? kn_graph_to_string(g, &text) : kn_error(KN_ERR_OOM, "kn_dp_schedule_print: out of memory");
+    if (st != KN_OK) {
+        kn_free(done_at);
+        return st;
+    }
+    /* a bucket starts after the node that makes its last gradient */
+    for (int b = 0; b < d->nbuckets; b++) {
+        done_at[b] = -1;
+        for (int i = d->buckets[b].first_param; i <= d->buckets[b].last_param; i++)
+            if (g->outputs[1 + i] > done_at[b]) done_at[b] = g->outputs[1 + i];
+    }
+    bool zero = d->cfg.strategy != KN_DP_DDP;
+    const char *coll = zero ? "reduce_scatter" : d->cfg.ring ? "ring_all_reduce" : "all_reduce";
+    fprintf(f, "# kiln train --dist %s: the joint graph of one rank (%d rows) and where each collective starts.\n"
+            "# %d ranks, %d buckets; a bucket's %s starts (nonblocking) right after the node that makes its\n"
+            "# last gradient, and runs while the nodes below it compute.\n",
+            kn_dp_strategy_name(d->cfg.strategy), d->tr->B, d->comm->size, d->nbuckets, coll);
+    for (char *line = text; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        fprintf(f, "%s\n", line);
+        int id = -1;
+        if (line[0] == '%') id = atoi(line + 1);
+        for (int b = 0; id >= 0 && b < d->nbuckets; b++) {
+            if (done_at[b] != id) continue;
+            const kn_dp_bucket *k = &d->buckets[b];
+            fprintf(f, "#   <- %s bucket %d: slab [%lld, %lld), %lld bytes, %s .. %s\n", coll, b, (long long)k->lo,
+                    (long long)k->hi, (long long)((k->hi - k->lo) * 4), p->info[k->first_param].name,
+                    p->info[k->last_param].name);
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    fprintf(f, "# after the graph: wait for every bucket; loss all_reduce (8 bytes);\n");
+    if (zero)
+        fprintf(f, "# gradient-norm all_reduce (8 bytes); clip and update this rank's shard (%s);\n"
+                "# all_gather of the parameters (%lld bytes)\n",
+                d->cfg.strategy == KN_DP_ZERO2 ? "gradients and optimizer state sharded" : "optimizer state sharded",
+                (long long)(p->n * 4));
+    else
+        fprintf(f, "# clip by the global norm and update the whole slab (every rank the same)\n");
+    kn_free(text);
+    kn_free(done_at);
+    return KN_OK;
+}

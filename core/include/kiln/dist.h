@@ -1,0 +1,272 @@
+/* kiln/dist.h — communicators for training on several processes, and the data-parallel
+ * strategies built on them (DDP, ZeRO-1, ZeRO-2).
+ *
+ * One process per device, launched by `mpiexec -n N kiln ...`. A communicator (kn_comm) is
+ * a group of those processes ("ranks" 0..size-1) and a backend that moves bytes between
+ * them. Backends are structs of function pointers plus a context, registered in one table
+ * like the devices (kiln/device.h): MPI for CPU buffers, NCCL for GPU buffers (its unique
+ * id broadcast over MPI, one rank per GPU, the GPU picked from the ranks on the same host).
+ * A backend left out of the build answers KN_ERR_UNSUPPORTED.
+ *
+ * Every operation has an asynchronous form (kn_comm_i*) that returns a request; the
+ * blocking form is the asynchronous one plus kn_comm_wait. Waits poll (MPI_Test or an event
+ * query, then a 1 us sleep), because MPICH spins inside its blocking calls and 4 ranks on 2
+ * cores then take 18 ms per small all-reduce instead of 0.5 ms. No wait is endless: past
+ * KILN_COMM_TIMEOUT seconds (default 300) the rank prints
+ *     rank R: all_reduce #N (what, bytes) timed out after S s
+ * aborts the NCCL communicator and calls MPI_Abort, which ends the whole job.
+ *
+ * Buffers are counts of elements of a kn_dtype. Reductions are sums. The "v" collectives
+ * (reduce_scatter, all_gather) take per-rank counts, like MPI's: rank r's block is
+ * counts[r] elements at offset counts[0] + ... + counts[r-1] of the full buffer. */
+#ifndef KILN_DIST_H
+#define KILN_DIST_H
+
+#include "kiln/nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kn_comm_type { KN_COMM_MPI = 0, KN_COMM_NCCL, KN_COMM_TYPE_COUNT } kn_comm_type;
+
+/* The collective operations, for sequence numbers and messages. */
+typedef enum kn_comm_op {
+    KN_COP_SEND = 0, KN_COP_RECV, KN_COP_ALL_REDUCE, KN_COP_REDUCE_SCATTER, KN_COP_ALL_GATHER,
+    KN_COP_BROADCAST, KN_COP_BARRIER, KN_COP_COUNT
+} kn_comm_op;
+const char *kn_comm_op_name(kn_comm_op op);  /* "all_reduce", ... */
+
+typedef struct kn_comm kn_comm;
+typedef struct kn_comm_req kn_comm_req;
+
+/* A backend: `ctx` is the backend's state of one communicator (owned by it). Each i* call
+ * starts an operation and fills req's backend part; test says whether it finished. */
+typedef struct kn_comm_backend {
+    const char *name;      /* "mpi", "nccl" */
+    kn_comm_type type;
+    /* A communicator over every rank of the job (after kn_dist_init). */
+    kn_status (*world)(void **ctx, int *rank, int *size);
+    /* Ranks with the same color form one new communicator, ordered by key then rank. */
+    kn_status (*split)(void *ctx, int color, int key, void **out, int *rank, int *size);
+    void (*free)(void *ctx);
+    kn_status (*isend)(void *ctx, const void *buf, int64_t count, kn_dtype dt, int peer, kn_comm_req *r);
+    kn_status (*irecv)(void *ctx, void *buf, int64_t count, kn_dtype dt, int peer, kn_comm_req *r);
+    kn_status (*iall_reduce)(void *ctx, const void *send, void *recv, int64_t count, kn_dtype dt, kn_comm_req *r);
+    kn_status (*ireduce_scatter)(void *ctx, const void *send, void *recv, const int64_t *counts, kn_dtype dt,
+                                 kn_comm_req *r);
+    kn_status (*iall_gather)(void *ctx, const void *send, void *recv, const int64_t *counts, kn_dtype dt,
+                             kn_comm_req *r);
+    kn_status (*ibroadcast)(void *ctx, void *buf, int64_t count, kn_dtype dt, int root, kn_comm_req *r);
+    kn_status (*ibarrier)(void *ctx, kn_comm_req *r);
+    kn_status (*test)(void *ctx, kn_comm_req *r, bool *done);
+    void (*release)(void *ctx, kn_comm_req *r);  /* free what i* made for r (done or not) */
+    void (*abort)(void *ctx);                     /* before MPI_Abort: NCCL's ncclCommAbort */
+} kn_comm_backend;
+
+/* The registered backend of a type; NULL when it is not built in. */
+const kn_comm_backend *kn_comm_backend_get(kn_comm_type type);
+
+/* A request: which operation, for messages; the backend's handles. */
+#define KN_COMM_REQ_HANDLES 2
+struct kn_comm_req {
+    kn_comm *comm;
+    kn_comm_op op;
+    int64_t seq;           /* the op's sequence number on this communicator (1, 2, ...) */
+    size_t bytes;
+    char what[48];         /* the caller's label ("bucket 3", "ring step 2") */
+    double t_start;        /* kn_time_now() at the start */
+    bool active;
+    void *h[KN_COMM_REQ_HANDLES];  /* backend handles (MPI_Request, cudaEvent_t) */
+    int64_t hv[2];
+};
+
+struct kn_comm {
+    const kn_comm_backend *be;
+    void *ctx;
+    int rank, size;
+    int64_t seq[KN_COP_COUNT];
+    double timeout;        /* seconds (KILN_COMM_TIMEOUT) */
+};
+
+/* ---------------------------------------------------------------- the job */
+
+/* True when this process was started by a launcher (mpiexec sets PMI_RANK, PMIX_RANK or
+ * OMPI_COMM_WORLD_RANK). */
+bool kn_dist_launched(void);
+/* MPI_Init (once). KN_ERR_ARG when not launched by mpiexec ("run it as mpiexec -n N ...",
+ * naming `who`), KN_ERR_UNSUPPORTED when built without MPI. */
+kn_status kn_dist_init(const char *who);
+/* MPI_Finalize when kn_dist_init ran; safe to call otherwise. */
+void kn_dist_finalize(void);
+/* The rank and size of the whole job (0 and 1 before kn_dist_init). */
+int kn_dist_rank(void);
+int kn_dist_size(void);
+/* End the whole job now (MPI_Abort; exit when MPI is not running). */
+_Noreturn void kn_dist_abort(int code);
+
+/* ---------------------------------------------------------------- communicators */
+
+/* Every rank of the job, on a backend (NCCL: one GPU per rank, chosen by the rank's index
+ * among the ranks of its host; KN_ERR_DEVICE when there is no GPU or too few). */
+kn_status kn_comm_world(kn_comm **out, kn_comm_type type);
+/* Sub-communicator of the ranks giving the same color, ordered by key (then rank). */
+kn_status kn_comm_split(kn_comm *c, int color, int key, kn_comm **out);
+void kn_comm_free(kn_comm *c);  /* NULL is fine */
+
+/* A device mesh: the ranks of c laid out row-major over dims[0] x ... x dims[ndims-1]
+ * (their product must be c's size); axes[a] receives the communicator along axis a: the
+ * ranks whose coordinates differ only in axis a (data x tensor x pipeline, say). */
+#define KN_MESH_MAX_DIMS 4
+kn_status kn_comm_mesh(kn_comm *c, int ndims, const int *dims, kn_comm **axes, int *coords);
+
+/* Asynchronous operations: *r is filled (a request owned by the caller, on its stack or
+ * heap); finish it with kn_comm_wait (or poll with kn_comm_test). `what` labels it for
+ * messages (may be NULL). send == recv is in place where allowed (all_reduce). */
+kn_status kn_comm_isend(kn_comm *c, const void *buf, int64_t count, kn_dtype dt, int peer, const char *what,
+                        kn_comm_req *r);
+kn_status kn_comm_irecv(kn_comm *c, void *buf, int64_t count, kn_dtype dt, int peer, const char *what,
+                        kn_comm_req *r);
+kn_status kn_comm_iall_reduce(kn_comm *c, const void *send, void *recv, int64_t count, kn_dtype dt,
+                              const char *what, kn_comm_req *r);
+/* send holds sum(counts) elements; recv gets this rank's block, summed over ranks. */
+kn_status kn_comm_ireduce_scatter(kn_comm *c, const void *send, void *recv, const int64_t *counts, kn_dtype dt,
+                                  const char *what, kn_comm_req *r);
+/* send holds counts[rank] elements; recv gets every rank's block, in rank order. */
+kn_status kn_comm_iall_gather(kn_comm *c, const void *send, void *recv, const int64_t *counts, kn_dtype dt,
+                              const char *what, kn_comm_req *r);
+kn_status kn_comm_ibroadcast(kn_comm *c, void *buf, int64_t count, kn_dtype dt, int root, const char *what,
+                             kn_comm_req *r);
+kn_status kn_comm_ibarrier(kn_comm *c, const char *what, kn_comm_req *r);
+
+/* Poll once: *done true when finished (the request is then released). */
+kn_status kn_comm_test(kn_comm_req *r, bool *done);
+/* Poll until done, sleeping 1 us between polls; on the deadline, report and abort the job. */
+kn_status kn_comm_wait(kn_comm_req *r);
+kn_status kn_comm_wait_all(int n, kn_comm_req *r);
+
+/* Blocking forms (i* then wait). */
+kn_status kn_comm_send(kn_comm *c, const void *buf, int64_t count, kn_dtype dt, int peer);
+kn_status kn_comm_recv(kn_comm *c, void *buf, int64_t count, kn_dtype dt, int peer);
+kn_status kn_comm_all_reduce(kn_comm *c, const void *send, void *recv, int64_t count, kn_dtype dt);
+kn_status kn_comm_reduce_scatter(kn_comm *c, const void *send, void *recv, const int64_t *counts, kn_dtype dt);
+kn_status kn_comm_all_gather(kn_comm *c, const void *send, void *recv, const int64_t *counts, kn_dtype dt);
+kn_status kn_comm_broadcast(kn_comm *c, void *buf, int64_t count, kn_dtype dt, int root);
+kn_status kn_comm_barrier(kn_comm *c);
+
+/* ---------------------------------------------------------------- ring all-reduce */
+
+/* kiln's own all-reduce (sum, in place on buf) over send and recv: the buffer is cut into
+ * `size` chunks (kn_ring_chunk); in size-1 reduce-scatter steps each rank sends one chunk
+ * to the next rank and adds the one it receives from the previous, after which rank r holds
+ * the full sum of chunk (r+1) % size; in size-1 all-gather steps the summed chunks travel
+ * once more around the ring. Each rank sends 2 (size-1)/size of the buffer: bandwidth-
+ * optimal. `scratch` holds the largest chunk. f32 and f64. */
+kn_status kn_ring_all_reduce(kn_comm *c, void *buf, int64_t count, kn_dtype dt, void *scratch);
+/* Chunk i of n elements cut into `parts` nearly equal chunks: [*lo, *hi). */
+void kn_ring_chunk(int64_t n, int parts, int i, int64_t *lo, int64_t *hi);
+/* Which chunk rank `rank` sends at reduce-scatter step s (0-based) of a ring of `size`
+ * ranks; it receives chunk kn_ring_send_chunk(rank - 1, ...) from its left neighbour. */
+int kn_ring_send_chunk(int rank, int size, int step);
+
+/* ---------------------------------------------------------------- data parallelism */
+
+typedef enum kn_dp_strategy { KN_DP_DDP = 0, KN_DP_ZERO1, KN_DP_ZERO2, KN_DP_COUNT } kn_dp_strategy;
+/* "ddp", "zero1", "zero2"; KN_ERR_ARG for anything else (zero3 names what is missing). */
+kn_status kn_dp_strategy_parse(const char *s, kn_dp_strategy *out);
+const char *kn_dp_strategy_name(kn_dp_strategy s);
+
+typedef struct kn_dp_config {
+    kn_dp_strategy strategy;
+    double bucket_mb;      /* bucket size in MiB (> 0; PyTorch's default is 25) */
+    int accum;             /* micro-batches per step (>= 1): communicate on the last only */
+    bool ring;             /* DDP: kiln's ring all-reduce instead of the library's */
+} kn_dp_config;
+
+/* A bucket: the contiguous slab range [lo, hi) of whole parameters. */
+typedef struct kn_dp_bucket {
+    int64_t lo, hi;
+    int first_param, last_param;  /* parameters first_param..last_param (slab order) */
+    int pending;                  /* gradients still missing in this step */
+} kn_dp_bucket;
+
+/* Timing of the last step, for the overlap figure. */
+typedef struct kn_dp_stats {
+    double backward_s;     /* forward + backward (the joint graph) */
+    double comm_s;         /* time from the first bucket's start to the last one's end */
+    double exposed_s;      /* communication waited for after the backward ended */
+    double step_s;
+} kn_dp_stats;
+
+/* Data-parallel training state of one rank, around a trainer whose batch is the rank's
+ * micro-batch (global batch / (size * accum) sequences). */
+typedef struct kn_dp {
+    kn_comm *comm;           /* borrowed */
+    kn_trainer *tr;          /* borrowed */
+    kn_dp_config cfg;
+    int nbuckets;
+    kn_dp_bucket *buckets;   /* owned, in slab order (launched from the last) */
+    int *param_bucket;       /* owned: bucket of each parameter */
+    int *node_first;         /* owned: per joint-graph node, the first parameter whose gradient it is (-1) */
+    int *param_next;         /* owned: the next parameter with the same gradient node (-1) */
+    int nnodes;
+    kn_comm_req *reqs;       /* owned: one per bucket */
+    int64_t *shard_lo;       /* owned: size+1 bounds; rank r owns slab [shard_lo[r], shard_lo[r+1]) */
+    kn_optim shard_opt;      /* ZeRO: the optimizer of this rank's shard */
+    float *grad_shard;       /* ZeRO: owned, the reduced gradient of this rank's shard */
+    float *ring_scratch;     /* DDP with the ring: owned, one chunk */
+    float **staging;         /* ZeRO-2: per bucket, its gradients while in flight, then the
+                              * reduced part this rank owns */
+    bool *in_flight;         /* per bucket: its request is active */
+    double t_last_done;
+    int64_t staging_bytes, staging_peak;
+    int micro;               /* micro-batch index within the step */
+    bool last_micro;         /* communicate in this micro-batch */
+    kn_dp_stats stats;
+    double t_backward_end;
+    double t_first_launch;
+    int launched;
+} kn_dp;
+
+/* Shard ranges: n elements over `parts` ranks, nearly equal: rank r owns [lo[r], lo[r+1]). */
+void kn_dp_shard_ranges(int64_t n, int parts, int64_t *lo);
+/* Buckets over the slab of p: walking the parameters from the last (the first whose
+ * gradients backward produces) and closing a bucket once it holds >= bucket_bytes, or
+ * where the slab turns from undecayed tensors to decayed ones (kn_params.n_decay). Returns
+ * the bucket count into *n and an owned array (kn_free) into *out. */
+kn_status kn_dp_buckets(const kn_params *p, size_t bucket_bytes, kn_dp_bucket **out, int *n);
+
+/* Set up: checks the trainer's batch against the global one, builds the buckets, hooks
+ * the trainer's joint graph, and shards the optimizer state (ZeRO), taking this rank's
+ * range of the state the trainer holds (so a resumed run continues). The parameters of
+ * every rank are made equal to rank 0's. */
+kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cfg);
+void kn_dp_free(kn_dp *d);
+/* One optimizer step on the global batch x, y (B_global x T each; this rank takes its
+ * rows): accum micro-batches of forward+backward, gradients averaged over ranks as the
+ * strategy says, clipped by the global norm, the optimizer step, parameters gathered.
+ * *loss gets the global batch's mean loss (the same on every rank). */
+kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_batch, double lr, double *loss,
+                     double *gnorm);
+/* ZeRO: gather the full optimizer state into tr->opt.state (on every rank) before a
+ * checkpoint. No-op for DDP. */
+kn_status kn_dp_gather_state(kn_dp *d);
+
+/* The joint graph's text (kiln/ir.h) with a comment line after each node that starts a
+ * bucket's collective, and the collectives of the optimizer step at the end: where the
+ * communication runs (kiln train --dist ... --emit-ir FILE). The comments keep it parseable. */
+kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d);
+
+/* Bytes per rank held for parameters, gradients and optimizer state by the strategy. */
+typedef struct kn_dp_memory {
+    int64_t params, grads, optim, staging_peak;
+} kn_dp_memory;
+kn_dp_memory kn_dp_memory_of(const kn_dp *d);
+/* The table's prediction for fp32 Adam with P parameters on n ranks (distributed.md). */
+kn_dp_memory kn_dp_memory_expected(kn_dp_strategy s, int64_t P, int n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_DIST_H */
