@@ -19,11 +19,9 @@ jail_probe() {
     JAIL_OK=0 JAIL_WHY=""
     if [ "${KN_GRADE_JAIL:-1}" = 0 ]; then JAIL_WHY="KN_GRADE_JAIL=0 was given"; return; fi
     if ! command -v bwrap > /dev/null; then JAIL_WHY="bwrap is not installed (apt-get install bubblewrap)"; return; fi
-    jail_cmd --
-    if JAIL_WHY=$("${JAIL[@]}" /bin/true 2>&1); then
-        JAIL_OK=1
-    else
-        JAIL_WHY="bwrap cannot create a namespace here: $(head -c 200 <<< "$JAIL_WHY")"
+    JAIL_OK=1; jail_cmd --
+    if ! JAIL_WHY=$("${JAIL[@]}" /bin/true 2>&1); then
+        JAIL_OK=0 JAIL_WHY="bwrap cannot create a namespace here: $(head -c 200 <<< "$JAIL_WHY")"
     fi
 }
 

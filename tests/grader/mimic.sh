@@ -49,7 +49,9 @@ grade)
     rm -rf "$root/submission" "$root/results"; mkdir -p "$root/submission" "$root/results"
     cp -r "$sub"/. "$root/submission/" || die "cannot copy $sub"
     install -m 755 "$root/source/run_autograder" "$root/run_autograder"
-    inside "$root" /autograder/run_autograder || die "run_autograder failed (status $?)"
+    inside "$root" /autograder/run_autograder > "$root/run_autograder.log" 2>&1 ||
+        { cat "$root/run_autograder.log" >&2; die "run_autograder failed (status $?)"; }
+    tail -n 1 "$root/run_autograder.log" >&2
     [ -f "$root/results/results.json" ] || die "run_autograder wrote no results.json"
     echo "$root/results/results.json"
     ;;

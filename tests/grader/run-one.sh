@@ -59,6 +59,7 @@ fi
 # The jail (jail.sh): this test's folder, the records folder (0711: the random names stay
 # secret) and the binary; nothing else of the machine's files.
 . "$(dirname "$0")/jail.sh"
+[ -n "${JAIL_OK:-}" ] || jail_probe   # grade.sh probes once; other callers (demo/) here
 jail_cmd RW "$d" RW "$work/rec" RO "$bin" --
 run=("${JAIL[@]}" "${run[@]}")
 cd "$d/scratch" || exit 1
