@@ -201,12 +201,17 @@ KN_TEST(lab02_hidden_backward, only_what_the_loss_depends_on) {
     kn_tensor_free(wt);
 }
 
-/* kn_sum_to on a NONE value or a builder in error: KN_VAL_NONE, nothing else. */
+/* kn_sum_to on a NONE value or a builder in error: KN_VAL_NONE, nothing else (after one
+ * call that works). */
 KN_TEST(lab02_hidden_backward, sum_to_of_nothing) {
     int64_t s[] = {2, 3};
     kn_builder *b = NULL;
     KN_ASSERT_OK(kn_builder_new(&b, KN_MODE_GRAPH));
-    kn_val x = kn_input_typed(b, "x", KN_DT_F32, 2, s);
+    int64_t s3[] = {3};
+    kn_val x = kn_input_typed(b, "x", KN_DT_F32, 2, s), r = kn_input_typed(b, "r", KN_DT_F32, 1, s3);
+    kn_val v = kn_sum_to(b, x, r); /* first, one that works: [2,3] summed to [3] */
+    KN_ASSERT_OK(kn_builder_status(b));
+    cr_assert(kn_val_ok(v) && kn_val_type(b, v)->ndim == 1 && kn_val_type(b, v)->shape[0] == 3);
     cr_assert(!kn_val_ok(kn_sum_to(b, KN_VAL_NONE, x)));
     cr_assert(!kn_val_ok(kn_sum_to(b, x, KN_VAL_NONE)));
     kn_builder_fail(b, KN_ERR_ARG, "an earlier error");
