@@ -173,3 +173,76 @@ KN_TEST(lab02_hidden_backward, sticky_errors) {
     kn_tensor_free(a);
     kn_tensor_free(c);
 }
+
+/* What the loss does not depend on costs nothing: a loss independent of wrt gets zeros
+ * and no backward node besides them; a branch that depends on wrt but not on the loss
+ * (dead code) is skipped, not differentiated. */
+KN_TEST(lab02_hidden_backward, only_what_the_loss_depends_on) {
+    int64_t s[] = {3};
+    kn_tensor *xt = l2_rand(KN_DT_F64, 1, s, -1, 1, 20), *wt = l2_rand(KN_DT_F64, 1, s, -1, 1, 21);
+    kn_builder *b = NULL;
+    KN_ASSERT_OK(kn_builder_new(&b, KN_MODE_GRAPH));
+    kn_val x = kn_input(b, "x", xt), w = kn_param(b, "w", wt);
+    kn_val loss = kn_sum(b, kn_mul(b, w, w), 0, NULL, false), g;
+    int before = kn_builder_graph(b)->nnodes;
+    KN_ASSERT_OK(kn_backward(b, loss, 1, &x, &g));
+    cr_assert(kn_builder_graph(b)->nnodes == before + 1, "a loss independent of x: %d nodes added, expected 1 "
+              "(the zeros for x)", kn_builder_graph(b)->nnodes - before);
+    kn_builder_free(b);
+    KN_ASSERT_OK(kn_builder_new(&b, KN_MODE_EAGER));
+    x = kn_input(b, "x", xt);
+    kn_val dead = kn_ln(b, kn_neg(b, kn_exp(b, x))); /* log of a negative: NaN, never used */
+    (void)dead;
+    loss = kn_sum(b, kn_mul(b, x, x), 0, NULL, false);
+    KN_ASSERT_OK(kn_backward(b, loss, 1, &x, &g));
+    for (int i = 0; i < 3; i++) KN_ASSERT_CLOSE(l2_at(kn_val_tensor(b, g), i), 2 * l2_at(xt, i), 0, 1e-15);
+    kn_builder_free(b);
+    kn_tensor_free(xt);
+    kn_tensor_free(wt);
+}
+
+/* kn_sum_to on a NONE value or a builder in error: KN_VAL_NONE, nothing else (after one
+ * call that works). */
+KN_TEST(lab02_hidden_backward, sum_to_of_nothing) {
+    int64_t s[] = {2, 3};
+    kn_builder *b = NULL;
+    KN_ASSERT_OK(kn_builder_new(&b, KN_MODE_GRAPH));
+    int64_t s3[] = {3};
+    kn_val x = kn_input_typed(b, "x", KN_DT_F32, 2, s), r = kn_input_typed(b, "r", KN_DT_F32, 1, s3);
+    kn_val v = kn_sum_to(b, x, r); /* first, one that works: [2,3] summed to [3] */
+    KN_ASSERT_OK(kn_builder_status(b));
+    cr_assert(kn_val_ok(v) && kn_val_type(b, v)->ndim == 1 && kn_val_type(b, v)->shape[0] == 3);
+    cr_assert(!kn_val_ok(kn_sum_to(b, KN_VAL_NONE, x)));
+    cr_assert(!kn_val_ok(kn_sum_to(b, x, KN_VAL_NONE)));
+    kn_builder_fail(b, KN_ERR_ARG, "an earlier error");
+    cr_assert(!kn_val_ok(kn_sum_to(b, x, x)), "a builder in error returned a value");
+    kn_builder_free(b);
+}
+
+/* Out of memory anywhere in kn_backward: it returns KN_ERR_OOM (the builder's status), and
+ * when it succeeds every gradient is a value. */
+KN_TEST(lab02_hidden_backward, out_of_memory) {
+    int64_t s[] = {2, 3};
+    kn_tensor *xt = l2_rand(KN_DT_F64, 2, s, -1, 1, 30);
+    int oom = 0;
+    for (int mode = 0; mode < 2; mode++)
+        for (long k = 0; k < 60; k++) {
+            kn_builder *b = NULL;
+            KN_ASSERT_OK(kn_builder_new(&b, mode ? KN_MODE_EAGER : KN_MODE_GRAPH));
+            kn_val x = mode ? kn_input(b, "x", xt) : kn_input_typed(b, "x", KN_DT_F64, 2, s);
+            kn_val loss = kn_sum(b, kn_mul(b, kn_tanh(b, x), x), 0, NULL, false), g = KN_VAL_NONE;
+            KN_ASSERT_OK(kn_builder_status(b));
+            kn_alloc_fail_after(k);
+            kn_status st = kn_backward(b, loss, 1, &x, &g);
+            kn_alloc_fail_after(-1);
+            if (st == KN_OK) cr_assert(kn_val_ok(g), "k %ld: KN_OK without a gradient", k);
+            else {
+                cr_assert(st == KN_ERR_OOM, "k %ld: %s (%s), expected KN_ERR_OOM", k, kn_status_name(st),
+                          kn_builder_error(b));
+                oom++;
+            }
+            kn_builder_free(b);
+        }
+    cr_assert(oom > 5, "only %d runs out of memory", oom);
+    kn_tensor_free(xt);
+}

@@ -169,6 +169,7 @@ KN_TEST(lab02_hidden_rules, permute_random_permutations) {
             c.perm[j] = t;
         }
         if (trial % 2) c.perm[0] -= c.nd; /* a negative entry */
+        if (trial % 4 == 2) c.perm[c.nd - 1] -= c.nd; /* a negative entry that is not the first */
         kn_tensor *x = l2_rand(KN_DT_F64, c.nd, s, -1, 1, 1300 + trial);
         char what[64];
         snprintf(what, sizeof what, "permute trial %d", trial);
@@ -207,4 +208,56 @@ KN_TEST(lab02_hidden_rules, f32_gradients_match_f64) {
     kn_tensor_free(src[1][1]);
     kn_tensor_free(a64);
     kn_tensor_free(b64);
+}
+
+/* x @ y^T with a batched x [2,3,4] and a 2-d y [5,4]: y's gradient folds the batch into rows
+ * (dy^T x, not x^T dy); and the same with x transposed. */
+typedef struct { bool ta, tb; } mmt_ctx;
+static kn_val f_mmt(kn_builder *b, const kn_val *x, void *c) {
+    mmt_ctx *k = c;
+    return kn_matmul_t(b, x[0], x[1], k->ta, k->tb);
+}
+
+KN_TEST(lab02_hidden_rules, matmul_batched_by_2d_transposed) {
+    int64_t a[] = {2, 3, 4}, bt[] = {5, 4}, bn[] = {4, 5}, at[] = {2, 4, 3};
+    mmt_ctx c1 = {false, true}, c2 = {false, false}, c3 = {true, true};
+    kn_tensor *x = l2_rand(KN_DT_F64, 3, a, -1, 1, 1500), *yt = l2_rand(KN_DT_F64, 2, bt, -1, 1, 1501);
+    kn_tensor *yn = l2_rand(KN_DT_F64, 2, bn, -1, 1, 1502), *xt = l2_rand(KN_DT_F64, 3, at, -1, 1, 1503);
+    kn_tensor *p1[2] = {x, yt}, *p2[2] = {x, yn}, *p3[2] = {xt, yt};
+    l2_gradcheck("[2,3,4] @ [5,4]^T", f_mmt, &c1, 2, p1, 1504);
+    l2_gradcheck("[2,3,4] @ [4,5]", f_mmt, &c2, 2, p2, 1505);
+    l2_gradcheck("[2,4,3]^T @ [5,4]^T", f_mmt, &c3, 2, p3, 1506);
+    kn_tensor_free(x);
+    kn_tensor_free(yt);
+    kn_tensor_free(yn);
+    kn_tensor_free(xt);
+}
+
+/* Only the first operand wants a gradient (the second is an input not in wrt): the rule
+ * must still answer it. d sum(x*y)/dx = y, d sum(x/y)/dx = 1/y, d sum(A@B)/dA = rows of B summed. */
+KN_TEST(lab02_hidden_rules, only_the_first_operand_wanted) {
+    int64_t s[] = {2, 3}, sb[] = {3, 4};
+    kn_tensor *xt = l2_rand(KN_DT_F64, 2, s, -1, 1, 1600), *yt = l2_rand(KN_DT_F64, 2, s, 0.5, 2, 1601);
+    kn_tensor *bt = l2_rand(KN_DT_F64, 2, sb, -1, 1, 1602);
+    for (int kind = 0; kind < 3; kind++) {
+        kn_builder *b = NULL;
+        KN_ASSERT_OK(kn_builder_new(&b, KN_MODE_EAGER));
+        kn_val x = kn_input(b, "x", xt), y = kn_input(b, "y", kind == 2 ? bt : yt);
+        kn_val z = kind == 0 ? kn_mul(b, x, y) : kind == 1 ? kn_div(b, x, y) : kn_matmul(b, x, y);
+        kn_val loss = kn_sum(b, z, 0, NULL, false), g;
+        KN_ASSERT_OK(kn_backward(b, loss, 1, &x, &g));
+        const kn_tensor *gt = kn_val_tensor(b, g);
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 3; j++) {
+                double want = 0;
+                if (kind == 0) want = l2_at(yt, 3 * i + j);
+                else if (kind == 1) want = 1 / l2_at(yt, 3 * i + j);
+                else for (int n = 0; n < 4; n++) want += l2_at(bt, 4 * j + n);
+                KN_ASSERT_CLOSE(l2_at(gt, 3 * i + j), want, 1e-14, 1e-12);
+            }
+        kn_builder_free(b);
+    }
+    kn_tensor_free(xt);
+    kn_tensor_free(yt);
+    kn_tensor_free(bt);
 }
