@@ -21,6 +21,7 @@
  * x / x -> 1. */
 #include "kiln/passes.h"
 
+// Your patterns (static const kn_pat), replace functions and the static table of kn_rule go here.
 
 kn_status kn_algebra_rules(const kn_rule **out, int *n) {
     if (!out || !n) return kn_error(KN_ERR_ARG, "kn_algebra_rules: NULL argument");

@@ -21,6 +21,7 @@
 
 #include "kiln/passes.h"
 
+// Your helpers go here (static): a hash of a node's op, operands and type, and node equality.
 
 kn_status kn_pass_cse(kn_graph *g, kn_pass_stats *st) {
     if (!g) return kn_error(KN_ERR_ARG, "kn_pass_cse: NULL graph");
