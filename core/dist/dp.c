@@ -47,44 +47,7 @@ kn_status kn_dp_strategy_parse(const char *s, kn_dp_strategy *out) {
 
 const char *kn_dp_strategy_name(kn_dp_strategy s) { return (int)s >= 0 && s < KN_DP_COUNT ? kn_dp_names[s] : "?"; }
 
-void kn_dp_shard_ranges(int64_t n, int parts, int64_t *lo) {
-    for (int r = 0; r <= parts; r++) {
-        int64_t a, b;
-        kn_ring_chunk(n, parts, r < parts ? r : parts - 1, &a, &b);
-        lo[r] = r < parts ? a : b;
-    }
-}
-
-kn_status kn_dp_buckets(const kn_params *p, size_t bucket_bytes, kn_dp_bucket **out, int *n) {
-    if (!p || !out || !n || p->count < 1) return kn_error(KN_ERR_ARG, "kn_dp_buckets: no parameters");
-    if (bucket_bytes < 1) return kn_error(KN_ERR_ARG, "kn_dp_buckets: bucket size 0");
-    kn_dp_bucket *b = kn_calloc((size_t)p->count, sizeof *b);
-    if (!b) return kn_error(KN_ERR_OOM, "kn_dp_buckets: out of memory");
-    int nb = 0;
-    for (int i = p->count - 1; i >= 0;) {
-        kn_dp_bucket *k = &b[nb++];
-        k->last_param = i;
-        size_t bytes = 0;
-        /* a bucket also ends where the slab turns from the small undecayed tensors (biases,
-         * gains: their gradients come at every depth of the backward) to the matrices, so a
-         * late bias does not hold back the matrices of the last layers */
-        bool decay = p->info[i].decay;
-        while (i >= 0 && bytes < bucket_bytes && p->info[i].decay == decay)
-            bytes += (size_t)p->info[i--].numel * sizeof(float);
-        k->first_param = i + 1;
-        k->lo = p->info[k->first_param].offset;
-        k->hi = p->info[k->last_param].offset + p->info[k->last_param].numel;
-    }
-    /* slab order: reverse the list (bucket 0 holds the slab's start) */
-    for (int i = 0; i < nb / 2; i++) {
-        kn_dp_bucket t = b[i];
-        b[i] = b[nb - 1 - i];
-        b[nb - 1 - i] = t;
-    }
-    *out = b;
-    *n = nb;
-    return KN_OK;
-}
+/* kn_dp_shard_ranges and kn_dp_buckets are lab 10 units: solutions/lab10-dataparallel/. */
 
 /* The part of [lo, hi) each rank owns: counts[r] = |[lo, hi) ∩ shard r|. */
 static void shard_counts(const kn_dp *d, int64_t lo, int64_t hi, int64_t *counts) {
@@ -165,9 +128,9 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
         d->param_next[i] = d->node_first[node];
         d->node_first[node] = i;
     }
-    kn_dp_shard_ranges(p->n, N, d->shard_lo);
+    st = kn_dp_shard_ranges(p->n, N, d->shard_lo);
     /* every rank starts from rank 0's parameters */
-    st = kn_comm_broadcast(c, p->data, p->n, KN_DT_F32, 0);
+    if (st == KN_OK) st = kn_comm_broadcast(c, p->data, p->n, KN_DT_F32, 0);
     if (st == KN_OK && cfg->strategy != KN_DP_DDP) {
         int64_t lo = my_lo(d), len = my_len(d), n = p->n;
         int64_t decay = p->n_decay - lo;
