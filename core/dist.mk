@@ -89,3 +89,10 @@ $(CFG)/test-$(1): $(call obj,$(2)) $(MPI_TEST_OBJS) $(LIB)
 endef
 $(foreach L,$(MPI_LAB_IDS),$(eval $(call mpi_test_bin,lab$(L),$(wildcard labs/lab$(L)-*/tests/*.c))))
 $(foreach L,$(MPI_LAB_IDS),$(eval $(call mpi_test_bin,lab$(L)-hidden,$(wildcard tests/lab$(L)/*.c))))
+
+# The lesson 10 figure: a real `make run-dist` run with KILN_DP_TIMELINE, drawn by gnuplot
+# (plots/dp_overlap.sh) into book/figures/dp-overlap.svg, which is committed.
+.PHONY: plot-dp-overlap
+plot-dp-overlap: $(KILN)
+	KILN_DP_TIMELINE=$(abspath $(BUILD))/dp-timeline.txt $(MAKE) --no-print-directory run-dist DIST_ARGS="--steps 20 --out none --sample 0 $(DIST_ARGS)"
+	bash plots/dp_overlap.sh $(BUILD)/dp-timeline.txt book/figures/dp-overlap.svg

@@ -73,6 +73,8 @@ void kn_dp_free(kn_dp *d) {
     kn_free(d->reqs);
     kn_free(d->shard_lo);
     kn_free(d->grad_shard);
+    kn_free(d->t_launch);
+    if (d->timeline) fclose(d->timeline);
     kn_free(d->ring_scratch);
     kn_optim_free(&d->shard_opt);
     memset(d, 0, sizeof *d);
@@ -163,6 +165,18 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
         d->ring_scratch = kn_malloc((size_t)most * sizeof(float));
         if (!d->ring_scratch) st = kn_error(KN_ERR_OOM, "kn_dp_new: out of memory for the ring's scratch");
     }
+    /* KILN_DP_TIMELINE=FILE: rank 0 writes each step's times (the lesson's overlap plot) */
+    const char *tl = getenv("KILN_DP_TIMELINE");
+    if (st == KN_OK && tl && *tl && c->rank == 0) {
+        d->t_launch = kn_calloc((size_t)d->nbuckets * 2, sizeof(double));
+        d->timeline = fopen(tl, "w");
+        if (!d->t_launch) st = kn_error(KN_ERR_OOM, "kn_dp_new: out of memory for the timeline");
+        else if (!d->timeline) st = kn_error(KN_ERR_IO, "kn_dp_new: cannot write KILN_DP_TIMELINE=%s", tl);
+        else
+            fprintf(d->timeline, "# kn_dp timeline (%s, %d ranks, %d buckets), seconds from the step's start:\n"
+                    "# step S backward_end comm_end step_end | bucket S B launch done bytes\n",
+                    kn_dp_strategy_name(cfg->strategy), N, d->nbuckets);
+    }
     if (st != KN_OK) {
         kn_dp_free(d);
         return st;
@@ -191,12 +205,14 @@ static kn_status launch(kn_dp *d, int b) {
     char what[48];
     snprintf(what, sizeof what, "bucket %d of %d", b, d->nbuckets);
     if (d->launched++ == 0) d->t_first_launch = kn_time_now();
+    if (d->t_launch) d->t_launch[b] = kn_time_now();
     if (d->cfg.strategy == KN_DP_DDP) {
         float *g = slab_grad(d) + k->lo;
         if (d->cfg.ring) {
             /* kiln's ring is blocking: it runs here, between two nodes of the backward */
             kn_status st = kn_ring_all_reduce(d->comm, g, k->hi - k->lo, KN_DT_F32, d->ring_scratch);
             d->t_last_done = kn_time_now();
+            if (d->t_launch) d->t_launch[d->nbuckets + b] = d->t_last_done;
             return st;
         }
         KN_TRY(kn_comm_iall_reduce(d->comm, g, g, k->hi - k->lo, KN_DT_F32, what, &d->reqs[b]));
@@ -218,6 +234,7 @@ static kn_status launch(kn_dp *d, int b) {
 static void finished(kn_dp *d, int b) {
     d->in_flight[b] = false;
     d->t_last_done = kn_time_now();
+    if (d->t_launch) d->t_launch[d->nbuckets + b] = d->t_last_done;
     if (d->cfg.strategy != KN_DP_ZERO2) return;
     kn_dp_bucket *k = &d->buckets[b];
     int64_t a = k->lo > my_lo(d) ? k->lo : my_lo(d), e = k->hi < my_lo(d) + my_len(d) ? k->hi : my_lo(d) + my_len(d);
@@ -382,6 +399,14 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
     d->stats.comm_s = d->launched ? (d->t_last_done > d->t_first_launch ? d->t_last_done : t_comm_end) -
                                         d->t_first_launch : 0;
     d->stats.exposed_s = d->launched ? t_comm_end - d->t_backward_end : 0;
+    if (d->timeline) {
+        long long step = (long long)t->opt.step;
+        fprintf(d->timeline, "step %lld %.6f %.6f %.6f\n", step, d->t_backward_end - t0, t_comm_end - t0, t1 - t0);
+        for (int b = 0; b < d->nbuckets; b++)
+            fprintf(d->timeline, "bucket %lld %d %.6f %.6f %lld\n", step, b, d->t_launch[b] - t0,
+                    d->t_launch[d->nbuckets + b] - t0, (long long)(d->buckets[b].hi - d->buckets[b].lo) * 4);
+        fflush(d->timeline);
+    }
     if (loss) *loss = gl;
     if (gnorm) *gnorm = norm;
     return KN_OK;

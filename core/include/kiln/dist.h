@@ -211,6 +211,9 @@ typedef struct kn_dp {
     double t_backward_end;
     double t_first_launch;
     int launched;
+    double *t_launch;        /* owned, KILN_DP_TIMELINE on rank 0: per bucket its launch time, then
+                              * (at nbuckets + b) its completion time, in this step */
+    FILE *timeline;          /* owned: the KILN_DP_TIMELINE file (rank 0), else NULL */
 } kn_dp;
 
 /* Set up: checks the trainer's batch against the global one, builds the buckets, hooks
