@@ -159,3 +159,22 @@ KN_MPI_TEST(lab10_hidden_ring, all_reduce_argument_errors) {
     KN_MERR(kn_ring_all_reduce(c, x, -1, KN_DT_F32, s), KN_ERR_ARG);
     KN_MERR(kn_ring_all_reduce(c, x, 4, KN_DT_I64, s), KN_ERR_DTYPE);
 }
+
+KN_MPI_TEST(lab10_hidden_ring, all_reduce_sends_2_n_minus_1_messages) {
+    /* the ring's cost: 2 (N-1) sends and as many receives per rank, each of one chunk, and
+     * no collective of the library (the communicator counts every operation it starts) */
+    int64_t n = 1000;
+    float *x = calloc((size_t)n, sizeof(float)), *s = calloc((size_t)n, sizeof(float));
+    int64_t before[KN_COP_COUNT];
+    memcpy(before, c->seq, sizeof before);
+    if (KN_MOK(kn_ring_all_reduce(c, x, n, KN_DT_F32, s))) {
+        int64_t sends = c->seq[KN_COP_SEND] - before[KN_COP_SEND], recvs = c->seq[KN_COP_RECV] - before[KN_COP_RECV];
+        int64_t want = 2 * (int64_t)(c->size - 1), others = 0;
+        for (int op = KN_COP_ALL_REDUCE; op < KN_COP_COUNT; op++) others += c->seq[op] - before[op];
+        KN_MCHECK(sends == want && recvs == want && others == 0,
+                  "ring of %d: %lld sends, %lld receives and %lld collectives; expected %lld, %lld and 0", c->size,
+                  (long long)sends, (long long)recvs, (long long)others, (long long)want, (long long)want);
+    }
+    free(x);
+    free(s);
+}
