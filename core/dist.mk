@@ -77,3 +77,22 @@ test-step-dist-timeout:
 	@$(MAKE) --no-print-directory $(KILN) $(CFG)/test-dist IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) dist-timeout env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \
 	  bash tests/dist/test_timeout.sh $(BUILD)/$(DEFAULT_IMPL)/kiln $(BUILD)/$(DEFAULT_IMPL)/test-dist
+
+# Lab tests that run as MPI ranks (MPI_LAB_IDS in the Makefile: lab 10): plain C programs
+# around tests/harness/mpi/kn_mpi_test.c, which starts itself under mpiexec -n 2 and -n 4
+# and writes the TAP file tests/harness/run-suite.sh reads, like a Criterion binary. So
+# make test-lab10, the test-step-lab10-* steps and skeleton-check.sh work unchanged.
+MPI_TEST_OBJS := $(call obj,tests/harness/mpi/kn_mpi_test.c)
+define mpi_test_bin
+$(CFG)/test-$(1): $(call obj,$(2)) $(MPI_TEST_OBJS) $(LIB)
+	$$(call quiet,LINK,$$@)$$(CC) $$(LDFLAGS) -o $$@ $(call obj,$(2)) $(MPI_TEST_OBJS) $(LIB) $$(LDLIBS) $$(MPI_LDLIBS)
+endef
+$(foreach L,$(MPI_LAB_IDS),$(eval $(call mpi_test_bin,lab$(L),$(wildcard labs/lab$(L)-*/tests/*.c))))
+$(foreach L,$(MPI_LAB_IDS),$(eval $(call mpi_test_bin,lab$(L)-hidden,$(wildcard tests/lab$(L)/*.c))))
+
+# The lesson 10 figure: a real `make run-dist` run with KILN_DP_TIMELINE, drawn by gnuplot
+# (plots/dp_overlap.sh) into book/figures/dp-overlap.svg, which is committed.
+.PHONY: plot-dp-overlap
+plot-dp-overlap: $(KILN)
+	KILN_DP_TIMELINE=$(abspath $(BUILD))/dp-timeline.txt $(MAKE) --no-print-directory run-dist DIST_ARGS="--steps 20 --out none --sample 0 $(DIST_ARGS)"
+	bash plots/dp_overlap.sh $(BUILD)/dp-timeline.txt book/figures/dp-overlap.svg

@@ -47,44 +47,7 @@ kn_status kn_dp_strategy_parse(const char *s, kn_dp_strategy *out) {
 
 const char *kn_dp_strategy_name(kn_dp_strategy s) { return (int)s >= 0 && s < KN_DP_COUNT ? kn_dp_names[s] : "?"; }
 
-void kn_dp_shard_ranges(int64_t n, int parts, int64_t *lo) {
-    for (int r = 0; r <= parts; r++) {
-        int64_t a, b;
-        kn_ring_chunk(n, parts, r < parts ? r : parts - 1, &a, &b);
-        lo[r] = r < parts ? a : b;
-    }
-}
-
-kn_status kn_dp_buckets(const kn_params *p, size_t bucket_bytes, kn_dp_bucket **out, int *n) {
-    if (!p || !out || !n || p->count < 1) return kn_error(KN_ERR_ARG, "kn_dp_buckets: no parameters");
-    if (bucket_bytes < 1) return kn_error(KN_ERR_ARG, "kn_dp_buckets: bucket size 0");
-    kn_dp_bucket *b = kn_calloc((size_t)p->count, sizeof *b);
-    if (!b) return kn_error(KN_ERR_OOM, "kn_dp_buckets: out of memory");
-    int nb = 0;
-    for (int i = p->count - 1; i >= 0;) {
-        kn_dp_bucket *k = &b[nb++];
-        k->last_param = i;
-        size_t bytes = 0;
-        /* a bucket also ends where the slab turns from the small undecayed tensors (biases,
-         * gains: their gradients come at every depth of the backward) to the matrices, so a
-         * late bias does not hold back the matrices of the last layers */
-        bool decay = p->info[i].decay;
-        while (i >= 0 && bytes < bucket_bytes && p->info[i].decay == decay)
-            bytes += (size_t)p->info[i--].numel * sizeof(float);
-        k->first_param = i + 1;
-        k->lo = p->info[k->first_param].offset;
-        k->hi = p->info[k->last_param].offset + p->info[k->last_param].numel;
-    }
-    /* slab order: reverse the list (bucket 0 holds the slab's start) */
-    for (int i = 0; i < nb / 2; i++) {
-        kn_dp_bucket t = b[i];
-        b[i] = b[nb - 1 - i];
-        b[nb - 1 - i] = t;
-    }
-    *out = b;
-    *n = nb;
-    return KN_OK;
-}
+/* kn_dp_shard_ranges and kn_dp_buckets are lab 10 units: solutions/lab10-dataparallel/. */
 
 /* The part of [lo, hi) each rank owns: counts[r] = |[lo, hi) ∩ shard r|. */
 static void shard_counts(const kn_dp *d, int64_t lo, int64_t hi, int64_t *counts) {
@@ -110,6 +73,8 @@ void kn_dp_free(kn_dp *d) {
     kn_free(d->reqs);
     kn_free(d->shard_lo);
     kn_free(d->grad_shard);
+    kn_free(d->t_launch);
+    if (d->timeline) fclose(d->timeline);
     kn_free(d->ring_scratch);
     kn_optim_free(&d->shard_opt);
     memset(d, 0, sizeof *d);
@@ -165,9 +130,9 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
         d->param_next[i] = d->node_first[node];
         d->node_first[node] = i;
     }
-    kn_dp_shard_ranges(p->n, N, d->shard_lo);
+    st = kn_dp_shard_ranges(p->n, N, d->shard_lo);
     /* every rank starts from rank 0's parameters */
-    st = kn_comm_broadcast(c, p->data, p->n, KN_DT_F32, 0);
+    if (st == KN_OK) st = kn_comm_broadcast(c, p->data, p->n, KN_DT_F32, 0);
     if (st == KN_OK && cfg->strategy != KN_DP_DDP) {
         int64_t lo = my_lo(d), len = my_len(d), n = p->n;
         int64_t decay = p->n_decay - lo;
@@ -200,6 +165,18 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
         d->ring_scratch = kn_malloc((size_t)most * sizeof(float));
         if (!d->ring_scratch) st = kn_error(KN_ERR_OOM, "kn_dp_new: out of memory for the ring's scratch");
     }
+    /* KILN_DP_TIMELINE=FILE: rank 0 writes each step's times (the lesson's overlap plot) */
+    const char *tl = getenv("KILN_DP_TIMELINE");
+    if (st == KN_OK && tl && *tl && c->rank == 0) {
+        d->t_launch = kn_calloc((size_t)d->nbuckets * 2, sizeof(double));
+        d->timeline = fopen(tl, "w");
+        if (!d->t_launch) st = kn_error(KN_ERR_OOM, "kn_dp_new: out of memory for the timeline");
+        else if (!d->timeline) st = kn_error(KN_ERR_IO, "kn_dp_new: cannot write KILN_DP_TIMELINE=%s", tl);
+        else
+            fprintf(d->timeline, "# kn_dp timeline (%s, %d ranks, %d buckets), seconds from the step's start:\n"
+                    "# step S backward_end comm_end step_end | bucket S B launch done bytes\n",
+                    kn_dp_strategy_name(cfg->strategy), N, d->nbuckets);
+    }
     if (st != KN_OK) {
         kn_dp_free(d);
         return st;
@@ -228,12 +205,14 @@ static kn_status launch(kn_dp *d, int b) {
     char what[48];
     snprintf(what, sizeof what, "bucket %d of %d", b, d->nbuckets);
     if (d->launched++ == 0) d->t_first_launch = kn_time_now();
+    if (d->t_launch) d->t_launch[b] = kn_time_now();
     if (d->cfg.strategy == KN_DP_DDP) {
         float *g = slab_grad(d) + k->lo;
         if (d->cfg.ring) {
             /* kiln's ring is blocking: it runs here, between two nodes of the backward */
             kn_status st = kn_ring_all_reduce(d->comm, g, k->hi - k->lo, KN_DT_F32, d->ring_scratch);
             d->t_last_done = kn_time_now();
+            if (d->t_launch) d->t_launch[d->nbuckets + b] = d->t_last_done;
             return st;
         }
         KN_TRY(kn_comm_iall_reduce(d->comm, g, g, k->hi - k->lo, KN_DT_F32, what, &d->reqs[b]));
@@ -255,6 +234,7 @@ static kn_status launch(kn_dp *d, int b) {
 static void finished(kn_dp *d, int b) {
     d->in_flight[b] = false;
     d->t_last_done = kn_time_now();
+    if (d->t_launch) d->t_launch[d->nbuckets + b] = d->t_last_done;
     if (d->cfg.strategy != KN_DP_ZERO2) return;
     kn_dp_bucket *k = &d->buckets[b];
     int64_t a = k->lo > my_lo(d) ? k->lo : my_lo(d), e = k->hi < my_lo(d) + my_len(d) ? k->hi : my_lo(d) + my_len(d);
@@ -419,6 +399,14 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
     d->stats.comm_s = d->launched ? (d->t_last_done > d->t_first_launch ? d->t_last_done : t_comm_end) -
                                         d->t_first_launch : 0;
     d->stats.exposed_s = d->launched ? t_comm_end - d->t_backward_end : 0;
+    if (d->timeline) {
+        long long step = (long long)t->opt.step;
+        fprintf(d->timeline, "step %lld %.6f %.6f %.6f\n", step, d->t_backward_end - t0, t_comm_end - t0, t1 - t0);
+        for (int b = 0; b < d->nbuckets; b++)
+            fprintf(d->timeline, "bucket %lld %d %.6f %.6f %lld\n", step, b, d->t_launch[b] - t0,
+                    d->t_launch[d->nbuckets + b] - t0, (long long)(d->buckets[b].hi - d->buckets[b].lo) * 4);
+        fflush(d->timeline);
+    }
     if (loss) *loss = gl;
     if (gnorm) *gnorm = norm;
     return KN_OK;

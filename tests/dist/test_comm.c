@@ -186,7 +186,7 @@ static void test_units(void) {
         for (int parts = 1; parts < 6; parts++) {
             int64_t prev = 0, lo, hi, mn = n, mx = 0;
             for (int i = 0; i < parts; i++) {
-                kn_ring_chunk(n, parts, i, &lo, &hi);
+                CHECK(kn_ring_chunk(n, parts, i, &lo, &hi) == KN_OK, "chunk");
                 CHECK(lo == prev && hi >= lo, "chunk %d of %lld in %d", i, (long long)n, parts);
                 prev = hi;
                 mn = hi - lo < mn ? hi - lo : mn;
@@ -197,10 +197,12 @@ static void test_units(void) {
     /* the ring: rank r receives at step s what rank r-1 sends, the chunk r-1-s */
     for (int size = 2; size < 6; size++)
         for (int s = 0; s < size - 1; s++)
-            for (int r = 0; r < size; r++)
-                CHECK(kn_ring_send_chunk(r, size, s) == ((r - s) % size + size) % size, "send chunk");
+            for (int r = 0; r < size; r++) {
+                int k = -1;
+                CHECK(kn_ring_send_chunk(r, size, s, &k) == KN_OK && k == ((r - s) % size + size) % size, "send chunk");
+            }
     int64_t lo[5];
-    kn_dp_shard_ranges(10, 4, lo);
+    CHECK(kn_dp_shard_ranges(10, 4, lo) == KN_OK, "shards");
     CHECK(lo[0] == 0 && lo[1] == 3 && lo[2] == 6 && lo[3] == 8 && lo[4] == 10, "shards %lld %lld %lld %lld %lld",
           (long long)lo[0], (long long)lo[1], (long long)lo[2], (long long)lo[3], (long long)lo[4]);
     /* buckets: contiguous, covering the slab, whole parameters, closed at the size */

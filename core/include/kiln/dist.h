@@ -154,21 +154,6 @@ kn_status kn_comm_all_gather(kn_comm *c, const void *send, void *recv, const int
 kn_status kn_comm_broadcast(kn_comm *c, void *buf, int64_t count, kn_dtype dt, int root);
 kn_status kn_comm_barrier(kn_comm *c);
 
-/* ---------------------------------------------------------------- ring all-reduce */
-
-/* kiln's own all-reduce (sum, in place on buf) over send and recv: the buffer is cut into
- * `size` chunks (kn_ring_chunk); in size-1 reduce-scatter steps each rank sends one chunk
- * to the next rank and adds the one it receives from the previous, after which rank r holds
- * the full sum of chunk (r+1) % size; in size-1 all-gather steps the summed chunks travel
- * once more around the ring. Each rank sends 2 (size-1)/size of the buffer: bandwidth-
- * optimal. `scratch` holds the largest chunk. f32 and f64. */
-kn_status kn_ring_all_reduce(kn_comm *c, void *buf, int64_t count, kn_dtype dt, void *scratch);
-/* Chunk i of n elements cut into `parts` nearly equal chunks: [*lo, *hi). */
-void kn_ring_chunk(int64_t n, int parts, int i, int64_t *lo, int64_t *hi);
-/* Which chunk rank `rank` sends at reduce-scatter step s (0-based) of a ring of `size`
- * ranks; it receives chunk kn_ring_send_chunk(rank - 1, ...) from its left neighbour. */
-int kn_ring_send_chunk(int rank, int size, int step);
-
 /* ---------------------------------------------------------------- data parallelism */
 
 typedef enum kn_dp_strategy { KN_DP_DDP = 0, KN_DP_ZERO1, KN_DP_ZERO2, KN_DP_COUNT } kn_dp_strategy;
@@ -226,15 +211,10 @@ typedef struct kn_dp {
     double t_backward_end;
     double t_first_launch;
     int launched;
+    double *t_launch;        /* owned, KILN_DP_TIMELINE on rank 0: per bucket its launch time, then
+                              * (at nbuckets + b) its completion time, in this step */
+    FILE *timeline;          /* owned: the KILN_DP_TIMELINE file (rank 0), else NULL */
 } kn_dp;
-
-/* Shard ranges: n elements over `parts` ranks, nearly equal: rank r owns [lo[r], lo[r+1]). */
-void kn_dp_shard_ranges(int64_t n, int parts, int64_t *lo);
-/* Buckets over the slab of p: walking the parameters from the last (the first whose
- * gradients backward produces) and closing a bucket once it holds >= bucket_bytes, or
- * where the slab turns from undecayed tensors to decayed ones (kn_params.n_decay). Returns
- * the bucket count into *n and an owned array (kn_free) into *out. */
-kn_status kn_dp_buckets(const kn_params *p, size_t bucket_bytes, kn_dp_bucket **out, int *n);
 
 /* Set up: checks the trainer's batch against the global one, builds the buckets, hooks
  * the trainer's joint graph, and shards the optimizer state (ZeRO), taking this rank's
@@ -264,6 +244,37 @@ typedef struct kn_dp_memory {
 kn_dp_memory kn_dp_memory_of(const kn_dp *d);
 /* The table's prediction for fp32 Adam with P parameters on n ranks (distributed.md). */
 kn_dp_memory kn_dp_memory_expected(kn_dp_strategy s, int64_t P, int n);
+
+/* ---------------------------------------------------------------- lab 10 units */
+/* Written by the student in labs/lab10-dataparallel/ (the reference is in
+ * solutions/lab10-dataparallel/); the core calls them: DDP's `--allreduce ring`, ZeRO's
+ * shards, every strategy's buckets, `kiln bench-comm`. A skeleton returns
+ * KN_ERR_NOT_IMPLEMENTED. */
+
+/* ring.c. kiln's own all-reduce (sum, in place on buf) over send and recv: the buffer is
+ * cut into `size` chunks (kn_ring_chunk); in size-1 reduce-scatter steps each rank sends one
+ * chunk to the next rank and adds the one it receives from the previous, after which rank r
+ * holds the full sum of chunk (r+1) % size; in size-1 all-gather steps the summed chunks
+ * travel once more around the ring. Each rank sends 2 (size-1)/size of the buffer:
+ * bandwidth-optimal. `scratch` holds the largest chunk. f32 and f64. */
+kn_status kn_ring_all_reduce(kn_comm *c, void *buf, int64_t count, kn_dtype dt, void *scratch);
+/* Chunk i of n elements cut into `parts` nearly equal chunks (the first n % parts one
+ * larger): [*lo, *hi). */
+kn_status kn_ring_chunk(int64_t n, int parts, int i, int64_t *lo, int64_t *hi);
+/* Which chunk rank `rank` sends at reduce-scatter step `step` of a ring of `size` ranks:
+ * *chunk = (rank - step) mod size; it receives chunk (rank - 1 - step) mod size from its
+ * left neighbour. */
+kn_status kn_ring_send_chunk(int rank, int size, int step, int *chunk);
+
+/* shard.c. ZeRO's shard ranges: n elements over `parts` ranks, nearly equal (the ring's
+ * chunks): rank r owns [lo[r], lo[r+1]); lo has parts+1 entries. */
+kn_status kn_dp_shard_ranges(int64_t n, int parts, int64_t *lo);
+
+/* buckets.c. Buckets over the slab of p: walking the parameters from the last (the first
+ * whose gradients backward produces) and closing a bucket once it holds >= bucket_bytes, or
+ * where the slab turns from undecayed tensors to decayed ones (kn_param_info.decay). Returns
+ * the bucket count into *n and an owned array (kn_free) in slab order into *out. */
+kn_status kn_dp_buckets(const kn_params *p, size_t bucket_bytes, kn_dp_bucket **out, int *n);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,63 @@
+/* kn_mpi_test.h — tests that run as MPI ranks (lab 10): KN_MPI_TEST instead of KN_TEST.
+ *
+ * Criterion cannot run them: it forks a process per test, and an MPI rank must not fork.
+ * So a lab 10 test program is plain C with its own main (kn_mpi_test.c) in two modes:
+ *   - launched by hand or by tests/harness/run-suite.sh (not under mpiexec), it starts
+ *     itself under `$MPIEXEC -n 2` and `-n 4` (KN_MPI_TEST_RANKS changes the list) and
+ *     writes the TAP file and the KN_TEST_DONE record run-suite.sh reads, like Criterion;
+ *   - under mpiexec (--rank-mode FILE), every rank runs every test in order on a world
+ *     communicator; after each test the ranks add up their failures, and rank 0 writes
+ *     one result line.
+ * A test passes when it passes on every rank of every rank count. A job that dies (a
+ * collective that timed out: KILN_COMM_TIMEOUT, 10 s unless set, ends it with a message
+ * naming the operation) fails its unreported tests as "timed out", which the runner counts
+ * as abnormal.
+ *
+ * Checks never return early: every rank must reach the same collectives whatever failed,
+ * or the next collective waits for a rank that left. A check that fails records the first
+ * message of the test and prints every failure on stderr with the rank. */
+#ifndef KN_MPI_TEST_H
+#define KN_MPI_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+
+#include "kiln/dist.h"
+
+typedef void (*kn_mpi_test_fn)(kn_comm *c);
+void kn_mpi_test_register(const char *suite, const char *name, kn_mpi_test_fn fn);
+/* Record a failure of the running test (printf-style message). */
+void kn_mpi_test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#define KN_MPI_TEST(suite, name)                                                   \
+    static void suite##__##name(kn_comm *c);                                       \
+    __attribute__((constructor)) static void suite##__##name##__reg(void) {        \
+        kn_mpi_test_register(#suite, #name, suite##__##name);                      \
+    }                                                                              \
+    static void suite##__##name(kn_comm *c)
+
+/* The condition must hold. */
+#define KN_MCHECK(cond, ...)                                                       \
+    do {                                                                           \
+        if (!(cond)) kn_mpi_test_fail(__FILE__, __LINE__, __VA_ARGS__);            \
+    } while (0)
+
+/* The call must succeed; evaluates to true when it did. */
+#define KN_MOK(expr) kn_mpi_test_ok_((expr), #expr, __FILE__, __LINE__)
+/* The call must fail with `code` and leave a message. */
+#define KN_MERR(expr, code)                                                        \
+    do {                                                                           \
+        kn_clear_error();                                                          \
+        kn_status kn_st_ = (expr);                                                 \
+        if (kn_st_ != (code) || !kn_last_error()[0])                               \
+            kn_mpi_test_fail(__FILE__, __LINE__, "%s\n    expected %s, returned %s: %s", #expr, \
+                             kn_status_name(code), kn_status_name(kn_st_), kn_last_error()); \
+    } while (0)
+
+static inline int kn_mpi_test_ok_(kn_status st, const char *expr, const char *file, int line) {
+    if (st == KN_OK) return 1;
+    kn_mpi_test_fail(file, line, "%s\n    returned %s: %s", expr, kn_status_name(st), kn_last_error());
+    return 0;
+}
+
+#endif /* KN_MPI_TEST_H */
