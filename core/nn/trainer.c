@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "kiln/autograd.h"
-#include "kiln/cuda.h"
 #include "kiln/device.h"
 #include "kiln/nn.h"
 
@@ -199,13 +198,8 @@ static kn_status grad_into_slab(kn_trainer *t, const kn_tensor *o, int64_t off, 
     size_t bytes = (size_t)numel * sizeof(float);
     kn_tensor *c = NULL;
     kn_status st;
-    if (o->storage->device.type == KN_DEVICE_CPU) {
-        st = kn_tensor_contiguous(&c, o);
-        if (st == KN_OK) st = kn_device_memcpy(t->dev, dst, KN_CPU, kn_tensor_data(c), bytes);
-    } else {
-        st = kn_cuda_contiguous("kn_trainer_step", o, &c);
-        if (st == KN_OK) st = kn_device_memcpy(t->dev, dst, o->storage->device, kn_tensor_data(c), bytes);
-    }
+    st = kn_device_contiguous("kn_trainer_step", o, &c);
+    if (st == KN_OK) st = kn_device_memcpy(t->dev, dst, o->storage->device, kn_tensor_data(c), bytes);
     kn_tensor_free(c);
     return st;
 }
@@ -222,13 +216,25 @@ static kn_status device_step(kn_trainer *t, const int32_t *x, const int32_t *y, 
     for (int i = 0; i < p->count; i++)
         KN_TRY(grad_into_slab(t, kn_interp_output(t->it, 1 + i), p->info[i].offset, p->info[i].numel, i));
     KN_TRY(output_item(kn_interp_output(t->it, 0), &l));
-    KN_TRY(kn_cuda_clip_grad_norm(t->dev.index, kn_tensor_data(t->dgrad), p->n, t->clip, &norm));
+    KN_TRY(kn_device_clip_grad_norm(t->dev, kn_tensor_data(t->dgrad), p->n, t->clip, &norm));
     if (!isfinite(l) || !isfinite(norm))
         return kn_error(KN_ERR_ARG, "kn_trainer_step: loss %g, gradient norm %g at optimizer step %lld (diverged: "
                         "lower the learning rate)", l, norm, (long long)t->opt.step);
-    KN_TRY(kn_cuda_optim_step(t->dev.index, &t->opt, kn_tensor_data(t->dparams), kn_tensor_data(t->dgrad),
-                              kn_tensor_data(t->dstate), lr));
+    KN_TRY(kn_device_optim_step(t->dev, &t->opt, kn_tensor_data(t->dparams), kn_tensor_data(t->dgrad),
+                                kn_tensor_data(t->dstate), lr));
     if (loss) *loss = l;
+    if (gnorm) *gnorm = norm;
+    return KN_OK;
+}
+
+kn_status kn_trainer_optimize(kn_trainer *t, double lr, double *gnorm) {
+    if (!t || !t->model) return kn_error(KN_ERR_ARG, "kn_trainer_optimize: trainer not initialized");
+    bool host = t->dev.type == KN_DEVICE_CPU;
+    float *param = host ? t->model->p.data : kn_tensor_data(t->dparams);
+    float *grad = kn_tensor_data(host ? t->grad : t->dgrad), *state = host ? t->opt.state : kn_tensor_data(t->dstate);
+    double norm;
+    KN_TRY(kn_device_clip_grad_norm(t->dev, grad, t->model->p.n, t->clip, &norm));
+    KN_TRY(kn_device_optim_step(t->dev, &t->opt, param, grad, state, lr));
     if (gnorm) *gnorm = norm;
     return KN_OK;
 }
@@ -242,8 +248,8 @@ static kn_status bind_device(kn_interp *it, const kn_trainer *t) {
 kn_status kn_trainer_to_device(kn_trainer *t, kn_device dev) {
     if (!t || !t->model || !t->it) return kn_error(KN_ERR_ARG, "kn_trainer_to_device: trainer not initialized");
     if (kn_device_equal(dev, t->dev)) return KN_OK;
-    if (dev.type != KN_DEVICE_CUDA || t->dev.type != KN_DEVICE_CPU)
-        return kn_error(KN_ERR_ARG, "kn_trainer_to_device: can move a CPU trainer to a CUDA device only (asked for "
+    if (dev.type == KN_DEVICE_CPU || t->dev.type != KN_DEVICE_CPU)
+        return kn_error(KN_ERR_ARG, "kn_trainer_to_device: can move a CPU trainer to a device only (asked for "
                         "type %d index %d)", (int)dev.type, dev.index);
     KN_TRY(kn_device_check("kn_trainer_to_device", dev));
     const kn_params *p = &t->model->p;

@@ -136,6 +136,10 @@ void kn_trainer_free(kn_trainer *t);
  * With t->eager set, the forward and backward run eagerly (the teaching and ablation
  * baseline); both modes call the same kernels in the same order, so they agree bitwise. */
 kn_status kn_trainer_step(kn_trainer *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm);
+/* Only the update of a step: clip the trainer's gradient slab and run the optimizer at
+ * lr, on the trainer's device (its backend's kernels); *gnorm (may be NULL) the norm.
+ * kiln bench times it on its own. */
+kn_status kn_trainer_optimize(kn_trainer *t, double lr, double *gnorm);
 /* The loss on a batch without updating anything. */
 kn_status kn_trainer_eval(kn_trainer *t, const int32_t *x, const int32_t *y, double *loss);
 /* Move the step to dev (a CUDA device): copy the parameter slab (model->p) and the
