@@ -18,19 +18,7 @@
     } while (0)
 
 /* The tiny model's loss and gradients as a graph (outputs: loss, then one per param). */
-static kn_graph *model_graph(const irt_model *m, double dropout) {
-    kn_builder *b = NULL;
-    kn_val pv[IRT_NP], g[IRT_NP];
-    KN_ASSERT_OK(kn_builder_new(&b, KN_MODE_GRAPH));
-    kn_val loss = irt_model_forward(b, m, pv, dropout);
-    KN_ASSERT_OK(kn_backward(b, loss, IRT_NP, pv, g));
-    kn_builder_output(b, loss);
-    for (int i = 0; i < IRT_NP; i++) kn_builder_output(b, g[i]);
-    kn_graph *joint = NULL;
-    KN_ASSERT_OK(kn_builder_finish(b, &joint));
-    kn_builder_free(b);
-    return joint;
-}
+static kn_graph *model_graph(const irt_model *m, double dropout) { return irt_joint_graph(m, dropout); }
 
 static void bind_on(kn_interp *it, const irt_model *m, kn_device dev) {
     const char *names[IRT_NP + 2];

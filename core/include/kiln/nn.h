@@ -19,6 +19,7 @@
 #define KILN_NN_H
 
 #include "kiln/ir.h"
+#include "kiln/program.h"
 #include "kiln/optim.h"
 
 #ifdef __cplusplus
@@ -110,8 +111,8 @@ typedef struct kn_trainer {
     kn_gpt *model;           /* borrowed */
     int B, T;
     kn_graph *fwd, *joint;   /* owned */
-    kn_interp *it;           /* owned: runs joint */
-    kn_interp *eval;         /* owned: runs fwd (loss only) */
+    kn_program *prog;        /* owned: joint compiled for dev (kiln/program.h) */
+    kn_program *eval;        /* owned: fwd (loss only) compiled for dev */
     kn_tensor *x, *y;        /* owned: i32 [B, T], bound as inputs "idx" and "targets" */
     kn_tensor *grad;         /* owned: f32 [p.n], the gradient slab */
     kn_tensor **grad_views;  /* owned: views of grad shaped like the parameters */
@@ -127,6 +128,12 @@ typedef struct kn_trainer {
     kn_tensor *dgrad;        /* owned, on dev: f32 [p.n], the gradient slab */
     kn_tensor *dstate;       /* owned, on dev: f32 [opt.state_len], the optimizer state */
     kn_tensor *dx, *dy;      /* owned, on dev: i32 [B, T], the batch, copied in per step */
+    /* Gradient-sync hook (NULL: none), called every step between the backward pass and the
+     * update, with the gradient slab (n floats, on dev) already filled: where distributed
+     * training plugs in (an all-reduce over the slab for data parallelism, a
+     * reduce-scatter for a sharded optimizer). Clip and the optimizer run after it. */
+    kn_status (*grad_hook)(struct kn_trainer *t, float *grad, int64_t n, void *ctx);
+    void *grad_hook_ctx;
 } kn_trainer;
 
 kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_optim_config *ocfg, double clip);
