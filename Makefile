@@ -63,7 +63,7 @@ NVCC ?= $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>
 ifneq ($(NVCC),)
   HAVE_CUDA := 1
   CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
-  NVCCFLAGS := -std=c++17 -O2 -g $(CUDA_ARCH) -Icore/include -Icore -Xcompiler -Wall,-Wextra,-Werror -DKN_HAVE_CUDA=1
+  NVCCFLAGS := -std=c++17 -O2 -g $(CUDA_ARCH) -Icore/include -Icore -Xcompiler -Wall,-Wextra,-Wswitch-enum,-Werror -DKN_HAVE_CUDA=1
   CPPFLAGS += -DKN_HAVE_CUDA=1 -I$(CUDA_HOME)/include
   LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
 else
@@ -127,6 +127,11 @@ quiet = $(if $(filter 1,$(V)),,@printf '  %-6s %s\n' $(1) $(2);)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(call quiet,CC,$<)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# core/ is built with -Wswitch-enum: a switch over an enum (kn_op, kn_unary_op, ...) lists
+# every value, so a new enumerator without a case is a compile error, never a `default:`
+# that silently computes something else (labs keep the plain warnings, for students).
+$(BUILD)/obj/core/%.o: CFLAGS += -Wswitch-enum
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(@D)

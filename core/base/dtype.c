@@ -194,7 +194,7 @@ double kn_dtype_load(kn_dtype dt, const void *base, int64_t i) {
         return ((const uint8_t *)base)[i];
     case KN_DT_BOOL:
         return ((const uint8_t *)base)[i] != 0;
-    default:
+    case KN_DT_COUNT:
         break;
     }
     kn_check_failed("kn_dtype_load: valid dtype", __FILE__, __LINE__);
@@ -237,7 +237,7 @@ void kn_dtype_store(kn_dtype dt, void *base, int64_t i, double x) {
     case KN_DT_BOOL:
         ((uint8_t *)base)[i] = x != 0;
         break;
-    default:
+    case KN_DT_COUNT:
         kn_check_failed("kn_dtype_store: valid dtype", __FILE__, __LINE__);
     }
 }

@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "kiln/cuda.h"
 #include "kiln/device.h"
 #include "kiln/nn.h"
 
@@ -101,26 +100,27 @@ static int parse(bench_opts *o, int argc, char **argv) {
     return -1;
 }
 
-/* Time fn-like work: start a timer (CUDA events on a GPU, the wall clock on the CPU). */
+/* A stopwatch of two kn_events on dev's default stream: device time on a GPU (everything
+ * queued in between), the wall clock on the CPU. The device is synchronized first, so
+ * nothing queued before start counts. */
 typedef struct stopwatch {
-    kn_device dev;
-    kn_cuda_timer *ev;
-    double t0;
+    kn_event *start, *stop;
 } stopwatch;
+static void sw_free(stopwatch *w) {
+    kn_event_free(w->start);
+    kn_event_free(w->stop);
+    w->start = w->stop = NULL;
+}
 static kn_status sw_start(stopwatch *w, kn_device dev) {
-    w->dev = dev;
-    w->ev = NULL;
-    if (dev.type == KN_DEVICE_CUDA) {
-        KN_TRY(kn_device_synchronize(dev));
-        return kn_cuda_timer_start(dev.index, &w->ev);
-    }
-    w->t0 = kn_time_now();
-    return KN_OK;
+    sw_free(w);
+    KN_TRY(kn_device_synchronize(dev));
+    KN_TRY(kn_event_new(dev, &w->start));
+    KN_TRY(kn_event_new(dev, &w->stop));
+    return kn_event_record(w->start, NULL);
 }
 static kn_status sw_stop(stopwatch *w, double *ms) {
-    if (w->dev.type == KN_DEVICE_CUDA) return kn_cuda_timer_stop(w->ev, ms);
-    *ms = (kn_time_now() - w->t0) * 1e3;
-    return KN_OK;
+    KN_TRY(kn_event_record(w->stop, NULL));
+    return kn_event_elapsed_ms(w->start, w->stop, ms);
 }
 
 static void random_batch(kn_rng *r, int32_t *x, int32_t *y, size_t n, int vocab) {
@@ -157,7 +157,7 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
         fflush(stdout);
     }
     kn_rng r = kn_rng_new(o->seed + 1000);
-    stopwatch w;
+    stopwatch w = {NULL, NULL};
     for (int s = 0; st == KN_OK && s < o->warmup + nt; s++) {
         double l = 0, m = 0;
         random_batch(&r, x, y, bt, o->vocab);
@@ -179,30 +179,21 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
         if (st == KN_OK) st = sw_stop(&w, &fwd[k]);
     }
     for (int k = 0; st == KN_OK && k < nf; k++) {
-        double norm;
         st = sw_start(&w, dev);
-        if (dev.type == KN_DEVICE_CUDA) {
-            if (st == KN_OK) st = kn_cuda_clip_grad_norm(dev.index, kn_tensor_data(tr.dgrad), g.p.n, 1.0, &norm);
-            if (st == KN_OK)
-                st = kn_cuda_optim_step(dev.index, &tr.opt, kn_tensor_data(tr.dparams), kn_tensor_data(tr.dgrad),
-                                        kn_tensor_data(tr.dstate), 1e-4);
-        } else {
-            norm = kn_clip_grad_norm(kn_tensor_data(tr.grad), g.p.n, 1.0);
-            if (st == KN_OK) st = kn_optim_step(&tr.opt, g.p.data, kn_tensor_data(tr.grad), 1e-4);
-        }
+        if (st == KN_OK) st = kn_trainer_optimize(&tr, 1e-4, NULL);
         if (st == KN_OK) st = sw_stop(&w, &opt[k]);
     }
-    if (st == KN_OK && o->profile > 0 && dev.type == KN_DEVICE_CUDA) { /* one extra step, profiled */
+    if (st == KN_OK && o->profile > 0 && dev.type != KN_DEVICE_CPU) { /* one extra step, profiled */
         double l, m = 0;
         random_batch(&r, x, y, bt, o->vocab);
         FILE *tsv = NULL;
-        st = kn_cuda_profile_start(dev.index);
+        st = kn_device_profile_start(dev);
         if (st == KN_OK) st = sw_start(&w, dev);
         if (st == KN_OK) st = kn_trainer_step(&tr, x, y, 1e-4, &l, NULL);
         if (st == KN_OK) st = sw_stop(&w, &m);
         if (st == KN_OK && o->profile_out[0] && !(tsv = fopen(o->profile_out, "w")))
             st = kn_error(KN_ERR_IO, "--profile-out %s: %s", o->profile_out, strerror(errno));
-        if (st == KN_OK) st = kn_cuda_profile_report(stdout, tsv, m, o->profile);
+        if (st == KN_OK) st = kn_device_profile_report(dev, stdout, tsv, m, o->profile);
         if (tsv && fclose(tsv) != 0 && st == KN_OK)
             st = kn_error(KN_ERR_IO, "--profile-out %s: %s", o->profile_out, strerror(errno));
         if (st == KN_OK && tsv) printf("per-op profile written to %s\n", o->profile_out);
@@ -212,9 +203,10 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
         for (int i = 1; i < nt; i++) { lo = ms[i] < lo ? ms[i] : lo; hi = ms[i] > hi ? ms[i] : hi; }
         double med = median(ms, nt), mf = median(fwd, nf), mo = median(opt, nf);
         double tps = (double)bt / (med / 1e3), peak = 0, peak_res = 0;
-        if (dev.type == KN_DEVICE_CUDA) {
-            kn_cuda_mem_info mi;
-            st = kn_cuda_mem_info_get(dev.index, &mi);
+        bool gpu = dev.type != KN_DEVICE_CPU;
+        if (gpu) {
+            kn_device_mem_stats mi;
+            st = kn_device_mem_stats_get(dev, &mi);
             peak = (double)mi.peak / 1048576.0;
             peak_res = (double)mi.peak_reserved / 1048576.0;
         }
@@ -222,7 +214,7 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
             printf("  step %.2f ms median (min %.2f, max %.2f) -> %.0f tokens/s\n", med, lo, hi, tps);
             printf("  forward only %.2f ms; clip + AdamW %.2f ms; so backward + copies ~ %.2f ms\n", mf, mo,
                    med - mf - mo);
-            if (dev.type == KN_DEVICE_CUDA)
+            if (gpu)
                 printf("  peak GPU memory: %.0f MiB allocated, %.0f MiB reserved (caching allocator)\n", peak,
                        peak_res);
             printf("{\"impl\": \"kiln\", \"device\": \"%s\", \"vocab\": %d, \"context\": %d, \"layers\": %d, "
@@ -234,6 +226,7 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
                    o->warmup, nt, med, lo, hi, tps, mf, mo, peak, peak_res, loss0, loss1, o->tf32 ? "true" : "false");
         }
     }
+    sw_free(&w);
     kn_trainer_free(&tr);
     kn_gpt_free(&g);
     kn_free(x);

@@ -405,11 +405,11 @@ static int pick_device(kn_train_opts *o, kn_device *dev) {
     }
     if (!strcmp(o->device, "auto")) {
         if (!strcmp(o->mode, "eager")) *dev = KN_CPU; /* eager mode runs on the CPU only */
-        snprintf(o->device, sizeof o->device, "%s", dev->type == KN_DEVICE_CUDA ? "cuda:0" : "cpu");
+        kn_device_str(*dev, o->device, sizeof o->device);
         return 0;
     }
-    if (dev->type == KN_DEVICE_CUDA && kn_device_check("kiln train", *dev) != KN_OK) {
-        fprintf(stderr, "kiln train: --device %s: no usable CUDA device (%s); use --device cpu\n", o->device,
+    if (kn_device_check("kiln train", *dev) != KN_OK) {
+        fprintf(stderr, "kiln train: --device %s: no usable device (%s); use --device cpu\n", o->device,
                 kn_last_error());
         return 1;
     }

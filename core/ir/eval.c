@@ -9,8 +9,9 @@
 #include <string.h>
 
 #include "ir/ir_impl.h"
-#include "kiln/cuda.h"
+#include "kiln/device.h"
 #include "kiln/kernels.h"
+#include "kiln/scalar.h"
 
 /* Call fn##_f32 or fn##_f64 by dtype; evaluates to false for other dtypes. */
 #define KN_DISPATCH(dt, fn, ...)                                                   \
@@ -23,6 +24,12 @@
 static kn_status unsupported(const kn_node *n, kn_dtype dt) {
     return kn_error(KN_ERR_UNSUPPORTED, "%s: no CPU kernel for dtype %s (cast to f32 or f64)",
                     kn_op_name(n->op), kn_dtype_name(dt));
+}
+
+/* An op routed to a kernel that does not compute it (a new op of ops.def given a shared
+ * kernel before that kernel learned it): an error naming the op, never another op's math. */
+static kn_status no_kernel(const kn_node *n, const char *kernel) {
+    return kn_error(KN_ERR_UNSUPPORTED, "%s: the cpu backend's %s does not compute this op", kn_op_name(n->op), kernel);
 }
 
 static kn_status new_out(const kn_node *n, kn_tensor **out) {
@@ -56,8 +63,8 @@ kn_status kern_full(const kn_node *n, const kn_tensor *const *in, kn_tensor **ou
 }
 
 kn_status kern_binary(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    kn_binary_op op = n->op == KN_OP_ADD ? KN_BINARY_ADD : n->op == KN_OP_SUB ? KN_BINARY_SUB
-                    : n->op == KN_OP_MUL ? KN_BINARY_MUL : KN_BINARY_DIV;
+    kn_binary_op op;
+    if (!kn_op_binary(n->op, &op) || kn_sc_binary_is_compare(op)) return no_kernel(n, "kern_binary");
     int64_t as[KN_MAX_DIMS], bs[KN_MAX_DIMS];
     const kn_type *t = &n->type;
     kn_ir_broadcast_strides(in[0]->ndim, in[0]->shape, t->ndim, t->shape, as);
@@ -108,22 +115,14 @@ kn_status kern_where(const kn_node *n, const kn_tensor *const *in, kn_tensor **o
 
 kn_status kern_unary(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
     kn_unary_op op;
-    switch (n->op) {
-    case KN_OP_NEG: op = KN_UNARY_NEG; break;
-    case KN_OP_EXP: op = KN_UNARY_EXP; break;
-    case KN_OP_LOG: op = KN_UNARY_LOG; break;
-    case KN_OP_SQRT: op = KN_UNARY_SQRT; break;
-    case KN_OP_RSQRT: op = KN_UNARY_RSQRT; break;
-    case KN_OP_TANH: op = KN_UNARY_TANH; break;
-    case KN_OP_GELU: op = KN_UNARY_GELU; break;
-    default: op = KN_UNARY_RELU; break;
-    }
+    if (!kn_op_unary(n->op, &op)) return no_kernel(n, "kern_unary");
     KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_unary, op, D(in[0]), D(*out), NUMEL(in[0])));
 }
 
 kn_status kern_act_bwd(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
     if (n->op == KN_OP_GELU_BWD)
         KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_gelu_bwd, D(in[0]), D(in[1]), D(*out), NUMEL(in[0])));
+    if (n->op != KN_OP_RELU_BWD) return no_kernel(n, "kern_act_bwd");
     KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_relu_bwd, D(in[0]), D(in[1]), D(*out), NUMEL(in[0])));
 }
 
@@ -153,10 +152,12 @@ static void contig_strides(int ndim, const int64_t *shape, int64_t *st) {
 }
 
 kn_status kern_reduce(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    kn_reduce_op op;
+    if (!kn_op_reduce(n->op, &op) || (op != KN_REDUCE_SUM && op != KN_REDUCE_MEAN && op != KN_REDUCE_MAX))
+        return no_kernel(n, "kern_reduce");
     const kn_tensor *x = in[0];
     unsigned mask;
     kn_ir_reduce_mask(&n->attrs, x->ndim, &mask);
-    kn_reduce_op op = n->op == KN_OP_SUM ? KN_REDUCE_SUM : n->op == KN_OP_MEAN ? KN_REDUCE_MEAN : KN_REDUCE_MAX;
     int first = -1, last = -1;
     bool block = true;
     for (int i = 0; i < x->ndim; i++)
@@ -348,12 +349,14 @@ static void axis_split(const kn_type *t, int64_t axis, int64_t *outer, int64_t *
 
 kn_status kern_softmax(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
     int64_t o, l, i;
+    if (n->op != KN_OP_SOFTMAX && n->op != KN_OP_LOG_SOFTMAX) return no_kernel(n, "kern_softmax");
     axis_split(&n->type, n->attrs.axis, &o, &l, &i);
     KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_softmax, D(in[0]), D(*out), o, l, i, n->op == KN_OP_LOG_SOFTMAX));
 }
 
 kn_status kern_softmax_bwd(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
     int64_t o, l, i;
+    if (n->op != KN_OP_SOFTMAX_BWD && n->op != KN_OP_LOG_SOFTMAX_BWD) return no_kernel(n, "kern_softmax_bwd");
     axis_split(&n->type, n->attrs.axis, &o, &l, &i);
     KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_softmax_bwd, D(in[0]), D(in[1]), D(*out), o, l, i,
                                               n->op == KN_OP_LOG_SOFTMAX_BWD));
@@ -431,16 +434,31 @@ kn_status kern_cross_entropy_bwd(const kn_node *n, const kn_tensor *const *in, k
     return KN_OK;
 }
 
-kn_status kn_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    if (!n || !out) return kn_error(KN_ERR_ARG, "kn_node_eval: NULL argument");
-    if ((unsigned)n->op >= KN_OP_COUNT) return kn_error(KN_ERR_ARG, "kn_node_eval: invalid op %d", (int)n->op);
-    /* Device dispatch: a node with an operand on a GPU runs its CUDA kernel there
-     * (core/runtime/cuda_ops.cu; KN_ERR_UNSUPPORTED in a build without CUDA). */
-    for (int i = 0; i < n->nin; i++)
-        if (in[i] && in[i]->storage->device.type == KN_DEVICE_CUDA) return kn_cuda_node_eval(n, in, out);
+/* The CPU backend's node_eval (device_cpu.c): operands are contiguous CPU tensors. */
+kn_status kn_cpu_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
     for (int i = 0; i < n->nin; i++)
         if (!in[i] || in[i]->storage->device.type != KN_DEVICE_CPU || !kn_tensor_is_contiguous(in[i]))
             return kn_error(KN_ERR_ARG, "kn_node_eval: %s: operand %d is not a contiguous CPU tensor",
                             kn_op_name(n->op), i);
     return kn_op_impls[n->op].kernel(n, in, out);
+}
+
+kn_status kn_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    if (!n || !out) return kn_error(KN_ERR_ARG, "kn_node_eval: NULL argument");
+    if ((unsigned)n->op >= KN_OP_COUNT) return kn_error(KN_ERR_ARG, "kn_node_eval: invalid op %d", (int)n->op);
+    if (n->nin > 0 && !in) return kn_error(KN_ERR_ARG, "kn_node_eval: %s: NULL operands", kn_op_name(n->op));
+    /* Device dispatch: the node runs on the backend of its first operand that is not on
+     * the host (a host operand, such as a `full` scalar, is copied over by that backend);
+     * with every operand on the host, on the CPU backend. */
+    if (kn_op_impls[n->op].kernel == kern_none) return kern_none(n, in, out); /* bound, never computed */
+    kn_device dev = KN_CPU;
+    for (int i = 0; i < n->nin; i++)
+        if (in[i] && in[i]->storage->device.type != KN_DEVICE_CPU) { dev = in[i]->storage->device; break; }
+    const kn_device_backend *be = kn_device_backend_get(dev.type);
+    if (!be) return kn_error(KN_ERR_UNSUPPORTED, "kn_node_eval: %s: no %s backend in this build", kn_op_name(n->op),
+                             kn_device_type_name(dev.type));
+    if (!be->supports_op(be->ctx, n->op))
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_node_eval: %s: the %s backend has no kernel for it", kn_op_name(n->op),
+                        be->name);
+    return be->node_eval(be->ctx, dev.index, n, in, out);
 }

@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "ir/ir_impl.h"
-#include "kiln/cuda.h"
 #include "kiln/kernels.h"
 
 struct kn_interp {
@@ -83,10 +82,9 @@ kn_status kn_interp_bind(kn_interp *it, const char *name, const kn_tensor *t) {
                         kn_type_str(&it->g->nodes[id].type, a, sizeof a), kn_type_str(&tt, b, sizeof b));
     }
     kn_tensor *c = NULL;
-    /* Device dispatch: a tensor bound on a GPU stays there, and the nodes reading it run
-     * their CUDA kernels (kn_node_eval). */
-    if (t->storage && t->storage->device.type == KN_DEVICE_CUDA) KN_TRY(kn_cuda_contiguous("kn_interp_bind", t, &c));
-    else KN_TRY(kn_ir_contiguous("kn_interp_bind", t, &c));
+    /* A tensor bound on a device stays there, and the nodes reading it run that device's
+     * kernels (kn_node_eval asks its backend). */
+    KN_TRY(kn_ir_contiguous("kn_interp_bind", t, &c));
     kn_tensor_free(it->bound[id]);
     it->bound[id] = c;
     return KN_OK;

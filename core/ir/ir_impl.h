@@ -47,6 +47,9 @@ extern const kn_op_impl kn_op_impls[KN_OP_COUNT]; /* ORDER OP */
 extern const kn_backward_fn kn_op_rules[KN_OP_COUNT];
 extern const char *const kn_op_rule_names[KN_OP_COUNT];
 void kn_backward_checked(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
+/* Run n's CPU kernel (the CPU backend's node_eval): operands must be contiguous CPU
+ * tensors (KN_ERR_ARG otherwise). */
+kn_status kn_cpu_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out);
 
 typedef enum kn_attr_kind { KN_AK_INT, KN_AK_F64, KN_AK_INTS, KN_AK_DTYPE, KN_AK_STR } kn_attr_kind;
 typedef struct kn_attr_meta {

@@ -70,6 +70,34 @@ kn_op kn_op_from_name(const char *name, size_t len) {
     return KN_OP_COUNT;
 }
 
+/* The index in [0, count) whose name(i) equals op's name, or -1. */
+static int same_name(kn_op op, kn_op_category cat, int arity, int count, const char *(*name)(int)) {
+    const kn_op_info *oi = kn_op_get(op);
+    if (!oi || oi->category != cat || (arity >= 0 && oi->arity != arity)) return -1;
+    for (int i = 0; i < count; i++)
+        if (!strcmp(name(i), oi->name)) return i;
+    return -1;
+}
+static const char *unary_name(int i) { return kn_unary_op_name((kn_unary_op)i); }
+static const char *binary_name(int i) { return kn_binary_op_name((kn_binary_op)i); }
+static const char *reduce_name(int i) { return kn_reduce_op_name((kn_reduce_op)i); }
+
+bool kn_op_unary(kn_op op, kn_unary_op *out) {
+    int i = same_name(op, KN_CAT_ELEMENTWISE, 1, KN_UNARY_COUNT, unary_name);
+    if (i >= 0 && out) *out = (kn_unary_op)i;
+    return i >= 0;
+}
+bool kn_op_binary(kn_op op, kn_binary_op *out) {
+    int i = same_name(op, KN_CAT_ELEMENTWISE, 2, KN_BINARY_COUNT, binary_name);
+    if (i >= 0 && out) *out = (kn_binary_op)i;
+    return i >= 0;
+}
+bool kn_op_reduce(kn_op op, kn_reduce_op *out) {
+    int i = same_name(op, KN_CAT_REDUCTION, -1, KN_REDUCE_COUNT, reduce_name);
+    if (i >= 0 && out) *out = (kn_reduce_op)i;
+    return i >= 0;
+}
+
 const char *kn_attr_name(kn_attr_id a) { return (unsigned)a < KN_ATTR_COUNT ? kn_attr_metas[a].name : "?"; }
 
 const char *kn_op_category_name(kn_op_category c) {
@@ -87,8 +115,9 @@ int64_t *kn_attr_int(kn_attrs *a, kn_attr_id id) {
     case KN_ATTR_TB: return &a->tb;
     case KN_ATTR_SEED: return &a->seed;
     case KN_ATTR_OFFSET: return &a->offset;
-    default: return NULL;
+    case KN_ATTR_AXES: case KN_ATTR_PERM: case KN_ATTR_SHAPE: case KN_ATTR_EPS: case KN_ATTR_P: case KN_ATTR_VALUE: case KN_ATTR_SCALE: case KN_ATTR_DTYPE: case KN_ATTR_NAME: case KN_ATTR_COUNT: return NULL; /* not an INT attribute */
     }
+    return NULL;
 }
 
 double *kn_attr_f64(kn_attrs *a, kn_attr_id id) {
@@ -97,8 +126,9 @@ double *kn_attr_f64(kn_attrs *a, kn_attr_id id) {
     case KN_ATTR_P: return &a->p;
     case KN_ATTR_VALUE: return &a->value;
     case KN_ATTR_SCALE: return &a->scale;
-    default: return NULL;
+    case KN_ATTR_AXES: case KN_ATTR_PERM: case KN_ATTR_SHAPE: case KN_ATTR_AXIS: case KN_ATTR_KEEPDIM: case KN_ATTR_START: case KN_ATTR_STOP: case KN_ATTR_STEP: case KN_ATTR_TA: case KN_ATTR_TB: case KN_ATTR_SEED: case KN_ATTR_OFFSET: case KN_ATTR_DTYPE: case KN_ATTR_NAME: case KN_ATTR_COUNT: return NULL; /* not an F64 attribute */
     }
+    return NULL;
 }
 
 int64_t *kn_attr_ints(kn_attrs *a, kn_attr_id id, int **count) {
@@ -106,8 +136,10 @@ int64_t *kn_attr_ints(kn_attrs *a, kn_attr_id id, int **count) {
     case KN_ATTR_AXES: *count = &a->naxes; return a->axes;
     case KN_ATTR_PERM: *count = &a->nperm; return a->perm;
     case KN_ATTR_SHAPE: *count = &a->nshape; return a->shape;
-    default: *count = NULL; return NULL;
+    case KN_ATTR_AXIS: case KN_ATTR_KEEPDIM: case KN_ATTR_START: case KN_ATTR_STOP: case KN_ATTR_STEP: case KN_ATTR_TA: case KN_ATTR_TB: case KN_ATTR_SEED: case KN_ATTR_OFFSET: case KN_ATTR_EPS: case KN_ATTR_P: case KN_ATTR_VALUE: case KN_ATTR_SCALE: case KN_ATTR_DTYPE: case KN_ATTR_NAME: case KN_ATTR_COUNT: *count = NULL; return NULL; /* not an INTS attribute */
     }
+    *count = NULL;
+    return NULL;
 }
 
 kn_attrs kn_attrs_default(void) {
@@ -129,7 +161,7 @@ bool kn_attr_is_default(const kn_attrs *a, kn_attr_id id) {
         double x = *kn_attr_f64(m, id), y = *kn_attr_f64(&d, id);
         return x == y && signbit(x) == signbit(y);
     }
-    case KN_AK_INTS: { int *c; kn_attr_ints(m, id, &c); return *c == 0; }
+    case KN_AK_INTS: { int *c = NULL; kn_attr_ints(m, id, &c); return !c || *c == 0; }
     case KN_AK_DTYPE: return a->dtype == d.dtype;
     case KN_AK_STR: return a->name[0] == '\0';
     }

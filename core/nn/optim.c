@@ -47,9 +47,8 @@ void kn_optim_free(kn_optim *o) {
     o->state_len = 0;
 }
 
-static void sgd_step(kn_optim *o, float *p, const float *g, double lr) {
+static void sgd_step(kn_optim *o, float *p, const float *g, float *buf, double lr) {
     const double mu = o->cfg.momentum, wd = o->cfg.weight_decay;
-    float *buf = o->state;
     bool first = o->step == 0;
     for (int64_t i = 0; i < o->n; i++) {
         double gi = (double)g[i];
@@ -63,11 +62,11 @@ static void sgd_step(kn_optim *o, float *p, const float *g, double lr) {
     }
 }
 
-static void adamw_step(kn_optim *o, float *p, const float *g, double lr) {
+static void adamw_step(kn_optim *o, float *p, const float *g, float *state, double lr) {
     const double b1 = o->cfg.beta1, b2 = o->cfg.beta2, eps = o->cfg.eps, wd = o->cfg.weight_decay;
     const double t = (double)(o->step + 1);
     const double c1 = 1.0 - pow(b1, t), c2 = 1.0 - pow(b2, t);
-    float *m = o->state, *v = o->state + o->n;
+    float *m = state, *v = state + o->n;
     for (int64_t i = 0; i < o->n; i++) {
         double pi = (double)p[i], gi = (double)g[i];
         if (i < o->n_decay) pi -= lr * wd * pi;
@@ -81,14 +80,18 @@ static void adamw_step(kn_optim *o, float *p, const float *g, double lr) {
     }
 }
 
-kn_status kn_optim_step(kn_optim *o, float *param, const float *grad, double lr) {
-    if (!o || !o->state || (o->n && (!param || !grad)))
+kn_status kn_optim_step_state(kn_optim *o, float *param, const float *grad, float *state, double lr) {
+    if (!o || !state || (o->n && (!param || !grad)))
         return kn_error(KN_ERR_ARG, "kn_optim_step: optimizer not initialized or NULL slab");
     if (!isfinite(lr) || lr < 0.0) return kn_error(KN_ERR_ARG, "kn_optim_step: learning rate %g is not >= 0", lr);
-    if (o->cfg.kind == KN_OPTIM_SGD) sgd_step(o, param, grad, lr);
-    else adamw_step(o, param, grad, lr);
+    if (o->cfg.kind == KN_OPTIM_SGD) sgd_step(o, param, grad, state, lr);
+    else adamw_step(o, param, grad, state, lr);
     o->step++;
     return KN_OK;
+}
+
+kn_status kn_optim_step(kn_optim *o, float *param, const float *grad, double lr) {
+    return kn_optim_step_state(o, param, grad, o ? o->state : NULL, lr);
 }
 
 double kn_clip_grad_norm(float *grad, int64_t n, double max_norm) {

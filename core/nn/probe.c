@@ -37,15 +37,15 @@ static kn_status load_batch(kn_trainer *t, const int32_t *x, const int32_t *y) {
 /* Loss and gradients from the joint graph; grad (host, slab order) may be NULL. */
 static kn_status probe_grads(kn_trainer *t, double *loss, float *grad) {
     const kn_params *p = &t->model->p;
-    KN_TRY(kn_interp_run(t->it));
+    KN_TRY(kn_program_run(t->prog));
     int64_t one[1] = {1};
     kn_tensor *l = NULL;
     KN_TRY(kn_tensor_empty(&l, KN_DT_F64, 0, one));
-    kn_status st = output_to_host(kn_interp_output(t->it, 0), l, 0);
+    kn_status st = output_to_host(kn_program_output(t->prog, 0), l, 0);
     if (st == KN_OK && loss) *loss = *(const double *)kn_tensor_data(l);
     kn_tensor_free(l);
     for (int i = 0; st == KN_OK && grad && i < p->count; i++)
-        st = output_to_host(kn_interp_output(t->it, 1 + i), t->grad_views[i], 1 + i);
+        st = output_to_host(kn_program_output(t->prog, 1 + i), t->grad_views[i], 1 + i);
     if (st == KN_OK && grad) memcpy(grad, kn_tensor_data(t->grad), (size_t)p->n * sizeof(float));
     return st;
 }
@@ -90,7 +90,7 @@ static kn_status probe_logits(kn_trainer *t, float *logits) {
 
 kn_status kn_trainer_probe(kn_trainer *t, const int32_t *x, const int32_t *y, double *loss, float *grad,
                            float *logits) {
-    if (!t || !t->it || !t->model || !x || !y) return kn_error(KN_ERR_ARG, "kn_trainer_probe: NULL argument");
+    if (!t || !t->prog || !t->model || !x || !y) return kn_error(KN_ERR_ARG, "kn_trainer_probe: NULL argument");
     const int V = t->model->cfg.vocab;
     for (int64_t i = 0; i < (int64_t)t->B * t->T; i++)
         if (x[i] < 0 || x[i] >= V || y[i] < 0 || y[i] >= V)

@@ -20,12 +20,33 @@
 #include <string.h>
 
 #include "kiln/autograd.h"
-#include "kiln/cuda.h"
 #include "kiln/device.h"
 #include "kiln/nn.h"
+#include "kiln/program.h"
 
 static kn_status bind_params(kn_interp *it, const kn_gpt *g) {
     for (int i = 0; i < g->p.count; i++) KN_TRY(kn_interp_bind(it, g->p.info[i].name, g->p.views[i]));
+    return KN_OK;
+}
+
+/* Compile the step (joint graph) and eval (forward graph) programs for dev and bind them
+ * to the trainer's state there: the model's parameter views and t->x, t->y on the CPU;
+ * the device slab's views and t->dx, t->dy elsewhere. */
+static kn_status compile_on(kn_trainer *t, kn_device dev) {
+    kn_program_free(t->prog);
+    kn_program_free(t->eval);
+    t->prog = t->eval = NULL;
+    bool host = dev.type == KN_DEVICE_CPU;
+    kn_tensor *const *views = host ? t->model->p.views : t->dviews;
+    kn_program_opts o = {dev, NULL};
+    KN_TRY(kn_program_compile(&t->prog, t->joint, &o));
+    KN_TRY(kn_program_compile(&t->eval, t->fwd, &o));
+    kn_program *ps[2] = {t->prog, t->eval};
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < t->model->p.count; i++) KN_TRY(kn_program_bind(ps[k], t->model->p.info[i].name, views[i]));
+        KN_TRY(kn_program_bind(ps[k], "idx", host ? t->x : t->dx));
+        KN_TRY(kn_program_bind(ps[k], "targets", host ? t->y : t->dy));
+    }
     return KN_OK;
 }
 
@@ -68,14 +89,7 @@ kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_op
     if (st == KN_OK) st = kn_tensor_zeros(&t->y, KN_DT_I32, 2, bt);
     if (st == KN_OK) st = record_forward(model, t->x, t->y, &t->fwd, pvals, &loss);
     if (st == KN_OK) st = kn_autograd(t->fwd, loss, p->count, pvals, &t->joint, NULL);
-    if (st == KN_OK) st = kn_interp_new(&t->it, t->joint);
-    if (st == KN_OK) st = bind_params(t->it, model);
-    if (st == KN_OK) st = kn_interp_bind(t->it, "idx", t->x);
-    if (st == KN_OK) st = kn_interp_bind(t->it, "targets", t->y);
-    if (st == KN_OK) st = kn_interp_new(&t->eval, t->fwd);
-    if (st == KN_OK) st = bind_params(t->eval, model);
-    if (st == KN_OK) st = kn_interp_bind(t->eval, "idx", t->x);
-    if (st == KN_OK) st = kn_interp_bind(t->eval, "targets", t->y);
+    if (st == KN_OK) st = compile_on(t, KN_CPU);
     if (st == KN_OK) st = kn_tensor_zeros(&t->grad, KN_DT_F32, 1, n);
     if (st == KN_OK) st = kn_params_views(p, t->grad, &t->grad_views);
     if (st == KN_OK) st = kn_optim_init(&t->opt, ocfg, p->n, p->n_decay);
@@ -86,8 +100,8 @@ kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_op
 
 void kn_trainer_free(kn_trainer *t) {
     if (!t) return;
-    kn_interp_free(t->it);
-    kn_interp_free(t->eval);
+    kn_program_free(t->prog);
+    kn_program_free(t->eval);
     kn_graph_free(t->joint);
     kn_graph_free(t->fwd);
     kn_tensor_free(t->x);
@@ -133,42 +147,62 @@ static kn_status eager_grads(kn_trainer *t, double *loss) {
 
 static kn_status device_step(kn_trainer *t, const int32_t *x, const int32_t *y, double lr, double *loss,
                              double *gnorm);
+
+/* The parameter, gradient and optimizer-state slabs of the step, on the trainer's device. */
+static void slabs(kn_trainer *t, float **param, float **grad, float **state) {
+    bool host = t->dev.type == KN_DEVICE_CPU;
+    *param = host ? t->model->p.data : kn_tensor_data(t->dparams);
+    *grad = kn_tensor_data(host ? t->grad : t->dgrad);
+    *state = host ? t->opt.state : kn_tensor_data(t->dstate);
+}
+
+/* The update, one path for every device, by its backend: the gradient-sync hook (where
+ * distributed training plugs in: an all-reduce over the gradient slab, or the
+ * reduce-scatter of a sharded optimizer), the clip, the divergence check, the optimizer. */
+static kn_status update(kn_trainer *t, double l, double lr, double *loss, double *gnorm) {
+    float *param, *grad, *state;
+    slabs(t, &param, &grad, &state);
+    int64_t n = t->model->p.n;
+    double norm;
+    if (t->grad_hook) KN_TRY(t->grad_hook(t, grad, n, t->grad_hook_ctx));
+    KN_TRY(kn_device_clip_grad_norm(t->dev, grad, n, t->clip, &norm));
+    if (!isfinite(l) || !isfinite(norm))
+        return kn_error(KN_ERR_ARG, "kn_trainer_step: loss %g, gradient norm %g at optimizer step %lld (diverged: "
+                        "lower the learning rate)", l, norm, (long long)t->opt.step);
+    KN_TRY(kn_device_optim_step(t->dev, &t->opt, param, grad, state, lr));
+    if (loss) *loss = l;
+    if (gnorm) *gnorm = norm;
+    return KN_OK;
+}
 static kn_status load_batch_device(kn_trainer *t, const int32_t *x, const int32_t *y);
 static kn_status output_item(const kn_tensor *o, double *out);
 
 kn_status kn_trainer_step(kn_trainer *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm) {
-    if (!t || !t->it || !x || !y) return kn_error(KN_ERR_ARG, "kn_trainer_step: NULL argument");
+    if (!t || !t->prog || !x || !y) return kn_error(KN_ERR_ARG, "kn_trainer_step: NULL argument");
     if (t->dev.type != KN_DEVICE_CPU) return device_step(t, x, y, lr, loss, gnorm);
     load_batch(t, x, y);
     double l;
     if (t->eager) {
         KN_TRY(eager_grads(t, &l));
     } else {
-        KN_TRY(kn_interp_run(t->it));
-        KN_TRY(kn_tensor_item(kn_interp_output(t->it, 0), &l));
-        for (int i = 0; i < t->model->p.count; i++) KN_TRY(kn_interp_output_copy(t->it, 1 + i, t->grad_views[i]));
+        KN_TRY(kn_program_run(t->prog));
+        KN_TRY(kn_tensor_item(kn_program_output(t->prog, 0), &l));
+        for (int i = 0; i < t->model->p.count; i++)
+            KN_TRY(kn_tensor_copy_into(t->grad_views[i], kn_program_output(t->prog, 1 + i)));
     }
-    float *g = kn_tensor_data(t->grad);
-    double norm = kn_clip_grad_norm(g, t->model->p.n, t->clip);
-    if (!isfinite(l) || !isfinite(norm))
-        return kn_error(KN_ERR_ARG, "kn_trainer_step: loss %g, gradient norm %g at optimizer step %lld (diverged: "
-                        "lower the learning rate)", l, norm, (long long)t->opt.step);
-    KN_TRY(kn_optim_step(&t->opt, t->model->p.data, g, lr));
-    if (loss) *loss = l;
-    if (gnorm) *gnorm = norm;
-    return KN_OK;
+    return update(t, l, lr, loss, gnorm);
 }
 
 kn_status kn_trainer_eval(kn_trainer *t, const int32_t *x, const int32_t *y, double *loss) {
     if (!t || !t->eval || !x || !y || !loss) return kn_error(KN_ERR_ARG, "kn_trainer_eval: NULL argument");
     if (t->dev.type != KN_DEVICE_CPU) {
         KN_TRY(load_batch_device(t, x, y));
-        KN_TRY(kn_interp_run(t->eval));
-        return output_item(kn_interp_output(t->eval, 0), loss);
+        KN_TRY(kn_program_run(t->eval));
+        return output_item(kn_program_output(t->eval, 0), loss);
     }
     load_batch(t, x, y);
-    KN_TRY(kn_interp_run(t->eval));
-    return kn_tensor_item(kn_interp_output(t->eval, 0), loss);
+    KN_TRY(kn_program_run(t->eval));
+    return kn_tensor_item(kn_program_output(t->eval, 0), loss);
 }
 
 /* ---------------------------------------------------------------- on a GPU */
@@ -199,13 +233,8 @@ static kn_status grad_into_slab(kn_trainer *t, const kn_tensor *o, int64_t off, 
     size_t bytes = (size_t)numel * sizeof(float);
     kn_tensor *c = NULL;
     kn_status st;
-    if (o->storage->device.type == KN_DEVICE_CPU) {
-        st = kn_tensor_contiguous(&c, o);
-        if (st == KN_OK) st = kn_device_memcpy(t->dev, dst, KN_CPU, kn_tensor_data(c), bytes);
-    } else {
-        st = kn_cuda_contiguous("kn_trainer_step", o, &c);
-        if (st == KN_OK) st = kn_device_memcpy(t->dev, dst, o->storage->device, kn_tensor_data(c), bytes);
-    }
+    st = kn_device_contiguous("kn_trainer_step", o, &c);
+    if (st == KN_OK) st = kn_device_memcpy(t->dev, dst, o->storage->device, kn_tensor_data(c), bytes);
     kn_tensor_free(c);
     return st;
 }
@@ -215,35 +244,32 @@ static kn_status device_step(kn_trainer *t, const int32_t *x, const int32_t *y, 
     if (t->eager)
         return kn_error(KN_ERR_UNSUPPORTED, "kn_trainer_step: eager mode runs on the CPU only (use graph mode on a GPU)");
     const kn_params *p = &t->model->p;
-    double l, norm;
+    double l;
     KN_TRY(load_batch_device(t, x, y));
-    KN_TRY(kn_interp_run(t->it));
+    KN_TRY(kn_program_run(t->prog));
     /* queue the gradient copies before reading the loss, which waits for the GPU */
     for (int i = 0; i < p->count; i++)
-        KN_TRY(grad_into_slab(t, kn_interp_output(t->it, 1 + i), p->info[i].offset, p->info[i].numel, i));
-    KN_TRY(output_item(kn_interp_output(t->it, 0), &l));
-    KN_TRY(kn_cuda_clip_grad_norm(t->dev.index, kn_tensor_data(t->dgrad), p->n, t->clip, &norm));
-    if (!isfinite(l) || !isfinite(norm))
-        return kn_error(KN_ERR_ARG, "kn_trainer_step: loss %g, gradient norm %g at optimizer step %lld (diverged: "
-                        "lower the learning rate)", l, norm, (long long)t->opt.step);
-    KN_TRY(kn_cuda_optim_step(t->dev.index, &t->opt, kn_tensor_data(t->dparams), kn_tensor_data(t->dgrad),
-                              kn_tensor_data(t->dstate), lr));
-    if (loss) *loss = l;
+        KN_TRY(grad_into_slab(t, kn_program_output(t->prog, 1 + i), p->info[i].offset, p->info[i].numel, i));
+    KN_TRY(output_item(kn_program_output(t->prog, 0), &l));
+    return update(t, l, lr, loss, gnorm);
+}
+
+kn_status kn_trainer_optimize(kn_trainer *t, double lr, double *gnorm) {
+    if (!t || !t->model) return kn_error(KN_ERR_ARG, "kn_trainer_optimize: trainer not initialized");
+    float *param, *grad, *state;
+    slabs(t, &param, &grad, &state);
+    double norm;
+    KN_TRY(kn_device_clip_grad_norm(t->dev, grad, t->model->p.n, t->clip, &norm));
+    KN_TRY(kn_device_optim_step(t->dev, &t->opt, param, grad, state, lr));
     if (gnorm) *gnorm = norm;
     return KN_OK;
 }
 
-static kn_status bind_device(kn_interp *it, const kn_trainer *t) {
-    for (int i = 0; i < t->model->p.count; i++) KN_TRY(kn_interp_bind(it, t->model->p.info[i].name, t->dviews[i]));
-    KN_TRY(kn_interp_bind(it, "idx", t->dx));
-    return kn_interp_bind(it, "targets", t->dy);
-}
-
 kn_status kn_trainer_to_device(kn_trainer *t, kn_device dev) {
-    if (!t || !t->model || !t->it) return kn_error(KN_ERR_ARG, "kn_trainer_to_device: trainer not initialized");
+    if (!t || !t->model || !t->prog) return kn_error(KN_ERR_ARG, "kn_trainer_to_device: trainer not initialized");
     if (kn_device_equal(dev, t->dev)) return KN_OK;
-    if (dev.type != KN_DEVICE_CUDA || t->dev.type != KN_DEVICE_CPU)
-        return kn_error(KN_ERR_ARG, "kn_trainer_to_device: can move a CPU trainer to a CUDA device only (asked for "
+    if (dev.type == KN_DEVICE_CPU || t->dev.type != KN_DEVICE_CPU)
+        return kn_error(KN_ERR_ARG, "kn_trainer_to_device: can move a CPU trainer to a device only (asked for "
                         "type %d index %d)", (int)dev.type, dev.index);
     KN_TRY(kn_device_check("kn_trainer_to_device", dev));
     const kn_params *p = &t->model->p;
@@ -256,8 +282,7 @@ kn_status kn_trainer_to_device(kn_trainer *t, kn_device dev) {
     if (st == KN_OK) st = kn_tensor_empty_on(&t->dx, dev, KN_DT_I32, 2, bt);
     if (st == KN_OK) st = kn_tensor_empty_on(&t->dy, dev, KN_DT_I32, 2, bt);
     if (st == KN_OK) st = kn_params_views(p, t->dparams, &t->dviews);
-    if (st == KN_OK) st = bind_device(t->it, t);
-    if (st == KN_OK) st = bind_device(t->eval, t);
+    if (st == KN_OK) st = compile_on(t, dev);
     if (st == KN_OK) {
         t->dev = dev;
         return KN_OK;
@@ -274,10 +299,7 @@ kn_status kn_trainer_to_device(kn_trainer *t, kn_device dev) {
     kn_status keep = st;
     char msg[512];
     snprintf(msg, sizeof msg, "%s", kn_last_error());
-    if (bind_params(t->it, t->model) == KN_OK && bind_params(t->eval, t->model) == KN_OK &&
-        kn_interp_bind(t->it, "idx", t->x) == KN_OK && kn_interp_bind(t->it, "targets", t->y) == KN_OK &&
-        kn_interp_bind(t->eval, "idx", t->x) == KN_OK)
-        (void)kn_interp_bind(t->eval, "targets", t->y);
+    (void)compile_on(t, KN_CPU);
     return kn_error(keep, "%s", msg);
 }
 

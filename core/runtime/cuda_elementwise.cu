@@ -85,10 +85,9 @@ __device__ inline knc_pack<T, W> knc_ld(const T *p, bool splat) {
 
 /* ---------------------------------------------------------------- binary */
 
+/* op: the kn_binary_op of the node (kn_op_binary), checked on the host. */
 template <typename T>
-__device__ inline T knc_arith(int op, T x, T y) {
-    return op == KN_OP_ADD ? x + y : op == KN_OP_SUB ? x - y : op == KN_OP_MUL ? x * y : x / y;
-}
+__device__ inline T knc_arith(int op, T x, T y) { return knc_sc_binary((kn_binary_op)op, x, y); }
 
 /* o = a op b over layout s (operands 0, 1; total elements), W elements per step. */
 template <typename T, typename I, int W>
@@ -124,15 +123,17 @@ static kn_status binary_launch(int op, const knc_strides &s, int64_t total, cons
 
 KNC_KERNEL(knc_binary) {
     kn_dtype dt = n->type.dtype;
+    kn_binary_op bop;
+    if (!kn_op_binary(n->op, &bop) || kn_sc_binary_is_compare(bop)) return knc_no_kernel(n, "knc_binary");
     if (dt != KN_DT_F32 && dt != KN_DT_F64) return knc_unsupported(n, dt);
     KN_TRY(knc_new_out(n, knc_dev(in), out));
     int64_t total = kn_tensor_numel(*out);
     if (total == 0) return KN_OK;
     knc_strides s = bcast_layout(n, 2, in);
     kn_status st = dt == KN_DT_F32
-                       ? binary_launch<float>((int)n->op, s, total, (const float *)kn_tensor_data(in[0]),
+                       ? binary_launch<float>((int)bop, s, total, (const float *)kn_tensor_data(in[0]),
                                               (const float *)kn_tensor_data(in[1]), (float *)kn_tensor_data(*out))
-                       : binary_launch<double>((int)n->op, s, total, (const double *)kn_tensor_data(in[0]),
+                       : binary_launch<double>((int)bop, s, total, (const double *)kn_tensor_data(in[0]),
                                                (const double *)kn_tensor_data(in[1]), (double *)kn_tensor_data(*out));
     if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
     return st;
@@ -249,33 +250,15 @@ KNC_KERNEL(knc_where) { return select_op(n, in, out, 3); }
 
 /* ---------------------------------------------------------------- unary and activations */
 
+/* op: the node's kn_unary_op (kn_op_unary), checked on the host; the functions are
+ * kiln/scalar.h's, the CPU's own. */
 template <typename T>
-__device__ inline T knc_gelu(T v) {
-    const T k = (T)0.7978845608028654, c = (T)0.044715;
-    return (T)0.5 * v * ((T)1 + knc_tanh(k * (v + c * v * v * v)));
-}
+__device__ inline T knc_unary_of(int op, T v) { return knc_sc_unary((kn_unary_op)op, v); }
 
-template <typename T>
-__device__ inline T knc_unary_of(int op, T v) {
-    switch (op) {
-    case KN_OP_NEG: return -v;
-    case KN_OP_EXP: return knc_exp(v);
-    case KN_OP_LOG: return knc_log(v);
-    case KN_OP_SQRT: return knc_sqrt(v);
-    case KN_OP_RSQRT: return (T)1 / knc_sqrt(v);
-    case KN_OP_TANH: return knc_tanh(v);
-    case KN_OP_GELU: return knc_gelu(v);
-    default: return v > 0 ? v : (T)0; /* relu */
-    }
-}
-
+/* op: KN_OP_GELU_BWD or KN_OP_RELU_BWD, checked on the host. */
 template <typename T>
 __device__ inline T knc_act_bwd_of(int op, T g, T v) {
-    if (op != KN_OP_GELU_BWD) return v > 0 ? g : (T)0;
-    const T k = (T)0.7978845608028654, c = (T)0.044715;
-    T t = knc_tanh(k * (v + c * v * v * v));
-    T d = (T)0.5 * ((T)1 + t) + (T)0.5 * v * ((T)1 - t * t) * k * ((T)1 + (T)3 * c * v * v);
-    return g * d;
+    return op == KN_OP_GELU_BWD ? g * knc_sc_gelu_grad(v) : knc_sc_relu_grad(g, v);
 }
 
 /* Contiguous operands: packs of W (all pointers 16-byte aligned when W > 1), the last
@@ -316,14 +299,18 @@ static kn_status map_launch(int op, const T *dy, const T *x, T *y, int64_t total
 /* unary (bwd false: y = f(in[0])) and act_bwd (bwd: dx = f'(in[1]) * in[0]). */
 static kn_status map_op(const kn_node *n, const kn_tensor *const *in, kn_tensor **out, bool bwd) {
     kn_dtype dt = n->type.dtype;
+    kn_unary_op uop = KN_UNARY_COUNT;
+    if (bwd ? n->op != KN_OP_GELU_BWD && n->op != KN_OP_RELU_BWD : !kn_op_unary(n->op, &uop))
+        return knc_no_kernel(n, bwd ? "knc_act_bwd" : "knc_unary");
+    int op = bwd ? (int)n->op : (int)uop;
     if (dt != KN_DT_F32 && dt != KN_DT_F64) return knc_unsupported(n, dt);
     KN_TRY(knc_new_out(n, knc_dev(in), out));
     int64_t total = kn_tensor_numel(*out);
     if (total == 0) return KN_OK;
     const void *dy = bwd ? kn_tensor_data(in[0]) : NULL, *x = kn_tensor_data(in[bwd ? 1 : 0]);
     void *y = kn_tensor_data(*out);
-    kn_status st = dt == KN_DT_F32 ? map_launch<float>((int)n->op, (const float *)dy, (const float *)x, (float *)y, total)
-                                   : map_launch<double>((int)n->op, (const double *)dy, (const double *)x, (double *)y, total);
+    kn_status st = dt == KN_DT_F32 ? map_launch<float>(op, (const float *)dy, (const float *)x, (float *)y, total)
+                                   : map_launch<double>(op, (const double *)dy, (const double *)x, (double *)y, total);
     if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
     return st;
 }

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include "kiln/cuda.h"
+#include "kiln/scalar.h"
 extern "C" {
 #include "ir/ir_impl.h"
 }
@@ -190,11 +191,23 @@ __device__ inline float knc_sqrt(float x) { return sqrtf(x); }
 __device__ inline double knc_sqrt(double x) { return sqrt(x); }
 __device__ inline float knc_tanh(float x) { return tanhf(x); }
 __device__ inline double knc_tanh(double x) { return tanh(x); }
+/* kiln/scalar.h's pointwise functions by type (the CPU kernels call the same ones). */
+__device__ inline float knc_sc_unary(kn_unary_op op, float x) { return kn_sc_unary_f32(op, x); }
+__device__ inline double knc_sc_unary(kn_unary_op op, double x) { return kn_sc_unary_f64(op, x); }
+__device__ inline float knc_sc_binary(kn_binary_op op, float a, float b) { return kn_sc_binary_f32(op, a, b); }
+__device__ inline double knc_sc_binary(kn_binary_op op, double a, double b) { return kn_sc_binary_f64(op, a, b); }
+__device__ inline float knc_sc_gelu_grad(float x) { return kn_sc_gelu_grad_f32(x); }
+__device__ inline double knc_sc_gelu_grad(double x) { return kn_sc_gelu_grad_f64(x); }
+__device__ inline float knc_sc_relu_grad(float g, float x) { return kn_sc_relu_grad_f32(g, x); }
+__device__ inline double knc_sc_relu_grad(double g, double x) { return kn_sc_relu_grad_f64(g, x); }
 
 /* A new contiguous tensor of n->type on dev. */
 kn_status knc_new_out(const kn_node *n, kn_device dev, kn_tensor **out);
 /* KN_ERR_UNSUPPORTED: "<op>: no CUDA kernel for dtype <dt> ...". */
 kn_status knc_unsupported(const kn_node *n, kn_dtype dt);
+/* KN_ERR_UNSUPPORTED: "<op>: the cuda backend's <kernel> does not compute this op" (an op
+ * routed to a shared kernel that does not know it: never another op's math). */
+kn_status knc_no_kernel(const kn_node *n, const char *kernel);
 /* KILN_CUDA_SYNC=1: synchronize and check (after each op). */
 kn_status knc_after_op(const kn_node *n);
 /* The per-op profile (cuda_profile.cu): on between kn_cuda_profile_start and _report;

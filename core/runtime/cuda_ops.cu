@@ -2,9 +2,11 @@
  * shares, and the data-movement ops: views (materialized by one strided-copy kernel),
  * slice_grad, embedding and its deterministic gradient.
  *
- * The table maps each kn_op to its CUDA entry point (cuda_impl.h). It is a switch with a
- * default of "none", so an op added to ops.def without a CUDA kernel is reported as
- * KN_ERR_UNSUPPORTED naming it, never run with a wrong kernel.
+ * The table maps each kn_op to its CUDA entry point (cuda_impl.h). It is generated from
+ * ops.def's CPU-kernel column, so an op added to ops.def whose kernel the CUDA column
+ * does not name fails to compile; the shared kernels (knc_unary, knc_binary, knc_reduce,
+ * ...) check the op they are given and report KN_ERR_UNSUPPORTED naming it and the
+ * backend, never compute another op.
  *
  * embedding_grad without float atomics: the indices are copied to the host and bucketed by
  * row with a counting sort (stable, so each row's list is in index order); one block per
@@ -26,6 +28,10 @@ kn_status knc_check_launch(const char *kernel, const char *file, int line) {
 
 kn_status knc_new_out(const kn_node *n, kn_device dev, kn_tensor **out) {
     return kn_tensor_empty_on(out, dev, n->type.dtype, n->type.ndim, n->type.shape);
+}
+
+kn_status knc_no_kernel(const kn_node *n, const char *kernel) {
+    return kn_error(KN_ERR_UNSUPPORTED, "%s: the cuda backend's %s does not compute this op", kn_op_name(n->op), kernel);
 }
 
 kn_status knc_unsupported(const kn_node *n, kn_dtype dt) {
@@ -406,46 +412,57 @@ KNC_KERNEL(knc_embedding_grad) {
 
 typedef kn_status (*knc_kernel_fn)(const kn_node *, const kn_tensor *const *, kn_tensor **);
 
-static knc_kernel_fn knc_kernel_of(kn_op op) {
-    switch (op) {
-    case KN_OP_ADD: case KN_OP_SUB: case KN_OP_MUL: case KN_OP_DIV: return knc_binary;
-    case KN_OP_EQ: return knc_eq;
-    case KN_OP_WHERE: return knc_where;
-    case KN_OP_NEG: case KN_OP_EXP: case KN_OP_LOG: case KN_OP_SQRT: case KN_OP_RSQRT: case KN_OP_TANH:
-    case KN_OP_GELU: case KN_OP_RELU: return knc_unary;
-    case KN_OP_GELU_BWD: case KN_OP_RELU_BWD: return knc_act_bwd;
-    case KN_OP_CAST: return knc_cast;
-    case KN_OP_DROPOUT: return knc_dropout;
-    case KN_OP_CAUSAL_FILL: return knc_causal_fill;
-    case KN_OP_SUM: case KN_OP_MEAN: case KN_OP_MAX: return knc_reduce;
-    case KN_OP_MATMUL: return knc_matmul;
-    case KN_OP_RESHAPE: return knc_reshape;
-    case KN_OP_PERMUTE: return knc_permute;
-    case KN_OP_BROADCAST_TO: return knc_broadcast_to;
-    case KN_OP_SLICE: return knc_slice;
-    case KN_OP_SLICE_GRAD: return knc_slice_grad;
-    case KN_OP_EMBEDDING: return knc_embedding;
-    case KN_OP_EMBEDDING_GRAD: return knc_embedding_grad;
-    case KN_OP_SOFTMAX: case KN_OP_LOG_SOFTMAX: return knc_softmax;
-    case KN_OP_SOFTMAX_BWD: case KN_OP_LOG_SOFTMAX_BWD: return knc_softmax_bwd;
-    case KN_OP_CAUSAL_SOFTMAX: return knc_causal_softmax;
-    case KN_OP_CAUSAL_SOFTMAX_BWD: return knc_causal_softmax_bwd;
-    case KN_OP_LAYERNORM: return knc_layernorm;
-    case KN_OP_LAYERNORM_DX: return knc_layernorm_dx;
-    case KN_OP_NORMALIZE: return knc_normalize;
-    case KN_OP_CROSS_ENTROPY: return knc_cross_entropy;
-    case KN_OP_CROSS_ENTROPY_BWD: return knc_cross_entropy_bwd;
-    default: return nullptr;
-    }
+/* The CUDA column of ops.def: for each CPU kernel name of the table, the CUDA kernel that
+ * computes the same ops. The table below is generated from ops.def in op order, so an op
+ * whose CPU kernel has no line here does not compile ("'kern_x' is not a member of
+ * 'knc_col'"); nullptr says, explicitly, that the op has no CUDA kernel. */
+namespace knc_col {
+const knc_kernel_fn kern_none = nullptr; /* input, param: bound, never evaluated */
+const knc_kernel_fn kern_full = nullptr; /* runs on the host; its consumer copies it over */
+const knc_kernel_fn kern_binary = knc_binary, kern_eq = knc_eq, kern_where = knc_where, kern_unary = knc_unary;
+const knc_kernel_fn kern_act_bwd = knc_act_bwd, kern_cast = knc_cast, kern_dropout = knc_dropout;
+const knc_kernel_fn kern_causal_fill = knc_causal_fill, kern_reduce = knc_reduce, kern_matmul = knc_matmul;
+const knc_kernel_fn kern_reshape = knc_reshape, kern_permute = knc_permute, kern_broadcast_to = knc_broadcast_to;
+const knc_kernel_fn kern_slice = knc_slice, kern_slice_grad = knc_slice_grad, kern_embedding = knc_embedding;
+const knc_kernel_fn kern_embedding_grad = knc_embedding_grad, kern_softmax = knc_softmax;
+const knc_kernel_fn kern_softmax_bwd = knc_softmax_bwd, kern_causal_softmax = knc_causal_softmax;
+const knc_kernel_fn kern_causal_softmax_bwd = knc_causal_softmax_bwd, kern_layernorm = knc_layernorm;
+const knc_kernel_fn kern_layernorm_dx = knc_layernorm_dx, kern_normalize = knc_normalize;
+const knc_kernel_fn kern_cross_entropy = knc_cross_entropy, kern_cross_entropy_bwd = knc_cross_entropy_bwd;
+} // namespace knc_col
+
+static const knc_kernel_fn knc_kernels[KN_OP_COUNT] = {
+#define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) knc_col::kernel,
+#include "ir/ops.def"
+};
+
+static knc_kernel_fn knc_kernel_of(kn_op op) { return (unsigned)op < KN_OP_COUNT ? knc_kernels[op] : nullptr; }
+
+/* Whether the CUDA table's kernel for op computes it: the shared kernels know a set of
+ * ops each (the same checks they make before a launch). */
+static bool knc_computes(kn_op op) {
+    knc_kernel_fn f = knc_kernel_of(op);
+    kn_reduce_op r;
+    if (!f) return false;
+    if (f == knc_unary) return kn_op_unary(op, nullptr);
+    kn_binary_op b;
+    if (f == knc_binary) return kn_op_binary(op, &b) && !kn_sc_binary_is_compare(b);
+    if (f == knc_reduce) return kn_op_reduce(op, &r) && (r == KN_REDUCE_SUM || r == KN_REDUCE_MEAN || r == KN_REDUCE_MAX);
+    if (f == knc_act_bwd) return op == KN_OP_GELU_BWD || op == KN_OP_RELU_BWD;
+    if (f == knc_softmax) return op == KN_OP_SOFTMAX || op == KN_OP_LOG_SOFTMAX;
+    if (f == knc_softmax_bwd) return op == KN_OP_SOFTMAX_BWD || op == KN_OP_LOG_SOFTMAX_BWD;
+    return true;
 }
 
-extern "C" bool kn_cuda_has_kernel(kn_op op) { return knc_kernel_of(op) != nullptr; }
+extern "C" bool kn_cuda_has_kernel(kn_op op) { return knc_computes(op); }
 
 extern "C" kn_status kn_cuda_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
     if (!n || !out || (n->nin > 0 && !in)) return kn_error(KN_ERR_ARG, "kn_cuda_node_eval: NULL argument");
     if ((unsigned)n->op >= KN_OP_COUNT) return kn_error(KN_ERR_ARG, "kn_cuda_node_eval: invalid op %d", (int)n->op);
     knc_kernel_fn fn = knc_kernel_of(n->op);
-    if (!fn) return kn_error(KN_ERR_UNSUPPORTED, "kn_cuda_node_eval: %s has no CUDA kernel", kn_op_name(n->op));
+    if (!fn || !knc_computes(n->op))
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_cuda_node_eval: %s: the cuda backend has no kernel for it",
+                        kn_op_name(n->op));
     if (n->nin == 0 || n->nin > KN_MAX_OPERANDS)
         return kn_error(KN_ERR_ARG, "kn_cuda_node_eval: %s: no operand says which GPU to run on", kn_op_name(n->op));
     kn_device dev = {KN_DEVICE_CPU, 0};

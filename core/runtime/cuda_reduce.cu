@@ -220,6 +220,9 @@ static kn_status reduce_launch(int op, kn_device dev, const T *x, T *y, int64_t 
 
 KNC_KERNEL(knc_reduce) {
     const kn_tensor *x = in[0];
+    kn_reduce_op rop;
+    if (!kn_op_reduce(n->op, &rop) || (rop != KN_REDUCE_SUM && rop != KN_REDUCE_MEAN && rop != KN_REDUCE_MAX))
+        return knc_no_kernel(n, "knc_reduce");
     if (!is_float(x->dtype)) return knc_unsupported(n, x->dtype);
     unsigned mask;
     kn_ir_reduce_mask(&n->attrs, x->ndim, &mask);
@@ -377,5 +380,11 @@ static kn_status softmax_any(const kn_node *n, const kn_tensor *const *in, kn_te
     return st;
 }
 
-KNC_KERNEL(knc_softmax) { return softmax_any(n, in, out, false); }
-KNC_KERNEL(knc_softmax_bwd) { return softmax_any(n, in, out, true); }
+KNC_KERNEL(knc_softmax) {
+    if (n->op != KN_OP_SOFTMAX && n->op != KN_OP_LOG_SOFTMAX) return knc_no_kernel(n, "knc_softmax");
+    return softmax_any(n, in, out, false);
+}
+KNC_KERNEL(knc_softmax_bwd) {
+    if (n->op != KN_OP_SOFTMAX_BWD && n->op != KN_OP_LOG_SOFTMAX_BWD) return knc_no_kernel(n, "knc_softmax_bwd");
+    return softmax_any(n, in, out, true);
+}

@@ -171,6 +171,7 @@ kn_status kn_device_synchronize(kn_device dev) {
 kn_status kn_device_mem_stats_get(kn_device dev, kn_device_mem_stats *out) {
     if (!out) return kn_error(KN_ERR_ARG, "kn_device_mem_stats_get: out is NULL");
     KN_TRY(kn_device_check("kn_device_mem_stats_get", dev));
+    memset(out, 0, sizeof *out);
     const kn_device_backend *be = kn_device_table[dev.type];
     return kn_device_wrap("kn_device_mem_stats_get", dev, be->mem_stats(be->ctx, dev.index, out));
 }
@@ -318,4 +319,45 @@ kn_status kn_event_elapsed_ms(kn_event *start, kn_event *stop, double *ms) {
     const kn_device_backend *be = kn_device_table[start->dev.type];
     return kn_device_wrap("kn_event_elapsed_ms", start->dev,
                           be->event_elapsed(be->ctx, start->dev.index, start->native, stop->native, ms));
+}
+
+/* ---------------------------------------------------------------- compute */
+
+bool kn_device_supports_op(kn_device_type type, kn_op op) {
+    const kn_device_backend *be = kn_device_backend_get(type);
+    return be && (unsigned)op < KN_OP_COUNT && be->supports_op(be->ctx, op);
+}
+
+kn_status kn_device_contiguous(const char *fn, const kn_tensor *t, kn_tensor **out) {
+    if (!fn) fn = "kn_device_contiguous";
+    if (!t || !out || !t->storage) return kn_error(KN_ERR_ARG, "%s: NULL tensor or output", fn);
+    KN_TRY(kn_device_check(fn, t->storage->device));
+    const kn_device_backend *be = kn_device_table[t->storage->device.type];
+    return be->contiguous(be->ctx, fn, t, out);
+}
+
+kn_status kn_device_optim_step(kn_device dev, kn_optim *o, float *param, const float *grad, float *state,
+                               double lr) {
+    KN_TRY(kn_device_check("kn_device_optim_step", dev));
+    const kn_device_backend *be = kn_device_table[dev.type];
+    return be->optim_step(be->ctx, dev.index, o, param, grad, state, lr);
+}
+
+kn_status kn_device_clip_grad_norm(kn_device dev, float *grad, int64_t n, double max_norm, double *norm) {
+    if (!norm || (n > 0 && !grad)) return kn_error(KN_ERR_ARG, "kn_device_clip_grad_norm: NULL slab or norm");
+    KN_TRY(kn_device_check("kn_device_clip_grad_norm", dev));
+    const kn_device_backend *be = kn_device_table[dev.type];
+    return be->clip_grad_norm(be->ctx, dev.index, grad, n, max_norm, norm);
+}
+
+kn_status kn_device_profile_start(kn_device dev) {
+    KN_TRY(kn_device_check("kn_device_profile_start", dev));
+    const kn_device_backend *be = kn_device_table[dev.type];
+    return be->profile_start(be->ctx, dev.index);
+}
+
+kn_status kn_device_profile_report(kn_device dev, FILE *f, FILE *tsv, double step_ms, int top) {
+    KN_TRY(kn_device_check("kn_device_profile_report", dev));
+    const kn_device_backend *be = kn_device_table[dev.type];
+    return be->profile_report(be->ctx, f, tsv, step_ms, top);
 }

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "ir/ir_impl.h"
 #include "kiln/device.h"
 
 static _Atomic size_t kn_cpu_current, kn_cpu_peak;
@@ -123,6 +124,45 @@ static kn_status cpu_event_elapsed(void *ctx, int index, void *start, void *stop
     return KN_OK;
 }
 
+/* ---------------------------------------------------------------- compute */
+
+static bool cpu_supports_op(void *ctx, kn_op op) {
+    (void)ctx;
+    return (unsigned)op < KN_OP_COUNT && kn_op_impls[op].kernel != kern_none;
+}
+
+static kn_status cpu_node_eval(void *ctx, int index, const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    (void)ctx; (void)index;
+    return kn_cpu_node_eval(n, in, out);
+}
+
+static kn_status cpu_contiguous(void *ctx, const char *fn, const kn_tensor *t, kn_tensor **out) {
+    (void)ctx; (void)fn;
+    return kn_tensor_is_contiguous(t) ? kn_tensor_alias(out, t) : kn_tensor_contiguous(out, t);
+}
+
+static kn_status cpu_optim_step(void *ctx, int index, kn_optim *o, float *param, const float *grad, float *state,
+                                double lr) {
+    (void)ctx; (void)index;
+    return kn_optim_step_state(o, param, grad, state, lr);
+}
+
+static kn_status cpu_clip_grad_norm(void *ctx, int index, float *grad, int64_t n, double max_norm, double *norm) {
+    (void)ctx; (void)index;
+    *norm = kn_clip_grad_norm(grad, n, max_norm);
+    return KN_OK;
+}
+
+static kn_status cpu_profile_start(void *ctx, int index) {
+    (void)ctx; (void)index;
+    return kn_error(KN_ERR_UNSUPPORTED, "the cpu backend has no per-op profile (it is a GPU tool)");
+}
+
+static kn_status cpu_profile_report(void *ctx, FILE *f, FILE *tsv, double step_ms, int top) {
+    (void)ctx; (void)f; (void)tsv; (void)step_ms; (void)top;
+    return kn_error(KN_ERR_UNSUPPORTED, "the cpu backend has no per-op profile (it is a GPU tool)");
+}
+
 const kn_device_backend kn_device_cpu_backend = {
     .name = "cpu",
     .type = KN_DEVICE_CPU,
@@ -145,4 +185,11 @@ const kn_device_backend kn_device_cpu_backend = {
     .event_sync = cpu_stream_sync,
     .event_query = cpu_event_query,
     .event_elapsed = cpu_event_elapsed,
+    .supports_op = cpu_supports_op,
+    .node_eval = cpu_node_eval,
+    .contiguous = cpu_contiguous,
+    .optim_step = cpu_optim_step,
+    .clip_grad_norm = cpu_clip_grad_norm,
+    .profile_start = cpu_profile_start,
+    .profile_report = cpu_profile_report,
 };

@@ -103,6 +103,7 @@ static kn_status cuda_mem_stats(void *ctx, int index, kn_device_mem_stats *out) 
     out->current = s.current;
     out->peak = s.peak;
     out->allocs = s.allocs;
+    out->peak_reserved = s.peak_reserved;
     return KN_OK;
 }
 
@@ -201,11 +202,32 @@ static kn_status cuda_event_elapsed(void *ctx, int index, void *start, void *sto
 }
 
 /* Positional, in the order of kn_device_backend's members (C++17 has no designators). */
+/* Compute: the CUDA op table (cuda_ops.cu), the optimizer (cuda_optim.cu), the profile
+ * (cuda_profile.cu). */
+static bool cuda_supports_op(void *, kn_op op) { return kn_cuda_has_kernel(op); }
+static kn_status cuda_node_eval(void *, int, const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    return kn_cuda_node_eval(n, in, out);
+}
+static kn_status cuda_contiguous(void *, const char *fn, const kn_tensor *t, kn_tensor **out) {
+    return kn_cuda_contiguous(fn, t, out);
+}
+static kn_status cuda_optim(void *, int index, kn_optim *o, float *param, const float *grad, float *state, double lr) {
+    return kn_cuda_optim_step(index, o, param, grad, state, lr);
+}
+static kn_status cuda_clip(void *, int index, float *grad, int64_t n, double max_norm, double *norm) {
+    return kn_cuda_clip_grad_norm(index, grad, n, max_norm, norm);
+}
+static kn_status cuda_profile_start(void *, int index) { return kn_cuda_profile_start(index); }
+static kn_status cuda_profile_report(void *, FILE *f, FILE *tsv, double step_ms, int top) {
+    return kn_cuda_profile_report(f, tsv, step_ms, top);
+}
+
 extern "C" const kn_device_backend kn_device_cuda_backend = {
     "cuda", KN_DEVICE_CUDA, nullptr, cuda_count, cuda_alloc, cuda_free,
     cuda_copy, cuda_fill, cuda_synchronize, cuda_mem_stats,
     cuda_stream_new, cuda_stream_free, cuda_stream_sync, cuda_stream_wait, cuda_copy_async,
     cuda_event_new, cuda_event_free, cuda_event_record, cuda_event_sync, cuda_event_query, cuda_event_elapsed,
+    cuda_supports_op, cuda_node_eval, cuda_contiguous, cuda_optim, cuda_clip, cuda_profile_start, cuda_profile_report,
 };
 
 extern "C" kn_status kn_cuda_mem_info_get(int device, kn_cuda_mem_info *out) {

@@ -1,7 +1,8 @@
 /* elementwise.c — unary, binary, scalar and where kernels on the CPU.
  *
- * Each op is one row of a table (name, which dtypes it takes, its function in double and,
- * for unary ops, in float). The tables follow the order of the enums in kiln/tensor.h:
+ * Each op is one row of a table (name, which dtypes it takes); the per-element functions
+ * are kiln/scalar.h's, the same ones the interpreter's kernels and the GPU compute, and a
+ * contiguous f32/f64 unary op runs the interpreter's kernel itself (kn_k_unary). The tables follow the order of the enums in kiln/tensor.h:
  * the ORDER comments mark them; adding an op is an enum entry plus a table row.
  *
  * How a binary op runs: kn_shape_broadcast gives the output shape, kn_tensor_expand views
@@ -13,65 +14,28 @@
  * double and stores in the output dtype (kn_dtype_store: rounds to nearest for floats,
  * truncates toward zero and saturates for integers). f32 has its own paths, computing in
  * float: a flat loop when every operand is contiguous with the output's shape, else typed
- * rows. f64 contiguous unary ops run a flat loop. These are the kernels the CPU training of
+ * rows. These are the kernels the CPU training of
  * later labs uses, so f32 speed matters here more than elegance. */
 #include <math.h>
 
+#include "kiln/kernels.h"
+#include "kiln/scalar.h"
 #include "tensor/tensor_impl.h"
 
 /* ---------------------------------------------------------------- unary table */
 
-static double u_neg(double x) { return -x; }
-static double u_abs(double x) { return fabs(x); }
-static double u_exp(double x) { return exp(x); }
-static double u_log(double x) { return log(x); }
-static double u_sqrt(double x) { return sqrt(x); }
-static double u_rsqrt(double x) { return 1.0 / sqrt(x); }
-static double u_recip(double x) { return 1.0 / x; }
-static double u_square(double x) { return x * x; }
-static double u_tanh(double x) { return tanh(x); }
-static double u_sigmoid(double x) { return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
-static double u_relu(double x) { return x > 0 || isnan(x) ? x : 0.0; }
-static double u_gelu(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
-static double u_sin(double x) { return sin(x); }
-static double u_cos(double x) { return cos(x); }
-
-static float uf_neg(float x) { return -x; }
-static float uf_abs(float x) { return fabsf(x); }
-static float uf_exp(float x) { return expf(x); }
-static float uf_log(float x) { return logf(x); }
-static float uf_sqrt(float x) { return sqrtf(x); }
-static float uf_rsqrt(float x) { return 1.0f / sqrtf(x); }
-static float uf_recip(float x) { return 1.0f / x; }
-static float uf_square(float x) { return x * x; }
-static float uf_tanh(float x) { return tanhf(x); }
-static float uf_sigmoid(float x) { return x >= 0 ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x)); }
-static float uf_relu(float x) { return x > 0 || isnan(x) ? x : 0.0f; }
-/* tanh(u) = 1 - 2 / (exp(2u) + 1): expf is several times faster than tanhf, and GELU only
- * needs tanh's absolute accuracy (it is added to 1). Saturates cleanly: exp overflow -> 1. */
-static float uf_gelu(float x) {
-    float u = 0.7978845608f * (x + 0.044715f * x * x * x);
-    return 0.5f * x * (2.0f - 2.0f / (expf(2.0f * u) + 1.0f));
-}
-static float uf_sin(float x) { return sinf(x); }
-static float uf_cos(float x) { return cosf(x); }
-
+/* The functions themselves are kiln/scalar.h's, shared with the interpreter's kernels and
+ * the GPU; this table only names them and says which dtypes they take. */
 typedef struct knt_unary_info {
     const char *name;
     bool float_only; /* needs a float dtype; the others take any dtype but bool */
-    double (*f64)(double);
-    float (*f32)(float);
 } knt_unary_info;
 
 /* ORDER UNARY */
 static const knt_unary_info knt_unary[KN_UNARY_COUNT] = {
-    {"neg", false, u_neg, uf_neg},          {"abs", false, u_abs, uf_abs},
-    {"exp", true, u_exp, uf_exp},           {"log", true, u_log, uf_log},
-    {"sqrt", true, u_sqrt, uf_sqrt},        {"rsqrt", true, u_rsqrt, uf_rsqrt},
-    {"recip", true, u_recip, uf_recip},     {"square", false, u_square, uf_square},
-    {"tanh", true, u_tanh, uf_tanh},        {"sigmoid", true, u_sigmoid, uf_sigmoid},
-    {"relu", false, u_relu, uf_relu},       {"gelu", true, u_gelu, uf_gelu},
-    {"sin", true, u_sin, uf_sin},           {"cos", true, u_cos, uf_cos},
+    {"neg", false},  {"abs", false},     {"exp", true},  {"log", true},  {"sqrt", true},
+    {"rsqrt", true}, {"recip", true},    {"square", false}, {"tanh", true}, {"sigmoid", true},
+    {"relu", false}, {"gelu", true},     {"sin", true},  {"cos", true},
 };
 
 const char *kn_unary_op_name(kn_unary_op op) {
@@ -81,32 +45,16 @@ const char *kn_unary_op_name(kn_unary_op op) {
 
 /* ---------------------------------------------------------------- binary table */
 
-static double b_add(double a, double b) { return a + b; }
-static double b_sub(double a, double b) { return a - b; }
-static double b_mul(double a, double b) { return a * b; }
-static double b_div(double a, double b) { return a / b; }
-static double b_pow(double a, double b) { return pow(a, b); }
-static double b_max(double a, double b) { return (a > b || isnan(a)) ? a : b; } /* NaN propagates */
-static double b_min(double a, double b) { return (a < b || isnan(a)) ? a : b; }
-static double b_eq(double a, double b) { return a == b; }
-static double b_ne(double a, double b) { return a != b; }
-static double b_lt(double a, double b) { return a < b; }
-static double b_le(double a, double b) { return a <= b; }
-static double b_gt(double a, double b) { return a > b; }
-static double b_ge(double a, double b) { return a >= b; }
-
 typedef struct knt_binary_info {
     const char *name;
     bool compare; /* result is bool */
-    double (*f64)(double, double);
 } knt_binary_info;
 
 /* ORDER BINARY */
 static const knt_binary_info knt_binary[KN_BINARY_COUNT] = {
-    {"add", false, b_add}, {"sub", false, b_sub}, {"mul", false, b_mul}, {"div", false, b_div},
-    {"pow", false, b_pow}, {"max", false, b_max}, {"min", false, b_min}, {"eq", true, b_eq},
-    {"ne", true, b_ne},    {"lt", true, b_lt},    {"le", true, b_le},    {"gt", true, b_gt},
-    {"ge", true, b_ge},
+    {"add", false}, {"sub", false}, {"mul", false}, {"div", false}, {"pow", false},
+    {"max", false}, {"min", false}, {"eq", true},   {"ne", true},   {"lt", true},
+    {"le", true},   {"gt", true},   {"ge", true},
 };
 
 const char *kn_binary_op_name(kn_binary_op op) {
@@ -132,22 +80,9 @@ kn_status kn_tensor_unary(kn_tensor **out, kn_unary_op op, const kn_tensor *x) {
     KN_TRY(knt_empty(fn, x->dtype, x->ndim, x->shape, &t));
     int64_t n = kn_tensor_numel(x);
     if (n > 0 && kn_tensor_is_contiguous(x) && (x->dtype == KN_DT_F32 || x->dtype == KN_DT_F64)) {
-        if (x->dtype == KN_DT_F32) {
-            const float *px = kn_tensor_data(x);
-            float *restrict po = KNT_PTR(float, t);
-            /* The cheapest ops inline (the call through the table would cost more than
-             * the op); the rest through the table. */
-            switch (op) {
-            case KN_UNARY_NEG: for (int64_t i = 0; i < n; i++) po[i] = -px[i]; break;
-            case KN_UNARY_SQUARE: for (int64_t i = 0; i < n; i++) po[i] = px[i] * px[i]; break;
-            case KN_UNARY_RELU: for (int64_t i = 0; i < n; i++) po[i] = uf_relu(px[i]); break;
-            default: for (int64_t i = 0; i < n; i++) po[i] = u->f32(px[i]); break;
-            }
-        } else {
-            const double *px = kn_tensor_data(x);
-            double *po = KNT_PTR(double, t);
-            for (int64_t i = 0; i < n; i++) po[i] = u->f64(px[i]);
-        }
+        /* the interpreter's kernel (kiln/kernels.h): one family of CPU kernels */
+        if (x->dtype == KN_DT_F32) kn_k_unary_f32(op, kn_tensor_data(x), KNT_PTR(float, t), n);
+        else kn_k_unary_f64(op, kn_tensor_data(x), KNT_PTR(double, t), n);
     } else if (n > 0) {
         const kn_tensor *ops[2] = {t, x};
         knt_iter it;
@@ -157,11 +92,11 @@ kn_status kn_tensor_unary(kn_tensor **out, kn_unary_op op, const kn_tensor *x) {
             if (x->dtype == KN_DT_F32) {
                 const float *px = KNT_PTR(const float, x) + xo;
                 float *po = KNT_PTR(float, t) + o;
-                for (int64_t j = 0; j < it.inner; j++) po[j] = u->f32(px[j * xs]);
+                for (int64_t j = 0; j < it.inner; j++) po[j] = kn_sc_unary_f32(op, px[j * xs]);
             } else {
                 for (int64_t j = 0; j < it.inner; j++)
                     kn_dtype_store(t->dtype, t->storage->data, o + j,
-                                   u->f64(kn_dtype_load(x->dtype, x->storage->data, xo + j * xs)));
+                                   kn_sc_unary_f64(op, kn_dtype_load(x->dtype, x->storage->data, xo + j * xs)));
             }
         } while (knt_iter_next(&it));
         kn_status st = knt_iter_finish(fn, &it);
@@ -237,11 +172,13 @@ static bool knt_binary_f32_row(kn_binary_op op, float *restrict po, const float 
     case KN_BINARY_SUB: KNT_F32_ROW(x - y); return true;
     case KN_BINARY_MUL: KNT_F32_ROW(x * y); return true;
     case KN_BINARY_DIV: KNT_F32_ROW(x / y); return true;
-    case KN_BINARY_POW: KNT_F32_ROW(powf(x, y)); return true;
-    case KN_BINARY_MAX: KNT_F32_ROW((x > y || isnan(x)) ? x : y); return true;
-    case KN_BINARY_MIN: KNT_F32_ROW((x < y || isnan(x)) ? x : y); return true;
-    default: return false;
+    case KN_BINARY_POW: KNT_F32_ROW(kn_sc_binary_f32(KN_BINARY_POW, x, y)); return true;
+    case KN_BINARY_MAX: KNT_F32_ROW(kn_sc_binary_f32(KN_BINARY_MAX, x, y)); return true;
+    case KN_BINARY_MIN: KNT_F32_ROW(kn_sc_binary_f32(KN_BINARY_MIN, x, y)); return true;
+    case KN_BINARY_EQ: case KN_BINARY_NE: case KN_BINARY_LT: case KN_BINARY_LE: case KN_BINARY_GT:
+    case KN_BINARY_GE: case KN_BINARY_COUNT: return false; /* bool results: the double path */
     }
+    return false;
 }
 
 static kn_status knt_binary_run(const char *fn, kn_tensor **out, kn_binary_op op, const kn_tensor *a,
@@ -285,7 +222,7 @@ static kn_status knt_binary_run(const char *fn, kn_tensor **out, kn_binary_op op
             for (int64_t j = 0; j < n; j++) {
                 double x = kn_dtype_load(a->dtype, a->storage->data, ao + j * sa);
                 double y = kn_dtype_load(b->dtype, b->storage->data, bo + j * sb);
-                kn_dtype_store(odt, t->storage->data, o + j, bi->f64(x, y));
+                kn_dtype_store(odt, t->storage->data, o + j, kn_sc_binary_f64(op, x, y));
             }
         } while (knt_iter_next(&it));
         st = knt_iter_finish(fn, &it);

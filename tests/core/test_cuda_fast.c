@@ -265,7 +265,7 @@ KN_TEST(cuda_fast, slices_slice_grads_broadcast_to_and_contiguous) {
         KN_ASSERT_OK(kn_tensor_slice(&hs, h, 2, 4, 36, 1));
         KN_ASSERT_OK(kn_tensor_permute(&hp, hs, perms[k]));
         KN_ASSERT_OK(kn_tensor_contiguous(&want, hp));
-        KN_ASSERT_OK(kn_cuda_contiguous(NULL, dp, &got));
+        KN_ASSERT_OK(kn_device_contiguous(NULL, dp, &got));
         KN_ASSERT_OK(kn_tensor_to(&back, got, KN_CPU));
         KN_ASSERT_OK(kn_device_synchronize(CUDA0));
         cr_assert(irt_same_bits(back, want), "kn_cuda_contiguous (perm %d) differs from the CPU copy", k);

@@ -18,19 +18,7 @@
     } while (0)
 
 /* The tiny model's loss and gradients as a graph (outputs: loss, then one per param). */
-static kn_graph *model_graph(const irt_model *m, double dropout) {
-    kn_builder *b = NULL;
-    kn_val pv[IRT_NP], g[IRT_NP];
-    KN_ASSERT_OK(kn_builder_new(&b, KN_MODE_GRAPH));
-    kn_val loss = irt_model_forward(b, m, pv, dropout);
-    KN_ASSERT_OK(kn_backward(b, loss, IRT_NP, pv, g));
-    kn_builder_output(b, loss);
-    for (int i = 0; i < IRT_NP; i++) kn_builder_output(b, g[i]);
-    kn_graph *joint = NULL;
-    KN_ASSERT_OK(kn_builder_finish(b, &joint));
-    kn_builder_free(b);
-    return joint;
-}
+static kn_graph *model_graph(const irt_model *m, double dropout) { return irt_joint_graph(m, dropout); }
 
 static void bind_on(kn_interp *it, const irt_model *m, kn_device dev) {
     const char *names[IRT_NP + 2];
@@ -103,6 +91,7 @@ KN_TEST(cuda_runtime, model_forward_backward_with_dropout_matches_cpu_f64) {
     model_agrees(KN_DT_F64, 1e-10);
 }
 
+#ifdef KN_HAVE_CUDA /* the CUDA allocator's own controls (kiln/cuda.h) exist only with CUDA */
 KN_TEST(cuda_runtime, caching_allocator_reaches_a_steady_state) {
     SKIP_WITHOUT_GPU();
     irt_model m;
@@ -137,6 +126,7 @@ KN_TEST(cuda_runtime, caching_allocator_reaches_a_steady_state) {
     kn_graph_free(g);
     irt_model_free(&m);
 }
+#endif
 
 KN_TEST(cuda_runtime, gpu_runs_are_bitwise_deterministic) {
     SKIP_WITHOUT_GPU();
@@ -166,30 +156,31 @@ KN_TEST(cuda_runtime, gpu_runs_are_bitwise_deterministic) {
 
 /* The per-op profile: without a start, report is an error; with one, a run of the model
  * lists its ops (matmul among them) with times, a per-op summary, and the time outside
- * ops; the report ends the profile. Built without CUDA both calls are KN_ERR_UNSUPPORTED. */
+ * ops; the report ends the profile. The CPU backend has none; built without CUDA, a CUDA
+ * profile is KN_ERR_UNSUPPORTED like any CUDA request. */
 KN_TEST(cuda_runtime, per_op_profile_lists_the_ops_it_timed) {
+    KN_ASSERT_ERR(kn_device_profile_start(KN_CPU), KN_ERR_UNSUPPORTED);
     if (kn_device_backend_get(KN_DEVICE_CUDA) == NULL) {
-        KN_ASSERT_ERR(kn_cuda_profile_start(0), KN_ERR_UNSUPPORTED);
-        KN_ASSERT_ERR(kn_cuda_profile_report(stdout, NULL, 0, 0), KN_ERR_UNSUPPORTED);
+        KN_ASSERT_ERR(kn_device_profile_start(CUDA0), KN_ERR_UNSUPPORTED);
         return;
     }
-    KN_ASSERT_ERR(kn_cuda_profile_report(stdout, NULL, 0, 0), KN_ERR_ARG);
-    KN_ASSERT_ERR(kn_cuda_profile_start(-1), KN_ERR_ARG);
-    if (kn_device_count(KN_DEVICE_CUDA) == 0) KN_ASSERT_ERR(kn_cuda_profile_start(0), KN_ERR_DEVICE);
+    KN_ASSERT_ERR(kn_device_profile_start((kn_device){KN_DEVICE_CUDA, -1}), KN_ERR_ARG);
+    if (kn_device_count(KN_DEVICE_CUDA) == 0) KN_ASSERT_ERR(kn_device_profile_start(CUDA0), KN_ERR_DEVICE);
     SKIP_WITHOUT_GPU();
+    KN_ASSERT_ERR(kn_device_profile_report(CUDA0, stdout, NULL, 0, 0), KN_ERR_ARG); /* not started */
     irt_model m;
     irt_model_init(&m, KN_DT_F32, 5);
     kn_graph *g = model_graph(&m, 0.0);
     kn_interp *it = NULL;
     KN_ASSERT_OK(kn_interp_new(&it, g));
     bind_on(it, &m, CUDA0);
-    KN_ASSERT_OK(kn_cuda_profile_start(0));
+    KN_ASSERT_OK(kn_device_profile_start(CUDA0));
     KN_ASSERT_OK(kn_interp_run(it));
     char *text = NULL, *tsv = NULL;
     size_t len = 0, tlen = 0;
     FILE *f = open_memstream(&text, &len), *t = open_memstream(&tsv, &tlen);
     cr_assert(f && t);
-    KN_ASSERT_OK(kn_cuda_profile_report(f, t, 1000.0, 5));
+    KN_ASSERT_OK(kn_device_profile_report(CUDA0, f, t, 1000.0, 5));
     fclose(f);
     fclose(t);
     /* the TSV: a comment with the bandwidth, a header, then 9 fields per group */
@@ -216,7 +207,7 @@ KN_TEST(cuda_runtime, per_op_profile_lists_the_ops_it_timed) {
     cr_assert_not_null(strstr(text, "smaller groups"), "top 5 of more groups: %s", text);
     cr_assert_not_null(strstr(text, "outside ops: "), "%s", text);
     free(text);
-    KN_ASSERT_ERR(kn_cuda_profile_report(stdout, NULL, 0, 0), KN_ERR_ARG); /* ended */
+    KN_ASSERT_ERR(kn_device_profile_report(CUDA0, stdout, NULL, 0, 0), KN_ERR_ARG); /* ended */
     kn_interp_free(it);
     kn_graph_free(g);
     irt_model_free(&m);

@@ -117,10 +117,10 @@ KN_TEST(cuda_train, optimizer_and_clip_match_the_cpu) {
             KN_ASSERT_OK(kn_tensor_randn(&g, KN_DT_F32, 1, shape, &r));
             KN_ASSERT_OK(kn_tensor_to(&dg, g, CUDA0));
             double na = kn_clip_grad_norm(kn_tensor_data(g), n, 10.0), nb;
-            KN_ASSERT_OK(kn_cuda_clip_grad_norm(0, kn_tensor_data(dg), n, 10.0, &nb));
+            KN_ASSERT_OK(kn_device_clip_grad_norm(CUDA0, kn_tensor_data(dg), n, 10.0, &nb));
             cr_assert(na > 10.0 && fabs(na - nb) <= 1e-12 * na, "norm %.17g on the CPU, %.17g on the GPU", na, nb);
             KN_ASSERT_OK(kn_optim_step(&oa, hp, kn_tensor_data(g), 1e-2));
-            KN_ASSERT_OK(kn_cuda_optim_step(0, &ob, kn_tensor_data(dp), kn_tensor_data(dg), kn_tensor_data(ds), 1e-2));
+            KN_ASSERT_OK(kn_device_optim_step(CUDA0, &ob, kn_tensor_data(dp), kn_tensor_data(dg), kn_tensor_data(ds), 1e-2));
             kn_tensor_free(g);
             kn_tensor_free(dg);
             g = dg = NULL;

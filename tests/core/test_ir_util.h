@@ -105,4 +105,19 @@ static inline void irt_model_bind(kn_interp *it, const irt_model *m) {
     KN_ASSERT_OK(kn_interp_bind(it, "tgt", m->tgt));
 }
 
+/* The tiny model's joint graph: outputs the loss, then the gradient of each parameter. */
+static inline kn_graph *irt_joint_graph(const irt_model *m, double dropout) {
+    kn_builder *b = NULL;
+    kn_val pv[IRT_NP], g[IRT_NP];
+    KN_ASSERT_OK(kn_builder_new(&b, KN_MODE_GRAPH));
+    kn_val loss = irt_model_forward(b, m, pv, dropout);
+    KN_ASSERT_OK(kn_backward(b, loss, IRT_NP, pv, g));
+    kn_builder_output(b, loss);
+    for (int i = 0; i < IRT_NP; i++) kn_builder_output(b, g[i]);
+    kn_graph *joint = NULL;
+    KN_ASSERT_OK(kn_builder_finish(b, &joint));
+    kn_builder_free(b);
+    return joint;
+}
+
 #endif /* KILN_TESTS_IR_UTIL_H */

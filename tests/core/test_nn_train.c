@@ -231,3 +231,45 @@ KN_TEST(nn_train, checkpoint_errors) {
     kn_gpt_free(&g);
     remove(path);
 }
+
+/* The gradient-sync hook runs once per step between backward and the update, sees the
+ * filled gradient slab, and what it does to the slab is what the optimizer uses; an error
+ * from it fails the step before any update. (Distributed training plugs in here.) */
+typedef struct hook_probe { int calls; double scale; kn_status fail; } hook_probe;
+static kn_status halve_grad(kn_trainer *t, float *grad, int64_t n, void *ctx) {
+    hook_probe *h = ctx;
+    cr_assert_eq(n, t->model->p.n);
+    h->calls++;
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) { ss += (double)grad[i] * grad[i]; grad[i] = (float)(grad[i] * h->scale); }
+    cr_assert(ss > 0, "the hook sees the gradients");
+    return h->fail == KN_OK ? KN_OK : kn_error(h->fail, "hook failed");
+}
+
+KN_TEST(nn_train, gradient_sync_hook_runs_between_backward_and_update) {
+    kn_gpt g;
+    KN_ASSERT_OK(kn_gpt_new(&g, &k_cfg));
+    kn_gpt_init(&g, 2);
+    kn_trainer tr;
+    kn_optim_config oc = kn_optim_default();
+    KN_ASSERT_OK(kn_trainer_new(&tr, &g, B, T, &oc, 0.0));
+    int32_t toks[200], x[B * T], y[B * T];
+    stream(toks, 200);
+    KN_ASSERT_OK(kn_batch_sample(toks, 200, B, T, 9, 0, 0, x, y));
+    hook_probe h = {0, 0.5, KN_OK};
+    tr.grad_hook = halve_grad;
+    tr.grad_hook_ctx = &h;
+    double l, n1, n2;
+    KN_ASSERT_OK(kn_trainer_step(&tr, x, y, 0.0, &l, &n1));
+    tr.grad_hook = NULL;
+    KN_ASSERT_OK(kn_trainer_step(&tr, x, y, 0.0, &l, &n2)); /* lr 0: same parameters, same gradients */
+    cr_assert_eq(h.calls, 1);
+    cr_assert(fabs(n1 - 0.5 * n2) <= 1e-6 * n2, "norm after the hook %g, without %g", n1, n2);
+    tr.grad_hook = halve_grad;
+    h.fail = KN_ERR_IO;
+    int64_t step = tr.opt.step;
+    KN_ASSERT_ERR(kn_trainer_step(&tr, x, y, 1e-2, &l, NULL), KN_ERR_IO);
+    cr_assert_eq(tr.opt.step, step, "no update after a failed hook");
+    kn_trainer_free(&tr);
+    kn_gpt_free(&g);
+}

@@ -19,8 +19,12 @@
  * asynchronous error on the op that caused it).
  *
  * Dtypes: float ops take f32 and f64; cast takes any pair of dtypes; eq/where take any.
- * Anything else is KN_ERR_UNSUPPORTED naming the op and dtype. Built without CUDA, every
- * function here returns KN_ERR_UNSUPPORTED ("built without CUDA"). */
+ * Anything else is KN_ERR_UNSUPPORTED naming the op and dtype.
+ *
+ * Code above core/runtime/ does not call these: it asks the device table (kiln/device.h:
+ * kn_node_eval, kn_device_contiguous, kn_device_optim_step, kn_device_profile_start, ...),
+ * whose CUDA backend (device_cuda.cu) is these functions. Built without CUDA, none of this
+ * exists: the table has no CUDA backend, and its requests fail with KN_ERR_UNSUPPORTED. */
 #ifndef KILN_CUDA_H
 #define KILN_CUDA_H
 
@@ -72,13 +76,6 @@ kn_status kn_cuda_optim_step(int device, kn_optim *o, float *param, const float 
  * double in a fixed order: deterministic, equal to the CPU's to rounding); grad is scaled
  * by max_norm / (norm + 1e-6) when norm > max_norm > 0. Waits for the norm. */
 kn_status kn_cuda_clip_grad_norm(int device, float *grad, int64_t n, double max_norm, double *norm);
-
-/* A stopwatch of two CUDA events on the default stream (core/runtime/cuda_timer.cu):
- * start records the first; stop records the second, waits for it, writes the GPU time
- * between them in milliseconds to *ms and frees the timer (also on failure). */
-typedef struct kn_cuda_timer kn_cuda_timer;
-kn_status kn_cuda_timer_start(int device, kn_cuda_timer **out);
-kn_status kn_cuda_timer_stop(kn_cuda_timer *t, double *ms);
 
 /* A per-op profile of the eager path (core/runtime/cuda_profile.cu), for "where does the
  * step go". Between start and report, kn_cuda_node_eval brackets every op with two CUDA

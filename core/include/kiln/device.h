@@ -15,6 +15,10 @@
 #ifndef KILN_DEVICE_H
 #define KILN_DEVICE_H
 
+#include <stdio.h>
+
+#include "kiln/ir.h"
+#include "kiln/optim.h"
 #include "kiln/tensor.h"
 
 #ifdef __cplusplus
@@ -26,6 +30,7 @@ typedef struct kn_device_mem_stats {
     size_t current; /* bytes allocated now */
     size_t peak;    /* the most bytes allocated at once since the program started */
     int64_t allocs; /* number of allocations made */
+    size_t peak_reserved; /* a caching allocator's most bytes held from the driver (0 on the CPU) */
 } kn_device_mem_stats;
 
 /* A device backend. Every member is required; `index` is the device's index, already
@@ -61,6 +66,23 @@ typedef struct kn_device_backend {
     kn_status (*event_sync)(void *ctx, int index, void *event);
     kn_status (*event_query)(void *ctx, int index, void *event, bool *done);
     kn_status (*event_elapsed)(void *ctx, int index, void *start, void *stop, double *ms);
+    /* Compute (ggml's backend interface): the backend owns the kernels of its device.
+     * supports_op: whether node_eval computes op (a table lookup: no device needed).
+     * node_eval: run node n on device `index`; in[] contiguous, on this device or (small
+     * sources such as a `full`) on the host; *out a new contiguous tensor there.
+     * contiguous: a contiguous tensor on t's device with t's contents (an alias when t is
+     * contiguous already). optim_step / clip_grad_norm: kn_optim_step and
+     * kn_clip_grad_norm on slabs in this device's memory (state: o->state_len floats);
+     * the same formulas and bits on every backend. profile_start / profile_report: the
+     * per-op profile of node_eval (KN_ERR_UNSUPPORTED where the backend has none). */
+    bool (*supports_op)(void *ctx, kn_op op);
+    kn_status (*node_eval)(void *ctx, int index, const kn_node *n, const kn_tensor *const *in, kn_tensor **out);
+    kn_status (*contiguous)(void *ctx, const char *fn, const kn_tensor *t, kn_tensor **out);
+    kn_status (*optim_step)(void *ctx, int index, kn_optim *o, float *param, const float *grad, float *state,
+                            double lr);
+    kn_status (*clip_grad_norm)(void *ctx, int index, float *grad, int64_t n, double max_norm, double *norm);
+    kn_status (*profile_start)(void *ctx, int index);
+    kn_status (*profile_report)(void *ctx, FILE *f, FILE *tsv, double step_ms, int top);
 } kn_device_backend;
 
 /* The registered backend of a device type, or NULL when it is not built in (or `type` is
@@ -96,6 +118,28 @@ kn_status kn_device_memset(kn_device dev, void *ptr, int byte, size_t nbytes);
 /* Wait for all work queued on dev. */
 kn_status kn_device_synchronize(kn_device dev);
 kn_status kn_device_mem_stats_get(kn_device dev, kn_device_mem_stats *out);
+
+/* ---------------------------------------------------------------- compute
+ *
+ * What code above core/runtime/ calls instead of branching on a device type: each asks
+ * the backend of the device concerned. */
+
+/* Whether the backend of `type` is built in and computes op. */
+bool kn_device_supports_op(kn_device_type type, kn_op op);
+/* A contiguous tensor on t's device with t's contents (an alias when t already is). */
+kn_status kn_device_contiguous(const char *fn, const kn_tensor *t, kn_tensor **out);
+/* The optimizer update of slabs that live on dev (param, grad: o->n floats; state:
+ * o->state_len floats, on the CPU usually o->state); o->step advances. Asynchronous on a
+ * GPU (queued on the default stream). */
+kn_status kn_device_optim_step(kn_device dev, kn_optim *o, float *param, const float *grad, float *state,
+                               double lr);
+/* Global-norm clipping of a gradient slab on dev; *norm: the norm before clipping. Waits
+ * for the norm. */
+kn_status kn_device_clip_grad_norm(kn_device dev, float *grad, int64_t n, double max_norm, double *norm);
+/* The per-op profile of the backend of dev (kiln bench --profile): start, then report
+ * prints it and ends it. KN_ERR_UNSUPPORTED on a backend without one (the CPU). */
+kn_status kn_device_profile_start(kn_device dev);
+kn_status kn_device_profile_report(kn_device dev, FILE *f, FILE *tsv, double step_ms, int top);
 
 /* ---------------------------------------------------------------- streams and events
  *

@@ -140,6 +140,15 @@ const char *kn_op_name(kn_op op);                /* "?" for an invalid op */
 kn_op kn_op_from_name(const char *name, size_t len);
 const char *kn_attr_name(kn_attr_id a);
 const char *kn_op_category_name(kn_op_category c);
+/* The scalar function an IR op computes, for the kernels of every backend and the code
+ * renderers (kiln/scalar.h): an elementwise op of arity 1 (2) whose name is a kn_unary_op
+ * (kn_binary_op) name, and a reduction whose name is a kn_reduce_op name. The IR's "exp"
+ * is the tensor library's "exp": matched by name, so no hand-kept mapping can drift.
+ * false (and *out untouched) when op is not one of those: the caller reports the op as
+ * unsupported by its backend, never computes another op. */
+bool kn_op_unary(kn_op op, kn_unary_op *out);
+bool kn_op_binary(kn_op op, kn_binary_op *out);
+bool kn_op_reduce(kn_op op, kn_reduce_op *out);
 
 /* ---------------------------------------------------------------- graphs */
 

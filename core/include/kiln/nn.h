@@ -19,6 +19,7 @@
 #define KILN_NN_H
 
 #include "kiln/ir.h"
+#include "kiln/program.h"
 #include "kiln/optim.h"
 
 #ifdef __cplusplus
@@ -110,8 +111,8 @@ typedef struct kn_trainer {
     kn_gpt *model;           /* borrowed */
     int B, T;
     kn_graph *fwd, *joint;   /* owned */
-    kn_interp *it;           /* owned: runs joint */
-    kn_interp *eval;         /* owned: runs fwd (loss only) */
+    kn_program *prog;        /* owned: joint compiled for dev (kiln/program.h) */
+    kn_program *eval;        /* owned: fwd (loss only) compiled for dev */
     kn_tensor *x, *y;        /* owned: i32 [B, T], bound as inputs "idx" and "targets" */
     kn_tensor *grad;         /* owned: f32 [p.n], the gradient slab */
     kn_tensor **grad_views;  /* owned: views of grad shaped like the parameters */
@@ -127,6 +128,12 @@ typedef struct kn_trainer {
     kn_tensor *dgrad;        /* owned, on dev: f32 [p.n], the gradient slab */
     kn_tensor *dstate;       /* owned, on dev: f32 [opt.state_len], the optimizer state */
     kn_tensor *dx, *dy;      /* owned, on dev: i32 [B, T], the batch, copied in per step */
+    /* Gradient-sync hook (NULL: none), called every step between the backward pass and the
+     * update, with the gradient slab (n floats, on dev) already filled: where distributed
+     * training plugs in (an all-reduce over the slab for data parallelism, a
+     * reduce-scatter for a sharded optimizer). Clip and the optimizer run after it. */
+    kn_status (*grad_hook)(struct kn_trainer *t, float *grad, int64_t n, void *ctx);
+    void *grad_hook_ctx;
 } kn_trainer;
 
 kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_optim_config *ocfg, double clip);
@@ -136,6 +143,10 @@ void kn_trainer_free(kn_trainer *t);
  * With t->eager set, the forward and backward run eagerly (the teaching and ablation
  * baseline); both modes call the same kernels in the same order, so they agree bitwise. */
 kn_status kn_trainer_step(kn_trainer *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm);
+/* Only the update of a step: clip the trainer's gradient slab and run the optimizer at
+ * lr, on the trainer's device (its backend's kernels); *gnorm (may be NULL) the norm.
+ * kiln bench times it on its own. */
+kn_status kn_trainer_optimize(kn_trainer *t, double lr, double *gnorm);
 /* The loss on a batch without updating anything. */
 kn_status kn_trainer_eval(kn_trainer *t, const int32_t *x, const int32_t *y, double *loss);
 /* Move the step to dev (a CUDA device): copy the parameter slab (model->p) and the

@@ -52,6 +52,9 @@ void kn_optim_free(kn_optim *o);
  *           p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps),  t = step + 1
  * (PyTorch's torch.optim.SGD and AdamW, computed in double per element, stored as f32). */
 kn_status kn_optim_step(kn_optim *o, float *param, const float *grad, double lr);
+/* The same update with the state slab given (o->state_len floats; o->state is not
+ * touched): the CPU backend's optimizer kernel (kn_device_optim_step). */
+kn_status kn_optim_step_state(kn_optim *o, float *param, const float *grad, float *state, double lr);
 
 /* Global-norm clipping: norm = sqrt(sum grad^2) (accumulated in double); when norm >
  * max_norm, grad *= max_norm / (norm + 1e-6). max_norm <= 0 disables clipping (the norm

@@ -1,0 +1,61 @@
+/* kiln/program.h — kn_program: the compiled object a graph becomes before it runs.
+ *
+ * A program holds, on one device:
+ *   - the graph after passes (its own copy: the caller's graph is not changed);
+ *   - the schedule: ordered steps. Today one step per computing node, each run by the
+ *     backend of the program's device (kiln/device.h: supports_op is asked at compile
+ *     time, so a node the device cannot compute is an error here, naming the op and the
+ *     device, not in the middle of a run). A source with no operands that the device
+ *     does not compute (a `full`) runs on the host; its consumer's backend copies it.
+ *     Fusion, generated kernels, library calls and collectives will be steps too;
+ *   - the bindings of its inputs and parameters (by name, aliased in place, so a training
+ *     loop updates its parameter slab and just runs again) and, after a run, its outputs.
+ * The interpreter (kn_interp) stays the reference: a program's results equal it bitwise
+ * as long as the program runs the same kernels in the same order (test_program.c).
+ *
+ * Passes: opts.passes names the pass list to run on the copy before scheduling. Until the
+ * pass manager arrives, NULL, "" and "none" are accepted and anything else is
+ * KN_ERR_UNSUPPORTED; kn_program_compile is the one place the list will be run. */
+#ifndef KILN_PROGRAM_H
+#define KILN_PROGRAM_H
+
+#include "kiln/device.h"
+#include "kiln/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kn_program_opts {
+    kn_device device;   /* where the steps run (KN_CPU by default) */
+    const char *passes; /* NULL, "" or "none" (see above) */
+} kn_program_opts;
+
+typedef struct kn_program kn_program;
+
+/* Copy, verify, (run the passes) and schedule g on opts->device (opts NULL: the CPU, no
+ * passes). Errors: a graph that does not verify; an unusable device (kn_device_check); an
+ * op the device's backend cannot compute (KN_ERR_UNSUPPORTED naming both). */
+kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_program_opts *opts);
+void kn_program_free(kn_program *p); /* NULL is fine */
+
+/* Bind input or param `name` to t (its type must match the graph's; t is aliased, or
+ * copied to the program's device when it lives elsewhere). */
+kn_status kn_program_bind(kn_program *p, const char *name, const kn_tensor *t);
+/* Run every step in order; every input and param must be bound. Outputs stay until the
+ * next run. */
+kn_status kn_program_run(kn_program *p);
+/* Output i of the last run (on the program's device), NULL when none. */
+const kn_tensor *kn_program_output(const kn_program *p, int i);
+
+const kn_graph *kn_program_graph(const kn_program *p); /* the graph after passes */
+kn_device kn_program_device(const kn_program *p);
+int kn_program_nsteps(const kn_program *p);
+/* The node a step runs (-1 for an invalid step). */
+int32_t kn_program_step_node(const kn_program *p, int step);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_PROGRAM_H */

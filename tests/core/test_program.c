@@ -1,0 +1,108 @@
+/* test_program.c — kn_program against the reference interpreter: the tiny model's joint
+ * graph compiled for the CPU (and for a GPU when there is one) gives the interpreter's
+ * outputs (bitwise on the CPU), a run can be repeated after rebinding, and the
+ * compile-time errors (a pass list before the pass manager, an unbound input, a bad
+ * binding, a device that is absent) are clear errors. */
+#include <string.h>
+
+#include "test_ir_util.h"
+#include "kiln/program.h"
+
+static void bind_all(kn_program *p, const irt_model *m) {
+    for (int i = 0; i < IRT_NP; i++) KN_ASSERT_OK(kn_program_bind(p, irt_pnames[i], m->p[i]));
+    KN_ASSERT_OK(kn_program_bind(p, "tok", m->tok));
+    KN_ASSERT_OK(kn_program_bind(p, "tgt", m->tgt));
+}
+
+KN_TEST(program, cpu_program_equals_the_interpreter_bitwise) {
+    for (int k = 0; k < 2; k++) {
+        kn_dtype dt = k ? KN_DT_F64 : KN_DT_F32;
+        irt_model m;
+        irt_model_init(&m, dt, 11);
+        kn_graph *g = irt_joint_graph(&m, 0.1);
+        kn_interp *it = NULL;
+        KN_ASSERT_OK(kn_interp_new(&it, g));
+        irt_model_bind(it, &m);
+        KN_ASSERT_OK(kn_interp_run(it));
+        kn_program *p = NULL;
+        kn_program_opts o = {KN_CPU, "none"};
+        KN_ASSERT_OK(kn_program_compile(&p, g, &o));
+        int computing = 0;
+        for (int i = 0; i < g->nnodes; i++) computing += g->nodes[i].op != KN_OP_INPUT && g->nodes[i].op != KN_OP_PARAM;
+        cr_assert_eq(kn_program_nsteps(p), computing, "one step per computing node");
+        cr_assert_eq(kn_program_graph(p)->nnodes, g->nnodes);
+        cr_assert_neq(kn_program_graph(p), g, "the program owns its copy");
+        bind_all(p, &m);
+        for (int run = 0; run < 2; run++) {
+            KN_ASSERT_OK(kn_program_run(p));
+            for (int i = 0; i <= IRT_NP; i++)
+                cr_assert(irt_same_bits(kn_program_output(p, i), kn_interp_output(it, i)), "output %d (%s, run %d)", i,
+                          kn_dtype_name(dt), run);
+        }
+        cr_assert_null(kn_program_output(p, IRT_NP + 1));
+        kn_program_free(p);
+        kn_interp_free(it);
+        kn_graph_free(g);
+        irt_model_free(&m);
+    }
+}
+
+KN_TEST(program, errors_are_clear) {
+    irt_model m;
+    irt_model_init(&m, KN_DT_F32, 3);
+    kn_graph *g = irt_joint_graph(&m, 0.1);
+    kn_program *p = NULL;
+    kn_program_opts o = {KN_CPU, "fold,cse"};
+    KN_ASSERT_ERR(kn_program_compile(&p, g, &o), KN_ERR_UNSUPPORTED);
+    cr_assert(strstr(kn_last_error(), "pass manager"), "%s", kn_last_error());
+    cr_assert_null(p);
+    KN_ASSERT_ERR(kn_program_compile(&p, NULL, NULL), KN_ERR_ARG);
+    o = (kn_program_opts){{KN_DEVICE_TYPE_COUNT, 0}, NULL};
+    KN_ASSERT_ERR(kn_program_compile(&p, g, &o), KN_ERR_ARG);
+    if (kn_device_count(KN_DEVICE_CUDA) == 0) {
+        o = (kn_program_opts){{KN_DEVICE_CUDA, 0}, NULL};
+        kn_status st = kn_program_compile(&p, g, &o);
+        cr_assert(st == KN_ERR_DEVICE || st == KN_ERR_UNSUPPORTED, "no GPU: %s", kn_last_error());
+    }
+    KN_ASSERT_OK(kn_program_compile(&p, g, NULL));
+    KN_ASSERT_ERR(kn_program_run(p), KN_ERR_ARG); /* nothing bound */
+    cr_assert(strstr(kn_last_error(), "is not bound"), "%s", kn_last_error());
+    KN_ASSERT_ERR(kn_program_bind(p, "nope", m.tok), KN_ERR_ARG);
+    KN_ASSERT_ERR(kn_program_bind(p, "tok", m.p[0]), KN_ERR_DTYPE);
+    kn_program_free(p);
+    kn_graph_free(g);
+    irt_model_free(&m);
+}
+
+KN_TEST(program, gpu_program_agrees_with_the_cpu) {
+    if (kn_device_count(KN_DEVICE_CUDA) == 0) { cr_log_info("program: no GPU, skipped"); return; }
+    irt_model m;
+    irt_model_init(&m, KN_DT_F64, 13);
+    kn_graph *g = irt_joint_graph(&m, 0.1);
+    kn_program *pc = NULL, *pg = NULL;
+    kn_program_opts oc = {KN_CPU, NULL}, og = {{KN_DEVICE_CUDA, 0}, NULL};
+    KN_ASSERT_OK(kn_program_compile(&pc, g, &oc));
+    KN_ASSERT_OK(kn_program_compile(&pg, g, &og));
+    bind_all(pc, &m);
+    bind_all(pg, &m); /* host tensors: copied to the GPU */
+    KN_ASSERT_OK(kn_program_run(pc));
+    KN_ASSERT_OK(kn_program_run(pg));
+    for (int i = 0; i <= IRT_NP; i++) {
+        const kn_tensor *a = kn_program_output(pg, i), *b = kn_program_output(pc, i);
+        cr_assert_eq(a->storage->device.type, KN_DEVICE_CUDA, "output %d left the GPU", i);
+        kn_tensor *h = NULL;
+        KN_ASSERT_OK(kn_tensor_to(&h, a, KN_CPU));
+        double worst = 0, scale = 0;
+        for (int64_t j = 0; j < kn_tensor_numel(b); j++) {
+            double x = ((const double *)kn_tensor_data(h))[j], y = ((const double *)kn_tensor_data(b))[j];
+            worst = fmax(worst, fabs(x - y));
+            scale = fmax(scale, fabs(y));
+        }
+        cr_assert(worst <= 1e-10 * (scale + 1), "output %d: max |gpu - cpu| %g", i, worst);
+        kn_tensor_free(h);
+    }
+    kn_program_free(pc);
+    kn_program_free(pg);
+    kn_graph_free(g);
+    irt_model_free(&m);
+}
