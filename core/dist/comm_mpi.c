@@ -96,7 +96,8 @@ static kn_status mpi_type(const char *fn, kn_dtype dt, bool reduce, MPI_Datatype
     case KN_DT_BF16:
         if (!reduce) { *out = MPI_UINT16_T; return KN_OK; }
         break;
-    default: break;
+    case KN_DT_BOOL:
+    case KN_DT_COUNT: break;
     }
     return kn_error(KN_ERR_DTYPE, "%s: the MPI backend cannot %s %s", fn, reduce ? "sum" : "move", kn_dtype_name(dt));
 }

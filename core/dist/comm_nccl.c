@@ -79,8 +79,10 @@ static kn_status nccl_type(const char *fn, kn_dtype dt, ncclDataType_t *out) {
     case KN_DT_I32: *out = ncclInt32; return KN_OK;
     case KN_DT_I64: *out = ncclInt64; return KN_OK;
     case KN_DT_U8: *out = ncclUint8; return KN_OK;
-    default: return kn_error(KN_ERR_DTYPE, "%s: the NCCL backend cannot move %s", fn, kn_dtype_name(dt));
+    case KN_DT_BOOL:
+    case KN_DT_COUNT: break;
     }
+    return kn_error(KN_ERR_DTYPE, "%s: the NCCL backend cannot move %s", fn, kn_dtype_name(dt));
 }
 
 static kn_status ctx_finish(nccl_ctx *n, void **out) {

@@ -10,7 +10,7 @@
  *           each rank updates its shard, and the parameters are all-gathered.
  *   ZeRO-2  as ZeRO-1, and the full gradient slab is gone: gradients wait in a bucket's
  *           staging buffer only until its reduce-scatter finishes.
- * Overlap: the interpreter calls a hook after every node (kn_interp_set_hook). When the
+ * Overlap: the trainer's program calls a hook after every node (kn_program_set_hook). When the
  * node is a parameter's gradient, the hook stores it; when it is the last missing gradient
  * of a bucket, the hook starts the bucket's nonblocking collective at once, and every
  * later node polls the requests in flight (MPI progresses inside MPI_Test), so
@@ -62,7 +62,7 @@ static int64_t my_len(const kn_dp *d) { return d->shard_lo[d->comm->rank + 1] - 
 
 void kn_dp_free(kn_dp *d) {
     if (!d) return;
-    if (d->tr && d->tr->it) kn_interp_set_hook(d->tr->it, NULL, NULL);
+    if (d->tr && d->tr->prog) kn_program_set_hook(d->tr->prog, NULL, NULL);
     for (int b = 0; d->staging && b < d->nbuckets; b++) kn_free(d->staging[b]);
     kn_free(d->staging);
     kn_free(d->in_flight);
@@ -83,7 +83,7 @@ void kn_dp_free(kn_dp *d) {
 static kn_status dp_hook(void *ctx, int32_t node, const kn_tensor *value);
 
 kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cfg) {
-    if (!d || !c || !tr || !cfg || !tr->model || !tr->it) return kn_error(KN_ERR_ARG, "kn_dp_new: NULL argument");
+    if (!d || !c || !tr || !cfg || !tr->model || !tr->prog) return kn_error(KN_ERR_ARG, "kn_dp_new: NULL argument");
     if ((int)cfg->strategy < 0 || cfg->strategy >= KN_DP_COUNT)
         return kn_error(KN_ERR_ARG, "kn_dp_new: strategy %d", (int)cfg->strategy);
     if (!(cfg->bucket_mb > 0) || cfg->accum < 1)
@@ -100,7 +100,7 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
     d->tr = tr;
     d->cfg = *cfg;
     const kn_params *p = &tr->model->p;
-    const kn_graph *g = tr->joint;
+    const kn_graph *g = kn_program_graph(tr->prog); /* node ids as the program runs them */
     int N = c->size;
     kn_status st = kn_dp_buckets(p, (size_t)(cfg->bucket_mb * 1048576.0), &d->buckets, &d->nbuckets);
     if (st != KN_OK) return st;
@@ -181,7 +181,7 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
         kn_dp_free(d);
         return st;
     }
-    kn_interp_set_hook(tr->it, dp_hook, d);
+    kn_program_set_hook(tr->prog, dp_hook, d);
     return KN_OK;
 }
 
@@ -326,8 +326,8 @@ static kn_status run_micro(kn_dp *d, const int32_t *x, const int32_t *y, int m, 
     d->last_micro = m == d->cfg.accum - 1;
     for (int b = 0; b < d->nbuckets; b++)
         d->buckets[b].pending = d->buckets[b].last_param - d->buckets[b].first_param + 1;
-    KN_TRY(kn_interp_run(t->it));
-    return kn_tensor_item(kn_interp_output(t->it, 0), loss);
+    KN_TRY(kn_program_run(t->prog));
+    return kn_tensor_item(kn_program_output(t->prog, 0), loss);
 }
 
 kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_batch, double lr, double *loss,
@@ -452,8 +452,8 @@ kn_dp_memory kn_dp_memory_expected(kn_dp_strategy s, int64_t P, int n) {
 /* ---------------------------------------------------------------- the schedule, printed */
 
 kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d) {
-    if (!f || !d || !d->tr || !d->tr->joint) return kn_error(KN_ERR_ARG, "kn_dp_schedule_print: NULL argument");
-    const kn_graph *g = d->tr->joint;
+    if (!f || !d || !d->tr || !d->tr->prog) return kn_error(KN_ERR_ARG, "kn_dp_schedule_print: NULL argument");
+    const kn_graph *g = kn_program_graph(d->tr->prog);
     const kn_params *p = &d->tr->model->p;
     int32_t *done_at = kn_malloc((size_t)d->nbuckets * sizeof *done_at);
     char *text = NULL;

@@ -1,8 +1,8 @@
 /* program.c — kn_program (kiln/program.h): a graph compiled into ordered steps on one
  * device, and their replay.
  *
- * Compile copies the graph, verifies it, runs the pass list (the single place it will be
- * run, once the pass manager lands), and builds the schedule: one step per computing
+ * Compile copies the graph, verifies it, runs the pass list on the copy (kn_passes_run:
+ * the single place a program's passes run), and builds the schedule: one step per computing
  * node, each with the backend that runs it, chosen now (supports_op) so that a run never
  * discovers a missing kernel. Run replays the steps in order, calling the backend's
  * node_eval, and frees each value right after its last reader (as the interpreter does:
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kiln/program.h"
+#include "kiln/passes.h"
 
 typedef struct kn_program_step {
     int32_t node;
@@ -27,6 +28,8 @@ struct kn_program {
     int32_t *last_use;        /* per node: the last node reading it (itself when none) */
     bool *is_output;
     kn_tensor **outs;         /* per output, after a run (owned aliases) */
+    kn_interp_hook hook;      /* called after each step (kn_program_set_hook), or NULL */
+    void *hook_ctx;
 };
 
 void kn_program_free(kn_program *p) {
@@ -46,12 +49,11 @@ void kn_program_free(kn_program *p) {
     kn_free(p);
 }
 
-/* The pass list: only "no passes" until the pass manager exists. */
+/* The pass list (kiln/passes.h): NULL, "" and "none" run nothing. */
 static kn_status run_passes(kn_graph *g, const char *passes) {
-    (void)g;
     if (!passes || !passes[0] || !strcmp(passes, "none")) return KN_OK;
-    return kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: passes \"%s\": passes arrive with the pass manager",
-                    passes);
+    kn_pass_report rep;
+    return kn_passes_run(g, passes, &rep);
 }
 
 static kn_status schedule(kn_program *p) {
@@ -179,6 +181,10 @@ kn_status kn_program_run(kn_program *p) {
             release_run(p);
             return kn_error(st, "kn_program_run: step %d (%%%d = %s): %s", s, sp->node, kn_op_name(n->op), msg);
         }
+        if (p->hook && (st = p->hook(p->hook_ctx, sp->node, p->vals[sp->node])) != KN_OK) {
+            release_run(p);
+            return st;
+        }
         release_after(p, sp->node);
     }
     for (int i = 0; i < g->noutputs; i++) {
@@ -196,6 +202,11 @@ const kn_tensor *kn_program_output(const kn_program *p, int i) {
 const kn_graph *kn_program_graph(const kn_program *p) { return p ? p->g : NULL; }
 kn_device kn_program_device(const kn_program *p) { return p ? p->dev : KN_CPU; }
 int kn_program_nsteps(const kn_program *p) { return p ? p->nsteps : 0; }
+void kn_program_set_hook(kn_program *p, kn_interp_hook fn, void *ctx) {
+    if (!p) return;
+    p->hook = fn;
+    p->hook_ctx = ctx;
+}
 int32_t kn_program_step_node(const kn_program *p, int step) {
     return p && step >= 0 && step < p->nsteps ? p->steps[step].node : -1;
 }

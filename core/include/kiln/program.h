@@ -13,9 +13,10 @@
  * The interpreter (kn_interp) stays the reference: a program's results equal it bitwise
  * as long as the program runs the same kernels in the same order (test_program.c).
  *
- * Passes: opts.passes names the pass list to run on the copy before scheduling. Until the
- * pass manager arrives, NULL, "" and "none" are accepted and anything else is
- * KN_ERR_UNSUPPORTED; kn_program_compile is the one place the list will be run. */
+ * Passes: opts.passes names the pass list to run on the copy before scheduling, as
+ * kn_passes_run takes it ("fold,cse,dce", "all"; NULL, "" and "none" run nothing); an
+ * unknown name is KN_ERR_ARG listing the known ones. kn_program_compile is the one place
+ * a program's passes run. */
 #ifndef KILN_PROGRAM_H
 #define KILN_PROGRAM_H
 
@@ -53,6 +54,11 @@ kn_device kn_program_device(const kn_program *p);
 int kn_program_nsteps(const kn_program *p);
 /* The node a step runs (-1 for an invalid step). */
 int32_t kn_program_step_node(const kn_program *p, int step);
+/* Call fn(ctx, node, value) after each step's node has its value, before values are freed
+ * after their last use (NULL fn: none). The same contract as kn_interp_set_hook: an error
+ * from fn stops the run with that status. Distributed training (core/dist/dp.c) starts a
+ * bucket's collective the moment its last gradient exists, overlapping the backward. */
+void kn_program_set_hook(kn_program *p, kn_interp_hook fn, void *ctx);
 
 #ifdef __cplusplus
 }
