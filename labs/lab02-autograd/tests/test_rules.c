@@ -106,7 +106,8 @@ static const mm_case mm_cases[] = {
     {"[2,1,3,4] @ [2,4,5] (batch axes broadcast: [2,1] against [2])", 4, 3, {2, 1, 3, 4}, {2, 4, 5}, false, false},
 };
 
-KN_TEST(lab02_rules, matmul_every_case_the_gpt_uses) {
+/* (The name is the rubric's: every case above, plain and batched.) */
+KN_TEST(lab02_rules, matmul_plain_and_batched) {
     for (size_t i = 0; i < sizeof mm_cases / sizeof mm_cases[0]; i++) {
         const mm_case *m = &mm_cases[i];
         kn_tensor *xs[2] = {l2_rand(KN_DT_F64, m->na, m->a, -1, 1, 13 + 2 * i),
