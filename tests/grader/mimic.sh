@@ -17,20 +17,15 @@ set -u
 die() { echo "mimic: $*" >&2; exit 2; }
 [ "$(id -u)" = 0 ] || die "needs root (setup.sh and run_autograder run as root on Gradescope)"
 command -v bwrap > /dev/null || die "needs bwrap (apt-get install bubblewrap)"
+. "$(dirname "$0")/jail.sh"
 id kiln-grader > /dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin kiln-grader ||
     die "cannot create the user kiln-grader"
 
 inside() { # inside ROOT CMD...: run CMD as root in the mimicked image, /autograder = ROOT
     local root=$1; shift
-    local j=(bwrap --die-with-parent --unshare-pid --unshare-ipc --unshare-uts
-             --ro-bind /usr /usr --ro-bind /etc /etc --ro-bind /sys /sys --proc /proc --dev /dev
-             --perms 1777 --tmpfs /tmp --perms 1777 --tmpfs /dev/shm --dir /var --perms 1777 --tmpfs /var/tmp
-             --dir /root --bind "$root" /autograder --chdir /autograder)
-    local d
-    for d in /bin /sbin /lib /lib32 /lib64 /libx32; do
-        if [ -L "$d" ]; then j+=(--symlink "$(readlink "$d")" "$d")
-        elif [ -d "$d" ]; then j+=(--ro-bind "$d" "$d"); fi
-    done
+    # The jail's root (jail.sh: the system only), with ROOT at /autograder.
+    JAIL_OK=1 KN_GRADE_JAIL=1 jail_cmd --
+    local j=("${JAIL[@]}" --dir /root --bind "$root" /autograder --chdir /autograder)
     "${j[@]}" env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
         ${KN_GRADE_WALL:+KN_GRADE_WALL=$KN_GRADE_WALL} ${KN_GRADE_CPU:+KN_GRADE_CPU=$KN_GRADE_CPU} \
         ${KN_GRADE_MEM_MB:+KN_GRADE_MEM_MB=$KN_GRADE_MEM_MB} ${KN_GRADE_CUDA:+KN_GRADE_CUDA=$KN_GRADE_CUDA} "$@"
