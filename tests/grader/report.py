@@ -60,7 +60,7 @@ def public_tests(tree, lab):
             for fn in sorted(os.listdir(tdir)) if os.path.isdir(tdir) else []:
                 if fn.endswith(".c"):
                     src = read(os.path.join(tdir, fn))
-                    names.update(f"{s}::{n}" for s, n in re.findall(r"KN_TEST\(\s*(\w+)\s*,\s*(\w+)", src))
+                    names.update(f"{s}::{n}" for s, n in re.findall(r"KN_(?:MPI_)?TEST\(\s*(\w+)\s*,\s*(\w+)", src))
     return names
 
 

@@ -85,7 +85,7 @@ def tests_in(tree, lab):
     for phase, pattern in (("public", f"labs/lab{lab}-*/tests/*.c"), ("hidden", f"tests/lab{lab}/*.c")):
         for src in sorted(glob.glob(os.path.join(tree, pattern))):
             text = open(src, encoding="utf-8", errors="replace").read()
-            for s, nm in re.findall(r"^\s*KN_TEST\(\s*(\w+)\s*,\s*(\w+)", text, re.M):
+            for s, nm in re.findall(r"^\s*KN_(?:MPI_)?TEST\(\s*(\w+)\s*,\s*(\w+)", text, re.M):
                 found[f"{s}::{nm}"] = phase
     return found
 
