@@ -15,19 +15,30 @@ static void bind_all(kn_program *p, const irt_model *m) {
     KN_ASSERT_OK(kn_program_bind(p, "tgt", m->tgt));
 }
 
+/* The reference: g run by the interpreter on m's parameters and batch. */
+static kn_interp *reference_run(const kn_graph *g, const irt_model *m) {
+    kn_interp *it = NULL;
+    KN_ASSERT_OK(kn_interp_new(&it, g));
+    irt_model_bind(it, m);
+    KN_ASSERT_OK(kn_interp_run(it));
+    return it;
+}
+
+static kn_program *compile_cpu(const kn_graph *g, const char *passes) {
+    kn_program *p = NULL;
+    kn_program_opts o = {KN_CPU, passes};
+    KN_ASSERT_OK(kn_program_compile(&p, g, &o));
+    return p;
+}
+
 KN_TEST(program, cpu_program_equals_the_interpreter_bitwise) {
     for (int k = 0; k < 2; k++) {
         kn_dtype dt = k ? KN_DT_F64 : KN_DT_F32;
         irt_model m;
         irt_model_init(&m, dt, 11);
         kn_graph *g = irt_joint_graph(&m, 0.1);
-        kn_interp *it = NULL;
-        KN_ASSERT_OK(kn_interp_new(&it, g));
-        irt_model_bind(it, &m);
-        KN_ASSERT_OK(kn_interp_run(it));
-        kn_program *p = NULL;
-        kn_program_opts o = {KN_CPU, "none"};
-        KN_ASSERT_OK(kn_program_compile(&p, g, &o));
+        kn_interp *it = reference_run(g, &m);
+        kn_program *p = compile_cpu(g, "none");
         int computing = 0;
         for (int i = 0; i < g->nnodes; i++) computing += g->nodes[i].op != KN_OP_INPUT && g->nodes[i].op != KN_OP_PARAM;
         cr_assert_eq(kn_program_nsteps(p), computing, "one step per computing node");
@@ -126,13 +137,8 @@ KN_TEST(program, passes_keep_the_outputs_and_the_hook_sees_every_step) {
     irt_model m;
     irt_model_init(&m, KN_DT_F64, 5);
     kn_graph *g = irt_joint_graph(&m, 0.1);
-    kn_interp *it = NULL;
-    KN_ASSERT_OK(kn_interp_new(&it, g));
-    irt_model_bind(it, &m);
-    KN_ASSERT_OK(kn_interp_run(it));
-    kn_program *p = NULL;
-    kn_program_opts o = {KN_CPU, "all"};
-    KN_ASSERT_OK(kn_program_compile(&p, g, &o));
+    kn_interp *it = reference_run(g, &m);
+    kn_program *p = compile_cpu(g, "all");
     cr_assert_leq(kn_program_graph(p)->nnodes, g->nnodes, "passes never add nodes to this graph");
     bind_all(p, &m);
     hook_log h = {0, -1, 0, true, true};
