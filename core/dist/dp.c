@@ -47,7 +47,7 @@ kn_status kn_dp_strategy_parse(const char *s, kn_dp_strategy *out) {
 
 const char *kn_dp_strategy_name(kn_dp_strategy s) { return (int)s >= 0 && s < KN_DP_COUNT ? kn_dp_names[s] : "?"; }
 
-/* kn_dp_shard_ranges and kn_dp_buckets are lab 10 units: solutions/lab10-dataparallel/. */
+/* kn_dp_shard_ranges and kn_dp_buckets are lab 10 units (labs/lab10-dataparallel/). */
 
 /* The part of [lo, hi) each rank owns: counts[r] = |[lo, hi) ∩ shard r|. */
 static void shard_counts(const kn_dp *d, int64_t lo, int64_t hi, int64_t *counts) {

@@ -246,8 +246,8 @@ kn_dp_memory kn_dp_memory_of(const kn_dp *d);
 kn_dp_memory kn_dp_memory_expected(kn_dp_strategy s, int64_t P, int n);
 
 /* ---------------------------------------------------------------- lab 10 units */
-/* Written by the student in labs/lab10-dataparallel/ (the reference is in
- * solutions/lab10-dataparallel/); the core calls them: DDP's `--allreduce ring`, ZeRO's
+/* Written by the student in labs/lab10-dataparallel/ (the staff's reference units are
+ * linked for every other lab); the core calls them: DDP's `--allreduce ring`, ZeRO's
  * shards, every strategy's buckets, `kiln bench-comm`. A skeleton returns
  * KN_ERR_NOT_IMPLEMENTED. */
 

@@ -243,7 +243,7 @@ kn_status kn_graph_compare(const kn_graph *a, const kn_graph *b, uint64_t seed, 
 
 /* ---------------------------------------------------------------- lab 04 units
  * Declared here, called by the core (kn_passes_run, `kiln compile`), written by students
- * in labs/lab04-passes/ (reference: solutions/lab04-passes/).
+ * in labs/lab04-passes/ (the staff's reference units are linked for every other lab).
  *
  * kn_pass_dce (dce.c): dead-code elimination. A node is live when an output uses it,
  * when a live node uses it, or when it is an `input` or `param` (the graph's interface).
