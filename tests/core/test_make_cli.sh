@@ -18,7 +18,8 @@ cd "$here"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory "$@"; }
+# The make under test starts clean: no MAKEFLAGS, and no SAN=1 from `make SAN=1 test`.
+mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u SAN make --no-print-directory "$@"; }
 labs=$(cd labs && ls -d lab[0-9][0-9]-* | tr '\n' ' ')
 
 # 1. unknown labs, help, mutants usage
