@@ -206,7 +206,31 @@ static int dist_begin(kn_train_opts *o, run_dist *rd) {
         return 2;
     }
     rd->rows = o->batch / (rd->size * o->accum);
-    if (!strcmp(o->device, "auto")) snprintf(o->device, sizeof o->device, "cpu"); /* CPU ranks (MPI) */
+    if (!strcmp(o->comm, "nccl")) {
+        /* GPU ranks: one GPU per rank, the rank's index on its host (as kn_comm_world(nccl)) */
+        int local = kn_dist_local_rank();
+        if (kn_device_count(KN_DEVICE_CUDA) == 0) {
+            if (rd->rank == 0)
+                fprintf(stderr, "kiln train: --comm nccl: NCCL was asked for, but this machine has no usable GPU (CPU "
+                        "ranks use --comm mpi)\n");
+            return 2;
+        }
+        char want[16];
+        snprintf(want, sizeof want, "cuda:%d", local & 0xffff);
+        if (!strcmp(o->device, "auto") || !strcmp(o->device, "cuda")) snprintf(o->device, sizeof o->device, "%s", want);
+        if (strcmp(o->device, want) != 0) {
+            fprintf(stderr, "kiln train: rank %d: --comm nccl runs one rank per GPU, and this rank (local index %d) "
+                    "takes %s, not --device %s\n", rd->rank, local, want, o->device);
+            return 2;
+        }
+    } else if (!strcmp(o->device, "auto")) {
+        snprintf(o->device, sizeof o->device, "cpu"); /* CPU ranks (MPI) */
+    } else if (strcmp(o->device, "cpu") != 0) {
+        if (rd->rank == 0)
+            fprintf(stderr, "kiln train: --device %s with --comm mpi: GPU ranks talk over NCCL (add --comm nccl)\n",
+                    o->device);
+        return 2;
+    }
     if (rd->rank > 0) {
         /* one voice: rank 0 prints (errors still reach stderr with the rank's name) */
         if (!freopen("/dev/null", "w", stdout)) return 1;
@@ -343,6 +367,9 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
     kn_progress_begin_file(&bar, rd->rank == 0 ? stderr : NULL, "train", end - start);
     double t0 = kn_time_now(), first_loss = NAN, recent = 0;
     int nrecent = 0;
+    /* the steady rate leaves out the first steps (allocator, library handles, caches warm) */
+    int64_t warm_steps = end - start > 8 ? 3 : 0;
+    double t_warm = t0;
     kn_status st = KN_OK;
     for (int64_t s = start; s < end && st == KN_OK; s++) {
         double loss = 0, gn = 0, lr = kn_lr_at(&sched, s);
@@ -351,6 +378,7 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
             st = rd->on ? kn_dp_step(&rd->dp, x, y, o->batch, lr, &loss, &gn) : kn_trainer_step(&tr, x, y, lr, &loss, &gn);
         if (st != KN_OK) break;
         if (s == start) first_loss = loss;
+        if (s + 1 == start + warm_steps) t_warm = kn_time_now();
         if (end - s <= 20) { recent += loss; nrecent++; }
         if (log) fprintf(log, "%lld %.17g %.17g %.17g\n", (long long)s, loss, lr, gn);
         double el = kn_time_now() - t0, tps = el > 0 ? (double)(s - start + 1) * (double)bt / el : 0;
@@ -371,6 +399,14 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
     if (rd->on && kn_dp_gather_state(&rd->dp) != KN_OK) goto fail;
     printf("\n  %lld steps in %.1f s (%.0f tokens/s)\n", (long long)(end - start), secs,
            secs > 0 ? (double)(end - start) * (double)bt / secs : 0.0);
+    if (warm_steps > 0 && t0 + secs > t_warm)
+        printf("  steady rate           %.0f tokens/s over the last %lld steps (global batch %d x %d)\n",
+               (double)(end - start - warm_steps) * (double)bt / (t0 + secs - t_warm),
+               (long long)(end - start - warm_steps), o->batch, o->context);
+    kn_device_mem_stats ms;
+    if (dev.type != KN_DEVICE_CPU && kn_device_mem_stats_get(dev, &ms) == KN_OK)
+        printf("  device memory peak    %.2f GB allocated by kiln (%.2f GB held from the driver)%s\n",
+               (double)ms.peak / 1e9, (double)ms.peak_reserved / 1e9, rd->on ? ", on rank 0" : "");
     printf("  unigram baseline      %.4f nats/token\n", d.unigram);
     if (end > start)
         printf("  train loss            %.4f at the first step, %.4f over the last %d steps\n", first_loss,

@@ -72,6 +72,18 @@ int kn_dist_size(void) {
     return s;
 }
 
+int kn_dist_local_rank(void) {
+    int r = 0;
+    if (!mpi_running()) return 0;
+    MPI_Comm local;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, kn_dist_rank(), MPI_INFO_NULL, &local) !=
+        MPI_SUCCESS)
+        return 0;
+    MPI_Comm_rank(local, &r);
+    MPI_Comm_free(&local);
+    return r;
+}
+
 _Noreturn void kn_dist_abort(int code) {
     fflush(stdout);
     fflush(stderr);
@@ -269,6 +281,7 @@ kn_status kn_dist_init(const char *who) {
 void kn_dist_finalize(void) {}
 int kn_dist_rank(void) { return 0; }
 int kn_dist_size(void) { return 1; }
+int kn_dist_local_rank(void) { return 0; }
 _Noreturn void kn_dist_abort(int code) {
     fflush(stdout);
     fflush(stderr);

@@ -25,6 +25,7 @@ typedef struct nccl_ctx {
     cudaStream_t stream;
     int device;
     float *one;          /* a device float for the barrier */
+    cudaEvent_t ready;   /* recorded on the compute stream before each operation */
 } nccl_ctx;
 
 #define KN_CUDA_CHECK(call)                                                                                   \
@@ -88,6 +89,7 @@ static kn_status nccl_type(const char *fn, kn_dtype dt, ncclDataType_t *out) {
 static kn_status ctx_finish(nccl_ctx *n, void **out) {
     KN_TRY(settle(n->comm, "ncclCommInitRankConfig"));
     KN_CUDA_CHECK(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
+    KN_CUDA_CHECK(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming));
     KN_CUDA_CHECK(cudaMalloc((void **)&n->one, sizeof(float)));
     *out = n;
     return KN_OK;
@@ -104,6 +106,7 @@ static void nccl_free(void *ctx) {
     }
     if (n->one) cudaFree(n->one);
     if (n->stream) cudaStreamDestroy(n->stream);
+    if (n->ready) cudaEventDestroy(n->ready);
     kn_free(n);
 }
 
@@ -176,6 +179,17 @@ static kn_status nccl_split(void *ctx, int color, int key, void **out, int *rank
     return st;
 }
 
+/* Before enqueueing: the communicator's stream is non-blocking, so it does not wait for
+ * kiln's kernels on the legacy default stream by itself. Every operation first waits for
+ * what that stream has queued so far (the gradient a bucket sends was written there a
+ * moment ago), without blocking the host: an event recorded there, waited on here. */
+static kn_status after_compute(nccl_ctx *n) {
+    KN_CUDA_CHECK(cudaSetDevice(n->device));
+    KN_CUDA_CHECK(cudaEventRecord(n->ready, cudaStreamLegacy));
+    KN_CUDA_CHECK(cudaStreamWaitEvent(n->stream, n->ready, 0));
+    return KN_OK;
+}
+
 /* After enqueueing: wait until NCCL has issued it, then mark its end with an event. */
 static kn_status enqueued(nccl_ctx *n, kn_comm_req *r, const char *what) {
     KN_TRY(settle(n->comm, what));
@@ -188,18 +202,18 @@ static kn_status enqueued(nccl_ctx *n, kn_comm_req *r, const char *what) {
 
 static kn_status nccl_isend(void *ctx, const void *buf, int64_t count, kn_dtype dt, int peer, kn_comm_req *r) {
     nccl_ctx *n = ctx;
-    ncclDataType_t t;
+    ncclDataType_t t = ncclFloat32;
     KN_TRY(nccl_type("kn_comm_isend", dt, &t));
-    KN_CUDA_CHECK(cudaSetDevice(n->device));
+    KN_TRY(after_compute(n));
     KN_NCCL_CHECK(ncclSend(buf, (size_t)count, t, peer, n->comm, n->stream));
     return enqueued(n, r, "ncclSend");
 }
 
 static kn_status nccl_irecv(void *ctx, void *buf, int64_t count, kn_dtype dt, int peer, kn_comm_req *r) {
     nccl_ctx *n = ctx;
-    ncclDataType_t t;
+    ncclDataType_t t = ncclFloat32;
     KN_TRY(nccl_type("kn_comm_irecv", dt, &t));
-    KN_CUDA_CHECK(cudaSetDevice(n->device));
+    KN_TRY(after_compute(n));
     KN_NCCL_CHECK(ncclRecv(buf, (size_t)count, t, peer, n->comm, n->stream));
     return enqueued(n, r, "ncclRecv");
 }
@@ -207,9 +221,9 @@ static kn_status nccl_irecv(void *ctx, void *buf, int64_t count, kn_dtype dt, in
 static kn_status nccl_iall_reduce(void *ctx, const void *send, void *recv, int64_t count, kn_dtype dt,
                                   kn_comm_req *r) {
     nccl_ctx *n = ctx;
-    ncclDataType_t t;
+    ncclDataType_t t = ncclFloat32;
     KN_TRY(nccl_type("kn_comm_iall_reduce", dt, &t));
-    KN_CUDA_CHECK(cudaSetDevice(n->device));
+    KN_TRY(after_compute(n));
     KN_NCCL_CHECK(ncclAllReduce(send, recv, (size_t)count, t, ncclSum, n->comm, n->stream));
     return enqueued(n, r, "ncclAllReduce");
 }
@@ -224,11 +238,11 @@ static bool all_equal(const int64_t *counts, int size) {
 static kn_status nccl_ireduce_scatter(void *ctx, const void *send, void *recv, const int64_t *counts, kn_dtype dt,
                                       kn_comm_req *r) {
     nccl_ctx *n = ctx;
-    ncclDataType_t t;
+    ncclDataType_t t = ncclFloat32;
     int size;
     KN_TRY(nccl_type("kn_comm_ireduce_scatter", dt, &t));
     KN_NCCL_CHECK(ncclCommCount(n->comm, &size));
-    KN_CUDA_CHECK(cudaSetDevice(n->device));
+    KN_TRY(after_compute(n));
     if (all_equal(counts, size)) {
         KN_NCCL_CHECK(ncclReduceScatter(send, recv, (size_t)counts[0], t, ncclSum, n->comm, n->stream));
     } else {
@@ -245,12 +259,12 @@ static kn_status nccl_ireduce_scatter(void *ctx, const void *send, void *recv, c
 static kn_status nccl_iall_gather(void *ctx, const void *send, void *recv, const int64_t *counts, kn_dtype dt,
                                   kn_comm_req *r) {
     nccl_ctx *n = ctx;
-    ncclDataType_t t;
+    ncclDataType_t t = ncclFloat32;
     int size, rank;
     KN_TRY(nccl_type("kn_comm_iall_gather", dt, &t));
     KN_NCCL_CHECK(ncclCommCount(n->comm, &size));
     KN_NCCL_CHECK(ncclCommUserRank(n->comm, &rank));
-    KN_CUDA_CHECK(cudaSetDevice(n->device));
+    KN_TRY(after_compute(n));
     if (all_equal(counts, size)) {
         KN_NCCL_CHECK(ncclAllGather(send, recv, (size_t)counts[0], t, n->comm, n->stream));
     } else {
@@ -266,16 +280,16 @@ static kn_status nccl_iall_gather(void *ctx, const void *send, void *recv, const
 
 static kn_status nccl_ibroadcast(void *ctx, void *buf, int64_t count, kn_dtype dt, int root, kn_comm_req *r) {
     nccl_ctx *n = ctx;
-    ncclDataType_t t;
+    ncclDataType_t t = ncclFloat32;
     KN_TRY(nccl_type("kn_comm_ibroadcast", dt, &t));
-    KN_CUDA_CHECK(cudaSetDevice(n->device));
+    KN_TRY(after_compute(n));
     KN_NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)count, t, root, n->comm, n->stream));
     return enqueued(n, r, "ncclBroadcast");
 }
 
 static kn_status nccl_ibarrier(void *ctx, kn_comm_req *r) {
     nccl_ctx *n = ctx;
-    KN_CUDA_CHECK(cudaSetDevice(n->device));
+    KN_TRY(after_compute(n));
     KN_NCCL_CHECK(ncclAllReduce(n->one, n->one, 1, ncclFloat32, ncclSum, n->comm, n->stream));
     return enqueued(n, r, "barrier");
 }

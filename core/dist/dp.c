@@ -60,6 +60,19 @@ static void shard_counts(const kn_dp *d, int64_t lo, int64_t hi, int64_t *counts
 static int64_t my_lo(const kn_dp *d) { return d->shard_lo[d->comm->rank]; }
 static int64_t my_len(const kn_dp *d) { return d->shard_lo[d->comm->rank + 1] - d->shard_lo[d->comm->rank]; }
 
+/* The trainer's slabs where its step runs: the host slabs on the CPU, the device twins on a
+ * GPU (kn_trainer_to_device). DDP on a GPU then calls only the device table (copies,
+ * scale, clip, optimizer) and NCCL, so no gradient crosses to the host. */
+static bool on_gpu(const kn_dp *d) { return d->tr->dev.type != KN_DEVICE_CPU; }
+static float *slab_param(const kn_dp *d) {
+    return on_gpu(d) ? kn_tensor_data(d->tr->dparams) : d->tr->model->p.data;
+}
+static float *slab_grad(const kn_dp *d) {
+    kn_tensor *g = on_gpu(d) ? d->tr->dgrad : d->tr->grad;
+    return g ? kn_tensor_data(g) : NULL;
+}
+static float *slab_state(const kn_dp *d) { return on_gpu(d) ? kn_tensor_data(d->tr->dstate) : d->tr->opt.state; }
+
 void kn_dp_free(kn_dp *d) {
     if (!d) return;
     if (d->tr && d->tr->prog) kn_program_set_hook(d->tr->prog, NULL, NULL);
@@ -76,6 +89,7 @@ void kn_dp_free(kn_dp *d) {
     kn_free(d->t_launch);
     if (d->timeline) fclose(d->timeline);
     kn_free(d->ring_scratch);
+    if (d->dscalar) kn_device_free(d->tr->dev, d->dscalar, sizeof(double));
     kn_optim_free(&d->shard_opt);
     memset(d, 0, sizeof *d);
 }
@@ -90,9 +104,15 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
         return kn_error(KN_ERR_ARG, "kn_dp_new: --bucket-mb %g and --accum %d: need > 0 and >= 1", cfg->bucket_mb,
                         cfg->accum);
     if (tr->eager) return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: data parallelism runs the compiled step (--mode graph)");
-    if (tr->dev.type != KN_DEVICE_CPU)
-        return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: data parallelism runs CPU ranks (MPI) for now; the NCCL "
-                        "communicator exists (kn_comm_world) but the GPU step is not wired to it yet");
+    bool gpu = tr->dev.type != KN_DEVICE_CPU;
+    if (gpu != (c->be->type == KN_COMM_NCCL))
+        return kn_error(KN_ERR_ARG, "kn_dp_new: a trainer on %s needs the %s communicator (got %s): CPU ranks "
+                        "talk over MPI, GPU ranks over NCCL", gpu ? "a GPU" : "the CPU", gpu ? "nccl" : "mpi",
+                        c->be->name);
+    if (gpu && (cfg->strategy != KN_DP_DDP || cfg->accum > 1 || cfg->ring))
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: on GPUs kiln runs DDP with the library's all-reduce and one "
+                        "micro-batch (asked: --dist %s, --accum %d%s); ZeRO, accumulation and the ring run on CPU "
+                        "ranks", kn_dp_strategy_name(cfg->strategy), cfg->accum, cfg->ring ? ", the ring" : "");
     if (cfg->ring && cfg->strategy != KN_DP_DDP)
         return kn_error(KN_ERR_ARG, "kn_dp_new: the ring all-reduce is DDP's alternative (ZeRO reduce-scatters)");
     memset(d, 0, sizeof *d);
@@ -131,8 +151,9 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
         d->node_first[node] = i;
     }
     st = kn_dp_shard_ranges(p->n, N, d->shard_lo);
-    /* every rank starts from rank 0's parameters */
-    if (st == KN_OK) st = kn_comm_broadcast(c, p->data, p->n, KN_DT_F32, 0);
+    if (st == KN_OK && gpu) st = kn_device_alloc(tr->dev, sizeof(double), (void **)&d->dscalar);
+    /* every rank starts from rank 0's parameters (on the trainer's device) */
+    if (st == KN_OK) st = kn_comm_broadcast(c, slab_param(d), p->n, KN_DT_F32, 0);
     if (st == KN_OK && cfg->strategy != KN_DP_DDP) {
         int64_t lo = my_lo(d), len = my_len(d), n = p->n;
         int64_t decay = p->n_decay - lo;
@@ -187,15 +208,17 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
 
 /* ---------------------------------------------------------------- the hook */
 
-static float *slab_grad(const kn_dp *d) { return d->tr->grad ? kn_tensor_data(d->tr->grad) : NULL; }
-
-/* dst[0..n) = src (first micro-batch) or += src. */
-static void store(float *dst, const float *src, int64_t n, bool add) {
+/* dst[0..n) = src (first micro-batch) or += src (CPU ranks only: kn_dp_new refuses
+ * accumulation on a GPU). On a GPU the copy is queued on the compute stream, behind the
+ * kernel that made src; the bucket's NCCL operation waits for it (comm_nccl.c). */
+static kn_status store(const kn_dp *d, float *dst, const float *src, int64_t n, bool add) {
+    if (on_gpu(d)) return kn_device_memcpy(d->tr->dev, dst, d->tr->dev, src, (size_t)n * sizeof(float));
     if (add) {
         for (int64_t i = 0; i < n; i++) dst[i] += src[i];
     } else {
         memcpy(dst, src, (size_t)n * sizeof(float));
     }
+    return KN_OK;
 }
 
 /* Start bucket b's collective. */
@@ -238,7 +261,7 @@ static void finished(kn_dp *d, int b) {
     if (d->cfg.strategy != KN_DP_ZERO2) return;
     kn_dp_bucket *k = &d->buckets[b];
     int64_t a = k->lo > my_lo(d) ? k->lo : my_lo(d), e = k->hi < my_lo(d) + my_len(d) ? k->hi : my_lo(d) + my_len(d);
-    if (e > a) store(d->grad_shard + (a - my_lo(d)), d->staging[b] + (k->hi - k->lo), e - a, d->micro > 0);
+    if (e > a) (void)store(d, d->grad_shard + (a - my_lo(d)), d->staging[b] + (k->hi - k->lo), e - a, d->micro > 0);
     kn_free(d->staging[b]);
     d->staging[b] = NULL;
     d->staging_bytes -= (int64_t)((k->hi - k->lo) + (e > a ? e - a : 0)) * (int64_t)sizeof(float);
@@ -258,12 +281,8 @@ static kn_status contiguous_f32(const kn_tensor *v, int64_t numel, int param, co
     if (!v || v->dtype != KN_DT_F32 || kn_tensor_numel(v) != numel)
         return kn_error(KN_ERR_SHAPE, "kn_dp_step: gradient of parameter %d is not f32 with %lld elements", param,
                         (long long)numel);
-    *tmp = NULL;
-    if (!kn_tensor_is_contiguous(v)) {
-        KN_TRY(kn_tensor_contiguous(tmp, v));
-        v = *tmp;
-    }
-    *out = kn_tensor_data(v);
+    KN_TRY(kn_device_contiguous("kn_dp_step", v, tmp)); /* an alias when v already is */
+    *out = kn_tensor_data(*tmp);
     return KN_OK;
 }
 
@@ -294,9 +313,9 @@ static kn_status dp_hook(void *ctx, int32_t node, const kn_tensor *value) {
                 d->staging_bytes += (int64_t)nb;
                 if (d->staging_bytes > d->staging_peak) d->staging_peak = d->staging_bytes;
             }
-            if (st == KN_OK) store(d->staging[b] + (pi->offset - k->lo), src, pi->numel, false);
+            if (st == KN_OK) st = store(d, d->staging[b] + (pi->offset - k->lo), src, pi->numel, false);
         } else {
-            store(slab_grad(d) + pi->offset, src, pi->numel, d->micro > 0);
+            st = store(d, slab_grad(d) + pi->offset, src, pi->numel, d->micro > 0);
         }
         kn_tensor_free(tmp);
         KN_TRY(st);
@@ -308,11 +327,28 @@ static kn_status dp_hook(void *ctx, int32_t node, const kn_tensor *value) {
 
 /* ---------------------------------------------------------------- the step */
 
-/* A blocking all-reduce with a label for the timeout message. */
-static kn_status all_reduce_f64(kn_comm *c, double *v, const char *what) {
+/* A blocking all-reduce of one double with a label for the timeout message (NCCL moves
+ * device memory only: on a GPU the value goes through d->dscalar). */
+static kn_status all_reduce_f64(kn_dp *d, double *v, const char *what) {
     kn_comm_req r;
-    KN_TRY(kn_comm_iall_reduce(c, v, v, 1, KN_DT_F64, what, &r));
-    return kn_comm_wait(&r);
+    double *buf = on_gpu(d) ? d->dscalar : v;
+    if (on_gpu(d)) KN_TRY(kn_device_memcpy(d->tr->dev, buf, KN_CPU, v, sizeof *v));
+    KN_TRY(kn_comm_iall_reduce(d->comm, buf, buf, 1, KN_DT_F64, what, &r));
+    KN_TRY(kn_comm_wait(&r));
+    if (on_gpu(d)) KN_TRY(kn_device_memcpy(KN_CPU, v, d->tr->dev, buf, sizeof *v));
+    return KN_OK;
+}
+
+/* The value of the 0-d loss wherever it lives (reading it from a GPU waits for the
+ * forward and backward: the copy is ordered behind them). */
+static kn_status loss_item(const kn_tensor *o, double *out) {
+    if (!o) return kn_error(KN_ERR_ARG, "kn_dp_step: the joint graph has no loss output");
+    if (o->storage->device.type == KN_DEVICE_CPU) return kn_tensor_item(o, out);
+    kn_tensor *h = NULL;
+    KN_TRY(kn_tensor_to(&h, o, KN_CPU));
+    kn_status st = kn_tensor_item(h, out);
+    kn_tensor_free(h);
+    return st;
 }
 
 /* Run the joint graph on this rank's micro-batch m (its rows of the global batch). */
@@ -320,14 +356,16 @@ static kn_status run_micro(kn_dp *d, const int32_t *x, const int32_t *y, int m, 
     kn_trainer *t = d->tr;
     size_t row = (size_t)t->T, rows = (size_t)t->B;
     size_t first = ((size_t)d->comm->rank * (size_t)d->cfg.accum + (size_t)m) * rows;
-    memcpy(kn_tensor_data(t->x), x + first * row, rows * row * sizeof(int32_t));
-    memcpy(kn_tensor_data(t->y), y + first * row, rows * row * sizeof(int32_t));
+    kn_tensor *tx = on_gpu(d) ? t->dx : t->x, *ty = on_gpu(d) ? t->dy : t->y;
+    size_t bytes = rows * row * sizeof(int32_t);
+    KN_TRY(kn_device_memcpy(t->dev, kn_tensor_data(tx), KN_CPU, x + first * row, bytes));
+    KN_TRY(kn_device_memcpy(t->dev, kn_tensor_data(ty), KN_CPU, y + first * row, bytes));
     d->micro = m;
     d->last_micro = m == d->cfg.accum - 1;
     for (int b = 0; b < d->nbuckets; b++)
         d->buckets[b].pending = d->buckets[b].last_param - d->buckets[b].first_param + 1;
     KN_TRY(kn_program_run(t->prog));
-    return kn_tensor_item(kn_program_output(t->prog, 0), loss);
+    return loss_item(kn_program_output(t->prog, 0), loss);
 }
 
 kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_batch, double lr, double *loss,
@@ -357,13 +395,12 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
     double t_comm_end = kn_time_now();
     /* the global batch's loss: the mean of every rank's micro-batch means */
     double gl = lsum / K;
-    KN_TRY(all_reduce_f64(d->comm, &gl, "loss"));
+    KN_TRY(all_reduce_f64(d, &gl, "loss"));
     gl /= N;
     double scale = 1.0 / ((double)N * K), norm;
     if (d->cfg.strategy == KN_DP_DDP) {
-        float *g = slab_grad(d);
-        for (int64_t i = 0; i < p->n; i++) g[i] = (float)((double)g[i] * scale);
-        norm = kn_clip_grad_norm(g, p->n, t->clip);
+        KN_TRY(kn_device_scale(t->dev, slab_grad(d), p->n, scale));
+        KN_TRY(kn_device_clip_grad_norm(t->dev, slab_grad(d), p->n, t->clip, &norm));
     } else {
         int64_t len = my_len(d);
         double ss = 0;
@@ -371,7 +408,7 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
             d->grad_shard[i] = (float)((double)d->grad_shard[i] * scale);
             ss += (double)d->grad_shard[i] * (double)d->grad_shard[i];
         }
-        KN_TRY(all_reduce_f64(d->comm, &ss, "gradient norm"));
+        KN_TRY(all_reduce_f64(d, &ss, "gradient norm"));
         norm = sqrt(ss);
         if (t->clip > 0 && norm > t->clip) {
             double s = t->clip / (norm + 1e-6);
@@ -382,7 +419,7 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
         return kn_error(KN_ERR_ARG, "kn_dp_step: loss %g, gradient norm %g at optimizer step %lld (diverged: lower "
                         "the learning rate)", gl, norm, (long long)t->opt.step);
     if (d->cfg.strategy == KN_DP_DDP) {
-        KN_TRY(kn_optim_step(&t->opt, p->data, slab_grad(d), lr));
+        KN_TRY(kn_device_optim_step(t->dev, &t->opt, slab_param(d), slab_grad(d), slab_state(d), lr));
     } else {
         KN_TRY(kn_optim_step(&d->shard_opt, p->data + my_lo(d), d->grad_shard, lr));
         t->opt.step = d->shard_opt.step;

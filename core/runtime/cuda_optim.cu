@@ -93,6 +93,16 @@ extern "C" kn_status kn_cuda_optim_step(int device, kn_optim *o, float *param, c
     return KN_OK;
 }
 
+extern "C" kn_status kn_cuda_scale(int device, float *x, int64_t n, double s) {
+    if (n < 0 || (n > 0 && !x)) return kn_error(KN_ERR_ARG, "kn_cuda_scale: NULL slab or n %lld < 0", (long long)n);
+    if (device < 0) return kn_error(KN_ERR_ARG, "kn_cuda_scale: device index %d", device);
+    if (n == 0) return KN_OK;
+    KN_CUDA_TRY(cudaSetDevice(device));
+    knc_scale_kernel<<<knc_blocks(n), KNC_THREADS>>>(x, n, s);
+    KNC_LAUNCHED(knc_scale_kernel);
+    return KN_OK;
+}
+
 extern "C" kn_status kn_cuda_clip_grad_norm(int device, float *grad, int64_t n, double max_norm, double *norm) {
     if (!norm || (n > 0 && !grad) || n < 0)
         return kn_error(KN_ERR_ARG, "kn_cuda_clip_grad_norm: NULL argument or n %lld < 0", (long long)n);

@@ -350,6 +350,13 @@ kn_status kn_device_clip_grad_norm(kn_device dev, float *grad, int64_t n, double
     return be->clip_grad_norm(be->ctx, dev.index, grad, n, max_norm, norm);
 }
 
+kn_status kn_device_scale(kn_device dev, float *x, int64_t n, double s) {
+    if (n < 0 || (n > 0 && !x)) return kn_error(KN_ERR_ARG, "kn_device_scale: NULL slab or n %lld < 0", (long long)n);
+    KN_TRY(kn_device_check("kn_device_scale", dev));
+    const kn_device_backend *be = kn_device_table[dev.type];
+    return be->scale(be->ctx, dev.index, x, n, s);
+}
+
 kn_status kn_device_profile_start(kn_device dev) {
     KN_TRY(kn_device_check("kn_device_profile_start", dev));
     const kn_device_backend *be = kn_device_table[dev.type];

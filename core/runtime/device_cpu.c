@@ -147,6 +147,12 @@ static kn_status cpu_optim_step(void *ctx, int index, kn_optim *o, float *param,
     return kn_optim_step_state(o, param, grad, state, lr);
 }
 
+static kn_status cpu_scale(void *ctx, int index, float *x, int64_t n, double s) {
+    (void)ctx; (void)index;
+    for (int64_t i = 0; i < n; i++) x[i] = (float)((double)x[i] * s);
+    return KN_OK;
+}
+
 static kn_status cpu_clip_grad_norm(void *ctx, int index, float *grad, int64_t n, double max_norm, double *norm) {
     (void)ctx; (void)index;
     *norm = kn_clip_grad_norm(grad, n, max_norm);
@@ -192,4 +198,5 @@ const kn_device_backend kn_device_cpu_backend = {
     .clip_grad_norm = cpu_clip_grad_norm,
     .profile_start = cpu_profile_start,
     .profile_report = cpu_profile_report,
+    .scale = cpu_scale,
 };

@@ -217,6 +217,7 @@ static kn_status cuda_optim(void *, int index, kn_optim *o, float *param, const 
 static kn_status cuda_clip(void *, int index, float *grad, int64_t n, double max_norm, double *norm) {
     return kn_cuda_clip_grad_norm(index, grad, n, max_norm, norm);
 }
+static kn_status cuda_scale(void *, int index, float *x, int64_t n, double s) { return kn_cuda_scale(index, x, n, s); }
 static kn_status cuda_profile_start(void *, int index) { return kn_cuda_profile_start(index); }
 static kn_status cuda_profile_report(void *, FILE *f, FILE *tsv, double step_ms, int top) {
     return kn_cuda_profile_report(f, tsv, step_ms, top);
@@ -228,6 +229,7 @@ extern "C" const kn_device_backend kn_device_cuda_backend = {
     cuda_stream_new, cuda_stream_free, cuda_stream_sync, cuda_stream_wait, cuda_copy_async,
     cuda_event_new, cuda_event_free, cuda_event_record, cuda_event_sync, cuda_event_query, cuda_event_elapsed,
     cuda_supports_op, cuda_node_eval, cuda_contiguous, cuda_optim, cuda_clip, cuda_profile_start, cuda_profile_report,
+    cuda_scale,
 };
 
 extern "C" kn_status kn_cuda_mem_info_get(int device, kn_cuda_mem_info *out) {

@@ -74,6 +74,11 @@ expect() { # expect "what" "pattern" cmd...
 }
 expect "--dist without mpiexec" "mpiexec -n N" env -u PMI_RANK -u PMI_FD -u PMIX_RANK "$kiln" train $A --dist ddp
 expect "a batch 4 ranks do not divide" "not divisible by 4 ranks" run $MPIEXEC -n 4 "$kiln" train $A --batch 6 --dist ddp
-expect "nccl without a GPU" "no usable GPU" run $MPIEXEC -n 2 "$kiln" train $A --dist ddp --comm nccl
+if nvidia-smi -L > /dev/null 2>&1; then
+    expect "nccl with --device cpu" "one rank per GPU" run $MPIEXEC -n 2 "$kiln" train $A --dist ddp --comm nccl
+else
+    expect "nccl without a GPU" "no usable GPU" run $MPIEXEC -n 2 "$kiln" train $A --dist ddp --comm nccl
+fi
+expect "a GPU over mpi" "add --comm nccl" run $MPIEXEC -n 2 "$kiln" train ${A/--device cpu/--device cuda} --dist ddp
 expect "zero3" "not implemented yet" run $MPIEXEC -n 2 "$kiln" train $A --dist zero3
 echo "test_train: all passed"

@@ -76,6 +76,8 @@ kn_status kn_cuda_optim_step(int device, kn_optim *o, float *param, const float 
  * double in a fixed order: deterministic, equal to the CPU's to rounding); grad is scaled
  * by max_norm / (norm + 1e-6) when norm > max_norm > 0. Waits for the norm. */
 kn_status kn_cuda_clip_grad_norm(int device, float *grad, int64_t n, double max_norm, double *norm);
+/* x[i] = (float)((double)x[i] * s) on a device slab, queued on the default stream. */
+kn_status kn_cuda_scale(int device, float *x, int64_t n, double s);
 
 /* A per-op profile of the eager path (core/runtime/cuda_profile.cu), for "where does the
  * step go". Between start and report, kn_cuda_node_eval brackets every op with two CUDA

@@ -83,6 +83,9 @@ typedef struct kn_device_backend {
     kn_status (*clip_grad_norm)(void *ctx, int index, float *grad, int64_t n, double max_norm, double *norm);
     kn_status (*profile_start)(void *ctx, int index);
     kn_status (*profile_report)(void *ctx, FILE *f, FILE *tsv, double step_ms, int top);
+    /* scale: x[i] = (float)((double)x[i] * s) over n floats in this device's memory (the
+     * data-parallel average of summed gradients; the same bits on every backend). */
+    kn_status (*scale)(void *ctx, int index, float *x, int64_t n, double s);
 } kn_device_backend;
 
 /* The registered backend of a device type, or NULL when it is not built in (or `type` is
@@ -133,6 +136,8 @@ kn_status kn_device_contiguous(const char *fn, const kn_tensor *t, kn_tensor **o
  * GPU (queued on the default stream). */
 kn_status kn_device_optim_step(kn_device dev, kn_optim *o, float *param, const float *grad, float *state,
                                double lr);
+/* x[i] = (float)((double)x[i] * s) for a slab of n floats on dev (asynchronous on a GPU). */
+kn_status kn_device_scale(kn_device dev, float *x, int64_t n, double s);
 /* Global-norm clipping of a gradient slab on dev; *norm: the norm before clipping. Waits
  * for the norm. */
 kn_status kn_device_clip_grad_norm(kn_device dev, float *grad, int64_t n, double max_norm, double *norm);

@@ -102,6 +102,9 @@ void kn_dist_finalize(void);
 /* The rank and size of the whole job (0 and 1 before kn_dist_init). */
 int kn_dist_rank(void);
 int kn_dist_size(void);
+/* This rank's index among the ranks on its host (0 before kn_dist_init): the GPU a rank
+ * takes under NCCL (one GPU per rank). Collective over the job: every rank calls it. */
+int kn_dist_local_rank(void);
 /* End the whole job now (MPI_Abort; exit when MPI is not running). */
 _Noreturn void kn_dist_abort(int code);
 
@@ -214,6 +217,7 @@ typedef struct kn_dp {
     double *t_launch;        /* owned, KILN_DP_TIMELINE on rank 0: per bucket its launch time, then
                               * (at nbuckets + b) its completion time, in this step */
     FILE *timeline;          /* owned: the KILN_DP_TIMELINE file (rank 0), else NULL */
+    double *dscalar;         /* on a GPU: owned, one device double for the loss and norm sums */
 } kn_dp;
 
 /* Set up: checks the trainer's batch against the global one, builds the buckets, hooks
