@@ -96,3 +96,12 @@ $(foreach L,$(MPI_LAB_IDS),$(eval $(call mpi_test_bin,lab$(L)-hidden,$(wildcard 
 plot-dp-overlap: $(KILN)
 	KILN_DP_TIMELINE=$(abspath $(BUILD))/dp-timeline.txt $(MAKE) --no-print-directory run-dist DIST_ARGS="--steps 20 --out none --sample 0 $(DIST_ARGS)"
 	bash plots/dp_overlap.sh $(BUILD)/dp-timeline.txt book/figures/dp-overlap.svg
+
+# The multi-GPU run (plots/dist-gpu.sh): DDP over NCCL on every GPU of the machine against
+# one GPU (equality), the GPT-2 124M-shape scaling, kiln's collectives against NCCL's own
+# through PyTorch, PyTorch DDP (DIST_GPU_REF: the folder of torch_ddp.py), and faults.
+DIST_GPU_LOGS ?= build/dist-gpu
+DIST_GPU_REF ?=
+.PHONY: dist-gpu
+dist-gpu: $(KILN)
+	KILN=$(KILN) MPIEXEC='$(MPIEXEC)' bash plots/dist-gpu.sh $(DIST_GPU_LOGS) $(DIST_GPU_REF)

@@ -22,6 +22,7 @@
 # Environment: KILN (the binary), MPIEXEC, PYTHON, STEPS (scaling steps, 30).
 set -u
 logs=$(mkdir -p "$1" && cd "$1" && pwd) ref=${2:-}
+[ -n "$ref" ] && ref=$(cd "$ref" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 kiln=$(realpath "${KILN:-build/solutions/kiln}")
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -72,7 +73,7 @@ for k in $counts; do
     r=$(rate scale-ddp$k.txt)
     eff=$(awk -v r="$r" -v o="$one" -v k=$k 'BEGIN { printf "%.3f", r / (k * o) }')
     [ $k -gt 1 ] && printf '%d\t%s\t%s\t%s\n' $k "$r" "$eff" "$(peak scale-ddp$k.txt)" >> scaling.tsv
-    say "scaling: DDP on $k GPU(s) $r tokens/s, efficiency $eff, peak $(peak scale-ddp$k.txt) GB on rank 0"
+    say "scaling: DDP on $k GPU(s) $r tokens/s, efficiency $eff, peak $(peak scale-ddp$k.txt) GB on rank 0;$(sed -n 's/.*overlap (last step) *\([0-9.]* ms of communication after the backward\).*/ \1/p' scale-ddp$k.txt)"
 done
 
 # ---- 3. communication

@@ -9,6 +9,7 @@
  * waiting for (which operation, its sequence number on the communicator, the label and
  * the size), aborts the backend and ends the job: a dead or stalled peer never leaves the
  * others hanging. */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,16 +262,24 @@ static _Noreturn void timed_out(kn_comm_req *r, double waited) {
     kn_dist_abort(3);
 }
 
+/* Polling: the first moments spin (sched_yield between polls, so an oversubscribed CPU
+ * still runs the other ranks), then each poll sleeps. A 1 us nanosleep lasts about 55 us
+ * on Linux (timer slack), which was most of the time of a 4 MB NCCL all-reduce on H200s
+ * (45 us): GPU ranks spin for 5 ms, since their host thread has nothing else to do; CPU
+ * ranks for 0.2 ms, since with more ranks than cores a spinning rank takes a core from a
+ * computing one. */
 kn_status kn_comm_wait(kn_comm_req *r) {
     if (!r) return kn_error(KN_ERR_ARG, "kn_comm_wait: request is NULL");
     struct timespec nap = {0, 1000};
+    double spin = r->comm && r->comm->be->type == KN_COMM_NCCL ? 5e-3 : 2e-4;
     for (;;) {
         bool done = false;
         KN_TRY(kn_comm_test(r, &done));
         if (done) return KN_OK;
         double waited = kn_time_now() - r->t_start;
         if (waited > r->comm->timeout) timed_out(r, waited);
-        nanosleep(&nap, NULL);
+        if (waited < spin) sched_yield();
+        else nanosleep(&nap, NULL);
     }
 }
 
