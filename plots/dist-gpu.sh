@@ -45,10 +45,12 @@ A="--layers 2 --width 64 --heads 4 --context 64 --steps 20 --eval-batches 1 --sa
 G=$(( 8 * ngpu ))
 "$kiln" train $A --batch $G --device cuda:0 --log one.log --out one.st > eq-one.txt 2>&1 || { cat eq-one.txt; exit 1; }
 for k in $counts; do
-    $MPIEXEC -n $k "$kiln" train $A --batch $G --dist ddp --comm nccl --bucket-mb 0.05 --log ddp$k.log \
-        --out ddp$k.st > eq-ddp$k.txt 2>&1 || { cat eq-ddp$k.txt; say "equality: DDP on $k GPUs FAILED"; exit 1; }
-    say "equality, DDP on $k GPU(s) vs 1 GPU alone (global batch $G): $($PY "$here/../tests/dist/compare.py" \
-        one.log ddp$k.log one.st ddp$k.st 1e-4 1e-2 2>&1 | tail -n 1)"
+    for s in ddp zero1 zero2; do
+        $MPIEXEC -n $k "$kiln" train $A --batch $G --dist $s --comm nccl --bucket-mb 0.05 --log $s$k.log \
+            --out $s$k.st > eq-$s$k.txt 2>&1 || { tail -n 5 eq-$s$k.txt; say "equality: $s on $k GPUs FAILED"; continue; }
+        say "equality, $s on $k GPU(s) vs 1 GPU alone (global batch $G): $($PY "$here/../tests/dist/compare.py" \
+            one.log $s$k.log one.st $s$k.st 1e-4 1e-2 2>&1 | tail -n 1)"
+    done
 done
 
 # ---- 2. scaling (GPT-2 124M shape over random tokens: a KNTK file of i32 tokens, vocab 50257)
@@ -74,6 +76,20 @@ for k in $counts; do
     eff=$(awk -v r="$r" -v o="$one" -v k=$k 'BEGIN { printf "%.3f", r / (k * o) }')
     [ $k -gt 1 ] && printf '%d\t%s\t%s\t%s\n' $k "$r" "$eff" "$(peak scale-ddp$k.txt)" >> scaling.tsv
     say "scaling: DDP on $k GPU(s) $r tokens/s, efficiency $eff, peak $(peak scale-ddp$k.txt) GB on rank 0;$(sed -n 's/.*overlap (last step) *\([0-9.]* ms of communication after the backward\).*/ \1/p' scale-ddp$k.txt)"
+done
+
+# memory per GPU of each strategy on every GPU (kiln's accounting against distributed.md's
+# table, and the device peak of the steps)
+kmax=$(echo $counts | awk '{print $NF}')
+for s in zero1 zero2; do
+    KILN_TF32=1 $MPIEXEC -n $kmax "$kiln" train $S --batch $(( 8 * kmax )) --dist $s --comm nccl > scale-$s$kmax.txt 2>&1 \
+        || { tail -n 5 scale-$s$kmax.txt; say "scaling: $s on $kmax GPUs FAILED"; continue; }
+    say "scaling: $s on $kmax GPU(s) $(rate scale-$s$kmax.txt) tokens/s, peak $(peak scale-$s$kmax.txt) GB on rank 0"
+done
+for s in ddp zero1 zero2; do
+    f=scale-$s$kmax.txt
+    [ -f "$f" ] || continue
+    say "memory per GPU, $s on $kmax GPU(s) (held / distributed.md's table, bytes): $(awk '/^    (parameters|gradients|optimizer state|total)/ { printf "%s%s %s/%s", sep, $1 ($1 == "optimizer" ? " state" : ""), $(NF-1), $NF; sep = "; " }' "$f")"
 done
 
 # ---- 3. communication

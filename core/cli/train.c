@@ -339,6 +339,8 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
         if (kn_trainer_to_device(&tr, dev) != KN_OK) goto fail;
     }
     if (dist_attach(o, rd, &tr) != KN_OK) goto fail;
+    /* the peak reported at the end is the training steps' (ZeRO has freed what it shards) */
+    if (kn_device_mem_reset_peak(dev) != KN_OK) goto fail;
     int64_t end = o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
     if (end < start) {
         kn_error(KN_ERR_ARG, "--stop-after %lld: the checkpoint is already at step %lld", (long long)o->stop_after,
@@ -401,9 +403,10 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
     if (st != KN_OK) goto fail;
     double val = NAN;
     if (evaluate(o, &tr, &d, &val) != KN_OK) goto fail;
-    /* the checkpoint and the sample read the host copies of parameters and state */
-    if (kn_trainer_sync_host(&tr) != KN_OK) goto fail;
+    /* the checkpoint and the sample read the host copies of parameters and state: ZeRO's
+     * shards are gathered first (on the trainer's device), then copied to the host */
     if (rd->on && kn_dp_gather_state(&rd->dp) != KN_OK) goto fail;
+    if (kn_trainer_sync_host(&tr) != KN_OK) goto fail;
     printf("\n  %lld steps in %.1f s (%.0f tokens/s)\n", (long long)(end - start), secs,
            secs > 0 ? (double)(end - start) * (double)bt / secs : 0.0);
     if (warm_steps > 0 && t0 + secs > t_warm)
@@ -412,7 +415,7 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
                (long long)(end - start - warm_steps), o->batch, o->context);
     kn_device_mem_stats ms;
     if (dev.type != KN_DEVICE_CPU && kn_device_mem_stats_get(dev, &ms) == KN_OK)
-        printf("  device memory peak    %.2f GB allocated by kiln (%.2f GB held from the driver)%s\n",
+        printf("  device memory peak    %.2f GB allocated by kiln during the steps (%.2f GB held from the driver)%s\n",
                (double)ms.peak / 1e9, (double)ms.peak_reserved / 1e9, rd->on ? ", on rank 0" : "");
     printf("  unigram baseline      %.4f nats/token\n", d.unigram);
     if (end > start)

@@ -72,11 +72,37 @@ static float *slab_grad(const kn_dp *d) {
     return g ? kn_tensor_data(g) : NULL;
 }
 static float *slab_state(const kn_dp *d) { return on_gpu(d) ? kn_tensor_data(d->tr->dstate) : d->tr->opt.state; }
+static float *shard_state(const kn_dp *d) { return on_gpu(d) ? d->dshard_state : d->shard_opt.state; }
+
+/* nb bytes (zeroed) where the step runs, and their release (nb as allocated). */
+static float *dp_alloc(const kn_dp *d, size_t nb) {
+    if (!on_gpu(d)) return kn_calloc(nb > 0 ? nb : 1, 1);
+    void *p = NULL;
+    if (kn_device_alloc(d->tr->dev, nb, &p) != KN_OK) return NULL;
+    if (nb > 0 && kn_device_memset(d->tr->dev, p, 0, nb) != KN_OK) {
+        kn_device_free(d->tr->dev, p, nb);
+        return NULL;
+    }
+    return p;
+}
+static void dp_free(const kn_dp *d, void *p, size_t nb) {
+    if (!p) return;
+    if (on_gpu(d)) kn_device_free(d->tr->dev, p, nb);
+    else kn_free(p);
+}
+
+/* Bytes of bucket b's ZeRO-2 staging buffer: its gradients, then the part this rank owns. */
+static size_t staging_size(const kn_dp *d, int b) {
+    const kn_dp_bucket *k = &d->buckets[b];
+    int64_t a = k->lo > my_lo(d) ? k->lo : my_lo(d), e = k->hi < my_lo(d) + my_len(d) ? k->hi : my_lo(d) + my_len(d);
+    return (size_t)((k->hi - k->lo) + (e > a ? e - a : 0)) * sizeof(float);
+}
 
 void kn_dp_free(kn_dp *d) {
     if (!d) return;
     if (d->tr && d->tr->prog) kn_program_set_hook(d->tr->prog, NULL, NULL);
-    for (int b = 0; d->staging && b < d->nbuckets; b++) kn_free(d->staging[b]);
+    for (int b = 0; d->staging && b < d->nbuckets; b++)
+        if (d->staging[b]) dp_free(d, d->staging[b], staging_size(d, b));
     kn_free(d->staging);
     kn_free(d->in_flight);
     kn_free(d->buckets);
@@ -85,7 +111,8 @@ void kn_dp_free(kn_dp *d) {
     kn_free(d->param_next);
     kn_free(d->reqs);
     kn_free(d->shard_lo);
-    kn_free(d->grad_shard);
+    if (d->grad_shard) dp_free(d, d->grad_shard, (size_t)my_len(d) * sizeof(float));
+    if (d->dshard_state) dp_free(d, d->dshard_state, (size_t)d->shard_opt.state_len * sizeof(float));
     kn_free(d->t_launch);
     if (d->timeline) fclose(d->timeline);
     kn_free(d->ring_scratch);
@@ -109,10 +136,10 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
         return kn_error(KN_ERR_ARG, "kn_dp_new: a trainer on %s needs the %s communicator (got %s): CPU ranks "
                         "talk over MPI, GPU ranks over NCCL", gpu ? "a GPU" : "the CPU", gpu ? "nccl" : "mpi",
                         c->be->name);
-    if (gpu && (cfg->strategy != KN_DP_DDP || cfg->accum > 1 || cfg->ring))
-        return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: on GPUs kiln runs DDP with the library's all-reduce and one "
-                        "micro-batch (asked: --dist %s, --accum %d%s); ZeRO, accumulation and the ring run on CPU "
-                        "ranks", kn_dp_strategy_name(cfg->strategy), cfg->accum, cfg->ring ? ", the ring" : "");
+    if (gpu && (cfg->accum > 1 || cfg->ring))
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: on GPUs kiln runs one micro-batch per step with the library's "
+                        "collectives (asked: --accum %d%s); accumulation and the ring run on CPU ranks", cfg->accum,
+                        cfg->ring ? ", the ring" : "");
     if (cfg->ring && cfg->strategy != KN_DP_DDP)
         return kn_error(KN_ERR_ARG, "kn_dp_new: the ring all-reduce is DDP's alternative (ZeRO reduce-scatters)");
     memset(d, 0, sizeof *d);
@@ -159,24 +186,38 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
         int64_t decay = p->n_decay - lo;
         decay = decay < 0 ? 0 : decay > len ? len : decay;
         st = kn_optim_init(&d->shard_opt, &tr->opt.cfg, len, decay);
+        size_t state_bytes = (size_t)d->shard_opt.state_len * sizeof(float);
+        if (st == KN_OK && gpu && !(d->dshard_state = dp_alloc(d, state_bytes)))
+            st = kn_error(KN_ERR_OOM, "kn_dp_new: out of device memory for the shard's optimizer state");
         int slabs = n > 0 ? (int)(tr->opt.state_len / n) : 0;
-        for (int k = 0; st == KN_OK && k < slabs; k++)
-            memcpy(d->shard_opt.state + k * len, tr->opt.state + k * n + lo, (size_t)len * sizeof(float));
+        for (int k = 0; st == KN_OK && k < slabs; k++) /* this rank's range of each state slab */
+            st = kn_device_memcpy(tr->dev, shard_state(d) + k * len, tr->dev, slab_state(d) + k * n + lo,
+                                  (size_t)len * sizeof(float));
         d->shard_opt.step = tr->opt.step;
-        d->grad_shard = st == KN_OK ? kn_calloc((size_t)(len > 0 ? len : 1), sizeof(float)) : NULL;
+        d->grad_shard = st == KN_OK ? dp_alloc(d, (size_t)len * sizeof(float)) : NULL;
         if (st == KN_OK && !d->grad_shard) st = kn_error(KN_ERR_OOM, "kn_dp_new: out of memory for the shard");
         if (st == KN_OK) {
             /* the full state is gone: this rank keeps its shard (kn_dp_gather_state brings it back) */
-            kn_free(tr->opt.state);
-            tr->opt.state = NULL;
+            if (gpu) {
+                kn_tensor_free(tr->dstate);
+                tr->dstate = NULL;
+            } else {
+                kn_free(tr->opt.state);
+                tr->opt.state = NULL;
+            }
         }
     }
     if (st == KN_OK && cfg->strategy == KN_DP_ZERO2) {
         /* no full gradient slab: gradients live in the buckets' staging buffers */
-        kn_params_views_free(p, tr->grad_views);
-        kn_tensor_free(tr->grad);
-        tr->grad_views = NULL;
-        tr->grad = NULL;
+        if (gpu) {
+            kn_tensor_free(tr->dgrad);
+            tr->dgrad = NULL;
+        } else {
+            kn_params_views_free(p, tr->grad_views);
+            kn_tensor_free(tr->grad);
+            tr->grad_views = NULL;
+            tr->grad = NULL;
+        }
     }
     if (st == KN_OK && cfg->ring) {
         /* the ring's scratch: the largest chunk of the largest bucket */
@@ -262,9 +303,9 @@ static void finished(kn_dp *d, int b) {
     kn_dp_bucket *k = &d->buckets[b];
     int64_t a = k->lo > my_lo(d) ? k->lo : my_lo(d), e = k->hi < my_lo(d) + my_len(d) ? k->hi : my_lo(d) + my_len(d);
     if (e > a) (void)store(d, d->grad_shard + (a - my_lo(d)), d->staging[b] + (k->hi - k->lo), e - a, d->micro > 0);
-    kn_free(d->staging[b]);
+    dp_free(d, d->staging[b], staging_size(d, b));
     d->staging[b] = NULL;
-    d->staging_bytes -= (int64_t)((k->hi - k->lo) + (e > a ? e - a : 0)) * (int64_t)sizeof(float);
+    d->staging_bytes -= (int64_t)staging_size(d, b);
 }
 
 static kn_status poll_all(kn_dp *d) {
@@ -301,15 +342,9 @@ static kn_status dp_hook(void *ctx, int32_t node, const kn_tensor *value) {
         kn_status st = KN_OK;
         if (d->cfg.strategy == KN_DP_ZERO2) {
             if (!d->staging[b]) {
-                int64_t own = 0, counts[1024];
-                if (d->comm->size > 1024) st = kn_error(KN_ERR_ARG, "kn_dp: more than 1024 ranks");
-                if (st == KN_OK) {
-                    shard_counts(d, k->lo, k->hi, counts);
-                    own = counts[d->comm->rank];
-                }
-                size_t nb = (size_t)((k->hi - k->lo) + own) * sizeof(float);
-                d->staging[b] = st == KN_OK ? kn_malloc(nb > 0 ? nb : 1) : NULL;
-                if (st == KN_OK && !d->staging[b]) st = kn_error(KN_ERR_OOM, "kn_dp_step: out of memory for bucket %d", b);
+                size_t nb = staging_size(d, b);
+                d->staging[b] = dp_alloc(d, nb);
+                if (!d->staging[b]) st = kn_error(KN_ERR_OOM, "kn_dp_step: out of memory for bucket %d", b);
                 d->staging_bytes += (int64_t)nb;
                 if (d->staging_bytes > d->staging_peak) d->staging_peak = d->staging_bytes;
             }
@@ -401,6 +436,16 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
     if (d->cfg.strategy == KN_DP_DDP) {
         KN_TRY(kn_device_scale(t->dev, slab_grad(d), p->n, scale));
         KN_TRY(kn_device_clip_grad_norm(t->dev, slab_grad(d), p->n, t->clip, &norm));
+    } else if (on_gpu(d)) {
+        /* the shard's sum of squares (its norm, unclipped), summed over the ranks */
+        int64_t len = my_len(d);
+        double local = 0, ss;
+        KN_TRY(kn_device_scale(t->dev, d->grad_shard, len, scale));
+        KN_TRY(kn_device_clip_grad_norm(t->dev, d->grad_shard, len, 0.0, &local));
+        ss = local * local;
+        KN_TRY(all_reduce_f64(d, &ss, "gradient norm"));
+        norm = sqrt(ss);
+        if (t->clip > 0 && norm > t->clip) KN_TRY(kn_device_scale(t->dev, d->grad_shard, len, t->clip / (norm + 1e-6)));
     } else {
         int64_t len = my_len(d);
         double ss = 0;
@@ -421,13 +466,13 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
     if (d->cfg.strategy == KN_DP_DDP) {
         KN_TRY(kn_device_optim_step(t->dev, &t->opt, slab_param(d), slab_grad(d), slab_state(d), lr));
     } else {
-        KN_TRY(kn_optim_step(&d->shard_opt, p->data + my_lo(d), d->grad_shard, lr));
+        KN_TRY(kn_device_optim_step(t->dev, &d->shard_opt, slab_param(d) + my_lo(d), d->grad_shard, shard_state(d), lr));
         t->opt.step = d->shard_opt.step;
         int64_t counts[1024];
         if (N > 1024) return kn_error(KN_ERR_ARG, "kn_dp: more than 1024 ranks");
         for (int r = 0; r < N; r++) counts[r] = d->shard_lo[r + 1] - d->shard_lo[r];
         kn_comm_req r;
-        KN_TRY(kn_comm_iall_gather(d->comm, p->data + my_lo(d), p->data, counts, KN_DT_F32, "parameters", &r));
+        KN_TRY(kn_comm_iall_gather(d->comm, slab_param(d) + my_lo(d), slab_param(d), counts, KN_DT_F32, "parameters", &r));
         KN_TRY(kn_comm_wait(&r));
     }
     double t1 = kn_time_now();
@@ -457,13 +502,18 @@ kn_status kn_dp_gather_state(kn_dp *d) {
     int N = d->comm->size;
     if (N > 1024) return kn_error(KN_ERR_ARG, "kn_dp: more than 1024 ranks");
     for (int r = 0; r < N; r++) counts[r] = d->shard_lo[r + 1] - d->shard_lo[r];
-    if (!o->state) {
+    if (on_gpu(d) && !d->tr->dstate) {
+        /* the trainer's state slab comes back on its device (kn_trainer_sync_host copies it) */
+        int64_t sn[1] = {o->state_len};
+        KN_TRY(kn_tensor_empty_on(&d->tr->dstate, d->tr->dev, KN_DT_F32, 1, sn));
+    }
+    if (!on_gpu(d) && !o->state) {
         o->state = kn_malloc((size_t)(o->state_len > 0 ? o->state_len : 1) * sizeof(float));
         if (!o->state) return kn_error(KN_ERR_OOM, "kn_dp_gather_state: out of memory");
     }
     int slabs = n > 0 ? (int)(o->state_len / n) : 0;
     for (int k = 0; k < slabs; k++)
-        KN_TRY(kn_comm_all_gather(d->comm, d->shard_opt.state + k * len, o->state + k * n, counts, KN_DT_F32));
+        KN_TRY(kn_comm_all_gather(d->comm, shard_state(d) + k * len, slab_state(d) + k * n, counts, KN_DT_F32));
     o->step = d->shard_opt.step;
     return KN_OK;
 }
@@ -473,7 +523,7 @@ kn_dp_memory kn_dp_memory_of(const kn_dp *d) {
     if (!d || !d->tr) return m;
     int64_t P = d->tr->model->p.n, f = (int64_t)sizeof(float);
     m.params = P * f;
-    m.grads = (d->tr->grad ? P * f : 0) + (d->grad_shard ? my_len(d) * f : 0);
+    m.grads = (slab_grad(d) ? P * f : 0) + (d->grad_shard ? my_len(d) * f : 0);
     m.optim = (d->cfg.strategy == KN_DP_DDP ? d->tr->opt.state_len : d->shard_opt.state_len) * f;
     m.staging_peak = d->staging_peak;
     return m;

@@ -176,6 +176,13 @@ kn_status kn_device_mem_stats_get(kn_device dev, kn_device_mem_stats *out) {
     return kn_device_wrap("kn_device_mem_stats_get", dev, be->mem_stats(be->ctx, dev.index, out));
 }
 
+kn_status kn_device_mem_reset_peak(kn_device dev) {
+    KN_TRY(kn_device_check("kn_device_mem_reset_peak", dev));
+    const kn_device_backend *be = kn_device_table[dev.type];
+    be->mem_reset_peak(be->ctx, dev.index);
+    return KN_OK;
+}
+
 /* ---------------------------------------------------------------- streams and events */
 
 struct kn_stream {

@@ -65,6 +65,11 @@ static kn_status cpu_mem_stats(void *ctx, int index, kn_device_mem_stats *out) {
     return KN_OK;
 }
 
+static void cpu_mem_reset_peak(void *ctx, int index) {
+    (void)ctx; (void)index;
+    atomic_store(&kn_cpu_peak, atomic_load(&kn_cpu_current));
+}
+
 /* Streams and events: CPU work is done when its call returns, so a stream is a token (a
  * byte of host memory, so that creating one can fail like any allocation) and an event is
  * the wall-clock time of its record. */
@@ -199,4 +204,5 @@ const kn_device_backend kn_device_cpu_backend = {
     .profile_start = cpu_profile_start,
     .profile_report = cpu_profile_report,
     .scale = cpu_scale,
+    .mem_reset_peak = cpu_mem_reset_peak,
 };

@@ -107,6 +107,8 @@ static kn_status cuda_mem_stats(void *ctx, int index, kn_device_mem_stats *out) 
     return KN_OK;
 }
 
+static void cuda_mem_reset_peak(void *, int index) { kn_cache_reset_peak(cuda_cache(index)); }
+
 /* Streams: blocking CUDA streams (ordered with the legacy default stream, which NULL
  * means); events with timing. cudaEventQuery's cudaErrorNotReady is "not done", not an
  * error. Freeing a stream waits for its work, so memory it used can be freed after. */
@@ -229,7 +231,7 @@ extern "C" const kn_device_backend kn_device_cuda_backend = {
     cuda_stream_new, cuda_stream_free, cuda_stream_sync, cuda_stream_wait, cuda_copy_async,
     cuda_event_new, cuda_event_free, cuda_event_record, cuda_event_sync, cuda_event_query, cuda_event_elapsed,
     cuda_supports_op, cuda_node_eval, cuda_contiguous, cuda_optim, cuda_clip, cuda_profile_start, cuda_profile_report,
-    cuda_scale,
+    cuda_scale, cuda_mem_reset_peak,
 };
 
 extern "C" kn_status kn_cuda_mem_info_get(int device, kn_cuda_mem_info *out) {

@@ -86,6 +86,8 @@ typedef struct kn_device_backend {
     /* scale: x[i] = (float)((double)x[i] * s) over n floats in this device's memory (the
      * data-parallel average of summed gradients; the same bits on every backend). */
     kn_status (*scale)(void *ctx, int index, float *x, int64_t n, double s);
+    /* mem_reset_peak: peak (and peak_reserved) := the current figures, to measure one phase */
+    void (*mem_reset_peak)(void *ctx, int index);
 } kn_device_backend;
 
 /* The registered backend of a device type, or NULL when it is not built in (or `type` is
@@ -121,6 +123,9 @@ kn_status kn_device_memset(kn_device dev, void *ptr, int byte, size_t nbytes);
 /* Wait for all work queued on dev. */
 kn_status kn_device_synchronize(kn_device dev);
 kn_status kn_device_mem_stats_get(kn_device dev, kn_device_mem_stats *out);
+/* Start a new peak: peak and peak_reserved become the current figures (a training run
+ * measures its steps apart from its set-up). */
+kn_status kn_device_mem_reset_peak(kn_device dev);
 
 /* ---------------------------------------------------------------- compute
  *

@@ -218,6 +218,8 @@ typedef struct kn_dp {
                               * (at nbuckets + b) its completion time, in this step */
     FILE *timeline;          /* owned: the KILN_DP_TIMELINE file (rank 0), else NULL */
     double *dscalar;         /* on a GPU: owned, one device double for the loss and norm sums */
+    float *dshard_state;     /* ZeRO on a GPU: owned, the shard's optimizer state there (shard_opt
+                              * keeps the config and step; its host state goes unused) */
 } kn_dp;
 
 /* Set up: checks the trainer's batch against the global one, builds the buckets, hooks
