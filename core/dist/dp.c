@@ -103,6 +103,9 @@ void kn_dp_free(kn_dp *d) {
     if (d->tr && d->tr->prog) kn_program_set_hook(d->tr->prog, NULL, NULL);
     for (int b = 0; d->staging && b < d->nbuckets; b++)
         if (d->staging[b]) dp_free(d, d->staging[b], staging_size(d, b));
+    /* the sizes come from shard_lo, so these go before it */
+    if (d->grad_shard) dp_free(d, d->grad_shard, (size_t)my_len(d) * sizeof(float));
+    if (d->dshard_state) dp_free(d, d->dshard_state, (size_t)d->shard_opt.state_len * sizeof(float));
     kn_free(d->staging);
     kn_free(d->in_flight);
     kn_free(d->buckets);
@@ -111,8 +114,6 @@ void kn_dp_free(kn_dp *d) {
     kn_free(d->param_next);
     kn_free(d->reqs);
     kn_free(d->shard_lo);
-    if (d->grad_shard) dp_free(d, d->grad_shard, (size_t)my_len(d) * sizeof(float));
-    if (d->dshard_state) dp_free(d, d->dshard_state, (size_t)d->shard_opt.state_len * sizeof(float));
     kn_free(d->t_launch);
     if (d->timeline) fclose(d->timeline);
     kn_free(d->ring_scratch);
