@@ -32,6 +32,12 @@ void kn_alloc_fail_after(long n) { atomic_store(&kn_alloc_budget, n < 0 ? -1 : n
 
 long kn_alloc_count(void) { return atomic_load(&kn_alloc_successes); }
 
+/* Blocks allocated and not yet freed: a test reads it before and after an operation to
+ * show that the operation frees what it allocates (a leak check that needs no sanitizer). */
+static _Atomic long kn_alloc_blocks = 0;
+
+long kn_alloc_live(void) { return atomic_load(&kn_alloc_blocks); }
+
 /* True when the injected fault says this allocation must fail; otherwise uses up one unit
  * of the budget. A compare-and-swap loop keeps two threads from spending the same unit. */
 static bool kn_alloc_should_fail(void) {
@@ -48,9 +54,15 @@ static void *kn_alloc_done(void *p) {
     return p;
 }
 
+/* A new block (not a realloc'ed one). */
+static void *kn_alloc_new(void *p) {
+    if (p) atomic_fetch_add(&kn_alloc_blocks, 1);
+    return kn_alloc_done(p);
+}
+
 void *kn_malloc(size_t n) {
     if (n > (size_t)PTRDIFF_MAX || kn_alloc_should_fail()) return NULL;
-    return kn_alloc_done(malloc(n ? n : 1));
+    return kn_alloc_new(malloc(n ? n : 1));
 }
 
 void *kn_calloc(size_t count, size_t size) {
@@ -59,7 +71,7 @@ void *kn_calloc(size_t count, size_t size) {
     if (size != 0 && count > (size_t)PTRDIFF_MAX / size) return NULL;
     if (kn_alloc_should_fail()) return NULL;
     size_t n = count * size;
-    return kn_alloc_done(calloc(n ? n : 1, 1));
+    return kn_alloc_new(calloc(n ? n : 1, 1));
 }
 
 /* Like realloc(3), except that n == 0 keeps one byte alive instead of freeing, and on
@@ -71,7 +83,10 @@ void *kn_realloc(void *p, size_t n) {
     return kn_alloc_done(realloc(p, n ? n : 1));
 }
 
-void kn_free(void *p) { free(p); }
+void kn_free(void *p) {
+    if (p) atomic_fetch_sub(&kn_alloc_blocks, 1);
+    free(p);
+}
 
 #if defined(__SANITIZE_ADDRESS__)
 /* Under AddressSanitizer (make SAN=1) a malloc that cannot be satisfied aborts the process

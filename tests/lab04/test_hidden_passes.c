@@ -1,8 +1,11 @@
 /* test_hidden_passes.c — lab 04 hidden tests: the golden files of tests/passes/, random
  * graphs with properties checked independently of the solution (after dce no dead node
  * is left, after cse no two mergeable nodes are equal, the rules reach a fixed point),
- * every cast chain and permutation pair exhaustively, the GPT's joint graph, and edge
- * cases (empty graphs, outputs that are inputs, long chains). */
+ * every cast chain and permutation pair exhaustively, the GPT's joint graph, edge cases
+ * (empty graphs, outputs that are inputs, long chains, a computing node at %0), and memory:
+ * no pass leaks (kn_alloc_live) and each fails cleanly at every allocation. Survivors of
+ * `make mutants LAB=04` that no test can kill are listed, with reasons, in
+ * mutants-equivalent.txt. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -348,4 +351,108 @@ KN_TEST(lab04_hidden_gpt, joint_graph_through_the_lab_passes, .timeout = 200) {
         kn_graph_free(c);
     }
     kn_graph_free(joint);
+}
+
+/* ---------------------------------------------------------------- memory and edge cases */
+
+/* Every pass frees what it allocates: the count of live kiln allocations is the same
+ * before a graph is copied, passed and freed, and after (kn_alloc_live, no sanitizer
+ * needed). The first round warms up whatever a pass keeps for the whole process. */
+KN_TEST(lab04_hidden_memory, every_pass_frees_what_it_allocates, .timeout = 200) {
+    const char *passes[] = {"dce", "cse", "algebra", "views", "algebra,views,cse,dce"};
+    kn_randgraph_opts o = kn_randgraph_defaults();
+    o.plant = 40;
+    for (int round = 0; round < 2; round++)
+        for (uint64_t s = 0; s < 20; s++) {
+            o.nodes = 10 + (int)(s % 30);
+            kn_graph *g;
+            KN_ASSERT_OK(kn_randgraph(&g, 3000 + s, &o));
+            for (size_t p = 0; p < sizeof passes / sizeof passes[0]; p++) {
+                long before = kn_alloc_live();
+                kn_graph *c = NULL;
+                KN_ASSERT_OK(kn_graph_copy(&c, g));
+                KN_ASSERT_OK(kn_passes_run(c, passes[p], NULL));
+                kn_graph_free(c);
+                cr_assert(round == 0 || kn_alloc_live() == before, "seed %llu, %s: %ld allocations not freed",
+                          (unsigned long long)s, passes[p], kn_alloc_live() - before);
+            }
+            kn_graph_free(g);
+        }
+}
+
+/* Out of memory at each allocation in turn: the pass answers KN_ERR_OOM (never another
+ * code, never a crash), the graph still verifies and computes what it did, nothing leaks;
+ * with enough memory it succeeds. */
+static void oom_sweep(const char *text, kn_status (*pass)(kn_graph *, kn_pass_stats *), const char *name) {
+    kn_graph *g = l4_parse(text);
+    bool done = false;
+    for (long k = 0; k < 64 && !done; k++) {
+        kn_graph *c = NULL;
+        KN_ASSERT_OK(kn_graph_copy(&c, g));
+        kn_pass_stats st;
+        memset(&st, 0, sizeof st);
+        long before = kn_alloc_live();
+        kn_alloc_fail_after(k);
+        kn_status r = pass(c, &st);
+        kn_alloc_fail_after(-1);
+        cr_assert(r == KN_OK || r == KN_ERR_OOM, "%s with allocation %ld failing: status %d (%s)", name, k, (int)r,
+                  kn_last_error());
+        if (r == KN_ERR_OOM) {
+            cr_assert(kn_alloc_live() == before, "%s: %ld allocations leaked on the OOM path", name,
+                      kn_alloc_live() - before);
+            KN_ASSERT_OK(kn_graph_verify(c));
+            double d = -1;
+            KN_ASSERT_OK(kn_graph_compare(g, c, 3, &d));
+            cr_assert(d == 0, "%s failed half-way and changed the numbers", name);
+        }
+        done = r == KN_OK;
+        kn_graph_free(c);
+    }
+    cr_assert(done, "%s never succeeded", name);
+    kn_graph_free(g);
+}
+
+KN_TEST(lab04_hidden_memory, out_of_memory_at_every_allocation) {
+    const char *g = "%0 = input {name=\"x\"} : f32[2]\n%1 = neg %0 : f32[2]\n%2 = neg %0 : f32[2]\n"
+                    "%3 = exp %1 : f32[2]\n%4 = add %1, %2 : f32[2]\noutput %4\n";
+    oom_sweep(g, kn_pass_dce, "kn_pass_dce");
+    oom_sweep(g, kn_pass_cse, "kn_pass_cse");
+}
+
+KN_TEST(lab04_hidden_cse, node_zero_and_random_twins) {
+    /* the first node of the graph is a computing node: its twin must find it in the table */
+    l4_expect("%0 = full {value=1} : f32[2]\n%1 = full {value=1} : f32[2]\n%2 = add %0, %1 : f32[2]\noutput %2\n", "cse",
+              "%0 = full {value=1} : f32[2]\n%1 = add %0, %0 : f32[2]\noutput %1\n");
+    /* two dropouts written the same way still stay two: random ops are never merged */
+    const char *dr = "%0 = input {name=\"x\"} : f32[4]\n%1 = dropout %0 {p=0.5, seed=7} : f32[4]\n"
+                     "%2 = dropout %0 {p=0.5, seed=7} : f32[4]\n%3 = add %1, %2 : f32[4]\noutput %3\n";
+    kn_graph *g = l4_parse(dr);
+    kn_graph *c = NULL;
+    KN_ASSERT_OK(kn_graph_copy(&c, g));
+    KN_ASSERT_OK(kn_passes_run(c, "cse", NULL));
+    cr_assert(count_op(c, KN_OP_DROPOUT) == 2, "%d dropouts after cse", count_op(c, KN_OP_DROPOUT));
+    kn_graph_free(c);
+    kn_graph_free(g);
+}
+
+KN_TEST(lab04_hidden_dce, an_output_at_node_zero) {
+    /* a computing node at %0 that an output reads is live */
+    l4_expect("%0 = full {value=2} : f32[2]\n%1 = full {value=3} : f32[2]\noutput %0\n", "dce",
+              "%0 = full {value=2} : f32[2]\noutput %0\n");
+}
+
+KN_TEST(lab04_hidden_views, unit_axes_and_broadcast_operands) {
+    /* only the unit axis moves, behind a real axis of size > 1 at the front */
+    l4_expect("%0 = input {name=\"x\"} : f32[3,1,4]\n%1 = permute %0 {perm=[0,2,1]} : f32[3,4,1]\noutput %1\n",
+              "views,dce", "%0 = input {name=\"x\"} : f32[3,1,4]\n%1 = reshape %0 {shape=[3,4,1]} : f32[3,4,1]\noutput %1\n");
+    /* each arithmetic op reads a broadcast operand in place (the op broadcasts itself) */
+    const char *ops[] = {"add", "sub", "mul", "div"};
+    for (int i = 0; i < 4; i++) {
+        char in[512], want[512];
+        snprintf(in, sizeof in, "%%0 = input {name=\"x\"} : f32[1,3]\n%%1 = input {name=\"y\"} : f32[2,3]\n"
+                 "%%2 = broadcast_to %%0 {shape=[2,3]} : f32[2,3]\n%%3 = %s %%2, %%1 : f32[2,3]\noutput %%3\n", ops[i]);
+        snprintf(want, sizeof want, "%%0 = input {name=\"x\"} : f32[1,3]\n%%1 = input {name=\"y\"} : f32[2,3]\n"
+                 "%%2 = %s %%0, %%1 : f32[2,3]\noutput %%2\n", ops[i]);
+        l4_expect(in, "views,dce", want);
+    }
 }

@@ -112,6 +112,9 @@ char *kn_strdup(const char *s);
  * the 1st, 2nd, ... allocation of an operation fail and check it fails cleanly). */
 void kn_alloc_fail_after(long n);
 long kn_alloc_count(void);
+/* Blocks allocated through these and not yet kn_free'd: equal before and after an
+ * operation that frees what it allocates (tests' leak check, no sanitizer needed). */
+long kn_alloc_live(void);
 
 /* ---------------------------------------------------------------- arena */
 
