@@ -60,18 +60,13 @@ static void shard_counts(const kn_dp *d, int64_t lo, int64_t hi, int64_t *counts
 static int64_t my_lo(const kn_dp *d) { return d->shard_lo[d->comm->rank]; }
 static int64_t my_len(const kn_dp *d) { return d->shard_lo[d->comm->rank + 1] - d->shard_lo[d->comm->rank]; }
 
-/* The trainer's slabs where its step runs: the host slabs on the CPU, the device twins on a
- * GPU (kn_trainer_to_device). DDP on a GPU then calls only the device table (copies,
- * scale, clip, optimizer) and NCCL, so no gradient crosses to the host. */
+/* The trainer's slabs, where its step runs (kiln/nn.h: one set, on tr->dev). DDP on a GPU
+ * calls only the device table (copies, scale, clip, optimizer) and NCCL, so no gradient
+ * crosses to the host. */
 static bool on_gpu(const kn_dp *d) { return d->tr->dev.type != KN_DEVICE_CPU; }
-static float *slab_param(const kn_dp *d) {
-    return on_gpu(d) ? kn_tensor_data(d->tr->dparams) : d->tr->model->p.data;
-}
-static float *slab_grad(const kn_dp *d) {
-    kn_tensor *g = on_gpu(d) ? d->tr->dgrad : d->tr->grad;
-    return g ? kn_tensor_data(g) : NULL;
-}
-static float *slab_state(const kn_dp *d) { return on_gpu(d) ? kn_tensor_data(d->tr->dstate) : d->tr->opt.state; }
+static float *slab_param(const kn_dp *d) { return kn_tensor_data(d->tr->params); }
+static float *slab_grad(const kn_dp *d) { return d->tr->grad ? kn_tensor_data(d->tr->grad) : NULL; }
+static float *slab_state(const kn_dp *d) { return d->tr->state ? kn_tensor_data(d->tr->state) : d->tr->opt.state; }
 static float *shard_state(const kn_dp *d) { return on_gpu(d) ? d->dshard_state : d->shard_opt.state; }
 
 /* nb bytes (zeroed) where the step runs, and their release (nb as allocated). */
@@ -200,8 +195,8 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
         if (st == KN_OK) {
             /* the full state is gone: this rank keeps its shard (kn_dp_gather_state brings it back) */
             if (gpu) {
-                kn_tensor_free(tr->dstate);
-                tr->dstate = NULL;
+                kn_tensor_free(tr->state);
+                tr->state = NULL;
             } else {
                 kn_free(tr->opt.state);
                 tr->opt.state = NULL;
@@ -210,15 +205,10 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
     }
     if (st == KN_OK && cfg->strategy == KN_DP_ZERO2) {
         /* no full gradient slab: gradients live in the buckets' staging buffers */
-        if (gpu) {
-            kn_tensor_free(tr->dgrad);
-            tr->dgrad = NULL;
-        } else {
-            kn_params_views_free(p, tr->grad_views);
-            kn_tensor_free(tr->grad);
-            tr->grad_views = NULL;
-            tr->grad = NULL;
-        }
+        kn_params_views_free(p, tr->grad_views);
+        kn_tensor_free(tr->grad);
+        tr->grad_views = NULL;
+        tr->grad = NULL;
     }
     if (st == KN_OK && cfg->ring) {
         /* the ring's scratch: the largest chunk of the largest bucket */
@@ -392,10 +382,9 @@ static kn_status run_micro(kn_dp *d, const int32_t *x, const int32_t *y, int m, 
     kn_trainer *t = d->tr;
     size_t row = (size_t)t->T, rows = (size_t)t->B;
     size_t first = ((size_t)d->comm->rank * (size_t)d->cfg.accum + (size_t)m) * rows;
-    kn_tensor *tx = on_gpu(d) ? t->dx : t->x, *ty = on_gpu(d) ? t->dy : t->y;
     size_t bytes = rows * row * sizeof(int32_t);
-    KN_TRY(kn_device_memcpy(t->dev, kn_tensor_data(tx), KN_CPU, x + first * row, bytes));
-    KN_TRY(kn_device_memcpy(t->dev, kn_tensor_data(ty), KN_CPU, y + first * row, bytes));
+    KN_TRY(kn_device_memcpy(t->dev, kn_tensor_data(t->x), KN_CPU, x + first * row, bytes));
+    KN_TRY(kn_device_memcpy(t->dev, kn_tensor_data(t->y), KN_CPU, y + first * row, bytes));
     d->micro = m;
     d->last_micro = m == d->cfg.accum - 1;
     for (int b = 0; b < d->nbuckets; b++)
@@ -503,10 +492,10 @@ kn_status kn_dp_gather_state(kn_dp *d) {
     int N = d->comm->size;
     if (N > 1024) return kn_error(KN_ERR_ARG, "kn_dp: more than 1024 ranks");
     for (int r = 0; r < N; r++) counts[r] = d->shard_lo[r + 1] - d->shard_lo[r];
-    if (on_gpu(d) && !d->tr->dstate) {
+    if (on_gpu(d) && !d->tr->state) {
         /* the trainer's state slab comes back on its device (kn_trainer_sync_host copies it) */
         int64_t sn[1] = {o->state_len};
-        KN_TRY(kn_tensor_empty_on(&d->tr->dstate, d->tr->dev, KN_DT_F32, 1, sn));
+        KN_TRY(kn_tensor_empty_on(&d->tr->state, d->tr->dev, KN_DT_F32, 1, sn));
     }
     if (!on_gpu(d) && !o->state) {
         o->state = kn_malloc((size_t)(o->state_len > 0 ? o->state_len : 1) * sizeof(float));

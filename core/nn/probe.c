@@ -29,9 +29,8 @@ static kn_status output_to_host(const kn_tensor *o, kn_tensor *dst, int i) {
 /* Put the batch where the trainer's interpreters read it. */
 static kn_status load_batch(kn_trainer *t, const int32_t *x, const int32_t *y) {
     size_t bytes = (size_t)t->B * (size_t)t->T * sizeof(int32_t);
-    kn_tensor *dx = t->dev.type == KN_DEVICE_CPU ? t->x : t->dx, *dy = t->dev.type == KN_DEVICE_CPU ? t->y : t->dy;
-    KN_TRY(kn_device_memcpy(t->dev, kn_tensor_data(dx), KN_CPU, x, bytes));
-    return kn_device_memcpy(t->dev, kn_tensor_data(dy), KN_CPU, y, bytes);
+    KN_TRY(kn_device_memcpy(t->dev, kn_tensor_data(t->x), KN_CPU, x, bytes));
+    return kn_device_memcpy(t->dev, kn_tensor_data(t->y), KN_CPU, y, bytes);
 }
 
 /* Loss and gradients from the joint graph; grad (host, slab order) may be NULL. */
@@ -44,16 +43,23 @@ static kn_status probe_grads(kn_trainer *t, double *loss, float *grad) {
     kn_status st = output_to_host(kn_program_output(t->prog, 0), l, 0);
     if (st == KN_OK && loss) *loss = *(const double *)kn_tensor_data(l);
     kn_tensor_free(l);
-    for (int i = 0; st == KN_OK && grad && i < p->count; i++)
-        st = output_to_host(kn_program_output(t->prog, 1 + i), t->grad_views[i], 1 + i);
-    if (st == KN_OK && grad) memcpy(grad, kn_tensor_data(t->grad), (size_t)p->n * sizeof(float));
+    if (st != KN_OK || !grad) return st;
+    /* a host slab shaped like the parameters (the trainer's gradient slab may be on a GPU) */
+    int64_t n[1] = {p->n};
+    kn_tensor *slab = NULL, **views = NULL;
+    st = kn_tensor_zeros(&slab, KN_DT_F32, 1, n);
+    if (st == KN_OK) st = kn_params_views(p, slab, &views);
+    for (int i = 0; st == KN_OK && i < p->count; i++)
+        st = output_to_host(kn_program_output(t->prog, 1 + i), views[i], 1 + i);
+    if (st == KN_OK) memcpy(grad, kn_tensor_data(slab), (size_t)p->n * sizeof(float));
+    kn_params_views_free(p, views);
+    kn_tensor_free(slab);
     return st;
 }
 
 /* The logits [B*T, vocab] of the batch already loaded, from a forward-only graph. */
 static kn_status probe_logits(kn_trainer *t, float *logits) {
     const kn_gpt *g = t->model;
-    bool cpu = t->dev.type == KN_DEVICE_CPU;
     kn_builder *b = NULL;
     kn_graph *fwd = NULL;
     kn_interp *it = NULL;
@@ -73,8 +79,8 @@ static kn_status probe_logits(kn_trainer *t, float *logits) {
     }
     if (st == KN_OK) st = kn_interp_new(&it, fwd);
     for (int i = 0; st == KN_OK && i < g->p.count; i++)
-        st = kn_interp_bind(it, g->p.info[i].name, cpu ? g->p.views[i] : t->dviews[i]);
-    if (st == KN_OK) st = kn_interp_bind(it, "idx", cpu ? t->x : t->dx);
+        st = kn_interp_bind(it, g->p.info[i].name, t->views[i]);
+    if (st == KN_OK) st = kn_interp_bind(it, "idx", t->x);
     if (st == KN_OK) st = kn_interp_run(it);
     int64_t shape[2] = {(int64_t)t->B * t->T, g->cfg.vocab};
     if (st == KN_OK) st = kn_tensor_empty(&out, KN_DT_F32, 2, shape);

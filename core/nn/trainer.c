@@ -11,11 +11,12 @@
  * bits: the basis of exact resume. The eager mode (t->eager) rebuilds the model op by op
  * every step and differentiates on the tape instead: slower, the same bits.
  *
- * On a GPU (kn_trainer_to_device) the same joint graph runs with CUDA kernels: the
- * interpreters are re-bound to device copies of the parameter slab and batch, gradients
- * are copied device to device into a device gradient slab, and clipping and the optimizer
- * run on the GPU (kiln/cuda.h). Per step only the batch goes up and the loss and gradient
- * norm come down; kn_trainer_sync_host brings parameters and optimizer state back. */
+ * The trainer keeps one set of state (batch, parameter, gradient and optimizer-state
+ * slabs) on its device, and one step path for every device: each part asks the device
+ * table (copies, clip, optimizer). On a GPU (kn_trainer_to_device) the slabs are device
+ * copies and the programs are recompiled for it; per step only the batch goes up and the
+ * loss and gradient norm come down; kn_trainer_sync_host brings parameters and optimizer
+ * state back to the host for a checkpoint. */
 #include <math.h>
 #include <string.h>
 
@@ -30,22 +31,20 @@ static kn_status bind_params(kn_interp *it, const kn_gpt *g) {
 }
 
 /* Compile the step (joint graph) and eval (forward graph) programs for dev and bind them
- * to the trainer's state there: the model's parameter views and t->x, t->y on the CPU;
- * the device slab's views and t->dx, t->dy elsewhere. */
+ * to the trainer's state (t->views, t->x, t->y, which live on dev). */
 static kn_status compile_on(kn_trainer *t, kn_device dev) {
     kn_program_free(t->prog);
     kn_program_free(t->eval);
     t->prog = t->eval = NULL;
-    bool host = dev.type == KN_DEVICE_CPU;
-    kn_tensor *const *views = host ? t->model->p.views : t->dviews;
+    kn_tensor *const *views = t->views;
     kn_program_opts o = {dev, NULL};
     KN_TRY(kn_program_compile(&t->prog, t->joint, &o));
     KN_TRY(kn_program_compile(&t->eval, t->fwd, &o));
     kn_program *ps[2] = {t->prog, t->eval};
     for (int k = 0; k < 2; k++) {
         for (int i = 0; i < t->model->p.count; i++) KN_TRY(kn_program_bind(ps[k], t->model->p.info[i].name, views[i]));
-        KN_TRY(kn_program_bind(ps[k], "idx", host ? t->x : t->dx));
-        KN_TRY(kn_program_bind(ps[k], "targets", host ? t->y : t->dy));
+        KN_TRY(kn_program_bind(ps[k], "idx", t->x));
+        KN_TRY(kn_program_bind(ps[k], "targets", t->y));
     }
     return KN_OK;
 }
@@ -85,6 +84,8 @@ kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_op
     kn_val *pvals = kn_calloc((size_t)p->count, sizeof *pvals);
     kn_status st = pvals ? KN_OK : kn_error(KN_ERR_OOM, "kn_trainer_new: out of memory");
     kn_val loss;
+    t->params = p->slab; /* borrowed on the CPU */
+    t->views = p->views;
     if (st == KN_OK) st = kn_tensor_zeros(&t->x, KN_DT_I32, 2, bt);
     if (st == KN_OK) st = kn_tensor_zeros(&t->y, KN_DT_I32, 2, bt);
     if (st == KN_OK) st = record_forward(model, t->x, t->y, &t->fwd, pvals, &loss);
@@ -108,20 +109,20 @@ void kn_trainer_free(kn_trainer *t) {
     kn_tensor_free(t->y);
     kn_params_views_free(t->model ? &t->model->p : NULL, t->grad_views);
     kn_tensor_free(t->grad);
-    kn_params_views_free(t->model ? &t->model->p : NULL, t->dviews);
-    kn_tensor_free(t->dparams);
-    kn_tensor_free(t->dgrad);
-    kn_tensor_free(t->dstate);
-    kn_tensor_free(t->dx);
-    kn_tensor_free(t->dy);
+    if (t->dev.type != KN_DEVICE_CPU) { /* the device copies; on the CPU they are borrowed */
+        kn_params_views_free(t->model ? &t->model->p : NULL, t->views);
+        kn_tensor_free(t->params);
+    }
+    kn_tensor_free(t->state);
     kn_optim_free(&t->opt);
     memset(t, 0, sizeof *t);
 }
 
-static void load_batch(kn_trainer *t, const int32_t *x, const int32_t *y) {
+/* The batch (host tokens) into t->x, t->y on the trainer's device. */
+static kn_status load_batch(kn_trainer *t, const int32_t *x, const int32_t *y) {
     size_t bytes = (size_t)t->B * (size_t)t->T * sizeof(int32_t);
-    memcpy(kn_tensor_data(t->x), x, bytes);
-    memcpy(kn_tensor_data(t->y), y, bytes);
+    KN_TRY(kn_device_memcpy(t->dev, kn_tensor_data(t->x), KN_CPU, x, bytes));
+    return kn_device_memcpy(t->dev, kn_tensor_data(t->y), KN_CPU, y, bytes);
 }
 
 /* The eager step: build the model op by op on the current batch, differentiate on the
@@ -145,15 +146,13 @@ static kn_status eager_grads(kn_trainer *t, double *loss) {
     return st;
 }
 
-static kn_status device_step(kn_trainer *t, const int32_t *x, const int32_t *y, double lr, double *loss,
-                             double *gnorm);
 
-/* The parameter, gradient and optimizer-state slabs of the step, on the trainer's device. */
+/* The parameter, gradient and optimizer-state slabs of the step, on the trainer's device
+ * (the optimizer state is the optimizer's own on the CPU). */
 static void slabs(kn_trainer *t, float **param, float **grad, float **state) {
-    bool host = t->dev.type == KN_DEVICE_CPU;
-    *param = host ? t->model->p.data : kn_tensor_data(t->dparams);
-    *grad = kn_tensor_data(host ? t->grad : t->dgrad);
-    *state = host ? t->opt.state : kn_tensor_data(t->dstate);
+    *param = kn_tensor_data(t->params);
+    *grad = t->grad ? kn_tensor_data(t->grad) : NULL;
+    *state = t->state ? kn_tensor_data(t->state) : t->opt.state;
 }
 
 /* The update, one path for every device, by its backend: the gradient-sync hook (where
@@ -174,43 +173,35 @@ static kn_status update(kn_trainer *t, double l, double lr, double *loss, double
     if (gnorm) *gnorm = norm;
     return KN_OK;
 }
-static kn_status load_batch_device(kn_trainer *t, const int32_t *x, const int32_t *y);
 static kn_status output_item(const kn_tensor *o, double *out);
+static kn_status grad_into_slab(kn_trainer *t, const kn_tensor *o, int64_t off, int64_t numel, int i);
 
+/* One path for every device: batch in, the joint graph (or the eager tape on the CPU),
+ * the gradients into the slab, the loss out, the update. */
 kn_status kn_trainer_step(kn_trainer *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm) {
     if (!t || !t->prog || !x || !y) return kn_error(KN_ERR_ARG, "kn_trainer_step: NULL argument");
-    if (t->dev.type != KN_DEVICE_CPU) return device_step(t, x, y, lr, loss, gnorm);
-    load_batch(t, x, y);
+    if (t->eager && t->dev.type != KN_DEVICE_CPU)
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_trainer_step: eager mode runs on the CPU only (use graph mode on a GPU)");
+    const kn_params *p = &t->model->p;
     double l;
+    KN_TRY(load_batch(t, x, y));
     if (t->eager) {
         KN_TRY(eager_grads(t, &l));
     } else {
         KN_TRY(kn_program_run(t->prog));
-        KN_TRY(kn_tensor_item(kn_program_output(t->prog, 0), &l));
-        for (int i = 0; i < t->model->p.count; i++)
-            KN_TRY(kn_tensor_copy_into(t->grad_views[i], kn_program_output(t->prog, 1 + i)));
+        /* queue the gradient copies before reading the loss, which waits for a GPU */
+        for (int i = 0; i < p->count; i++)
+            KN_TRY(grad_into_slab(t, kn_program_output(t->prog, 1 + i), p->info[i].offset, p->info[i].numel, i));
+        KN_TRY(output_item(kn_program_output(t->prog, 0), &l));
     }
     return update(t, l, lr, loss, gnorm);
 }
 
 kn_status kn_trainer_eval(kn_trainer *t, const int32_t *x, const int32_t *y, double *loss) {
     if (!t || !t->eval || !x || !y || !loss) return kn_error(KN_ERR_ARG, "kn_trainer_eval: NULL argument");
-    if (t->dev.type != KN_DEVICE_CPU) {
-        KN_TRY(load_batch_device(t, x, y));
-        KN_TRY(kn_program_run(t->eval));
-        return output_item(kn_program_output(t->eval, 0), loss);
-    }
-    load_batch(t, x, y);
+    KN_TRY(load_batch(t, x, y));
     KN_TRY(kn_program_run(t->eval));
-    return kn_tensor_item(kn_program_output(t->eval, 0), loss);
-}
-
-/* ---------------------------------------------------------------- on a GPU */
-
-static kn_status load_batch_device(kn_trainer *t, const int32_t *x, const int32_t *y) {
-    size_t bytes = (size_t)t->B * (size_t)t->T * sizeof(int32_t);
-    KN_TRY(kn_device_memcpy(t->dev, kn_tensor_data(t->dx), KN_CPU, x, bytes));
-    return kn_device_memcpy(t->dev, kn_tensor_data(t->dy), KN_CPU, y, bytes);
+    return output_item(kn_program_output(t->eval, 0), loss);
 }
 
 /* The value of a 0-d output wherever it lives. */
@@ -224,12 +215,12 @@ static kn_status output_item(const kn_tensor *o, double *out) {
     return st;
 }
 
-/* Copy output o (a gradient, f32, numel floats) into the device slab at float offset off. */
+/* Copy output o (a gradient, f32, numel floats) into the gradient slab at float offset off. */
 static kn_status grad_into_slab(kn_trainer *t, const kn_tensor *o, int64_t off, int64_t numel, int i) {
     if (!o || o->dtype != KN_DT_F32 || kn_tensor_numel(o) != numel)
         return kn_error(KN_ERR_SHAPE, "kn_trainer_step: gradient %d is not f32 with %lld elements", i,
                         (long long)numel);
-    float *dst = (float *)kn_tensor_data(t->dgrad) + off;
+    float *dst = (float *)kn_tensor_data(t->grad) + off;
     size_t bytes = (size_t)numel * sizeof(float);
     kn_tensor *c = NULL;
     kn_status st;
@@ -237,21 +228,6 @@ static kn_status grad_into_slab(kn_trainer *t, const kn_tensor *o, int64_t off, 
     if (st == KN_OK) st = kn_device_memcpy(t->dev, dst, o->storage->device, kn_tensor_data(c), bytes);
     kn_tensor_free(c);
     return st;
-}
-
-static kn_status device_step(kn_trainer *t, const int32_t *x, const int32_t *y, double lr, double *loss,
-                             double *gnorm) {
-    if (t->eager)
-        return kn_error(KN_ERR_UNSUPPORTED, "kn_trainer_step: eager mode runs on the CPU only (use graph mode on a GPU)");
-    const kn_params *p = &t->model->p;
-    double l;
-    KN_TRY(load_batch_device(t, x, y));
-    KN_TRY(kn_program_run(t->prog));
-    /* queue the gradient copies before reading the loss, which waits for the GPU */
-    for (int i = 0; i < p->count; i++)
-        KN_TRY(grad_into_slab(t, kn_program_output(t->prog, 1 + i), p->info[i].offset, p->info[i].numel, i));
-    KN_TRY(output_item(kn_program_output(t->prog, 0), &l));
-    return update(t, l, lr, loss, gnorm);
 }
 
 kn_status kn_trainer_optimize(kn_trainer *t, double lr, double *gnorm) {
@@ -265,6 +241,23 @@ kn_status kn_trainer_optimize(kn_trainer *t, double lr, double *gnorm) {
     return KN_OK;
 }
 
+/* The state a trainer moves: what to_device allocates on the new device, and frees when
+ * it fails or replaces. */
+typedef struct trainer_state {
+    kn_tensor *x, *y, *grad, **grad_views, *params, **views, *state;
+} trainer_state;
+
+static void state_free(const kn_params *p, trainer_state *s) {
+    kn_params_views_free(p, s->grad_views);
+    kn_params_views_free(p, s->views);
+    kn_tensor_free(s->x);
+    kn_tensor_free(s->y);
+    kn_tensor_free(s->grad);
+    kn_tensor_free(s->params);
+    kn_tensor_free(s->state);
+    memset(s, 0, sizeof *s);
+}
+
 kn_status kn_trainer_to_device(kn_trainer *t, kn_device dev) {
     if (!t || !t->model || !t->prog) return kn_error(KN_ERR_ARG, "kn_trainer_to_device: trainer not initialized");
     if (kn_device_equal(dev, t->dev)) return KN_OK;
@@ -274,42 +267,49 @@ kn_status kn_trainer_to_device(kn_trainer *t, kn_device dev) {
     KN_TRY(kn_device_check("kn_trainer_to_device", dev));
     const kn_params *p = &t->model->p;
     int64_t n[1] = {p->n}, sn[1] = {t->opt.state_len}, bt[2] = {t->B, t->T};
-    kn_status st = kn_tensor_to(&t->dparams, p->slab, dev);
-    if (st == KN_OK) st = kn_tensor_empty_on(&t->dgrad, dev, KN_DT_F32, 1, n);
-    if (st == KN_OK) st = kn_tensor_empty_on(&t->dstate, dev, KN_DT_F32, 1, sn);
+    trainer_state s = {0};
+    kn_status st = kn_tensor_to(&s.params, p->slab, dev);
+    if (st == KN_OK) st = kn_tensor_empty_on(&s.grad, dev, KN_DT_F32, 1, n);
+    if (st == KN_OK) st = kn_tensor_empty_on(&s.state, dev, KN_DT_F32, 1, sn);
     if (st == KN_OK && sn[0] > 0)
-        st = kn_device_memcpy(dev, kn_tensor_data(t->dstate), KN_CPU, t->opt.state, (size_t)sn[0] * sizeof(float));
-    if (st == KN_OK) st = kn_tensor_empty_on(&t->dx, dev, KN_DT_I32, 2, bt);
-    if (st == KN_OK) st = kn_tensor_empty_on(&t->dy, dev, KN_DT_I32, 2, bt);
-    if (st == KN_OK) st = kn_params_views(p, t->dparams, &t->dviews);
-    if (st == KN_OK) st = compile_on(t, dev);
+        st = kn_device_memcpy(dev, kn_tensor_data(s.state), KN_CPU, t->opt.state, (size_t)sn[0] * sizeof(float));
+    if (st == KN_OK) st = kn_tensor_empty_on(&s.x, dev, KN_DT_I32, 2, bt);
+    if (st == KN_OK) st = kn_tensor_empty_on(&s.y, dev, KN_DT_I32, 2, bt);
+    if (st == KN_OK) st = kn_params_views(p, s.params, &s.views);
+    if (st == KN_OK) st = kn_params_views(p, s.grad, &s.grad_views);
+    if (st != KN_OK) {
+        state_free(p, &s);
+        return st;
+    }
+    /* swap the new state in; the CPU's own (batch and gradient; the slab and the optimizer
+     * state stay the model's and the optimizer's: the host copies) goes */
+    trainer_state old = {t->x, t->y, t->grad, t->grad_views, NULL, NULL, NULL};
+    kn_tensor **borrowed_views = t->views, *borrowed_params = t->params;
+    t->x = s.x, t->y = s.y, t->grad = s.grad, t->grad_views = s.grad_views;
+    t->params = s.params, t->views = s.views, t->state = s.state;
+    st = compile_on(t, dev);
     if (st == KN_OK) {
         t->dev = dev;
+        state_free(p, &old);
         return KN_OK;
     }
-    /* back to the CPU bindings, the device slabs released */
-    kn_params_views_free(p, t->dviews);
-    kn_tensor_free(t->dparams);
-    kn_tensor_free(t->dgrad);
-    kn_tensor_free(t->dstate);
-    kn_tensor_free(t->dx);
-    kn_tensor_free(t->dy);
-    t->dviews = NULL;
-    t->dparams = t->dgrad = t->dstate = t->dx = t->dy = NULL;
-    kn_status keep = st;
+    /* back to the CPU's state and programs */
     char msg[512];
     snprintf(msg, sizeof msg, "%s", kn_last_error());
+    t->x = old.x, t->y = old.y, t->grad = old.grad, t->grad_views = old.grad_views;
+    t->params = borrowed_params, t->views = borrowed_views, t->state = NULL;
     (void)compile_on(t, KN_CPU);
-    return kn_error(keep, "%s", msg);
+    state_free(p, &s);
+    return kn_error(st, "%s", msg);
 }
 
 kn_status kn_trainer_sync_host(kn_trainer *t) {
     if (!t || !t->model) return kn_error(KN_ERR_ARG, "kn_trainer_sync_host: trainer not initialized");
     if (t->dev.type == KN_DEVICE_CPU) return KN_OK;
     const kn_params *p = &t->model->p;
-    KN_TRY(kn_device_memcpy(KN_CPU, p->data, t->dev, kn_tensor_data(t->dparams), (size_t)p->n * sizeof(float)));
-    if (t->opt.state_len > 0)
-        KN_TRY(kn_device_memcpy(KN_CPU, t->opt.state, t->dev, kn_tensor_data(t->dstate),
+    KN_TRY(kn_device_memcpy(KN_CPU, p->data, t->dev, kn_tensor_data(t->params), (size_t)p->n * sizeof(float)));
+    if (t->opt.state_len > 0 && t->state)
+        KN_TRY(kn_device_memcpy(KN_CPU, t->opt.state, t->dev, kn_tensor_data(t->state),
                                 (size_t)t->opt.state_len * sizeof(float)));
     return KN_OK;
 }

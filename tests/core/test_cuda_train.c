@@ -161,7 +161,7 @@ KN_TEST(cuda_train, device_errors_are_clean) {
         kn_status st = kn_trainer_to_device(&tr, CUDA0);
         cr_assert(st == KN_ERR_DEVICE || st == KN_ERR_UNSUPPORTED, "status %d", (int)st);
         cr_assert(strstr(kn_last_error(), "kn_trainer_to_device") != NULL, "message: %s", kn_last_error());
-        cr_assert(tr.dev.type == KN_DEVICE_CPU && !tr.dparams);
+        cr_assert(tr.dev.type == KN_DEVICE_CPU && !tr.state && tr.params == g.p.slab);
     } else {
         KN_ASSERT_OK(kn_trainer_to_device(&tr, CUDA0));
         tr.eager = true;

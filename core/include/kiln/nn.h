@@ -113,21 +113,22 @@ typedef struct kn_trainer {
     kn_graph *fwd, *joint;   /* owned */
     kn_program *prog;        /* owned: joint compiled for dev (kiln/program.h) */
     kn_program *eval;        /* owned: fwd (loss only) compiled for dev */
-    kn_tensor *x, *y;        /* owned: i32 [B, T], bound as inputs "idx" and "targets" */
-    kn_tensor *grad;         /* owned: f32 [p.n], the gradient slab */
-    kn_tensor **grad_views;  /* owned: views of grad shaped like the parameters */
     kn_optim opt;
     double clip;             /* global-norm clip (0: none) */
     bool eager;              /* step in eager mode (rebuild and run op by op, kn_backward)
                               * instead of replaying the compiled joint graph; same bits */
-    /* On a GPU (kn_trainer_to_device): the step's slabs live there; model->p and opt.state
-     * on the host are only brought up to date by kn_trainer_sync_host. */
-    kn_device dev;           /* where the step runs: KN_CPU unless moved */
-    kn_tensor *dparams;      /* owned, on dev: f32 [p.n], the parameter slab */
-    kn_tensor **dviews;      /* owned: views of dparams shaped like the parameters */
-    kn_tensor *dgrad;        /* owned, on dev: f32 [p.n], the gradient slab */
-    kn_tensor *dstate;       /* owned, on dev: f32 [opt.state_len], the optimizer state */
-    kn_tensor *dx, *dy;      /* owned, on dev: i32 [B, T], the batch, copied in per step */
+    /* The step's state: ONE set, on dev (KN_CPU unless kn_trainer_to_device moved it).
+     * On the CPU the parameter slab and the optimizer state are the model's and the
+     * optimizer's own (params and views borrowed, state NULL: opt.state). On a GPU they are
+     * owned device copies, and model->p and opt.state on the host are brought up to date
+     * only by kn_trainer_sync_host (checkpoints, sampling). */
+    kn_device dev;
+    kn_tensor *x, *y;        /* owned, on dev: i32 [B, T], bound as inputs "idx" and "targets" */
+    kn_tensor *grad;         /* owned, on dev: f32 [p.n], the gradient slab */
+    kn_tensor **grad_views;  /* owned: views of grad shaped like the parameters */
+    kn_tensor *params;       /* on dev: f32 [p.n], the parameter slab the programs read */
+    kn_tensor **views;       /* views of params shaped like the parameters (bound by name) */
+    kn_tensor *state;        /* on a GPU: owned, f32 [opt.state_len]; on the CPU NULL */
     /* Gradient-sync hook (NULL: none), called every step between the backward pass and the
      * update, with the gradient slab (n floats, on dev) already filled: where distributed
      * training plugs in (an all-reduce over the slab for data parallelism, a
