@@ -70,3 +70,13 @@ test-step-rubric-check:
 
 test-step-grader:
 	@bash tests/grader/selftest.sh $(BUILD_ROOT) $(abspath $(ALL_RESULTS))
+
+# make test: the grader on lab 10, whose tests run as MPI ranks (tests/grader/mpi-lab.sh).
+ifneq ($(filter 10,$(MPI_LAB_IDS)),)
+ifneq ($(wildcard solutions/lab10-*/*.c),)
+TEST_STEPS += test-step-grader-mpi-lab10
+endif
+endif
+.PHONY: test-step-grader-mpi-lab10
+test-step-grader-mpi-lab10:
+	@bash tests/harness/record.sh $(abspath $(ALL_RESULTS)) grader-mpi-lab10 bash tests/grader/mpi-lab.sh 10 $(BUILD_ROOT)

