@@ -22,10 +22,16 @@ MUTANTS ?= all
 MUTANT_SAMPLE ?= 5
 MUTANT_SEED ?= kiln
 
+# A lab whose tests run as MPI ranks (MPI_LAB_IDS, core/dist.mk: lab 10) links its test
+# programs with kiln's MPI test main and MPI's libraries instead of Criterion's; the
+# launcher takes the same --tap, --timeout and KN_TEST_DONE, so a mutant runs the same way.
+mutant_support = $(if $(filter $(1),$(MPI_LAB_IDS)),$(MPI_TEST_OBJS),$(TEST_SUPPORT_OBJS))
+mutant_test_ldlibs = $(if $(filter $(1),$(MPI_LAB_IDS)),$(MPI_LDLIBS),$(TEST_LDLIBS))
+
 # $(call mutant_args,NN): the build the mutants are made from (solutions everywhere).
 mutant_args = --lab $(1) --cc='$(CC)' --cppflags='$(CPPFLAGS)' --cflags='$(CFLAGS)' --ldflags='$(LDFLAGS)' \
-  --ldlibs='$(LDLIBS)' --test-ldlibs='$(TEST_LDLIBS)' --lib $(BUILD)/lab$(1)-solutions-solutions/libkiln.a \
-  --support-objs='$(TEST_SUPPORT_OBJS)' --public-objs='$(call obj,$(wildcard labs/lab$(1)-*/tests/*.c))' \
+  --ldlibs='$(LDLIBS)' --test-ldlibs='$(call mutant_test_ldlibs,$(1))' --lib $(BUILD)/lab$(1)-solutions-solutions/libkiln.a \
+  --support-objs='$(call mutant_support,$(1))' --public-objs='$(call obj,$(wildcard labs/lab$(1)-*/tests/*.c))' \
   --hidden-objs='$(call obj,$(wildcard tests/lab$(1)/*.c))' --work $(BUILD)/mutants/lab$(1) \
   --timeout $(MUTANT_TIMEOUT)
 
