@@ -185,6 +185,10 @@ static int dist_begin(kn_train_opts *o, run_dist *rd) {
         fprintf(stderr, "kiln train: --comm '%s': expected mpi or nccl\n", o->comm);
         return 2;
     }
+    if (strcmp(o->compress, "none") != 0 && strcmp(o->compress, "int8") != 0) {
+        fprintf(stderr, "kiln train: --compress '%s': expected none or int8\n", o->compress);
+        return 2;
+    }
     if (strcmp(o->allreduce, "library") != 0 && strcmp(o->allreduce, "ring") != 0) {
         fprintf(stderr, "kiln train: --allreduce '%s': expected library or ring\n", o->allreduce);
         return 2;
@@ -243,12 +247,14 @@ static int dist_begin(kn_train_opts *o, run_dist *rd) {
 static kn_status dist_attach(const kn_train_opts *o, run_dist *rd, kn_trainer *tr) {
     if (!rd->on) return KN_OK;
     KN_TRY(kn_comm_world(&rd->comm, !strcmp(o->comm, "nccl") ? KN_COMM_NCCL : KN_COMM_MPI));
-    kn_dp_config c = {.bucket_mb = o->bucket_mb, .accum = o->accum, .ring = !strcmp(o->allreduce, "ring")};
+    kn_dp_config c = {.bucket_mb = o->bucket_mb, .accum = o->accum, .ring = !strcmp(o->allreduce, "ring"),
+                      .compress = !strcmp(o->compress, "int8")};
     KN_TRY(kn_dp_strategy_parse(o->dist, &c.strategy));
     KN_TRY(kn_dp_new(&rd->dp, rd->comm, tr, &c));
-    printf("  data parallel: %s on %d ranks (%s, %s all-reduce), %d rows x %d micro-batches per rank, %d "
-           "bucket%s of <= %g MiB\n", o->dist, rd->size, o->comm, o->allreduce, rd->rows, o->accum,
-           rd->dp.nbuckets, rd->dp.nbuckets == 1 ? "" : "s", o->bucket_mb);
+    printf("  data parallel: %s on %d ranks (%s, %s all-reduce%s), %d rows x %d micro-batches per rank, %d "
+           "bucket%s of <= %g MiB\n", o->dist, rd->size, o->comm, o->allreduce,
+           c.compress ? ", int8 gradients with error feedback" : "", rd->rows, o->accum, rd->dp.nbuckets,
+           rd->dp.nbuckets == 1 ? "" : "s", o->bucket_mb);
     if (o->emit_ir[0] && rd->rank == 0) {
         FILE *f = fopen(o->emit_ir, "w");
         if (!f) return kn_error(KN_ERR_IO, "--emit-ir %s: cannot open: %s", o->emit_ir, strerror(errno));
@@ -271,6 +277,8 @@ static void dist_report(const run_dist *rd, int64_t P) {
     printf("    total                   %-11lld %lld%s\n", (long long)(m.params + m.grads + m.optim),
            (long long)(e.params + e.grads + e.optim), "");
     if (m.staging_peak) printf("    + buckets in flight     %lld at the peak\n", (long long)m.staging_peak);
+    printf("  gradients sent        %lld bytes per step by this rank (%s)\n", (long long)rd->dp.bytes_sent,
+           rd->dp.cfg.compress ? "int8 codes and a scale per 256" : "f32");
     const kn_dp_stats *s = &rd->dp.stats;
     if (rd->dp.tr && rd->dp.tr->dev.type != KN_DEVICE_CPU) {
         /* the host runs ahead of a GPU: its clock knows when the backward ended (the loss was

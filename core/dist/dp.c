@@ -21,6 +21,18 @@
  * the order in which backward produces gradients (the output layers first). A bucket
  * starts when its last gradient exists, whatever the order.
  *
+ * Compression (--compress int8, DDP on CPU ranks): each bucket travels as one signed byte
+ * per gradient plus a float scale per 256 of them, instead of four bytes. A rank adds its
+ * error feedback (what quantization lost last time) to the bucket, scales each block of
+ * 256 so its largest magnitude is 127, rounds, keeps the new error, and all-gathers
+ * (scales, codes) from every rank; each
+ * rank then sums scale_r x code_r over the ranks in rank order, so every rank gets the same
+ * floats. Sums of int8 codes would overflow, hence an all-gather, which moves about N m
+ * bytes per rank against the ring all-reduce's 2 (N-1)/N 4m: 4x less on 2 ranks, and it
+ * stops paying from about 8 ranks (top-k or a reduce-scatter of codes would scale).
+ * Error feedback makes the rounding errors cancel over steps instead of adding up
+ * (1-bit SGD, Seide et al. 2014; EF-SGD, Karimireddy et al. 2019).
+ *
  * Gradient accumulation: with K micro-batches, DDP and ZeRO-1 add the micro-batches'
  * gradients locally and communicate in the last one only; ZeRO-2 has no full gradient slab
  * to add into, so it reduce-scatters every micro-batch and adds into its shard (DeepSpeed
@@ -101,6 +113,9 @@ void kn_dp_free(kn_dp *d) {
     /* the sizes come from shard_lo, so these go before it */
     if (d->grad_shard) dp_free(d, d->grad_shard, (size_t)my_len(d) * sizeof(float));
     if (d->dshard_state) dp_free(d, d->dshard_state, (size_t)d->shard_opt.state_len * sizeof(float));
+    for (int b = 0; d->packed && b < d->nbuckets; b++) kn_free(d->packed[b]);
+    kn_free(d->packed);
+    kn_free(d->err);
     kn_free(d->staging);
     kn_free(d->in_flight);
     kn_free(d->buckets);
@@ -132,6 +147,10 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
         return kn_error(KN_ERR_ARG, "kn_dp_new: a trainer on %s needs the %s communicator (got %s): CPU ranks "
                         "talk over MPI, GPU ranks over NCCL", gpu ? "a GPU" : "the CPU", gpu ? "nccl" : "mpi",
                         c->be->name);
+    if (cfg->compress && (gpu || cfg->strategy != KN_DP_DDP || cfg->ring))
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: --compress int8 compresses DDP's buckets on CPU ranks with the "
+                        "library's all-gather (asked: --dist %s%s%s)", kn_dp_strategy_name(cfg->strategy),
+                        gpu ? " on GPUs" : "", cfg->ring ? ", the ring" : "");
     if (gpu && (cfg->accum > 1 || cfg->ring))
         return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: on GPUs kiln runs one micro-batch per step with the library's "
                         "collectives (asked: --accum %d%s); accumulation and the ring run on CPU ranks", cfg->accum,
@@ -210,6 +229,11 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
         tr->grad_views = NULL;
         tr->grad = NULL;
     }
+    if (st == KN_OK && cfg->compress) {
+        d->err = kn_calloc((size_t)(p->n > 0 ? p->n : 1), sizeof(float));
+        d->packed = kn_calloc((size_t)d->nbuckets, sizeof *d->packed);
+        if (!d->err || !d->packed) st = kn_error(KN_ERR_OOM, "kn_dp_new: out of memory for the error feedback");
+    }
     if (st == KN_OK && cfg->ring) {
         /* the ring's scratch: the largest chunk of the largest bucket */
         int64_t most = 1;
@@ -253,6 +277,53 @@ static kn_status store(const kn_dp *d, float *dst, const float *src, int64_t n, 
     return KN_OK;
 }
 
+/* --compress int8: one scale per KN_DP_QBLOCK gradients (a bucket mixes parameters whose
+ * gradients differ by orders of magnitude; one scale per bucket would round the small
+ * ones to zero). A rank's block of `packed`: the scales, then one signed byte a gradient. */
+#define KN_DP_QBLOCK 256
+static int64_t qblocks(int64_t m) { return (m + KN_DP_QBLOCK - 1) / KN_DP_QBLOCK; }
+static int64_t packed_size(int64_t m) { return qblocks(m) * (int64_t)sizeof(float) + m; }
+
+/* Bucket b's gradients g (m of them, slab offset lo) plus the error feedback, encoded into
+ * this rank's block; the new error kept. */
+static void int8_encode(kn_dp *d, const float *g, int64_t lo, int64_t m, uint8_t *block) {
+    float *e = d->err + lo;
+    int8_t *q = (int8_t *)(block + qblocks(m) * (int64_t)sizeof(float));
+    for (int64_t c = 0; c < qblocks(m); c++) {
+        int64_t a = c * KN_DP_QBLOCK, z = a + KN_DP_QBLOCK < m ? a + KN_DP_QBLOCK : m;
+        float amax = 0;
+        for (int64_t i = a; i < z; i++) {
+            float v = fabsf(g[i] + e[i]);
+            if (v > amax) amax = v;
+        }
+        float s = amax > 0 ? amax / 127.0f : 1.0f;
+        memcpy(block + c * (int64_t)sizeof(float), &s, sizeof s);
+        for (int64_t i = a; i < z; i++) {
+            float v = g[i] + e[i];
+            long k = lrintf(v / s);
+            k = k > 127 ? 127 : k < -127 ? -127 : k;
+            q[i] = (int8_t)k;
+            e[i] = v - (float)k * s;
+        }
+    }
+}
+
+/* Every rank's blocks back into the bucket: g[i] = sum over ranks (in rank order) of
+ * scale_r x code_r[i], the same floats on every rank. */
+static void int8_decode(const kn_dp *d, const uint8_t *packed, int64_t m, float *g) {
+    int64_t size = packed_size(m), nq = qblocks(m) * (int64_t)sizeof(float);
+    for (int64_t i = 0; i < m; i++) {
+        double acc = 0;
+        for (int r = 0; r < d->comm->size; r++) {
+            const uint8_t *blk = packed + r * size;
+            float s;
+            memcpy(&s, blk + (i / KN_DP_QBLOCK) * (int64_t)sizeof(float), sizeof s);
+            acc += (double)s * (double)((const int8_t *)(blk + nq))[i];
+        }
+        g[i] = (float)acc;
+    }
+}
+
 /* Start bucket b's collective. */
 static kn_status launch(kn_dp *d, int b) {
     kn_dp_bucket *k = &d->buckets[b];
@@ -270,7 +341,20 @@ static kn_status launch(kn_dp *d, int b) {
             if (d->t_launch) d->t_launch[d->nbuckets + b] = d->t_last_done;
             return st;
         }
-        KN_TRY(kn_comm_iall_reduce(d->comm, g, g, k->hi - k->lo, KN_DT_F32, what, &d->reqs[b]));
+        if (d->cfg.compress) {
+            int64_t m = k->hi - k->lo, block = packed_size(m), counts[1024];
+            if (d->comm->size > 1024) return kn_error(KN_ERR_ARG, "kn_dp: more than 1024 ranks");
+            d->packed[b] = kn_malloc((size_t)(block * d->comm->size));
+            if (!d->packed[b]) return kn_error(KN_ERR_OOM, "kn_dp_step: out of memory for bucket %d's codes", b);
+            uint8_t *mine = d->packed[b] + (size_t)(block * d->comm->rank);
+            int8_encode(d, g, k->lo, m, mine);
+            for (int r = 0; r < d->comm->size; r++) counts[r] = block;
+            d->bytes_sent += block;
+            KN_TRY(kn_comm_iall_gather(d->comm, mine, d->packed[b], counts, KN_DT_U8, what, &d->reqs[b]));
+        } else {
+            d->bytes_sent += (k->hi - k->lo) * (int64_t)sizeof(float);
+            KN_TRY(kn_comm_iall_reduce(d->comm, g, g, k->hi - k->lo, KN_DT_F32, what, &d->reqs[b]));
+        }
     } else {
         if (d->comm->size > 1024) return kn_error(KN_ERR_ARG, "kn_dp: more than 1024 ranks");
         shard_counts(d, k->lo, k->hi, counts);
@@ -279,6 +363,7 @@ static kn_status launch(kn_dp *d, int b) {
         /* ZeRO-1 receives straight into its shard; ZeRO-2 behind the bucket in its staging
          * buffer (added into the shard when done, for accumulation) */
         float *dst = d->cfg.strategy == KN_DP_ZERO1 ? d->grad_shard + (a - my_lo(d)) : d->staging[b] + (k->hi - k->lo);
+        d->bytes_sent += (k->hi - k->lo) * (int64_t)sizeof(float);
         KN_TRY(kn_comm_ireduce_scatter(d->comm, src, dst, counts, KN_DT_F32, what, &d->reqs[b]));
     }
     d->in_flight[b] = true;
@@ -290,6 +375,12 @@ static void finished(kn_dp *d, int b) {
     d->in_flight[b] = false;
     d->t_last_done = kn_time_now();
     if (d->t_launch) d->t_launch[d->nbuckets + b] = d->t_last_done;
+    if (d->cfg.compress && d->packed[b]) {
+        kn_dp_bucket *k = &d->buckets[b];
+        int8_decode(d, d->packed[b], k->hi - k->lo, slab_grad(d) + k->lo);
+        kn_free(d->packed[b]);
+        d->packed[b] = NULL;
+    }
     if (d->cfg.strategy != KN_DP_ZERO2) return;
     kn_dp_bucket *k = &d->buckets[b];
     int64_t a = k->lo > my_lo(d) ? k->lo : my_lo(d), e = k->hi < my_lo(d) + my_len(d) ? k->hi : my_lo(d) + my_len(d);
@@ -404,6 +495,7 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
     const kn_params *p = &t->model->p;
     double t0 = kn_time_now(), lsum = 0;
     d->launched = 0;
+    d->bytes_sent = 0;
     d->t_first_launch = d->t_last_done = 0;
     for (int m = 0; m < K; m++) {
         double l = 0;

@@ -59,6 +59,7 @@ static const opt_row k_opts[] = {
     {"accum", O_INT, F(accum), 0, 1, 4096, false, "--dist: micro-batches per step (communicate on the last)"},
     {"comm", O_STR, S(comm), 0, 0, false, "--dist: communicator backend, mpi (CPU ranks) or nccl (one GPU per rank)"},
     {"allreduce", O_STR, S(allreduce), 0, 0, false, "--dist ddp: library (MPI/NCCL's own) or ring (kiln's)"},
+    {"compress", O_STR, S(compress), 0, 0, false, "--dist ddp: gradient compression, none or int8 (error feedback)"},
     {"emit-ir", O_STR, S(emit_ir), 0, 0, false, "--dist: write the joint graph and where each collective starts"},
 };
 #undef F
@@ -94,6 +95,7 @@ static void defaults(kn_train_opts *o) {
     o->accum = 1;
     snprintf(o->comm, sizeof o->comm, "mpi");
     snprintf(o->allreduce, sizeof o->allreduce, "library");
+    snprintf(o->compress, sizeof o->compress, "none");
 }
 
 static const opt_row *find_opt(const char *name, size_t len) {

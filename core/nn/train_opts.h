@@ -45,6 +45,7 @@ typedef struct kn_train_opts {
     int accum;                   /* micro-batches per step */
     char comm[16];               /* "mpi" or "nccl" */
     char allreduce[16];          /* "library" or "ring" (kiln's own, DDP) */
+    char compress[16];           /* "none" or "int8" (DDP's buckets, error feedback) */
     char emit_ir[KN_TRAIN_STR];  /* write the step's joint graph with its collectives here */
 } kn_train_opts;
 

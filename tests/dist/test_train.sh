@@ -38,6 +38,22 @@ run $MPIEXEC -n 4 "$kiln" train $A --dist ddp --allreduce ring --bucket-mb 0.01 
     || { cat ring.txt; exit 1; }
 r=$(python3 "$here/compare.py" one.log ring.log one.st ring.st $TOL); echo "ddp with kiln's ring, 4 ranks: $r"
 
+# --compress int8 (DDP, error feedback): it trains like the uncompressed run and sends about
+# a quarter of the bytes (2 ranks, 80 steps: the mean loss of the last 20 steps within 5%; +2.6% measured, and -0.3% after 150 steps)
+C="--layers 2 --width 64 --heads 4 --context 32 --batch 16 --steps 80 --data-bytes 100000 --eval-batches 1 --sample 0 --device cpu --lr 1e-2 --out none"
+run $MPIEXEC -n 2 "$kiln" train $C --dist ddp --log cu.log > cu.txt 2>&1 || { cat cu.txt; exit 1; }
+run $MPIEXEC -n 2 "$kiln" train $C --dist ddp --compress int8 --log cc.log > cc.txt 2>&1 || { cat cc.txt; exit 1; }
+python3 - cu.log cc.log cu.txt cc.txt <<'PY'
+import re, sys
+def last(p): l = [float(x.split()[1]) for x in open(p) if x.strip()][-20:]; return sum(l) / len(l)
+def sent(p): return int(re.search(r"gradients sent +(\d+) bytes", open(p).read()).group(1))
+u, c = last(sys.argv[1]), last(sys.argv[2])
+r = sent(sys.argv[4]) / sent(sys.argv[3])
+print("--compress int8 on 2 ranks: last-20 mean loss %.4f vs %.4f uncompressed (%+.2f%%), %.3f of the bytes" % (c, u, 100 * (c / u - 1), r))
+assert abs(c / u - 1) < 0.05, "compressed training drifted from the uncompressed run"
+assert r < 0.3, "int8 should send about a quarter of the bytes"
+PY
+
 # a checkpoint moves between strategies and rank counts: ZeRO-2 on 2 ranks stops at step 3
 # (its sharded optimizer state gathered into the file), ZeRO-1 on 4 ranks resumes it
 run $MPIEXEC -n 2 "$kiln" train $A --dist zero2 --bucket-mb 0.01 --stop-after 3 --out half.st --log res.log > res.txt 2>&1 \
@@ -80,5 +96,6 @@ else
     expect "nccl without a GPU" "no usable GPU" run $MPIEXEC -n 2 "$kiln" train $A --dist ddp --comm nccl
 fi
 expect "a GPU over mpi" "add --comm nccl" run $MPIEXEC -n 2 "$kiln" train ${A/--device cpu/--device cuda} --dist ddp
+expect "--compress with zero1" "compresses DDP's buckets" run $MPIEXEC -n 2 "$kiln" train $A --dist zero1 --compress int8
 expect "zero3" "not implemented yet" run $MPIEXEC -n 2 "$kiln" train $A --dist zero3
 echo "test_train: all passed"

@@ -169,6 +169,7 @@ typedef struct kn_dp_config {
     double bucket_mb;      /* bucket size in MiB (> 0; PyTorch's default is 25) */
     int accum;             /* micro-batches per step (>= 1): communicate on the last only */
     bool ring;             /* DDP: kiln's ring all-reduce instead of the library's */
+    bool compress;         /* DDP: int8 gradients with error feedback (CPU ranks; see dp.c) */
 } kn_dp_config;
 
 /* A bucket: the contiguous slab range [lo, hi) of whole parameters. */
@@ -218,6 +219,9 @@ typedef struct kn_dp {
                               * (at nbuckets + b) its completion time, in this step */
     FILE *timeline;          /* owned: the KILN_DP_TIMELINE file (rank 0), else NULL */
     double *dscalar;         /* on a GPU: owned, one device double for the loss and norm sums */
+    float *err;              /* --compress int8: owned, the error feedback, one float per slab entry */
+    uint8_t **packed;        /* --compress int8: per bucket in flight, every rank's scale and codes */
+    int64_t bytes_sent;      /* collective payload bytes this rank sent in the last step */
     float *dshard_state;     /* ZeRO on a GPU: owned, the shard's optimizer state there (shard_opt
                               * keeps the config and step; its host state goes unused) */
 } kn_dp;
