@@ -189,6 +189,12 @@ static int dist_begin(kn_train_opts *o, run_dist *rd) {
         fprintf(stderr, "kiln train: --compress '%s': expected none or int8\n", o->compress);
         return 2;
     }
+    if (!strcmp(o->compress, "int8") && (s != KN_DP_DDP || strcmp(o->comm, "mpi") != 0 || !strcmp(o->allreduce, "ring"))) {
+        /* decided here, the same on every rank, so the job ends cleanly (not by MPI_Abort) */
+        fprintf(stderr, "kiln train: --compress int8 compresses DDP's buckets on CPU ranks with the library's "
+                "all-gather (asked: --dist %s, --comm %s, --allreduce %s)\n", o->dist, o->comm, o->allreduce);
+        return 2;
+    }
     if (strcmp(o->allreduce, "library") != 0 && strcmp(o->allreduce, "ring") != 0) {
         fprintf(stderr, "kiln train: --allreduce '%s': expected library or ring\n", o->allreduce);
         return 2;
