@@ -11,8 +11,9 @@
  * ceilings and one line per kernel (op, FLOPs, bytes, intensity, time, GFLOP/s, the roof
  * there and the fraction of it reached), and a gnuplot script that draws the roofs, the
  * ridge point and each kernel as a point, the costliest ones labelled (`make roofline`
- * renders SVG and PNG). GPU ceilings are not measured here (no GPU on this machine; see
- * the report of issue 13).
+ * renders SVG and PNG). Where kiln is built with CUDA and a GPU is present it also
+ * measures the GPU ceilings (kn_cuda_ceilings: copy bandwidth, cuBLAS fp32 and bf16
+ * peaks) and prints them; without a GPU it says in one line that they were skipped.
  *
  *   kiln roofline [--out DIR] [--layers L] [--width D] [--batch B] [--seq T] [--vocab V] */
 #include <errno.h>
@@ -24,6 +25,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "kiln/cuda.h"
 #include "kiln/ir.h"
 #include "kiln/kernels.h"
 #include "kiln/nn.h"
@@ -180,6 +182,15 @@ int kn_cli_roofline(int argc, char **argv) {
     printf("kiln roofline: %d threads; peak %.1f GFLOP/s (vector FMA microbenchmark), triad bandwidth %.1f GB/s, "
            "ridge at %.2f FLOP/byte\n",
            nt, peak, bw, peak / bw);
+    double gcopy = 0, gf32 = 0, gbf16 = 0;
+#if KN_HAVE_CUDA
+    bool gpu = kn_cuda_ceilings(0, &gcopy, &gf32, &gbf16) == KN_OK;
+    if (gpu) printf("GPU 0: copy %.0f GB/s, cuBLAS fp32 (TF32 off) %.1f TFLOP/s, bf16 %.1f TFLOP/s\n", gcopy, gf32, gbf16);
+    else printf("GPU ceilings skipped: %s\n", kn_last_error());
+#else
+    bool gpu = false;
+    printf("GPU ceilings skipped: kiln built without CUDA\n");
+#endif
     kn_graph *g = NULL;
     kn_interp *it = NULL;
     double *sec = NULL;
@@ -212,6 +223,7 @@ int kn_cli_roofline(int argc, char **argv) {
     if (!f) { fprintf(stderr, "kiln roofline: cannot write %s\n", path); goto done; }
     fprintf(f, "# peak_gflops\t%.2f\n# triad_gbs\t%.2f\n# ridge_flop_per_byte\t%.3f\n# step_ms\t%.2f\n", peak, bw, peak / bw,
             step_ms);
+    if (gpu) fprintf(f, "# gpu_copy_gbs\t%.1f\n# gpu_f32_tflops\t%.2f\n# gpu_bf16_tflops\t%.2f\n", gcopy, gf32, gbf16);
     fprintf(f, "node\top\tflops\tbytes\tintensity\tms\tgflops\troof_gflops\tof_roof\tbound\n");
     int nk = 0;
     double tot = 0;
