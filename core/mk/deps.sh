@@ -23,6 +23,8 @@ NEEDS=(
   "command -v chromium | chromium"
   "test -d /usr/share/fonts/truetype/dejavu | fonts-dejavu-core"
   "command -v bwrap | bubblewrap"
+  # benchmark reference only (make bench-gemm opens it with dlopen; libkiln never links it)
+  "ls /usr/lib/x86_64-linux-gnu/libopenblas.so.0 | libopenblas-dev"
 )
 missing=()
 for n in "${NEEDS[@]}"; do

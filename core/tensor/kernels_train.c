@@ -65,6 +65,27 @@ void kn_k_parallel(int64_t n, bool worth_it, void (*fn)(void *ctx, int64_t lo, i
     }
 }
 
+/* The matrix product's blocking per element size ([0] float, [1] double) and shape class
+ * (kn_k_gemm_class); kc == 0 means the default (kc 256: a 256 x 16 float panel slice is
+ * 16 KiB of L1; mc 96 / 64 rows: a 96 x 256 float block of a is 96 KiB of L2). */
+static kn_gemm_config kn_k_gemm_cfg[2][KN_GEMM_CLASSES];
+
+int kn_k_gemm_class(int64_t m, int64_t n, int64_t k) {
+    double g = cbrt((double)m * (double)n * (double)k); /* the geometric mean side */
+    return g < 128 ? 0 : g < 512 ? 1 : 2;
+}
+
+kn_gemm_config kn_k_gemm_config(size_t esize, int64_t m, int64_t n, int64_t k) {
+    kn_gemm_config c = kn_k_gemm_cfg[esize == 8][kn_k_gemm_class(m, n, k)];
+    if (c.kc <= 0 || c.mc <= 0) c = esize == 8 ? (kn_gemm_config){256, 64} : (kn_gemm_config){256, 96};
+    return c;
+}
+
+void kn_k_gemm_config_set(size_t esize, int cls, kn_gemm_config cfg) {
+    for (int c = 0; c < KN_GEMM_CLASSES; c++)
+        if (cls < 0 || cls == c) kn_k_gemm_cfg[esize == 8][c] = cfg;
+}
+
 /* Index i of an i32 or i64 buffer. */
 static inline int64_t kn_k_index_at(const void *p, kn_dtype dt, int64_t i) {
     return dt == KN_DT_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];

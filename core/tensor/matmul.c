@@ -1,101 +1,16 @@
 /* matmul.c — batched matrix product on the CPU: a [..., m, k] @ b [..., k, n] -> [..., m, n].
  *
  * The batch axes broadcast (kn_shape_broadcast + kn_tensor_expand, lab 01 units), and the
- * batches are walked with kn_index_next. Each batch is one GEMM in the i-k-j order, made
- * cache- and register-friendly the classic way (as in BLIS / GotoBLAS, much simplified):
- *
- *   - B is packed into panels of NR columns (8 floats or 4 doubles), each panel k x NR and
- *     contiguous, zero-padded on the right. Packing also absorbs any strides (a transposed
- *     b) and widens f16/bf16 to f32;
- *   - C is computed in micro-tiles of 4 x NR held in eight vector registers: for each p,
- *     one NR-wide row of the panel times four values of A (C[i, j] += A[i, p] * B[p, j]);
- *   - p advances in passes of KC = 256, so the panel slice a micro-tile reads stays in L1.
- *
- * A is read in place when its columns are contiguous, else packed row-major first (so is
- * any f16/bf16 A). Accumulation is in f64 for f64 and f32 otherwise, as the header says. */
+ * batches are walked with kn_index_next. Each batch is one call of kiln's CPU GEMM,
+ * kn_k_matmul_f32 / _f64 (kernels_train.inc: packing, cache blocking, a register-blocked
+ * micro-kernel, threads), the same kernel the IR interpreter runs, so eager and graph mode
+ * give the same bits. A row-major or transposed operand is passed in place (the GEMM's ta /
+ * tb flags); any other strides, and f16/bf16 (widened to f32), are copied row-major
+ * first. Accumulation is in f64 for f64 and f32 otherwise, as the header says. */
 #include <string.h>
 
+#include "kiln/kernels.h"
 #include "tensor/tensor_impl.h"
-
-#define KNT_MR 4   /* rows of C per micro-tile */
-#define KNT_KC 256 /* depth of one pass: a B panel slice of KC x NR stays in L1 */
-
-/* C[m x n] (row stride ldc) = A[m x k] (row stride lda, unit columns) @ B, where B was
- * packed by knt_pack_panels into ceil(n/NR) panels of k x NR (zero-padded). Every C
- * micro-tile of 4 x NR lives in local accumulators over a pass of KC steps of p: each
- * step loads one NR-wide row of the panel and four values of A. The loop over j has a
- * constant trip count, so the compiler turns it into vector instructions. */
-#define KNT_DEFINE_GEMM(NAME, T, VT, NR)                                                            \
-    static void NAME(int64_t m, int64_t k, int64_t n, const T *A, int64_t lda, const T *Bp, T *C, \
-                     int64_t ldc) {                                                               \
-        int64_t np = (n + NR - 1) / NR;                                                           \
-        for (int64_t p0 = 0; p0 < k || p0 == 0; p0 += KNT_KC) {                                   \
-            int64_t kc = k - p0 < KNT_KC ? k - p0 : KNT_KC;                                       \
-            for (int64_t jp = 0; jp < np; jp++) {                                                 \
-                const T *bp = Bp + jp * k * NR + p0 * NR;                                         \
-                int64_t j0 = jp * NR, w = n - j0 < NR ? n - j0 : NR;                              \
-                for (int64_t i0 = 0; i0 < m; i0 += KNT_MR) {                                      \
-                    int64_t mr = m - i0 < KNT_MR ? m - i0 : KNT_MR;                               \
-                    T acc[KNT_MR][NR] = {{0}};                                                    \
-                    if (p0 > 0)                                                                   \
-                        for (int64_t r = 0; r < mr; r++)                                          \
-                            for (int64_t j = 0; j < w; j++) acc[r][j] = C[(i0 + r) * ldc + j0 + j]; \
-                    const T *a = A + i0 * lda + p0;                                               \
-                    if (mr == KNT_MR) {                                                           \
-                        VT c[KNT_MR][2];                                                          \
-                        memcpy(c, acc, sizeof c);                                                 \
-                        VT c00 = c[0][0], c01 = c[0][1], c10 = c[1][0], c11 = c[1][1];            \
-                        VT c20 = c[2][0], c21 = c[2][1], c30 = c[3][0], c31 = c[3][1];            \
-                        const T *a0 = a, *a1 = a + lda, *a2 = a + 2 * lda, *a3 = a + 3 * lda;     \
-                        for (int64_t p = 0; p < kc; p++) {                                        \
-                            VT b0, b1;                                                            \
-                            memcpy(&b0, bp + p * NR, sizeof b0);                                  \
-                            memcpy(&b1, bp + p * NR + NR / 2, sizeof b1);                         \
-                            T x0 = a0[p], x1 = a1[p], x2 = a2[p], x3 = a3[p];                     \
-                            c00 += x0 * b0, c01 += x0 * b1, c10 += x1 * b0, c11 += x1 * b1;       \
-                            c20 += x2 * b0, c21 += x2 * b1, c30 += x3 * b0, c31 += x3 * b1;       \
-                        }                                                                         \
-                        c[0][0] = c00, c[0][1] = c01, c[1][0] = c10, c[1][1] = c11;               \
-                        c[2][0] = c20, c[2][1] = c21, c[3][0] = c30, c[3][1] = c31;               \
-                        memcpy(acc, c, sizeof c);                                                 \
-                    } else {                                                                      \
-                        for (int64_t p = 0; p < kc; p++)                                          \
-                            for (int64_t r = 0; r < mr; r++) {                                    \
-                                T ar = a[r * lda + p];                                            \
-                                for (int j = 0; j < NR; j++) acc[r][j] += ar * bp[p * NR + j];    \
-                            }                                                                     \
-                    }                                                                             \
-                    for (int64_t r = 0; r < mr; r++)                                              \
-                        for (int64_t j = 0; j < w; j++) C[(i0 + r) * ldc + j0 + j] = acc[r][j];   \
-                }                                                                                 \
-            }                                                                                     \
-        }                                                                                         \
-    }
-/* Two 16-byte vectors (GCC/Clang vector extension) per row of a micro-tile: 4 x 8 floats or
- * 4 x 4 doubles, eight accumulator registers. */
-typedef float knt_v4f __attribute__((vector_size(16)));
-typedef double knt_v2d __attribute__((vector_size(16)));
-#define KNT_NR_F32 8
-#define KNT_NR_F64 4
-KNT_DEFINE_GEMM(knt_gemm_f32, float, knt_v4f, KNT_NR_F32)
-KNT_DEFINE_GEMM(knt_gemm_f64, double, knt_v2d, KNT_NR_F64)
-
-/* Pack k x n elements of x (element offset off, strides rs, cs) into panels of k x nr,
- * zero-padded on the right, as float (wide == false) or double. */
-static void knt_pack_panels(const kn_tensor *x, int64_t off, int64_t rs, int64_t cs, int64_t k, int64_t n, int64_t nr,
-                            void *dst, bool wide) {
-    int64_t np = (n + nr - 1) / nr;
-    for (int64_t jp = 0; jp < np; jp++)
-        for (int64_t p = 0; p < k; p++)
-            for (int64_t j = 0; j < nr; j++) {
-                int64_t col = jp * nr + j, at = (jp * k + p) * nr + j;
-                int64_t src = off + p * rs + col * cs;
-                if (wide) ((double *)dst)[at] = col < n ? kn_dtype_load(x->dtype, x->storage->data, src) : 0.0;
-                else if (col >= n) ((float *)dst)[at] = 0.0f;
-                else if (x->dtype == KN_DT_F32) ((float *)dst)[at] = KNT_PTR(const float, x)[src];
-                else ((float *)dst)[at] = (float)kn_dtype_load(x->dtype, x->storage->data, src);
-            }
-}
 
 /* Pack rows x cols elements of x (element offset off, strides rs, cs) into dst, row-major,
  * as float (wide == false) or double. */
@@ -155,12 +70,15 @@ kn_status kn_tensor_matmul(kn_tensor **out, const kn_tensor *a, const kn_tensor 
     if (st != KN_OK || onumel == 0) goto done;
     bool wide = a->dtype == KN_DT_F64, native = a->dtype == KN_DT_F32 || wide;
     size_t es = wide ? sizeof(double) : sizeof(float);
-    int64_t nr = wide ? KNT_NR_F64 : KNT_NR_F32, npad = (n + nr - 1) / nr * nr;
-    bool pack_a = !native || (k > 1 && ea->strides[nb + 1] != 1);
-    if (pack_a) pa = kn_malloc((size_t)(m * k) * es);
-    pb = kn_malloc((size_t)(k * npad) * es);
+    /* In place when row-major ([m, k] with unit columns) or transposed (unit rows). */
+    int64_t ars = ea->strides[nb], acs = ea->strides[nb + 1], brs = eb->strides[nb], bcs = eb->strides[nb + 1];
+    bool a_rm = acs == 1 && (ars == k || m == 1), a_tr = !a_rm && ars == 1 && (acs == m || k == 1);
+    bool b_rm = bcs == 1 && (brs == n || k == 1), b_tr = !b_rm && brs == 1 && (bcs == k || n == 1);
+    bool pack_a = !native || !(a_rm || a_tr), pack_b = !native || !(b_rm || b_tr);
+    if (pack_a) pa = kn_malloc((size_t)(m * k + 1) * es);
+    if (pack_b) pb = kn_malloc((size_t)(k * n + 1) * es);
     if (!native) pc = kn_malloc((size_t)(m * n) * es);
-    if ((pack_a && !pa) || !pb || (!native && !pc)) {
+    if ((pack_a && !pa) || (pack_b && !pb) || (!native && !pc)) {
         st = kn_error(KN_ERR_OOM, "%s: out of memory packing a %s and b %s", fn, as, bs);
         goto done;
     }
@@ -169,16 +87,17 @@ kn_status kn_tensor_matmul(kn_tensor **out, const kn_tensor *a, const kn_tensor 
     do {
         int64_t ao = ea->offset, bo = eb->offset;
         for (int d = 0; d < nb; d++) ao += idx[d] * ea->strides[d], bo += idx[d] * eb->strides[d];
-        int64_t lda = k;
-        const char *A;
-        if (pack_a) knt_pack(a, ao, ea->strides[nb], ea->strides[nb + 1], m, k, pa, wide), A = pa;
-        else A = (const char *)a->storage->data + (size_t)ao * es, lda = ea->strides[nb];
-        /* A batch whose B is the previous one's (a broadcast B) keeps its packed panels. */
-        if (visited == 0 || bo != prev_bo) knt_pack_panels(b, bo, eb->strides[nb], eb->strides[nb + 1], k, n, nr, pb, wide);
+        const char *A = pa, *B = pb;
+        if (pack_a) knt_pack(a, ao, ars, acs, m, k, pa, wide);
+        else A = (const char *)a->storage->data + (size_t)ao * es;
+        /* A batch whose B is the previous one's (a broadcast B) keeps its copy. */
+        if (!pack_b) B = (const char *)b->storage->data + (size_t)bo * es;
+        else if (visited == 0 || bo != prev_bo) knt_pack(b, bo, brs, bcs, k, n, pb, wide);
         prev_bo = bo;
+        bool ta = !pack_a && !a_rm, tb = !pack_b && !b_rm;
         char *C = native ? (char *)t->storage->data + (size_t)(visited * m * n) * es : pc;
-        if (wide) knt_gemm_f64(m, k, n, (const double *)A, lda, (const double *)pb, (double *)C, n);
-        else knt_gemm_f32(m, k, n, (const float *)A, lda, (const float *)pb, (float *)C, n);
+        if (wide) kn_k_matmul_f64((const double *)A, (const double *)B, (double *)C, m, n, k, ta, tb);
+        else kn_k_matmul_f32((const float *)A, (const float *)B, (float *)C, m, n, k, ta, tb);
         if (!native) kn_dtype_convert(t->dtype, (char *)t->storage->data + (size_t)(visited * m * n) * kn_dtype_size(t->dtype),
                                       KN_DT_F32, pc, m * n);
         visited++;

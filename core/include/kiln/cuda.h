@@ -92,6 +92,10 @@ kn_status kn_cuda_scale(int device, float *x, int64_t n, double s);
  * group (plots/profile.sh plots them). It ends the profile. */
 kn_status kn_cuda_profile_start(int device);
 kn_status kn_cuda_profile_report(FILE *f, FILE *tsv, double step_ms, int top);
+/* The GPU ceilings for `kiln roofline` (cuda_roofline.cu): device-to-device copy bandwidth
+ * (GB/s, read + write) and cuBLAS 4096^3 matmul peaks (TFLOP/s) in fp32 with TF32 off and
+ * in bf16 with fp32 accumulation. KN_ERR_DEVICE at once without that device. */
+kn_status kn_cuda_ceilings(int device, double *copy_gbs, double *f32_tflops, double *bf16_tflops);
 
 #ifdef __cplusplus
 }

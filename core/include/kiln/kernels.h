@@ -90,6 +90,23 @@ KN_K_DECLARE(double, f64)
 #undef KN_K_DECLARE
 
 /* Threads the kernels may use: KILN_THREADS, else the online CPUs (1..16). */
+/* Cache blocking of the CPU matrix product (kn_k_matmul_*): kc, the depth of one k block
+ * (a kc x NR slice of a packed b panel stays in L1), and mc, the rows of a per L2 block.
+ * Any positive values give bitwise the same results; they only change the speed. */
+typedef struct kn_gemm_config {
+    int64_t kc, mc;
+} kn_gemm_config;
+/* Shape classes of a product m x n x k, by the geometric mean side g: 0 (g < 128),
+ * 1 (g < 512), 2 (larger). The autotuner keys its choice by class. */
+#define KN_GEMM_CLASSES 3
+int kn_k_gemm_class(int64_t m, int64_t n, int64_t k);
+/* The blocking used for a product of element size esize (4 or 8) and shape m x n x k: the
+ * one set by kn_k_gemm_config_set for that element size and class, else the default. */
+kn_gemm_config kn_k_gemm_config(size_t esize, int64_t m, int64_t n, int64_t k);
+/* Set (or, with kc == 0, reset to the default) the blocking for element size esize and
+ * shape class cls (-1: every class): the autotuner's choice. Not thread-safe against
+ * concurrent products. */
+void kn_k_gemm_config_set(size_t esize, int cls, kn_gemm_config cfg);
 int kn_k_threads(void);
 /* Run fn over [0, n) split into contiguous ranges, one per thread when worth_it (the
  * caller judges the work large enough), else in this thread. Each range is processed by

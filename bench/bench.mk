@@ -1,0 +1,19 @@
+# bench/bench.mk — benchmark drivers (not tests; nothing here runs in make test).
+#   make bench-gemm    kiln's CPU GEMM against kiln's matmul before cache blocking (commit
+#                      GEMM_OLD, its kernels_train.c compiled with every symbol renamed
+#                      old_*) and Debian's OpenBLAS sgemm (opened with dlopen when
+#                      installed; skipped with one line when not), on 1 and 2 threads.
+.PHONY: bench-gemm
+GEMM_OLD ?= 91c50aa
+BENCH_OLD := $(BUILD)/bench/old
+$(BENCH_OLD)/kernels_train_old.o: $(LIB)
+	@mkdir -p $(@D)
+	$(Q)git show $(GEMM_OLD):core/tensor/kernels_train.c > $(@D)/kernels_train.c
+	$(Q)git show $(GEMM_OLD):core/tensor/kernels_train.inc > $(@D)/kernels_train.inc
+	$(call quiet,CC,$@)$(CC) $(CPPFLAGS) $(CFLAGS) -c $(@D)/kernels_train.c -o $(@D)/raw.o
+	$(Q)nm --defined-only -g $(@D)/raw.o | awk '{print $$3" old_"$$3}' > $(@D)/rename.txt
+	$(Q)objcopy --redefine-syms=$(@D)/rename.txt $(@D)/raw.o $@
+$(CFG)/bench-gemm: $(call obj,bench/gemm_bench.c) $(BENCH_OLD)/kernels_train_old.o $(LIB)
+	$(call quiet,LINK,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+bench-gemm: $(CFG)/bench-gemm
+	$(CFG)/bench-gemm
