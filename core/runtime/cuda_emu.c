@@ -11,7 +11,7 @@
 #include <ucontext.h>
 
 enum { KN_EMU_STACK = 64 * 1024, KN_EMU_MAX_THREADS = 1024 };
-enum { RUNNING, AT_BARRIER, DONE };
+enum { RUNNING, AT_BARRIER, AT_WARP, DONE };
 
 kn_dim3 kn_emu_thread_idx, kn_emu_block_idx, kn_emu_block_dim, kn_emu_grid_dim;
 
@@ -33,6 +33,27 @@ void kn_emu_syncthreads(void)
 {
     thread_state[cur] = AT_BARRIER;
     swapcontext(&thread_ctx[cur], &sched_ctx);
+}
+
+/* A warp shuffle: every lane posts its value, the warp meets, each reads its source
+ * lane's value, the warp meets again (so no slot is overwritten before it is read). */
+static float warp_slot[KN_EMU_MAX_THREADS];
+
+static void kn_emu_warp_meet(void)
+{
+    thread_state[cur] = AT_WARP;
+    swapcontext(&thread_ctx[cur], &sched_ctx);
+}
+
+float kn_emu_shfl_down(float v, unsigned delta)
+{
+    warp_slot[cur] = v;
+    kn_emu_warp_meet();
+    unsigned lane = cur % 32, src = cur + delta;
+    unsigned nt = kn_emu_block_dim.x * kn_emu_block_dim.y * kn_emu_block_dim.z;
+    float r = (lane + delta < 32 && src < nt) ? warp_slot[src] : v;
+    kn_emu_warp_meet();
+    return r;
 }
 
 static kn_dim3 kn_emu_unflatten(unsigned i, kn_dim3 d)
@@ -86,7 +107,23 @@ int kn_emu_launch(void (*fn)(void *), kn_dim3 grid, kn_dim3 block, void *args)
             }
             if (done == nt)
                 break;
-            if (done > 0) {
+            int moved = 0; /* open every warp whose live lanes all wait at a shuffle */
+            for (unsigned w = 0; w < nt; w += 32) {
+                unsigned end = w + 32 < nt ? w + 32 : nt, at = 0, live = 0;
+                for (unsigned t = w; t < end; t++) {
+                    at += thread_state[t] == AT_WARP;
+                    live += thread_state[t] != DONE;
+                }
+                if (at > 0 && at == live) {
+                    for (unsigned t = w; t < end; t++)
+                        if (thread_state[t] == AT_WARP)
+                            thread_state[t] = RUNNING;
+                    moved = 1;
+                }
+            }
+            if (moved)
+                continue;
+            if (done > 0 || waiting + done != nt) {
                 fprintf(stderr, "kn_emu_launch: deadlock in block (%u,%u,%u): %u threads wait at "
                         "__syncthreads() that %u returned threads never reach (a barrier in divergent code?)\n",
                         kn_emu_block_idx.x, kn_emu_block_idx.y, kn_emu_block_idx.z, waiting, done);

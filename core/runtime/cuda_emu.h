@@ -13,7 +13,8 @@
  * deadlock: kn_emu_launch returns -1 with a message naming the block, instead of
  * hanging. atomicAdd/atomicMax on int, unsigned and float (plain read-modify-write:
  * threads never interleave between switch points, so it is atomic here).
- * Not yet: warp shuffles/votes, race reports, the <<<>>> launch macro. */
+ * __shfl_down_sync on float (the warp meets at each shuffle; the mask is not checked).
+ * Not yet: other shuffles, votes, race reports, the <<<>>> launch macro. */
 #ifndef KN_CUDA_EMU_H
 #define KN_CUDA_EMU_H
 
@@ -25,6 +26,7 @@ extern kn_dim3 kn_emu_thread_idx, kn_emu_block_idx, kn_emu_block_dim, kn_emu_gri
  * (message on stderr) or a bad launch shape. */
 int kn_emu_launch(void (*fn)(void *), kn_dim3 grid, kn_dim3 block, void *args);
 void kn_emu_syncthreads(void);
+float kn_emu_shfl_down(float v, unsigned delta);
 
 #ifndef __CUDACC__
 #define threadIdx kn_emu_thread_idx
@@ -32,6 +34,7 @@ void kn_emu_syncthreads(void);
 #define blockDim kn_emu_block_dim
 #define gridDim kn_emu_grid_dim
 #define __syncthreads() kn_emu_syncthreads()
+#define __shfl_down_sync(mask, v, d) ((void)(mask), kn_emu_shfl_down((v), (d)))
 #define __global__
 #define __device__
 static inline int atomicAdd_i(int *p, int v) { int o = *p; *p = o + v; return o; }

@@ -22,6 +22,17 @@ __global__ static void block_sum(void *p)
         a->out[blockIdx.x] = sh[0];
 }
 
+__global__ static void warp_sum(void *p)
+{
+    struct red_args *a = p;
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = a->x[i];
+    for (unsigned d = 16; d > 0; d /= 2)
+        v += __shfl_down_sync(0xffffffffu, v, d);
+    if (threadIdx.x % 32 == 0)
+        a->out[i / 32] = v;
+}
+
 struct hist_args { const int *x; unsigned *bins; int n; };
 
 __global__ static void histogram(void *p)
@@ -39,6 +50,22 @@ __global__ static void divergent_barrier(void *p)
         __syncthreads();
 }
 
+/* Compares got[g] with the sum of x over group g of `size` elements; returns the misses. */
+static int check_sums(const char *name, const float *x, const float *got, int groups, int size)
+{
+    int miss = 0;
+    for (int g = 0; g < groups; g++) {
+        float want = 0;
+        for (int i = 0; i < size; i++)
+            want += x[g * size + i];
+        if (got[g] != want) {
+            printf("%s: group %d got %g want %g\n", name, g, got[g], want);
+            miss++;
+        }
+    }
+    return miss;
+}
+
 int main(void)
 {
     float x[4 * 256], out[4] = {0};
@@ -49,15 +76,12 @@ int main(void)
     int fails = 0;
     if (kn_emu_launch(block_sum, grid, block, &a) != 0)
         fails++;
-    for (int b = 0; b < 4; b++) {
-        float want = 0;
-        for (int i = 0; i < 256; i++)
-            want += x[b * 256 + i];
-        if (out[b] != want) {
-            printf("block_sum: block %d got %g want %g\n", b, out[b], want);
-            fails++;
-        }
-    }
+    fails += check_sums("block_sum", x, out, 4, 256);
+    float wout[32];
+    struct red_args wa = { x, wout };
+    if (kn_emu_launch(warp_sum, grid, block, &wa) != 0)
+        fails++;
+    fails += check_sums("warp_sum", x, wout, 32, 32);
     int hx[1000];
     unsigned bins[8] = {0}, want_bins[8] = {0};
     for (int i = 0; i < 1000; i++) {
