@@ -1,0 +1,144 @@
+/* cuda_emu.c: the scheduler behind cuda_emu.h. Each thread of a block is a ucontext
+ * coroutine; the scheduler resumes every thread in turn until it either returns or
+ * parks at __syncthreads(). When all live threads are parked, the barrier opens.
+ * If some threads returned while others wait at a barrier, no thread can ever move
+ * again: that is a deadlock on the GPU, reported here instead of hanging. */
+#define _XOPEN_SOURCE 700
+#define _DEFAULT_SOURCE
+#include "cuda_emu.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <ucontext.h>
+
+enum { KN_EMU_STACK = 64 * 1024, KN_EMU_MAX_THREADS = 1024 };
+enum { RUNNING, AT_BARRIER, AT_WARP, DONE };
+
+kn_dim3 kn_emu_thread_idx, kn_emu_block_idx, kn_emu_block_dim, kn_emu_grid_dim;
+
+static ucontext_t sched_ctx;
+static ucontext_t *thread_ctx;
+static int *thread_state;
+static unsigned cur;
+static void (*cur_fn)(void *);
+static void *cur_args;
+
+static void kn_emu_entry(void)
+{
+    cur_fn(cur_args);
+    thread_state[cur] = DONE;
+    swapcontext(&thread_ctx[cur], &sched_ctx);
+}
+
+void kn_emu_syncthreads(void)
+{
+    thread_state[cur] = AT_BARRIER;
+    swapcontext(&thread_ctx[cur], &sched_ctx);
+}
+
+/* A warp shuffle: every lane posts its value, the warp meets, each reads its source
+ * lane's value, the warp meets again (so no slot is overwritten before it is read). */
+static float warp_slot[KN_EMU_MAX_THREADS];
+
+static void kn_emu_warp_meet(void)
+{
+    thread_state[cur] = AT_WARP;
+    swapcontext(&thread_ctx[cur], &sched_ctx);
+}
+
+float kn_emu_shfl_down(float v, unsigned delta)
+{
+    warp_slot[cur] = v;
+    kn_emu_warp_meet();
+    unsigned lane = cur % 32, src = cur + delta;
+    unsigned nt = kn_emu_block_dim.x * kn_emu_block_dim.y * kn_emu_block_dim.z;
+    float r = (lane + delta < 32 && src < nt) ? warp_slot[src] : v;
+    kn_emu_warp_meet();
+    return r;
+}
+
+static kn_dim3 kn_emu_unflatten(unsigned i, kn_dim3 d)
+{
+    kn_dim3 r = { i % d.x, (i / d.x) % d.y, i / (d.x * d.y) };
+    return r;
+}
+
+int kn_emu_launch(void (*fn)(void *), kn_dim3 grid, kn_dim3 block, void *args)
+{
+    unsigned nt = block.x * block.y * block.z, nb = grid.x * grid.y * grid.z;
+    if (nt == 0 || nt > KN_EMU_MAX_THREADS || nb == 0) {
+        fprintf(stderr, "kn_emu_launch: bad launch shape: block %ux%ux%u (1..%d threads), grid %ux%ux%u\n",
+                block.x, block.y, block.z, KN_EMU_MAX_THREADS, grid.x, grid.y, grid.z);
+        return -1;
+    }
+    int rc = 0;
+    thread_ctx = calloc(nt, sizeof *thread_ctx);
+    thread_state = calloc(nt, sizeof *thread_state);
+    char *stacks = malloc((size_t)nt * KN_EMU_STACK);
+    if (!thread_ctx || !thread_state || !stacks) {
+        fprintf(stderr, "kn_emu_launch: out of memory for %u thread stacks\n", nt);
+        rc = -1;
+        goto out;
+    }
+    cur_fn = fn;
+    cur_args = args;
+    kn_emu_block_dim = block;
+    kn_emu_grid_dim = grid;
+    for (unsigned b = 0; b < nb && rc == 0; b++) {
+        for (unsigned t = 0; t < nt; t++) {
+            getcontext(&thread_ctx[t]);
+            thread_ctx[t].uc_stack.ss_sp = stacks + (size_t)t * KN_EMU_STACK;
+            thread_ctx[t].uc_stack.ss_size = KN_EMU_STACK;
+            thread_ctx[t].uc_link = &sched_ctx;
+            makecontext(&thread_ctx[t], kn_emu_entry, 0);
+            thread_state[t] = RUNNING;
+        }
+        kn_emu_block_idx = kn_emu_unflatten(b, grid);
+        for (;;) {
+            unsigned waiting = 0, done = 0;
+            for (cur = 0; cur < nt; cur++) {
+                if (thread_state[cur] != RUNNING)
+                    continue;
+                kn_emu_thread_idx = kn_emu_unflatten(cur, block);
+                swapcontext(&sched_ctx, &thread_ctx[cur]);
+            }
+            for (unsigned t = 0; t < nt; t++) {
+                waiting += thread_state[t] == AT_BARRIER;
+                done += thread_state[t] == DONE;
+            }
+            if (done == nt)
+                break;
+            int moved = 0; /* open every warp whose live lanes all wait at a shuffle */
+            for (unsigned w = 0; w < nt; w += 32) {
+                unsigned end = w + 32 < nt ? w + 32 : nt, at = 0, live = 0;
+                for (unsigned t = w; t < end; t++) {
+                    at += thread_state[t] == AT_WARP;
+                    live += thread_state[t] != DONE;
+                }
+                if (at > 0 && at == live) {
+                    for (unsigned t = w; t < end; t++)
+                        if (thread_state[t] == AT_WARP)
+                            thread_state[t] = RUNNING;
+                    moved = 1;
+                }
+            }
+            if (moved)
+                continue;
+            if (done > 0 || waiting + done != nt) {
+                fprintf(stderr, "kn_emu_launch: deadlock in block (%u,%u,%u): %u threads wait at "
+                        "__syncthreads() that %u returned threads never reach (a barrier in divergent code?)\n",
+                        kn_emu_block_idx.x, kn_emu_block_idx.y, kn_emu_block_idx.z, waiting, done);
+                rc = -1;
+                break;
+            }
+            for (unsigned t = 0; t < nt; t++)
+                thread_state[t] = RUNNING;
+        }
+    }
+out:
+    free(stacks);
+    free(thread_state);
+    free(thread_ctx);
+    thread_ctx = NULL;
+    thread_state = NULL;
+    return rc;
+}

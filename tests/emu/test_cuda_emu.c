@@ -1,0 +1,107 @@
+/* test_cuda_emu.c: kernels run on the CUDA emulator (core/runtime/cuda_emu.h): a
+ * shared-memory block reduction whose answer depends on __syncthreads() being a real
+ * barrier, and a barrier in divergent code that must be reported, not hang. */
+#include "runtime/cuda_emu.h"
+#include <stdio.h>
+
+struct red_args { const float *x; float *out; };
+
+__global__ static void block_sum(void *p)
+{
+    struct red_args *a = p;
+    static float sh[256]; /* __shared__: one block runs at a time in the emulator */
+    unsigned t = threadIdx.x;
+    sh[t] = a->x[blockIdx.x * blockDim.x + t];
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s /= 2) {
+        if (t < s)
+            sh[t] += sh[t + s];
+        __syncthreads();
+    }
+    if (t == 0)
+        a->out[blockIdx.x] = sh[0];
+}
+
+__global__ static void warp_sum(void *p)
+{
+    struct red_args *a = p;
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = a->x[i];
+    for (unsigned d = 16; d > 0; d /= 2)
+        v += __shfl_down_sync(0xffffffffu, v, d);
+    if (threadIdx.x % 32 == 0)
+        a->out[i / 32] = v;
+}
+
+struct hist_args { const int *x; unsigned *bins; int n; };
+
+__global__ static void histogram(void *p)
+{
+    struct hist_args *a = p;
+    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i < a->n)
+        atomicAdd(&a->bins[a->x[i] % 8], 1u);
+}
+
+__global__ static void divergent_barrier(void *p)
+{
+    (void)p;
+    if (threadIdx.x < 16)
+        __syncthreads();
+}
+
+/* Compares got[g] with the sum of x over group g of `size` elements; returns the misses. */
+static int check_sums(const char *name, const float *x, const float *got, int groups, int size)
+{
+    int miss = 0;
+    for (int g = 0; g < groups; g++) {
+        float want = 0;
+        for (int i = 0; i < size; i++)
+            want += x[g * size + i];
+        if (got[g] != want) {
+            printf("%s: group %d got %g want %g\n", name, g, got[g], want);
+            miss++;
+        }
+    }
+    return miss;
+}
+
+int main(void)
+{
+    float x[4 * 256], out[4] = {0};
+    for (int i = 0; i < 4 * 256; i++)
+        x[i] = (float)(i % 7);
+    struct red_args a = { x, out };
+    kn_dim3 grid = {4, 1, 1}, block = {256, 1, 1};
+    int fails = 0;
+    if (kn_emu_launch(block_sum, grid, block, &a) != 0)
+        fails++;
+    fails += check_sums("block_sum", x, out, 4, 256);
+    float wout[32];
+    struct red_args wa = { x, wout };
+    if (kn_emu_launch(warp_sum, grid, block, &wa) != 0)
+        fails++;
+    fails += check_sums("warp_sum", x, wout, 32, 32);
+    int hx[1000];
+    unsigned bins[8] = {0}, want_bins[8] = {0};
+    for (int i = 0; i < 1000; i++) {
+        hx[i] = (i * 37) % 101;
+        want_bins[hx[i] % 8]++;
+    }
+    struct hist_args h = { hx, bins, 1000 };
+    kn_dim3 hg = {4, 1, 1};
+    if (kn_emu_launch(histogram, hg, block, &h) != 0)
+        fails++;
+    for (int k = 0; k < 8; k++)
+        if (bins[k] != want_bins[k]) {
+            printf("histogram: bin %d got %u want %u\n", k, bins[k], want_bins[k]);
+            fails++;
+        }
+    kn_dim3 g1 = {1, 1, 1}, b32 = {32, 1, 1};
+    if (kn_emu_launch(divergent_barrier, g1, b32, NULL) != -1) {
+        printf("divergent_barrier: deadlock not reported\n");
+        fails++;
+    }
+    printf("test_cuda_emu: %s\n", fails ? "FAIL" : "ok");
+    return fails != 0;
+}
