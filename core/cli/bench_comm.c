@@ -111,23 +111,35 @@ static kn_status nc_bench(kn_comm *c, kn_device dev, int k, int64_t n, int iters
     return st;
 }
 
+/* The comma-separated --sizes list into sizes[0..*count) (at most KN_BENCH_SIZES). */
+#define KN_BENCH_SIZES 32
+static kn_status parse_sizes(const char *list, int64_t *sizes, int *count) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    *count = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        bool ok;
+        int64_t n = parse_size(tok, &ok);
+        if (!ok) return kn_error(KN_ERR_ARG, "--sizes: '%s' is not a count like 4096, 64k or 1m", tok);
+        if (*count == KN_BENCH_SIZES) return kn_error(KN_ERR_ARG, "--sizes: more than %d sizes", KN_BENCH_SIZES);
+        sizes[(*count)++] = n;
+    }
+    return KN_OK;
+}
+
 static int bench_nccl(const char *sizes, int iters) {
     kn_comm *c = NULL;
     int rc = 1;
-    char list[256];
+    int64_t list[KN_BENCH_SIZES];
+    int nsizes = 0;
     kn_device dev = {KN_DEVICE_CUDA, kn_dist_local_rank()};
     if (kn_comm_world(&c, KN_COMM_NCCL) != KN_OK) goto out;
     if (c->rank == 0)
         printf("kiln bench-comm: %d ranks over NCCL (one GPU each), f32, %d iterations per size\n"
                "%12s  %-15s %12s %10s\n", c->size, iters, "elements", "collective", "us/op", "bus GB/s");
-    snprintf(list, sizeof list, "%s", sizes);
-    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        bool ok;
-        int64_t n = parse_size(tok, &ok);
-        if (!ok) {
-            kn_error(KN_ERR_ARG, "--sizes: '%s' is not a count like 4096, 64k or 1m", tok);
-            goto out;
-        }
+    if (parse_sizes(sizes, list, &nsizes) != KN_OK) goto out;
+    for (int si = 0; si < nsizes; si++) {
+        int64_t n = list[si];
         n -= n % c->size;
         if (n < c->size) n = c->size;
         size_t bytes = (size_t)n * sizeof(float);
@@ -181,6 +193,14 @@ int kn_cli_bench_comm(int argc, char **argv) {
             return usage(stderr, 2);
         }
     }
+    {   /* a bad --sizes is a usage error on every rank alike, before MPI starts */
+        int64_t probe[KN_BENCH_SIZES];
+        int np = 0;
+        if (sizes && parse_sizes(sizes, probe, &np) != KN_OK) {
+            fprintf(stderr, "kiln bench-comm: %s\n", kn_last_error());
+            return 2;
+        }
+    }
     if (kn_dist_init("kiln bench-comm") != KN_OK) {
         fprintf(stderr, "kiln bench-comm: %s\n", kn_last_error());
         return 2;
@@ -193,15 +213,11 @@ int kn_cli_bench_comm(int argc, char **argv) {
     if (c->rank == 0)
         printf("kiln bench-comm: %d ranks, f32 sum, %d iterations per size\n%10s  %-8s %12s %14s\n", c->size, iters,
                "elements", "algo", "us/op", "bus GB/s");
-    char list[256];
-    snprintf(list, sizeof list, "%s", sizes);
-    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        bool ok;
-        int64_t n = parse_size(tok, &ok);
-        if (!ok) {
-            kn_error(KN_ERR_ARG, "--sizes: '%s' is not a count like 4096, 64k or 1m", tok);
-            goto out;
-        }
+    int64_t list[KN_BENCH_SIZES];
+    int nsizes = 0;
+    if (parse_sizes(sizes, list, &nsizes) != KN_OK) goto out;
+    for (int si = 0; si < nsizes; si++) {
+        int64_t n = list[si];
         float *b = kn_malloc((size_t)n * sizeof(float)), *scratch = kn_malloc((size_t)(n / c->size + 1) * sizeof(float));
         if (!b || !scratch) {
             kn_free(b); kn_free(scratch);

@@ -460,12 +460,7 @@ static kn_status all_reduce_f64(kn_dp *d, double *v, const char *what) {
  * forward and backward: the copy is ordered behind them). */
 static kn_status loss_item(const kn_tensor *o, double *out) {
     if (!o) return kn_error(KN_ERR_ARG, "kn_dp_step: the joint graph has no loss output");
-    if (o->storage->device.type == KN_DEVICE_CPU) return kn_tensor_item(o, out);
-    kn_tensor *h = NULL;
-    KN_TRY(kn_tensor_to(&h, o, KN_CPU));
-    kn_status st = kn_tensor_item(h, out);
-    kn_tensor_free(h);
-    return st;
+    return kn_tensor_item_any(o, out);
 }
 
 /* Run the joint graph on this rank's micro-batch m (its rows of the global batch). */

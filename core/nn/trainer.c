@@ -207,12 +207,7 @@ kn_status kn_trainer_eval(kn_trainer *t, const int32_t *x, const int32_t *y, dou
 /* The value of a 0-d output wherever it lives. */
 static kn_status output_item(const kn_tensor *o, double *out) {
     if (!o) return kn_error(KN_ERR_ARG, "kn_trainer: the graph has no loss output");
-    if (o->storage->device.type == KN_DEVICE_CPU) return kn_tensor_item(o, out);
-    kn_tensor *h = NULL;
-    KN_TRY(kn_tensor_to(&h, o, KN_CPU));
-    kn_status st = kn_tensor_item(h, out);
-    kn_tensor_free(h);
-    return st;
+    return kn_tensor_item_any(o, out);
 }
 
 /* Copy output o (a gradient, f32, numel floats) into the gradient slab at float offset off. */

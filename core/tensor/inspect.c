@@ -77,6 +77,15 @@ kn_status kn_tensor_set(kn_tensor *t, const int64_t *index, double value) {
     return KN_OK;
 }
 
+kn_status kn_tensor_item_any(const kn_tensor *t, double *out) {
+    if (!t || !t->storage || t->storage->device.type == KN_DEVICE_CPU) return kn_tensor_item(t, out);
+    kn_tensor *h = NULL;
+    KN_TRY(kn_tensor_to(&h, t, KN_CPU));
+    kn_status st = kn_tensor_item(h, out);
+    kn_tensor_free(h);
+    return st;
+}
+
 kn_status kn_tensor_item(const kn_tensor *t, double *out) {
     const char *fn = "kn_tensor_item";
     KN_TRY(knt_check_cpu(fn, "t", t));

@@ -102,6 +102,9 @@ kn_status kn_tensor_get(const kn_tensor *t, const int64_t *index, double *out);
 kn_status kn_tensor_set(kn_tensor *t, const int64_t *index, double value);
 /* The single element of a 1-element tensor. */
 kn_status kn_tensor_item(const kn_tensor *t, double *out);
+/* The same for a tensor on any device: a device's element is copied to the host first
+ * (which waits for the work queued before it: a training step's loss, read). */
+kn_status kn_tensor_item_any(const kn_tensor *t, double *out);
 /* Contiguous row-major copy of all elements as doubles into out[numel]. */
 kn_status kn_tensor_to_f64(const kn_tensor *t, double *out);
 /* "[2,3,4]" into buf (always NUL-terminated); returns buf, for error messages. */
