@@ -5,6 +5,10 @@
 # with their node and op. Writes OUT_PREFIX.svg and OUT_PREFIX.png.
 set -eu
 tsv=$1 out=$2
+if ! command -v gnuplot > /dev/null; then
+    echo "roofline.sh: gnuplot is not installed (apt-get install gnuplot, or make deps): the table is $tsv, no plot drawn"
+    exit 0
+fi
 peak=$(awk -F'\t' '$1=="# peak_gflops"{print $2}' "$tsv")
 bw=$(awk -F'\t' '$1=="# triad_gbs"{print $2}' "$tsv")
 ridge=$(awk -F'\t' '$1=="# ridge_flop_per_byte"{print $2}' "$tsv")
