@@ -20,6 +20,7 @@
 #include "cli/cli.h"
 #include "kiln/device.h"
 #include "kiln/nn.h"
+#include "kiln/program.h"
 
 typedef struct bench_opts {
     int vocab, context, layers, width, heads, batch, warmup, steps, profile;
@@ -27,18 +28,21 @@ typedef struct bench_opts {
     char profile_out[512];
     uint64_t seed;
     char device[16];
+    char mode[16];      /* compiled | interp */
 } bench_opts;
 
 static void usage(FILE *f) {
     fprintf(f, "usage: kiln bench [--vocab N] [--context N] [--layers N] [--width N] [--heads N] [--batch N]\n"
                "                  [--warmup N] [--steps N] [--seed N] [--device auto|cpu|cuda|cuda:N] [--profile N]\n"
-               "                  [--profile-out FILE.tsv] [--tf32]\n"
+               "                  [--profile-out FILE.tsv] [--tf32] [--mode compiled|interp]\n"
                "Times GPT training steps (fp32, AdamW, clip 1.0) on random tokens. Defaults: the GPT-2 124M\n"
                "shape: vocab 50304, context 1024, 12 layers, width 768, 12 heads, batch 8; 3 warm-up and\n"
                "10 timed steps; device auto (the first GPU when one is usable). --profile N (GPU only) adds one\n"
                "step run with a per-op profile and prints its N costliest groups of ops (0: none);\n"
                "--profile-out also writes every group to a TSV file (plots/profile.sh plots it).\n"
                "--tf32 lets cuBLAS use TF32 tensor cores for fp32 matmuls (KILN_TF32=1; off by default).\n"
+               "--mode compiled runs the step as fused generated C (CPU only); interp (the default on a GPU)\n"
+               "node by node with the backend's kernels. On the CPU the default is compiled.\n"
                "The last line is JSON.\n");
 }
 
@@ -63,7 +67,7 @@ static int parse(bench_opts *o, int argc, char **argv) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!strcmp(a, "--tf32")) { o->tf32 = true; continue; }
-        bool known = !strcmp(a, "--device") || !strcmp(a, "--seed") || !strcmp(a, "--profile-out");
+        bool known = !strcmp(a, "--device") || !strcmp(a, "--seed") || !strcmp(a, "--profile-out") || !strcmp(a, "--mode");
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) known = known || !strcmp(a, ints[k].name);
         if (!known) { fprintf(stderr, "kiln bench: unknown option '%s'\n", a); usage(stderr); return 2; }
         if (i + 1 >= argc) { fprintf(stderr, "kiln bench: %s needs a value\n", a); usage(stderr); return 2; }
@@ -72,6 +76,14 @@ static int parse(bench_opts *o, int argc, char **argv) {
         errno = 0;
         if (!strcmp(a, "--device")) {
             snprintf(o->device, sizeof o->device, "%s", v);
+            continue;
+        }
+        if (!strcmp(a, "--mode")) {
+            if (strcmp(v, "compiled") && strcmp(v, "interp")) {
+                fprintf(stderr, "kiln bench: --mode '%s': use compiled or interp\n", v);
+                return 2;
+            }
+            snprintf(o->mode, sizeof o->mode, "%s", v);
             continue;
         }
         if (!strcmp(a, "--profile-out")) {
@@ -147,6 +159,13 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     kn_optim_config oc = kn_optim_default();
     if (st == KN_OK) st = kn_trainer_new(&tr, &g, o->batch, o->context, &oc, 1.0);
     if (st == KN_OK) st = kn_trainer_to_device(&tr, dev);
+    bool compiled = dev.type == KN_DEVICE_CPU && strcmp(o->mode, "interp") != 0;
+    if (st == KN_OK && dev.type != KN_DEVICE_CPU && !strcmp(o->mode, "compiled"))
+        st = kn_error(KN_ERR_UNSUPPORTED, "--mode compiled renders C for the CPU; on %s use --mode interp",
+                      kn_device_str(dev, devname, dn));
+    if (st == KN_OK) st = kn_trainer_set_compiled(&tr, compiled);
+    kn_program_stats ps = kn_program_get_stats(tr.prog);
+    compiled = ps.mode == KN_PROGRAM_COMPILED;
     double setup = kn_time_now() - t0;
     kn_device_str(dev, devname, dn);
     if (st == KN_OK) {
@@ -154,6 +173,9 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
                "fp32 (TF32 %s) AdamW on %s\n", o->vocab, o->context, o->layers, o->width, o->heads, (long long)g.p.n,
                o->batch, o->tf32 ? "on" : "off", devname);
         printf("  setup (init, compile, move): %.1f s; %d warm-up + %d timed steps\n", setup, o->warmup, nt);
+        printf("  mode %s: %d steps per training step (%d generated kernels) for %d graph nodes; compile %.0f ms%s\n",
+               compiled ? "compiled" : "interp", ps.nsteps, ps.nkernels, ps.nodes_computing, ps.compile_ms,
+               compiled ? (ps.cached ? " (kernel cache hit)" : " (cold)") : "");
         fflush(stdout);
     }
     kn_rng r = kn_rng_new(o->seed + 1000);
@@ -221,9 +243,12 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
                    "\"width\": %d, \"heads\": %d, \"batch\": %d, \"params\": %lld, \"warmup\": %d, \"steps\": %d, "
                    "\"step_ms_median\": %.3f, \"step_ms_min\": %.3f, \"step_ms_max\": %.3f, \"tokens_per_s\": %.1f, "
                    "\"fwd_ms\": %.3f, \"optim_ms\": %.3f, \"peak_mem_mib\": %.1f, \"peak_reserved_mib\": %.1f, "
-                   "\"loss_first\": %.5f, \"loss_last\": %.5f, \"tf32\": %s}\n",
+                   "\"loss_first\": %.5f, \"loss_last\": %.5f, \"tf32\": %s, \"mode\": \"%s\", \"nsteps\": %d, "
+                   "\"nkernels\": %d, \"nodes\": %d, \"compile_ms\": %.1f, \"compile_cached\": %s}\n",
                    devname, o->vocab, o->context, o->layers, o->width, o->heads, o->batch, (long long)g.p.n,
-                   o->warmup, nt, med, lo, hi, tps, mf, mo, peak, peak_res, loss0, loss1, o->tf32 ? "true" : "false");
+                   o->warmup, nt, med, lo, hi, tps, mf, mo, peak, peak_res, loss0, loss1, o->tf32 ? "true" : "false",
+                   compiled ? "compiled" : "interp", ps.nsteps, ps.nkernels, ps.nodes_computing, ps.compile_ms,
+                   ps.cached ? "true" : "false");
         }
     }
     sw_free(&w);

@@ -26,6 +26,7 @@
 #include "cli/cli.h"
 #include "kiln/nn.h"
 #include "kiln/passes.h"
+#include "kiln/program.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -36,6 +37,10 @@ static void usage(FILE *f) {
             "  --seq T            sequence length (default: the context)\n"
             "  --passes LIST      comma list of passes, all (default) or none; passes: %s\n"
             "  --report FILE      write a JSON report\n"
+            "  --schedule         compile to generated C (fusion) and print the schedule: which nodes\n"
+            "                     went into which kernel, and why a merge was refused\n"
+            "  --emit-kernels DIR compile to generated C and write schedule.txt, each kernel's IR (kN.kir)\n"
+            "                     and C (kN.c) into DIR\n"
             "  --emit-ir FILE     write the optimized graph as IR text\n"
             "  --seed N           seed of the random inputs of the check (default 0)\n"
             "  --tol X            largest |delta| the check accepts (default 1e-6)\n"
@@ -156,18 +161,20 @@ int kn_cli_compile(int argc, char **argv) {
     long batch = 1, seq = 0;
     unsigned long long seed = 0;
     double tol = 1e-6;
-    bool check = true;
+    bool check = true, show_schedule = false;
+    const char *kernels_dir = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!strcmp(a, "--no-check")) { check = false; continue; }
+        if (!strcmp(a, "--schedule")) { show_schedule = true; continue; }
         if (a[0] != '-' || !a[1]) {
             if (file) { fprintf(stderr, "kiln compile: two input files: %s and %s\n", file, a); return 2; }
             file = a;
             continue;
         }
         static const char *const with_value[] = {"--gpt", "--graph", "--batch", "--seq", "--passes", "--report",
-                                                 "--emit-ir", "--seed", "--tol"};
+                                                 "--emit-ir", "--seed", "--tol", "--emit-kernels"};
         bool known = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) known |= !strcmp(a, with_value[k]);
         if (!known) { fprintf(stderr, "kiln compile: unknown option '%s'\n", a); usage(stderr); return 2; }
@@ -179,6 +186,7 @@ int kn_cli_compile(int argc, char **argv) {
         else if (!strcmp(a, "--passes")) passes = v;
         else if (!strcmp(a, "--report")) report = v;
         else if (!strcmp(a, "--emit-ir")) emit = v;
+        else if (!strcmp(a, "--emit-kernels")) kernels_dir = v;
         else if (!strcmp(a, "--tol")) {
             tol = strtod(v, &end);
             if (end == v || *end || !(tol >= 0)) { fprintf(stderr, "kiln compile: --tol '%s' is not a number >= 0\n", v); return 2; }
@@ -246,6 +254,25 @@ int kn_cli_compile(int argc, char **argv) {
                 fprintf(stderr, "kiln compile: the optimized graph differs: max |delta| %.3g > --tol %.3g\n", delta, tol);
                 rc = 1;
             }
+        }
+    }
+    if (rc == 0 && (show_schedule || kernels_dir)) { /* the compiled program: fusion and generated C */
+        kn_program_opts po = {KN_CPU, NULL, KN_PROGRAM_COMPILED};
+        kn_program_stats ps;
+        double rel = 0;
+        kn_program *prog = NULL;
+        st = kn_program_compile(&prog, after, &po);
+        if (st == KN_OK && show_schedule) st = kn_program_print_kernels(stdout, prog);
+        if (st == KN_OK && kernels_dir) st = kn_program_emit_kernels(prog, kernels_dir);
+        if (st == KN_OK) st = kn_program_compare(after, &po, seed, &rel, &ps);
+        kn_program_free(prog);
+        if (st != KN_OK) rc = fail("compiling to C");
+        else {
+            printf("compiled: %d steps (%d generated kernels, %d library) for %d computing nodes; %s in %.1f ms%s\n",
+                   ps.nsteps, ps.nkernels, ps.nsteps - ps.nkernels, ps.nodes_computing, ps.mode == KN_PROGRAM_COMPILED ?
+                   "C compiled" : "no C compiler: node by node", ps.compile_ms, ps.cached ? " (kernel cache hit)" : "");
+            printf("compiled program against the interpreter: max |delta| / (1 + |ref|) = %.3g\n", rel);
+            if (kernels_dir) printf("kernels written to %s\n", kernels_dir);
         }
     }
     if (rc == 0 && emit) {

@@ -34,7 +34,7 @@ static int64_t index_bound(const kn_graph *g, int32_t v) {
     return bound == INT64_MAX || bound < 1 ? 2 : bound;
 }
 
-static kn_status random_tensor(const kn_graph *g, int32_t v, uint64_t seed, kn_tensor **out) {
+kn_status kn_graph_random_input(const kn_graph *g, int32_t v, uint64_t seed, kn_tensor **out) {
     const kn_type *t = &g->nodes[v].type;
     int64_t n = kn_type_numel(t);
     double *buf = kn_malloc((size_t)(n ? n : 1) * sizeof *buf);
@@ -82,7 +82,7 @@ kn_status kn_graph_compare(const kn_graph *a, const kn_graph *b, uint64_t seed, 
         const kn_node *n = &a->nodes[i];
         if (n->op != KN_OP_INPUT && n->op != KN_OP_PARAM) continue;
         kn_tensor *t = NULL;
-        st = random_tensor(a, i, seed, &t);
+        st = kn_graph_random_input(a, i, seed, &t);
         if (st == KN_OK) st = kn_interp_bind(ia, n->attrs.name, t);
         if (st == KN_OK && kn_graph_find(b, n->attrs.name) >= 0) st = kn_interp_bind(ib, n->attrs.name, t);
         kn_tensor_free(t);

@@ -7,16 +7,29 @@
  * discovers a missing kernel. Run replays the steps in order, calling the backend's
  * node_eval, and frees each value right after its last reader (as the interpreter does:
  * the memory plan will replace this). */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
-#include "kiln/program.h"
+#include "kiln/codegen.h"
+#include "kiln/kernels.h"
 #include "kiln/passes.h"
+#include "kiln/program.h"
 
 typedef struct kn_program_step {
-    int32_t node;
-    const kn_device_backend *be; /* who computes it */
+    int32_t node;                /* the node it computes (a kernel: its last member) */
+    const kn_device_backend *be; /* who computes it (NULL: a generated kernel) */
     int index;                   /* that backend's device index */
+    int kernel;                  /* index into p->kernels, or -1 */
 } kn_program_step;
+
+typedef struct kn_program_kernel {
+    kn_kernel ir;
+    void (*fn)(void *ctx, int64_t lo, int64_t hi);
+} kn_program_kernel;
 
 struct kn_program {
     kn_graph *g;              /* owned: the graph after passes */
@@ -25,15 +38,25 @@ struct kn_program {
     int nsteps;
     kn_tensor **bound;        /* per node: the bound tensor of an input/param (owned alias) */
     kn_tensor **vals;         /* per node, during a run */
-    int32_t *last_use;        /* per node: the last node reading it (itself when none) */
     bool *is_output;
     kn_tensor **outs;         /* per output, after a run (owned aliases) */
     kn_interp_hook hook;      /* called after each step (kn_program_set_hook), or NULL */
     void *hook_ctx;
+    /* COMPILED */
+    kn_schedule *sched;
+    kn_program_kernel *kernels;
+    int nkernels;
+    kn_cc_module *module;
+    int32_t *last_step;       /* per node: the last step reading it (liveness over steps) */
+    void **ptrs;              /* scratch: a kernel's buffer pointers */
+    kn_program_stats stats;
+    double *step_ms;          /* per step, summed over runs, when KILN_PROFILE_STEPS is set */
+    int runs;
 };
 
 void kn_program_free(kn_program *p) {
     if (!p) return;
+    if (p->step_ms && p->runs > 0) kn_program_print_profile(stderr, p);
     for (int i = 0; p->g && i < p->g->nnodes; i++) {
         if (p->bound) kn_tensor_free(p->bound[i]);
         if (p->vals) kn_tensor_free(p->vals[i]);
@@ -41,10 +64,16 @@ void kn_program_free(kn_program *p) {
     for (int i = 0; p->outs && p->g && i < p->g->noutputs; i++) kn_tensor_free(p->outs[i]);
     kn_free(p->bound);
     kn_free(p->vals);
-    kn_free(p->last_use);
     kn_free(p->is_output);
     kn_free(p->outs);
     kn_free(p->steps);
+    for (int i = 0; i < p->nkernels; i++) kn_kernel_clear(&p->kernels[i].ir);
+    kn_free(p->kernels);
+    kn_schedule_free(p->sched);
+    kn_cc_free(p->module);
+    kn_free(p->last_step);
+    kn_free(p->ptrs);
+    kn_free(p->step_ms);
     kn_graph_free(p->g);
     kn_free(p);
 }
@@ -63,48 +92,148 @@ static kn_status schedule(kn_program *p) {
     for (int32_t i = 0; i < g->nnodes; i++) {
         const kn_node *n = &g->nodes[i];
         if (n->op == KN_OP_INPUT || n->op == KN_OP_PARAM) continue;
-        kn_program_step s = {i, be, p->dev.index};
+        kn_program_step s = {i, be, p->dev.index, -1};
         if (!be->supports_op(be->ctx, n->op)) {
             if (n->nin != 0 || !host->supports_op(host->ctx, n->op))
                 return kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: %%%d = %s: the %s backend has no kernel for it",
                                 i, kn_op_name(n->op), kn_device_str(p->dev, ds, sizeof ds));
-            s = (kn_program_step){i, host, 0}; /* a source the device does not compute: on the host */
+            s = (kn_program_step){i, host, 0, -1}; /* a source the device does not compute: on the host */
         }
         p->steps[p->nsteps++] = s;
     }
     return KN_OK;
 }
 
+static double kn_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+/* COMPILED: fuse, lower, render one C file, compile it, and make the steps. */
+static kn_status schedule_compiled(kn_program *p) {
+    const kn_graph *g = p->g;
+    const kn_device_backend *be = kn_device_backend_get(KN_DEVICE_CPU);
+    KN_TRY(kn_schedule_build(g, &p->sched));
+    const kn_schedule *sc = p->sched;
+    p->kernels = kn_calloc((size_t)sc->nfused + 1, sizeof *p->kernels);
+    if (!p->kernels) return kn_error(KN_ERR_OOM, "kn_program_compile: out of memory");
+    char *src = NULL;
+    size_t len = 0, cap = 0;
+    const char *pre = kn_render_c_prelude();
+    kn_status st = KN_OK;
+    size_t plen = strlen(pre);
+    src = kn_malloc(plen + 1);
+    if (!src) return kn_error(KN_ERR_OOM, "kn_program_compile: out of memory");
+    memcpy(src, pre, plen + 1);
+    len = cap = plen;
+    cap = plen + 1;
+    int maxbufs = 1;
+    for (int gi = 0; gi < sc->ngroups && st == KN_OK; gi++) {
+        const kn_group *G = &sc->groups[gi];
+        if (!G->fused) {
+            const kn_node *n = &g->nodes[G->nodes[0]];
+            if (!be->supports_op(be->ctx, n->op))
+                st = kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: %%%d = %s: the cpu backend has no kernel for it",
+                              G->nodes[0], kn_op_name(n->op));
+            p->steps[p->nsteps++] = (kn_program_step){G->nodes[0], be, 0, -1};
+            continue;
+        }
+        kn_program_kernel *k = &p->kernels[p->nkernels];
+        st = kn_kernel_lower(g, sc, gi, &k->ir);
+        if (st == KN_OK) st = kn_render_c(&k->ir, &src, &len, &cap);
+        if (st != KN_OK) break;
+        if (k->ir.nbufs > maxbufs) maxbufs = k->ir.nbufs;
+        p->steps[p->nsteps++] = (kn_program_step){G->at, NULL, 0, p->nkernels++};
+    }
+    p->ptrs = st == KN_OK ? kn_calloc((size_t)maxbufs, sizeof *p->ptrs) : NULL;
+    if (st == KN_OK && !p->ptrs) st = kn_error(KN_ERR_OOM, "kn_program_compile: out of memory");
+    kn_cc_info info = {0};
+    if (st == KN_OK && p->nkernels > 0) st = kn_cc_compile(src, &p->module, &info);
+    kn_free(src);
+    for (int i = 0; st == KN_OK && i < p->nkernels; i++) {
+        void *f = kn_cc_symbol(p->module, p->kernels[i].ir.name);
+        if (!f) st = kn_error(KN_ERR_INTERNAL, "kn_program_compile: %s has no function %s", info.path, p->kernels[i].ir.name);
+        memcpy(&p->kernels[i].fn, &f, sizeof f); /* a data pointer to a function pointer, as dlsym's users do */
+    }
+    p->stats.cached = info.cached;
+    snprintf(p->stats.source, sizeof p->stats.source, "%s", info.path);
+    return st;
+}
+
+/* Liveness over the steps: the last step that reads each value (through a kernel's loads
+ * for a generated kernel, its operands for a library step). */
+static void liveness(kn_program *p) {
+    const kn_graph *g = p->g;
+    for (int i = 0; i < g->nnodes; i++) p->last_step[i] = -1;
+    for (int s = 0; s < p->nsteps; s++) {
+        const kn_program_step *sp = &p->steps[s];
+        if (sp->kernel < 0) {
+            const kn_node *n = &g->nodes[sp->node];
+            for (int k = 0; k < n->nin; k++) p->last_step[n->in[k]] = s;
+            continue;
+        }
+        const kn_kernel *k = &p->kernels[sp->kernel].ir;
+        for (int b = 0; b < k->nbufs; b++)
+            if (!k->bufs[b].store) p->last_step[k->bufs[b].value] = s;
+    }
+}
+
 kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_program_opts *opts) {
     if (!out || !g) return kn_error(KN_ERR_ARG, "kn_program_compile: NULL argument");
     *out = NULL;
-    kn_program_opts o = opts ? *opts : (kn_program_opts){KN_CPU, NULL};
+    kn_program_opts o = opts ? *opts : (kn_program_opts){KN_CPU, NULL, KN_PROGRAM_NODES};
+    if (o.mode == KN_PROGRAM_COMPILED && o.device.type != KN_DEVICE_CPU) {
+        char ds[32];
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: compiled mode renders C for the CPU; on %s use the "
+                        "node-by-node program (the CUDA renderer is lab 07's)", kn_device_str(o.device, ds, sizeof ds));
+    }
+    if (o.mode == KN_PROGRAM_COMPILED && !kn_cc_available()) {
+        static bool warned = false;
+        if (!warned) kn_log(KN_LOG_WARN, "no C compiler found ('%s' is not on PATH): running the interpreter's "
+                            "kernels instead of generated code", getenv("KILN_CC") && *getenv("KILN_CC") ? getenv("KILN_CC") : "cc");
+        warned = true;
+        o.mode = KN_PROGRAM_NODES;
+    }
     KN_TRY(kn_device_check("kn_program_compile", o.device));
     kn_program *p = kn_calloc(1, sizeof *p);
     if (!p) return kn_error(KN_ERR_OOM, "kn_program_compile: out of memory");
     p->dev = o.device;
+    p->stats.mode = o.mode;
+    double t0 = kn_now_ms();
     kn_status st = kn_graph_copy(&p->g, g);
     if (st == KN_OK) st = run_passes(p->g, o.passes);
+    for (int i = 0; st == KN_OK && i < p->g->nnodes; i++) /* the unfused step count */
+        p->stats.nodes_computing += p->g->nodes[i].op != KN_OP_INPUT && p->g->nodes[i].op != KN_OP_PARAM;
+    if (st == KN_OK && o.mode == KN_PROGRAM_COMPILED) {
+        static const kn_pass codegen_passes[] = {
+            {"decompose", kn_pass_decompose, "composite ops into primitives"},
+            {"cse", kn_pass_cse, "common-subexpression elimination (the decompositions repeat a few nodes)"},
+            {"dce", kn_pass_dce, "dead-code elimination"},
+        };
+        kn_pass_report rep;
+        st = kn_passes_run_with(codegen_passes, 3, p->g, "all", &rep);
+    }
     if (st == KN_OK) st = kn_graph_verify(p->g);
     if (st != KN_OK) { kn_program_free(p); return st; }
     size_t nn = (size_t)p->g->nnodes;
     p->steps = kn_calloc(nn + 1, sizeof *p->steps);
     p->bound = kn_calloc(nn + 1, sizeof *p->bound);
     p->vals = kn_calloc(nn + 1, sizeof *p->vals);
-    p->last_use = kn_calloc(nn + 1, sizeof *p->last_use);
     p->is_output = kn_calloc(nn + 1, sizeof *p->is_output);
     p->outs = kn_calloc((size_t)p->g->noutputs + 1, sizeof *p->outs);
-    if (!p->steps || !p->bound || !p->vals || !p->last_use || !p->is_output || !p->outs) {
+    p->last_step = kn_calloc(nn + 1, sizeof *p->last_step);
+    if (!p->steps || !p->bound || !p->vals || !p->is_output || !p->outs || !p->last_step) {
         kn_program_free(p);
         return kn_error(KN_ERR_OOM, "kn_program_compile: out of memory for %zu nodes", nn);
     }
-    for (int32_t i = 0; i < p->g->nnodes; i++) {
-        p->last_use[i] = i;
-        for (int k = 0; k < p->g->nodes[i].nin; k++) p->last_use[p->g->nodes[i].in[k]] = i;
-    }
     for (int i = 0; i < p->g->noutputs; i++) p->is_output[p->g->outputs[i]] = true;
-    st = schedule(p);
+    st = o.mode == KN_PROGRAM_COMPILED ? schedule_compiled(p) : schedule(p);
     if (st != KN_OK) { kn_program_free(p); return st; }
+    liveness(p);
+    p->stats.nsteps = p->nsteps;
+    p->stats.nkernels = p->nkernels;
+    p->stats.compile_ms = kn_now_ms() - t0;
     *out = p;
     return KN_OK;
 }
@@ -144,14 +273,48 @@ static void release_run(kn_program *p) {
     for (int i = 0; i < p->g->nnodes; i++) { kn_tensor_free(p->vals[i]); p->vals[i] = NULL; }
 }
 
-/* Free the values that node i was the last reader of. */
-static void release_after(kn_program *p, int32_t i) {
-    const kn_node *n = &p->g->nodes[i];
-    for (int k = 0; k < n->nin; k++) {
-        int32_t a = n->in[k];
-        if (p->last_use[a] == i && !p->is_output[a] && p->vals[a]) { kn_tensor_free(p->vals[a]); p->vals[a] = NULL; }
+/* Free the values that step s was the last reader of, and what it made that nobody reads. */
+static void release_after(kn_program *p, int s) {
+    const kn_program_step *sp = &p->steps[s];
+    const kn_graph *g = p->g;
+    if (sp->kernel < 0) {
+        const kn_node *n = &g->nodes[sp->node];
+        for (int k = 0; k < n->nin; k++) {
+            int32_t a = n->in[k];
+            if (p->last_step[a] == s && !p->is_output[a] && p->vals[a]) { kn_tensor_free(p->vals[a]); p->vals[a] = NULL; }
+        }
+        if (p->last_step[sp->node] < 0 && !p->is_output[sp->node]) { kn_tensor_free(p->vals[sp->node]); p->vals[sp->node] = NULL; }
+        return;
     }
-    if (p->last_use[i] == i && !p->is_output[i]) { kn_tensor_free(p->vals[i]); p->vals[i] = NULL; }
+    const kn_kernel *k = &p->kernels[sp->kernel].ir;
+    for (int b = 0; b < k->nbufs; b++) {
+        int32_t a = k->bufs[b].value;
+        bool dead = k->bufs[b].store ? p->last_step[a] < 0 : p->last_step[a] == s;
+        if (dead && !p->is_output[a] && p->vals[a]) { kn_tensor_free(p->vals[a]); p->vals[a] = NULL; }
+    }
+}
+
+/* Run generated kernel step sp: allocate what it stores, call it over the outer range
+ * (split over kiln's threads when there is enough work), then the hook per stored value. */
+static kn_status run_kernel(kn_program *p, const kn_program_step *sp) {
+    const kn_program_kernel *pk = &p->kernels[sp->kernel];
+    const kn_kernel *k = &pk->ir;
+    for (int b = 0; b < k->nbufs; b++) {
+        int32_t v = k->bufs[b].value;
+        if (k->bufs[b].store && !p->vals[v]) {
+            const kn_type *t = &p->g->nodes[v].type;
+            KN_TRY(kn_tensor_empty(&p->vals[v], t->dtype, t->ndim, t->shape));
+        }
+        if (!p->vals[v])
+            return kn_error(KN_ERR_INTERNAL, "kn_program_run: %s reads %%%d, which no step made", k->name, v);
+        p->ptrs[b] = kn_tensor_data(p->vals[v]);
+    }
+    kn_k_parallel(k->outer_n, k->outer_n * k->inner_n >= (1 << 15), pk->fn, p->ptrs);
+    for (int s = 0; p->hook && s < k->nstores; s++) {
+        int32_t v = k->bufs[k->stores[s].buf].value;
+        KN_TRY(p->hook(p->hook_ctx, v, p->vals[v]));
+    }
+    return KN_OK;
 }
 
 kn_status kn_program_run(kn_program *p) {
@@ -169,8 +332,23 @@ kn_status kn_program_run(kn_program *p) {
         kn_status st = kn_tensor_alias(&p->vals[i], p->bound[i]);
         if (st != KN_OK) { release_run(p); return st; }
     }
+    if (!p->step_ms && getenv("KILN_PROFILE_STEPS")) p->step_ms = kn_calloc((size_t)p->nsteps + 1, sizeof *p->step_ms);
+    p->runs++;
     for (int s = 0; s < p->nsteps; s++) {
         const kn_program_step *sp = &p->steps[s];
+        double t0 = p->step_ms ? kn_now_ms() : 0;
+        if (sp->kernel >= 0) {
+            kn_status st = run_kernel(p, sp);
+            if (st != KN_OK) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s", kn_last_error());
+                release_run(p);
+                return kn_error(st, "kn_program_run: step %d (kernel %s): %s", s, p->kernels[sp->kernel].ir.name, msg);
+            }
+            release_after(p, s);
+            if (p->step_ms) p->step_ms[s] += kn_now_ms() - t0;
+            continue;
+        }
         const kn_node *n = &g->nodes[sp->node];
         const kn_tensor *in[KN_MAX_OPERANDS];
         for (int k = 0; k < n->nin; k++) in[k] = p->vals[n->in[k]];
@@ -185,7 +363,8 @@ kn_status kn_program_run(kn_program *p) {
             release_run(p);
             return st;
         }
-        release_after(p, sp->node);
+        release_after(p, s);
+        if (p->step_ms) p->step_ms[s] += kn_now_ms() - t0;
     }
     for (int i = 0; i < g->noutputs; i++) {
         kn_status st = kn_tensor_alias(&p->outs[i], p->vals[g->outputs[i]]);
@@ -209,4 +388,136 @@ void kn_program_set_hook(kn_program *p, kn_interp_hook fn, void *ctx) {
 }
 int32_t kn_program_step_node(const kn_program *p, int step) {
     return p && step >= 0 && step < p->nsteps ? p->steps[step].node : -1;
+}
+
+void kn_program_print_profile(FILE *f, const kn_program *p) {
+    if (!f || !p || !p->step_ms || p->runs == 0) return;
+    double total = 0;
+    for (int s = 0; s < p->nsteps; s++) total += p->step_ms[s];
+    fprintf(f, "kiln: step profile over %d runs: %.2f ms per run; the costliest steps:\n", p->runs, total / p->runs);
+    bool *shown = kn_calloc((size_t)p->nsteps + 1, sizeof *shown);
+    for (int k = 0; shown && k < 15; k++) {
+        int best = -1;
+        for (int s = 0; s < p->nsteps; s++)
+            if (!shown[s] && (best < 0 || p->step_ms[s] > p->step_ms[best])) best = s;
+        if (best < 0) break;
+        shown[best] = true;
+        const kn_program_step *sp = &p->steps[best];
+        char what[96];
+        if (sp->kernel >= 0) {
+            const kn_kernel *k = &p->kernels[sp->kernel].ir;
+            snprintf(what, sizeof what, "kernel %s (%lld x %lld%s)", k->name, (long long)k->outer_n,
+                     (long long)k->inner_n, k->reduces ? ", reduced" : "");
+        } else {
+            char ts[64];
+            snprintf(what, sizeof what, "%%%d = %s %s", sp->node, kn_op_name(p->g->nodes[sp->node].op),
+                     kn_type_str(&p->g->nodes[sp->node].type, ts, sizeof ts));
+        }
+        fprintf(f, "  %8.3f ms %5.1f%%  step %d: %s\n", p->step_ms[best] / p->runs, 100 * p->step_ms[best] / total, best,
+                what);
+    }
+    kn_free(shown);
+}
+
+kn_program_stats kn_program_get_stats(const kn_program *p) {
+    kn_program_stats z = {0};
+    return p ? p->stats : z;
+}
+
+kn_status kn_program_print_kernels(FILE *f, const kn_program *p) {
+    if (!f || !p) return kn_error(KN_ERR_ARG, "kn_program_print_kernels: NULL argument");
+    if (!p->sched) return kn_error(KN_ERR_ARG, "kn_program_print_kernels: not a compiled program");
+    KN_TRY(kn_schedule_print(f, p->g, p->sched));
+    for (int i = 0; i < p->nkernels; i++) {
+        fputc('\n', f);
+        KN_TRY(kn_kernel_print(f, &p->kernels[i].ir));
+        char *src = NULL;
+        size_t len = 0, cap = 0;
+        kn_status st = kn_render_c(&p->kernels[i].ir, &src, &len, &cap);
+        if (st == KN_OK) fputs(src, f);
+        kn_free(src);
+        KN_TRY(st);
+    }
+    return KN_OK;
+}
+
+kn_status kn_program_emit_kernels(const kn_program *p, const char *dir) {
+    if (!p || !dir) return kn_error(KN_ERR_ARG, "kn_program_emit_kernels: NULL argument");
+    if (!p->sched) return kn_error(KN_ERR_ARG, "kn_program_emit_kernels: not a compiled program");
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return kn_error(KN_ERR_IO, "kn_program_emit_kernels: cannot create %s: %s", dir, strerror(errno));
+    char path[1024];
+    snprintf(path, sizeof path, "%s/schedule.txt", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return kn_error(KN_ERR_IO, "kn_program_emit_kernels: cannot write %s: %s", path, strerror(errno));
+    kn_status st = kn_schedule_print(f, p->g, p->sched);
+    if (fclose(f) != 0 && st == KN_OK) st = kn_error(KN_ERR_IO, "kn_program_emit_kernels: cannot write %s", path);
+    for (int i = 0; st == KN_OK && i < p->nkernels; i++) {
+        const kn_kernel *k = &p->kernels[i].ir;
+        snprintf(path, sizeof path, "%s/%s.kir", dir, k->name);
+        if (!(f = fopen(path, "w"))) return kn_error(KN_ERR_IO, "kn_program_emit_kernels: cannot write %s", path);
+        st = kn_kernel_print(f, k);
+        fclose(f);
+        char *src = NULL;
+        size_t len = 0, cap = 0;
+        if (st == KN_OK) st = kn_render_c(k, &src, &len, &cap);
+        snprintf(path, sizeof path, "%s/%s.c", dir, k->name);
+        if (st == KN_OK && (f = fopen(path, "w"))) {
+            fputs(kn_render_c_prelude(), f);
+            fputs(src, f);
+            if (fclose(f) != 0) st = kn_error(KN_ERR_IO, "kn_program_emit_kernels: cannot write %s", path);
+        } else if (st == KN_OK) st = kn_error(KN_ERR_IO, "kn_program_emit_kernels: cannot write %s", path);
+        kn_free(src);
+    }
+    return st;
+}
+
+kn_status kn_program_compare(const kn_graph *g, const kn_program_opts *o, uint64_t seed, double *maxrel,
+                             kn_program_stats *stats) {
+    if (!g || !maxrel) return kn_error(KN_ERR_ARG, "kn_program_compare: NULL argument");
+    kn_interp *it = NULL;
+    kn_program *p = NULL;
+    double *x = NULL, *y = NULL;
+    kn_status st = kn_interp_new(&it, g);
+    if (st == KN_OK) st = kn_program_compile(&p, g, o);
+    for (int i = 0; i < g->nnodes && st == KN_OK; i++) {
+        const kn_node *n = &g->nodes[i];
+        if (n->op != KN_OP_INPUT && n->op != KN_OP_PARAM) continue;
+        kn_tensor *t = NULL;
+        st = kn_graph_random_input(g, i, seed, &t);
+        if (st == KN_OK) st = kn_interp_bind(it, n->attrs.name, t);
+        if (st == KN_OK) st = kn_program_bind(p, n->attrs.name, t);
+        kn_tensor_free(t);
+    }
+    if (st == KN_OK) st = kn_interp_run(it);
+    if (st == KN_OK) st = kn_program_run(p);
+    double worst = 0;
+    for (int i = 0; i < g->noutputs && st == KN_OK; i++) {
+        kn_tensor *b = NULL;
+        const kn_tensor *a = kn_interp_output(it, i);
+        int64_t n = kn_tensor_numel(a);
+        st = kn_tensor_to(&b, kn_program_output(p, i), KN_CPU);
+        x = kn_realloc(x, sizeof *x * (size_t)(n + 1));
+        y = kn_realloc(y, sizeof *y * (size_t)(n + 1));
+        if (st == KN_OK && (!x || !y)) st = kn_error(KN_ERR_OOM, "kn_program_compare: out of memory");
+        if (st == KN_OK) st = kn_tensor_to_f64(a, x);
+        if (st == KN_OK) st = kn_tensor_to_f64(b, y);
+        kn_tensor_free(b);
+        for (int64_t e = 0; st == KN_OK && e < n; e++) {
+            double d;
+            if (isnan(x[e]) || isnan(y[e])) d = isnan(x[e]) && isnan(y[e]) ? 0 : INFINITY;
+            else if (x[e] == y[e]) d = 0;
+            else d = fabs(x[e] - y[e]) / (1 + fabs(x[e]));
+            if (d > worst || isnan(d)) worst = d;
+        }
+    }
+    if (st == KN_OK) {
+        *maxrel = worst;
+        if (stats) *stats = p->stats;
+    }
+    kn_free(x);
+    kn_free(y);
+    kn_program_free(p);
+    kn_interp_free(it);
+    return st;
 }

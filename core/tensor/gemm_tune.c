@@ -41,7 +41,7 @@ kn_status kn_gemm_cache_dir(char *buf, size_t cap) {
 }
 
 /* mkdir -p path. */
-static kn_status kn_gemm_mkdirs(const char *path) {
+kn_status kn_cache_mkdirs(const char *path) {
     char tmp[1024];
     snprintf(tmp, sizeof tmp, "%s", path);
     for (char *p = tmp + 1;; p++)
@@ -49,7 +49,7 @@ static kn_status kn_gemm_mkdirs(const char *path) {
             char c = *p;
             *p = '\0';
             if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-                return kn_error(KN_ERR_IO, "kn_gemm_tune: cannot create cache directory %s: %s", tmp, strerror(errno));
+                return kn_error(KN_ERR_IO, "kn_cache_mkdirs: cannot create cache directory %s: %s", tmp, strerror(errno));
             if (c == '\0') break;
             *p = c;
         }
@@ -144,7 +144,7 @@ kn_status kn_gemm_tune(int64_t m, int64_t n, int64_t k, const char *cache_dir, b
         }
     kn_free(a), kn_free(b), kn_free(c);
     kn_k_gemm_config_set(4, r->cls, r->best);
-    KN_TRY(kn_gemm_mkdirs(dir));
+    KN_TRY(kn_cache_mkdirs(dir));
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp", r->path);
     f = fopen(tmp, "w");

@@ -28,6 +28,8 @@ typedef struct kn_gemm_tune_result {
 kn_status kn_gemm_cache_dir(char *buf, size_t cap);
 /* This machine's part of the key: the vector ISA and a hash of the CPU model name. */
 void kn_gemm_machine(char *buf, size_t cap);
+/* mkdir -p path (the kernel cache, kiln/codegen.h, uses it too). */
+kn_status kn_cache_mkdirs(const char *path);
 /* Tune the f32 GEMM's blocking for the class of m x n x k (each 1..8192) by timing the
  * candidates on that product, or read the cached choice (unless force); cache_dir NULL:
  * kn_gemm_cache_dir. The choice is set for the class either way. */

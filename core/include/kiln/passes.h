@@ -101,6 +101,10 @@ bool kn_passes_set_verify(bool on);
 kn_status kn_pass_fold(kn_graph *g, kn_pass_stats *st);
 kn_status kn_pass_algebra(kn_graph *g, kn_pass_stats *st);
 kn_status kn_pass_views(kn_graph *g, kn_pass_stats *st);
+/* Composite ops (softmax, layernorm, ... and their backwards) into primitives, for the
+ * compiled program (core/passes/decompose.c). Not in the table: "all" keeps the composite
+ * ops, which are the fast path of the node-by-node backends. */
+kn_status kn_pass_decompose(kn_graph *g, kn_pass_stats *st);
 
 /* ---------------------------------------------------------------- graph editing helpers */
 
@@ -240,6 +244,8 @@ kn_status kn_gpt_graph(const struct kn_gpt_config *cfg, int B, int T, bool joint
  * and equal infinities count 0; NaN against a number counts +inf). The graphs must have
  * the same output types (KN_ERR_ARG otherwise). */
 kn_status kn_graph_compare(const kn_graph *a, const kn_graph *b, uint64_t seed, double *maxdiff);
+/* The random tensor kn_graph_compare binds to input or param v of g (a new CPU tensor). */
+kn_status kn_graph_random_input(const kn_graph *g, int32_t v, uint64_t seed, kn_tensor **out);
 
 /* ---------------------------------------------------------------- lab 04 units
  * Declared here, called by the core (kn_passes_run, `kiln compile`), written by students

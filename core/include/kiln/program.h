@@ -13,6 +13,13 @@
  * The interpreter (kn_interp) stays the reference: a program's results equal it bitwise
  * as long as the program runs the same kernels in the same order (test_program.c).
  *
+ * Modes: KN_PROGRAM_NODES runs one step per node. KN_PROGRAM_COMPILED (CPU) decomposes
+ * the composite ops into primitives (the "decompose" pass), fuses (kn_schedule_build),
+ * lowers each fused group to kernel IR, renders all of them as one C file, compiles it
+ * (cached on disk) and runs generated kernels and library steps in order; its results
+ * equal the interpreter's within rounding (test_codegen.c). With no C compiler it says so
+ * once (a warning) and runs as NODES.
+ *
  * Passes: opts.passes names the pass list to run on the copy before scheduling, as
  * kn_passes_run takes it ("fold,cse,dce", "all"; NULL, "" and "none" run nothing); an
  * unknown name is KN_ERR_ARG listing the known ones. kn_program_compile is the one place
@@ -27,10 +34,27 @@
 extern "C" {
 #endif
 
+typedef enum kn_program_mode {
+    KN_PROGRAM_NODES = 0, /* one step per node, each the backend's kernel (the interpreter's order) */
+    KN_PROGRAM_COMPILED,  /* fused, generated kernels (kiln/codegen.h) plus library steps; CPU only */
+} kn_program_mode;
+
 typedef struct kn_program_opts {
     kn_device device;   /* where the steps run (KN_CPU by default) */
     const char *passes; /* NULL, "" or "none" (see above) */
+    kn_program_mode mode;
 } kn_program_opts;
+
+/* What compiling did (kn_program_stats), for reports and benchmarks. */
+typedef struct kn_program_stats {
+    kn_program_mode mode;    /* what runs: COMPILED falls back to NODES with no C compiler */
+    int nsteps, nkernels;    /* steps; of them, generated kernels */
+    int nodes_computing;     /* computing nodes after the pass list, before the compiled mode's
+                              * decomposition: the node-by-node program's step count */
+    double compile_ms;       /* scheduling, lowering, rendering and the C compiler (or cache) */
+    bool cached;             /* the shared object came from the kernel cache */
+    char source[768];        /* the generated C file ("" when none) */
+} kn_program_stats;
 
 typedef struct kn_program kn_program;
 
@@ -50,6 +74,21 @@ kn_status kn_program_run(kn_program *p);
 const kn_tensor *kn_program_output(const kn_program *p, int i);
 
 const kn_graph *kn_program_graph(const kn_program *p); /* the graph after passes */
+kn_program_stats kn_program_get_stats(const kn_program *p);
+/* With KILN_PROFILE_STEPS set in the environment, every run times each step (the wall
+ * clock: CPU programs); this prints the costliest steps (also done when the program is
+ * freed, to stderr). */
+void kn_program_print_profile(FILE *f, const kn_program *p);
+/* Run g through the interpreter and through a program compiled with *o on the same random
+ * inputs (kn_graph_random_input) and set *maxrel to the largest |a - b| / (1 + |a|) over
+ * every output element (NaN against NaN counts 0, against a number +inf). *stats (may be
+ * NULL) receives the program's statistics. */
+kn_status kn_program_compare(const kn_graph *g, const kn_program_opts *o, uint64_t seed, double *maxrel,
+                             kn_program_stats *stats);
+/* COMPILED programs: the schedule, then every kernel's IR and C, as text (NULL: none). */
+kn_status kn_program_print_kernels(FILE *f, const kn_program *p);
+/* COMPILED programs: write k<N>.kir and k<N>.c for every kernel, and schedule.txt, into dir. */
+kn_status kn_program_emit_kernels(const kn_program *p, const char *dir);
 kn_device kn_program_device(const kn_program *p);
 int kn_program_nsteps(const kn_program *p);
 /* The node a step runs (-1 for an invalid step). */

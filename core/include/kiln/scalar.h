@@ -151,4 +151,16 @@ KN_SC_FN const char *kn_sc_binary_expr(kn_binary_op op) {
     return 0;
 }
 
+/* The activations' gradients as C expressions of dy = `a` and x = `b` (gelu_bwd and
+ * relu_bwd in the IR), spelled as kn_sc_gelu_grad_S(x) * dy and kn_sc_relu_grad_S(dy, x)
+ * are (same constants, same order of operations). gelu's uses `t`, the tanh, which the
+ * renderer computes first from kn_sc_gelu_bwd_t_expr (x = `b`), so it is computed once. */
+KN_SC_FN const char *kn_sc_gelu_bwd_t_expr(void) {
+    return "tanh(0.7978845608028654 * ((b) + 0.044715 * (b) * (b) * (b)))";
+}
+KN_SC_FN const char *kn_sc_gelu_bwd_expr(void) {
+    return "((a) * (0.5 * (1 + (t)) + 0.5 * (b) * (1 - (t) * (t)) * 0.7978845608028654 * (1 + 3 * 0.044715 * (b) * (b))))";
+}
+KN_SC_FN const char *kn_sc_relu_bwd_expr(void) { return "((b) > 0 ? (a) : 0)"; }
+
 #endif /* KILN_SCALAR_H */

@@ -1,0 +1,179 @@
+/* kiln/codegen.h — fusion, the kernel IR and C code generation: how a graph becomes a few
+ * generated kernels plus library calls.
+ *
+ *   graph ──kn_schedule_build──► groups (fused kernels, library steps), in run order
+ *         ──kn_kernel_lower────► kernel IR, one per fused group (printable, verified)
+ *         ──kn_render_c────────► C11 source, one function per kernel
+ *         ──kn_cc_compile──────► a shared object (cc -O3 -march=native, cached on disk
+ *                                 by a hash of source and flags), dlopen'ed
+ *
+ * Fusion (kn_schedule_build). Nodes are visited in definition order. A fusible node (an
+ * elementwise op other than dropout, or a sum/mean/max, on f32, f64 or bool values)
+ * joins the group of one of its operands when every rule holds, or opens a new group:
+ *   - the group is open: once a value of the group is read by a node outside it, the group
+ *     is sealed (it runs there, so it cannot grow past a reader);
+ *   - the node's shape is the group's iteration space S (a "full" value), or S without
+ *     the reduced axes (an "outer" value, after the group's reduction);
+ *   - a reduction reduces a full value of the group, over the same axes as the group's
+ *     earlier reductions (a row-wise kernel: softmax, layernorm), or it is the first;
+ *   - an operand from the group is used at its own shape (or, for an outer value read by a
+ *     full node, broadcast over the reduced axes, keepdim form);
+ *   - no operand read from outside depends on a member of the group (that would be a cycle
+ *     through an outside node);
+ *   - the group has fewer than KN_FUSE_MAX nodes.
+ * Each refusal is recorded with its reason (kn_schedule_print). Views (reshape, permute,
+ * broadcast_to, slice) and `full` constants read by fused nodes are not computed at all:
+ * the kernel loads through the view's strides (no copy) and writes the constant as a
+ * literal. They are materialized only for a non-fused reader or as an output. Matmuls,
+ * gathers and the ops with no primitive form stay library steps (the backend's kernel).
+ *
+ * Kernel IR (kn_kernel). An iteration space of `ndim` axes, some of them reduced (the
+ * inner axes); buffers (loads and stores, each an offset and one stride per axis: a
+ * broadcast is stride 0, a permutation permuted strides, a slice an offset); an expression
+ * DAG in topological order, each entry a load, a constant, an op of the graph (the scalar
+ * functions of kiln/scalar.h) or a reduction's accumulator; and stores. An entry is "full"
+ * (varies over the inner axes) or "outer" (one value per outer index). The C renderer
+ * loops over the outer index (split over threads), then for each accumulator runs an
+ * inner loop computing its full entries, then a last inner loop for the full stores. Axes
+ * that are contiguous for every buffer are merged first, so the inner loop is one long
+ * stride-1 loop the compiler vectorizes.
+ *
+ * The compiled program (kiln/program.h, KN_PROGRAM_COMPILED) uses all of this on the CPU;
+ * the CUDA renderer (lab 07) will read the same kernel IR. */
+#ifndef KILN_CODEGEN_H
+#define KILN_CODEGEN_H
+
+#include "kiln/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KN_FUSE_MAX 64 /* most graph nodes in one fused kernel */
+
+/* ---------------------------------------------------------------- schedule */
+
+typedef struct kn_group {
+    bool fused;          /* a generated kernel; else one node run by its backend */
+    int32_t *nodes;      /* members in definition order (one for a library step) */
+    int nnodes;
+    int32_t at;          /* the node after which it runs: its last member */
+    int ndim;            /* fused: the iteration space S */
+    int64_t shape[KN_MAX_DIMS];
+    uint32_t inner;      /* fused: bit k set when axis k of S is reduced */
+    bool reduces;        /* fused: has a reduction */
+} kn_group;
+
+typedef struct kn_schedule {
+    kn_group *groups;    /* in run order */
+    int ngroups;
+    int32_t *group_of;   /* per node: its group, or -1 (input/param, or a view/constant
+                          * that fused kernels read in place and nothing materializes) */
+    bool *materialize;   /* per node: the value exists as a tensor during a run */
+    bool *fusible;       /* per node: an op a generated kernel can compute */
+    uint8_t *level;      /* per node of a fused group: 1 full (over S), 2 outer (reduced) */
+    int nfused, nlibrary;/* groups of each kind */
+    char *log;           /* the decisions, one per line: merges and refusals */
+} kn_schedule;
+
+/* Group g's nodes (g must verify). *out is owned by the caller (kn_schedule_free). */
+kn_status kn_schedule_build(const kn_graph *g, kn_schedule **out);
+void kn_schedule_free(kn_schedule *s); /* NULL is fine */
+/* The groups, one per line ("k3 fused %4 %5 %7 -> stores %7"), then the log. */
+kn_status kn_schedule_print(FILE *f, const kn_graph *g, const kn_schedule *s);
+
+/* The load of value v as its consumers read it: a materialized base value and the offset
+ * and strides (over v's own shape, in elements) of a view chain ending at v. false when v
+ * is not a view chain of a materialized value (the caller materializes v). */
+bool kn_schedule_resolve(const kn_graph *g, const bool *materialize, int32_t v, int32_t *base, int64_t *offset,
+                         int64_t *strides);
+
+/* ---------------------------------------------------------------- kernel IR */
+
+typedef enum kn_kx_kind { KN_KX_LOAD, KN_KX_CONST, KN_KX_OP, KN_KX_ACC } kn_kx_kind;
+
+typedef struct kn_kbuf {
+    int32_t value;               /* the graph value it holds */
+    bool store;                  /* written by the kernel (else read) */
+    kn_dtype dtype;
+    int64_t offset;              /* elements */
+    int64_t stride[KN_MAX_DIMS]; /* per axis of the kernel's space; 0: broadcast */
+} kn_kbuf;
+
+typedef struct kn_kx {
+    kn_kx_kind kind;
+    bool full;                   /* varies over the inner axes */
+    kn_dtype dtype;
+    int buf;                     /* LOAD: its buffer */
+    double value;                /* CONST */
+    int32_t node;                /* OP, ACC: the graph node it computes */
+    kn_op op;                    /* OP: the node's op; ACC: sum, mean or max */
+    int nin;
+    int in[KN_MAX_OPERANDS];     /* earlier entries */
+    int64_t rows, cols;          /* OP causal_fill: its last two axes (axes ndim-2, ndim-1) */
+    double fill;                 /* OP causal_fill: the fill value */
+} kn_kx;
+
+typedef struct kn_kstore { int buf, src; } kn_kstore;
+
+typedef struct kn_kernel {
+    char name[32];               /* "k3": a C identifier, unique in its program */
+    int ndim;
+    int64_t shape[KN_MAX_DIMS];  /* the iteration space after merging axes */
+    uint32_t inner;              /* bit k: axis k is an inner (reduced) axis */
+    bool reduces;                /* has accumulators (else the inner axis is just the last) */
+    kn_kbuf *bufs;
+    int nbufs;
+    kn_kx *x;                    /* the expression DAG, topological */
+    int nx;
+    kn_kstore *stores;
+    int nstores;
+    int64_t outer_n, inner_n;    /* products of the outer and inner axes */
+} kn_kernel;
+
+/* Lower fused group `gi` of s to kernel IR named "k<gi>". */
+kn_status kn_kernel_lower(const kn_graph *g, const kn_schedule *s, int gi, kn_kernel *out);
+void kn_kernel_clear(kn_kernel *k);
+/* Check the invariants every renderer relies on (operands earlier, loads in range, a full
+ * entry never feeds an outer one except through an accumulator, ...). */
+kn_status kn_kernel_verify(const kn_kernel *k);
+kn_status kn_kernel_print(FILE *f, const kn_kernel *k);
+
+/* ---------------------------------------------------------------- C code */
+
+/* Append the C11 definition of k to *src (a growing NUL-terminated string, kn_realloc'ed):
+ *     void <name>(void *ctx, int64_t lo, int64_t hi)
+ * where ctx is an array of the buffers' base pointers (k->bufs order) and [lo, hi) a
+ * range of outer indices: the signature kn_k_parallel calls. */
+kn_status kn_render_c(const kn_kernel *k, char **src, size_t *len, size_t *cap);
+/* The lines every generated file starts with (includes). */
+const char *kn_render_c_prelude(void);
+
+/* A compiled shared object. kn_cc_compile writes src to the kernel cache directory
+ * ($KILN_CACHE_DIR, $XDG_CACHE_HOME/kiln or ~/.cache/kiln; then kernels/) as <hash>.c,
+ * compiles it with $KILN_CC (default cc) into <hash>.so unless that file exists (the hash
+ * covers the source, the flags and the machine), and dlopens it. KN_ERR_UNSUPPORTED when
+ * there is no C compiler (the message says so); the generated file's
+ * path and the compiler's message on a compile error (KN_ERR_INTERNAL: generated code that does
+ * not compile is a kiln bug, or a $KILN_CC that is not a C11 compiler). */
+typedef struct kn_cc_module kn_cc_module;
+typedef struct kn_cc_info {
+    bool cached;                 /* the .so was already there */
+    double ms;                   /* compile (or load) time */
+    char path[768];              /* the generated .c */
+} kn_cc_info;
+kn_status kn_cc_compile(const char *src, kn_cc_module **out, kn_cc_info *info);
+void *kn_cc_symbol(const kn_cc_module *m, const char *name); /* NULL when absent */
+void kn_cc_free(kn_cc_module *m);
+/* Whether a C compiler can be run ($KILN_CC or cc); the answer is cached. */
+bool kn_cc_available(void);
+/* Whether glibc's vector math library (libmvec, glibc >= 2.35 on x86-64) is there: the
+ * prelude then declares the SIMD variants of exp, log and tanh, so loops calling them
+ * vectorize (a few ulp from the scalar functions, like any libm). */
+bool kn_cc_vector_math(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_CODEGEN_H */

@@ -1,0 +1,174 @@
+/* decompose.c — composite ops into primitives, so that the compiler, not a hand-written
+ * kernel, is responsible for them.
+ *
+ * softmax, log_softmax, their backwards, the causal attention softmax and its backward,
+ * layernorm, normalize and layernorm's input gradient become max/sum/mean reductions over
+ * the row axis (keepdim) and elementwise ops. The scheduler then fuses each back into one
+ * row-wise kernel: a loop per reduction over the row, then the stores. Each formula is
+ * written in the order of operations of the interpreter's kernel (core/tensor/
+ * kernels_train.inc), so the generated code differs from it only by where it rounds (the
+ * kernels keep a row's statistics in double; here they are rounded to the row's dtype).
+ * The interpreter's special case of a row with no finite entry (a fully masked softmax row
+ * gives 0, log_softmax -inf) is kept with a `where`.
+ *
+ * cross_entropy and its backward stay library ops: picking the target's logit is a gather,
+ * which the kernel IR does not express yet. */
+#include <math.h>
+#include <string.h>
+
+#include "kiln/passes.h"
+
+static int32_t e1(kn_rewriter *rw, kn_op op, int32_t a) { return kn_rw_emit(rw, op, 1, &a, NULL); }
+static int32_t e2(kn_rewriter *rw, kn_op op, int32_t a, int32_t b) {
+    int32_t in[2] = {a, b};
+    return kn_rw_emit(rw, op, 2, in, NULL);
+}
+static int32_t e3(kn_rewriter *rw, kn_op op, int32_t a, int32_t b, int32_t c) {
+    int32_t in[3] = {a, b, c};
+    return kn_rw_emit(rw, op, 3, in, NULL);
+}
+/* A scalar constant of x's dtype (broadcast by its users). */
+static int32_t cst(kn_rewriter *rw, int32_t like, double v) {
+    kn_type t = {kn_rw_node(rw, like)->type.dtype, 0, {0}};
+    return kn_rw_full(rw, &t, v);
+}
+/* A reduction of x over `axis`, keepdim. */
+static int32_t red(kn_rewriter *rw, kn_op op, int32_t x, int64_t axis) {
+    int nd = kn_rw_node(rw, x)->type.ndim;
+    kn_attrs a = kn_attrs_default();
+    a.naxes = 1;
+    a.axes[0] = axis < 0 ? axis + nd : axis;
+    a.keepdim = 1;
+    return kn_rw_emit(rw, op, 1, &x, &a);
+}
+static int64_t axis_of(const kn_match *m) { return m->root->attrs.axis; }
+
+/* The row maximum with -inf replaced by 0, so x - m is never inf - inf (and a fully masked
+ * row stays recognizable: its m is -inf). Writes the raw maximum to *mraw. */
+static int32_t row_max(kn_rewriter *rw, int32_t x, int64_t axis, int32_t *mraw) {
+    int32_t m = red(rw, KN_OP_MAX, x, axis);
+    *mraw = m;
+    int32_t masked = e2(rw, KN_OP_EQ, m, cst(rw, m, -INFINITY));
+    return e3(rw, KN_OP_WHERE, masked, cst(rw, m, 0), m);
+}
+
+static int32_t softmax_of(kn_rewriter *rw, int32_t x, int64_t axis) {
+    int32_t mraw, m = row_max(rw, x, axis, &mraw);
+    int32_t e = e1(rw, KN_OP_EXP, e2(rw, KN_OP_SUB, x, m));
+    int32_t s = red(rw, KN_OP_SUM, e, axis);
+    int32_t y = e2(rw, KN_OP_MUL, e, e2(rw, KN_OP_DIV, cst(rw, s, 1), s));
+    int32_t masked = e2(rw, KN_OP_EQ, mraw, cst(rw, mraw, -INFINITY));
+    return e3(rw, KN_OP_WHERE, masked, cst(rw, y, 0), y);
+}
+
+static int32_t r_softmax(kn_rewriter *rw, const kn_match *m) { return softmax_of(rw, m->bind[1], axis_of(m)); }
+
+static int32_t r_log_softmax(kn_rewriter *rw, const kn_match *m) {
+    int32_t x = m->bind[1];
+    int64_t ax = axis_of(m);
+    int32_t mraw, mx = row_max(rw, x, ax, &mraw);
+    int32_t s = red(rw, KN_OP_SUM, e1(rw, KN_OP_EXP, e2(rw, KN_OP_SUB, x, mx)), ax);
+    int32_t y = e2(rw, KN_OP_SUB, x, e2(rw, KN_OP_ADD, mx, e1(rw, KN_OP_LOG, s)));
+    int32_t masked = e2(rw, KN_OP_EQ, mraw, cst(rw, mraw, -INFINITY));
+    return e3(rw, KN_OP_WHERE, masked, cst(rw, y, -INFINITY), y);
+}
+
+/* softmax_bwd(dy, y) = y * (dy - sum(dy * y)) */
+static int32_t r_softmax_bwd(kn_rewriter *rw, const kn_match *m) {
+    int32_t dy = m->bind[1], y = m->bind[2];
+    int32_t s = red(rw, KN_OP_SUM, e2(rw, KN_OP_MUL, dy, y), axis_of(m));
+    return e2(rw, KN_OP_MUL, y, e2(rw, KN_OP_SUB, dy, s));
+}
+
+/* log_softmax_bwd(dy, y) = dy - exp(y) * sum(dy) */
+static int32_t r_log_softmax_bwd(kn_rewriter *rw, const kn_match *m) {
+    int32_t dy = m->bind[1], y = m->bind[2];
+    int32_t s = red(rw, KN_OP_SUM, dy, axis_of(m));
+    return e2(rw, KN_OP_SUB, dy, e2(rw, KN_OP_MUL, e1(rw, KN_OP_EXP, y), s));
+}
+
+/* causal_softmax(x) = softmax(causal_fill(x * scale, -inf)) over the last axis */
+static int32_t r_causal_softmax(kn_rewriter *rw, const kn_match *m) {
+    int32_t x = m->bind[1];
+    int32_t z = e2(rw, KN_OP_MUL, x, cst(rw, x, m->root->attrs.scale));
+    kn_attrs a = kn_attrs_default();
+    a.value = -INFINITY;
+    z = kn_rw_emit(rw, KN_OP_CAUSAL_FILL, 1, &z, &a);
+    return softmax_of(rw, z, -1);
+}
+
+/* causal_softmax_bwd(dy, y) = y * (dy - sum(dy * y)) * scale (masked entries have y = 0) */
+static int32_t r_causal_softmax_bwd(kn_rewriter *rw, const kn_match *m) {
+    int32_t dy = m->bind[1], y = m->bind[2];
+    int32_t s = red(rw, KN_OP_SUM, e2(rw, KN_OP_MUL, dy, y), -1);
+    int32_t d = e2(rw, KN_OP_MUL, y, e2(rw, KN_OP_SUB, dy, s));
+    return e2(rw, KN_OP_MUL, d, cst(rw, d, m->root->attrs.scale));
+}
+
+/* (x - mean) and 1 / sqrt(var + eps) over the last axis. */
+static void row_stats(kn_rewriter *rw, int32_t x, double eps, int32_t *d, int32_t *rstd) {
+    *d = e2(rw, KN_OP_SUB, x, red(rw, KN_OP_MEAN, x, -1));
+    int32_t var = red(rw, KN_OP_MEAN, e2(rw, KN_OP_MUL, *d, *d), -1);
+    *rstd = e1(rw, KN_OP_RSQRT, e2(rw, KN_OP_ADD, var, cst(rw, var, eps)));
+}
+
+/* layernorm(x, w, b) = (x - mean) * rstd * w + b */
+static int32_t r_layernorm(kn_rewriter *rw, const kn_match *m) {
+    int32_t d, rstd;
+    row_stats(rw, m->bind[1], m->root->attrs.eps, &d, &rstd);
+    int32_t y = e2(rw, KN_OP_MUL, e2(rw, KN_OP_MUL, d, rstd), m->bind[2]);
+    return e2(rw, KN_OP_ADD, y, m->bind[3]);
+}
+
+static int32_t r_normalize(kn_rewriter *rw, const kn_match *m) {
+    int32_t d, rstd;
+    row_stats(rw, m->bind[1], m->root->attrs.eps, &d, &rstd);
+    return e2(rw, KN_OP_MUL, d, rstd);
+}
+
+/* layernorm_dx(dy, x, w): g = dy * w, xh = (x - mean) * rstd,
+ * dx = rstd * (g - mean(g) - xh * mean(g * xh)) */
+static int32_t r_layernorm_dx(kn_rewriter *rw, const kn_match *m) {
+    int32_t d, rstd;
+    row_stats(rw, m->bind[2], m->root->attrs.eps, &d, &rstd);
+    int32_t g = e2(rw, KN_OP_MUL, m->bind[1], m->bind[3]);
+    int32_t xh = e2(rw, KN_OP_MUL, d, rstd);
+    int32_t mg = red(rw, KN_OP_MEAN, g, -1);
+    int32_t mgx = red(rw, KN_OP_MEAN, e2(rw, KN_OP_MUL, g, xh), -1);
+    int32_t t = e2(rw, KN_OP_SUB, e2(rw, KN_OP_SUB, g, mg), e2(rw, KN_OP_MUL, xh, mgx));
+    return e2(rw, KN_OP_MUL, rstd, t);
+}
+
+static bool float_row(const kn_graph *g, const kn_node *n) {
+    (void)g;
+    return kn_dtype_is_float(n->type.dtype) && n->type.ndim >= 1;
+}
+
+static const kn_pat a1 = {.op = KN_PAT_ANY, .bind = 1};
+static const kn_pat a2 = {.op = KN_PAT_ANY, .bind = 2};
+static const kn_pat a3 = {.op = KN_PAT_ANY, .bind = 3};
+static const kn_pat p_softmax = {.op = KN_OP_SOFTMAX, .in = {&a1}, .where = float_row};
+static const kn_pat p_log_softmax = {.op = KN_OP_LOG_SOFTMAX, .in = {&a1}, .where = float_row};
+static const kn_pat p_softmax_bwd = {.op = KN_OP_SOFTMAX_BWD, .in = {&a1, &a2}, .where = float_row};
+static const kn_pat p_log_softmax_bwd = {.op = KN_OP_LOG_SOFTMAX_BWD, .in = {&a1, &a2}, .where = float_row};
+static const kn_pat p_causal = {.op = KN_OP_CAUSAL_SOFTMAX, .in = {&a1}, .where = float_row};
+static const kn_pat p_causal_bwd = {.op = KN_OP_CAUSAL_SOFTMAX_BWD, .in = {&a1, &a2}, .where = float_row};
+static const kn_pat p_layernorm = {.op = KN_OP_LAYERNORM, .in = {&a1, &a2, &a3}, .where = float_row};
+static const kn_pat p_normalize = {.op = KN_OP_NORMALIZE, .in = {&a1}, .where = float_row};
+static const kn_pat p_layernorm_dx = {.op = KN_OP_LAYERNORM_DX, .in = {&a1, &a2, &a3}, .where = float_row};
+
+static const kn_rule kn_decompose_rules[] = {
+    {"softmax", &p_softmax, r_softmax},
+    {"log_softmax", &p_log_softmax, r_log_softmax},
+    {"softmax_bwd", &p_softmax_bwd, r_softmax_bwd},
+    {"log_softmax_bwd", &p_log_softmax_bwd, r_log_softmax_bwd},
+    {"causal_softmax", &p_causal, r_causal_softmax},
+    {"causal_softmax_bwd", &p_causal_bwd, r_causal_softmax_bwd},
+    {"layernorm", &p_layernorm, r_layernorm},
+    {"normalize", &p_normalize, r_normalize},
+    {"layernorm_dx", &p_layernorm_dx, r_layernorm_dx},
+};
+
+kn_status kn_pass_decompose(kn_graph *g, kn_pass_stats *st) {
+    return kn_rewrite(g, kn_decompose_rules, (int)(sizeof kn_decompose_rules / sizeof kn_decompose_rules[0]), st);
+}

@@ -1,0 +1,249 @@
+/* test_codegen.c — the compiled program (fusion, kernel IR, generated C) against the
+ * interpreter, the reference.
+ *
+ *   - hundreds of random graphs (kn_randgraph: elementwise ops with broadcasting,
+ *     reductions, views, softmax, casts, dropout, matmuls, constants), f64 and f32: every
+ *     output within rounding of the interpreter's (f64: 1e-12 relative; f32, or an f64
+ *     graph that rounds a value to f32 on the way: 2e-5 relative, a few ulp times the
+ *     reduction lengths these graphs have);
+ *   - the GPT's joint graph: the loss and every gradient; and 10 AdamW steps of the
+ *     trainer, compiled against node by node;
+ *   - fusion decisions on small graphs (an elementwise chain is one kernel, softmax and
+ *     layernorm are one row kernel each, a matmul stays a library step and seals its
+ *     operand's group), every kernel's IR verifies, and the GPT step has far fewer steps;
+ *   - the kernel cache (a second compile is a hit), a compile error naming the generated
+ *     file and the compiler's message, and no C compiler: a warning and the interpreter's
+ *     kernels, with the same results. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kn_test.h"
+#include "kiln/codegen.h"
+#include "kiln/nn.h"
+#include "kiln/passes.h"
+#include "kiln/program.h"
+
+/* A private kernel cache per test process, so tests neither share nor litter one. */
+static void private_cache(void) {
+    char tmpl[] = "/tmp/kiln-cg-XXXXXX";
+    char *d = mkdtemp(tmpl);
+    cr_assert_not_null(d);
+    setenv("KILN_CACHE_DIR", d, 1);
+}
+
+/* The largest error of a `mode` program relative to the interpreter (kiln/program.h). */
+static double compare(const kn_graph *g, kn_program_mode mode, uint64_t seed, kn_program_stats *stats) {
+    kn_program_opts o = {KN_CPU, NULL, mode};
+    double worst = INFINITY;
+    KN_ASSERT_OK(kn_program_compare(g, &o, seed, &worst, stats));
+    return worst;
+}
+
+static void random_graphs(kn_dtype dt, int nseeds) {
+    private_cache();
+    kn_randgraph_opts ro = kn_randgraph_defaults();
+    ro.dtype = dt;
+    int fused_steps = 0, nodes = 0;
+    for (int s = 0; s < nseeds; s++) {
+        kn_graph *g = NULL;
+        KN_ASSERT_OK(kn_randgraph(&g, (uint64_t)s, &ro));
+        kn_program_stats st;
+        double err = compare(g, KN_PROGRAM_COMPILED, (uint64_t)s + 7, &st);
+        double tol = dt == KN_DT_F64 ? 1e-12 : 2e-5;
+        for (int i = 0; i < g->nnodes; i++) /* a value rounded to f32 on the way: f32's tolerance */
+            if (g->nodes[i].op == KN_OP_CAST && g->nodes[i].type.dtype == KN_DT_F32) tol = 2e-5;
+        cr_assert(err <= tol, "seed %d (%s): compiled program differs from the interpreter by %.3g (tolerance %.3g)", s,
+                  kn_dtype_name(dt), err, tol);
+        cr_assert_eq(st.mode, KN_PROGRAM_COMPILED);
+        fused_steps += st.nsteps;
+        nodes += st.nodes_computing;
+        kn_graph_free(g);
+    }
+    cr_assert_lt(fused_steps, nodes, "fusion made no step out of several nodes (%d steps for %d nodes)", fused_steps, nodes);
+}
+
+KN_TEST(codegen, random_graphs_f64_match_the_interpreter, .timeout = 240) { random_graphs(KN_DT_F64, 160); }
+KN_TEST(codegen, random_graphs_f32_match_the_interpreter, .timeout = 240) { random_graphs(KN_DT_F32, 120); }
+
+static kn_gpt_config tiny(void) { return (kn_gpt_config){.vocab = 17, .context = 8, .layers = 2, .width = 16, .heads = 2}; }
+
+KN_TEST(codegen, gpt_joint_graph_loss_and_every_gradient, .timeout = 120) {
+    private_cache();
+    kn_gpt_config c = tiny();
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_gpt_graph(&c, 3, 8, true, &g));
+    kn_program_stats st;
+    double err = compare(g, KN_PROGRAM_COMPILED, 5, &st);
+    cr_assert(err <= 2e-5, "GPT joint graph: compiled differs by %.3g", err);
+    /* The arithmetic that fusion can touch (elementwise ops, reductions, the composite
+     * row ops) was one kernel per node; now it is a handful of generated kernels plus the
+     * column sums left to the library. */
+    int arith = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        kn_op_category c = kn_op_get(g->nodes[i].op)->category;
+        arith += c == KN_CAT_ELEMENTWISE || c == KN_CAT_REDUCTION || c == KN_CAT_OTHER;
+    }
+    cr_assert_lt(st.nsteps, st.nodes_computing, "fusion: %d steps for %d nodes", st.nsteps, st.nodes_computing);
+    cr_assert_gt(st.nkernels, 0);
+    cr_assert_lt(st.nkernels * 2, arith, "%d generated kernels for %d arithmetic nodes", st.nkernels, arith);
+    kn_graph_free(g);
+}
+
+/* A graph from text, verified. */
+static kn_graph *parse(const char *text) {
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_graph_parse(text, strlen(text), &g));
+    KN_ASSERT_OK(kn_graph_verify(g));
+    return g;
+}
+
+static kn_schedule *sched(const kn_graph *g) {
+    kn_schedule *s = NULL;
+    KN_ASSERT_OK(kn_schedule_build(g, &s));
+    for (int i = 0; i < s->ngroups; i++) {
+        if (!s->groups[i].fused) continue;
+        kn_kernel k;
+        KN_ASSERT_OK(kn_kernel_lower(g, s, i, &k));
+        KN_ASSERT_OK(kn_kernel_verify(&k));
+        kn_kernel_clear(&k);
+    }
+    return s;
+}
+
+KN_TEST(codegen, an_elementwise_chain_with_broadcast_and_a_transpose_is_one_kernel) {
+    kn_graph *g = parse("%0 = input {name=\"x\"} : f32[4,8]\n"
+                        "%1 = input {name=\"b\"} : f32[8]\n"
+                        "%2 = input {name=\"y\"} : f32[8,4]\n"
+                        "%3 = permute %2 {perm=[1,0]} : f32[4,8]\n"
+                        "%4 = add %0, %1 : f32[4,8]\n"
+                        "%5 = mul %4, %3 : f32[4,8]\n"
+                        "%6 = tanh %5 : f32[4,8]\n"
+                        "output %6\n");
+    kn_schedule *s = sched(g);
+    cr_assert_eq(s->nfused, 1, "add, mul, tanh and the permute read in place: one kernel");
+    cr_assert_eq(s->nlibrary, 0, "the permute is not materialized");
+    cr_assert_eq(s->groups[0].nnodes, 3);
+    cr_assert(!s->materialize[4] && !s->materialize[5] && s->materialize[6], "only the output is stored");
+    cr_assert_leq(compare(g, KN_PROGRAM_COMPILED, 3, NULL), 1e-6);
+    kn_schedule_free(s);
+    kn_graph_free(g);
+}
+
+KN_TEST(codegen, layernorm_then_softmax_is_one_row_kernel) {
+    private_cache();
+    kn_graph *g = parse("%0 = input {name=\"x\"} : f64[6,10]\n"
+                        "%1 = param {name=\"w\"} : f64[10]\n"
+                        "%2 = param {name=\"b\"} : f64[10]\n"
+                        "%3 = layernorm %0, %1, %2 : f64[6,10]\n"
+                        "%4 = softmax %3 : f64[6,10]\n"
+                        "output %4\n");
+    kn_graph *d = NULL;
+    KN_ASSERT_OK(kn_graph_copy(&d, g));
+    KN_ASSERT_OK(kn_pass_decompose(d, NULL));
+    kn_pass_report rep;
+    KN_ASSERT_OK(kn_passes_run(d, "dce", &rep));
+    kn_schedule *s = sched(d);
+    cr_assert_eq(s->nlibrary, 0, "no library step is left");
+    cr_assert_eq(s->nfused, 1, "layernorm's and softmax's reductions are all over the rows' axis: one row kernel "
+                               "(four loops over each row: mean, variance, max, sum; then the stores)");
+    for (int i = 0; i < s->ngroups; i++) cr_assert(s->groups[i].reduces && s->groups[i].inner == 2u);
+    cr_assert_leq(compare(g, KN_PROGRAM_COMPILED, 9, NULL), 1e-12);
+    kn_schedule_free(s);
+    kn_graph_free(d);
+    kn_graph_free(g);
+}
+
+KN_TEST(codegen, a_matmul_is_a_library_step_that_seals_its_operand_group) {
+    kn_graph *g = parse("%0 = input {name=\"x\"} : f32[4,8]\n"
+                        "%1 = param {name=\"w\"} : f32[8,8]\n"
+                        "%2 = exp %0 : f32[4,8]\n"
+                        "%3 = matmul %2, %1 : f32[4,8]\n"
+                        "%4 = add %2, %3 : f32[4,8]\n"
+                        "output %4\n");
+    kn_schedule *s = sched(g);
+    cr_assert_eq(s->nlibrary, 1);
+    cr_assert_eq(s->nfused, 2, "exp, then the matmul, then the add: the add cannot join exp's sealed group");
+    cr_assert(s->materialize[2], "exp's value is stored: the matmul reads it");
+    cr_assert(strstr(s->log, "sealed"), "the refusal is logged with its reason:\n%s", s->log);
+    cr_assert_leq(compare(g, KN_PROGRAM_COMPILED, 3, NULL), 1e-5);
+    kn_schedule_free(s);
+    kn_graph_free(g);
+}
+
+KN_TEST(codegen, the_kernel_cache_hits_on_a_second_compile) {
+    private_cache();
+    kn_graph *g = parse("%0 = input {name=\"x\"} : f32[3,5]\n%1 = exp %0 : f32[3,5]\n%2 = sum %1 {axes=[1]} : f32[3]\n"
+                        "output %2\n");
+    kn_program_opts o = {KN_CPU, NULL, KN_PROGRAM_COMPILED};
+    kn_program *a = NULL, *b = NULL;
+    KN_ASSERT_OK(kn_program_compile(&a, g, &o));
+    KN_ASSERT_OK(kn_program_compile(&b, g, &o));
+    cr_assert(!kn_program_get_stats(a).cached, "a fresh cache misses");
+    cr_assert(kn_program_get_stats(b).cached, "the second compile loads %s", kn_program_get_stats(b).source);
+    cr_assert_eq(access(kn_program_get_stats(b).source, R_OK), 0, "the generated source is kept beside the object");
+    kn_program_free(a);
+    kn_program_free(b);
+    kn_graph_free(g);
+}
+
+KN_TEST(codegen, a_compile_error_names_the_file_and_shows_the_message) {
+    private_cache();
+    char script[] = "/tmp/kiln-badcc-XXXXXX";
+    int fd = mkstemp(script);
+    cr_assert_geq(fd, 0);
+    const char *body = "#!/bin/sh\necho 'kernel.c:1:1: error: planted compiler failure' >&2\nexit 1\n";
+    cr_assert_eq(write(fd, body, strlen(body)), (ssize_t)strlen(body));
+    close(fd);
+    chmod(script, 0755);
+    setenv("KILN_CC", script, 1);
+    kn_graph *g = parse("%0 = input {name=\"x\"} : f32[3]\n%1 = exp %0 : f32[3]\noutput %1\n");
+    kn_program_opts o = {KN_CPU, NULL, KN_PROGRAM_COMPILED};
+    kn_program *p = NULL;
+    cr_assert_eq(kn_program_compile(&p, g, &o), KN_ERR_INTERNAL);
+    cr_assert_null(p);
+    cr_assert(strstr(kn_last_error(), "planted compiler failure"), "%s", kn_last_error());
+    cr_assert(strstr(kn_last_error(), ".c with"), "names the generated file: %s", kn_last_error());
+    unlink(script);
+    kn_graph_free(g);
+}
+
+KN_TEST(codegen, without_a_c_compiler_the_interpreter_kernels_run) {
+    setenv("KILN_CC", "/nonexistent/kiln-cc", 1);
+    kn_gpt_config c = tiny();
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_gpt_graph(&c, 2, 4, true, &g));
+    kn_program_stats st;
+    double err = compare(g, KN_PROGRAM_COMPILED, 2, &st);
+    cr_assert_eq(st.mode, KN_PROGRAM_NODES, "falls back to the node-by-node program");
+    cr_assert_eq(err, 0, "the same kernels in the same order: the same bits");
+    kn_graph_free(g);
+}
+
+KN_TEST(codegen, compiled_training_follows_the_interpreter_for_ten_adamw_steps, .timeout = 120) {
+    private_cache();
+    kn_gpt_config c = tiny();
+    double loss[2][10];
+    for (int mode = 0; mode < 2; mode++) {
+        kn_gpt model;
+        KN_ASSERT_OK(kn_gpt_new(&model, &c));
+        kn_gpt_init(&model, 1234);
+        kn_optim_config oc = kn_optim_default();
+        kn_trainer t;
+        KN_ASSERT_OK(kn_trainer_new(&t, &model, 2, 8, &oc, 1.0));
+        KN_ASSERT_OK(kn_trainer_set_compiled(&t, mode == 1));
+        cr_assert_eq(kn_program_get_stats(t.prog).mode, mode ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES);
+        int32_t x[16], y[16];
+        for (int step = 0; step < 10; step++) {
+            for (int i = 0; i < 16; i++) { x[i] = (i * 7 + step * 3) % 17; y[i] = (i * 5 + step) % 17; }
+            KN_ASSERT_OK(kn_trainer_step(&t, x, y, 1e-2, &loss[mode][step], NULL));
+        }
+        kn_trainer_free(&t);
+        kn_gpt_free(&model);
+    }
+    for (int s = 0; s < 10; s++)
+        cr_assert(fabs(loss[0][s] - loss[1][s]) <= 1e-4 * (1 + fabs(loss[0][s])), "step %d: loss %.9g interpreted, %.9g compiled",
+                  s, loss[0][s], loss[1][s]);
+}
