@@ -74,51 +74,6 @@ static const char *ctype(kn_dtype dt) {
     return dt == KN_DT_F32 ? "float" : dt == KN_DT_F64 ? "double" : "unsigned char";
 }
 
-static bool is_ident(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'; }
-
-/* Substitute the template's operand names (x; a, b) with args, and bind the math to the
- * type: float gets expf/... and float literals. Writes into buf (cap bytes). */
-static bool bind_expr(const char *tmpl, const char *const *args, const char *names, bool f32, char *buf, size_t cap) {
-    static const char *const math[] = {"exp", "log", "sqrt", "tanh", "fabs", "sin", "cos", "pow"};
-    size_t n = 0;
-#define PUT(str, l) do { if (n + (l) >= cap) return false; memcpy(buf + n, (str), (l)); n += (l); } while (0)
-    for (const char *p = tmpl; *p;) {
-        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_') {
-            const char *q = p;
-            while (is_ident(*q)) q++;
-            size_t l = (size_t)(q - p);
-            const char *hit = l == 1 ? strchr(names, *p) : NULL;
-            if (hit) {
-                const char *a = args[hit - names];
-                PUT("(", 1);
-                PUT(a, strlen(a));
-                PUT(")", 1);
-            } else {
-                PUT(p, l);
-                for (size_t m = 0; f32 && m < sizeof math / sizeof math[0]; m++)
-                    if (strlen(math[m]) == l && !strncmp(math[m], p, l)) PUT("f", 1);
-            }
-            p = q;
-        } else if (*p >= '0' && *p <= '9') {
-            const char *q = p;
-            bool flt = false;
-            while (is_ident(*q) || *q == '.' || ((*q == '-' || *q == '+') && (q[-1] == 'e' || q[-1] == 'E'))) {
-                flt |= *q == '.' || *q == 'e' || *q == 'E';
-                q++;
-            }
-            PUT(p, (size_t)(q - p));
-            if (f32 && flt) PUT("f", 1);
-            p = q;
-        } else {
-            PUT(p, 1);
-            p++;
-        }
-    }
-    buf[n] = 0;
-    return true;
-#undef PUT
-}
-
 static void literal(char *buf, size_t cap, kn_dtype dt, double v) {
     if (isnan(v)) snprintf(buf, cap, "((%s)NAN)", ctype(dt));
     else if (isinf(v)) snprintf(buf, cap, "((%s)%sINFINITY)", ctype(dt), v < 0 ? "-" : "");
@@ -148,20 +103,6 @@ static void coord(const rc *c, int ax, char *buf, size_t cap) {
     else snprintf(buf, cap, "r%d", ax);
 }
 
-/* Buffer b's element index where it is used: its row offset, plus the inner part when
- * `full` (inside an inner loop). */
-static void index_of(const rc *c, int b, bool full, char *buf, size_t cap) {
-    const kn_kernel *k = c->k;
-    int n = snprintf(buf, cap, "o%d", b);
-    for (int ax = 0; full && ax < k->ndim && n > 0 && (size_t)n < cap; ax++) {
-        if (!((k->inner >> ax) & 1u) || k->bufs[b].stride[ax] == 0) continue;
-        char cb[16];
-        coord(c, ax, cb, sizeof cb);
-        if (k->bufs[b].stride[ax] == 1) n += snprintf(buf + n, cap - (size_t)n, " + %s", cb);
-        else n += snprintf(buf + n, cap - (size_t)n, " + %s * %lld", cb, (long long)k->bufs[b].stride[ax]);
-    }
-}
-
 static void expr_of(rc *c, int i, char *buf, size_t cap) {
     const kn_kx *x = &c->k->x[i];
     char a[3][48];
@@ -175,8 +116,9 @@ static void expr_of(rc *c, int i, char *buf, size_t cap) {
     switch (x->kind) {
     case KN_KX_LOAD: {
         char ix[256];
-        index_of(c, x->buf, x->full, ix, sizeof ix);
-        snprintf(buf, cap, "p%d[%s]", x->buf, ix);
+        kn_status st = kn_render_c_index(c->k, x->buf, x->full, ix, sizeof ix);
+        if (st != KN_OK && c->o.st == KN_OK) c->o.st = st;
+        snprintf(buf, cap, "p%d[%s]", x->buf, st == KN_OK ? ix : "0");
         return;
     }
     case KN_KX_CONST: literal(buf, cap, x->dtype, x->value); return;
@@ -201,10 +143,18 @@ static void expr_of(rc *c, int i, char *buf, size_t cap) {
         snprintf(buf, cap, "(%s > %s + %lld ? %s : (%s))", col, row, (long long)(x->cols - x->rows), lit, a[0]);
         return;
     }
-    if (!tmpl || !bind_expr(tmpl, args, names, f32, buf, cap)) {
+    if (!tmpl) {
         if (c->o.st == KN_OK)
             c->o.st = kn_error(KN_ERR_UNSUPPORTED, "kn_render_c: %s: no C expression for x%d = %s", c->k->name, i,
                                kn_op_name(x->op));
+        buf[0] = 0;
+    } else if (!kn_render_c_bind(tmpl, args, names, f32, buf, cap)) {
+        if (c->o.st == KN_OK) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", kn_last_error());
+            c->o.st = kn_error(KN_ERR_UNSUPPORTED, "kn_render_c: %s: x%d = %s: kn_render_c_bind failed (%s)", c->k->name,
+                               i, kn_op_name(x->op), why);
+        }
         buf[0] = 0;
     }
 }
@@ -230,7 +180,11 @@ static void define(rc *c, int i, bool full, int indent) {
         char b[48];
         const char *args[1] = {b};
         name_of(c, x->in[1], b, sizeof b);
-        if (!bind_expr(kn_sc_gelu_bwd_t_expr(), args, "b", x->dtype == KN_DT_F32, e, sizeof e)) e[0] = 0;
+        if (!kn_render_c_bind(kn_sc_gelu_bwd_t_expr(), args, "b", x->dtype == KN_DT_F32, e, sizeof e)) {
+            if (c->o.st == KN_OK) c->o.st = kn_error(KN_ERR_UNSUPPORTED, "kn_render_c: %s: x%d = gelu_bwd: kn_render_c_bind "
+                                                     "failed", c->k->name, i);
+            return;
+        }
         emit(&c->o, "%*sconst %s t%d = %s;\n", indent, "", ctype(x->dtype), i, e);
     }
     expr_of(c, i, e, sizeof e);
@@ -297,12 +251,11 @@ kn_status kn_render_c(const kn_kernel *k, char **src, size_t *len, size_t *cap) 
     if (nouter > 0) emit(o, "        (void)q;\n");
     for (int ax = 0; ax < k->ndim; ax++)
         if (!((k->inner >> ax) & 1u)) emit(o, "        (void)c%d;\n", ax);
-    for (int b = 0; b < k->nbufs; b++) {
-        emit(o, "        const int64_t o%d = %lld", b, (long long)k->bufs[b].offset);
-        for (int ax = 0; ax < k->ndim; ax++)
-            if (!((k->inner >> ax) & 1u) && k->bufs[b].stride[ax] != 0)
-                emit(o, " + c%d * %lld", ax, (long long)k->bufs[b].stride[ax]);
-        emit(o, ";\n");
+    for (int b = 0; b < k->nbufs && o->st == KN_OK; b++) {
+        char off[512];
+        kn_status st = kn_render_c_row_offset(k, b, off, sizeof off);
+        if (st != KN_OK) o->st = st;
+        else emit(o, "        const int64_t o%d = %s;\n", b, off);
     }
     for (int i = 0; i < k->nx; i++) define(&c, i, false, 8); /* what needs no accumulator yet */
     for (int i = 0; i < k->nx; i++) {
@@ -351,7 +304,8 @@ kn_status kn_render_c(const kn_kernel *k, char **src, size_t *len, size_t *cap) 
             define(&c, st->src, true, 12);
             char nm[48], ix[256];
             name_of(&c, st->src, nm, sizeof nm);
-            index_of(&c, st->buf, true, ix, sizeof ix);
+            if (o->st == KN_OK) o->st = kn_render_c_index(k, st->buf, true, ix, sizeof ix);
+            if (o->st != KN_OK) break;
             emit(o, "            p%d[%s] = %s;\n", st->buf, ix, nm);
         }
         emit(o, "        }\n");

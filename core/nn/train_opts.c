@@ -46,7 +46,7 @@ static const opt_row k_opts[] = {
     {"data-seed", O_U64, F(data_seed), 0, 0, 0, true, "seed of the grammar corpus"},
     {"data-bytes", O_I64, F(data_bytes), 0, 1024, 1e9, true, "size of the grammar corpus in bytes"},
     {"device", O_STR, S(device), 0, 0, false, "auto (cuda when a GPU is usable, else cpu), cpu, cuda or cuda:N"},
-    {"mode", O_STR, S(mode), 0, 0, false, "graph (compile the step once) or eager (op by op); same numbers"},
+    {"mode", O_STR, S(mode), 0, 0, false, "auto, compiled (fused generated C; CPU), interp (node by node) or eager"},
     {"out", O_STR, S(out), 0, 0, false, "checkpoint to write ('none': do not write one)"},
     {"resume", O_STR, S(resume), 0, 0, false, "continue the run saved in this checkpoint, exactly"},
     {"log", O_STR, S(log), 0, 0, false, "write 'step loss lr gradnorm' per step to this file"},
@@ -86,7 +86,7 @@ static void defaults(kn_train_opts *o) {
     o->data_seed = KN_CORPUS_DEFAULT_SEED;
     o->data_bytes = KN_CORPUS_DEFAULT_BYTES;
     snprintf(o->device, sizeof o->device, "auto");
-    snprintf(o->mode, sizeof o->mode, "graph");
+    snprintf(o->mode, sizeof o->mode, "auto");
     snprintf(o->out, sizeof o->out, "ckpt.safetensors");
     o->sample = 300;
     o->temperature = 0.8;
@@ -297,8 +297,9 @@ int kn_train_opts_parse(kn_train_opts *o, int argc, char **argv) {
     }
     if (strcmp(o->optimizer, "adamw") && strcmp(o->optimizer, "sgd"))
         return usage_error("--optimizer '%s': use adamw or sgd", o->optimizer);
-    if (strcmp(o->mode, "graph") && strcmp(o->mode, "eager"))
-        return usage_error("--mode '%s': use graph or eager", o->mode);
+    if (!strcmp(o->mode, "graph")) snprintf(o->mode, sizeof o->mode, "interp"); /* the former name */
+    if (strcmp(o->mode, "auto") && strcmp(o->mode, "compiled") && strcmp(o->mode, "interp") && strcmp(o->mode, "eager"))
+        return usage_error("--mode '%s': use auto, compiled, interp or eager", o->mode);
     if (o->min_lr < 0) o->min_lr = o->lr / 10;
     if (o->warmup < 0) o->warmup = o->steps / 10 < 100 ? o->steps / 10 : 100;
     if (o->warmup >= o->steps) o->warmup = o->steps - 1;

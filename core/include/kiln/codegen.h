@@ -172,6 +172,82 @@ bool kn_cc_available(void);
  * vectorize (a few ulp from the scalar functions, like any libm). */
 bool kn_cc_vector_math(void);
 
+/* ---------------------------------------------------------------- lab 05 units
+ * Declared here, called by the core (the scheduler, the C renderer), written by students in
+ * labs/lab05-fusion/ (the staff's reference units are linked for every other lab).
+ *
+ * kn_fuse_refusal (fuse_rules.c): may node n join group G? The scheduler describes both in
+ * a kn_fuse_query (below) and applies the answer: NULL to join, with *level set to
+ * KN_LEVEL_FULL (n varies over the whole space S) or KN_LEVEL_OUTER (n is one value per
+ * row: a reduction's result, or an op on such values), or a static string, the reason,
+ * which the schedule's log prints. The rules, in this order (the first that fails is the
+ * reason given):
+ *   1. G is a fused group ("a library step"), not sealed ("the group is sealed (a node
+ *      outside it already reads it)"), with fewer than KN_FUSE_MAX nodes ("the group is
+ *      full (KN_FUSE_MAX nodes)");
+ *   2. a reduction: its operand is a full member of G, or (horizontal) read from outside
+ *      ("a reduction of a value from outside the group"); its axes are G's reduced axes
+ *      when G already reduces ("a reduction over other axes than the group's"), else its
+ *      operand's shape is S ("a reduction of a value of another shape"). Level: outer.
+ *      An elementwise node: its shape is S (full), or G reduces and its shape is S without
+ *      the reduced axes, kept as 1 (keepdim) or dropped (outer); else "its shape is neither
+ *      the group's space nor the space without the reduced axes";
+ *   3. causal_fill only full ("causal_fill of a reduced value");
+ *   4. each operand of an elementwise node: from G with n's shape at n's level ("an operand
+ *      of the group at another level" otherwise), or an outer member in keepdim form read
+ *      by a full n (a row statistic broadcast over its row); any other operand from G is
+ *      "an operand of the group broadcast in a way the kernel cannot index". An operand
+ *      read from memory: a constant is always fine; one that is a view of a member of G
+ *      "reads a value of the group through a view"; one computed from a member of G is
+ *      "an operand from outside depends on the group (a cycle)".
+ *
+ * kn_render_c_row_offset, kn_render_c_index, kn_render_c_bind (render_index.c): the index
+ * arithmetic and expressions of the C renderer. See each below. */
+enum { KN_LEVEL_FULL = 1, KN_LEVEL_OUTER = 2 };
+
+typedef struct kn_fuse_operand {
+    const kn_type *type;
+    bool in_group;          /* a member of G (its value is in registers) */
+    int level;              /* in_group: KN_LEVEL_FULL or KN_LEVEL_OUTER */
+    bool constant;          /* a `full` written as a literal */
+    bool view_of_group;     /* read from memory through a view of a member of G */
+    bool depends_on_group;  /* read from memory and computed from a member of G */
+} kn_fuse_operand;
+
+typedef struct kn_fuse_query {
+    bool fused, sealed;     /* G */
+    int size;               /* G's members */
+    int ndim;               /* G's space S */
+    const int64_t *shape;
+    uint32_t inner;         /* G's reduced axes (bit k: axis k of S), when reduces */
+    bool reduces;
+    kn_op op;               /* n */
+    bool reduction;         /* n is sum, mean or max */
+    const kn_type *type;    /* n's type */
+    uint32_t mask;          /* reduction: its reduced axes, over its operand's axes */
+    bool horizontal;        /* G is not an operand's group: n joins beside, not after */
+    int nin;
+    kn_fuse_operand in[KN_MAX_OPERANDS];
+} kn_fuse_query;
+
+const char *kn_fuse_refusal(const kn_fuse_query *q, int *level);
+
+/* The row offset of buffer b of k as a C expression: its offset, then " + cA * sA" for each
+ * outer axis A (ascending) whose stride sA is not 0 ("12 + c0 * 40 + c2 * 5"). Writes at
+ * most cap bytes (NUL included); KN_ERR_ARG when it does not fit, and then out is "". */
+kn_status kn_render_c_row_offset(const kn_kernel *k, int b, char *out, size_t cap);
+/* Buffer b's element index inside the loops: "o<b>" (its row offset), then, when `inner`,
+ * " + X" or " + X * s" for each inner axis (ascending) with a stride s not 0, where X is
+ * "r" when k has exactly one inner axis and "r<axis>" otherwise ("o1 + r", "o0 + r2 * 3 +
+ * r3"). KN_ERR_ARG when it does not fit, and then out is "". */
+kn_status kn_render_c_index(const kn_kernel *k, int b, bool inner, char *out, size_t cap);
+/* Bind a kiln/scalar.h expression template: every identifier of one letter that is in
+ * `names` is replaced by "(" args[its position in names] ")"; when f32, the math functions
+ * exp, log, sqrt, tanh, fabs, sin, cos, pow get an "f" (expf) and every floating literal
+ * (a number with '.' or an exponent) an "f" suffix, so float code computes in float.
+ * false when the result does not fit in cap bytes. */
+bool kn_render_c_bind(const char *tmpl, const char *const *args, const char *names, bool f32, char *out, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

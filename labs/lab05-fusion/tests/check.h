@@ -1,0 +1,69 @@
+/* check.h — helpers for lab 05's tests (public and hidden): graphs from text, schedules,
+ * kernels lowered from them, and the compiled program against the interpreter. */
+#ifndef LAB05_CHECK_H
+#define LAB05_CHECK_H
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kn_test.h"
+#include "kiln/codegen.h"
+#include "kiln/passes.h"
+#include "kiln/nn.h"
+#include "kiln/program.h"
+
+/* The kernel cache the tests share (unless KILN_CACHE_DIR says otherwise): a kernel is
+ * keyed by its source, flags and machine, so sharing is safe, and a second run of the tests
+ * compiles nothing. */
+static inline void l5_cache(void) {
+    char d[96];
+    snprintf(d, sizeof d, "/tmp/kiln-test-cache-%ld", (long)getuid());
+    setenv("KILN_CACHE_DIR", d, 0);
+}
+
+static inline kn_graph *l5_parse(const char *text) {
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_graph_parse(text, strlen(text), &g));
+    KN_ASSERT_OK(kn_graph_verify(g));
+    return g;
+}
+
+static inline kn_schedule *l5_schedule(const kn_graph *g) {
+    kn_schedule *s = NULL;
+    KN_ASSERT_OK(kn_schedule_build(g, &s));
+    return s;
+}
+
+/* The largest error of the compiled program relative to the interpreter. */
+static inline double l5_compare(const kn_graph *g, uint64_t seed, kn_program_stats *st) {
+    kn_program_opts o = {KN_CPU, NULL, KN_PROGRAM_COMPILED};
+    double rel = INFINITY;
+    KN_ASSERT_OK(kn_program_compare(g, &o, seed, &rel, st));
+    return rel;
+}
+
+/* A query for a node of `type` (op) joining a fused open group over space (nd, shape). */
+static inline kn_fuse_query l5_query(kn_op op, const kn_type *type, int nd, const int64_t *shape) {
+    kn_fuse_query q = {.fused = true, .size = 1, .ndim = nd, .shape = shape, .op = op, .type = type};
+    q.reduction = op == KN_OP_SUM || op == KN_OP_MEAN || op == KN_OP_MAX;
+    return q;
+}
+
+/* A kernel with one buffer and the given space, for the index functions. */
+static inline kn_kernel l5_kernel(int nd, const int64_t *shape, uint32_t inner, int64_t offset, const int64_t *stride,
+                                  kn_kbuf *buf) {
+    kn_kernel k;
+    memset(&k, 0, sizeof k);
+    k.ndim = nd;
+    memcpy(k.shape, shape, sizeof(int64_t) * (size_t)nd);
+    k.inner = inner;
+    memset(buf, 0, sizeof *buf);
+    buf->offset = offset;
+    memcpy(buf->stride, stride, sizeof(int64_t) * (size_t)nd);
+    k.bufs = buf;
+    k.nbufs = 1;
+    return k;
+}
+
+#endif
