@@ -19,7 +19,9 @@
 
 #include "cli/cli.h"
 #include "kiln/device.h"
+#include "kiln/kernels.h"
 #include "kiln/nn.h"
+#include "kiln/passes.h"
 #include "kiln/program.h"
 
 typedef struct bench_opts {
@@ -29,20 +31,52 @@ typedef struct bench_opts {
     uint64_t seed;
     char device[16];
     char mode[16];      /* compiled | interp */
+    char passes[128];   /* the pass list (kiln/passes.h); "" none */
 } bench_opts;
+
+/* STREAM-style copy bandwidth of this machine: bytes read + written per second by memcpy
+ * of 64 MiB split over kiln's threads, the best of 5. The ceiling of a memory-bound kernel. */
+typedef struct copy_job { const char *src; char *dst; } copy_job;
+static void copy_part(void *ctx, int64_t lo, int64_t hi) {
+    copy_job *j = ctx;
+    memcpy(j->dst + lo, j->src + lo, (size_t)(hi - lo));
+}
+static double copy_bandwidth(void) {
+    const int64_t n = 64 << 20;
+    char *a = kn_malloc((size_t)n), *b = kn_malloc((size_t)n);
+    double best = 0;
+    if (a && b) {
+        memset(a, 1, (size_t)n);
+        memset(b, 2, (size_t)n);
+        copy_job j = {a, b};
+        for (int r = 0; r < 6; r++) {
+            double t0 = kn_time_now();
+            kn_k_parallel(n, true, copy_part, &j);
+            double dt = kn_time_now() - t0;
+            if (r > 0 && dt > 0 && 2.0 * (double)n / dt / 1e9 > best) best = 2.0 * (double)n / dt / 1e9;
+        }
+    }
+    kn_free(a);
+    kn_free(b);
+    return best;
+}
 
 static void usage(FILE *f) {
     fprintf(f, "usage: kiln bench [--vocab N] [--context N] [--layers N] [--width N] [--heads N] [--batch N]\n"
                "                  [--warmup N] [--steps N] [--seed N] [--device auto|cpu|cuda|cuda:N] [--profile N]\n"
-               "                  [--profile-out FILE.tsv] [--tf32] [--mode compiled|interp]\n"
+               "                  [--profile-out FILE.tsv] [--tf32] [--mode compiled|interp] [--passes LIST]\n"
                "Times GPT training steps (fp32, AdamW, clip 1.0) on random tokens. Defaults: the GPT-2 124M\n"
                "shape: vocab 50304, context 1024, 12 layers, width 768, 12 heads, batch 8; 3 warm-up and\n"
-               "10 timed steps; device auto (the first GPU when one is usable). --profile N (GPU only) adds one\n"
-               "step run with a per-op profile and prints its N costliest groups of ops (0: none);\n"
+               "10 timed steps; device auto (the first GPU when one is usable). --profile N adds one step\n"
+               "(GPU) run with a per-op profile and prints its N costliest groups of ops (0: none); on the\n"
+               "CPU, three steps with every step timed, printing the N costliest with their GB/s against\n"
+               "a copy bandwidth measured in the same run;\n"
                "--profile-out also writes every group to a TSV file (plots/profile.sh plots it).\n"
                "--tf32 lets cuBLAS use TF32 tensor cores for fp32 matmuls (KILN_TF32=1; off by default).\n"
                "--mode compiled runs the step as fused generated C (CPU only); interp (the default on a GPU)\n"
-               "node by node with the backend's kernels. On the CPU the default is compiled.\n"
+               "node by node with the backend's kernels. On the CPU the default is compiled. --passes LIST\n"
+               "compiles the step with those graph passes (fold, views, algebra, cse, dce, all; default\n"
+               "none): with --mode, the rows of an ablation table.\n"
                "The last line is JSON.\n");
 }
 
@@ -67,7 +101,8 @@ static int parse(bench_opts *o, int argc, char **argv) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!strcmp(a, "--tf32")) { o->tf32 = true; continue; }
-        bool known = !strcmp(a, "--device") || !strcmp(a, "--seed") || !strcmp(a, "--profile-out") || !strcmp(a, "--mode");
+        bool known = !strcmp(a, "--device") || !strcmp(a, "--seed") || !strcmp(a, "--profile-out") || !strcmp(a, "--mode") ||
+                     !strcmp(a, "--passes");
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) known = known || !strcmp(a, ints[k].name);
         if (!known) { fprintf(stderr, "kiln bench: unknown option '%s'\n", a); usage(stderr); return 2; }
         if (i + 1 >= argc) { fprintf(stderr, "kiln bench: %s needs a value\n", a); usage(stderr); return 2; }
@@ -76,6 +111,14 @@ static int parse(bench_opts *o, int argc, char **argv) {
         errno = 0;
         if (!strcmp(a, "--device")) {
             snprintf(o->device, sizeof o->device, "%s", v);
+            continue;
+        }
+        if (!strcmp(a, "--passes")) {
+            if (strlen(v) >= sizeof o->passes || kn_passes_check(v, NULL) != KN_OK) {
+                fprintf(stderr, "kiln bench: --passes: %s\n", strlen(v) >= sizeof o->passes ? "too long" : kn_last_error());
+                return 2;
+            }
+            snprintf(o->passes, sizeof o->passes, "%s", v);
             continue;
         }
         if (!strcmp(a, "--mode")) {
@@ -163,6 +206,7 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     if (st == KN_OK && dev.type != KN_DEVICE_CPU && !strcmp(o->mode, "compiled"))
         st = kn_error(KN_ERR_UNSUPPORTED, "--mode compiled renders C for the CPU; on %s use --mode interp",
                       kn_device_str(dev, devname, dn));
+    tr.passes = o->passes[0] ? o->passes : NULL;
     if (st == KN_OK) st = kn_trainer_set_compiled(&tr, compiled);
     kn_program_stats ps = kn_program_get_stats(tr.prog);
     compiled = ps.mode == KN_PROGRAM_COMPILED;
@@ -173,8 +217,9 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
                "fp32 (TF32 %s) AdamW on %s\n", o->vocab, o->context, o->layers, o->width, o->heads, (long long)g.p.n,
                o->batch, o->tf32 ? "on" : "off", devname);
         printf("  setup (init, compile, move): %.1f s; %d warm-up + %d timed steps\n", setup, o->warmup, nt);
-        printf("  mode %s: %d steps per training step (%d generated kernels) for %d graph nodes; compile %.0f ms%s\n",
-               compiled ? "compiled" : "interp", ps.nsteps, ps.nkernels, ps.nodes_computing, ps.compile_ms,
+        printf("  mode %s, passes %s: %d steps per training step (%d generated kernels) for %d graph nodes; compile "
+               "%.0f ms%s\n", compiled ? "compiled" : "interp", o->passes[0] ? o->passes : "none", ps.nsteps, ps.nkernels,
+               ps.nodes_computing, ps.compile_ms,
                compiled ? (ps.cached ? " (kernel cache hit)" : " (cold)") : "");
         fflush(stdout);
     }
@@ -204,6 +249,20 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
         st = sw_start(&w, dev);
         if (st == KN_OK) st = kn_trainer_optimize(&tr, 1e-4, NULL);
         if (st == KN_OK) st = sw_stop(&w, &opt[k]);
+    }
+    if (st == KN_OK && o->profile > 0 && dev.type == KN_DEVICE_CPU) { /* three extra steps, every step timed */
+        double copy = copy_bandwidth(), l;
+        kn_program_set_profile(tr.prog, true);
+        for (int k = 0; st == KN_OK && k < 3; k++) {
+            random_batch(&r, x, y, bt, o->vocab);
+            st = kn_trainer_step(&tr, x, y, 1e-4, &l, NULL);
+        }
+        if (st == KN_OK) {
+            printf("copy bandwidth (memcpy of 64 MiB over %d threads, best of 5; read + write): %.1f GB/s\n",
+                   kn_k_threads(), copy);
+            kn_program_print_profile(stdout, tr.prog, o->profile, copy);
+        }
+        kn_program_set_profile(tr.prog, false);
     }
     if (st == KN_OK && o->profile > 0 && dev.type != KN_DEVICE_CPU) { /* one extra step, profiled */
         double l, m = 0;
@@ -244,11 +303,11 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
                    "\"step_ms_median\": %.3f, \"step_ms_min\": %.3f, \"step_ms_max\": %.3f, \"tokens_per_s\": %.1f, "
                    "\"fwd_ms\": %.3f, \"optim_ms\": %.3f, \"peak_mem_mib\": %.1f, \"peak_reserved_mib\": %.1f, "
                    "\"loss_first\": %.5f, \"loss_last\": %.5f, \"tf32\": %s, \"mode\": \"%s\", \"nsteps\": %d, "
-                   "\"nkernels\": %d, \"nodes\": %d, \"compile_ms\": %.1f, \"compile_cached\": %s}\n",
+                   "\"nkernels\": %d, \"nodes\": %d, \"compile_ms\": %.1f, \"compile_cached\": %s, \"passes\": \"%s\"}\n",
                    devname, o->vocab, o->context, o->layers, o->width, o->heads, o->batch, (long long)g.p.n,
                    o->warmup, nt, med, lo, hi, tps, mf, mo, peak, peak_res, loss0, loss1, o->tf32 ? "true" : "false",
                    compiled ? "compiled" : "interp", ps.nsteps, ps.nkernels, ps.nodes_computing, ps.compile_ms,
-                   ps.cached ? "true" : "false");
+                   ps.cached ? "true" : "false", o->passes[0] ? o->passes : "none");
         }
     }
     sw_free(&w);

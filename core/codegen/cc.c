@@ -81,7 +81,7 @@ bool kn_cc_vector_math(void) {
 }
 
 static const char *const kn_cc_flags[] = {
-    "-std=c11", "-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fopenmp-simd", "-Wall", "-Wextra",
+    "-std=c11", "-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math", "-fopenmp-simd", "-Wall", "-Wextra",
     "-Werror",
 #if defined(__SANITIZE_ADDRESS__)
     "-fsanitize=address,undefined", "-fno-omit-frame-pointer",

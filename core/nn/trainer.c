@@ -37,7 +37,7 @@ static kn_status compile_on(kn_trainer *t, kn_device dev) {
     kn_program_free(t->eval);
     t->prog = t->eval = NULL;
     kn_tensor *const *views = t->views;
-    kn_program_opts o = {dev, NULL, t->compiled && dev.type == KN_DEVICE_CPU ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES};
+    kn_program_opts o = {dev, t->passes, t->compiled && dev.type == KN_DEVICE_CPU ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES};
     KN_TRY(kn_program_compile(&t->prog, t->joint, &o));
     KN_TRY(kn_program_compile(&t->eval, t->fwd, &o));
     kn_program *ps[2] = {t->prog, t->eval};
@@ -51,7 +51,6 @@ static kn_status compile_on(kn_trainer *t, kn_device dev) {
 
 kn_status kn_trainer_set_compiled(kn_trainer *t, bool on) {
     if (!t || !t->joint) return kn_error(KN_ERR_ARG, "kn_trainer_set_compiled: no trainer");
-    if (t->compiled == on) return KN_OK;
     t->compiled = on;
     return compile_on(t, t->dev);
 }

@@ -56,7 +56,7 @@ struct kn_program {
 
 void kn_program_free(kn_program *p) {
     if (!p) return;
-    if (p->step_ms && p->runs > 0) kn_program_print_profile(stderr, p);
+    if (p->step_ms && p->runs > 0 && getenv("KILN_PROFILE_STEPS")) kn_program_print_profile(stderr, p, 15, 0);
     for (int i = 0; p->g && i < p->g->nnodes; i++) {
         if (p->bound) kn_tensor_free(p->bound[i]);
         if (p->vals) kn_tensor_free(p->vals[i]);
@@ -391,31 +391,65 @@ int32_t kn_program_step_node(const kn_program *p, int step) {
     return p && step >= 0 && step < p->nsteps ? p->steps[step].node : -1;
 }
 
-void kn_program_print_profile(FILE *f, const kn_program *p) {
+void kn_program_set_profile(kn_program *p, bool on) {
+    if (!p) return;
+    kn_free(p->step_ms);
+    p->step_ms = on ? kn_calloc((size_t)p->nsteps + 1, sizeof *p->step_ms) : NULL;
+    p->runs = 0;
+}
+
+static double type_bytes(const kn_type *t) { return (double)kn_type_numel(t) * (double)kn_dtype_size(t->dtype); }
+
+/* The bytes step s reads and writes: every tensor once. */
+static double step_bytes(const kn_program *p, const kn_program_step *sp) {
+    const kn_graph *g = p->g;
+    double b = 0;
+    if (sp->kernel < 0) {
+        const kn_node *n = &g->nodes[sp->node];
+        for (int k = 0; k < n->nin; k++) {
+            bool dup = false;
+            for (int j = 0; j < k; j++) dup |= n->in[j] == n->in[k];
+            if (!dup) b += type_bytes(&g->nodes[n->in[k]].type);
+        }
+        return b + type_bytes(&n->type);
+    }
+    const kn_kernel *k = &p->kernels[sp->kernel].ir;
+    for (int i = 0; i < k->nbufs; i++) {
+        bool dup = false;
+        for (int j = 0; j < i; j++) dup |= k->bufs[j].value == k->bufs[i].value;
+        if (!dup) b += type_bytes(&g->nodes[k->bufs[i].value].type);
+    }
+    return b;
+}
+
+void kn_program_print_profile(FILE *f, const kn_program *p, int top, double copy_gbs) {
     if (!f || !p || !p->step_ms || p->runs == 0) return;
     double total = 0;
     for (int s = 0; s < p->nsteps; s++) total += p->step_ms[s];
-    fprintf(f, "kiln: step profile over %d runs: %.2f ms per run; the costliest steps:\n", p->runs, total / p->runs);
+    fprintf(f, "step profile over %d runs: %.2f ms per run; the %d costliest steps:\n", p->runs, total / p->runs, top);
+    fprintf(f, "  %9s %6s %10s %8s%s  step\n", "ms", "share", "MB", "GB/s", copy_gbs > 0 ? " of copy" : "");
     bool *shown = kn_calloc((size_t)p->nsteps + 1, sizeof *shown);
-    for (int k = 0; shown && k < 15; k++) {
+    for (int k = 0; shown && k < top; k++) {
         int best = -1;
         for (int s = 0; s < p->nsteps; s++)
             if (!shown[s] && (best < 0 || p->step_ms[s] > p->step_ms[best])) best = s;
         if (best < 0) break;
         shown[best] = true;
         const kn_program_step *sp = &p->steps[best];
-        char what[96];
+        char what[128];
         if (sp->kernel >= 0) {
-            const kn_kernel *k = &p->kernels[sp->kernel].ir;
-            snprintf(what, sizeof what, "kernel %s (%lld x %lld%s)", k->name, (long long)k->outer_n,
-                     (long long)k->inner_n, k->reduces ? ", reduced" : "");
+            const kn_kernel *kk = &p->kernels[sp->kernel].ir;
+            snprintf(what, sizeof what, "kernel %s (%lld x %lld%s)", kk->name, (long long)kk->outer_n,
+                     (long long)kk->inner_n, kk->reduces ? ", reduced" : "");
         } else {
             char ts[64];
             snprintf(what, sizeof what, "%%%d = %s %s", sp->node, kn_op_name(p->g->nodes[sp->node].op),
                      kn_type_str(&p->g->nodes[sp->node].type, ts, sizeof ts));
         }
-        fprintf(f, "  %8.3f ms %5.1f%%  step %d: %s\n", p->step_ms[best] / p->runs, 100 * p->step_ms[best] / total, best,
-                what);
+        double ms = p->step_ms[best] / p->runs, bytes = step_bytes(p, sp), gbs = ms > 0 ? bytes / (ms * 1e6) : 0;
+        fprintf(f, "  %9.3f %5.1f%% %10.2f %8.2f", ms, 100 * p->step_ms[best] / total, bytes / 1e6, gbs);
+        if (copy_gbs > 0) fprintf(f, " %7.0f%%", 100 * gbs / copy_gbs);
+        fprintf(f, "  %d: %s\n", best, what);
     }
     kn_free(shown);
 }

@@ -192,6 +192,23 @@ kn_status kn_kernel_lower(const kn_graph *g, const kn_schedule *s, int gi, kn_ke
     kn_free(node_kx);
     if (w.st != KN_OK) { kn_kernel_clear(out); return w.st; }
     simplify(out, causal);
+    if (!out->reduces && out->ndim > 0 && out->ndim < KN_MAX_DIMS && !causal) {
+        /* Merged axes can leave one long row (a [B*T*C] elementwise kernel is 1 x B*T*C),
+         * which no thread could share: split the last axis into rows of a power of two up
+         * to 2048 that divides it, so the outer loop has rows to split over threads. */
+        int last = out->ndim - 1;
+        int64_t n = out->shape[last], c = 2048;
+        while (c > 16 && (n % c != 0 || n / c < 2)) c /= 2;
+        if (n > 2048 && n % c == 0 && n / c >= 2) {
+            out->shape[last] = n / c;
+            out->shape[last + 1] = c;
+            for (int b = 0; b < out->nbufs; b++) {
+                out->bufs[b].stride[last + 1] = out->bufs[b].stride[last];
+                out->bufs[b].stride[last] *= c;
+            }
+            out->ndim++;
+        }
+    }
     if (!out->reduces) { /* no reduction: the last axis is the inner (vector) loop */
         for (int i = 0; i < out->nx; i++) out->x[i].full = true;
         out->inner = out->ndim > 0 ? 1u << (out->ndim - 1) : 0;

@@ -67,4 +67,22 @@ expect 1 "%1 = neg: declared type f32[3]" "$dir/badtype.ir"
 "$kiln" compile tests/passes/dce.in.ir --emit-ir "$dir/no/such/dir.ir" > /dev/null 2> "$dir/err"
 [ $? -eq 1 ] && grep -q "cannot write" "$dir/err" || fail "unwritable --emit-ir: $(cat "$dir/err")"
 "$kiln" compile --help | grep -q "fold, views, algebra, cse, dce" || fail "--help lists the passes"
+
+# Fusion and generated C: the schedule with its decisions, the kernels written out, and the
+# compiled program checked against the interpreter.
+export KILN_CACHE_DIR="$dir/cache"
+"$kiln" compile --gpt small,layers=1,width=16,heads=2,context=8,vocab=11 --batch 2 --schedule --emit-kernels "$dir/k" \
+    > "$dir/out" 2>&1 || fail "compile --schedule: $(cat "$dir/out")"
+grep -q "^step .*: kernel k" "$dir/out" || fail "--schedule lists no kernel: $(head -20 "$dir/out")"
+grep -q "^fuse %" "$dir/out" || fail "--schedule gives no decisions"
+grep -q "^refuse %.*: " "$dir/out" || fail "--schedule gives no refusal with its reason"
+grep -q "compiled: .* generated kernels" "$dir/out" || fail "no compiled summary: $(tail -3 "$dir/out")"
+rel=$(sed -n 's/^compiled program against the interpreter: max |delta| \/ (1 + |ref|) = //p' "$dir/out")
+python3 -c "import sys; sys.exit(0 if float('$rel') < 2e-5 else 1)" || fail "compiled program differs: $rel"
+kir=$(ls "$dir"/k/k*.kir 2>/dev/null | head -1)
+[ -s "$dir/k/schedule.txt" ] && [ -n "$kir" ] || fail "--emit-kernels wrote $(ls "$dir/k")"
+c=${kir%.kir}.c
+cc -std=c11 -O2 -fopenmp-simd -Wall -Wextra -Werror -fsyntax-only "$c" || fail "$c does not compile on its own"
+grep -q "^kernel k" "$kir" || fail "$kir is not kernel IR"
+expect 1 "cannot create" tests/passes/dce.in.ir --emit-kernels "$dir/no/such/dir"
 echo ok

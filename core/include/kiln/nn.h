@@ -119,6 +119,8 @@ typedef struct kn_trainer {
                               * instead of replaying the compiled joint graph; same bits */
     bool compiled;           /* on the CPU, the programs are fused generated C
                               * (KN_PROGRAM_COMPILED; set with kn_trainer_set_compiled) */
+    const char *passes;      /* borrowed: the pass list the programs are compiled with
+                              * (kiln/passes.h; NULL: none), applied by kn_trainer_set_compiled */
     /* The step's state: ONE set, on dev (KN_CPU unless kn_trainer_to_device moved it).
      * On the CPU the parameter slab and the optimizer state are the model's and the
      * optimizer's own (params and views borrowed, state NULL: opt.state). On a GPU they are
@@ -141,8 +143,9 @@ typedef struct kn_trainer {
 
 kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_optim_config *ocfg, double clip);
 void kn_trainer_free(kn_trainer *t);
-/* Recompile the step and eval programs as generated C (on) or node by node (off). Only the
- * CPU has a C renderer: on a GPU the programs stay node by node. */
+/* Recompile the step and eval programs as generated C (on) or node by node (off), with the
+ * pass list t->passes. Only the CPU has a C renderer: on a GPU the programs stay node by
+ * node. */
 kn_status kn_trainer_set_compiled(kn_trainer *t, bool on);
 /* Forward + backward on the batch (x, y: B*T tokens each), clip, one optimizer step at lr.
  * *loss gets the batch's loss before the update, *gnorm (may be NULL) the gradient norm.

@@ -75,10 +75,14 @@ const kn_tensor *kn_program_output(const kn_program *p, int i);
 
 const kn_graph *kn_program_graph(const kn_program *p); /* the graph after passes */
 kn_program_stats kn_program_get_stats(const kn_program *p);
-/* With KILN_PROFILE_STEPS set in the environment, every run times each step (the wall
- * clock: CPU programs); this prints the costliest steps (also done when the program is
- * freed, to stderr). */
-void kn_program_print_profile(FILE *f, const kn_program *p);
+/* Time every step of the following runs with the wall clock (CPU programs), or stop; turning
+ * it on clears earlier times. With KILN_PROFILE_STEPS set in the environment every program
+ * profiles itself and prints its profile to stderr when freed. */
+void kn_program_set_profile(kn_program *p, bool on);
+/* The `top` costliest steps of the profiled runs: ms per run, the bytes the step moves (the
+ * tensors it reads and writes, each counted once) and GB/s; with copy_gbs > 0 also each
+ * step's share of that copy bandwidth (measured by the caller in the same run). */
+void kn_program_print_profile(FILE *f, const kn_program *p, int top, double copy_gbs);
 /* Run g through the interpreter and through a program compiled with *o on the same random
  * inputs (kn_graph_random_input) and set *maxrel to the largest |a - b| / (1 + |a|) over
  * every output element (NaN against NaN counts 0, against a number +inf). *stats (may be
