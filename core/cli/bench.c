@@ -221,6 +221,9 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
                "%.0f ms%s\n", compiled ? "compiled" : "interp", o->passes[0] ? o->passes : "none", ps.nsteps, ps.nkernels,
                ps.nodes_computing, ps.compile_ms,
                compiled ? (ps.cached ? " (kernel cache hit)" : " (cold)") : "");
+        if (compiled)
+            printf("  memory plan: %.2f MB arena for %.2f MB of buffers (lower bound %.2f MB)\n", ps.mem_planned / 1e6,
+                   ps.mem_sum / 1e6, ps.mem_lower / 1e6);
         fflush(stdout);
     }
     kn_rng r = kn_rng_new(o->seed + 1000);

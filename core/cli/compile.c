@@ -41,6 +41,8 @@ static void usage(FILE *f) {
             "                     went into which kernel, and why a merge was refused\n"
             "  --emit-kernels DIR compile to generated C and write schedule.txt, each kernel's IR (kN.kir)\n"
             "                     and C (kN.c) into DIR\n"
+            "  --memory-plot FILE compile to generated C and write the memory plan's live bytes per step\n"
+            "                     as TSV (plots/memory.sh draws it with gnuplot)\n"
             "  --emit-ir FILE     write the optimized graph as IR text\n"
             "  --seed N           seed of the random inputs of the check (default 0)\n"
             "  --tol X            largest |delta| the check accepts (default 1e-6)\n"
@@ -162,7 +164,7 @@ int kn_cli_compile(int argc, char **argv) {
     unsigned long long seed = 0;
     double tol = 1e-6;
     bool check = true, show_schedule = false;
-    const char *kernels_dir = NULL;
+    const char *kernels_dir = NULL, *memory_tsv = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
@@ -174,7 +176,7 @@ int kn_cli_compile(int argc, char **argv) {
             continue;
         }
         static const char *const with_value[] = {"--gpt", "--graph", "--batch", "--seq", "--passes", "--report",
-                                                 "--emit-ir", "--seed", "--tol", "--emit-kernels"};
+                                                 "--emit-ir", "--seed", "--tol", "--emit-kernels", "--memory-plot"};
         bool known = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) known |= !strcmp(a, with_value[k]);
         if (!known) { fprintf(stderr, "kiln compile: unknown option '%s'\n", a); usage(stderr); return 2; }
@@ -187,6 +189,7 @@ int kn_cli_compile(int argc, char **argv) {
         else if (!strcmp(a, "--report")) report = v;
         else if (!strcmp(a, "--emit-ir")) emit = v;
         else if (!strcmp(a, "--emit-kernels")) kernels_dir = v;
+        else if (!strcmp(a, "--memory-plot")) memory_tsv = v;
         else if (!strcmp(a, "--tol")) {
             tol = strtod(v, &end);
             if (end == v || *end || !(tol >= 0)) { fprintf(stderr, "kiln compile: --tol '%s' is not a number >= 0\n", v); return 2; }
@@ -256,7 +259,7 @@ int kn_cli_compile(int argc, char **argv) {
             }
         }
     }
-    if (rc == 0 && (show_schedule || kernels_dir)) { /* the compiled program: fusion and generated C */
+    if (rc == 0 && (show_schedule || kernels_dir || memory_tsv)) { /* the compiled program: fusion, generated C */
         kn_program_opts po = {KN_CPU, NULL, KN_PROGRAM_COMPILED};
         kn_program_stats ps;
         double rel = 0;
@@ -264,6 +267,11 @@ int kn_cli_compile(int argc, char **argv) {
         st = kn_program_compile(&prog, after, &po);
         if (st == KN_OK && show_schedule) st = kn_program_print_kernels(stdout, prog);
         if (st == KN_OK && kernels_dir) st = kn_program_emit_kernels(prog, kernels_dir);
+        if (st == KN_OK && memory_tsv) {
+            FILE *f = fopen(memory_tsv, "w");
+            st = f ? kn_program_memory_tsv(f, prog) : kn_error(KN_ERR_IO, "cannot write %s", memory_tsv);
+            if (f && fclose(f) != 0 && st == KN_OK) st = kn_error(KN_ERR_IO, "cannot write %s", memory_tsv);
+        }
         if (st == KN_OK) st = kn_program_compare(after, &po, seed, &rel, &ps);
         kn_program_free(prog);
         if (st != KN_OK) rc = fail("compiling to C");
@@ -272,6 +280,9 @@ int kn_cli_compile(int argc, char **argv) {
                    ps.nsteps, ps.nkernels, ps.nsteps - ps.nkernels, ps.nodes_computing, ps.mode == KN_PROGRAM_COMPILED ?
                    "C compiled" : "no C compiler: node by node", ps.compile_ms, ps.cached ? " (kernel cache hit)" : "");
             printf("compiled program against the interpreter: max |delta| / (1 + |ref|) = %.3g\n", rel);
+            printf("memory plan: %.2f MB in one arena for buffers of %.2f MB in all; the most live at one step "
+                   "(lower bound) %.2f MB\n", ps.mem_planned / 1e6, ps.mem_sum / 1e6, ps.mem_lower / 1e6);
+            if (memory_tsv) printf("live bytes per step written to %s\n", memory_tsv);
             if (kernels_dir) printf("kernels written to %s\n", kernels_dir);
         }
     }

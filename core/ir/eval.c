@@ -32,7 +32,17 @@ static kn_status no_kernel(const kn_node *n, const char *kernel) {
     return kn_error(KN_ERR_UNSUPPORTED, "%s: the cpu backend's %s does not compute this op", kn_op_name(n->op), kernel);
 }
 
+/* The node's output: a new tensor, or the one the caller placed in *out (a compiled
+ * program's memory plan: contiguous, of the node's type, on the CPU). */
 static kn_status new_out(const kn_node *n, kn_tensor **out) {
+    if (*out) {
+        const kn_tensor *t = *out;
+        bool ok = t->dtype == n->type.dtype && t->ndim == n->type.ndim && kn_tensor_is_contiguous(t) &&
+                  t->storage->device.type == KN_DEVICE_CPU;
+        for (int d = 0; ok && d < t->ndim; d++) ok = t->shape[d] == n->type.shape[d];
+        return ok ? KN_OK : kn_error(KN_ERR_INTERNAL, "%s: the output given is not a contiguous CPU tensor of the node's "
+                                     "type", kn_op_name(n->op));
+    }
     return kn_tensor_empty(out, n->type.dtype, n->type.ndim, n->type.shape);
 }
 

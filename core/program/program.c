@@ -7,8 +7,10 @@
  * discovers a missing kernel. Run replays the steps in order, calling the backend's
  * node_eval, and frees each value right after its last reader (as the interpreter does:
  * the memory plan will replace this). */
+#define _GNU_SOURCE /* qsort_r */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -52,6 +54,10 @@ struct kn_program {
     kn_program_stats stats;
     double *step_ms;          /* per step, summed over runs, when KILN_PROFILE_STEPS is set */
     int runs;
+    /* COMPILED: the memory plan */
+    int64_t *mem_off;         /* per node: its offset in the arena, or -1 (allocated on its own) */
+    int32_t *mem_def, *mem_last; /* per node: the steps that make it and last read it (its aliases too) */
+    char *arena_raw, *arena;  /* owned; arena is arena_raw aligned to 64 bytes */
 };
 
 void kn_program_free(kn_program *p) {
@@ -74,6 +80,10 @@ void kn_program_free(kn_program *p) {
     kn_free(p->last_step);
     kn_free(p->ptrs);
     kn_free(p->step_ms);
+    kn_free(p->mem_off);
+    kn_free(p->mem_def);
+    kn_free(p->mem_last);
+    kn_free(p->arena_raw);
     kn_graph_free(p->g);
     kn_free(p);
 }
@@ -179,6 +189,136 @@ static void liveness(kn_program *p) {
     }
 }
 
+/* ---- the memory plan (COMPILED programs)
+ *
+ * Every value a step makes lives from that step to the last step that reads it (or reads
+ * a reshape of it: a reshape aliases its operand's storage, so the two are one buffer).
+ * Buffers whose lifetimes do not overlap may share bytes: the planner gives each an offset
+ * in one arena, largest first, at the lowest offset where it overlaps no buffer that is
+ * live at the same time (TFLite's greedy-by-size arena planner; ggml-alloc does the same
+ * idea while it walks the graph). Inputs, parameters and outputs keep their own memory:
+ * outputs are read after the run. The report: the sum of the buffers' sizes (what one
+ * allocation per buffer, all live, would need), the arena's size (the plan), and the
+ * lower bound no plan can beat: the most bytes live at one step. */
+static size_t plan_size(const kn_type *t) {
+    size_t b = (size_t)kn_type_numel(t) * kn_dtype_size(t->dtype);
+    return (b + 63) & ~(size_t)63;
+}
+
+static int cmp_by_size(const void *a, const void *b, void *ctx) {
+    const size_t *sz = ctx;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (sz[x] != sz[y]) return sz[x] > sz[y] ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+static kn_status plan_memory(kn_program *p) {
+    const kn_graph *g = p->g;
+    int nn = g->nnodes;
+    p->mem_off = kn_malloc(sizeof *p->mem_off * ((size_t)nn + 1));
+    p->mem_def = kn_malloc(sizeof *p->mem_def * ((size_t)nn + 1));
+    p->mem_last = kn_malloc(sizeof *p->mem_last * ((size_t)nn + 1));
+    int32_t *root = kn_malloc(sizeof *root * ((size_t)nn + 1)), *order = kn_malloc(sizeof *order * ((size_t)nn + 1));
+    size_t *sz = kn_calloc((size_t)nn + 1, sizeof *sz);
+    bool *bad = kn_calloc((size_t)nn + 1, sizeof *bad);
+    kn_status st = KN_OK;
+    if (!p->mem_off || !p->mem_def || !p->mem_last || !root || !order || !sz || !bad)
+        st = kn_error(KN_ERR_OOM, "kn_program_compile: out of memory for the memory plan");
+    for (int i = 0; st == KN_OK && i < nn; i++) {
+        p->mem_off[i] = -1;
+        p->mem_def[i] = p->mem_last[i] = -1;
+        const kn_node *n = &g->nodes[i];
+        root[i] = n->op == KN_OP_RESHAPE ? root[n->in[0]] : i;
+    }
+    for (int s = 0; st == KN_OK && s < p->nsteps; s++) { /* who makes what */
+        const kn_program_step *sp = &p->steps[s];
+        if (sp->kernel < 0) { p->mem_def[sp->node] = s; continue; }
+        const kn_kernel *k = &p->kernels[sp->kernel].ir;
+        for (int b = 0; b < k->nbufs; b++)
+            if (k->bufs[b].store) p->mem_def[k->bufs[b].value] = s;
+    }
+    for (int i = 0; st == KN_OK && i < nn; i++) { /* lifetimes, aliases folded into their root */
+        int32_t r = root[i];
+        int32_t last = p->last_step[i] > p->mem_def[i] ? p->last_step[i] : p->mem_def[i];
+        if (last > p->mem_last[r]) p->mem_last[r] = last;
+        if (p->is_output[i]) bad[r] = true;
+    }
+    int nplan = 0;
+    for (int i = 0; st == KN_OK && i < nn; i++) {
+        const kn_node *n = &g->nodes[i];
+        if (root[i] != i || bad[i] || p->mem_def[i] < 0 || n->op == KN_OP_INPUT || n->op == KN_OP_PARAM ||
+            n->op == KN_OP_RESHAPE || (sz[i] = plan_size(&n->type)) == 0)
+            continue;
+        order[nplan++] = i;
+    }
+    if (st == KN_OK) qsort_r(order, (size_t)nplan, sizeof *order, cmp_by_size, sz);
+    int32_t *placed = kn_malloc(sizeof *placed * ((size_t)nplan + 1));
+    if (st == KN_OK && !placed) st = kn_error(KN_ERR_OOM, "kn_program_compile: out of memory for the memory plan");
+    size_t top = 0;
+    int nplaced = 0;
+    for (int k = 0; st == KN_OK && k < nplan; k++) {
+        int32_t v = order[k];
+        size_t off = 0;
+        for (bool moved = true; moved;) { /* first fit: move past every overlapping neighbour in space and time */
+            moved = false;
+            for (int j = 0; j < nplaced; j++) {
+                int32_t u = placed[j];
+                bool time = p->mem_def[u] <= p->mem_last[v] && p->mem_def[v] <= p->mem_last[u];
+                size_t uo = (size_t)p->mem_off[u];
+                if (time && uo < off + sz[v] && off < uo + sz[u]) { off = uo + sz[u]; moved = true; }
+            }
+        }
+        p->mem_off[v] = (int64_t)off;
+        placed[nplaced++] = v;
+        if (off + sz[v] > top) top = off + sz[v];
+        p->stats.mem_sum += (double)sz[v];
+    }
+    for (int s = 0; st == KN_OK && s < p->nsteps; s++) { /* the lower bound: the most bytes live at once */
+        double live = 0;
+        for (int k = 0; k < nplaced; k++)
+            if (p->mem_def[placed[k]] <= s && s <= p->mem_last[placed[k]]) live += (double)sz[placed[k]];
+        if (live > p->stats.mem_lower) p->stats.mem_lower = live;
+    }
+    p->stats.mem_planned = (double)top;
+    if (st == KN_OK && top > 0) {
+        p->arena_raw = kn_malloc(top + 64);
+        if (!p->arena_raw) st = kn_error(KN_ERR_OOM, "kn_program_compile: cannot allocate the %zu-byte arena", top);
+        else p->arena = p->arena_raw + ((64 - ((uintptr_t)p->arena_raw & 63)) & 63);
+    }
+    kn_free(placed);
+    kn_free(root);
+    kn_free(order);
+    kn_free(sz);
+    kn_free(bad);
+    return st;
+}
+
+/* The tensor for value v in the arena, when the plan placed it there (else *out stays NULL). */
+static kn_status planned_tensor(kn_program *p, int32_t v, kn_tensor **out) {
+    if (!p->mem_off || p->mem_off[v] < 0 || *out) return KN_OK;
+    const kn_type *t = &p->g->nodes[v].type;
+    return kn_tensor_wrap(out, KN_CPU, p->arena + p->mem_off[v], t->dtype, t->ndim, t->shape);
+}
+
+kn_status kn_program_memory_tsv(FILE *f, const kn_program *p) {
+    if (!f || !p) return kn_error(KN_ERR_ARG, "kn_program_memory_tsv: NULL argument");
+    if (!p->mem_off) return kn_error(KN_ERR_ARG, "kn_program_memory_tsv: not a compiled program (no memory plan)");
+    fprintf(f, "# step\tlive_bytes\tarena_top_bytes\twhat\n");
+    for (int s = 0; s < p->nsteps; s++) {
+        double live = 0, hi = 0;
+        for (int i = 0; i < p->g->nnodes; i++) {
+            if (p->mem_off[i] < 0 || p->mem_def[i] > s || s > p->mem_last[i]) continue;
+            double b = (double)plan_size(&p->g->nodes[i].type);
+            live += b;
+            if ((double)p->mem_off[i] + b > hi) hi = (double)p->mem_off[i] + b;
+        }
+        const kn_program_step *sp = &p->steps[s];
+        fprintf(f, "%d\t%.0f\t%.0f\t%s\n", s, live, hi,
+                sp->kernel >= 0 ? p->kernels[sp->kernel].ir.name : kn_op_name(p->g->nodes[sp->node].op));
+    }
+    return KN_OK;
+}
+
 kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_program_opts *opts) {
     if (!out || !g) return kn_error(KN_ERR_ARG, "kn_program_compile: NULL argument");
     *out = NULL;
@@ -232,6 +372,7 @@ kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_progr
     st = o.mode == KN_PROGRAM_COMPILED ? schedule_compiled(p) : schedule(p);
     if (st != KN_OK) { kn_program_free(p); return st; }
     liveness(p);
+    if (o.mode == KN_PROGRAM_COMPILED && (st = plan_memory(p)) != KN_OK) { kn_program_free(p); return st; }
     p->stats.nsteps = p->nsteps;
     p->stats.nkernels = p->nkernels;
     p->stats.compile_ms = kn_now_ms() - t0;
@@ -304,7 +445,8 @@ static kn_status run_kernel(kn_program *p, const kn_program_step *sp) {
         int32_t v = k->bufs[b].value;
         if (k->bufs[b].store && !p->vals[v]) {
             const kn_type *t = &p->g->nodes[v].type;
-            KN_TRY(kn_tensor_empty(&p->vals[v], t->dtype, t->ndim, t->shape));
+            KN_TRY(planned_tensor(p, v, &p->vals[v]));
+            if (!p->vals[v]) KN_TRY(kn_tensor_empty(&p->vals[v], t->dtype, t->ndim, t->shape));
         }
         if (!p->vals[v])
             return kn_error(KN_ERR_INTERNAL, "kn_program_run: %s reads %%%d, which no step made", k->name, v);
@@ -353,7 +495,8 @@ kn_status kn_program_run(kn_program *p) {
         const kn_node *n = &g->nodes[sp->node];
         const kn_tensor *in[KN_MAX_OPERANDS];
         for (int k = 0; k < n->nin; k++) in[k] = p->vals[n->in[k]];
-        kn_status st = sp->be->node_eval(sp->be->ctx, sp->index, n, in, &p->vals[sp->node]);
+        kn_status st = n->op == KN_OP_RESHAPE ? KN_OK : planned_tensor(p, sp->node, &p->vals[sp->node]);
+        if (st == KN_OK) st = sp->be->node_eval(sp->be->ctx, sp->index, n, in, &p->vals[sp->node]);
         if (st != KN_OK) {
             char msg[512];
             snprintf(msg, sizeof msg, "%s", kn_last_error());

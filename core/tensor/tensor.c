@@ -130,6 +130,30 @@ static kn_status knt_empty_on(const char *fn, kn_device dev, kn_dtype dt, int nd
     return KN_OK;
 }
 
+kn_status kn_tensor_wrap(kn_tensor **out, kn_device dev, void *data, kn_dtype dt, int ndim, const int64_t *shape) {
+    KN_TRY(knt_check_ptr("kn_tensor_wrap", "out", out));
+    if (!data) return kn_error(KN_ERR_ARG, "kn_tensor_wrap: NULL data");
+    int64_t numel;
+    KN_TRY(knt_check_shape("kn_tensor_wrap", ndim, shape, kn_dtype_size(dt), &numel));
+    kn_tensor *t = kn_malloc(sizeof *t);
+    kn_storage *s = kn_malloc(sizeof *s);
+    if (!t || !s) {
+        kn_free(t);
+        kn_free(s);
+        return kn_error(KN_ERR_OOM, "kn_tensor_wrap: out of memory");
+    }
+    *s = (kn_storage){.refcount = 1, .device = dev, .nbytes = (size_t)numel * kn_dtype_size(dt), .data = data,
+                      .owns_data = false};
+    memset(t, 0, sizeof *t);
+    t->storage = s;
+    t->dtype = dt;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    knt_contiguous_strides(ndim, t->shape, t->strides);
+    *out = t;
+    return KN_OK;
+}
+
 kn_status knt_empty(const char *fn, kn_dtype dt, int ndim, const int64_t *shape, kn_tensor **out) {
     return knt_empty_on(fn, KN_CPU, dt, ndim, shape, out);
 }

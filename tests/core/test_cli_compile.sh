@@ -85,4 +85,19 @@ c=${kir%.kir}.c
 cc -std=c11 -O2 -fopenmp-simd -Wall -Wextra -Werror -fsyntax-only "$c" || fail "$c does not compile on its own"
 grep -q "^kernel k" "$kir" || fail "$kir is not kernel IR"
 expect 1 "cannot create" tests/passes/dce.in.ir --emit-kernels "$dir/no/such/dir"
+
+# The memory plan: the arena between the lower bound and the sum of the buffers, and its plot.
+"$kiln" compile --gpt small,layers=2,width=32,heads=2,context=16,vocab=11 --batch 2 --no-check --memory-plot "$dir/m.tsv" \
+    > "$dir/out" 2>&1 || fail "--memory-plot: $(cat "$dir/out")"
+read -r planned sum lower < <(sed -n 's/^memory plan: \([0-9.]*\) MB in one arena for buffers of \([0-9.]*\) MB in all; .* bound) \([0-9.]*\) MB$/\1 \2 \3/p' "$dir/out")
+[ -n "${lower:-}" ] || fail "no memory plan line: $(cat "$dir/out")"
+python3 -c "import sys; p, s, l = $planned, $sum, $lower; sys.exit(0 if 0 < l <= p < s else 1)" \
+    || fail "memory plan: planned $planned, sum $sum, lower bound $lower"
+[ "$(head -n 1 "$dir/m.tsv")" = "$(printf '# step\tlive_bytes\tarena_top_bytes\twhat')" ] || fail "m.tsv header"
+if command -v gnuplot > /dev/null; then
+    bash plots/memory.sh "$dir/m.tsv" "$dir/m.svg" > /dev/null || fail "plots/memory.sh failed"
+    [ -s "$dir/m.svg" ] && [ -s "$dir/m.png" ] || fail "plots/memory.sh wrote no plot"
+fi
+bash plots/memory.sh "$dir/out" "$dir/x.svg" > /dev/null 2> "$dir/err" && fail "memory.sh accepted a non-plan file"
+grep -q "not a kiln memory plan\|gnuplot is not installed" "$dir/err" || fail "memory.sh: $(cat "$dir/err")"
 echo ok

@@ -14,7 +14,9 @@
  *   - the kernel cache (a second compile is a hit), a compile error naming the generated
  *     file and the compiler's message, and no C compiler: a warning and the interpreter's
  *     kernels, with the same results. */
+#define _GNU_SOURCE /* open_memstream */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -246,4 +248,41 @@ KN_TEST(codegen, compiled_training_follows_the_interpreter_for_ten_adamw_steps, 
     for (int s = 0; s < 10; s++)
         cr_assert(fabs(loss[0][s] - loss[1][s]) <= 1e-4 * (1 + fabs(loss[0][s])), "step %d: loss %.9g interpreted, %.9g compiled",
                   s, loss[0][s], loss[1][s]);
+}
+
+KN_TEST(codegen, the_memory_plan_shares_bytes_between_lifetimes) {
+    private_cache();
+    kn_gpt_config c = tiny();
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_gpt_graph(&c, 3, 8, true, &g));
+    kn_program_opts o = {KN_CPU, NULL, KN_PROGRAM_COMPILED};
+    kn_program *p = NULL;
+    KN_ASSERT_OK(kn_program_compile(&p, g, &o));
+    kn_program_stats st = kn_program_get_stats(p);
+    cr_assert_gt(st.mem_lower, 0);
+    cr_assert_leq(st.mem_lower, st.mem_planned, "no plan beats the most bytes live at once");
+    cr_assert_lt(st.mem_planned, 0.5 * st.mem_sum, "lifetimes share the arena: %.0f planned for %.0f", st.mem_planned,
+                 st.mem_sum);
+    cr_assert_leq(st.mem_planned, 1.5 * st.mem_lower, "greedy by size stays near the bound: %.0f against %.0f",
+                  st.mem_planned, st.mem_lower);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    KN_ASSERT_OK(kn_program_memory_tsv(f, p));
+    fclose(f);
+    cr_assert(strstr(buf, "# step\tlive_bytes"), "%s", buf);
+    int lines = 0;
+    double peak = 0;
+    for (char *q = strchr(buf, '\n'); q && q[1]; q = strchr(q + 1, '\n')) {
+        lines++;
+        double live = 0, top = 0;
+        cr_assert_eq(sscanf(q + 1, "%*d %lf %lf", &live, &top), 2);
+        cr_assert_leq(top, st.mem_planned);
+        if (live > peak) peak = live;
+    }
+    cr_assert_eq(lines, st.nsteps);
+    cr_assert_eq(peak, st.mem_lower);
+    free(buf);
+    kn_program_free(p);
+    kn_graph_free(g);
 }

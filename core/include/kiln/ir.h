@@ -220,7 +220,10 @@ kn_cost kn_graph_cost(const kn_graph *g);
 
 /* Run one node's CPU kernel: in[] are the operand tensors (contiguous, on the CPU, of the
  * operand types), *out a new contiguous tensor of n->type. Sources cannot be evaluated
- * here (KN_ERR_ARG), except `full`. Used by eager mode and the interpreter alike. */
+ * here (KN_ERR_ARG), except `full`. Used by eager mode and the interpreter alike. *out must
+ * be NULL, except on the CPU for an op that is not a reshape (which aliases its operand):
+ * there a compiled program may place a contiguous CPU tensor of n->type in *out (its memory
+ * plan), and the kernel writes into it. */
 kn_status kn_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out);
 
 /* ---------------------------------------------------------------- builder */

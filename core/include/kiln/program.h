@@ -18,7 +18,9 @@
  * lowers each fused group to kernel IR, renders all of them as one C file, compiles it
  * (cached on disk) and runs generated kernels and library steps in order; its results
  * equal the interpreter's within rounding (test_codegen.c). With no C compiler it says so
- * once (a warning) and runs as NODES.
+ * once (a warning) and runs as NODES. A COMPILED program also plans its memory: the values
+ * its steps make (not inputs, params or outputs) share one arena, each at an offset chosen
+ * from the lifetimes over the steps (kn_program_stats: mem_sum, mem_planned, mem_lower).
  *
  * Passes: opts.passes names the pass list to run on the copy before scheduling, as
  * kn_passes_run takes it ("fold,cse,dce", "all"; NULL, "" and "none" run nothing); an
@@ -54,6 +56,10 @@ typedef struct kn_program_stats {
     double compile_ms;       /* scheduling, lowering, rendering and the C compiler (or cache) */
     bool cached;             /* the shared object came from the kernel cache */
     char source[768];        /* the generated C file ("" when none) */
+    /* COMPILED: the memory plan of the values steps make (not inputs, params, outputs) */
+    double mem_sum;          /* bytes: every buffer its own allocation, all live at once */
+    double mem_planned;      /* bytes: the arena the plan needs */
+    double mem_lower;        /* bytes: the most live at one step (no plan needs less) */
 } kn_program_stats;
 
 typedef struct kn_program kn_program;
@@ -89,6 +95,10 @@ void kn_program_print_profile(FILE *f, const kn_program *p, int top, double copy
  * NULL) receives the program's statistics. */
 kn_status kn_program_compare(const kn_graph *g, const kn_program_opts *o, uint64_t seed, double *maxrel,
                              kn_program_stats *stats);
+/* COMPILED programs: per step, the planned values' live bytes and the arena's high-water
+ * mark among them, as TSV ("# step live_bytes arena_top_bytes what" then one line per step):
+ * what `kiln compile --memory-plot` plots. */
+kn_status kn_program_memory_tsv(FILE *f, const kn_program *p);
 /* COMPILED programs: the schedule, then every kernel's IR and C, as text (NULL: none). */
 kn_status kn_program_print_kernels(FILE *f, const kn_program *p);
 /* COMPILED programs: write k<N>.kir and k<N>.c for every kernel, and schedule.txt, into dir. */

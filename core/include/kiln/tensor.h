@@ -76,6 +76,9 @@ typedef struct kn_tensor {
 
 kn_status kn_tensor_empty(kn_tensor **out, kn_dtype dt, int ndim, const int64_t *shape);
 kn_status kn_tensor_empty_on(kn_tensor **out, kn_device dev, kn_dtype dt, int ndim, const int64_t *shape);
+/* A contiguous tensor over memory kiln does not own (data, on dev; it must outlive the
+ * tensor and its views): a compiled program's memory plan places values in one arena. */
+kn_status kn_tensor_wrap(kn_tensor **out, kn_device dev, void *data, kn_dtype dt, int ndim, const int64_t *shape);
 kn_status kn_tensor_zeros(kn_tensor **out, kn_dtype dt, int ndim, const int64_t *shape);
 kn_status kn_tensor_full(kn_tensor **out, kn_dtype dt, int ndim, const int64_t *shape, double value);
 kn_status kn_tensor_scalar(kn_tensor **out, kn_dtype dt, double value); /* ndim 0 */
