@@ -15,7 +15,9 @@
  * The injection state is two C11 atomics, so concurrent threads may allocate while a test
  * counts; the countdown is meant for single-threaded tests (with several threads it is
  * still race-free, but which thread's allocation fails first is not determined). */
+#define _GNU_SOURCE /* malloc_usable_size */
 #include <limits.h>
+#include <malloc.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -54,9 +56,26 @@ static void *kn_alloc_done(void *p) {
     return p;
 }
 
+/* Bytes in live blocks (as malloc_usable_size counts them: padding included) and the most
+ * there were since the last reset: the CPU's memory statistics (kn_alloc_bytes). */
+static _Atomic long long kn_alloc_bytes_now = 0, kn_alloc_bytes_top = 0;
+
+static void kn_alloc_count_bytes(void *p, int sign) {
+    if (!p) return;
+    long long n = (long long)malloc_usable_size(p) * sign;
+    long long now = atomic_fetch_add(&kn_alloc_bytes_now, n) + n;
+    long long top = atomic_load(&kn_alloc_bytes_top);
+    while (now > top && !atomic_compare_exchange_weak(&kn_alloc_bytes_top, &top, now)) {}
+}
+
+size_t kn_alloc_bytes(void) { long long b = atomic_load(&kn_alloc_bytes_now); return b > 0 ? (size_t)b : 0; }
+size_t kn_alloc_peak_bytes(void) { long long b = atomic_load(&kn_alloc_bytes_top); return b > 0 ? (size_t)b : 0; }
+void kn_alloc_reset_peak(void) { atomic_store(&kn_alloc_bytes_top, atomic_load(&kn_alloc_bytes_now)); }
+
 /* A new block (not a realloc'ed one). */
 static void *kn_alloc_new(void *p) {
     if (p) atomic_fetch_add(&kn_alloc_blocks, 1);
+    kn_alloc_count_bytes(p, 1);
     return kn_alloc_done(p);
 }
 
@@ -80,11 +99,18 @@ void *kn_calloc(size_t count, size_t size) {
 void *kn_realloc(void *p, size_t n) {
     if (!p) return kn_malloc(n);
     if (n > (size_t)PTRDIFF_MAX || kn_alloc_should_fail()) return NULL;
-    return kn_alloc_done(realloc(p, n ? n : 1));
+    size_t before = malloc_usable_size(p);
+    void *q = realloc(p, n ? n : 1);
+    if (q) {
+        atomic_fetch_sub(&kn_alloc_bytes_now, (long long)before);
+        kn_alloc_count_bytes(q, 1);
+    }
+    return kn_alloc_done(q);
 }
 
 void kn_free(void *p) {
     if (p) atomic_fetch_sub(&kn_alloc_blocks, 1);
+    kn_alloc_count_bytes(p, -1);
     free(p);
 }
 

@@ -228,6 +228,8 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     }
     kn_rng r = kn_rng_new(o->seed + 1000);
     stopwatch w = {NULL, NULL};
+    size_t cpu_base = kn_alloc_bytes(); /* the CPU's peak: kiln's allocations during the steps */
+    kn_alloc_reset_peak();
     for (int s = 0; st == KN_OK && s < o->warmup + nt; s++) {
         double l = 0, m = 0;
         random_batch(&r, x, y, bt, o->vocab);
@@ -293,6 +295,8 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
             st = kn_device_mem_stats_get(dev, &mi);
             peak = (double)mi.peak / 1048576.0;
             peak_res = (double)mi.peak_reserved / 1048576.0;
+        } else {
+            peak = peak_res = (double)kn_alloc_peak_bytes() / 1048576.0;
         }
         if (st == KN_OK) {
             printf("  step %.2f ms median (min %.2f, max %.2f) -> %.0f tokens/s\n", med, lo, hi, tps);
@@ -301,6 +305,9 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
             if (gpu)
                 printf("  peak GPU memory: %.0f MiB allocated, %.0f MiB reserved (caching allocator)\n", peak,
                        peak_res);
+            else
+                printf("  peak CPU memory of kiln's allocations during the steps: %.1f MiB (%.1f MiB above the %.1f MiB "
+                       "live before them)\n", peak, peak - (double)cpu_base / 1048576.0, (double)cpu_base / 1048576.0);
             printf("{\"impl\": \"kiln\", \"device\": \"%s\", \"vocab\": %d, \"context\": %d, \"layers\": %d, "
                    "\"width\": %d, \"heads\": %d, \"batch\": %d, \"params\": %lld, \"warmup\": %d, \"steps\": %d, "
                    "\"step_ms_median\": %.3f, \"step_ms_min\": %.3f, \"step_ms_max\": %.3f, \"tokens_per_s\": %.1f, "

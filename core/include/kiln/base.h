@@ -115,6 +115,12 @@ long kn_alloc_count(void);
 /* Blocks allocated through these and not yet kn_free'd: equal before and after an
  * operation that frees what it allocates (tests' leak check, no sanitizer needed). */
 long kn_alloc_live(void);
+/* Bytes in live kiln blocks (malloc_usable_size: padding included), the most since the
+ * last kn_alloc_reset_peak, and that reset (to what is live now): the CPU's peak memory
+ * of an operation, as kiln allocates it. */
+size_t kn_alloc_bytes(void);
+size_t kn_alloc_peak_bytes(void);
+void kn_alloc_reset_peak(void);
 
 /* ---------------------------------------------------------------- arena */
 
