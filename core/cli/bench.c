@@ -243,6 +243,7 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
         printf("  step %3d  %s  %9.2f ms  loss %.4f\n", s + 1, s < o->warmup ? "warm-up" : "timed  ", m, l);
         fflush(stdout);
     }
+    size_t cpu_peak = kn_alloc_peak_bytes(); /* of the training steps only */
     for (int k = 0; st == KN_OK && k < nf; k++) {
         double l;
         random_batch(&r, x, y, bt, o->vocab);
@@ -296,7 +297,7 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
             peak = (double)mi.peak / 1048576.0;
             peak_res = (double)mi.peak_reserved / 1048576.0;
         } else {
-            peak = peak_res = (double)kn_alloc_peak_bytes() / 1048576.0;
+            peak = peak_res = (double)cpu_peak / 1048576.0;
         }
         if (st == KN_OK) {
             printf("  step %.2f ms median (min %.2f, max %.2f) -> %.0f tokens/s\n", med, lo, hi, tps);

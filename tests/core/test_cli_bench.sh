@@ -45,7 +45,7 @@ bad "unknown pass 'bogus'" --passes bogus
 # The compiled CPU step with its per-step profile against the copy bandwidth, and the
 # ablation fields of the JSON line.
 KILN_CACHE_DIR="$dir/cache" "$kiln" bench --device cpu --vocab 64 --context 16 --layers 1 --width 32 --heads 2 --batch 2 \
-    --warmup 1 --steps 2 --mode compiled --passes all --profile 5 > "$dir/prof.out" 2>&1 \
+    --warmup 1 --steps 2 --mode compiled --passes all --profile 1000 > "$dir/prof.out" 2>&1 \
     || { echo "FAIL: bench --profile on the CPU"; cat "$dir/prof.out"; exit 1; }
 for want in "copy bandwidth" "step profile over 3 runs" "of copy" "kernel k" '"mode": "compiled"' '"passes": "all"'; do
     grep -qF -- "$want" "$dir/prof.out" || { echo "FAIL: bench --profile: no '$want' in:"; cat "$dir/prof.out"; exit 1; }
