@@ -286,3 +286,48 @@ KN_TEST(codegen, the_memory_plan_shares_bytes_between_lifetimes) {
     kn_program_free(p);
     kn_graph_free(g);
 }
+
+#if KN_HAVE_CUDA
+#include "kiln/cuda.h"
+
+/* Every kernel of the GPT step, rendered as CUDA C, compiles with NVRTC for sm_90 (H100):
+ * no GPU needed. Launching them is the CUDA codegen issue's next step. */
+KN_TEST(codegen, every_gpt_kernel_compiles_with_nvrtc, .timeout = 240) {
+    kn_gpt_config c = tiny();
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_gpt_graph(&c, 2, 8, true, &g));
+    KN_ASSERT_OK(kn_pass_decompose(g, NULL));
+    kn_schedule *s = NULL;
+    KN_ASSERT_OK(kn_schedule_build(g, &s));
+    char *src = NULL;
+    size_t len = 0, cap = 0;
+    const char *pre = kn_render_cuda_prelude();
+    src = malloc(strlen(pre) + 1);
+    strcpy(src, pre);
+    len = strlen(pre);
+    cap = len + 1;
+    int n = 0;
+    for (int i = 0; i < s->ngroups; i++) {
+        if (!s->groups[i].fused) continue;
+        kn_kernel k;
+        KN_ASSERT_OK(kn_kernel_lower(g, s, i, &k));
+        KN_ASSERT_OK(kn_render_cuda(&k, &src, &len, &cap));
+        kn_kernel_clear(&k);
+        n++;
+    }
+    cr_assert_gt(n, 10);
+    char *ptx = NULL;
+    size_t plen = 0;
+    KN_ASSERT_OK(kn_cuda_nvrtc_compile(src, "gpt_step.cu", 9, 0, &ptx, &plen));
+    int entries = 0;
+    for (const char *q = ptx; (q = strstr(q, ".entry ")); q++) entries++;
+    cr_assert_eq(entries, n, "one PTX entry per kernel: %d of %d", entries, n);
+    kn_free(ptx);
+    cr_assert_eq(kn_cuda_nvrtc_compile("extern \"C\" __global__ void bad() { undeclared = 1; }", "bad.cu", 9, 0, &ptx, &plen),
+                 KN_ERR_INTERNAL);
+    cr_assert(strstr(kn_last_error(), "undeclared") && strstr(kn_last_error(), "bad.cu"), "%s", kn_last_error());
+    free(src);
+    kn_schedule_free(s);
+    kn_graph_free(g);
+}
+#endif

@@ -148,6 +148,12 @@ kn_status kn_kernel_print(FILE *f, const kn_kernel *k);
 kn_status kn_render_c(const kn_kernel *k, char **src, size_t *len, size_t *cap);
 /* The lines every generated file starts with (includes). */
 const char *kn_render_c_prelude(void);
+/* The same kernel as CUDA C, for NVRTC: extern "C" __global__ void <name>(void *const *B,
+ * int64_t lo, int64_t hi), B a device array of the buffers' pointers; a thread per outer
+ * index (grid-stride), the inner loops in the thread, no row buffers. The first, simplest
+ * mapping: warp and block reductions over a row are lab 07's. Prelude: kn_render_cuda_prelude. */
+kn_status kn_render_cuda(const kn_kernel *k, char **src, size_t *len, size_t *cap);
+const char *kn_render_cuda_prelude(void);
 
 /* A compiled shared object. kn_cc_compile writes src to the kernel cache directory
  * ($KILN_CACHE_DIR, $XDG_CACHE_HOME/kiln or ~/.cache/kiln; then kernels/) as <hash>.c,

@@ -40,6 +40,10 @@ extern "C" {
  * CPU (a `full` scalar, say) are copied to the device first. Operands on two different GPUs
  * are KN_ERR_DEVICE. *out: a new contiguous tensor of n->type on that device. */
 kn_status kn_cuda_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out);
+/* Compile CUDA C (src, a kernel named `name` for messages) to PTX for compute capability
+ * major.minor with NVRTC: no GPU needed. *ptx (kn_free it) and *ptx_len on success;
+ * KN_ERR_INTERNAL with NVRTC's log when it does not compile. */
+kn_status kn_cuda_nvrtc_compile(const char *src, const char *name, int major, int minor, char **ptx, size_t *ptx_len);
 /* Whether op has a CUDA kernel (false for sources, which have no operand on a GPU: a
  * `full` runs on the CPU and its consumer copies it over; false for invalid ops). */
 bool kn_cuda_has_kernel(kn_op op);
