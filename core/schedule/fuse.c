@@ -383,6 +383,15 @@ void kn_schedule_free(kn_schedule *s) {
     kn_free(s);
 }
 
+/* Free what a failed build made (the groups are still the scheduler's) and return its status. */
+static kn_status build_failed(fz *z, kn_schedule *s) {
+    for (int i = 0; i < z->ngrps; i++) kn_free(z->grps[i].nodes);
+    kn_free(z->grps);
+    kn_free(z->log);
+    kn_schedule_free(s);
+    return z->st;
+}
+
 kn_status kn_schedule_build(const kn_graph *g, kn_schedule **out) {
     if (!g || !out) return kn_error(KN_ERR_ARG, "kn_schedule_build: NULL argument");
     *out = NULL;
@@ -412,16 +421,12 @@ kn_status kn_schedule_build(const kn_graph *g, kn_schedule **out) {
     for (int i = 0; live && i < g->noutputs; i++) live[g->outputs[i]] = true;
     for (int32_t i = g->nnodes - 1; live && i >= 0; i--)
         for (int k = 0; live[i] && k < g->nodes[i].nin; k++) live[g->nodes[i].in[k]] = true;
-    for (int32_t i = 0; i < g->nnodes && z.st == KN_OK; i++)
+    for (int32_t i = 0; live && i < g->nnodes && z.st == KN_OK; i++)
         if (live[i]) place(&z, i);
-    kn_free(live);
     kn_free(z.stamp);
     if (z.st != KN_OK) {
-        for (int i = 0; i < z.ngrps; i++) kn_free(z.grps[i].nodes);
-        kn_free(z.grps);
-        kn_free(z.log);
-        kn_schedule_free(s);
-        return z.st;
+        kn_free(live);
+        return build_failed(&z, s);
     }
     /* A fused member is stored (materialized) only when something outside its group reads
      * it, or it is an output; the others live in registers. (base_of resolves views with
@@ -430,6 +435,7 @@ kn_status kn_schedule_build(const kn_graph *g, kn_schedule **out) {
     if (!stored) z.st = kn_error(KN_ERR_OOM, "kn_schedule_build: out of memory");
     for (int32_t i = 0; stored && i < g->nnodes; i++) {
         const kn_node *n = &g->nodes[i];
+        if (!live[i]) continue; /* a dead reader needs nothing */
         for (int k = 0; k < n->nin; k++) {
             int32_t b = base_of(&z, n->in[k]);
             if (b < 0) continue;
@@ -441,23 +447,15 @@ kn_status kn_schedule_build(const kn_graph *g, kn_schedule **out) {
     for (int32_t i = 0; stored && i < g->nnodes; i++)
         if (s->group_of[i] >= 0 && z.level[i] != LV_NONE) s->materialize[i] = stored[i];
     kn_free(stored);
-    if (z.st != KN_OK) {
-        for (int i = 0; i < z.ngrps; i++) kn_free(z.grps[i].nodes);
-        kn_free(z.grps);
-        kn_free(z.log);
-        kn_schedule_free(s);
-        return z.st;
-    }
+    kn_free(live);
+    if (z.st != KN_OK) return build_failed(&z, s);
     /* Run order: each group at its last member. */
     s->groups = kn_calloc((size_t)z.ngrps + 1, sizeof *s->groups);
     int32_t *order = kn_malloc(sizeof *order * ((size_t)z.ngrps + 1));
     if (!s->groups || !order) {
         kn_free(order);
-        for (int i = 0; i < z.ngrps; i++) kn_free(z.grps[i].nodes);
-        kn_free(z.grps);
-        kn_free(z.log);
-        kn_schedule_free(s);
-        return kn_error(KN_ERR_OOM, "kn_schedule_build: out of memory");
+        z.st = kn_error(KN_ERR_OOM, "kn_schedule_build: out of memory");
+        return build_failed(&z, s);
     }
     for (int i = 0; i < z.ngrps; i++) order[i] = i;
     for (int i = 1; i < z.ngrps; i++) { /* insertion sort by last member: nearly sorted already */
@@ -469,11 +467,8 @@ kn_status kn_schedule_build(const kn_graph *g, kn_schedule **out) {
     int32_t *renum = kn_malloc(sizeof *renum * ((size_t)z.ngrps + 1));
     if (!renum) {
         kn_free(order);
-        for (int i = 0; i < z.ngrps; i++) kn_free(z.grps[i].nodes);
-        kn_free(z.grps);
-        kn_free(z.log);
-        kn_schedule_free(s);
-        return kn_error(KN_ERR_OOM, "kn_schedule_build: out of memory");
+        z.st = kn_error(KN_ERR_OOM, "kn_schedule_build: out of memory");
+        return build_failed(&z, s);
     }
     for (int i = 0; i < z.ngrps; i++) {
         grp *G = &z.grps[order[i]];

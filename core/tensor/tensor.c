@@ -99,6 +99,18 @@ kn_status knt_view_new(const char *fn, const kn_tensor *x, kn_tensor **out) {
     return KN_OK;
 }
 
+/* A contiguous tensor of (dt, shape) over storage s (its one reference). */
+static kn_tensor *knt_over(kn_tensor *t, kn_storage *s, kn_dtype dt, int ndim, const int64_t *shape) {
+    memset(t, 0, sizeof *t);
+    t->storage = s;
+    t->dtype = dt;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    knt_contiguous_strides(ndim, t->shape, t->strides);
+    t->offset = 0;
+    return t;
+}
+
 static kn_status knt_empty_on(const char *fn, kn_device dev, kn_dtype dt, int ndim, const int64_t *shape,
                               kn_tensor **out) {
     KN_TRY(knt_check_dtype(fn, dt));
@@ -119,14 +131,7 @@ static kn_status knt_empty_on(const char *fn, kn_device dev, kn_dtype dt, int nd
                         kn_shape_str(ndim, shape, ss, sizeof ss), kn_device_str(dev, ds, sizeof ds), nbytes, why);
     }
     *s = (kn_storage){.refcount = 1, .device = dev, .nbytes = nbytes, .data = data, .owns_data = true};
-    memset(t, 0, sizeof *t);
-    t->storage = s;
-    t->dtype = dt;
-    t->ndim = ndim;
-    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
-    knt_contiguous_strides(ndim, t->shape, t->strides);
-    t->offset = 0;
-    *out = t;
+    *out = knt_over(t, s, dt, ndim, shape);
     return KN_OK;
 }
 
@@ -144,13 +149,7 @@ kn_status kn_tensor_wrap(kn_tensor **out, kn_device dev, void *data, kn_dtype dt
     }
     *s = (kn_storage){.refcount = 1, .device = dev, .nbytes = (size_t)numel * kn_dtype_size(dt), .data = data,
                       .owns_data = false};
-    memset(t, 0, sizeof *t);
-    t->storage = s;
-    t->dtype = dt;
-    t->ndim = ndim;
-    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
-    knt_contiguous_strides(ndim, t->shape, t->strides);
-    *out = t;
+    *out = knt_over(t, s, dt, ndim, shape);
     return KN_OK;
 }
 
