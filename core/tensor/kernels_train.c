@@ -7,6 +7,7 @@
  * except where a kernel says so. */
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,32 +38,95 @@ int kn_k_threads(void) {
     return n;
 }
 
-typedef struct kn_k_job {
+/* The worker pool behind kn_k_parallel. Threads are started once (on first use, again
+ * after a fork: a child has none of its parent's threads) and wait for work; a call hands
+ * chunk t of [0, n) to worker t - 1, runs chunk 0 itself and waits for the others. The
+ * chunks are n * t / nt .. n * (t + 1) / nt, as before the pool, so results do not change.
+ * A call made while the pool is busy (a kernel that calls kn_k_parallel inside its own
+ * chunk, or another thread of the application) runs its chunks one after the other on the
+ * calling thread: no deadlock, the same results. Creating threads per call cost tens of
+ * microseconds per kernel, which a compiled program with many small kernels paid on every
+ * one of them. */
+typedef struct kn_k_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    pthread_t th[16];
+    int nworkers;            /* started */
+    pid_t pid;               /* of the process that started them */
+    bool busy;
+    unsigned long gen;       /* bumped per job */
     void (*fn)(void *ctx, int64_t lo, int64_t hi);
     void *ctx;
-    int64_t lo, hi;
-} kn_k_job;
+    int64_t n;
+    int nt;                  /* chunks of the current job */
+    int pending;             /* workers still running a chunk of it */
+    unsigned long born[16];  /* per worker: the job generation when it was created */
+} kn_k_pool;
 
-static void *kn_k_job_run(void *p) {
-    kn_k_job *j = p;
-    j->fn(j->ctx, j->lo, j->hi);
+static kn_k_pool kn_k_pool_state = {.mu = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_INITIALIZER,
+                                    .done = PTHREAD_COND_INITIALIZER};
+
+static void *kn_k_worker(void *arg) {
+    kn_k_pool *p = &kn_k_pool_state;
+    int me = (int)(intptr_t)arg; /* runs chunk me + 1 */
+    pthread_mutex_lock(&p->mu);
+    unsigned long seen = p->born[me]; /* a job posted after its creation is for it too */
+    for (;;) {
+        while (p->gen == seen) pthread_cond_wait(&p->go, &p->mu);
+        seen = p->gen;
+        if (me + 1 >= p->nt) continue; /* not needed for this job */
+        void (*fn)(void *, int64_t, int64_t) = p->fn;
+        void *ctx = p->ctx;
+        int64_t n = p->n, nt = p->nt;
+        pthread_mutex_unlock(&p->mu);
+        fn(ctx, n * (me + 1) / nt, n * (me + 2) / nt);
+        pthread_mutex_lock(&p->mu);
+        if (--p->pending == 0) pthread_cond_signal(&p->done);
+    }
     return NULL;
+}
+
+/* Start the workers (nt - 1 of them) if this process has not; false when it cannot. */
+static bool kn_k_pool_ready(kn_k_pool *p, int nt) {
+    if (p->pid != getpid()) { /* never started, or a forked child: its parent's threads are gone */
+        p->nworkers = 0;
+        p->busy = false;
+        p->pid = getpid();
+    }
+    while (p->nworkers < nt - 1) {
+        p->born[p->nworkers] = p->gen;
+        if (pthread_create(&p->th[p->nworkers], NULL, kn_k_worker, (void *)(intptr_t)p->nworkers) != 0) break;
+        pthread_detach(p->th[p->nworkers]);
+        p->nworkers++;
+    }
+    return p->nworkers >= nt - 1;
 }
 
 void kn_k_parallel(int64_t n, bool worth_it, void (*fn)(void *ctx, int64_t lo, int64_t hi), void *ctx) {
     int nt = worth_it ? kn_k_threads() : 1;
     if (nt > n) nt = (int)(n > 0 ? n : 1);
     if (nt <= 1) { fn(ctx, 0, n); return; }
-    kn_k_job jobs[16];
-    pthread_t th[16];
-    bool started[16] = {false};
-    for (int t = 0; t < nt; t++) jobs[t] = (kn_k_job){fn, ctx, n * t / nt, n * (t + 1) / nt};
-    for (int t = 1; t < nt; t++) started[t] = pthread_create(&th[t], NULL, kn_k_job_run, &jobs[t]) == 0;
-    fn(ctx, jobs[0].lo, jobs[0].hi);
-    for (int t = 1; t < nt; t++) {
-        if (started[t]) pthread_join(th[t], NULL);
-        else fn(ctx, jobs[t].lo, jobs[t].hi); /* no thread: do its share here */
+    kn_k_pool *p = &kn_k_pool_state;
+    pthread_mutex_lock(&p->mu);
+    if (p->busy || !kn_k_pool_ready(p, nt)) { /* nested or concurrent call, or no threads: in order, here */
+        pthread_mutex_unlock(&p->mu);
+        for (int t = 0; t < nt; t++) fn(ctx, n * t / nt, n * (t + 1) / nt);
+        return;
     }
+    p->busy = true;
+    p->fn = fn;
+    p->ctx = ctx;
+    p->n = n;
+    p->nt = nt;
+    p->pending = nt - 1;
+    p->gen++;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    fn(ctx, 0, n / nt);
+    pthread_mutex_lock(&p->mu);
+    while (p->pending > 0) pthread_cond_wait(&p->done, &p->mu);
+    p->busy = false;
+    pthread_mutex_unlock(&p->mu);
 }
 
 /* The matrix product's blocking per element size ([0] float, [1] double) and shape class
