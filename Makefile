@@ -38,6 +38,9 @@ OPT ?= -O2
 CPPFLAGS := -Icore/include -Icore -D_POSIX_C_SOURCE=200809L
 CFLAGS := -std=c11 -Wall -Wextra -Werror -g $(OPT) -fno-strict-aliasing
 LDLIBS := -lm -ldl -lpthread
+# Exported symbols: the CUDA emulator's built-ins (core/runtime/cuda_emu.c) are resolved from
+# the executable by the generated kernels it dlopens (core/codegen/render_cuda.c).
+LDFLAGS += -rdynamic
 ifeq ($(SAN),1)
   SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
   CFLAGS += $(SANFLAGS)

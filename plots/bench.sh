@@ -11,6 +11,8 @@
 # that fails is reported as such; the others still run. PyTorch is skipped (with a line
 # saying so) when no python3 can import torch. BENCH_TIMEOUT (seconds, default 0: none)
 # bounds each of the three runs. --tf32 lets both sides' fp32 matmuls use TF32 tensor cores.
+# KILN_MODES (default "interp compiled") lists the `kiln bench --mode` runs: the node-by-node
+# program and the compiled one (generated CUDA through NVRTC), both beside PyTorch.
 # The table and the ratios are also written to $LOGS/bench_summary.json.
 set -u
 KILN=${KILN:-build/solutions/kiln}
@@ -19,8 +21,10 @@ mkdir -p "$LOGS"
 export PYTHONUNBUFFERED=1
 here=$(cd "$(dirname "$0")" && pwd)
 
-echo "== kiln bench $*"
-timeout "${BENCH_TIMEOUT:-0}" "$KILN" bench "$@" 2>&1 | tee "$LOGS/bench_kiln.log"
+for mode in ${KILN_MODES:-interp compiled}; do
+    echo "== kiln bench --mode $mode $*"
+    timeout "${BENCH_TIMEOUT:-0}" "$KILN" bench --mode "$mode" "$@" 2>&1 | tee "$LOGS/bench_kiln_$mode.log"
+done
 # PyTorch's interpreter (core/mk/python.sh torch: on the GPU machine the PATH's python3).
 torch_py=$(bash "$here/../core/mk/python.sh" torch) || torch_py=
 if [ -n "$torch_py" ]; then
@@ -36,7 +40,8 @@ fi
 import json, os, sys
 logs = sys.argv[1]
 rows = []
-for name in ("bench_kiln.log", "bench_torch_sdpa.log", "bench_torch_manual.log"):
+names = sorted(n for n in os.listdir(logs) if n.startswith("bench_kiln_") and n.endswith(".log"))
+for name in names + ["bench_torch_sdpa.log", "bench_torch_manual.log"]:
     path = os.path.join(logs, name)
     if not os.path.exists(path):
         continue
@@ -46,22 +51,28 @@ for name in ("bench_kiln.log", "bench_torch_sdpa.log", "bench_torch_manual.log")
             try: last = json.loads(line)
             except ValueError: pass
     rows.append((name, last))
-kiln = next((r for n, r in rows if n == "bench_kiln.log" and r), None)
+kilns = [(n, r) for n, r in rows if n.startswith("bench_kiln_") and r]
+kiln = kilns[-1][1] if kilns else None  # the last mode listed (compiled by default)
 print()
-print("%-16s %10s %12s %9s %9s %11s %9s" % ("impl", "step ms", "tokens/s", "fwd ms", "optim ms", "peak MiB", "kiln/x"))
+print("%-18s %10s %12s %9s %9s %11s %10s %9s" % ("impl", "step ms", "tokens/s", "fwd ms", "optim ms", "peak MiB",
+      "compile s", "kiln/x"))
 for name, r in rows:
     if not r:
-        print("%-16s %s" % (name.replace(".log", ""), "FAILED (no result line; see its log)"))
+        print("%-18s %s" % (name.replace(".log", ""), "FAILED (no result line; see its log)"))
         continue
+    impl = r["impl"] + ("-" + r["mode"] if r["impl"] == "kiln" else "")
     ratio = "%.3f" % (kiln["tokens_per_s"] / r["tokens_per_s"]) if kiln else "-"
-    print("%-16s %10.2f %12.0f %9.2f %9.2f %11.0f %9s" % (r["impl"], r["step_ms_median"], r["tokens_per_s"],
-          r["fwd_ms"], r["optim_ms"], r["peak_mem_mib"], ratio))
+    comp = "%.2f" % (r["compile_ms"] / 1e3) if "compile_ms" in r else "-"
+    print("%-18s %10.2f %12.0f %9.2f %9.2f %11.0f %10s %9s" % (impl, r["step_ms_median"], r["tokens_per_s"],
+          r["fwd_ms"], r["optim_ms"], r["peak_mem_mib"], comp, ratio))
+print("kiln/x: the tokens/s of kiln's last mode (%s) over each row's" % (kiln["mode"] if kiln else "-"))
 if kiln:
     print("shape: vocab %d, context %d, %d layers, width %d, %d heads, batch %d (%d parameters); device %s; "
           "fp32 matmuls with TF32 %s" % (kiln["vocab"], kiln["context"], kiln["layers"], kiln["width"], kiln["heads"],
           kiln["batch"], kiln["params"], kiln["device"], "on" if kiln.get("tf32") else "off"))
-    summary = {"kiln": kiln, "torch": {n.replace("bench_torch_", "").replace(".log", ""): r for n, r in rows
-                                       if n != "bench_kiln.log" and r}}
+    summary = {"kiln": kiln, "kiln_modes": {r["mode"]: r for n, r in kilns},
+               "torch": {n.replace("bench_torch_", "").replace(".log", ""): r for n, r in rows
+                         if n.startswith("bench_torch_") and r}}
     for name, r in summary["torch"].items():
         summary["ratio_" + name] = round(kiln["tokens_per_s"] / r["tokens_per_s"], 4)
     with open(os.path.join(logs, "bench_summary.json"), "w") as f:

@@ -73,8 +73,9 @@ static void usage(FILE *f) {
                "a copy bandwidth measured in the same run;\n"
                "--profile-out also writes every group to a TSV file (plots/profile.sh plots it).\n"
                "--tf32 lets cuBLAS use TF32 tensor cores for fp32 matmuls (KILN_TF32=1; off by default).\n"
-               "--mode compiled runs the step as fused generated C (CPU only); interp (the default on a GPU)\n"
-               "node by node with the backend's kernels. On the CPU the default is compiled. --passes LIST\n"
+               "--mode compiled runs the step as fused generated kernels (C on the CPU, CUDA through NVRTC on a\n"
+               "GPU); interp (the default on a GPU) node by node with the backend's kernels. On the CPU the\n"
+               "default is compiled. --passes LIST\n"
                "compiles the step with those graph passes (fold, views, algebra, cse, dce, all; default\n"
                "none): with --mode, the rows of an ablation table.\n"
                "The last line is JSON.\n");
@@ -202,10 +203,8 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     kn_optim_config oc = kn_optim_default();
     if (st == KN_OK) st = kn_trainer_new(&tr, &g, o->batch, o->context, &oc, 1.0);
     if (st == KN_OK) st = kn_trainer_to_device(&tr, dev);
-    bool compiled = dev.type == KN_DEVICE_CPU && strcmp(o->mode, "interp") != 0;
-    if (st == KN_OK && dev.type != KN_DEVICE_CPU && !strcmp(o->mode, "compiled"))
-        st = kn_error(KN_ERR_UNSUPPORTED, "--mode compiled renders C for the CPU; on %s use --mode interp",
-                      kn_device_str(dev, devname, dn));
+    /* the default: compiled on the CPU, node by node on a GPU (as kiln train --mode auto) */
+    bool compiled = !strcmp(o->mode, "compiled") || (!o->mode[0] && dev.type == KN_DEVICE_CPU);
     tr.passes = o->passes[0] ? o->passes : NULL;
     if (st == KN_OK) st = kn_trainer_set_compiled(&tr, compiled);
     kn_program_stats ps = kn_program_get_stats(tr.prog);

@@ -260,7 +260,7 @@ int kn_cli_compile(int argc, char **argv) {
         }
     }
     if (rc == 0 && (show_schedule || kernels_dir || memory_tsv)) { /* the compiled program: fusion, generated C */
-        kn_program_opts po = {KN_CPU, NULL, KN_PROGRAM_COMPILED};
+        kn_program_opts po = {KN_CPU, NULL, KN_PROGRAM_COMPILED, false};
         kn_program_stats ps;
         double rel = 0;
         kn_program *prog = NULL;

@@ -208,6 +208,18 @@ kn_status kn_cc_compile(const char *src, kn_cc_module **out, kn_cc_info *info) {
     return KN_OK;
 }
 
+kn_status kn_cc_cache_path(const char *ext, const char *const *keys, int nkeys, char *out, size_t cap) {
+    if (!ext || !out || (nkeys > 0 && !keys)) return kn_error(KN_ERR_ARG, "kn_cc_cache_path: NULL argument");
+    char dir[600];
+    KN_TRY(kn_gemm_cache_dir(dir, sizeof dir - 16));
+    strcat(dir, "/kernels");
+    KN_TRY(kn_cache_mkdirs(dir));
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < nkeys; i++) h = fnv(h, keys[i] ? keys[i] : "");
+    int w = snprintf(out, cap, "%s/%016llx.%s", dir, (unsigned long long)h, ext);
+    return w > 0 && (size_t)w < cap ? KN_OK : kn_error(KN_ERR_ARG, "kn_cc_cache_path: the path does not fit");
+}
+
 void *kn_cc_symbol(const kn_cc_module *m, const char *name) { return m && name ? dlsym(m->handle, name) : NULL; }
 
 void kn_cc_free(kn_cc_module *m) {

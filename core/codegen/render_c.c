@@ -24,16 +24,11 @@
 
 #include "kiln/codegen.h"
 #include "kiln/scalar.h"
+#include "codegen/render_impl.h"
 
 #define KN_ROW_BUFFER 4096 /* longest row kept in a stack buffer between a row kernel's loops */
 
-typedef struct out {
-    char **s;
-    size_t *len, *cap;
-    kn_status st;
-} out;
-
-static void emit(out *o, const char *fmt, ...) {
+void kn_remit(kn_rout *o, const char *fmt, ...) {
     if (o->st != KN_OK) return;
     va_list ap, ap2;
     va_start(ap, fmt);
@@ -70,26 +65,18 @@ const char *kn_render_c_prelude(void) {
     return kn_cc_vector_math() ? vec : plain;
 }
 
-static const char *ctype(kn_dtype dt) {
+const char *kn_rc_ctype(kn_dtype dt) {
     return dt == KN_DT_F32 ? "float" : dt == KN_DT_F64 ? "double" : "unsigned char";
 }
 
 static void literal(char *buf, size_t cap, kn_dtype dt, double v) {
-    if (isnan(v)) snprintf(buf, cap, "((%s)NAN)", ctype(dt));
-    else if (isinf(v)) snprintf(buf, cap, "((%s)%sINFINITY)", ctype(dt), v < 0 ? "-" : "");
-    else snprintf(buf, cap, "((%s)%.17g)", ctype(dt), v);
+    if (isnan(v)) snprintf(buf, cap, "((%s)NAN)", kn_rc_ctype(dt));
+    else if (isinf(v)) snprintf(buf, cap, "((%s)%sINFINITY)", kn_rc_ctype(dt), v < 0 ? "-" : "");
+    else snprintf(buf, cap, "((%s)%.17g)", kn_rc_ctype(dt), v);
 }
 
-typedef struct rc {
-    const kn_kernel *k;
-    out o;
-    bool *done;          /* per entry: has a name in the current scope */
-    int *cached;         /* per entry: the accumulator whose row buffer holds it, or -1 */
-    int single;          /* the inner axis when there is exactly one, else -1 */
-} rc;
-
 /* The name an entry has where it is used (constants are literals). */
-static void name_of(const rc *c, int i, char *buf, size_t cap) {
+void kn_rc_name(const kn_rc *c, int i, char *buf, size_t cap) {
     const kn_kx *x = &c->k->x[i];
     if (x->kind == KN_KX_CONST) literal(buf, cap, x->dtype, x->value);
     else if (x->kind == KN_KX_ACC) snprintf(buf, cap, "a%d", i);
@@ -97,17 +84,17 @@ static void name_of(const rc *c, int i, char *buf, size_t cap) {
 }
 
 /* The C expression of axis ax's coordinate (outer: cN; inner: r or rN). */
-static void coord(const rc *c, int ax, char *buf, size_t cap) {
+static void coord(const kn_rc *c, int ax, char *buf, size_t cap) {
     if (!((c->k->inner >> ax) & 1u)) snprintf(buf, cap, "c%d", ax);
     else if (c->single == ax) snprintf(buf, cap, "r");
     else snprintf(buf, cap, "r%d", ax);
 }
 
-static void expr_of(rc *c, int i, char *buf, size_t cap) {
+static void expr_of(kn_rc *c, int i, char *buf, size_t cap) {
     const kn_kx *x = &c->k->x[i];
     char a[3][48];
     const char *args[3] = {a[0], a[1], a[2]};
-    for (int j = 0; j < x->nin && j < 3; j++) name_of(c, x->in[j], a[j], sizeof a[j]);
+    for (int j = 0; j < x->nin && j < 3; j++) kn_rc_name(c, x->in[j], a[j], sizeof a[j]);
     if (x->op == KN_OP_GELU_BWD) snprintf(a[2], sizeof a[2], "t%d", i); /* defined by define() */
     bool f32 = x->dtype == KN_DT_F32;
     const char *tmpl = NULL, *names = "ab";
@@ -133,7 +120,7 @@ static void expr_of(rc *c, int i, char *buf, size_t cap) {
     else if (x->op == KN_OP_WHERE) { snprintf(buf, cap, "((%s) ? (%s) : (%s))", a[0], a[1], a[2]); return; }
     else if (x->op == KN_OP_CAST) {
         if (x->dtype == KN_DT_BOOL) snprintf(buf, cap, "(unsigned char)((%s) != 0)", a[0]);
-        else snprintf(buf, cap, "(%s)(%s)", ctype(x->dtype), a[0]);
+        else snprintf(buf, cap, "(%s)(%s)", kn_rc_ctype(x->dtype), a[0]);
         return;
     } else if (x->op == KN_OP_CAUSAL_FILL) {
         char row[16], col[16], lit[64];
@@ -161,196 +148,227 @@ static void expr_of(rc *c, int i, char *buf, size_t cap) {
 
 /* Define entry i (and, first, what it needs) in the current scope. full: inside an inner
  * loop (full entries allowed); else at row level (outer entries only). */
-static void define(rc *c, int i, bool full, int indent) {
+void kn_rc_define(kn_rc *c, int i, bool full, int indent) {
     if (c->done[i] || c->o.st != KN_OK) return;
     const kn_kx *x = &c->k->x[i];
     if (x->kind == KN_KX_CONST) { c->done[i] = true; return; }
     if (x->kind == KN_KX_ACC) return; /* defined by its loop */
     if (x->full && !full) return;
     if (x->full && c->cached[i] >= 0) { /* computed by an earlier loop over this row: read it back */
-        emit(&c->o, "%*sconst %s f%d = rb%d[r];\n", indent, "", ctype(x->dtype), i, c->cached[i]);
+        kn_remit(&c->o, "%*sconst %s f%d = rb%d[r];\n", indent, "", kn_rc_ctype(x->dtype), i, c->cached[i]);
         c->done[i] = true;
         return;
     }
-    for (int j = 0; j < x->nin; j++) define(c, x->in[j], full, indent);
+    for (int j = 0; j < x->nin; j++) kn_rc_define(c, x->in[j], full, indent);
     for (int j = 0; j < x->nin; j++)
         if (!c->done[x->in[j]]) return; /* needs an accumulator not computed yet */
     char e[2048];
     if (x->kind == KN_KX_OP && x->op == KN_OP_GELU_BWD) { /* its tanh, once */
         char b[48];
         const char *args[1] = {b};
-        name_of(c, x->in[1], b, sizeof b);
+        kn_rc_name(c, x->in[1], b, sizeof b);
         if (!kn_render_c_bind(kn_sc_gelu_bwd_t_expr(), args, "b", x->dtype == KN_DT_F32, e, sizeof e)) {
             if (c->o.st == KN_OK) c->o.st = kn_error(KN_ERR_UNSUPPORTED, "kn_render_c: %s: x%d = gelu_bwd: kn_render_c_bind "
                                                      "failed", c->k->name, i);
             return;
         }
-        emit(&c->o, "%*sconst %s t%d = %s;\n", indent, "", ctype(x->dtype), i, e);
+        kn_remit(&c->o, "%*sconst %s t%d = %s;\n", indent, "", kn_rc_ctype(x->dtype), i, e);
     }
     expr_of(c, i, e, sizeof e);
     char nm[32];
-    name_of(c, i, nm, sizeof nm);
-    emit(&c->o, "%*sconst %s %s = %s;\n", indent, "", ctype(x->dtype), nm, e);
+    kn_rc_name(c, i, nm, sizeof nm);
+    kn_remit(&c->o, "%*sconst %s %s = %s;\n", indent, "", kn_rc_ctype(x->dtype), nm, e);
     c->done[i] = true;
 }
 
-/* Open an inner loop (coordinates of several inner axes when there are several). */
-static void open_inner(rc *c, int indent) {
+/* The coordinates of several inner axes, from the flat inner index r (nothing when there
+ * is one inner axis: it is r itself). */
+void kn_rc_inner_coords(kn_rc *c, int indent) {
     const kn_kernel *k = c->k;
-    emit(&c->o, "%*sfor (int64_t r = 0; r < %lld; r++) {\n", indent, "", (long long)k->inner_n);
     if (c->single >= 0) return;
-    emit(&c->o, "%*sint64_t q = r;\n", indent + 4, "");
+    kn_remit(&c->o, "%*sint64_t q = r;\n", indent, "");
     for (int ax = k->ndim - 1; ax >= 0; ax--) {
         if (!((k->inner >> ax) & 1u)) continue;
-        emit(&c->o, "%*sconst int64_t r%d = q %% %lld; q /= %lld;\n", indent + 4, "", ax, (long long)k->shape[ax],
-             (long long)k->shape[ax]);
+        kn_remit(&c->o, "%*sconst int64_t r%d = q %% %lld; q /= %lld;\n", indent, "", ax, (long long)k->shape[ax],
+                 (long long)k->shape[ax]);
     }
-    emit(&c->o, "%*s(void)q;\n", indent + 4, "");
+    kn_remit(&c->o, "%*s(void)q;\n", indent, "");
+}
+
+/* Open an inner loop (coordinates of several inner axes when there are several). */
+static void open_inner(kn_rc *c, int indent) {
+    kn_remit(&c->o, "%*sfor (int64_t r = 0; r < %lld; r++) {\n", indent, "", (long long)c->k->inner_n);
+    kn_rc_inner_coords(c, indent + 4);
 }
 
 /* Forget the full entries of a closed loop. */
-static void close_scope(rc *c) {
+void kn_rc_close_scope(kn_rc *c) {
     for (int i = 0; i < c->k->nx; i++)
         if (c->k->x[i].full) c->done[i] = false;
 }
 
-static kn_status render(const kn_kernel *k, bool cuda, char **src, size_t *len, size_t *cap);
-
-kn_status kn_render_c(const kn_kernel *k, char **src, size_t *len, size_t *cap) { return render(k, false, src, len, cap); }
-kn_status kn_render_cuda(const kn_kernel *k, char **src, size_t *len, size_t *cap) { return render(k, true, src, len, cap); }
-
-const char *kn_render_cuda_prelude(void) {
-    return "/* generated by kiln (core/codegen/render_c.c, CUDA dialect): do not edit */\n"
-           "typedef long long int64_t;\n"
-           "#define INFINITY __int_as_float(0x7f800000)\n"
-           "#define NAN __int_as_float(0x7fffffff)\n\n";
-}
-
-/* The C and the CUDA dialects differ in the function's head, the row loop (a thread per
- * row, grid-stride, in CUDA) and the row buffers (none in CUDA: a thread's private array
- * would live in local memory). */
-static kn_status render(const kn_kernel *k, bool cuda, char **src, size_t *len, size_t *cap) {
+kn_status kn_rc_init(kn_rc *c, const kn_kernel *k, char **src, size_t *len, size_t *cap) {
+    *c = (kn_rc){.k = k, .o = {src, len, cap, KN_OK}};
     if (!k || !src || !len || !cap) return kn_error(KN_ERR_ARG, "kn_render_c: NULL argument");
     KN_TRY(kn_kernel_verify(k));
-    rc c = {.k = k, .o = {src, len, cap, KN_OK}};
-    c.done = kn_calloc((size_t)k->nx + 1, sizeof *c.done);
-    c.cached = kn_malloc(((size_t)k->nx + 1) * sizeof *c.cached);
-    if (!c.done || !c.cached) {
-        kn_free(c.done);
-        kn_free(c.cached);
+    c->done = kn_calloc((size_t)k->nx + 1, sizeof *c->done);
+    c->cached = kn_malloc(((size_t)k->nx + 1) * sizeof *c->cached);
+    if (!c->done || !c->cached) {
+        kn_rc_clear(c);
         return kn_error(KN_ERR_OOM, "kn_render_c: out of memory");
     }
-    for (int i = 0; i < k->nx; i++) c.cached[i] = -1;
+    for (int i = 0; i < k->nx; i++) c->cached[i] = -1;
     int ninner = 0;
-    c.single = -1;
+    c->single = -1;
     for (int ax = 0; ax < k->ndim; ax++)
-        if ((k->inner >> ax) & 1u) { ninner++; c.single = ax; }
-    if (ninner != 1) c.single = -1;
-    out *o = &c.o;
-    if (cuda)
-        emit(o, "/* %s: %lld rows x %lld, a thread per row */\nextern \"C\" __global__ void %s(void *const *B, int64_t lo, "
-             "int64_t hi)\n{\n", k->name, (long long)k->outer_n, (long long)k->inner_n, k->name);
-    else {
-        emit(o, "/* %s: %lld rows x %lld */\nvoid %s(void *ctx, int64_t lo, int64_t hi)\n{\n", k->name,
-             (long long)k->outer_n, (long long)k->inner_n, k->name);
-        emit(o, "    void *const *B = (void *const *)ctx;\n");
-    }
+        if ((k->inner >> ax) & 1u) { ninner++; c->single = ax; }
+    if (ninner != 1) c->single = -1;
+    return KN_OK;
+}
+
+void kn_rc_clear(kn_rc *c) {
+    kn_free(c->done);
+    kn_free(c->cached);
+    c->done = NULL;
+    c->cached = NULL;
+}
+
+void kn_rc_params(kn_rc *c, const char *restrict_kw) {
+    const kn_kernel *k = c->k;
     for (int b = 0; b < k->nbufs; b++)
-        emit(o, "    %s%s *%s p%d = (%s%s *)B[%d]; /* %%%d */\n", k->bufs[b].store ? "" : "const ",
-             ctype(k->bufs[b].dtype), cuda ? "__restrict__" : "restrict", b, k->bufs[b].store ? "" : "const ",
-             ctype(k->bufs[b].dtype), b, k->bufs[b].value);
-    if (cuda)
-        emit(o, "    for (int64_t o = lo + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; o < hi; "
-                "o += (int64_t)gridDim.x * blockDim.x) {\n");
-    else emit(o, "    for (int64_t o = lo; o < hi; o++) {\n");
+        kn_remit(&c->o, "%s%s%s *%s p%d", b ? ", " : "", k->bufs[b].store ? "" : "const ", kn_rc_ctype(k->bufs[b].dtype),
+                 restrict_kw, b);
+}
+
+/* At the top of a row: the coordinates c<A> of the outer index o, each buffer's row offset
+ * o<b>, and the entries that need no accumulator. */
+void kn_rc_row_setup(kn_rc *c, int indent) {
+    const kn_kernel *k = c->k;
+    kn_rout *o = &c->o;
     int nouter = 0;
     for (int ax = 0; ax < k->ndim; ax++) nouter += !((k->inner >> ax) & 1u);
-    if (nouter > 0) emit(o, "        int64_t q = o;\n");
+    if (nouter > 0) kn_remit(o, "%*sint64_t q = o;\n", indent, "");
     int left = nouter;
     for (int ax = k->ndim - 1; ax >= 0; ax--) {
         if ((k->inner >> ax) & 1u) continue;
-        if (--left == 0) emit(o, "        const int64_t c%d = q;\n", ax);
-        else emit(o, "        const int64_t c%d = q %% %lld; q /= %lld;\n", ax, (long long)k->shape[ax], (long long)k->shape[ax]);
+        if (--left == 0) kn_remit(o, "%*sconst int64_t c%d = q;\n", indent, "", ax);
+        else kn_remit(o, "%*sconst int64_t c%d = q %% %lld; q /= %lld;\n", indent, "", ax, (long long)k->shape[ax],
+                      (long long)k->shape[ax]);
     }
-    if (nouter > 0) emit(o, "        (void)q;\n");
+    if (nouter > 0) kn_remit(o, "%*s(void)q;\n", indent, "");
     for (int ax = 0; ax < k->ndim; ax++)
-        if (!((k->inner >> ax) & 1u)) emit(o, "        (void)c%d;\n", ax);
+        if (!((k->inner >> ax) & 1u)) kn_remit(o, "%*s(void)c%d;\n", indent, "", ax);
     for (int b = 0; b < k->nbufs && o->st == KN_OK; b++) {
         char off[512];
         kn_status st = kn_render_c_row_offset(k, b, off, sizeof off);
         if (st != KN_OK) o->st = st;
-        else emit(o, "        const int64_t o%d = %s;\n", b, off);
+        else kn_remit(o, "%*sconst int64_t o%d = %s;\n", indent, "", b, off);
     }
-    for (int i = 0; i < k->nx; i++) define(&c, i, false, 8); /* what needs no accumulator yet */
+    for (int i = 0; i < k->nx; i++) kn_rc_define(c, i, false, indent);
+}
+
+/* Inside an inner loop: define and store every full store's value. */
+void kn_rc_full_stores(kn_rc *c, int indent) {
+    const kn_kernel *k = c->k;
+    for (int s = 0; s < k->nstores && c->o.st == KN_OK; s++) {
+        const kn_kstore *st = &k->stores[s];
+        if (!k->x[st->src].full) continue;
+        kn_rc_define(c, st->src, true, indent);
+        char nm[48], ix[256];
+        kn_rc_name(c, st->src, nm, sizeof nm);
+        kn_status e = kn_render_c_index(k, st->buf, true, ix, sizeof ix);
+        if (e != KN_OK) { c->o.st = e; break; }
+        kn_remit(&c->o, "%*sp%d[%s] = %s;\n", indent, "", st->buf, ix, nm);
+    }
+}
+
+/* After the row's loops: the outer stores (guard: a condition that picks one thread, or
+ * NULL), then a (void) for each outer entry nothing stored, so -Wunused stays quiet. */
+void kn_rc_outer_stores(kn_rc *c, const char *guard, int indent) {
+    const kn_kernel *k = c->k;
+    for (int s = 0; s < k->nstores; s++) {
+        const kn_kstore *st = &k->stores[s];
+        if (k->x[st->src].full) continue;
+        char nm[48];
+        kn_rc_define(c, st->src, false, indent);
+        kn_rc_name(c, st->src, nm, sizeof nm);
+        if (guard) kn_remit(&c->o, "%*sif (%s) p%d[o%d] = %s;\n", indent, "", guard, st->buf, st->buf, nm);
+        else kn_remit(&c->o, "%*sp%d[o%d] = %s;\n", indent, "", st->buf, st->buf, nm);
+    }
+    for (int i = 0; i < k->nx; i++)
+        if (c->done[i] && !k->x[i].full && k->x[i].kind == KN_KX_OP) {
+            char nm[32];
+            kn_rc_name(c, i, nm, sizeof nm);
+            kn_remit(&c->o, "%*s(void)%s;\n", indent, "", nm);
+        }
+}
+
+/* An accumulator's value from its sum or max s<i> (the mean divides by the row length). */
+void kn_rc_acc_value(kn_rc *c, int i, int indent) {
+    const kn_kx *x = &c->k->x[i];
+    const char *t = kn_rc_ctype(x->dtype);
+    if (x->op == KN_OP_MEAN)
+        kn_remit(&c->o, "%*sconst %s a%d = (%s)(s%d / (double)%lld);\n", indent, "", t, i, t, i, (long long)c->k->inner_n);
+    else kn_remit(&c->o, "%*sconst %s a%d = (%s)s%d;\n", indent, "", t, i, t, i);
+    c->done[i] = true;
+    for (int j = 0; j < c->k->nx; j++) kn_rc_define(c, j, false, indent);
+}
+
+kn_status kn_render_c(const kn_kernel *k, char **src, size_t *len, size_t *cap) {
+    kn_rc c;
+    KN_TRY(kn_rc_init(&c, k, src, len, cap));
+    kn_rout *o = &c.o;
+    kn_remit(o, "/* %s: %lld rows x %lld */\nvoid %s(void *ctx, int64_t lo, int64_t hi)\n{\n", k->name,
+             (long long)k->outer_n, (long long)k->inner_n, k->name);
+    kn_remit(o, "    void *const *B = (void *const *)ctx;\n");
+    for (int b = 0; b < k->nbufs; b++)
+        kn_remit(o, "    %s%s *restrict p%d = (%s%s *)B[%d]; /* %%%d */\n", k->bufs[b].store ? "" : "const ",
+                 kn_rc_ctype(k->bufs[b].dtype), b, k->bufs[b].store ? "" : "const ", kn_rc_ctype(k->bufs[b].dtype), b,
+                 k->bufs[b].value);
+    kn_remit(o, "    for (int64_t o = lo; o < hi; o++) {\n");
+    kn_rc_row_setup(&c, 8);
     for (int i = 0; i < k->nx; i++) {
         const kn_kx *x = &k->x[i];
         if (x->kind != KN_KX_ACC) continue;
         bool is_max = x->op == KN_OP_MAX;
-        const char *at = is_max ? ctype(x->dtype) : "double";
-        emit(o, "        %s s%d = %s;\n", at, i, is_max ? (x->dtype == KN_DT_F32 ? "-INFINITY" : "-(double)INFINITY") : "0");
+        const char *at = is_max ? kn_rc_ctype(x->dtype) : "double";
+        kn_remit(o, "        %s s%d = %s;\n", at, i, is_max ? (x->dtype == KN_DT_F32 ? "-INFINITY" : "-(double)INFINITY") : "0");
         char nm[48];
-        if (!cuda && k->inner_n <= KN_ROW_BUFFER && k->x[x->in[0]].full && k->x[x->in[0]].kind != KN_KX_LOAD) {
+        if (k->inner_n <= KN_ROW_BUFFER && k->x[x->in[0]].full && k->x[x->in[0]].kind != KN_KX_LOAD) {
             /* A row buffer: the values are computed in a loop the compiler vectorizes (the
              * accumulation itself is sequential: a double sum, a NaN-propagating max), and
              * the later loops over this row read them back instead of recomputing. */
-            emit(o, "        %s rb%d[%lld];\n", ctype(k->x[x->in[0]].dtype), i, (long long)k->inner_n);
+            kn_remit(o, "        %s rb%d[%lld];\n", kn_rc_ctype(k->x[x->in[0]].dtype), i, (long long)k->inner_n);
             open_inner(&c, 8);
-            define(&c, x->in[0], true, 12);
-            name_of(&c, x->in[0], nm, sizeof nm);
-            emit(o, "            rb%d[r] = %s;\n        }\n", i, nm);
-            close_scope(&c);
+            kn_rc_define(&c, x->in[0], true, 12);
+            kn_rc_name(&c, x->in[0], nm, sizeof nm);
+            kn_remit(o, "            rb%d[r] = %s;\n        }\n", i, nm);
+            kn_rc_close_scope(&c);
             c.cached[x->in[0]] = i;
             snprintf(nm, sizeof nm, "rb%d[r]", i);
-            emit(o, "        for (int64_t r = 0; r < %lld; r++) {\n", (long long)k->inner_n);
+            kn_remit(o, "        for (int64_t r = 0; r < %lld; r++) {\n", (long long)k->inner_n);
         } else {
             open_inner(&c, 8);
-            define(&c, x->in[0], true, 12);
-            name_of(&c, x->in[0], nm, sizeof nm);
+            kn_rc_define(&c, x->in[0], true, 12);
+            kn_rc_name(&c, x->in[0], nm, sizeof nm);
         }
-        if (is_max) emit(o, "            if (%s > s%d || %s != %s) s%d = %s;\n", nm, i, nm, nm, i, nm);
-        else emit(o, "            s%d += %s;\n", i, nm);
-        emit(o, "        }\n");
-        close_scope(&c);
-        if (x->op == KN_OP_MEAN)
-            emit(o, "        const %s a%d = (%s)(s%d / (double)%lld);\n", ctype(x->dtype), i, ctype(x->dtype), i,
-                 (long long)k->inner_n);
-        else emit(o, "        const %s a%d = (%s)s%d;\n", ctype(x->dtype), i, ctype(x->dtype), i);
-        c.done[i] = true;
-        for (int j = 0; j < k->nx; j++) define(&c, j, false, 8);
+        if (is_max) kn_remit(o, "            if (%s > s%d || %s != %s) s%d = %s;\n", nm, i, nm, nm, i, nm);
+        else kn_remit(o, "            s%d += %s;\n", i, nm);
+        kn_remit(o, "        }\n");
+        kn_rc_close_scope(&c);
+        kn_rc_acc_value(&c, i, 8);
     }
     bool any_full = false;
     for (int s = 0; s < k->nstores; s++) any_full |= k->x[k->stores[s].src].full;
     if (any_full) {
         open_inner(&c, 8);
-        for (int s = 0; s < k->nstores; s++) {
-            const kn_kstore *st = &k->stores[s];
-            if (!k->x[st->src].full) continue;
-            define(&c, st->src, true, 12);
-            char nm[48], ix[256];
-            name_of(&c, st->src, nm, sizeof nm);
-            if (o->st == KN_OK) o->st = kn_render_c_index(k, st->buf, true, ix, sizeof ix);
-            if (o->st != KN_OK) break;
-            emit(o, "            p%d[%s] = %s;\n", st->buf, ix, nm);
-        }
-        emit(o, "        }\n");
-        close_scope(&c);
+        kn_rc_full_stores(&c, 12);
+        kn_remit(o, "        }\n");
+        kn_rc_close_scope(&c);
     }
-    for (int s = 0; s < k->nstores; s++) {
-        const kn_kstore *st = &k->stores[s];
-        if (k->x[st->src].full) continue;
-        char nm[48];
-        define(&c, st->src, false, 8);
-        name_of(&c, st->src, nm, sizeof nm);
-        emit(o, "        p%d[o%d] = %s;\n", st->buf, st->buf, nm);
-    }
-    for (int i = 0; i < k->nx; i++) /* outer entries nothing stored still count as used */
-        if (c.done[i] && !k->x[i].full && k->x[i].kind == KN_KX_OP) {
-            char nm[32];
-            name_of(&c, i, nm, sizeof nm);
-            emit(o, "        (void)%s;\n", nm);
-        }
-    emit(o, "    }\n}\n\n");
-    kn_free(c.done);
-    kn_free(c.cached);
-    return o->st;
+    kn_rc_outer_stores(&c, NULL, 8);
+    kn_remit(o, "    }\n}\n\n");
+    kn_status st = o->st;
+    kn_rc_clear(&c);
+    return st;
 }

@@ -66,8 +66,10 @@ for mode in fp32 tf32; do
 import json, sys
 d = json.load(open(sys.argv[1]))
 k, t = d["kiln"], d["torch"].get("sdpa")
-print("kiln %.0f tok/s; PyTorch eager %s: ratio %s" % (k["tokens_per_s"], "%.0f" % t["tokens_per_s"] if t else "-",
-      d.get("ratio_sdpa", "-")))
+m = d.get("kiln_modes", {})
+modes = ", ".join("%s %.0f" % (n, r["tokens_per_s"]) for n, r in m.items())
+print("kiln tok/s %s; PyTorch eager %s: ratio %s" % (modes or "%.0f" % k["tokens_per_s"],
+      "%.0f" % t["tokens_per_s"] if t else "-", d.get("ratio_sdpa", "-")))
 PY
 )
     row "bench $mode" "$r" $(( $(date +%s) - t ))

@@ -18,6 +18,11 @@
 
 #include "kiln/codegen.h"
 #include "kiln/kernels.h"
+#if KN_HAVE_CUDA
+#include "kiln/cuda.h"
+#endif
+#define KN_EMU_NO_BUILTINS /* only kn_emu_launch: this file is not a kernel */
+#include "runtime/cuda_emu.h"
 #include "kiln/passes.h"
 #include "kiln/program.h"
 
@@ -28,9 +33,17 @@ typedef struct kn_program_step {
     int kernel;                  /* index into p->kernels, or -1 */
 } kn_program_step;
 
+/* Where a compiled program's generated kernels run: C on the CPU's threads, the CUDA
+ * dialect under the CUDA emulator (on the CPU, to test the GPU's code without one), or CUDA
+ * on the GPU. */
+typedef enum kn_target { KN_TARGET_C, KN_TARGET_EMU, KN_TARGET_CUDA } kn_target;
+
 typedef struct kn_program_kernel {
     kn_kernel ir;
-    void (*fn)(void *ctx, int64_t lo, int64_t hi);
+    void (*fn)(void *ctx, int64_t lo, int64_t hi); /* C */
+    void (*emu)(void *args);                       /* EMU: the <name>__emu entry */
+    void *gpu;                                     /* CUDA: a cudaKernel_t */
+    kn_cuda_launch launch;                         /* EMU, CUDA */
 } kn_program_kernel;
 
 struct kn_program {
@@ -49,6 +62,8 @@ struct kn_program {
     kn_program_kernel *kernels;
     int nkernels;
     kn_cc_module *module;
+    kn_target target;
+    void *gpu_module;         /* CUDA: the kn_cuda_module of the kernels */
     int32_t *last_step;       /* per node: the last step reading it (liveness over steps) */
     void **ptrs;              /* scratch: a kernel's buffer pointers */
     kn_program_stats stats;
@@ -77,6 +92,9 @@ void kn_program_free(kn_program *p) {
     kn_free(p->kernels);
     kn_schedule_free(p->sched);
     kn_cc_free(p->module);
+#if KN_HAVE_CUDA
+    kn_cuda_module_free(p->gpu_module);
+#endif
     kn_free(p->last_step);
     kn_free(p->ptrs);
     kn_free(p->step_ms);
@@ -120,54 +138,113 @@ static double kn_now_ms(void) {
     return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
 }
 
-/* COMPILED: fuse, lower, render one C file, compile it, and make the steps. */
+/* Append text to the growing source. */
+static kn_status append(char **src, size_t *len, size_t *cap, const char *text) {
+    size_t n = strlen(text);
+    if (*len + n + 1 > *cap) {
+        size_t nc = *cap ? *cap * 2 : 8192;
+        while (nc < *len + n + 1) nc *= 2;
+        char *q = kn_realloc(*src, nc);
+        if (!q) return kn_error(KN_ERR_OOM, "kn_program_compile: out of memory for the generated source");
+        *src = q;
+        *cap = nc;
+    }
+    memcpy(*src + *len, text, n + 1);
+    *len += n;
+    return KN_OK;
+}
+
+static kn_status render_kernel(kn_target t, const kn_kernel *k, char **src, size_t *len, size_t *cap) {
+    if (t == KN_TARGET_C) return kn_render_c(k, src, len, cap);
+    return kn_render_cuda(k, t == KN_TARGET_EMU ? KN_CUDA_EMU : KN_CUDA_NVRTC, src, len, cap);
+}
+
+static const char *prelude(kn_target t) {
+    return t == KN_TARGET_C ? kn_render_c_prelude() : kn_render_cuda_prelude(t == KN_TARGET_EMU ? KN_CUDA_EMU : KN_CUDA_NVRTC);
+}
+
+/* The emulator runs every thread of a block as a coroutine: small blocks and few of them
+ * keep it quick, and still exercise the grid-stride loops and the block combine. */
+static const kn_cuda_limits kn_emu_limits = {2, 64, 2};
+
+/* Compile the rendered source for the target and find each kernel's entry. */
+static kn_status load_kernels(kn_program *p, const char *src) {
+    if (p->nkernels == 0) return KN_OK;
+    if (p->target == KN_TARGET_CUDA) {
+#if KN_HAVE_CUDA
+        bool cached = false;
+        kn_cuda_limits lim;
+        KN_TRY(kn_cuda_limits_get(p->dev.index, &lim, NULL, NULL));
+        KN_TRY(kn_cuda_module_load(p->dev.index, src, "kiln_program.cu", (kn_cuda_module **)&p->gpu_module, &cached, NULL));
+        for (int i = 0; i < p->nkernels; i++) {
+            KN_TRY(kn_cuda_module_kernel(p->gpu_module, p->kernels[i].ir.name, &p->kernels[i].gpu));
+            p->kernels[i].launch = kn_cuda_launch_config(&p->kernels[i].ir, &lim);
+        }
+        p->stats.cached = cached;
+        snprintf(p->stats.source, sizeof p->stats.source, "(NVRTC, in memory)");
+        return KN_OK;
+#else
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: kiln was built without CUDA");
+#endif
+    }
+    kn_cc_info info = {0};
+    KN_TRY(kn_cc_compile(src, &p->module, &info));
+    p->stats.cached = info.cached;
+    snprintf(p->stats.source, sizeof p->stats.source, "%s", info.path);
+    for (int i = 0; i < p->nkernels; i++) {
+        kn_program_kernel *k = &p->kernels[i];
+        char name[48];
+        snprintf(name, sizeof name, "%s%s", k->ir.name, p->target == KN_TARGET_EMU ? "__emu" : "");
+        void *f = kn_cc_symbol(p->module, name);
+        if (!f) return kn_error(KN_ERR_INTERNAL, "kn_program_compile: %s has no function %s", info.path, name);
+        /* a data pointer to a function pointer, as dlsym's users do */
+        if (p->target == KN_TARGET_EMU) {
+            memcpy(&k->emu, &f, sizeof f);
+            k->launch = kn_cuda_launch_config(&k->ir, &kn_emu_limits);
+        } else memcpy(&k->fn, &f, sizeof f);
+    }
+    return KN_OK;
+}
+
+/* COMPILED: fuse, lower, render one source file for the target, compile it, and make the
+ * steps. Library steps run on the device's backend (a source it does not compute, such as a
+ * `full`, on the host, as in the node-by-node program). */
 static kn_status schedule_compiled(kn_program *p) {
     const kn_graph *g = p->g;
-    const kn_device_backend *be = kn_device_backend_get(KN_DEVICE_CPU);
+    const kn_device_backend *be = kn_device_backend_get(p->dev.type), *host = kn_device_backend_get(KN_DEVICE_CPU);
     KN_TRY(kn_schedule_build(g, &p->sched));
     const kn_schedule *sc = p->sched;
     p->kernels = kn_calloc((size_t)sc->nfused + 1, sizeof *p->kernels);
     if (!p->kernels) return kn_error(KN_ERR_OOM, "kn_program_compile: out of memory");
     char *src = NULL;
     size_t len = 0, cap = 0;
-    const char *pre = kn_render_c_prelude();
-    kn_status st = KN_OK;
-    size_t plen = strlen(pre);
-    src = kn_malloc(plen + 1);
-    if (!src) return kn_error(KN_ERR_OOM, "kn_program_compile: out of memory");
-    memcpy(src, pre, plen + 1);
-    len = cap = plen;
-    cap = plen + 1;
+    kn_status st = append(&src, &len, &cap, prelude(p->target));
     int maxbufs = 1;
+    char ds[32];
     for (int gi = 0; gi < sc->ngroups && st == KN_OK; gi++) {
         const kn_group *G = &sc->groups[gi];
         if (!G->fused) {
             const kn_node *n = &g->nodes[G->nodes[0]];
-            if (!be->supports_op(be->ctx, n->op))
-                st = kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: %%%d = %s: the cpu backend has no kernel for it",
-                              G->nodes[0], kn_op_name(n->op));
-            p->steps[p->nsteps++] = (kn_program_step){G->nodes[0], be, 0, -1};
+            kn_program_step step = {G->nodes[0], be, p->dev.index, -1};
+            if (!be->supports_op(be->ctx, n->op)) {
+                if (n->nin == 0 && host->supports_op(host->ctx, n->op)) step = (kn_program_step){G->nodes[0], host, 0, -1};
+                else st = kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: %%%d = %s: the %s backend has no kernel for "
+                                   "it", G->nodes[0], kn_op_name(n->op), kn_device_str(p->dev, ds, sizeof ds));
+            }
+            p->steps[p->nsteps++] = step;
             continue;
         }
         kn_program_kernel *k = &p->kernels[p->nkernels];
         st = kn_kernel_lower(g, sc, gi, &k->ir);
-        if (st == KN_OK) st = kn_render_c(&k->ir, &src, &len, &cap);
+        if (st == KN_OK) st = render_kernel(p->target, &k->ir, &src, &len, &cap);
         if (st != KN_OK) break;
         if (k->ir.nbufs > maxbufs) maxbufs = k->ir.nbufs;
         p->steps[p->nsteps++] = (kn_program_step){G->at, NULL, 0, p->nkernels++};
     }
-    p->ptrs = st == KN_OK ? kn_calloc((size_t)maxbufs, sizeof *p->ptrs) : NULL;
+    p->ptrs = st == KN_OK ? kn_calloc((size_t)maxbufs * 2, sizeof *p->ptrs) : NULL;
     if (st == KN_OK && !p->ptrs) st = kn_error(KN_ERR_OOM, "kn_program_compile: out of memory");
-    kn_cc_info info = {0};
-    if (st == KN_OK && p->nkernels > 0) st = kn_cc_compile(src, &p->module, &info);
+    if (st == KN_OK) st = load_kernels(p, src);
     kn_free(src);
-    for (int i = 0; st == KN_OK && i < p->nkernels; i++) {
-        void *f = kn_cc_symbol(p->module, p->kernels[i].ir.name);
-        if (!f) st = kn_error(KN_ERR_INTERNAL, "kn_program_compile: %s has no function %s", info.path, p->kernels[i].ir.name);
-        memcpy(&p->kernels[i].fn, &f, sizeof f); /* a data pointer to a function pointer, as dlsym's users do */
-    }
-    p->stats.cached = info.cached;
-    snprintf(p->stats.source, sizeof p->stats.source, "%s", info.path);
     return st;
 }
 
@@ -322,13 +399,14 @@ kn_status kn_program_memory_tsv(FILE *f, const kn_program *p) {
 kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_program_opts *opts) {
     if (!out || !g) return kn_error(KN_ERR_ARG, "kn_program_compile: NULL argument");
     *out = NULL;
-    kn_program_opts o = opts ? *opts : (kn_program_opts){KN_CPU, NULL, KN_PROGRAM_NODES};
-    if (o.mode == KN_PROGRAM_COMPILED && o.device.type != KN_DEVICE_CPU) {
+    kn_program_opts o = opts ? *opts : (kn_program_opts){KN_CPU, NULL, KN_PROGRAM_NODES, false};
+    kn_target target = o.device.type != KN_DEVICE_CPU ? KN_TARGET_CUDA : o.cuda_emu ? KN_TARGET_EMU : KN_TARGET_C;
+    if (o.mode == KN_PROGRAM_COMPILED && o.device.type != KN_DEVICE_CPU && o.device.type != KN_DEVICE_CUDA) {
         char ds[32];
-        return kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: compiled mode renders C for the CPU; on %s use the "
-                        "node-by-node program (the CUDA renderer is lab 07's)", kn_device_str(o.device, ds, sizeof ds));
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: no code generator for %s: use the node-by-node program",
+                        kn_device_str(o.device, ds, sizeof ds));
     }
-    if (o.mode == KN_PROGRAM_COMPILED && !kn_cc_available()) {
+    if (o.mode == KN_PROGRAM_COMPILED && target != KN_TARGET_CUDA && !kn_cc_available()) {
         static bool warned = false;
         if (!warned) kn_log(KN_LOG_WARN, "no C compiler found ('%s' is not on PATH): running the interpreter's "
                             "kernels instead of generated code", getenv("KILN_CC") && *getenv("KILN_CC") ? getenv("KILN_CC") : "cc");
@@ -339,6 +417,7 @@ kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_progr
     kn_program *p = kn_calloc(1, sizeof *p);
     if (!p) return kn_error(KN_ERR_OOM, "kn_program_compile: out of memory");
     p->dev = o.device;
+    p->target = target;
     p->stats.mode = o.mode;
     double t0 = kn_now_ms();
     kn_status st = kn_graph_copy(&p->g, g);
@@ -372,7 +451,11 @@ kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_progr
     st = o.mode == KN_PROGRAM_COMPILED ? schedule_compiled(p) : schedule(p);
     if (st != KN_OK) { kn_program_free(p); return st; }
     liveness(p);
-    if (o.mode == KN_PROGRAM_COMPILED && (st = plan_memory(p)) != KN_OK) { kn_program_free(p); return st; }
+    /* The arena is host memory: on the GPU, values come from the CUDA caching allocator. */
+    if (o.mode == KN_PROGRAM_COMPILED && target != KN_TARGET_CUDA && (st = plan_memory(p)) != KN_OK) {
+        kn_program_free(p);
+        return st;
+    }
     p->stats.nsteps = p->nsteps;
     p->stats.nkernels = p->nkernels;
     p->stats.compile_ms = kn_now_ms() - t0;
@@ -446,13 +529,28 @@ static kn_status run_kernel(kn_program *p, const kn_program_step *sp) {
         if (k->bufs[b].store && !p->vals[v]) {
             const kn_type *t = &p->g->nodes[v].type;
             KN_TRY(planned_tensor(p, v, &p->vals[v]));
-            if (!p->vals[v]) KN_TRY(kn_tensor_empty(&p->vals[v], t->dtype, t->ndim, t->shape));
+            if (!p->vals[v]) KN_TRY(kn_tensor_empty_on(&p->vals[v], p->dev, t->dtype, t->ndim, t->shape));
         }
         if (!p->vals[v])
             return kn_error(KN_ERR_INTERNAL, "kn_program_run: %s reads %%%d, which no step made", k->name, v);
         p->ptrs[b] = kn_tensor_data(p->vals[v]);
     }
-    kn_k_parallel(k->outer_n, k->outer_n * k->inner_n >= (1 << 15), pk->fn, p->ptrs);
+    if (p->target == KN_TARGET_C) kn_k_parallel(k->outer_n, k->outer_n * k->inner_n >= (1 << 15), pk->fn, p->ptrs);
+    else {
+        /* cudaLaunchKernel's argument form: one pointer to each argument (the buffer
+         * pointers themselves are in p->ptrs[0..nbufs)) */
+        void **args = p->ptrs + k->nbufs;
+        for (int b = 0; b < k->nbufs; b++) args[b] = &p->ptrs[b];
+        if (p->target == KN_TARGET_EMU) {
+            kn_dim3 grid = {pk->launch.grid, 1, 1}, block = {pk->launch.block, 1, 1};
+            if (kn_emu_launch(pk->emu, grid, block, args) != 0)
+                return kn_error(KN_ERR_INTERNAL, "kn_program_run: %s failed under the CUDA emulator (see above)", k->name);
+        } else {
+#if KN_HAVE_CUDA
+            KN_TRY(kn_cuda_launch_kernel(pk->gpu, k->name, pk->launch, args));
+#endif
+        }
+    }
     for (int s = 0; p->hook && s < k->nstores; s++) {
         int32_t v = k->bufs[k->stores[s].buf].value;
         KN_TRY(p->hook(p->hook_ctx, v, p->vals[v]));

@@ -36,8 +36,9 @@ void kn_emu_syncthreads(void)
 }
 
 /* A warp shuffle: every lane posts its value, the warp meets, each reads its source
- * lane's value, the warp meets again (so no slot is overwritten before it is read). */
-static float warp_slot[KN_EMU_MAX_THREADS];
+ * lane's value, the warp meets again (so no slot is overwritten before it is read). Values
+ * travel as double, which holds a float or an int exactly. */
+static double warp_slot[KN_EMU_MAX_THREADS];
 
 static void kn_emu_warp_meet(void)
 {
@@ -45,16 +46,20 @@ static void kn_emu_warp_meet(void)
     swapcontext(&thread_ctx[cur], &sched_ctx);
 }
 
-float kn_emu_shfl_down(float v, unsigned delta)
+static double kn_emu_shfl(double v, unsigned src_lane)
 {
     warp_slot[cur] = v;
     kn_emu_warp_meet();
-    unsigned lane = cur % 32, src = cur + delta;
+    unsigned base = cur / 32 * 32, src = base + src_lane;
     unsigned nt = kn_emu_block_dim.x * kn_emu_block_dim.y * kn_emu_block_dim.z;
-    float r = (lane + delta < 32 && src < nt) ? warp_slot[src] : v;
+    double r = src_lane < 32 && src < nt ? warp_slot[src] : v;
     kn_emu_warp_meet();
     return r;
 }
+
+/* Lanes past the warp's end keep their own value, as on the GPU. */
+double kn_emu_shfl_down(double v, unsigned delta) { return kn_emu_shfl(v, cur % 32 + delta); }
+double kn_emu_shfl_xor(double v, unsigned lanemask) { return kn_emu_shfl(v, (cur % 32) ^ lanemask); }
 
 static kn_dim3 kn_emu_unflatten(unsigned i, kn_dim3 d)
 {

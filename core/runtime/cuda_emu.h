@@ -13,8 +13,19 @@
  * deadlock: kn_emu_launch returns -1 with a message naming the block, instead of
  * hanging. atomicAdd/atomicMax on int, unsigned and float (plain read-modify-write:
  * threads never interleave between switch points, so it is atomic here).
- * __shfl_down_sync on float (the warp meets at each shuffle; the mask is not checked).
- * Not yet: other shuffles, votes, race reports, the <<<>>> launch macro. */
+ * __shfl_down_sync and __shfl_xor_sync on float, double and int (the warp meets at each
+ * shuffle; the mask is not checked: every lane of the warp must take part). __shared__
+ * arrays (static storage: one block runs at a time). The launch macro:
+ *
+ *     KN_KERNEL_DEF(scale, struct scale_args)     // a kernel taking one struct by value, a
+ *     { ... a.x[i] *= a.s; ... }                  // (the name of the argument is a)
+ *     int rc = KN_LAUNCH(scale, grid, block, args);   // scale<<<grid, block>>>(args) under nvcc
+ *
+ * Kernels the CUDA renderer emits use kn_emu_launch directly (their emulator dialect,
+ * core/codegen/render_cuda.c, declares the same built-ins). Not emulated: votes, other
+ * shuffles, dynamic shared memory, streams; a read of shared memory racing with another
+ * thread's write is not detected (threads switch only at barriers and shuffles, so such a
+ * race always reads the value of one fixed order). */
 #ifndef KN_CUDA_EMU_H
 #define KN_CUDA_EMU_H
 
@@ -26,15 +37,23 @@ extern kn_dim3 kn_emu_thread_idx, kn_emu_block_idx, kn_emu_block_dim, kn_emu_gri
  * (message on stderr) or a bad launch shape. */
 int kn_emu_launch(void (*fn)(void *), kn_dim3 grid, kn_dim3 block, void *args);
 void kn_emu_syncthreads(void);
-float kn_emu_shfl_down(float v, unsigned delta);
+double kn_emu_shfl_down(double v, unsigned delta);
+double kn_emu_shfl_xor(double v, unsigned lanemask);
 
-#ifndef __CUDACC__
+#if !defined(__CUDACC__) && !defined(KN_EMU_NO_BUILTINS)
 #define threadIdx kn_emu_thread_idx
 #define blockIdx kn_emu_block_idx
 #define blockDim kn_emu_block_dim
 #define gridDim kn_emu_grid_dim
 #define __syncthreads() kn_emu_syncthreads()
-#define __shfl_down_sync(mask, v, d) ((void)(mask), kn_emu_shfl_down((v), (d)))
+#define __shfl_down_sync(mask, v, d) ((void)(mask), (__typeof__(v))kn_emu_shfl_down((v), (d)))
+#define __shfl_xor_sync(mask, v, m) ((void)(mask), (__typeof__(v))kn_emu_shfl_xor((v), (m)))
+#define __shared__ static
+#define KN_KERNEL_DEF(name, T)                                        \
+    static void name##_body(T a);                                     \
+    static void name(void *p) { name##_body(*(T *)p); }               \
+    static void name##_body(T a)
+#define KN_LAUNCH(name, grid, block, args) kn_emu_launch(name, (grid), (block), &(args))
 #define __global__
 #define __device__
 static inline int atomicAdd_i(int *p, int v) { int o = *p; *p = o + v; return o; }
@@ -43,6 +62,11 @@ static inline float atomicAdd_f(float *p, float v) { float o = *p; *p = o + v; r
 static inline int atomicMax_i(int *p, int v) { int o = *p; if (v > o) *p = v; return o; }
 #define atomicAdd(p, v) _Generic((p), int *: atomicAdd_i, unsigned *: atomicAdd_u, float *: atomicAdd_f)(p, v)
 #define atomicMax(p, v) atomicMax_i(p, v)
+#elif defined(__CUDACC__)
+#define KN_KERNEL_DEF(name, T) __global__ void name(T a)
+#define KN_LAUNCH(name, grid, block, args)                                                       \
+    (name<<<dim3((grid).x, (grid).y, (grid).z), dim3((block).x, (block).y, (block).z)>>>(args), \
+     cudaGetLastError() == cudaSuccess ? 0 : -1)
 #endif
 
 #endif

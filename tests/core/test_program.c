@@ -26,7 +26,7 @@ static kn_interp *reference_run(const kn_graph *g, const irt_model *m) {
 
 static kn_program *compile_cpu(const kn_graph *g, const char *passes) {
     kn_program *p = NULL;
-    kn_program_opts o = {KN_CPU, passes, KN_PROGRAM_NODES};
+    kn_program_opts o = {KN_CPU, passes, KN_PROGRAM_NODES, false};
     KN_ASSERT_OK(kn_program_compile(&p, g, &o));
     return p;
 }
@@ -64,15 +64,15 @@ KN_TEST(program, errors_are_clear) {
     irt_model_init(&m, KN_DT_F32, 3);
     kn_graph *g = irt_joint_graph(&m, 0.1);
     kn_program *p = NULL;
-    kn_program_opts o = {KN_CPU, "fold,bogus", KN_PROGRAM_NODES};
+    kn_program_opts o = {KN_CPU, "fold,bogus", KN_PROGRAM_NODES, false};
     KN_ASSERT_ERR(kn_program_compile(&p, g, &o), KN_ERR_ARG);
     cr_assert(strstr(kn_last_error(), "unknown pass 'bogus'"), "%s", kn_last_error());
     cr_assert_null(p);
     KN_ASSERT_ERR(kn_program_compile(&p, NULL, NULL), KN_ERR_ARG);
-    o = (kn_program_opts){{KN_DEVICE_TYPE_COUNT, 0}, NULL, KN_PROGRAM_NODES};
+    o = (kn_program_opts){{KN_DEVICE_TYPE_COUNT, 0}, NULL, KN_PROGRAM_NODES, false};
     KN_ASSERT_ERR(kn_program_compile(&p, g, &o), KN_ERR_ARG);
     if (kn_device_count(KN_DEVICE_CUDA) == 0) {
-        o = (kn_program_opts){{KN_DEVICE_CUDA, 0}, NULL, KN_PROGRAM_NODES};
+        o = (kn_program_opts){{KN_DEVICE_CUDA, 0}, NULL, KN_PROGRAM_NODES, false};
         kn_status st = kn_program_compile(&p, g, &o);
         cr_assert(st == KN_ERR_DEVICE || st == KN_ERR_UNSUPPORTED, "no GPU: %s", kn_last_error());
     }
@@ -92,7 +92,7 @@ KN_TEST(program, gpu_program_agrees_with_the_cpu) {
     irt_model_init(&m, KN_DT_F64, 13);
     kn_graph *g = irt_joint_graph(&m, 0.1);
     kn_program *pc = NULL, *pg = NULL;
-    kn_program_opts oc = {KN_CPU, NULL, KN_PROGRAM_NODES}, og = {{KN_DEVICE_CUDA, 0}, NULL, KN_PROGRAM_NODES};
+    kn_program_opts oc = {KN_CPU, NULL, KN_PROGRAM_NODES, false}, og = {{KN_DEVICE_CUDA, 0}, NULL, KN_PROGRAM_NODES, false};
     KN_ASSERT_OK(kn_program_compile(&pc, g, &oc));
     KN_ASSERT_OK(kn_program_compile(&pg, g, &og));
     bind_all(pc, &m);

@@ -33,6 +33,30 @@ __global__ static void warp_sum(void *p)
         a->out[i / 32] = v;
 }
 
+/* Every lane ends with the warp's maximum (a butterfly over xor partners). */
+__global__ static void warp_max_xor(void *p)
+{
+    struct red_args *a = p;
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = a->x[i];
+    for (unsigned d = 16; d > 0; d /= 2) {
+        float o = __shfl_xor_sync(0xffffffffu, v, d);
+        v = o > v ? o : v;
+    }
+    a->out[i] = v;
+}
+
+/* A shared-memory tile transpose through the launch macro (<<<>>> under nvcc). */
+struct tr_args { const float *in; float *out; unsigned n; };
+KN_KERNEL_DEF(transpose, struct tr_args)
+{
+    __shared__ float tile[16][17];
+    unsigned bx = blockIdx.x * 16, by = blockIdx.y * 16, tx = threadIdx.x, ty = threadIdx.y;
+    tile[ty][tx] = a.in[(by + ty) * a.n + bx + tx];
+    __syncthreads();
+    a.out[(bx + ty) * a.n + by + tx] = tile[tx][ty];
+}
+
 struct hist_args { const int *x; unsigned *bins; int n; };
 
 __global__ static void histogram(void *p)
@@ -82,6 +106,34 @@ int main(void)
     if (kn_emu_launch(warp_sum, grid, block, &wa) != 0)
         fails++;
     fails += check_sums("warp_sum", x, wout, 32, 32);
+    float mx[4 * 256];
+    struct red_args ma = { x, mx };
+    if (kn_emu_launch(warp_max_xor, grid, block, &ma) != 0)
+        fails++;
+    for (int i = 0; i < 4 * 256; i++) {
+        float want = 0;
+        for (int j = i / 32 * 32; j < i / 32 * 32 + 32; j++)
+            want = x[j] > want ? x[j] : want;
+        if (mx[i] != want) {
+            printf("warp_max_xor: lane %d got %g want %g\n", i, mx[i], want);
+            fails++;
+            break;
+        }
+    }
+    static float tin[32 * 32], tout[32 * 32];
+    for (int i = 0; i < 32 * 32; i++)
+        tin[i] = (float)i;
+    struct tr_args ta = { tin, tout, 32 };
+    kn_dim3 tg = {2, 2, 1}, tb = {16, 16, 1};
+    if (KN_LAUNCH(transpose, tg, tb, ta) != 0)
+        fails++;
+    for (int i = 0; i < 32; i++)
+        for (int j = 0; j < 32; j++)
+            if (tout[j * 32 + i] != tin[i * 32 + j]) {
+                printf("transpose: (%d,%d) got %g want %g\n", i, j, tout[j * 32 + i], tin[i * 32 + j]);
+                fails++;
+                i = j = 32;
+            }
     int hx[1000];
     unsigned bins[8] = {0}, want_bins[8] = {0};
     for (int i = 0; i < 1000; i++) {

@@ -148,12 +148,34 @@ kn_status kn_kernel_print(FILE *f, const kn_kernel *k);
 kn_status kn_render_c(const kn_kernel *k, char **src, size_t *len, size_t *cap);
 /* The lines every generated file starts with (includes). */
 const char *kn_render_c_prelude(void);
-/* The same kernel as CUDA C, for NVRTC: extern "C" __global__ void <name>(void *const *B,
- * int64_t lo, int64_t hi), B a device array of the buffers' pointers; a thread per outer
- * index (grid-stride), the inner loops in the thread, no row buffers. The first, simplest
- * mapping: warp and block reductions over a row are lab 07's. Prelude: kn_render_cuda_prelude. */
-kn_status kn_render_cuda(const kn_kernel *k, char **src, size_t *len, size_t *cap);
-const char *kn_render_cuda_prelude(void);
+/* ---------------------------------------------------------------- CUDA code
+ *
+ * The same kernel as CUDA C (core/codegen/render_cuda.c):
+ *     KN_KERNEL <name>(float *__restrict__ p0, const float *__restrict__ p1, ...)
+ * one pointer per buffer (k->bufs order), launched as kn_cuda_launch_config says. A kernel
+ * without a reduction runs a thread per element of its space (grid-stride); one with a
+ * reduction runs a block per row (grid-stride over rows), the block's threads striding
+ * over the row and combining their partial sums with warp shuffles and shared memory.
+ * Dialects: KN_CUDA_NVRTC for the GPU; KN_CUDA_EMU, the same text as C11 for the host
+ * compiler, run by the CUDA emulator (core/runtime/cuda_emu.h), with, per kernel, an entry
+ * `void <name>__emu(void *args)` taking the arguments as cudaLaunchKernel does (an array of
+ * pointers to each argument). A file starts with kn_render_cuda_prelude(dialect). */
+typedef enum kn_cuda_dialect { KN_CUDA_NVRTC = 0, KN_CUDA_EMU = 1 } kn_cuda_dialect;
+kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, char **src, size_t *len, size_t *cap);
+const char *kn_render_cuda_prelude(kn_cuda_dialect d);
+
+typedef struct kn_cuda_limits {
+    int sm_count;        /* multiprocessors (132 on an H100 SXM) */
+    int max_threads;     /* most threads a block may have (1024 on every GPU kiln builds for) */
+    int blocks_per_sm;   /* resident blocks to aim for per multiprocessor */
+} kn_cuda_limits;
+typedef struct kn_cuda_launch { unsigned grid, block; } kn_cuda_launch;
+/* Grid and block for k: a reduction gets one block per row, of enough warps to cover the row
+ * once (32 <= block <= max_threads, a multiple of 32), and min(rows, sm_count *
+ * blocks_per_sm) blocks; an elementwise kernel 256 threads a block (fewer when max_threads
+ * is smaller) and enough blocks for one element a thread, at most sm_count * blocks_per_sm
+ * (the grid-stride loop does the rest). */
+kn_cuda_launch kn_cuda_launch_config(const kn_kernel *k, const kn_cuda_limits *lim);
 
 /* A compiled shared object. kn_cc_compile writes src to the kernel cache directory
  * ($KILN_CACHE_DIR, $XDG_CACHE_HOME/kiln or ~/.cache/kiln; then kernels/) as <hash>.c,
@@ -177,6 +199,9 @@ bool kn_cc_available(void);
  * prelude then declares the SIMD variants of exp, log and tanh, so loops calling them
  * vectorize (a few ulp from the scalar functions, like any libm). */
 bool kn_cc_vector_math(void);
+/* A file in the kernel cache: <cache>/kernels/<hash of keys>.<ext> (the directory is made).
+ * What the CUDA module cache (cubins) shares with the C one. */
+kn_status kn_cc_cache_path(const char *ext, const char *const *keys, int nkeys, char *out, size_t cap);
 
 /* ---------------------------------------------------------------- lab 05 units
  * Declared here, called by the core (the scheduler, the C renderer), written by students in

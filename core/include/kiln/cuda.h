@@ -28,6 +28,7 @@
 #ifndef KILN_CUDA_H
 #define KILN_CUDA_H
 
+#include "kiln/codegen.h"
 #include "kiln/device.h"
 #include "kiln/ir.h"
 #include "kiln/optim.h"
@@ -44,6 +45,26 @@ kn_status kn_cuda_node_eval(const kn_node *n, const kn_tensor *const *in, kn_ten
  * major.minor with NVRTC: no GPU needed. *ptx (kn_free it) and *ptx_len on success;
  * KN_ERR_INTERNAL with NVRTC's log when it does not compile. */
 kn_status kn_cuda_nvrtc_compile(const char *src, const char *name, int major, int minor, char **ptx, size_t *ptx_len);
+/* The same with cubin: true for SASS of sm_<major><minor> (loadable as it is) instead of PTX. */
+kn_status kn_cuda_nvrtc_build(const char *src, const char *name, int major, int minor, bool cubin, char **out,
+                              size_t *len);
+
+/* Generated kernels on the GPU (core/runtime/cuda_module.cu). kn_cuda_module_load compiles
+ * src (CUDA C from kn_render_cuda) with NVRTC for device's architecture, or reads the cubin
+ * from the kernel cache ($KILN_CACHE_DIR/kernels/<hash>.cubin), and loads it; *cached and
+ * *ms (either may be NULL) say which and how long it took. A compile error is
+ * KN_ERR_INTERNAL with NVRTC's log. kn_cuda_module_kernel finds a kernel by name;
+ * kn_cuda_launch_kernel launches it on the default stream with args as cudaLaunchKernel
+ * takes them (one pointer to each argument). kn_cuda_limits_get: the device's limits for
+ * kn_cuda_launch_config, and its compute capability. */
+typedef struct kn_cuda_module kn_cuda_module;
+kn_status kn_cuda_module_load(int device, const char *src, const char *name, kn_cuda_module **out, bool *cached,
+                              double *ms);
+kn_status kn_cuda_module_kernel(const kn_cuda_module *m, const char *name, void **fn);
+kn_status kn_cuda_launch_kernel(void *fn, const char *name, kn_cuda_launch l, void **args);
+void kn_cuda_module_free(kn_cuda_module *m);
+kn_status kn_cuda_limits_get(int device, kn_cuda_limits *lim, int *major, int *minor);
+
 /* Whether op has a CUDA kernel (false for sources, which have no operand on a GPU: a
  * `full` runs on the CPU and its consumer copies it over; false for invalid ops). */
 bool kn_cuda_has_kernel(kn_op op);

@@ -117,8 +117,10 @@ typedef struct kn_trainer {
     double clip;             /* global-norm clip (0: none) */
     bool eager;              /* step in eager mode (rebuild and run op by op, kn_backward)
                               * instead of replaying the compiled joint graph; same bits */
-    bool compiled;           /* on the CPU, the programs are fused generated C
-                              * (KN_PROGRAM_COMPILED; set with kn_trainer_set_compiled) */
+    bool compiled;           /* the programs are fused generated kernels: C on the CPU, CUDA
+                              * on a GPU (KN_PROGRAM_COMPILED; set with kn_trainer_set_compiled) */
+    bool cuda_emu;           /* compiled on the CPU: the CUDA kernels under the emulator
+                              * (kn_program_opts.cuda_emu; a test of the GPU's code path) */
     const char *passes;      /* borrowed: the pass list the programs are compiled with
                               * (kiln/passes.h; NULL: none), applied by kn_trainer_set_compiled */
     /* The step's state: ONE set, on dev (KN_CPU unless kn_trainer_to_device moved it).

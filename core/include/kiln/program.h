@@ -38,13 +38,17 @@ extern "C" {
 
 typedef enum kn_program_mode {
     KN_PROGRAM_NODES = 0, /* one step per node, each the backend's kernel (the interpreter's order) */
-    KN_PROGRAM_COMPILED,  /* fused, generated kernels (kiln/codegen.h) plus library steps; CPU only */
+    KN_PROGRAM_COMPILED,  /* fused, generated kernels (kiln/codegen.h) plus library steps */
 } kn_program_mode;
 
 typedef struct kn_program_opts {
     kn_device device;   /* where the steps run (KN_CPU by default) */
     const char *passes; /* NULL, "" or "none" (see above) */
     kn_program_mode mode;
+    /* COMPILED on the CPU: render the CUDA dialect and run it under the CUDA emulator
+     * (core/runtime/cuda_emu.h) instead of C: the GPU's generated code, tested without a
+     * GPU (slow: every thread is a coroutine). On a CUDA device the CUDA code runs for real. */
+    bool cuda_emu;
 } kn_program_opts;
 
 /* What compiling did (kn_program_stats), for reports and benchmarks. */

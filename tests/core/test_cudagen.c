@@ -1,0 +1,207 @@
+/* test_cudagen.c — the CUDA renderer (core/codegen/render_cuda.c) against the interpreter.
+ *
+ * Without a GPU: every kernel runs under the CUDA emulator (the emulator dialect of the
+ * same CUDA text, compiled by the host compiler; core/runtime/cuda_emu.c), in a compiled
+ * program on the CPU: random graphs (f64 and f32) and the GPT's joint graph (the loss and
+ * every gradient). NVRTC compiles every kernel of the GPT step for sm_90. With a GPU the
+ * same programs run for real (cuda_codegen suite: skipped here with one line). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kn_test.h"
+#include "kiln/codegen.h"
+#include "kiln/nn.h"
+#include "kiln/passes.h"
+#include "kiln/program.h"
+#if KN_HAVE_CUDA
+#include "kiln/cuda.h"
+#endif
+
+static void private_cache(void) {
+    char tmpl[] = "/tmp/kiln-cu-XXXXXX";
+    char *d = mkdtemp(tmpl);
+    cr_assert_not_null(d);
+    setenv("KILN_CACHE_DIR", d, 1);
+}
+
+static kn_gpt_config tiny(void) { return (kn_gpt_config){.vocab = 17, .context = 8, .layers = 2, .width = 16, .heads = 2}; }
+
+static double compare_on(const kn_graph *g, kn_device dev, bool emu, uint64_t seed, kn_program_stats *st) {
+    kn_program_opts o = {dev, NULL, KN_PROGRAM_COMPILED, emu};
+    double worst = INFINITY;
+    KN_ASSERT_OK(kn_program_compare(g, &o, seed, &worst, st));
+    return worst;
+}
+
+/* Random graphs on a target: f64 within 1e-12 (sums in a tree instead of a line), f32 (or a
+ * graph rounding through f32) within 2e-5. */
+static void random_graphs(kn_device dev, bool emu, kn_dtype dt, int nseeds) {
+    private_cache();
+    kn_randgraph_opts ro = kn_randgraph_defaults();
+    ro.dtype = dt;
+    int kernels = 0;
+    for (int s = 0; s < nseeds; s++) {
+        kn_graph *g = NULL;
+        KN_ASSERT_OK(kn_randgraph(&g, (uint64_t)s, &ro));
+        kn_program_stats st;
+        double err = compare_on(g, dev, emu, (uint64_t)s + 7, &st);
+        double tol = dt == KN_DT_F64 ? 1e-12 : 2e-5;
+        for (int i = 0; i < g->nnodes; i++)
+            if (g->nodes[i].op == KN_OP_CAST && g->nodes[i].type.dtype == KN_DT_F32) tol = 2e-5;
+        cr_assert(err <= tol, "seed %d (%s): the CUDA kernels differ from the interpreter by %.3g (tolerance %.3g)", s,
+                  kn_dtype_name(dt), err, tol);
+        kernels += st.nkernels;
+        kn_graph_free(g);
+    }
+    cr_assert_gt(kernels, nseeds, "only %d generated kernels over %d graphs", kernels, nseeds);
+}
+
+KN_TEST(cudagen, random_graphs_f64_under_the_emulator, .timeout = 240) { random_graphs(KN_CPU, true, KN_DT_F64, 60); }
+KN_TEST(cudagen, random_graphs_f32_under_the_emulator, .timeout = 240) { random_graphs(KN_CPU, true, KN_DT_F32, 40); }
+
+static void gpt_joint(kn_device dev, bool emu) {
+    private_cache();
+    kn_gpt_config c = tiny();
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_gpt_graph(&c, 3, 8, true, &g));
+    kn_program_stats st;
+    double err = compare_on(g, dev, emu, 5, &st);
+    cr_assert(err <= 2e-5, "GPT joint graph: the CUDA kernels differ by %.3g", err);
+    cr_assert_gt(st.nkernels, 10);
+    kn_graph_free(g);
+}
+
+KN_TEST(cudagen, gpt_loss_and_every_gradient_under_the_emulator, .timeout = 240) { gpt_joint(KN_CPU, true); }
+
+/* The launch shapes: warps whole, within the limits, a block per row for reductions. */
+KN_TEST(cudagen, launch_configuration) {
+    kn_kernel k = {.reduces = true, .outer_n = 10000, .inner_n = 768};
+    kn_cuda_limits h100 = {132, 1024, 8};
+    kn_cuda_launch l = kn_cuda_launch_config(&k, &h100);
+    cr_assert_eq(l.block, 768u);
+    cr_assert_eq(l.grid, 1056u);
+    k.inner_n = 5000;
+    l = kn_cuda_launch_config(&k, &h100);
+    cr_assert_eq(l.block, 1024u);
+    k.inner_n = 3;
+    k.outer_n = 7;
+    l = kn_cuda_launch_config(&k, &h100);
+    cr_assert_eq(l.block, 32u);
+    cr_assert_eq(l.grid, 7u);
+    k.reduces = false;
+    k.outer_n = 1000;
+    k.inner_n = 1000;
+    l = kn_cuda_launch_config(&k, &h100);
+    cr_assert_eq(l.block, 256u);
+    cr_assert_eq(l.grid, 1056u);
+    k.outer_n = 1;
+    k.inner_n = 300;
+    l = kn_cuda_launch_config(&k, &h100);
+    cr_assert_eq(l.grid, 2u);
+}
+
+#if KN_HAVE_CUDA
+/* Every kernel of the GPT step, rendered as CUDA C, compiles with NVRTC for sm_90 (H100):
+ * no GPU needed. */
+KN_TEST(cudagen, every_gpt_kernel_compiles_with_nvrtc, .timeout = 240) {
+    kn_gpt_config c = tiny();
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_gpt_graph(&c, 2, 8, true, &g));
+    KN_ASSERT_OK(kn_pass_decompose(g, NULL));
+    kn_schedule *s = NULL;
+    KN_ASSERT_OK(kn_schedule_build(g, &s));
+    const char *pre = kn_render_cuda_prelude(KN_CUDA_NVRTC);
+    char *src = malloc(strlen(pre) + 1);
+    strcpy(src, pre);
+    size_t len = strlen(pre), cap = len + 1;
+    int n = 0, rows = 0;
+    for (int i = 0; i < s->ngroups; i++) {
+        if (!s->groups[i].fused) continue;
+        kn_kernel k;
+        KN_ASSERT_OK(kn_kernel_lower(g, s, i, &k));
+        KN_ASSERT_OK(kn_render_cuda(&k, KN_CUDA_NVRTC, &src, &len, &cap));
+        rows += k.reduces;
+        kn_kernel_clear(&k);
+        n++;
+    }
+    cr_assert_gt(n, 10);
+    cr_assert_gt(rows, 2, "the GPT step has row kernels (softmax, layernorm)");
+    cr_assert(strstr(src, "kn_block_sum(") && strstr(src, "__shfl_xor_sync"), "row kernels combine with shuffles");
+    char *ptx = NULL;
+    size_t plen = 0;
+    KN_ASSERT_OK(kn_cuda_nvrtc_compile(src, "gpt_step.cu", 9, 0, &ptx, &plen));
+    int entries = 0;
+    for (const char *q = ptx; (q = strstr(q, ".entry ")); q++) entries++;
+    cr_assert_eq(entries, n, "one PTX entry per kernel: %d of %d", entries, n);
+    kn_free(ptx);
+    cr_assert_eq(kn_cuda_nvrtc_compile("extern \"C\" __global__ void bad() { undeclared = 1; }", "bad.cu", 9, 0, &ptx, &plen),
+                 KN_ERR_INTERNAL);
+    cr_assert(strstr(kn_last_error(), "undeclared") && strstr(kn_last_error(), "bad.cu"), "%s", kn_last_error());
+    free(src);
+    kn_schedule_free(s);
+    kn_graph_free(g);
+}
+
+#define SKIP_WITHOUT_GPU()                                                                   \
+    do {                                                                                     \
+        if (kn_device_count(KN_DEVICE_CUDA) == 0) cr_skip_test("no CUDA device: GPU test skipped"); \
+    } while (0)
+
+static const kn_device gpu0 = {KN_DEVICE_CUDA, 0};
+
+KN_TEST(cuda_codegen, random_graphs_f64_on_the_gpu, .timeout = 240) {
+    SKIP_WITHOUT_GPU();
+    random_graphs(gpu0, false, KN_DT_F64, 40);
+}
+KN_TEST(cuda_codegen, random_graphs_f32_on_the_gpu, .timeout = 240) {
+    SKIP_WITHOUT_GPU();
+    random_graphs(gpu0, false, KN_DT_F32, 30);
+}
+KN_TEST(cuda_codegen, gpt_loss_and_every_gradient_on_the_gpu, .timeout = 240) {
+    SKIP_WITHOUT_GPU();
+    gpt_joint(gpu0, false);
+}
+
+/* Ten AdamW steps of the compiled GPU program follow the node-by-node GPU program; a second
+ * compile comes from the cubin cache. */
+KN_TEST(cuda_codegen, compiled_training_on_the_gpu_follows_node_by_node, .timeout = 240) {
+    SKIP_WITHOUT_GPU();
+    private_cache();
+    kn_gpt_config c = tiny();
+    double loss[2][10];
+    for (int mode = 0; mode < 2; mode++) {
+        kn_gpt model;
+        KN_ASSERT_OK(kn_gpt_new(&model, &c));
+        kn_gpt_init(&model, 1234);
+        kn_optim_config oc = kn_optim_default();
+        kn_trainer t;
+        KN_ASSERT_OK(kn_trainer_new(&t, &model, 2, 8, &oc, 1.0));
+        KN_ASSERT_OK(kn_trainer_to_device(&t, gpu0));
+        KN_ASSERT_OK(kn_trainer_set_compiled(&t, mode == 1));
+        cr_assert_eq(kn_program_get_stats(t.prog).mode, mode ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES);
+        int32_t x[16], y[16];
+        for (int step = 0; step < 10; step++) {
+            for (int i = 0; i < 16; i++) { x[i] = (i * 7 + step * 3) % 17; y[i] = (i * 5 + step) % 17; }
+            KN_ASSERT_OK(kn_trainer_step(&t, x, y, 1e-2, &loss[mode][step], NULL));
+        }
+        kn_trainer_free(&t);
+        kn_gpt_free(&model);
+    }
+    for (int s = 0; s < 10; s++)
+        cr_assert(fabs(loss[0][s] - loss[1][s]) <= 1e-4 * (1 + fabs(loss[0][s])), "step %d: loss %.9g node by node, %.9g "
+                  "compiled", s, loss[0][s], loss[1][s]);
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_gpt_graph(&c, 2, 8, true, &g));
+    kn_program_opts o = {gpu0, NULL, KN_PROGRAM_COMPILED, false};
+    kn_program *p1 = NULL, *p2 = NULL;
+    KN_ASSERT_OK(kn_program_compile(&p1, g, &o));
+    KN_ASSERT_OK(kn_program_compile(&p2, g, &o));
+    cr_assert(kn_program_get_stats(p2).cached, "the second compile reads the cubin cache");
+    kn_program_free(p1);
+    kn_program_free(p2);
+    kn_graph_free(g);
+}
+#endif
