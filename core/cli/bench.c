@@ -216,9 +216,9 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
                "fp32 (TF32 %s) AdamW on %s\n", o->vocab, o->context, o->layers, o->width, o->heads, (long long)g.p.n,
                o->batch, o->tf32 ? "on" : "off", devname);
         printf("  setup (init, compile, move): %.1f s; %d warm-up + %d timed steps\n", setup, o->warmup, nt);
-        printf("  mode %s, passes %s: %d steps per training step (%d generated kernels) for %d graph nodes; compile "
-               "%.0f ms%s\n", compiled ? "compiled" : "interp", o->passes[0] ? o->passes : "none", ps.nsteps, ps.nkernels,
-               ps.nodes_computing, ps.compile_ms,
+        printf("  mode %s, passes %s: %d steps per training step (%d generated kernels, %d distinct) for %d graph nodes; "
+               "compile %.0f ms%s\n", compiled ? "compiled" : "interp", o->passes[0] ? o->passes : "none", ps.nsteps,
+               ps.nkernels, ps.nunique, ps.nodes_computing, ps.compile_ms,
                compiled ? (ps.cached ? " (kernel cache hit)" : " (cold)") : "");
         if (compiled)
             printf("  memory plan: %.2f MB arena for %.2f MB of buffers (lower bound %.2f MB)\n", ps.mem_planned / 1e6,

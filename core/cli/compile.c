@@ -40,7 +40,7 @@ static void usage(FILE *f) {
             "  --schedule         compile to generated C (fusion) and print the schedule: which nodes\n"
             "                     went into which kernel, and why a merge was refused\n"
             "  --emit-kernels DIR compile to generated C and write schedule.txt, each kernel's IR (kN.kir)\n"
-            "                     and C (kN.c) into DIR\n"
+            "                     C (kN.c) and CUDA (kN.cu) into DIR\n"
             "  --memory-plot FILE compile to generated C and write the memory plan's live bytes per step\n"
             "                     as TSV (plots/memory.sh draws it with gnuplot)\n"
             "  --emit-ir FILE     write the optimized graph as IR text\n"

@@ -186,10 +186,10 @@ void kn_rc_define(kn_rc *c, int i, bool full, int indent) {
 void kn_rc_inner_coords(kn_rc *c, int indent) {
     const kn_kernel *k = c->k;
     if (c->single >= 0) return;
-    kn_remit(&c->o, "%*sint64_t q = r;\n", indent, "");
+    kn_remit(&c->o, "%*s%s q = r;\n", indent, "", c->ix);
     for (int ax = k->ndim - 1; ax >= 0; ax--) {
         if (!((k->inner >> ax) & 1u)) continue;
-        kn_remit(&c->o, "%*sconst int64_t r%d = q %% %lld; q /= %lld;\n", indent, "", ax, (long long)k->shape[ax],
+        kn_remit(&c->o, "%*sconst %s r%d = q %% %lld; q /= %lld;\n", indent, "", c->ix, ax, (long long)k->shape[ax],
                  (long long)k->shape[ax]);
     }
     kn_remit(&c->o, "%*s(void)q;\n", indent, "");
@@ -208,7 +208,7 @@ void kn_rc_close_scope(kn_rc *c) {
 }
 
 kn_status kn_rc_init(kn_rc *c, const kn_kernel *k, char **src, size_t *len, size_t *cap) {
-    *c = (kn_rc){.k = k, .o = {src, len, cap, KN_OK}};
+    *c = (kn_rc){.k = k, .o = {src, len, cap, KN_OK}, .ix = "int64_t"};
     if (!k || !src || !len || !cap) return kn_error(KN_ERR_ARG, "kn_render_c: NULL argument");
     KN_TRY(kn_kernel_verify(k));
     c->done = kn_calloc((size_t)k->nx + 1, sizeof *c->done);
@@ -247,12 +247,12 @@ void kn_rc_row_setup(kn_rc *c, int indent) {
     kn_rout *o = &c->o;
     int nouter = 0;
     for (int ax = 0; ax < k->ndim; ax++) nouter += !((k->inner >> ax) & 1u);
-    if (nouter > 0) kn_remit(o, "%*sint64_t q = o;\n", indent, "");
+    if (nouter > 0) kn_remit(o, "%*s%s q = o;\n", indent, "", c->ix);
     int left = nouter;
     for (int ax = k->ndim - 1; ax >= 0; ax--) {
         if ((k->inner >> ax) & 1u) continue;
-        if (--left == 0) kn_remit(o, "%*sconst int64_t c%d = q;\n", indent, "", ax);
-        else kn_remit(o, "%*sconst int64_t c%d = q %% %lld; q /= %lld;\n", indent, "", ax, (long long)k->shape[ax],
+        if (--left == 0) kn_remit(o, "%*sconst %s c%d = q;\n", indent, "", c->ix, ax);
+        else kn_remit(o, "%*sconst %s c%d = q %% %lld; q /= %lld;\n", indent, "", c->ix, ax, (long long)k->shape[ax],
                       (long long)k->shape[ax]);
     }
     if (nouter > 0) kn_remit(o, "%*s(void)q;\n", indent, "");
@@ -262,7 +262,7 @@ void kn_rc_row_setup(kn_rc *c, int indent) {
         char off[512];
         kn_status st = kn_render_c_row_offset(k, b, off, sizeof off);
         if (st != KN_OK) o->st = st;
-        else kn_remit(o, "%*sconst int64_t o%d = %s;\n", indent, "", b, off);
+        else kn_remit(o, "%*sconst %s o%d = %s;\n", indent, "", c->ix, b, off);
     }
     for (int i = 0; i < k->nx; i++) kn_rc_define(c, i, false, indent);
 }
@@ -322,9 +322,8 @@ kn_status kn_render_c(const kn_kernel *k, char **src, size_t *len, size_t *cap) 
              (long long)k->outer_n, (long long)k->inner_n, k->name);
     kn_remit(o, "    void *const *B = (void *const *)ctx;\n");
     for (int b = 0; b < k->nbufs; b++)
-        kn_remit(o, "    %s%s *restrict p%d = (%s%s *)B[%d]; /* %%%d */\n", k->bufs[b].store ? "" : "const ",
-                 kn_rc_ctype(k->bufs[b].dtype), b, k->bufs[b].store ? "" : "const ", kn_rc_ctype(k->bufs[b].dtype), b,
-                 k->bufs[b].value);
+        kn_remit(o, "    %s%s *restrict p%d = (%s%s *)B[%d];\n", k->bufs[b].store ? "" : "const ",
+                 kn_rc_ctype(k->bufs[b].dtype), b, k->bufs[b].store ? "" : "const ", kn_rc_ctype(k->bufs[b].dtype), b);
     kn_remit(o, "    for (int64_t o = lo; o < hi; o++) {\n");
     kn_rc_row_setup(&c, 8);
     for (int i = 0; i < k->nx; i++) {

@@ -108,10 +108,29 @@ kn_cuda_launch kn_cuda_launch_config(const kn_kernel *k, const kn_cuda_limits *l
     return l;
 }
 
+/* Whether every index of k (the flat index, each buffer's element offsets) stays below 2^30:
+ * then the kernel indexes with int. A GPU has no 64-bit integer divider: the coordinates'
+ * divisions and remainders cost several times more in int64_t. */
+static bool fits_int(const kn_kernel *k) {
+    const int64_t lim = (int64_t)1 << 30;
+    if (k->outer_n * k->inner_n >= lim) return false;
+    for (int b = 0; b < k->nbufs; b++) {
+        int64_t hi = k->bufs[b].offset;
+        for (int ax = 0; ax < k->ndim; ax++) {
+            int64_t s = k->bufs[b].stride[ax];
+            hi += (k->shape[ax] - 1) * (s < 0 ? -s : s);
+        }
+        if (k->bufs[b].offset < 0 || hi >= lim) return false;
+    }
+    return true;
+}
+
 kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, char **src, size_t *len, size_t *cap) {
     if (d != KN_CUDA_NVRTC && d != KN_CUDA_EMU) return kn_error(KN_ERR_ARG, "kn_render_cuda: unknown dialect %d", (int)d);
     kn_rc c;
     KN_TRY(kn_rc_init(&c, k, src, len, cap));
+    if (fits_int(k)) c.ix = "int";
+    const char *ix = c.ix;
     kn_rout *o = &c.o;
     kn_remit(o, "/* %s: %lld rows x %lld, %s */\nKN_KERNEL %s(", k->name, (long long)k->outer_n, (long long)k->inner_n,
              k->reduces ? "a block per row" : "a thread per element", k->name);
@@ -119,14 +138,14 @@ kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, char **src, size
     kn_remit(o, ")\n{\n");
     if (k->reduces) {
         kn_remit(o, "    __shared__ double kn_sh[32];\n");
-        kn_remit(o, "    for (int64_t o = blockIdx.x; o < %lld; o += gridDim.x) {\n", (long long)k->outer_n);
+        kn_remit(o, "    for (%s o = blockIdx.x; o < %lld; o += gridDim.x) {\n", ix, (long long)k->outer_n);
         kn_rc_row_setup(&c, 8);
         for (int i = 0; i < k->nx; i++) {
             const kn_kx *x = &k->x[i];
             if (x->kind != KN_KX_ACC) continue;
             bool is_max = x->op == KN_OP_MAX;
             kn_remit(o, "        double s%d = %s;\n", i, is_max ? "-(double)INFINITY" : "0");
-            kn_remit(o, "        for (int64_t r = threadIdx.x; r < %lld; r += blockDim.x) {\n", (long long)k->inner_n);
+            kn_remit(o, "        for (%s r = threadIdx.x; r < %lld; r += blockDim.x) {\n", ix, (long long)k->inner_n);
             kn_rc_inner_coords(&c, 12);
             kn_rc_define(&c, x->in[0], true, 12);
             char nm[48];
@@ -141,7 +160,7 @@ kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, char **src, size
         bool any_full = false;
         for (int s = 0; s < k->nstores; s++) any_full |= k->x[k->stores[s].src].full;
         if (any_full) {
-            kn_remit(o, "        for (int64_t r = threadIdx.x; r < %lld; r += blockDim.x) {\n", (long long)k->inner_n);
+            kn_remit(o, "        for (%s r = threadIdx.x; r < %lld; r += blockDim.x) {\n", ix, (long long)k->inner_n);
             kn_rc_inner_coords(&c, 12);
             kn_rc_full_stores(&c, 12);
             kn_remit(o, "        }\n");
@@ -149,10 +168,11 @@ kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, char **src, size
         }
         kn_rc_outer_stores(&c, "threadIdx.x == 0", 8);
     } else {
-        kn_remit(o, "    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < %lld; "
-                    "e += (int64_t)gridDim.x * blockDim.x) {\n", (long long)(k->outer_n * k->inner_n));
-        kn_remit(o, "        const int64_t o = e / %lld, r = e %% %lld;\n        (void)o;\n        (void)r;\n", (long long)k->inner_n,
-                 (long long)k->inner_n);
+        const char *wide = strcmp(ix, "int") ? "(int64_t)" : "";
+        kn_remit(o, "    for (%s e = %sblockIdx.x * blockDim.x + threadIdx.x; e < %lld; e += %sgridDim.x * blockDim.x) {\n", ix,
+                 wide, (long long)(k->outer_n * k->inner_n), wide);
+        kn_remit(o, "        const %s o = e / %lld, r = e %% %lld;\n        (void)o;\n        (void)r;\n", ix,
+                 (long long)k->inner_n, (long long)k->inner_n);
         kn_rc_row_setup(&c, 8);
         kn_rc_inner_coords(&c, 8);
         kn_rc_full_stores(&c, 8);

@@ -20,6 +20,7 @@ typedef struct kn_rc {
     bool *done;          /* per entry: has a name in the current scope */
     int *cached;         /* per entry: the accumulator whose row buffer holds it, or -1 */
     int single;          /* the inner axis when there is exactly one, else -1 */
+    const char *ix;      /* the index type: "int64_t", or "int" where every index fits */
 } kn_rc;
 
 kn_status kn_rc_init(kn_rc *c, const kn_kernel *k, char **src, size_t *len, size_t *cap); /* verifies k */

@@ -44,6 +44,8 @@ typedef struct kn_program_kernel {
     void (*emu)(void *args);                       /* EMU: the <name>__emu entry */
     void *gpu;                                     /* CUDA: a cudaKernel_t */
     kn_cuda_launch launch;                         /* EMU, CUDA */
+    char fn_name[32];   /* the generated function it runs: its own, or an identical twin's */
+    uint64_t text_hash; /* of its source under a neutral name (finding twins) */
 } kn_program_kernel;
 
 struct kn_program {
@@ -77,7 +79,8 @@ struct kn_program {
 
 void kn_program_free(kn_program *p) {
     if (!p) return;
-    if (p->step_ms && p->runs > 0 && getenv("KILN_PROFILE_STEPS")) kn_program_print_profile(stderr, p, 15, 0);
+    if (p->step_ms && p->runs > 0 && getenv("KILN_PROFILE_STEPS")) /* =N: the N costliest (1: 15) */
+        kn_program_print_profile(stderr, p, atoi(getenv("KILN_PROFILE_STEPS")) > 1 ? atoi(getenv("KILN_PROFILE_STEPS")) : 15, 0);
     for (int i = 0; p->g && i < p->g->nnodes; i++) {
         if (p->bound) kn_tensor_free(p->bound[i]);
         if (p->vals) kn_tensor_free(p->vals[i]);
@@ -163,6 +166,43 @@ static const char *prelude(kn_target t) {
     return t == KN_TARGET_C ? kn_render_c_prelude() : kn_render_cuda_prelude(t == KN_TARGET_EMU ? KN_CUDA_EMU : KN_CUDA_NVRTC);
 }
 
+/* Render kernel k into the program's source unless a kernel with the same text is there
+ * already (the same layer's kernels repeat once per layer): then k calls that function. The
+ * name is the only difference between two renderings of the same kernel, so k is rendered
+ * once under a neutral name to compare. */
+static kn_status render_unique(kn_program *p, kn_program_kernel *k, char **src, size_t *len, size_t *cap) {
+    char *mine = NULL;
+    size_t ml = 0, mc = 0;
+    char real[32];
+    snprintf(real, sizeof real, "%s", k->ir.name);
+    snprintf(k->ir.name, sizeof k->ir.name, "kn_same");
+    kn_status st = render_kernel(p->target, &k->ir, &mine, &ml, &mc);
+    snprintf(k->ir.name, sizeof k->ir.name, "%s", real);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; st == KN_OK && i < ml; i++) h = (h ^ (unsigned char)mine[i]) * 1099511628211ull;
+    k->text_hash = h;
+    int twin = -1;
+    for (int i = 0; st == KN_OK && i < p->nkernels && twin < 0; i++)
+        if (p->kernels[i].text_hash == h && !strcmp(p->kernels[i].fn_name, p->kernels[i].ir.name)) {
+            char *theirs = NULL;
+            size_t tl = 0, tc = 0;
+            kn_kernel copy = p->kernels[i].ir; /* shallow: only the name changes, then back */
+            snprintf(copy.name, sizeof copy.name, "kn_same");
+            st = render_kernel(p->target, &copy, &theirs, &tl, &tc);
+            if (st == KN_OK && tl == ml && !memcmp(theirs, mine, ml)) twin = i;
+            kn_free(theirs);
+        }
+    kn_free(mine);
+    KN_TRY(st);
+    if (twin >= 0) {
+        snprintf(k->fn_name, sizeof k->fn_name, "%s", p->kernels[twin].fn_name);
+        return KN_OK;
+    }
+    snprintf(k->fn_name, sizeof k->fn_name, "%s", k->ir.name);
+    p->stats.nunique++;
+    return render_kernel(p->target, &k->ir, src, len, cap);
+}
+
 /* The emulator runs every thread of a block as a coroutine: small blocks and few of them
  * keep it quick, and still exercise the grid-stride loops and the block combine. */
 static const kn_cuda_limits kn_emu_limits = {2, 64, 2};
@@ -177,7 +217,7 @@ static kn_status load_kernels(kn_program *p, const char *src) {
         KN_TRY(kn_cuda_limits_get(p->dev.index, &lim, NULL, NULL));
         KN_TRY(kn_cuda_module_load(p->dev.index, src, "kiln_program.cu", (kn_cuda_module **)&p->gpu_module, &cached, NULL));
         for (int i = 0; i < p->nkernels; i++) {
-            KN_TRY(kn_cuda_module_kernel(p->gpu_module, p->kernels[i].ir.name, &p->kernels[i].gpu));
+            KN_TRY(kn_cuda_module_kernel(p->gpu_module, p->kernels[i].fn_name, &p->kernels[i].gpu));
             p->kernels[i].launch = kn_cuda_launch_config(&p->kernels[i].ir, &lim);
         }
         p->stats.cached = cached;
@@ -194,7 +234,7 @@ static kn_status load_kernels(kn_program *p, const char *src) {
     for (int i = 0; i < p->nkernels; i++) {
         kn_program_kernel *k = &p->kernels[i];
         char name[48];
-        snprintf(name, sizeof name, "%s%s", k->ir.name, p->target == KN_TARGET_EMU ? "__emu" : "");
+        snprintf(name, sizeof name, "%s%s", k->fn_name, p->target == KN_TARGET_EMU ? "__emu" : "");
         void *f = kn_cc_symbol(p->module, name);
         if (!f) return kn_error(KN_ERR_INTERNAL, "kn_program_compile: %s has no function %s", info.path, name);
         /* a data pointer to a function pointer, as dlsym's users do */
@@ -221,26 +261,35 @@ static kn_status schedule_compiled(kn_program *p) {
     kn_status st = append(&src, &len, &cap, prelude(p->target));
     int maxbufs = 1;
     char ds[32];
+    /* on_host: a value a library step makes on the host (a source the device does not
+     * compute, or a step all of whose operands are such values: a view of a constant). A
+     * generated kernel that reads one gets it copied over at run time (run_kernel). */
+    bool *on_host = kn_calloc((size_t)g->nnodes + 1, sizeof *on_host);
+    if (!on_host) st = kn_error(KN_ERR_OOM, "kn_program_compile: out of memory");
     for (int gi = 0; gi < sc->ngroups && st == KN_OK; gi++) {
         const kn_group *G = &sc->groups[gi];
         if (!G->fused) {
             const kn_node *n = &g->nodes[G->nodes[0]];
             kn_program_step step = {G->nodes[0], be, p->dev.index, -1};
-            if (!be->supports_op(be->ctx, n->op)) {
-                if (n->nin == 0 && host->supports_op(host->ctx, n->op)) step = (kn_program_step){G->nodes[0], host, 0, -1};
-                else st = kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: %%%d = %s: the %s backend has no kernel for "
-                                   "it", G->nodes[0], kn_op_name(n->op), kn_device_str(p->dev, ds, sizeof ds));
-            }
+            bool host_operands = be != host;
+            for (int j = 0; j < n->nin; j++) host_operands &= on_host[n->in[j]];
+            if (host_operands && host->supports_op(host->ctx, n->op)) {
+                step = (kn_program_step){G->nodes[0], host, 0, -1};
+                on_host[G->nodes[0]] = true;
+            } else if (!be->supports_op(be->ctx, n->op))
+                st = kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: %%%d = %s: the %s backend has no kernel for it",
+                              G->nodes[0], kn_op_name(n->op), kn_device_str(p->dev, ds, sizeof ds));
             p->steps[p->nsteps++] = step;
             continue;
         }
         kn_program_kernel *k = &p->kernels[p->nkernels];
         st = kn_kernel_lower(g, sc, gi, &k->ir);
-        if (st == KN_OK) st = render_kernel(p->target, &k->ir, &src, &len, &cap);
+        if (st == KN_OK) st = render_unique(p, k, &src, &len, &cap);
         if (st != KN_OK) break;
         if (k->ir.nbufs > maxbufs) maxbufs = k->ir.nbufs;
         p->steps[p->nsteps++] = (kn_program_step){G->at, NULL, 0, p->nkernels++};
     }
+    kn_free(on_host);
     p->ptrs = st == KN_OK ? kn_calloc((size_t)maxbufs * 2, sizeof *p->ptrs) : NULL;
     if (st == KN_OK && !p->ptrs) st = kn_error(KN_ERR_OOM, "kn_program_compile: out of memory");
     if (st == KN_OK) st = load_kernels(p, src);
@@ -533,6 +582,12 @@ static kn_status run_kernel(kn_program *p, const kn_program_step *sp) {
         }
         if (!p->vals[v])
             return kn_error(KN_ERR_INTERNAL, "kn_program_run: %s reads %%%d, which no step made", k->name, v);
+        if (!kn_device_equal(p->vals[v]->storage->device, p->dev)) { /* made on the host (a constant's view) */
+            kn_tensor *moved = NULL;
+            KN_TRY(kn_tensor_to(&moved, p->vals[v], p->dev));
+            kn_tensor_free(p->vals[v]);
+            p->vals[v] = moved;
+        }
         p->ptrs[b] = kn_tensor_data(p->vals[v]);
     }
     if (p->target == KN_TARGET_C) kn_k_parallel(k->outer_n, k->outer_n * k->inner_n >= (1 << 15), pk->fn, p->ptrs);
@@ -575,8 +630,11 @@ kn_status kn_program_run(kn_program *p) {
     }
     if (!p->step_ms && getenv("KILN_PROFILE_STEPS")) p->step_ms = kn_calloc((size_t)p->nsteps + 1, sizeof *p->step_ms);
     p->runs++;
+    /* a GPU runs ahead of the host: a profiled step waits for the device on both sides */
+    bool sync = p->step_ms && p->dev.type != KN_DEVICE_CPU;
     for (int s = 0; s < p->nsteps; s++) {
         const kn_program_step *sp = &p->steps[s];
+        if (sync) (void)kn_device_synchronize(p->dev);
         double t0 = p->step_ms ? kn_now_ms() : 0;
         if (sp->kernel >= 0) {
             kn_status st = run_kernel(p, sp);
@@ -587,6 +645,7 @@ kn_status kn_program_run(kn_program *p) {
                 return kn_error(st, "kn_program_run: step %d (kernel %s): %s", s, p->kernels[sp->kernel].ir.name, msg);
             }
             release_after(p, s);
+            if (sync) (void)kn_device_synchronize(p->dev);
             if (p->step_ms) p->step_ms[s] += kn_now_ms() - t0;
             continue;
         }
@@ -606,6 +665,7 @@ kn_status kn_program_run(kn_program *p) {
             return st;
         }
         release_after(p, s);
+        if (sync) (void)kn_device_synchronize(p->dev);
         if (p->step_ms) p->step_ms[s] += kn_now_ms() - t0;
     }
     for (int i = 0; i < g->noutputs; i++) {
@@ -717,6 +777,14 @@ kn_status kn_program_print_kernels(FILE *f, const kn_program *p) {
     return KN_OK;
 }
 
+static kn_status write_text(const char *path, const char *a, const char *b) {
+    FILE *f = fopen(path, "w");
+    if (!f) return kn_error(KN_ERR_IO, "kn_program_emit_kernels: cannot write %s: %s", path, strerror(errno));
+    fputs(a, f);
+    fputs(b, f);
+    return fclose(f) == 0 ? KN_OK : kn_error(KN_ERR_IO, "kn_program_emit_kernels: cannot write %s", path);
+}
+
 kn_status kn_program_emit_kernels(const kn_program *p, const char *dir) {
     if (!p || !dir) return kn_error(KN_ERR_ARG, "kn_program_emit_kernels: NULL argument");
     if (!p->sched) return kn_error(KN_ERR_ARG, "kn_program_emit_kernels: not a compiled program");
@@ -738,11 +806,13 @@ kn_status kn_program_emit_kernels(const kn_program *p, const char *dir) {
         size_t len = 0, cap = 0;
         if (st == KN_OK) st = kn_render_c(k, &src, &len, &cap);
         snprintf(path, sizeof path, "%s/%s.c", dir, k->name);
-        if (st == KN_OK && (f = fopen(path, "w"))) {
-            fputs(kn_render_c_prelude(), f);
-            fputs(src, f);
-            if (fclose(f) != 0) st = kn_error(KN_ERR_IO, "kn_program_emit_kernels: cannot write %s", path);
-        } else if (st == KN_OK) st = kn_error(KN_ERR_IO, "kn_program_emit_kernels: cannot write %s", path);
+        if (st == KN_OK) st = write_text(path, kn_render_c_prelude(), src);
+        kn_free(src);
+        src = NULL;
+        len = cap = 0;
+        if (st == KN_OK) st = kn_render_cuda(k, KN_CUDA_NVRTC, &src, &len, &cap); /* the GPU's rendering beside */
+        snprintf(path, sizeof path, "%s/%s.cu", dir, k->name);
+        if (st == KN_OK) st = write_text(path, kn_render_cuda_prelude(KN_CUDA_NVRTC), src);
         kn_free(src);
     }
     return st;

@@ -55,6 +55,7 @@ typedef struct kn_program_opts {
 typedef struct kn_program_stats {
     kn_program_mode mode;    /* what runs: COMPILED falls back to NODES with no C compiler */
     int nsteps, nkernels;    /* steps; of them, generated kernels */
+    int nunique;             /* generated functions: kernels with the same code share one */
     int nodes_computing;     /* computing nodes after the pass list, before the compiled mode's
                               * decomposition: the node-by-node program's step count */
     double compile_ms;       /* scheduling, lowering, rendering and the C compiler (or cache) */
@@ -105,7 +106,8 @@ kn_status kn_program_compare(const kn_graph *g, const kn_program_opts *o, uint64
 kn_status kn_program_memory_tsv(FILE *f, const kn_program *p);
 /* COMPILED programs: the schedule, then every kernel's IR and C, as text (NULL: none). */
 kn_status kn_program_print_kernels(FILE *f, const kn_program *p);
-/* COMPILED programs: write k<N>.kir and k<N>.c for every kernel, and schedule.txt, into dir. */
+/* COMPILED programs: write k<N>.kir, k<N>.c and k<N>.cu (its CUDA rendering) for every
+ * kernel, and schedule.txt, into dir. */
 kn_status kn_program_emit_kernels(const kn_program *p, const char *dir);
 kn_device kn_program_device(const kn_program *p);
 int kn_program_nsteps(const kn_program *p);
