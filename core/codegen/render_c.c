@@ -155,7 +155,7 @@ void kn_rc_define(kn_rc *c, int i, bool full, int indent) {
     if (x->kind == KN_KX_ACC) return; /* defined by its loop */
     if (x->full && !full) return;
     if (x->full && c->cached[i] >= 0) { /* computed by an earlier loop over this row: read it back */
-        kn_remit(&c->o, "%*sconst %s f%d = rb%d[r];\n", indent, "", kn_rc_ctype(x->dtype), i, c->cached[i]);
+        kn_remit(&c->o, "%*sconst %s f%d = rb%d[%s];\n", indent, "", kn_rc_ctype(x->dtype), i, c->cached[i], c->rb_at);
         c->done[i] = true;
         return;
     }
@@ -208,7 +208,7 @@ void kn_rc_close_scope(kn_rc *c) {
 }
 
 kn_status kn_rc_init(kn_rc *c, const kn_kernel *k, char **src, size_t *len, size_t *cap) {
-    *c = (kn_rc){.k = k, .o = {src, len, cap, KN_OK}, .ix = "int64_t"};
+    *c = (kn_rc){.k = k, .o = {src, len, cap, KN_OK}, .ix = "int64_t", .rb_at = "r"};
     if (!k || !src || !len || !cap) return kn_error(KN_ERR_ARG, "kn_render_c: NULL argument");
     KN_TRY(kn_kernel_verify(k));
     c->done = kn_calloc((size_t)k->nx + 1, sizeof *c->done);

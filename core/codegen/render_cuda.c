@@ -62,7 +62,8 @@ const char *kn_render_cuda_prelude(kn_cuda_dialect d) {
                  "typedef long long int64_t;\n"
                  "#define INFINITY __int_as_float(0x7f800000)\n"
                  "#define NAN __int_as_float(0x7fffffff)\n"
-                 "#define KN_KERNEL extern \"C\" __global__ void __launch_bounds__(1024)\n"
+                 "#define KN_KERNEL extern \"C\" __global__ void\n"
+                 "#define KN_UNROLL _Pragma(\"unroll\")\n"
                  "#define KN_DEVICE static __device__ __forceinline__\n\n",
                  kn_cuda_block_reduce);
         /* The emulator dialect: C11 for the host compiler. The CUDA built-ins become the
@@ -81,6 +82,8 @@ const char *kn_render_cuda_prelude(kn_cuda_dialect d) {
                  "#define __syncthreads() kn_emu_syncthreads()\n"
                  "#define __shfl_xor_sync(mask, v, m) ((void)(mask), kn_emu_shfl_xor((v), (m)))\n"
                  "#define __shared__ static\n"
+                 "#define __launch_bounds__(n)\n"
+                 "#define KN_UNROLL\n"
                  "#define KN_KERNEL void\n"
                  "#define KN_DEVICE static inline\n\n",
                  kn_cuda_block_reduce);
@@ -125,15 +128,42 @@ static bool fits_int(const kn_kernel *k) {
     return true;
 }
 
-kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, char **src, size_t *len, size_t *cap) {
+/* The loop over a thread's part of the row. Strided by blockDim.x; or, when the block size
+ * B is known and the row takes at most KN_CUDA_ROW_SLOTS strides, unrolled over the slots
+ * j = 0..R-1 (r = threadIdx.x + j * B), so a value computed in one loop can wait in a
+ * register, rb<i>[j], for the next loop over the same row instead of being loaded or
+ * computed again. */
+#define KN_CUDA_ROW_SLOTS 8
+
+static void open_row_loop(kn_rc *c, unsigned block, int slots) {
+    const kn_kernel *k = c->k;
+    if (slots > 0) {
+        kn_remit(&c->o, "        KN_UNROLL for (int j = 0; j < %d; j++) {\n", slots);
+        kn_remit(&c->o, "            const %s r = threadIdx.x + j * %u;\n", c->ix, block);
+        if (k->inner_n % block != 0) kn_remit(&c->o, "            if (r >= %lld) break;\n", (long long)k->inner_n);
+    } else kn_remit(&c->o, "        for (%s r = threadIdx.x; r < %lld; r += blockDim.x) {\n", c->ix, (long long)k->inner_n);
+    kn_rc_inner_coords(c, 12);
+}
+
+kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, const kn_cuda_launch *l, char **src, size_t *len,
+                         size_t *cap) {
     if (d != KN_CUDA_NVRTC && d != KN_CUDA_EMU) return kn_error(KN_ERR_ARG, "kn_render_cuda: unknown dialect %d", (int)d);
+    if (l && (l->block == 0 || l->block % 32 || l->block > 1024 || l->grid == 0))
+        return kn_error(KN_ERR_ARG, "kn_render_cuda: launch grid %u x block %u: the block must be 32..1024 threads, whole "
+                        "warps", l ? l->grid : 0, l ? l->block : 0);
     kn_rc c;
     KN_TRY(kn_rc_init(&c, k, src, len, cap));
     if (fits_int(k)) c.ix = "int";
+    c.rb_at = "j";
     const char *ix = c.ix;
+    unsigned block = l ? l->block : 0;
+    int slots = block && k->reduces && (k->inner_n + block - 1) / block <= KN_CUDA_ROW_SLOTS
+                    ? (int)((k->inner_n + block - 1) / block) : 0;
     kn_rout *o = &c.o;
-    kn_remit(o, "/* %s: %lld rows x %lld, %s */\nKN_KERNEL %s(", k->name, (long long)k->outer_n, (long long)k->inner_n,
-             k->reduces ? "a block per row" : "a thread per element", k->name);
+    kn_remit(o, "/* %s: %lld rows x %lld, %s */\n", k->name, (long long)k->outer_n, (long long)k->inner_n,
+             k->reduces ? "a block per row" : "a thread per element");
+    if (block) kn_remit(o, "KN_KERNEL __launch_bounds__(%u) %s(", block, k->name);
+    else kn_remit(o, "KN_KERNEL %s(", k->name);
     kn_rc_params(&c, "__restrict__");
     kn_remit(o, ")\n{\n");
     if (k->reduces) {
@@ -143,25 +173,26 @@ kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, char **src, size
         for (int i = 0; i < k->nx; i++) {
             const kn_kx *x = &k->x[i];
             if (x->kind != KN_KX_ACC) continue;
-            bool is_max = x->op == KN_OP_MAX;
+            bool is_max = x->op == KN_OP_MAX, keep = slots > 0 && k->x[x->in[0]].full && c.cached[x->in[0]] < 0;
             kn_remit(o, "        double s%d = %s;\n", i, is_max ? "-(double)INFINITY" : "0");
-            kn_remit(o, "        for (%s r = threadIdx.x; r < %lld; r += blockDim.x) {\n", ix, (long long)k->inner_n);
-            kn_rc_inner_coords(&c, 12);
+            if (keep) kn_remit(o, "        %s rb%d[%d] = {0};\n        (void)rb%d;\n", kn_rc_ctype(k->x[x->in[0]].dtype), i, slots, i);
+            open_row_loop(&c, block, slots);
             kn_rc_define(&c, x->in[0], true, 12);
             char nm[48];
             kn_rc_name(&c, x->in[0], nm, sizeof nm);
+            if (keep) kn_remit(o, "            rb%d[j] = %s;\n", i, nm);
             if (is_max) kn_remit(o, "            s%d = kn_max2(s%d, (double)%s);\n", i, i, nm);
             else kn_remit(o, "            s%d += %s;\n", i, nm);
             kn_remit(o, "        }\n");
             kn_rc_close_scope(&c);
+            if (keep) c.cached[x->in[0]] = i;
             kn_remit(o, "        s%d = kn_block_%s(s%d, kn_sh);\n", i, is_max ? "max" : "sum", i);
             kn_rc_acc_value(&c, i, 8);
         }
         bool any_full = false;
         for (int s = 0; s < k->nstores; s++) any_full |= k->x[k->stores[s].src].full;
         if (any_full) {
-            kn_remit(o, "        for (%s r = threadIdx.x; r < %lld; r += blockDim.x) {\n", ix, (long long)k->inner_n);
-            kn_rc_inner_coords(&c, 12);
+            open_row_loop(&c, block, slots);
             kn_rc_full_stores(&c, 12);
             kn_remit(o, "        }\n");
             kn_rc_close_scope(&c);

@@ -157,9 +157,10 @@ static kn_status append(char **src, size_t *len, size_t *cap, const char *text) 
     return KN_OK;
 }
 
-static kn_status render_kernel(kn_target t, const kn_kernel *k, char **src, size_t *len, size_t *cap) {
+static kn_status render_kernel(kn_target t, const kn_kernel *k, const kn_cuda_launch *l, char **src, size_t *len,
+                               size_t *cap) {
     if (t == KN_TARGET_C) return kn_render_c(k, src, len, cap);
-    return kn_render_cuda(k, t == KN_TARGET_EMU ? KN_CUDA_EMU : KN_CUDA_NVRTC, src, len, cap);
+    return kn_render_cuda(k, t == KN_TARGET_EMU ? KN_CUDA_EMU : KN_CUDA_NVRTC, l, src, len, cap);
 }
 
 static const char *prelude(kn_target t) {
@@ -176,7 +177,7 @@ static kn_status render_unique(kn_program *p, kn_program_kernel *k, char **src, 
     char real[32];
     snprintf(real, sizeof real, "%s", k->ir.name);
     snprintf(k->ir.name, sizeof k->ir.name, "kn_same");
-    kn_status st = render_kernel(p->target, &k->ir, &mine, &ml, &mc);
+    kn_status st = render_kernel(p->target, &k->ir, &k->launch, &mine, &ml, &mc);
     snprintf(k->ir.name, sizeof k->ir.name, "%s", real);
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; st == KN_OK && i < ml; i++) h = (h ^ (unsigned char)mine[i]) * 1099511628211ull;
@@ -188,7 +189,7 @@ static kn_status render_unique(kn_program *p, kn_program_kernel *k, char **src, 
             size_t tl = 0, tc = 0;
             kn_kernel copy = p->kernels[i].ir; /* shallow: only the name changes, then back */
             snprintf(copy.name, sizeof copy.name, "kn_same");
-            st = render_kernel(p->target, &copy, &theirs, &tl, &tc);
+            st = render_kernel(p->target, &copy, &p->kernels[i].launch, &theirs, &tl, &tc);
             if (st == KN_OK && tl == ml && !memcmp(theirs, mine, ml)) twin = i;
             kn_free(theirs);
         }
@@ -200,7 +201,7 @@ static kn_status render_unique(kn_program *p, kn_program_kernel *k, char **src, 
     }
     snprintf(k->fn_name, sizeof k->fn_name, "%s", k->ir.name);
     p->stats.nunique++;
-    return render_kernel(p->target, &k->ir, src, len, cap);
+    return render_kernel(p->target, &k->ir, &k->launch, src, len, cap);
 }
 
 /* The emulator runs every thread of a block as a coroutine: small blocks and few of them
@@ -213,13 +214,9 @@ static kn_status load_kernels(kn_program *p, const char *src) {
     if (p->target == KN_TARGET_CUDA) {
 #if KN_HAVE_CUDA
         bool cached = false;
-        kn_cuda_limits lim;
-        KN_TRY(kn_cuda_limits_get(p->dev.index, &lim, NULL, NULL));
         KN_TRY(kn_cuda_module_load(p->dev.index, src, "kiln_program.cu", (kn_cuda_module **)&p->gpu_module, &cached, NULL));
-        for (int i = 0; i < p->nkernels; i++) {
+        for (int i = 0; i < p->nkernels; i++)
             KN_TRY(kn_cuda_module_kernel(p->gpu_module, p->kernels[i].fn_name, &p->kernels[i].gpu));
-            p->kernels[i].launch = kn_cuda_launch_config(&p->kernels[i].ir, &lim);
-        }
         p->stats.cached = cached;
         snprintf(p->stats.source, sizeof p->stats.source, "(NVRTC, in memory)");
         return KN_OK;
@@ -238,10 +235,8 @@ static kn_status load_kernels(kn_program *p, const char *src) {
         void *f = kn_cc_symbol(p->module, name);
         if (!f) return kn_error(KN_ERR_INTERNAL, "kn_program_compile: %s has no function %s", info.path, name);
         /* a data pointer to a function pointer, as dlsym's users do */
-        if (p->target == KN_TARGET_EMU) {
-            memcpy(&k->emu, &f, sizeof f);
-            k->launch = kn_cuda_launch_config(&k->ir, &kn_emu_limits);
-        } else memcpy(&k->fn, &f, sizeof f);
+        if (p->target == KN_TARGET_EMU) memcpy(&k->emu, &f, sizeof f);
+        else memcpy(&k->fn, &f, sizeof f);
     }
     return KN_OK;
 }
@@ -266,6 +261,10 @@ static kn_status schedule_compiled(kn_program *p) {
      * generated kernel that reads one gets it copied over at run time (run_kernel). */
     bool *on_host = kn_calloc((size_t)g->nnodes + 1, sizeof *on_host);
     if (!on_host) st = kn_error(KN_ERR_OOM, "kn_program_compile: out of memory");
+    kn_cuda_limits lim = kn_emu_limits; /* the launch shapes the kernels are rendered for */
+#if KN_HAVE_CUDA
+    if (st == KN_OK && p->target == KN_TARGET_CUDA) st = kn_cuda_limits_get(p->dev.index, &lim, NULL, NULL);
+#endif
     for (int gi = 0; gi < sc->ngroups && st == KN_OK; gi++) {
         const kn_group *G = &sc->groups[gi];
         if (!G->fused) {
@@ -284,6 +283,7 @@ static kn_status schedule_compiled(kn_program *p) {
         }
         kn_program_kernel *k = &p->kernels[p->nkernels];
         st = kn_kernel_lower(g, sc, gi, &k->ir);
+        if (st == KN_OK && p->target != KN_TARGET_C) k->launch = kn_cuda_launch_config(&k->ir, &lim);
         if (st == KN_OK) st = render_unique(p, k, &src, &len, &cap);
         if (st != KN_OK) break;
         if (k->ir.nbufs > maxbufs) maxbufs = k->ir.nbufs;
@@ -810,7 +810,7 @@ kn_status kn_program_emit_kernels(const kn_program *p, const char *dir) {
         kn_free(src);
         src = NULL;
         len = cap = 0;
-        if (st == KN_OK) st = kn_render_cuda(k, KN_CUDA_NVRTC, &src, &len, &cap); /* the GPU's rendering beside */
+        if (st == KN_OK) st = kn_render_cuda(k, KN_CUDA_NVRTC, NULL, &src, &len, &cap); /* the GPU's, for any launch */
         snprintf(path, sizeof path, "%s/%s.cu", dir, k->name);
         if (st == KN_OK) st = write_text(path, kn_render_cuda_prelude(KN_CUDA_NVRTC), src);
         kn_free(src);

@@ -122,7 +122,9 @@ KN_TEST(cudagen, every_gpt_kernel_compiles_with_nvrtc, .timeout = 240) {
         if (!s->groups[i].fused) continue;
         kn_kernel k;
         KN_ASSERT_OK(kn_kernel_lower(g, s, i, &k));
-        KN_ASSERT_OK(kn_render_cuda(&k, KN_CUDA_NVRTC, &src, &len, &cap));
+        kn_cuda_limits h100 = {132, 1024, 8};
+        kn_cuda_launch l = kn_cuda_launch_config(&k, &h100);
+        KN_ASSERT_OK(kn_render_cuda(&k, KN_CUDA_NVRTC, i % 2 ? &l : NULL, &src, &len, &cap));
         rows += k.reduces;
         kn_kernel_clear(&k);
         n++;

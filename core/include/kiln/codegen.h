@@ -159,10 +159,11 @@ const char *kn_render_c_prelude(void);
  * Dialects: KN_CUDA_NVRTC for the GPU; KN_CUDA_EMU, the same text as C11 for the host
  * compiler, run by the CUDA emulator (core/runtime/cuda_emu.h), with, per kernel, an entry
  * `void <name>__emu(void *args)` taking the arguments as cudaLaunchKernel does (an array of
- * pointers to each argument). A file starts with kn_render_cuda_prelude(dialect). */
-typedef enum kn_cuda_dialect { KN_CUDA_NVRTC = 0, KN_CUDA_EMU = 1 } kn_cuda_dialect;
-kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, char **src, size_t *len, size_t *cap);
-const char *kn_render_cuda_prelude(kn_cuda_dialect d);
+ * pointers to each argument). A file starts with kn_render_cuda_prelude(dialect). l: the
+ * launch the kernel is rendered for (kn_cuda_launch_config), or NULL for any launch. With
+ * the block size known, a row of at most 8 blocks' width is unrolled into slots and the
+ * values a row's later loops need again stay in registers (one pass over memory for a
+ * softmax, not three). */
 
 typedef struct kn_cuda_limits {
     int sm_count;        /* multiprocessors (132 on an H100 SXM) */
@@ -176,6 +177,11 @@ typedef struct kn_cuda_launch { unsigned grid, block; } kn_cuda_launch;
  * is smaller) and enough blocks for one element a thread, at most sm_count * blocks_per_sm
  * (the grid-stride loop does the rest). */
 kn_cuda_launch kn_cuda_launch_config(const kn_kernel *k, const kn_cuda_limits *lim);
+
+typedef enum kn_cuda_dialect { KN_CUDA_NVRTC = 0, KN_CUDA_EMU = 1 } kn_cuda_dialect;
+kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, const kn_cuda_launch *l, char **src, size_t *len,
+                         size_t *cap);
+const char *kn_render_cuda_prelude(kn_cuda_dialect d);
 
 /* A compiled shared object. kn_cc_compile writes src to the kernel cache directory
  * ($KILN_CACHE_DIR, $XDG_CACHE_HOME/kiln or ~/.cache/kiln; then kernels/) as <hash>.c,
