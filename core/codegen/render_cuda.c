@@ -24,6 +24,9 @@
 #include "kiln/codegen.h"
 #include "codegen/render_impl.h"
 
+#define KN_CUDA_ROW_WORK 8  /* elements of a row per thread that the launch aims for */
+#define KN_CUDA_ROW_SLOTS 8 /* most slots a thread keeps in registers (else a strided loop) */
+
 /* The block combine, in CUDA C: the same text runs on the GPU and in the emulator. The
  * xor butterfly leaves the warp's total in every lane (addition is commutative, so every
  * lane adds the same pairs); lane 0 of each warp posts it; after a barrier every thread adds
@@ -95,19 +98,20 @@ kn_cuda_launch kn_cuda_launch_config(const kn_kernel *k, const kn_cuda_limits *l
     kn_cuda_launch l = {1, 32};
     if (!k || !lim) return l;
     int64_t cap = lim->max_threads >= 32 ? lim->max_threads / 32 * 32 : 32;
-    int64_t blocks_cap = (int64_t)(lim->sm_count > 0 ? lim->sm_count : 1) * (lim->blocks_per_sm > 0 ? lim->blocks_per_sm : 1);
+    int64_t per_sm = lim->threads_per_sm >= 32 ? lim->threads_per_sm : 2048, sms = lim->sm_count > 0 ? lim->sm_count : 1;
+    int64_t t;
     if (k->reduces) {
-        /* a block per row: enough warps to cover the row once, at most `cap` threads */
-        int64_t t = (k->inner_n + 31) / 32 * 32;
-        l.block = (unsigned)(t < 32 ? 32 : t > cap ? cap : t);
-        int64_t g = k->outer_n < blocks_cap ? k->outer_n : blocks_cap;
-        l.grid = (unsigned)(g < 1 ? 1 : g);
-    } else {
-        int64_t n = k->outer_n * k->inner_n, t = cap < 256 ? cap : 256;
-        int64_t g = (n + t - 1) / t;
-        l.block = (unsigned)t;
-        l.grid = (unsigned)(g < 1 ? 1 : g > blocks_cap ? blocks_cap : g);
-    }
+        /* a block per row, each thread taking about KN_CUDA_ROW_WORK of its elements: a
+         * block of a few warps reduces quickly (its barriers are cheap), and each thread's
+         * slots stay in registers */
+        int64_t want = (k->inner_n + KN_CUDA_ROW_WORK - 1) / KN_CUDA_ROW_WORK;
+        t = (want + 31) / 32 * 32;
+        t = t < 32 ? 32 : t > cap ? cap : t;
+    } else t = cap < 256 ? cap : 256;
+    int64_t n = k->reduces ? k->outer_n : (k->outer_n * k->inner_n + t - 1) / t;
+    int64_t g = sms * (per_sm / t > 0 ? per_sm / t : 1); /* the blocks that fit at once; grid-stride for more */
+    l.block = (unsigned)t;
+    l.grid = (unsigned)(n < 1 ? 1 : n < g ? n : g);
     return l;
 }
 
@@ -133,7 +137,6 @@ static bool fits_int(const kn_kernel *k) {
  * j = 0..R-1 (r = threadIdx.x + j * B), so a value computed in one loop can wait in a
  * register, rb<i>[j], for the next loop over the same row instead of being loaded or
  * computed again. */
-#define KN_CUDA_ROW_SLOTS 8
 
 static void open_row_loop(kn_rc *c, unsigned block, int slots) {
     const kn_kernel *k = c->k;

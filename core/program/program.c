@@ -206,7 +206,7 @@ static kn_status render_unique(kn_program *p, kn_program_kernel *k, char **src, 
 
 /* The emulator runs every thread of a block as a coroutine: small blocks and few of them
  * keep it quick, and still exercise the grid-stride loops and the block combine. */
-static const kn_cuda_limits kn_emu_limits = {2, 64, 2};
+static const kn_cuda_limits kn_emu_limits = {2, 64, 128};
 
 /* Compile the rendered source for the target and find each kernel's entry. */
 static kn_status load_kernels(kn_program *p, const char *src) {
@@ -651,9 +651,20 @@ kn_status kn_program_run(kn_program *p) {
         }
         const kn_node *n = &g->nodes[sp->node];
         const kn_tensor *in[KN_MAX_OPERANDS];
-        for (int k = 0; k < n->nin; k++) in[k] = p->vals[n->in[k]];
-        kn_status st = n->op == KN_OP_RESHAPE ? KN_OK : planned_tensor(p, sp->node, &p->vals[sp->node]);
+        kn_tensor *moved[KN_MAX_OPERANDS] = {0};
+        kn_status st = KN_OK;
+        for (int k = 0; k < n->nin; k++) {
+            in[k] = p->vals[n->in[k]];
+            /* a host step (a view of a constant) whose operand a generated kernel already
+             * took to the GPU: read a host copy */
+            if (st == KN_OK && sp->be->type == KN_DEVICE_CPU && in[k] && in[k]->storage->device.type != KN_DEVICE_CPU) {
+                st = kn_tensor_to(&moved[k], in[k], KN_CPU);
+                in[k] = moved[k];
+            }
+        }
+        if (st == KN_OK && n->op != KN_OP_RESHAPE) st = planned_tensor(p, sp->node, &p->vals[sp->node]);
         if (st == KN_OK) st = sp->be->node_eval(sp->be->ctx, sp->index, n, in, &p->vals[sp->node]);
+        for (int k = 0; k < n->nin; k++) kn_tensor_free(moved[k]);
         if (st != KN_OK) {
             char msg[512];
             snprintf(msg, sizeof msg, "%s", kn_last_error());
@@ -727,7 +738,10 @@ void kn_program_print_profile(FILE *f, const kn_program *p, int top, double copy
     if (!f || !p || !p->step_ms || p->runs == 0) return;
     double total = 0;
     for (int s = 0; s < p->nsteps; s++) total += p->step_ms[s];
-    fprintf(f, "step profile over %d runs: %.2f ms per run; the %d costliest steps:\n", p->runs, total / p->runs, top);
+    double gen = 0;
+    for (int s = 0; s < p->nsteps; s++) gen += p->steps[s].kernel >= 0 ? p->step_ms[s] : 0;
+    fprintf(f, "step profile over %d runs: %.2f ms per run (generated kernels %.2f ms, library steps %.2f ms); the %d "
+            "costliest steps:\n", p->runs, total / p->runs, gen / p->runs, (total - gen) / p->runs, top);
     fprintf(f, "  %9s %6s %10s %8s%s  step\n", "ms", "share", "MB", "GB/s", copy_gbs > 0 ? " of copy" : "");
     bool *shown = kn_calloc((size_t)p->nsteps + 1, sizeof *shown);
     for (int k = 0; shown && k < top; k++) {

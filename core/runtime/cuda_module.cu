@@ -37,7 +37,7 @@ extern "C" kn_status kn_cuda_limits_get(int device, kn_cuda_limits *lim, int *ma
     if (lim) {
         lim->sm_count = pr.multiProcessorCount;
         lim->max_threads = pr.maxThreadsPerBlock;
-        lim->blocks_per_sm = pr.maxThreadsPerMultiProcessor / 256 > 0 ? pr.maxThreadsPerMultiProcessor / 256 : 1;
+        lim->threads_per_sm = pr.maxThreadsPerMultiProcessor;
     }
     if (major) *major = pr.major;
     if (minor) *minor = pr.minor;

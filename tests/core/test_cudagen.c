@@ -76,16 +76,21 @@ static void gpt_joint(kn_device dev, bool emu) {
 
 KN_TEST(cudagen, gpt_loss_and_every_gradient_under_the_emulator, .timeout = 240) { gpt_joint(KN_CPU, true); }
 
-/* The launch shapes: warps whole, within the limits, a block per row for reductions. */
+/* The launch shapes: warps whole, within the limits, a block per row for reductions with
+ * about 8 elements a thread, no more blocks than fit at once. */
 KN_TEST(cudagen, launch_configuration) {
-    kn_kernel k = {.reduces = true, .outer_n = 10000, .inner_n = 768};
-    kn_cuda_limits h100 = {132, 1024, 8};
+    kn_kernel k = {.reduces = true, .outer_n = 98304, .inner_n = 1024};
+    kn_cuda_limits h100 = {132, 1024, 2048};
     kn_cuda_launch l = kn_cuda_launch_config(&k, &h100);
-    cr_assert_eq(l.block, 768u);
-    cr_assert_eq(l.grid, 1056u);
-    k.inner_n = 5000;
+    cr_assert_eq(l.block, 128u);
+    cr_assert_eq(l.grid, 132u * 16);
+    k.inner_n = 768;
+    l = kn_cuda_launch_config(&k, &h100);
+    cr_assert_eq(l.block, 96u);
+    k.inner_n = 50304;
     l = kn_cuda_launch_config(&k, &h100);
     cr_assert_eq(l.block, 1024u);
+    cr_assert_eq(l.grid, 132u * 2);
     k.inner_n = 3;
     k.outer_n = 7;
     l = kn_cuda_launch_config(&k, &h100);
@@ -96,11 +101,14 @@ KN_TEST(cudagen, launch_configuration) {
     k.inner_n = 1000;
     l = kn_cuda_launch_config(&k, &h100);
     cr_assert_eq(l.block, 256u);
-    cr_assert_eq(l.grid, 1056u);
+    cr_assert_eq(l.grid, 132u * 8);
     k.outer_n = 1;
     k.inner_n = 300;
     l = kn_cuda_launch_config(&k, &h100);
     cr_assert_eq(l.grid, 2u);
+    kn_cuda_limits small = {2, 64, 128};
+    l = kn_cuda_launch_config(&k, &small);
+    cr_assert(l.block == 64u && l.grid == 4u, "block %u grid %u", l.block, l.grid);
 }
 
 #if KN_HAVE_CUDA
@@ -122,7 +130,7 @@ KN_TEST(cudagen, every_gpt_kernel_compiles_with_nvrtc, .timeout = 240) {
         if (!s->groups[i].fused) continue;
         kn_kernel k;
         KN_ASSERT_OK(kn_kernel_lower(g, s, i, &k));
-        kn_cuda_limits h100 = {132, 1024, 8};
+        kn_cuda_limits h100 = {132, 1024, 2048};
         kn_cuda_launch l = kn_cuda_launch_config(&k, &h100);
         KN_ASSERT_OK(kn_render_cuda(&k, KN_CUDA_NVRTC, i % 2 ? &l : NULL, &src, &len, &cap));
         rows += k.reduces;

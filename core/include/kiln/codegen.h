@@ -168,14 +168,14 @@ const char *kn_render_c_prelude(void);
 typedef struct kn_cuda_limits {
     int sm_count;        /* multiprocessors (132 on an H100 SXM) */
     int max_threads;     /* most threads a block may have (1024 on every GPU kiln builds for) */
-    int blocks_per_sm;   /* resident blocks to aim for per multiprocessor */
+    int threads_per_sm;  /* most resident threads per multiprocessor (2048 on an H100) */
 } kn_cuda_limits;
 typedef struct kn_cuda_launch { unsigned grid, block; } kn_cuda_launch;
-/* Grid and block for k: a reduction gets one block per row, of enough warps to cover the row
- * once (32 <= block <= max_threads, a multiple of 32), and min(rows, sm_count *
- * blocks_per_sm) blocks; an elementwise kernel 256 threads a block (fewer when max_threads
- * is smaller) and enough blocks for one element a thread, at most sm_count * blocks_per_sm
- * (the grid-stride loop does the rest). */
+/* Grid and block for k. A reduction: one block per row, of the fewest whole warps that
+ * give each thread at most 8 of the row's elements (32 <= block <= max_threads). An
+ * elementwise kernel: 256 threads a block (max_threads when smaller), one element a
+ * thread. Either way at most as many blocks as fit on the GPU at once (sm_count *
+ * threads_per_sm / block): the grid-stride loops take the rest. */
 kn_cuda_launch kn_cuda_launch_config(const kn_kernel *k, const kn_cuda_limits *lim);
 
 typedef enum kn_cuda_dialect { KN_CUDA_NVRTC = 0, KN_CUDA_EMU = 1 } kn_cuda_dialect;
