@@ -70,6 +70,7 @@ struct kn_program {
     void **ptrs;              /* scratch: a kernel's buffer pointers */
     kn_program_stats stats;
     double *step_ms;          /* per step, summed over runs, when KILN_PROFILE_STEPS is set */
+    bool env_profile;         /* KILN_PROFILE_STEPS, until the end of the first run (not counted) */
     int runs;
     /* COMPILED: the memory plan */
     int64_t *mem_off;         /* per node: its offset in the arena, or -1 (allocated on its own) */
@@ -628,7 +629,10 @@ kn_status kn_program_run(kn_program *p) {
         kn_status st = kn_tensor_alias(&p->vals[i], p->bound[i]);
         if (st != KN_OK) { release_run(p); return st; }
     }
-    if (!p->step_ms && getenv("KILN_PROFILE_STEPS")) p->step_ms = kn_calloc((size_t)p->nsteps + 1, sizeof *p->step_ms);
+    if (!p->step_ms && getenv("KILN_PROFILE_STEPS")) {
+        p->step_ms = kn_calloc((size_t)p->nsteps + 1, sizeof *p->step_ms);
+        p->env_profile = true;
+    }
     p->runs++;
     /* a GPU runs ahead of the host: a profiled step waits for the device on both sides */
     bool sync = p->step_ms && p->dev.type != KN_DEVICE_CPU;
@@ -678,6 +682,11 @@ kn_status kn_program_run(kn_program *p) {
         release_after(p, s);
         if (sync) (void)kn_device_synchronize(p->dev);
         if (p->step_ms) p->step_ms[s] += kn_now_ms() - t0;
+    }
+    if (p->env_profile) { /* the first run warms up cuBLAS and the allocators: not counted */
+        memset(p->step_ms, 0, sizeof *p->step_ms * (size_t)p->nsteps);
+        p->runs = 0;
+        p->env_profile = false;
     }
     for (int i = 0; i < g->noutputs; i++) {
         kn_status st = kn_tensor_alias(&p->outs[i], p->vals[g->outputs[i]]);
@@ -767,6 +776,32 @@ void kn_program_print_profile(FILE *f, const kn_program *p, int top, double copy
         fprintf(f, "  %d: %s\n", best, what);
     }
     kn_free(shown);
+    /* the library steps by op, the generated kernels by shape: where the rest goes */
+    fprintf(f, "  by kind:\n");
+    bool *done = kn_calloc((size_t)p->nsteps + 1, sizeof *done);
+    for (int s = 0; done && s < p->nsteps; s++) {
+        if (done[s]) continue;
+        const kn_program_step *a = &p->steps[s];
+        double ms = 0;
+        int count = 0;
+        for (int t = s; t < p->nsteps; t++) {
+            const kn_program_step *b = &p->steps[t];
+            bool same = a->kernel >= 0 ? b->kernel >= 0 && !strcmp(p->kernels[b->kernel].fn_name, p->kernels[a->kernel].fn_name)
+                                       : b->kernel < 0 && p->g->nodes[b->node].op == p->g->nodes[a->node].op;
+            if (!same || done[t]) continue;
+            done[t] = true;
+            ms += p->step_ms[t];
+            count++;
+        }
+        if (ms / total < 0.005) continue;
+        if (a->kernel >= 0) {
+            const kn_kernel *kk = &p->kernels[a->kernel].ir;
+            fprintf(f, "  %9.3f %5.1f%% %4dx  kernel %s (%lld x %lld%s)\n", ms / p->runs, 100 * ms / total, count,
+                    p->kernels[a->kernel].fn_name, (long long)kk->outer_n, (long long)kk->inner_n, kk->reduces ? ", reduced" : "");
+        } else
+            fprintf(f, "  %9.3f %5.1f%% %4dx  %s\n", ms / p->runs, 100 * ms / total, count, kn_op_name(p->g->nodes[a->node].op));
+    }
+    kn_free(done);
 }
 
 kn_program_stats kn_program_get_stats(const kn_program *p) {
