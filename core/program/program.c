@@ -284,7 +284,17 @@ static kn_status schedule_compiled(kn_program *p) {
         }
         kn_program_kernel *k = &p->kernels[p->nkernels];
         st = kn_kernel_lower(g, sc, gi, &k->ir);
-        if (st == KN_OK && p->target != KN_TARGET_C) k->launch = kn_cuda_launch_config(&k->ir, &lim);
+        if (st == KN_OK && p->target != KN_TARGET_C) {
+            kn_clear_error();
+            k->launch = kn_cuda_launch_config(&k->ir, &lim);
+            char why[256];
+            snprintf(why, sizeof why, "%s", kn_last_error());
+            if (k->launch.block == 0 || k->launch.grid == 0 || k->launch.block % 32 || k->launch.block > (unsigned)lim.max_threads)
+                st = kn_error(k->launch.block == 0 ? KN_ERR_NOT_IMPLEMENTED : KN_ERR_ARG, "kn_program_compile: "
+                              "kn_cuda_launch_config gave grid %u x block %u for %s (%lld x %lld); a block is whole warps, "
+                              "at most %d threads%s%s", k->launch.grid, k->launch.block, k->ir.name, (long long)k->ir.outer_n,
+                              (long long)k->ir.inner_n, lim.max_threads, why[0] ? ": " : "", why);
+        }
         if (st == KN_OK) st = render_unique(p, k, &src, &len, &cap);
         if (st != KN_OK) break;
         if (k->ir.nbufs > maxbufs) maxbufs = k->ir.nbufs;

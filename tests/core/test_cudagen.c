@@ -76,6 +76,26 @@ static void gpt_joint(kn_device dev, bool emu) {
 
 KN_TEST(cudagen, gpt_loss_and_every_gradient_under_the_emulator, .timeout = 240) { gpt_joint(KN_CPU, true); }
 
+/* Rows of whole blocks (the emulator's 64 threads: 128, 256 and 512 wide) take the unrolled
+ * slots; a row of 700 the strided loop. */
+KN_TEST(cudagen, row_kernels_in_slots_and_strided, .timeout = 120) {
+    private_cache();
+    const int widths[4] = {128, 256, 512, 700};
+    for (int i = 0; i < 4; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "%%0 = input {name=\"x\"} : f32[3,%d]\n%%1 = param {name=\"w\"} : f32[%d]\n"
+                 "%%2 = param {name=\"b\"} : f32[%d]\n%%3 = layernorm %%0, %%1, %%2 {eps=1e-05} : f32[3,%d]\n"
+                 "%%4 = softmax %%3 : f32[3,%d]\noutput %%4\n", widths[i], widths[i], widths[i], widths[i], widths[i]);
+        kn_graph *g = NULL;
+        KN_ASSERT_OK(kn_graph_parse(text, strlen(text), &g));
+        kn_program_stats st;
+        double err = compare_on(g, KN_CPU, true, 3, &st);
+        cr_assert(err <= 2e-5, "rows of %d: %.3g", widths[i], err);
+        kn_graph_free(g);
+    }
+}
+
 /* The launch shapes: warps whole, within the limits, a block per row for reductions with
  * about 8 elements a thread, no more blocks than fit at once. */
 KN_TEST(cudagen, launch_configuration) {

@@ -178,6 +178,26 @@ typedef struct kn_cuda_launch { unsigned grid, block; } kn_cuda_launch;
  * threads_per_sm / block): the grid-stride loops take the rest. */
 kn_cuda_launch kn_cuda_launch_config(const kn_kernel *k, const kn_cuda_limits *lim);
 
+/* ---------------------------------------------------------------- lab 07 units
+ * Declared here, called by the CUDA renderer (core/codegen/render_cuda.c), written by
+ * students in labs/lab07-cudagen/ (the staff's units are linked for every other lab):
+ *   kn_cuda_launch_config (launch.c), above;
+ *   kn_cuda_block_reduce_source (block_reduce.c): the CUDA C text (which must also compile
+ *     as C11 for the emulator, with KN_DEVICE for __device__) defining
+ *         double kn_block_sum(double v, double *sh);   double kn_block_max(double v, double *sh);
+ *     called by every thread of a block (blockDim.x a multiple of 32, at most 1024) with its
+ *     partial v and a __shared__ double sh[32]; each returns the block's total (max: NaN if
+ *     any v is NaN), the same bits in every thread, and leaves sh free for the next call.
+ *     NULL (the skeleton): row kernels cannot be rendered.
+ *   kn_render_cuda_element_loop (element_loop.c): the head of an elementwise kernel's
+ *     thread loop, into out: a grid-stride loop over e, one point of the flattened space
+ *     (outer_n * inner_n points) a thread, opening a brace, then the definitions of
+ *         const <ix> o = <row of e>, r = <inner index of e>;
+ *     ix is "int" or "int64_t" (then the grid arithmetic is done in 64 bits). KN_ERR_ARG
+ *     when it does not fit in cap bytes. */
+const char *kn_cuda_block_reduce_source(void);
+kn_status kn_render_cuda_element_loop(const kn_kernel *k, const char *ix, char *out, size_t cap);
+
 typedef enum kn_cuda_dialect { KN_CUDA_NVRTC = 0, KN_CUDA_EMU = 1 } kn_cuda_dialect;
 kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, const kn_cuda_launch *l, char **src, size_t *len,
                          size_t *cap);

@@ -1,0 +1,72 @@
+/* test_cudagen.c — lab 07 public tests: the launch shapes, the elementwise thread loop and
+ * the block reduce under the CUDA emulator, and the GPT step compiled to CUDA (your units
+ * inside kiln's renderer) against the interpreter: under the emulator, and on a GPU when
+ * there is one. */
+#include <math.h>
+
+#include "check.h"
+
+KN_TEST(lab07_launch, shapes_on_an_h100) {
+    kn_kernel k = {.reduces = true, .outer_n = 98304, .inner_n = 1024};
+    kn_cuda_launch l = kn_cuda_launch_config(&k, &L7_H100);
+    cr_assert_eq(l.block, 128u, "a 1024-wide row: 8 elements a thread, 128 threads (got %u)", l.block);
+    cr_assert_eq(l.grid, 132u * 16, "no more blocks than fit at once (got %u)", l.grid);
+    k.reduces = false;
+    k.outer_n = 8192;
+    k.inner_n = 768;
+    l = kn_cuda_launch_config(&k, &L7_H100);
+    cr_assert(l.block == 256u && l.grid == 132u * 8, "elementwise: got grid %u block %u", l.grid, l.block);
+}
+
+KN_TEST(lab07_element, every_point_once_with_a_small_grid) {
+    kn_graph *g = l7_parse("%0 = input {name=\"x\"} : f32[37,29]\n"
+                           "%1 = full {value=2} : f32[]\n"
+                           "%2 = mul %0, %1 : f32[37,29]\n"
+                           "%3 = exp %2 : f32[37,29]\n"
+                           "output %3\n");
+    kn_kernel k = l7_kernel(g);
+    cr_assert(!k.reduces);
+    float x[37 * 29], y[37 * 29];
+    for (int i = 0; i < 37 * 29; i++) {
+        x[i] = (float)(i % 13) * 0.1f;
+        y[i] = -1;
+    }
+    void *bufs[2] = {x, y};
+    l7_run(&k, (kn_cuda_launch){3, 64}, bufs); /* 192 threads for 1073 points: grid-stride */
+    for (int i = 0; i < 37 * 29; i++)
+        cr_assert(fabsf(y[i] - expf(2 * x[i])) <= 1e-6f * expf(2 * x[i]), "point %d: %g, want %g", i, y[i], expf(2 * x[i]));
+    kn_kernel_clear(&k);
+    kn_graph_free(g);
+}
+
+KN_TEST(lab07_reduce, block_sum_and_max_for_several_block_sizes) {
+    kn_cc_module *m = l7_rows_module();
+    double x[3 * 300];
+    for (int i = 0; i < 3 * 300; i++) x[i] = (double)((i * 7) % 23) - 11;
+    const unsigned blocks[3] = {32, 96, 256};
+    for (int i = 0; i < 3; i++) cr_assert_eq(l7_check_rows(m, x, 3, 300, blocks[i]), 0, "block %u", blocks[i]);
+    kn_cc_free(m);
+}
+
+static kn_gpt_config tiny(void) { return (kn_gpt_config){.vocab = 17, .context = 8, .layers = 2, .width = 16, .heads = 2}; }
+
+KN_TEST(lab07_compiled, gpt_step_under_the_emulator, .timeout = 120) {
+    kn_gpt_config c = tiny();
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_gpt_graph(&c, 2, 8, true, &g));
+    kn_program_stats st;
+    double err = l7_compare(g, KN_CPU, 3, &st);
+    cr_assert(err <= 2e-5, "the GPT step's loss and gradients differ from the interpreter by %.3g", err);
+    cr_assert_gt(st.nkernels, 10);
+    kn_graph_free(g);
+}
+
+KN_TEST(lab07_gpu, gpt_step_on_the_gpu, .timeout = 120) {
+    L7_SKIP_WITHOUT_GPU();
+    kn_gpt_config c = tiny();
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_gpt_graph(&c, 2, 8, true, &g));
+    double err = l7_compare(g, (kn_device){KN_DEVICE_CUDA, 0}, 3, NULL);
+    cr_assert(err <= 2e-5, "on the GPU the GPT step differs from the interpreter by %.3g", err);
+    kn_graph_free(g);
+}
