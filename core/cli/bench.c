@@ -18,6 +18,9 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#if KN_HAVE_CUDA
+#include "kiln/cuda.h"
+#endif
 #include "kiln/device.h"
 #include "kiln/kernels.h"
 #include "kiln/nn.h"
@@ -283,6 +286,25 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
         if (tsv && fclose(tsv) != 0 && st == KN_OK)
             st = kn_error(KN_ERR_IO, "--profile-out %s: %s", o->profile_out, strerror(errno));
         if (st == KN_OK && tsv) printf("per-op profile written to %s\n", o->profile_out);
+#if KN_HAVE_CUDA
+        /* the compiled program: its generated kernels against the copy bandwidth of this GPU,
+         * measured now (a device-to-device copy, read + write) */
+        double copy = 0, f32 = 0, bf16 = 0;
+        if (st == KN_OK && compiled) st = kn_cuda_ceilings(dev.index, &copy, &f32, &bf16);
+        if (st == KN_OK && compiled) {
+            kn_program_set_profile(tr.prog, true);
+            for (int k = 0; st == KN_OK && k < 3; k++) {
+                random_batch(&r, x, y, bt, o->vocab);
+                st = kn_trainer_step(&tr, x, y, 1e-4, &l, NULL);
+            }
+            if (st == KN_OK) {
+                printf("copy bandwidth of %s (device-to-device, read + write): %.0f GB/s; every step below waits for the "
+                       "GPU before and after it\n", devname, copy);
+                kn_program_print_profile(stdout, tr.prog, o->profile, copy);
+            }
+            kn_program_set_profile(tr.prog, false);
+        }
+#endif
     }
     if (st == KN_OK) {
         double lo = ms[0], hi = ms[0];
