@@ -115,11 +115,14 @@ kn_status kn_cache_alloc(kn_cache *c, size_t nbytes, void **out) {
         if (c->st.current > c->st.peak) c->st.peak = c->st.current;
         *out = p;
     }
+    size_t live = c->st.current, held = c->st.reserved, peak = c->st.peak;
     pthread_mutex_unlock(&c->mu);
     if (st != KN_OK) {
         char why[400];
         snprintf(why, sizeof why, "%s", kn_last_error());
-        return kn_error(st, "kn_cache_alloc: %zu bytes (class %zu): %s", nbytes, cls, why);
+        return kn_error(st, "kn_cache_alloc: %zu bytes (%.1f MiB, class %zu) asked while kiln holds %.1f MiB live (%.1f MiB "
+                        "reserved, peak %.1f MiB): %s; a smaller --batch or --context, or --remat, needs less", nbytes,
+                        nbytes / 1048576.0, cls, live / 1048576.0, held / 1048576.0, peak / 1048576.0, why);
     }
     return KN_OK;
 }

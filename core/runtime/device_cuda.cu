@@ -52,7 +52,16 @@ static kn_cache *cuda_cache(int index) {
 static kn_status cuda_count_status(int *out) {
     int n = 0;
     KN_CUDA_TRY(cudaGetDeviceCount(&n));
-    *out = n < KN_CUDA_MAX_DEVICES ? n : KN_CUDA_MAX_DEVICES;
+    n = n < KN_CUDA_MAX_DEVICES ? n : KN_CUDA_MAX_DEVICES;
+    for (int i = 0; i < n; i++) { /* the architectures the Makefile builds for (CUDA_ARCH): sm_80, sm_90 */
+        cudaDeviceProp pr;
+        KN_CUDA_TRY(cudaGetDeviceProperties(&pr, i));
+        if (pr.major < 8)
+            return kn_error(KN_ERR_DEVICE, "GPU %d (%s) has compute capability %d.%d; kiln's kernels are built for 8.0 "
+                            "and 9.0 (A100, H100 and later): use --device cpu, or add the architecture to CUDA_ARCH and "
+                            "rebuild", i, pr.name, pr.major, pr.minor);
+    }
+    *out = n;
     return KN_OK;
 }
 

@@ -126,6 +126,8 @@ KN_TEST(cuda_cache, out_of_memory_drops_the_cache_and_retries) {
     cr_assert_eq(z, (void *)&f, "out is untouched on failure");
     cr_assert(strstr(kn_last_error(), "kn_cache_alloc") && strstr(kn_last_error(), "fake: out of memory"),
               "message: %s", kn_last_error());
+    cr_assert(strstr(kn_last_error(), "0.8 MiB") && strstr(kn_last_error(), "0.9 MiB live"),
+              "the size asked and the sizes in use: %s", kn_last_error());
     kn_cache_free(c, b, 900 << 10);
     kn_cache_destroy(c);
     cr_assert_eq(f.live, 0);
