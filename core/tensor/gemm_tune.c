@@ -82,8 +82,11 @@ void kn_gemm_machine(char *buf, size_t cap) {
     snprintf(buf, cap, "%s-%016llx", isa, (unsigned long long)hsh);
 }
 
-static kn_status kn_gemm_time(int64_t m, int64_t n, int64_t k, int cls, kn_gemm_config cfg, const float *a,
-                              const float *b, float *c, double *sec) {
+kn_status kn_gemm_time(int64_t m, int64_t n, int64_t k, int cls, kn_gemm_config cfg, const float *a, const float *b,
+                       float *c, double *sec) {
+    if (!a || !b || !c || !sec || cfg.kc < 1 || cfg.mc < 1)
+        return kn_error(KN_ERR_ARG, "kn_gemm_time: NULL buffer or a blocking below 1 (kc %lld, mc %lld)", (long long)cfg.kc,
+                        (long long)cfg.mc);
     double t[3];
     kn_k_gemm_config_set(4, cls, cfg);
     for (int r = -1; r < 3; r++) {
@@ -125,7 +128,6 @@ kn_status kn_gemm_tune(int64_t m, int64_t n, int64_t k, const char *cache_dir, b
         }
         /* an unreadable entry is tuned again and overwritten */
     }
-    static const int64_t kcs[] = {64, 128, 256, 384, 512}, mcs[] = {24, 48, 96, 192, 384};
     float *a = kn_malloc((size_t)(m * k) * 4), *b = kn_malloc((size_t)(k * n) * 4), *c = kn_malloc((size_t)(m * n) * 4);
     if (!a || !b || !c) {
         kn_free(a), kn_free(b), kn_free(c);
@@ -134,14 +136,15 @@ kn_status kn_gemm_tune(int64_t m, int64_t n, int64_t k, const char *cache_dir, b
     }
     for (int64_t i = 0; i < m * k; i++) a[i] = (float)(i % 17) * 0.125f - 1.0f;
     for (int64_t i = 0; i < k * n; i++) b[i] = (float)(i % 13) * 0.125f - 0.75f;
-    double best = 0;
-    for (size_t i = 0; i < sizeof kcs / sizeof kcs[0]; i++)
-        for (size_t j = 0; j < sizeof mcs / sizeof mcs[0]; j++) {
-            kn_gemm_trial *t = &r->trials[r->ntrials++];
-            t->cfg = (kn_gemm_config){kcs[i], mcs[j]};
-            kn_gemm_time(m, n, k, r->cls, t->cfg, a, b, c, &t->seconds);
-            if (r->ntrials == 1 || t->seconds < best) best = t->seconds, r->best = t->cfg;
-        }
+    kn_status st = kn_gemm_search(m, n, k, a, b, c, r); /* lab 06 */
+    if (st == KN_OK && (r->ntrials < 1 || r->ntrials > KN_GEMM_MAX_TRIALS || r->best.kc < 1 || r->best.mc < 1))
+        st = kn_error(KN_ERR_INTERNAL, "%s: kn_gemm_search gave %d trials and a best blocking kc %lld, mc %lld", fn,
+                      r->ntrials, (long long)r->best.kc, (long long)r->best.mc);
+    if (st != KN_OK) {
+        kn_free(a), kn_free(b), kn_free(c);
+        kn_k_gemm_config_set(4, r->cls, (kn_gemm_config){0, 0});
+        return st;
+    }
     kn_free(a), kn_free(b), kn_free(c);
     kn_k_gemm_config_set(4, r->cls, r->best);
     KN_TRY(kn_cache_mkdirs(dir));

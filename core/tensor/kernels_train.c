@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kiln/gemm.h"
 #include "kiln/kernels.h"
 #include "kiln/scalar.h"
 
@@ -212,14 +213,16 @@ void kn_k_strided_copy(size_t esize, int ndim, const int64_t *shape, const void 
 
 #define T float
 #define S f32
-#define MR_ 6 /* the register block of the matrix-product micro-kernel: rows x columns of c */
-#define NR_ 16
+#define KN_GEMM_F32_UNITS /* the GEMM's building blocks are lab 06's (kiln/gemm.h) */
+#define MR_ KN_GEMM_MR /* the register block of the matrix-product micro-kernel: rows x columns of c */
+#define NR_ KN_GEMM_NR
 #define VW_ 8
 #define EXP_ expf
 #define LOG_ logf
 #define SQRT_ sqrtf
 #define TANH_ tanhf
 #include "kernels_train.inc"
+#undef KN_GEMM_F32_UNITS
 #undef T
 #undef S
 #undef MR_

@@ -1,0 +1,109 @@
+/* check.h — helpers for lab 06's tests (public and hidden): random matrices, a reference
+ * product in double, the microkernel's reference, and a timer. */
+#ifndef LAB06_CHECK_H
+#define LAB06_CHECK_H
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kn_test.h"
+#include "kiln/gemm.h"
+
+static inline float *l6_rand(int64_t n, unsigned seed) {
+    float *x = malloc((size_t)(n > 0 ? n : 1) * sizeof *x);
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        x[i] = (float)((seed >> 8) % 2001) / 1000.0f - 1.0f;
+    }
+    return x;
+}
+
+/* op(a) . op(b) in double, m x n. */
+static inline double *l6_ref(const float *a, const float *b, int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+    double *c = calloc((size_t)(m * n > 0 ? m * n : 1), sizeof *c);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0;
+            for (int64_t kk = 0; kk < k; kk++) s += (double)(ta ? a[kk * m + i] : a[i * k + kk]) * (tb ? b[j * k + kk] : b[kk * n + j]);
+            c[i * n + j] = s;
+        }
+    return c;
+}
+
+/* The worst |c - ref| / (sqrt(k) * 1e-6 * (1 + |ref|)): <= 1 passes (float sums of k terms of size ~1). */
+static inline double l6_err(const float *c, const double *ref, int64_t n, int64_t k) {
+    double worst = 0, scale = 1e-6 * sqrt((double)(k > 1 ? k : 1)) * 4;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs(c[i] - ref[i]) / (scale * (1 + fabs(ref[i])));
+        if (!(e <= worst)) worst = e;
+    }
+    return worst;
+}
+
+/* The microkernel's contract, as a plain loop: float sums in kk order. */
+static inline void l6_micro_ref(const float *ap, const float *bp, int64_t k, float *c, int64_t ldc, int mr, int nr,
+                                bool first) {
+    for (int r = 0; r < mr; r++)
+        for (int j = 0; j < nr; j++) {
+            float s = first ? 0.0f : c[r * ldc + j];
+            for (int64_t kk = 0; kk < k; kk++) s += ap[kk * KN_GEMM_MR + r] * bp[kk * KN_GEMM_NR + j];
+            c[r * ldc + j] = s;
+        }
+}
+
+/* c = op(a) . op(b) through kiln's f32 product (your units inside). */
+static inline float *l6_product(const float *a, const float *b, int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+    float *c = malloc((size_t)(m * n > 0 ? m * n : 1) * sizeof *c);
+    for (int64_t i = 0; i < m * n; i++) c[i] = NAN;
+    kn_k_matmul_f32(a, b, c, m, n, k, ta, tb);
+    return c;
+}
+
+static inline double l6_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The textbook triple loop, i-j-k, as a student writes it first: the speed reference. */
+static inline void l6_naive(const float *a, const float *b, float *c, int64_t m, int64_t n, int64_t k) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float s = 0;
+            for (int64_t kk = 0; kk < k; kk++) s += a[i * k + kk] * b[kk * n + j];
+            c[i * n + j] = s;
+        }
+}
+
+/* Median of 5 timed runs (after one warm-up) of kiln's product and of the naive loop,
+ * interleaved so that a noisy neighbour slows both: returns naive / kiln. */
+static inline double l6_speedup(int64_t s) {
+    float *a = l6_rand(s * s, 1), *b = l6_rand(s * s, 2), *c = malloc((size_t)(s * s) * sizeof *c);
+    double tk[5], tn[5];
+    float *want = malloc((size_t)(s * s) * sizeof *want);
+    l6_naive(a, b, want, s, s, s);
+    kn_k_matmul_f32(a, b, c, s, s, s, false, false);
+    for (int64_t i = 0; i < s * s; i++) /* a fast wrong product is not fast */
+        cr_assert(fabsf(c[i] - want[i]) <= 1e-3f * (1 + fabsf(want[i])), "the %lld^3 product is wrong at %lld: %g, want %g",
+                  (long long)s, (long long)i, c[i], want[i]);
+    free(want);
+    for (int r = 0; r < 5; r++) {
+        double t0 = l6_now();
+        kn_k_matmul_f32(a, b, c, s, s, s, false, false);
+        double t1 = l6_now();
+        l6_naive(a, b, c, s, s, s);
+        tk[r] = t1 - t0;
+        tn[r] = l6_now() - t1;
+    }
+    for (int i = 0; i < 5; i++)
+        for (int j = i + 1; j < 5; j++) {
+            if (tk[j] < tk[i]) { double x = tk[i]; tk[i] = tk[j]; tk[j] = x; }
+            if (tn[j] < tn[i]) { double x = tn[i]; tn[i] = tn[j]; tn[j] = x; }
+        }
+    free(a), free(b), free(c);
+    return tn[2] / tk[2];
+}
+
+#endif

@@ -1,0 +1,87 @@
+/* test_gemm.c — lab 06 public tests: the microkernel against its contract, the blocked
+ * product on awkward shapes against a double reference, the same bits whatever the
+ * blocking, the autotuner's search, and the speed against a naive triple loop. */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "check.h"
+
+KN_TEST(lab06_micro, a_full_block_and_an_edge) {
+    const int64_t k = 37;
+    float *ap = l6_rand(k * KN_GEMM_MR, 3), *bp = l6_rand(k * KN_GEMM_NR, 4);
+    float c[KN_GEMM_MR * 20], want[KN_GEMM_MR * 20];
+    for (int i = 0; i < KN_GEMM_MR * 20; i++) c[i] = want[i] = (float)i;
+    kn_gemm_micro_f32(ap, bp, k, c, 20, KN_GEMM_MR, KN_GEMM_NR, true);
+    l6_micro_ref(ap, bp, k, want, 20, KN_GEMM_MR, KN_GEMM_NR, true);
+    for (int i = 0; i < KN_GEMM_MR * 20; i++)
+        cr_assert(fabsf(c[i] - want[i]) <= 1e-5f * (1 + fabsf(want[i])), "c[%d][%d] = %g, want %g", i / 20, i % 20, c[i], want[i]);
+    kn_gemm_micro_f32(ap, bp, k, c, 20, 4, 9, false); /* an edge block, accumulating */
+    l6_micro_ref(ap, bp, k, want, 20, 4, 9, false);
+    for (int i = 0; i < KN_GEMM_MR * 20; i++)
+        cr_assert(fabsf(c[i] - want[i]) <= 1e-5f * (1 + fabsf(want[i])), "edge: c[%d][%d] = %g, want %g", i / 20, i % 20,
+                  c[i], want[i]);
+    free(ap), free(bp);
+}
+
+KN_TEST(lab06_blocked, awkward_shapes_match_a_reference) {
+    const int64_t shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {6, 16, 64}, {37, 53, 129}, {100, 17, 300}, {5, 33, 1}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++) {
+            int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+            bool ta = t & 1, tb = t & 2;
+            float *a = l6_rand(m * k, 10 + (unsigned)s), *b = l6_rand(k * n, 20 + (unsigned)s);
+            float *c = l6_product(a, b, m, n, k, ta, tb);
+            double *ref = l6_ref(a, b, m, n, k, ta, tb);
+            double e = l6_err(c, ref, m * n, k);
+            cr_assert(e <= 1, "%lld x %lld x %lld (ta %d, tb %d): error %.3g of the tolerance", (long long)m, (long long)n,
+                      (long long)k, ta, tb, e);
+            free(a), free(b), free(c), free(ref);
+        }
+}
+
+KN_TEST(lab06_blocked, the_same_bits_whatever_the_blocking) {
+    const int64_t m = 70, n = 45, k = 301;
+    float *a = l6_rand(m * k, 5), *b = l6_rand(k * n, 6);
+    const kn_gemm_config cfgs[] = {{256, 96}, {64, 24}, {7, 6}, {1000, 600}, {1, 1}};
+    float *first = NULL;
+    double *ref = l6_ref(a, b, m, n, k, false, false);
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        kn_k_gemm_config_set(4, -1, cfgs[i]);
+        float *c = l6_product(a, b, m, n, k, false, false);
+        if (!first) {
+            first = c;
+            cr_assert(l6_err(c, ref, m * n, k) <= 1, "the product is wrong");
+        } else {
+            cr_assert(memcmp(first, c, (size_t)(m * n) * sizeof *c) == 0, "kc %lld, mc %lld changed the bits",
+                      (long long)cfgs[i].kc, (long long)cfgs[i].mc);
+            free(c);
+        }
+    }
+    kn_k_gemm_config_set(4, -1, (kn_gemm_config){0, 0});
+    free(first), free(a), free(b), free(ref);
+}
+
+KN_TEST(lab06_tune, search_times_every_candidate, .timeout = 120) {
+    char dir[] = "/tmp/kiln-l6-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    kn_gemm_tune_result r;
+    KN_ASSERT_OK(kn_gemm_tune(48, 48, 48, dir, true, &r));
+    cr_assert_eq(r.ntrials, 25, "every kc x mc candidate timed (got %d)", r.ntrials);
+    double best = r.trials[0].seconds;
+    for (int i = 1; i < r.ntrials; i++) best = r.trials[i].seconds < best ? r.trials[i].seconds : best;
+    bool found = false;
+    for (int i = 0; i < r.ntrials; i++)
+        found |= r.trials[i].seconds == best && r.trials[i].cfg.kc == r.best.kc && r.trials[i].cfg.mc == r.best.mc;
+    cr_assert(found, "the best blocking (kc %lld, mc %lld) is the fastest trial", (long long)r.best.kc, (long long)r.best.mc);
+    kn_gemm_tune_result again;
+    KN_ASSERT_OK(kn_gemm_tune(48, 48, 48, dir, false, &again));
+    cr_assert(again.from_cache && again.best.kc == r.best.kc && again.best.mc == r.best.mc);
+    kn_k_gemm_config_set(4, -1, (kn_gemm_config){0, 0});
+}
+
+KN_TEST(lab06_speed, faster_than_a_naive_loop, .timeout = 120) {
+    double x = l6_speedup(256);
+    printf("lab06: 256^3: %.1fx the naive triple loop\n", x);
+    cr_assert(x >= 2.0, "kiln's product with your units is only %.2fx the naive loop at 256^3 (want >= 2: packing, "
+              "blocking and a register block should give 5-20x)", x);
+}
