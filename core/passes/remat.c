@@ -100,7 +100,6 @@ static kn_status keep_blocks(const kn_graph *g, int every, const bool *fwd, cons
  * newid and clone (the node's copy and its clone in the rebuilt graph, -1 for none), and
  * the scratch of emit_cone. */
 typedef struct remat_plan {
-    int n;
     bool *fwd, *need, *keep, *banned;
     int32_t *newid, *clone, *stack, *cone;
     bool *queued;
@@ -114,7 +113,6 @@ static void plan_free(remat_plan *p) {
 static kn_status plan_init(remat_plan *p, const kn_graph *g) {
     memset(p, 0, sizeof *p);
     size_t n = (size_t)(g->nnodes ? g->nnodes : 1);
-    p->n = g->nnodes;
     p->fwd = kn_calloc(n, sizeof *p->fwd);
     p->need = kn_calloc(n, sizeof *p->need);
     p->keep = kn_calloc(n, sizeof *p->keep);
