@@ -35,6 +35,7 @@ typedef struct bench_opts {
     char device[16];
     char mode[16];      /* compiled | interp */
     char passes[128];   /* the pass list (kiln/passes.h); "" none */
+    char remat[32];     /* activation checkpointing policy, run after the passes ("none": off) */
 } bench_opts;
 
 /* STREAM-style copy bandwidth of this machine: bytes read + written per second by memcpy
@@ -68,6 +69,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: kiln bench [--vocab N] [--context N] [--layers N] [--width N] [--heads N] [--batch N]\n"
                "                  [--warmup N] [--steps N] [--seed N] [--device auto|cpu|cuda|cuda:N] [--profile N]\n"
                "                  [--profile-out FILE.tsv] [--tf32] [--mode compiled|interp] [--passes LIST]\n"
+               "                  [--remat none|selective|full|every:K|mincut]\n"
                "Times GPT training steps (fp32, AdamW, clip 1.0) on random tokens. Defaults: the GPT-2 124M\n"
                "shape: vocab 50304, context 1024, 12 layers, width 768, 12 heads, batch 8; 3 warm-up and\n"
                "10 timed steps; device auto (the first GPU when one is usable). --profile N adds one step\n"
@@ -80,7 +82,9 @@ static void usage(FILE *f) {
                "GPU); interp (the default on a GPU) node by node with the backend's kernels. On the CPU the\n"
                "default is compiled. --passes LIST\n"
                "compiles the step with those graph passes (fold, views, algebra, cse, dce, all; default\n"
-               "none): with --mode, the rows of an ablation table.\n"
+               "none): with --mode, the rows of an ablation table. --remat POLICY recomputes activations in\n"
+               "the backward (the remat pass, after the others): it prints the step's largest live set, the\n"
+               "lower bound of its activation memory, beside the time (plots/remat.sh plots every policy).\n"
                "The last line is JSON.\n");
 }
 
@@ -95,7 +99,7 @@ static double median(double *v, int n) {
 
 static int parse(bench_opts *o, int argc, char **argv) {
     *o = (bench_opts){.vocab = 50304, .context = 1024, .layers = 12, .width = 768, .heads = 12, .batch = 8,
-                      .warmup = 3, .steps = 10, .seed = 1};
+                      .warmup = 3, .steps = 10, .seed = 1, .remat = "none"};
     snprintf(o->device, sizeof o->device, "auto");
     struct { const char *name; int *v; int lo; } ints[] = {
         {"--vocab", &o->vocab, 2}, {"--context", &o->context, 1}, {"--layers", &o->layers, 1},
@@ -106,7 +110,7 @@ static int parse(bench_opts *o, int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!strcmp(a, "--tf32")) { o->tf32 = true; continue; }
         bool known = !strcmp(a, "--device") || !strcmp(a, "--seed") || !strcmp(a, "--profile-out") || !strcmp(a, "--mode") ||
-                     !strcmp(a, "--passes");
+                     !strcmp(a, "--passes") || !strcmp(a, "--remat");
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) known = known || !strcmp(a, ints[k].name);
         if (!known) { fprintf(stderr, "kiln bench: unknown option '%s'\n", a); usage(stderr); return 2; }
         if (i + 1 >= argc) { fprintf(stderr, "kiln bench: %s needs a value\n", a); usage(stderr); return 2; }
@@ -123,6 +127,14 @@ static int parse(bench_opts *o, int argc, char **argv) {
                 return 2;
             }
             snprintf(o->passes, sizeof o->passes, "%s", v);
+            continue;
+        }
+        if (!strcmp(a, "--remat")) {
+            if (strlen(v) >= sizeof o->remat || kn_remat_check_arg(v) != KN_OK) {
+                fprintf(stderr, "kiln bench: --remat: %s\n", strlen(v) >= sizeof o->remat ? "too long" : kn_last_error());
+                return 2;
+            }
+            snprintf(o->remat, sizeof o->remat, "%s", v);
             continue;
         }
         if (!strcmp(a, "--mode")) {
@@ -208,8 +220,14 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     if (st == KN_OK) st = kn_trainer_to_device(&tr, dev);
     /* the default: compiled on the CPU, node by node on a GPU (as kiln train --mode auto) */
     bool compiled = !strcmp(o->mode, "compiled") || (!o->mode[0] && dev.type == KN_DEVICE_CPU);
-    tr.passes = o->passes[0] ? o->passes : NULL;
+    char list[192]; /* the passes, then remat: cse would merge its clones back */
+    snprintf(list, sizeof list, "%s%s%s%s", o->passes, o->passes[0] ? "," : "", strcmp(o->remat, "none") ? "remat:" : "",
+             strcmp(o->remat, "none") ? o->remat : "");
+    tr.passes = list[0] ? list : NULL;
     if (st == KN_OK) st = kn_trainer_set_compiled(&tr, compiled);
+    double live = 0, live_none = 0; /* the step graph's largest live set, with and without the passes */
+    if (st == KN_OK) st = kn_passes_live_bytes(tr.joint, tr.passes, &live);
+    if (st == KN_OK) st = kn_passes_live_bytes(tr.joint, NULL, &live_none);
     kn_program_stats ps = kn_program_get_stats(tr.prog);
     compiled = ps.mode == KN_PROGRAM_COMPILED;
     double setup = kn_time_now() - t0;
@@ -220,12 +238,14 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
                o->batch, o->tf32 ? "on" : "off", devname);
         printf("  setup (init, compile, move): %.1f s; %d warm-up + %d timed steps\n", setup, o->warmup, nt);
         printf("  mode %s, passes %s: %d steps per training step (%d generated kernels, %d distinct) for %d graph nodes; "
-               "compile %.0f ms%s\n", compiled ? "compiled" : "interp", o->passes[0] ? o->passes : "none", ps.nsteps,
+               "compile %.0f ms%s\n", compiled ? "compiled" : "interp", list[0] ? list : "none", ps.nsteps,
                ps.nkernels, ps.nunique, ps.nodes_computing, ps.compile_ms,
                compiled ? (ps.cached ? " (kernel cache hit)" : " (cold)") : "");
         if (compiled)
             printf("  memory plan: %.2f MB arena for %.2f MB of buffers (lower bound %.2f MB)\n", ps.mem_planned / 1e6,
                    ps.mem_sum / 1e6, ps.mem_lower / 1e6);
+        printf("  remat %s: the step graph's largest live set %.2f MB in node order (%.2f MB without passes)\n",
+               o->remat, live / 1e6, live_none / 1e6);
         fflush(stdout);
     }
     kn_rng r = kn_rng_new(o->seed + 1000);
@@ -335,11 +355,14 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
                    "\"step_ms_median\": %.3f, \"step_ms_min\": %.3f, \"step_ms_max\": %.3f, \"tokens_per_s\": %.1f, "
                    "\"fwd_ms\": %.3f, \"optim_ms\": %.3f, \"peak_mem_mib\": %.1f, \"peak_reserved_mib\": %.1f, "
                    "\"loss_first\": %.5f, \"loss_last\": %.5f, \"tf32\": %s, \"mode\": \"%s\", \"nsteps\": %d, "
-                   "\"nkernels\": %d, \"nodes\": %d, \"compile_ms\": %.1f, \"compile_cached\": %s, \"passes\": \"%s\"}\n",
+                   "\"nkernels\": %d, \"nodes\": %d, \"compile_ms\": %.1f, \"compile_cached\": %s, \"passes\": \"%s\", "
+                   "\"remat\": \"%s\", \"live_bytes\": %.0f, \"live_bytes_none\": %.0f, \"mem_planned\": %.0f, "
+                   "\"mem_lower\": %.0f}\n",
                    devname, o->vocab, o->context, o->layers, o->width, o->heads, o->batch, (long long)g.p.n,
                    o->warmup, nt, med, lo, hi, tps, mf, mo, peak, peak_res, loss0, loss1, o->tf32 ? "true" : "false",
                    compiled ? "compiled" : "interp", ps.nsteps, ps.nkernels, ps.nodes_computing, ps.compile_ms,
-                   ps.cached ? "true" : "false", o->passes[0] ? o->passes : "none");
+                   ps.cached ? "true" : "false", o->passes[0] ? o->passes : "none", o->remat, live, live_none,
+                   ps.mem_planned, ps.mem_lower);
         }
     }
     sw_free(&w);

@@ -15,7 +15,9 @@
  * After the passes, both graphs run on the same random inputs (kn_graph_compare) and the
  * largest |Δ| of any output is printed; above --tol (default 1e-6) the command fails.
  * The JSON report holds the passes with their statistics, the times, FLOPs and bytes
- * before and after (kn_graph_cost) and the largest |Δ|. Exit status: 0 ok, 1 a failure
+ * before and after (kn_graph_cost), the live bytes before and after (the largest live set
+ * in node order, kn_graph_live_bytes: what activation checkpointing, --passes
+ * remat:POLICY, lowers) and the largest |Δ|. Exit status: 0 ok, 1 a failure
  * (missing or malformed file, a pass or the check failed), 2 bad usage (unknown flag or
  * pass, bad config). */
 #include <stdio.h>
@@ -36,6 +38,7 @@ static void usage(FILE *f) {
             "  --batch B          batch size of the captured GPT graph (default 1)\n"
             "  --seq T            sequence length (default: the context)\n"
             "  --passes LIST      comma list of passes, all (default) or none; passes: %s\n"
+            "                     (remat takes a policy: remat:none|selective|full|every:K|mincut)\n"
             "  --report FILE      write a JSON report\n"
             "  --schedule         compile to generated C (fusion) and print the schedule: which nodes\n"
             "                     went into which kernel, and why a merge was refused\n"
@@ -119,7 +122,7 @@ static kn_status load_ir(const char *path, kn_graph **out) {
 
 static void write_report(kn_json *j, const char *input, const char *passes, const kn_pass_report *rep,
                          const kn_graph *before, const kn_graph *after, bool checked, double delta, double build_ms,
-                         double check_ms) {
+                         double check_ms, double live_before, double live_after) {
     kn_cost c0 = kn_graph_cost(before), c1 = kn_graph_cost(after);
     kn_json_begin_object(j);
     kn_json_key(j, "input"); kn_json_string(j, input);
@@ -130,6 +133,7 @@ static void write_report(kn_json *j, const char *input, const char *passes, cons
         const kn_pass_stats *s = &rep->pass[i];
         kn_json_begin_object(j);
         kn_json_key(j, "name"); kn_json_string(j, rep->name[i]);
+        if (s->arg[0]) { kn_json_key(j, "arg"); kn_json_string(j, s->arg); }
         kn_json_key(j, "nodes_before"); kn_json_int(j, s->nodes_before);
         kn_json_key(j, "nodes_after"); kn_json_int(j, s->nodes_after);
         kn_json_key(j, "ms"); kn_json_number(j, s->ms);
@@ -148,6 +152,8 @@ static void write_report(kn_json *j, const char *input, const char *passes, cons
     kn_json_key(j, "flops_after"); kn_json_number(j, c1.flops);
     kn_json_key(j, "bytes_before"); kn_json_number(j, c0.bytes);
     kn_json_key(j, "bytes_after"); kn_json_number(j, c1.bytes);
+    kn_json_key(j, "live_bytes_before"); kn_json_number(j, live_before);
+    kn_json_key(j, "live_bytes_after"); kn_json_number(j, live_after);
     kn_json_key(j, "max_abs_delta");
     if (checked) kn_json_number(j, delta); else kn_json_null(j);
     kn_json_end_object(j);
@@ -239,12 +245,20 @@ int kn_cli_compile(int argc, char **argv) {
     printf("%s: %d nodes -> %d after %s (%.1f ms)\n", gpt ? "gpt" : file, rep.nodes_before, rep.nodes_after, passes,
            rep.ms);
     for (int i = 0; i < rep.npasses; i++) {
-        printf("  %-8s %6d -> %6d  %8.2f ms", rep.name[i], rep.pass[i].nodes_before, rep.pass[i].nodes_after,
+        char label[64];
+        snprintf(label, sizeof label, "%s%s%s", rep.name[i], rep.pass[i].arg[0] ? ":" : "", rep.pass[i].arg);
+        printf("  %-8s %6d -> %6d  %8.2f ms", label, rep.pass[i].nodes_before, rep.pass[i].nodes_after,
                rep.pass[i].ms);
         for (int r = 0; r < rep.pass[i].nfired; r++)
             printf("%s%s %lld", r ? ", " : "  ", rep.pass[i].rule[r], (long long)rep.pass[i].count[r]);
         printf("\n");
     }
+    double live0 = 0, live1 = 0; /* the largest live set in node order: what remat lowers */
+    if (rc == 0 && (kn_graph_live_bytes(before, &live0, NULL) != KN_OK || kn_graph_live_bytes(after, &live1, NULL) != KN_OK))
+        rc = fail("live bytes");
+    if (rc == 0)
+        printf("live bytes (largest live set in node order, not inputs, params or outputs): %.2f MB -> %.2f MB\n",
+               live0 / 1e6, live1 / 1e6);
     double delta = 0, check_ms = 0;
     if (rc == 0 && check) {
         t0 = now_ms();
@@ -295,7 +309,7 @@ int kn_cli_compile(int argc, char **argv) {
     if (rc == 0 && report) {
         kn_json j;
         kn_json_init_string(&j, true);
-        write_report(&j, gpt ? gpt : file, passes, &rep, before, after, check, delta, build_ms, check_ms);
+        write_report(&j, gpt ? gpt : file, passes, &rep, before, after, check, delta, build_ms, check_ms, live0, live1);
         char *text = NULL;
         st = kn_json_finish(&j, &text);
         FILE *f = st == KN_OK ? fopen(report, "w") : NULL;

@@ -12,7 +12,8 @@
  * schedule and s, and the checkpoint holds the parameters and optimizer state bit for bit.
  * So the run settings are saved in the checkpoint's metadata, and a resumed run takes
  * them from there: with --resume, only the options of this invocation (--out, --log,
- * --stop-after, --sample, --temperature, --eval-batches, --device, --mode) may be given.
+ * --stop-after, --sample, --temperature, --eval-batches, --device, --mode, --remat) may be
+ * given (--remat recomputes activations without changing a bit of the result).
  *
  * Data parallelism: under `mpiexec -n N`, --dist ddp|zero1|zero2 runs one process per rank;
  * each rank's trainer takes batch / (N x --accum) rows of the same global batch, and the
@@ -28,12 +29,13 @@
 #include "kiln/device.h"
 #include "kiln/dist.h"
 #include "kiln/nn.h"
+#include "kiln/passes.h"
+#include "kiln/program.h"
+#include "nn/train_opts.h"
 
 /* Whether --mode auto runs the compiled program on a GPU (set from the benchmark: see
  * ARCHITECTURE.md, "The compiled GPU program"). */
 #define KN_AUTO_GPU_COMPILED 0
-#include "kiln/program.h"
-#include "nn/train_opts.h"
 
 /* ---------------------------------------------------------------- data */
 
@@ -330,6 +332,13 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
     kn_gpt_init(&g, o->seed);
     if (kn_trainer_new(&tr, &g, rd->on ? rd->rows : o->batch, o->context, &oc, o->clip) != KN_OK) goto fail;
     tr.eager = !strcmp(o->mode, "eager");
+    /* --remat: a pass on the step's joint graph, applied when the programs are compiled for
+     * their device and mode below (the eval program's forward graph has no backward: the
+     * pass leaves it alone) */
+    char remat[64];
+    snprintf(remat, sizeof remat, "remat:%s", o->remat);
+    bool remat_on = strcmp(o->remat, "none") != 0;
+    if (remat_on) tr.passes = remat;
     if (o->resume[0]) {
         if (kn_checkpoint_load(o->resume, &g, &tr.opt, &ck) != KN_OK) goto fail;
         have_ck = true;
@@ -368,6 +377,8 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
             cs = kn_trainer_set_compiled(&tr, false);
         }
         if (cs != KN_OK) goto fail;
+    } else if (remat_on && dev.type == KN_DEVICE_CPU && kn_trainer_set_compiled(&tr, false) != KN_OK) {
+        goto fail; /* --mode interp: recompile node by node, now with the pass */
     }
     if (dist_attach(o, rd, &tr) != KN_OK) goto fail;
     /* the peak reported at the end is the training steps' (ZeRO has freed what it shards) */
@@ -389,6 +400,13 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
            (long long)o->steps, o->lr, (long long)o->warmup, o->min_lr, (unsigned long long)o->seed,
            tr.eager ? "eager" : kn_program_get_stats(tr.prog).mode == KN_PROGRAM_COMPILED ? "compiled" : "interp",
            o->device);
+    if (remat_on) {
+        double live0 = 0, live1 = 0;
+        if (kn_passes_live_bytes(tr.joint, NULL, &live0) != KN_OK || kn_passes_live_bytes(tr.joint, remat, &live1) != KN_OK)
+            goto fail;
+        printf("  remat %s: the step's largest live set %.2f MB (%.2f MB without recompute)\n", o->remat, live1 / 1e6,
+               live0 / 1e6);
+    }
     fflush(stdout);
 
     FILE *log = NULL;

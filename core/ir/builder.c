@@ -26,6 +26,7 @@ struct kn_builder {
     int cap_vals;
     kn_status st;         /* first error, sticky */
     char err[512];
+    int32_t scope;        /* stamped on every node pushed (kn_builder_set_scope) */
 };
 
 kn_status kn_builder_new(kn_builder **out, kn_mode mode) {
@@ -36,6 +37,7 @@ kn_status kn_builder_new(kn_builder **out, kn_mode mode) {
     kn_status st = kn_graph_new(&b->g);
     if (st != KN_OK) { kn_free(b); return st; }
     b->mode = mode;
+    b->scope = KN_SCOPE_NONE;
     *out = b;
     return KN_OK;
 }
@@ -130,8 +132,10 @@ kn_status kn_builder_push(kn_builder *b, const kn_node *n, kn_tensor *t, int32_t
         kn_tensor_free(t);
         return kn_error(KN_ERR_ARG, "kn_builder_push: NULL argument");
     }
+    kn_node stamped = *n;
+    stamped.scope = b->scope;
     kn_status st = b->mode == KN_MODE_EAGER ? grow_vals(b, b->g->nnodes + 1) : KN_OK;
-    if (st == KN_OK) st = kn_graph_add_node(b->g, n, id);
+    if (st == KN_OK) st = kn_graph_add_node(b->g, &stamped, id);
     if (st != KN_OK) { kn_tensor_free(t); return st; }
     if (b->mode == KN_MODE_EAGER) b->vals[*id] = t;
     else kn_tensor_free(t);
@@ -141,6 +145,13 @@ kn_status kn_builder_push(kn_builder *b, const kn_node *n, kn_tensor *t, int32_t
 kn_val kn_builder_op(kn_builder *b, const char *fn, kn_op op, int nin, const kn_val *in,
                      const kn_attrs *attrs, const kn_type *type) {
     return kn_builder_record(b, fn ? fn : "kn_builder_op", op, nin, in, attrs, type, NULL);
+}
+
+int32_t kn_builder_set_scope(kn_builder *b, int32_t scope) {
+    if (!b) return KN_SCOPE_NONE;
+    int32_t old = b->scope;
+    b->scope = scope < 0 ? KN_SCOPE_NONE : scope;
+    return old;
 }
 
 void kn_builder_output(kn_builder *b, kn_val v) {

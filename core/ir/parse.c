@@ -297,6 +297,7 @@ static kn_status node_line(parser *p) {
     memset(&n, 0, sizeof n);
     n.op = op;
     n.attrs = kn_attrs_default();
+    n.scope = KN_SCOPE_NONE; /* the text format carries no scopes */
     skip_ws(p);
     if (peek(p) == '%') {
         do {

@@ -230,13 +230,19 @@ kn_status kn_gpt_build(kn_builder *b, const kn_gpt *g, kn_val idx, kn_val target
     kn_val pos = kn_slice(b, P[1], 0, 0, T, 1);                           /* [T, D] */
     int64_t s2[2] = {(int64_t)B * T, D};
     kn_val x = kn_reshape(b, kn_add(b, tok, pos), 2, s2);                 /* [BT, D] */
+    /* Each block's nodes carry its index as their scope: activation checkpointing
+     * (core/passes/remat.c) finds a layer's input and its forward by it. */
+    int32_t outer = KN_SCOPE_NONE;
     for (int l = 0; l < nL; l++) {
         const kn_val *m = mats + 4 * l, *v = vecs + 8 * l;
+        int32_t prev = kn_builder_set_scope(b, l);
+        if (l == 0) outer = prev;
         kn_val h = kn_nn_layernorm(b, x, v[0], v[1]);
         x = kn_add(b, x, kn_nn_attention(b, h, B, T, c->heads, m[0], v[2], m[1], v[3]));
         h = kn_nn_layernorm(b, x, v[4], v[5]);
         x = kn_add(b, x, kn_nn_mlp(b, h, m[2], v[6], m[3], v[7]));
     }
+    kn_builder_set_scope(b, outer);
     x = kn_nn_layernorm(b, x, lnf[0], lnf[1]);
     *logits = kn_matmul_t(b, x, P[0], false, true);                      /* [BT, V], tied to wte */
     if (kn_val_ok(targets)) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kiln/data.h"
+#include "kiln/passes.h"
 #include "nn/train_opts.h"
 
 typedef enum { O_INT, O_I64, O_U64, O_F64, O_STR } opt_kind;
@@ -47,6 +48,7 @@ static const opt_row k_opts[] = {
     {"data-bytes", O_I64, F(data_bytes), 0, 1024, 1e9, true, "size of the grammar corpus in bytes"},
     {"device", O_STR, S(device), 0, 0, false, "auto (cuda when a GPU is usable, else cpu), cpu, cuda or cuda:N"},
     {"mode", O_STR, S(mode), 0, 0, false, "auto, compiled (fused generated C; CPU), interp (node by node) or eager"},
+    {"remat", O_STR, S(remat), 0, 0, false, "activation checkpointing: none, selective, full, every:K or mincut"},
     {"out", O_STR, S(out), 0, 0, false, "checkpoint to write ('none': do not write one)"},
     {"resume", O_STR, S(resume), 0, 0, false, "continue the run saved in this checkpoint, exactly"},
     {"log", O_STR, S(log), 0, 0, false, "write 'step loss lr gradnorm' per step to this file"},
@@ -87,6 +89,7 @@ static void defaults(kn_train_opts *o) {
     o->data_bytes = KN_CORPUS_DEFAULT_BYTES;
     snprintf(o->device, sizeof o->device, "auto");
     snprintf(o->mode, sizeof o->mode, "auto");
+    snprintf(o->remat, sizeof o->remat, "none");
     snprintf(o->out, sizeof o->out, "ckpt.safetensors");
     o->sample = 300;
     o->temperature = 0.8;
@@ -300,6 +303,10 @@ int kn_train_opts_parse(kn_train_opts *o, int argc, char **argv) {
     if (!strcmp(o->mode, "graph")) snprintf(o->mode, sizeof o->mode, "interp"); /* the former name */
     if (strcmp(o->mode, "auto") && strcmp(o->mode, "compiled") && strcmp(o->mode, "interp") && strcmp(o->mode, "eager"))
         return usage_error("--mode '%s': use auto, compiled, interp or eager", o->mode);
+    if (kn_remat_check_arg(o->remat) != KN_OK) return usage_error("--remat: %s", kn_last_error());
+    if (strcmp(o->remat, "none") && !strcmp(o->mode, "eager"))
+        return usage_error("--remat %s: eager mode runs the model op by op, with no graph to rematerialize; use "
+                           "--mode auto, compiled or interp", o->remat);
     if (o->min_lr < 0) o->min_lr = o->lr / 10;
     if (o->warmup < 0) o->warmup = o->steps / 10 < 100 ? o->steps / 10 : 100;
     if (o->warmup >= o->steps) o->warmup = o->steps - 1;

@@ -82,6 +82,7 @@ kn_status kn_pass_fold(kn_graph *g, kn_pass_stats *st) {
         c.attrs = kn_attrs_default();
         c.attrs.value = v;
         c.type = n->type;
+        c.scope = n->scope;
         *n = c;
         kn_pass_stats_fire(st, rule, 1);
     }

@@ -6,6 +6,9 @@
  * nodes before and after, and, when verification is on, running the verifier after it so
  * that a pass that breaks the graph is named together with the node it broke.
  *
+ * "all" is the passes that take no argument (remat needs its policy, and changes memory
+ * and time, not the graph's meaning: it is asked for by name).
+ *
  * Why this order for "all": folding first turns constant subgraphs into `full` nodes,
  * which the view and algebra rules then see as the constants they look for
  * (broadcast_to(full) -> full, x*1 -> x); those rules leave the nodes they bypass dead
@@ -16,11 +19,13 @@
 #include "kiln/passes.h"
 
 static const kn_pass kn_pass_table[] = {
-    {"fold", kn_pass_fold, "constant folding: an op of `full` constants that gives one value becomes a full"},
-    {"views", kn_pass_views, "canonical view chains: merge reshape/permute/broadcast chains, drop views that do nothing"},
-    {"algebra", kn_pass_algebra, "algebraic identities: x*1, x+0, x-0, x/1, neg(neg x), exact cast chains"},
-    {"cse", kn_pass_cse, "common-subexpression elimination: one node per (op, operands, attributes, type)"},
-    {"dce", kn_pass_dce, "dead-code elimination: drop nodes no output depends on (inputs and params stay)"},
+    {"fold", kn_pass_fold, "constant folding: an op of `full` constants that gives one value becomes a full", NULL},
+    {"views", kn_pass_views, "canonical view chains: merge reshape/permute/broadcast chains, drop views that do nothing", NULL},
+    {"algebra", kn_pass_algebra, "algebraic identities: x*1, x+0, x-0, x/1, neg(neg x), exact cast chains", NULL},
+    {"cse", kn_pass_cse, "common-subexpression elimination: one node per (op, operands, attributes, type)", NULL},
+    {"dce", kn_pass_dce, "dead-code elimination: drop nodes no output depends on (inputs and params stay)", NULL},
+    {"remat", kn_pass_remat, "activation checkpointing, remat:POLICY (none, selective, full, every:K, mincut): "
+     "recompute forward values in the backward instead of keeping them", kn_remat_check_arg},
 };
 #define KN_NPASSES ((int)(sizeof kn_pass_table / sizeof kn_pass_table[0]))
 
@@ -63,8 +68,10 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Split list into passes; fails on an unknown name or too many. */
-static kn_status parse_list(const kn_pass *table, int ntable, const char *list, const kn_pass **out, int *n) {
+/* Split list into passes and their arguments (args[i]: "" when none); fails on an
+ * unknown name, an argument the pass refuses, or too many. */
+static kn_status parse_list(const kn_pass *table, int ntable, const char *list, const kn_pass **out,
+                            char (*args)[KN_PASS_ARG_MAX], int *n) {
     *n = 0;
     const char *p = list ? list : "";
     while (*p) {
@@ -79,7 +86,9 @@ static kn_status parse_list(const kn_pass *table, int ntable, const char *list, 
         memcpy(name, p, len);
         name[len] = '\0';
         p = e;
-        if (!strcmp(name, "none")) continue;
+        char *arg = strchr(name, ':'); /* "remat:every:2": the first colon ends the name */
+        if (arg) *arg++ = '\0';
+        if (!strcmp(name, "none") && !arg) continue;
         int first = -1, count = 1;
         for (int i = 0; i < ntable && first < 0; i++)
             if (!strcmp(table[i].name, name)) first = i;
@@ -92,9 +101,25 @@ static kn_status parse_list(const kn_pass *table, int ntable, const char *list, 
                 len += (size_t)snprintf(known + len, sizeof known - len, "%s, ", table[i].name);
             return kn_error(KN_ERR_ARG, "kn_passes_run: unknown pass '%s' (known: %sall, none)", name, known);
         }
+        if (count == 1 && !table[first].check_arg && arg)
+            return kn_error(KN_ERR_ARG, "kn_passes_run: pass %s takes no argument (got '%s:%s')", name, name, arg);
+        if (count > 1 && arg) return kn_error(KN_ERR_ARG, "kn_passes_run: 'all' takes no argument (got 'all:%s')", arg);
+        if (count == 1 && table[first].check_arg) {
+            if (arg && strlen(arg) >= KN_PASS_ARG_MAX)
+                return kn_error(KN_ERR_ARG, "kn_passes_run: the argument of %s is longer than %d characters", name,
+                                KN_PASS_ARG_MAX - 1);
+            kn_status st = table[first].check_arg(arg);
+            if (st != KN_OK) {
+                char msg[400];
+                snprintf(msg, sizeof msg, "%s", kn_last_error());
+                return kn_error(st, "kn_passes_run: %s", msg);
+            }
+        }
         for (int i = first; i < first + count; i++) {
+            if (count > 1 && table[i].check_arg) continue; /* "all": only the passes that need nothing */
             if (*n == KN_PASSES_MAX)
                 return kn_error(KN_ERR_ARG, "kn_passes_run: more than %d passes in \"%s\"", KN_PASSES_MAX, list);
+            snprintf(args[*n], KN_PASS_ARG_MAX, "%s", arg && count == 1 ? arg : "");
             out[(*n)++] = &table[i];
         }
     }
@@ -103,8 +128,9 @@ static kn_status parse_list(const kn_pass *table, int ntable, const char *list, 
 
 kn_status kn_passes_check(const char *list, int *n) {
     const kn_pass *todo[KN_PASSES_MAX];
+    char args[KN_PASSES_MAX][KN_PASS_ARG_MAX];
     int k = 0;
-    KN_TRY(parse_list(kn_pass_table, KN_NPASSES, list, todo, &k));
+    KN_TRY(parse_list(kn_pass_table, KN_NPASSES, list, todo, args, &k));
     if (n) *n = k;
     return KN_OK;
 }
@@ -129,8 +155,9 @@ kn_status kn_passes_run_with(const kn_pass *table, int ntable, kn_graph *g, cons
     memset(rep, 0, sizeof *rep);
     if (!g || !table || ntable < 0) return kn_error(KN_ERR_ARG, "kn_passes_run: NULL graph or table");
     const kn_pass *todo[KN_PASSES_MAX];
+    char args[KN_PASSES_MAX][KN_PASS_ARG_MAX];
     int n;
-    KN_TRY(parse_list(table, ntable, list, todo, &n));
+    KN_TRY(parse_list(table, ntable, list, todo, args, &n));
     rep->verified = kn_passes_verify;
     rep->nodes_before = rep->nodes_after = g->nnodes;
     if (kn_passes_verify) KN_TRY(verify_after(g, NULL));
@@ -139,6 +166,7 @@ kn_status kn_passes_run_with(const kn_pass *table, int ntable, kn_graph *g, cons
         kn_pass_stats *st = &rep->pass[i];
         rep->name[i] = todo[i]->name;
         rep->npasses = i + 1;
+        memcpy(st->arg, args[i], sizeof st->arg);
         st->nodes_before = g->nnodes;
         double t0 = now_ms();
         kn_status s = todo[i]->run(g, st);

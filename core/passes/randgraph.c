@@ -68,6 +68,7 @@ static kn_node node_of(kn_op op, int nin, int32_t a, int32_t b) {
     n.in[0] = a;
     n.in[1] = b;
     n.attrs = kn_attrs_default();
+    n.scope = KN_SCOPE_NONE;
     return n;
 }
 

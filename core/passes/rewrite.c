@@ -19,6 +19,7 @@
 struct kn_rewriter {
     kn_graph *out;          /* the graph being built */
     kn_status status;       /* first failure of an emit */
+    int32_t scope;          /* the candidate's scope: what replaces it belongs where it did */
 };
 
 const kn_graph *kn_rw_graph(const kn_rewriter *rw) { return rw->out; }
@@ -39,6 +40,7 @@ static kn_status make_node(const kn_rewriter *rw, kn_op op, int nin, const int32
     n->op = op;
     n->nin = nin;
     n->attrs = attrs ? *attrs : kn_attrs_default();
+    n->scope = rw->scope;
     const kn_type *types[KN_MAX_OPERANDS];
     for (int k = 0; k < nin; k++) {
         if (in[k] < 0 || in[k] >= rw->out->nnodes) {
@@ -88,6 +90,7 @@ int32_t kn_rw_full(kn_rewriter *rw, const kn_type *t, double value) {
     n.attrs = kn_attrs_default();
     n.attrs.value = value;
     n.type = *t;
+    n.scope = rw->scope;
     int32_t id;
     kn_status st = kn_graph_add_node(rw->out, &n, &id);
     if (st != KN_OK) {
@@ -147,12 +150,13 @@ static kn_status sweep(kn_graph *g, const kn_rule *rules, int n, kn_pass_stats *
         kn_graph_free(out);
         return kn_error(KN_ERR_OOM, "kn_rewrite: out of memory");
     }
-    kn_rewriter rw = {out, KN_OK};
+    kn_rewriter rw = {out, KN_OK, KN_SCOPE_NONE};
     kn_status s = KN_OK;
     for (int i = 0; i < g->nnodes && s == KN_OK; i++) {
         kn_node cand = g->nodes[i];
         for (int k = 0; k < cand.nin; k++) cand.in[k] = map[cand.in[k]];
         map[i] = -1;
+        rw.scope = cand.scope;
         for (int r = 0; r < n && map[i] < 0; r++) {
             kn_match m;
             match_clear(&m, &cand);

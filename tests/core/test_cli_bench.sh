@@ -21,7 +21,9 @@ for path, tf32 in ((sys.argv[1], False), (sys.argv[2], True)):
     for k in ("step_ms_median", "tokens_per_s", "fwd_ms", "optim_ms"):
         assert math.isfinite(r[k]) and r[k] > 0, f"{path}: {k} = {r[k]}"
     assert r["step_ms_min"] <= r["step_ms_median"] <= r["step_ms_max"], path
-    assert abs(r["tokens_per_s"] - 32 / (r["step_ms_median"] / 1e3)) < 1e-3 * r["tokens_per_s"], path
+    # tokens/s comes from the unrounded median; the JSON rounds ms to 3 decimals (a step
+    # of this tiny model takes ~0.2 ms, where that rounding alone is 2.5e-3 relative)
+    assert abs(32e3 / r["tokens_per_s"] - r["step_ms_median"]) <= 5e-4 + 1e-9, path
     assert abs(r["loss_first"] - math.log(64)) < 0.5, f"{path}: first loss {r['loss_first']} vs ln 64"
     assert (r["impl"], r["device"], r["vocab"], r["batch"], r["tf32"]) == ("kiln", "cpu", 64, 2, tf32), r
     assert r["params"] > 0 and r["warmup"] == 1 and r["steps"] == 3, r

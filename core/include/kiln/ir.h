@@ -160,12 +160,20 @@ typedef struct kn_type {
     int64_t shape[KN_MAX_DIMS];
 } kn_type;
 
+/* A node's scope: which part of the model built it, KN_SCOPE_NONE when none. The GPT
+ * builder stamps the index of the transformer block (kn_builder_set_scope), so a pass can
+ * ask "which layer is this?" (activation checkpointing keeps one value per layer). It is
+ * not part of the value's meaning: the verifier ignores it, the text format does not
+ * carry it (a parsed graph has none), and passes keep it on what they rewrite. */
+#define KN_SCOPE_NONE (-1)
+
 typedef struct kn_node {
     kn_op op;
     int nin;                        /* == the op's arity in a verified graph */
     int32_t in[KN_MAX_OPERANDS];    /* operand value ids, each < this node's id */
     kn_type type;                   /* the type of the value this node defines */
     kn_attrs attrs;
+    int32_t scope;                  /* KN_SCOPE_NONE, or the layer that made it (see above) */
 } kn_node;
 
 typedef struct kn_graph {
@@ -246,6 +254,9 @@ void kn_builder_fail(kn_builder *b, kn_status st, const char *fmt, ...)
 const kn_graph *kn_builder_graph(const kn_builder *b);
 /* Mark v as a graph output (in order). */
 void kn_builder_output(kn_builder *b, kn_val v);
+/* Stamp every node recorded from now on with scope (KN_SCOPE_NONE, or >= 0: a layer's
+ * index; a builder starts with none). Returns the previous scope (-1 for a NULL builder). */
+int32_t kn_builder_set_scope(kn_builder *b, int32_t scope);
 /* Hand over the recorded graph (verified first) and reset the builder to empty. Fails
  * with the builder's sticky error, if any. */
 kn_status kn_builder_finish(kn_builder *b, kn_graph **out);
