@@ -77,6 +77,14 @@ static inline void l6_naive(const float *a, const float *b, float *c, int64_t m,
         }
 }
 
+/* Speed means nothing under AddressSanitizer (make SAN=1: every access checked, no AVX2
+ * clone): the speed tests skip there, with one line. */
+#if defined(__SANITIZE_ADDRESS__)
+#define L6_SKIP_UNDER_SANITIZERS() cr_skip_test("speed is not measured under the sanitizers")
+#else
+#define L6_SKIP_UNDER_SANITIZERS() ((void)0)
+#endif
+
 /* Median of 5 timed runs (after one warm-up) of kiln's product and of the naive loop,
  * interleaved so that a noisy neighbour slows both: returns naive / kiln. */
 static inline double l6_speedup(int64_t s) {
