@@ -53,6 +53,7 @@ struct kn_dp_z3 {
     int nwin;
     z3_window *win;        /* sorted by first step */
     int32_t *param_node;   /* per parameter: its param node in the step program (-1: no step reads it) */
+    int *param_win;        /* per parameter: the window whose view the program holds now (-1: none) */
     int next_use;          /* the windows before it have been supplied in this run */
     int64_t retained;      /* dropped buckets the program still holds a view of, until the run ends */
 };
@@ -168,19 +169,24 @@ static kn_status use(kn_dp *d, int w) {
         kn_tensor_free(view);
         kn_tensor_free(flat);
         KN_TRY(st);
+        d->z3->param_win[i] = w;
     }
     x->state = Z3_LIVE;
     return KN_OK;
 }
 
-/* Window w's parameters leave the program, and its buffer goes. A view the program keeps
- * past its readers (a reshape it aliases) would keep the memory alive: counted until the
- * run ends, when the program lets go of every value. */
+/* Window w's parameters leave the program (those it still holds from w: were the windows
+ * of a bucket ever to overlap, the later one's stay), and its buffer goes. A view the
+ * program keeps past its readers (a reshape it aliases) would keep the memory alive:
+ * counted until the run ends, when the program lets go of every value. */
 static void drop(kn_dp *d, int w) {
     z3_window *x = &d->z3->win[w];
     const kn_dp_bucket *k = &d->buckets[x->bucket];
     for (int i = k->first_param; i <= k->last_param; i++)
-        if (d->z3->param_node[i] >= 0) (void)kn_program_supply(d->tr->prog, d->z3->param_node[i], NULL);
+        if (d->z3->param_win[i] == w) {
+            (void)kn_program_supply(d->tr->prog, d->z3->param_node[i], NULL);
+            d->z3->param_win[i] = -1;
+        }
     int64_t nb = (k->hi - k->lo) * (int64_t)sizeof(float);
     if (x->buf && x->buf->storage->refcount > 1) d->z3->retained += nb;
     else d->gathered_live -= nb;
@@ -252,10 +258,13 @@ kn_status kn_dp_z3_new(kn_dp *d) {
     const kn_params *p = &tr->model->p;
     int64_t len = kn_dp_my_len(d);
     d->z3 = kn_calloc(1, sizeof *d->z3);
-    if (d->z3) d->z3->param_node = kn_malloc((size_t)(p->count > 0 ? p->count : 1) * sizeof(int32_t));
+    size_t np = (size_t)(p->count > 0 ? p->count : 1);
+    if (d->z3) d->z3->param_node = kn_malloc(np * sizeof(int32_t));
+    if (d->z3) d->z3->param_win = kn_malloc(np * sizeof(int));
     d->param_shard = kn_malloc((size_t)(len > 0 ? len : 1) * sizeof(float));
-    if (!d->z3 || !d->z3->param_node || !d->param_shard)
+    if (!d->z3 || !d->z3->param_node || !d->z3->param_win || !d->param_shard)
         return kn_error(KN_ERR_OOM, "kn_dp_new: out of memory for the parameters' shard");
+    for (int i = 0; i < p->count; i++) d->z3->param_win[i] = -1;
     memcpy(d->param_shard, p->data + kn_dp_my_lo(d), (size_t)len * sizeof(float));
     KN_TRY(plan(d));
     for (int i = 0; i < p->count; i++) KN_TRY(kn_program_defer(tr->prog, p->info[i].name));
@@ -291,13 +300,17 @@ void kn_dp_z3_free(kn_dp *d) {
     if (d->z3 && d->tr && d->tr->prog) {
         (void)kn_dp_z3_end_run(d);
         kn_program_set_step_hook(d->tr->prog, NULL, NULL);
-        /* a gathered slab: the trainer runs alone again; else its programs say what is missing */
+        /* a gathered slab: both programs read it; else they say what is missing */
         const kn_params *p = &d->tr->model->p;
-        for (int i = 0; p->slab && i < p->count; i++) (void)kn_program_bind(d->tr->prog, p->info[i].name, p->views[i]);
+        for (int i = 0; p->slab && i < p->count; i++) {
+            (void)kn_program_bind(d->tr->prog, p->info[i].name, p->views[i]);
+            (void)kn_program_bind(d->tr->eval, p->info[i].name, p->views[i]);
+        }
     }
     if (d->z3) {
         kn_free(d->z3->win);
         kn_free(d->z3->param_node);
+        kn_free(d->z3->param_win);
         kn_free(d->z3);
         d->z3 = NULL;
     }

@@ -66,6 +66,9 @@ static void zero3_against_one_process(kn_comm *c, int accum, int steps) {
     int64_t saved = before - (int64_t)kn_alloc_bytes(), want = 16 * P - 16 * len;
     CHECK(!g.p.slab && !g.p.data && !tr.params, "the model's parameter slab is freed");
     CHECK(saved >= want - 32768, "live bytes fell by %lld, expected about %lld", (long long)saved, (long long)want);
+    batch(x, y, 0);
+    CHECK(kn_trainer_step(&tr, x, y, 1e-2, NULL, NULL) == KN_ERR_ARG && strstr(kn_last_error(), "kn_dp_step"),
+          "the trainer alone refuses to step on a sharded slab");
     kn_dp_memory m = kn_dp_memory_of(&d);
     CHECK(m.params == 4 * len && m.grads == 4 * len && m.optim == 8 * len, "memory %lld %lld %lld, shard %lld",
           (long long)m.params, (long long)m.grads, (long long)m.optim, (long long)len);
