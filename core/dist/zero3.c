@@ -54,6 +54,7 @@ struct kn_dp_z3 {
     z3_window *win;        /* sorted by first step */
     int32_t *param_node;   /* per parameter: its param node in the step program (-1: no step reads it) */
     int *param_win;        /* per parameter: the window whose view the program holds now (-1: none) */
+    int *node_step;        /* per node of the step program: the step it ends (-1: none), for --emit-ir */
     int next_use;          /* the windows before it have been supplied in this run */
     int64_t retained;      /* dropped buckets the program still holds a view of, until the run ends */
 };
@@ -75,8 +76,11 @@ static kn_status plan(kn_dp *d) {
     int *span = kn_malloc((size_t)nb * 4 * sizeof *span); /* per bucket: first, last (forward), first, last */
     int32_t *reads = kn_malloc((size_t)cap * sizeof *reads);
     z->win = kn_calloc((size_t)nb * 2, sizeof *z->win);
-    kn_status st = node_param && span && reads && z->win ? KN_OK : kn_error(KN_ERR_OOM, "kn_dp_new: out of memory");
-    for (int i = 0; st == KN_OK && i < g->nnodes; i++) node_param[i] = -1;
+    z->node_step = kn_malloc((size_t)g->nnodes * sizeof *z->node_step);
+    kn_status st = node_param && span && reads && z->win && z->node_step ? KN_OK
+                                                                          : kn_error(KN_ERR_OOM, "kn_dp_new: out of memory");
+    for (int i = 0; st == KN_OK && i < g->nnodes; i++) node_param[i] = z->node_step[i] = -1;
+    for (int s = 0; st == KN_OK && s < nsteps; s++) z->node_step[kn_program_step_node(prog, s)] = s;
     for (int i = 0; st == KN_OK && i < nb * 4; i++) span[i] = -1;
     for (int i = 0; st == KN_OK && i < p->count; i++) {
         z->param_node[i] = -1;
@@ -311,6 +315,7 @@ void kn_dp_z3_free(kn_dp *d) {
         kn_free(d->z3->win);
         kn_free(d->z3->param_node);
         kn_free(d->z3->param_win);
+        kn_free(d->z3->node_step);
         kn_free(d->z3);
         d->z3 = NULL;
     }
@@ -327,25 +332,22 @@ int64_t kn_dp_z3_bytes_per_run(const kn_dp *d) {
 
 void kn_dp_z3_print_notes(FILE *f, const kn_dp *d, int32_t node) {
     const kn_dp_z3 *z = d->z3;
-    const kn_program *prog = d->tr->prog;
-    for (int s = 0; z && s < kn_program_nsteps(prog); s++) {
-        if (kn_program_step_node(prog, s) != node) continue;
-        for (int w = 0; w < z->nwin; w++) {
-            const z3_window *x = &z->win[w];
-            const kn_dp_bucket *k = &d->buckets[x->bucket];
-            const char *ph = x->backward ? "backward" : "forward";
-            if (x->last == s - 1)
-                fprintf(f, "#   -> before step %d: free bucket %d's gathered parameters (%s: its last reader ran)\n", s,
-                        x->bucket, ph);
-            if (x->first == s)
-                fprintf(f, "#   -> before step %d: wait for all_gather bucket %d (%s): slab [%lld, %lld), %lld bytes, "
-                        "%s .. %s\n", s, x->bucket, ph, (long long)k->lo, (long long)k->hi,
-                        (long long)((k->hi - k->lo) * 4), d->tr->model->p.info[k->first_param].name,
-                        d->tr->model->p.info[k->last_param].name);
-            /* the prefetch: window w starts when window w - 1 is waited for, unless both start here */
-            if (w > 0 && z->win[w - 1].first == s && x->first > s)
-                fprintf(f, "#   -> before step %d, after the wait: all_gather bucket %d (%s) starts, the prefetch for "
-                        "step %d\n", s, x->bucket, ph, x->first);
-        }
+    int s = z && node >= 0 && node < kn_program_graph(d->tr->prog)->nnodes ? z->node_step[node] : -1;
+    for (int w = 0; s >= 0 && w < z->nwin; w++) {
+        const z3_window *x = &z->win[w];
+        const kn_dp_bucket *k = &d->buckets[x->bucket];
+        const char *ph = x->backward ? "backward" : "forward";
+        if (x->last == s - 1)
+            fprintf(f, "#   -> before step %d: free bucket %d's gathered parameters (%s: its last reader ran)\n", s,
+                    x->bucket, ph);
+        if (x->first == s)
+            fprintf(f, "#   -> before step %d: wait for all_gather bucket %d (%s): slab [%lld, %lld), %lld bytes, "
+                    "%s .. %s\n", s, x->bucket, ph, (long long)k->lo, (long long)k->hi,
+                    (long long)((k->hi - k->lo) * 4), d->tr->model->p.info[k->first_param].name,
+                    d->tr->model->p.info[k->last_param].name);
+        /* the prefetch: window w starts when window w - 1 is waited for, unless both start here */
+        if (w > 0 && z->win[w - 1].first == s && x->first > s)
+            fprintf(f, "#   -> before step %d, after the wait: all_gather bucket %d (%s) starts, the prefetch for "
+                    "step %d\n", s, x->bucket, ph, x->first);
     }
 }
