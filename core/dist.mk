@@ -47,8 +47,9 @@ $(KILN): LDLIBS += $(MPI_LDLIBS)
 
 # The multi-rank test program: plain C (not Criterion: Criterion forks, MPI ranks must not).
 DIST_TEST := $(CFG)/test-dist
-$(DIST_TEST): $(call obj,tests/dist/test_comm.c) $(LIB)
-	$(call quiet,LINK,$@)$(CC) $(LDFLAGS) -o $@ $(call obj,tests/dist/test_comm.c) $(LIB) $(LDLIBS) $(MPI_LDLIBS)
+DIST_TEST_OBJS := $(call obj,tests/dist/test_comm.c tests/dist/test_dp.c)
+$(DIST_TEST): $(DIST_TEST_OBJS) $(LIB)
+	$(call quiet,LINK,$@)$(CC) $(LDFLAGS) -o $@ $(DIST_TEST_OBJS) $(LIB) $(LDLIBS) $(MPI_LDLIBS)
 
 # MPICH: ranks yield their core while they wait inside MPI itself (MPI_Init, MPI_Finalize);
 # kiln's own waits poll and sleep (comm.c).

@@ -15,7 +15,7 @@
  * --stop-after, --sample, --temperature, --eval-batches, --device, --mode, --remat) may be
  * given (--remat recomputes activations without changing a bit of the result).
  *
- * Data parallelism: under `mpiexec -n N`, --dist ddp|zero1|zero2 runs one process per rank;
+ * Data parallelism: under `mpiexec -n N`, --dist ddp|zero1|zero2|zero3 runs one process per rank;
  * each rank's trainer takes batch / (N x --accum) rows of the same global batch, and the
  * step is kn_dp_step (core/dist/dp.c). Rank 0 alone prints, logs and writes checkpoints. */
 #include <errno.h>
@@ -206,6 +206,16 @@ static int dist_begin(kn_train_opts *o, run_dist *rd) {
         fprintf(stderr, "kiln train: --allreduce '%s': expected library or ring\n", o->allreduce);
         return 2;
     }
+    if (s != KN_DP_DDP && !strcmp(o->allreduce, "ring")) {
+        fprintf(stderr, "kiln train: --allreduce ring is DDP's all-reduce; --dist %s reduce-scatters the gradients "
+                "(use --dist ddp, or drop --allreduce)\n", o->dist);
+        return 2;
+    }
+    if (s == KN_DP_ZERO3 && !strcmp(o->comm, "nccl")) {
+        fprintf(stderr, "kiln train: --dist %s runs on CPU ranks (--comm mpi) so far; on GPUs use --dist zero2\n",
+                o->dist);
+        return 2;
+    }
     char who[64];
     snprintf(who, sizeof who, "kiln train --dist %s", o->dist);
     if (kn_dist_init(who) != KN_OK) {
@@ -290,9 +300,19 @@ static void dist_report(const run_dist *rd, int64_t P) {
     printf("    total                   %-11lld %lld%s\n", (long long)(m.params + m.grads + m.optim),
            (long long)(e.params + e.grads + e.optim), "");
     if (m.staging_peak) printf("    + buckets in flight     %lld at the peak\n", (long long)m.staging_peak);
+    if (m.gathered_peak)
+        printf("    + parameters gathered   %lld at the peak (the table's \"one layer gathered\": here buckets)\n",
+               (long long)m.gathered_peak);
     printf("  gradients sent        %lld bytes per step by this rank (%s)\n", (long long)rd->dp.bytes_sent,
            rd->dp.cfg.compress ? "int8 codes and a scale per 256" : "f32");
     const kn_dp_stats *s = &rd->dp.stats;
+    if (rd->dp.z3) {
+        double hid = s->gather_s > 0 ? 1.0 - s->gather_wait_s / s->gather_s : 0;
+        printf("  parameters gathered   %lld bytes per step (%d all_gathers: forward and backward of every "
+               "micro-batch); %.2f ms in flight, %.2f ms of it waited for: %.0f%% hidden by the prefetch\n",
+               (long long)rd->dp.gathered_bytes, s->gathers, 1e3 * s->gather_s, 1e3 * s->gather_wait_s,
+               100 * (hid < 0 ? 0 : hid));
+    }
     if (rd->dp.tr && rd->dp.tr->dev.type != KN_DEVICE_CPU) {
         /* the host runs ahead of a GPU: its clock knows when the backward ended (the loss was
          * read) and when the last bucket was done, not when each collective really ran */
@@ -451,11 +471,12 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
     kn_free(y);
     if (log) fclose(log);
     if (st != KN_OK) goto fail;
+    /* evaluation, the checkpoint and the sample read the whole model and state: ZeRO's
+     * shards are gathered first (on the trainer's device; ZeRO-3's parameters too), then
+     * copied to the host */
+    if (rd->on && kn_dp_gather_state(&rd->dp) != KN_OK) goto fail;
     double val = NAN;
     if (evaluate(o, &tr, &d, &val) != KN_OK) goto fail;
-    /* the checkpoint and the sample read the host copies of parameters and state: ZeRO's
-     * shards are gathered first (on the trainer's device), then copied to the host */
-    if (rd->on && kn_dp_gather_state(&rd->dp) != KN_OK) goto fail;
     if (kn_trainer_sync_host(&tr) != KN_OK) goto fail;
     printf("\n  %lld steps in %.1f s (%.0f tokens/s)\n", (long long)(end - start), secs,
            secs > 0 ? (double)(end - start) * (double)bt / secs : 0.0);

@@ -1,5 +1,5 @@
-/* dp.c — data parallelism: DDP, ZeRO-1 and ZeRO-2 around the trainer's compiled step
- * (kiln/dist.h).
+/* dp.c — data parallelism: DDP, ZeRO-1, ZeRO-2 and ZeRO-3 around the trainer's compiled
+ * step (kiln/dist.h).
  *
  * Every rank runs the same joint forward+backward graph on its own rows of the global
  * batch. The gradients must then be averaged over the ranks before the optimizer step, and
@@ -10,6 +10,10 @@
  *           each rank updates its shard, and the parameters are all-gathered.
  *   ZeRO-2  as ZeRO-1, and the full gradient slab is gone: gradients wait in a bucket's
  *           staging buffer only until its reduce-scatter finishes.
+ *   ZeRO-3  as ZeRO-2, and the full parameter slab is gone too: each bucket of parameters
+ *           is all-gathered for the steps that read it, in the forward and again in the
+ *           backward, and freed after (zero3.c); the optimizer updates the shard in place,
+ *           and no all_gather follows the step. (FSDP is PyTorch's name for it.)
  * Overlap: the trainer's program calls a hook after every node (kn_program_set_hook). When the
  * node is a parameter's gradient, the hook stores it; when it is the last missing gradient
  * of a bucket, the hook starts the bucket's nonblocking collective at once, and every
@@ -34,43 +38,43 @@
  * (1-bit SGD, Seide et al. 2014; EF-SGD, Karimireddy et al. 2019).
  *
  * Gradient accumulation: with K micro-batches, DDP and ZeRO-1 add the micro-batches'
- * gradients locally and communicate in the last one only; ZeRO-2 has no full gradient slab
- * to add into, so it reduce-scatters every micro-batch and adds into its shard (DeepSpeed
- * does the same). Either way the result is (sum over ranks and micro-batches) / (N K):
- * the gradient of the global batch's mean loss. */
+ * gradients locally and communicate in the last one only; ZeRO-2 and ZeRO-3 have no full
+ * gradient slab to add into (keeping one would cost the 4P bytes they save), so they
+ * reduce-scatter every micro-batch and add into the shard (DeepSpeed does the same, and
+ * FSDP's no_sync() keeps full gradients instead). ZeRO-3 also gathers the parameters anew
+ * for every micro-batch: 3P of traffic per micro-batch. Either way the result is (sum over
+ * ranks and micro-batches) / (N K): the gradient of the global batch's mean loss. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kiln/dist.h"
+#include "dp_impl.h"
 
-static const char *const kn_dp_names[KN_DP_COUNT] = {"ddp", "zero1", "zero2"};
+static const char *const kn_dp_names[KN_DP_COUNT] = {"ddp", "zero1", "zero2", "zero3"};
 
 kn_status kn_dp_strategy_parse(const char *s, kn_dp_strategy *out) {
     if (!s || !out) return kn_error(KN_ERR_ARG, "kn_dp_strategy_parse: NULL argument");
     for (int i = 0; i < KN_DP_COUNT; i++)
         if (!strcmp(s, kn_dp_names[i])) { *out = (kn_dp_strategy)i; return KN_OK; }
-    if (!strcmp(s, "zero3") || !strcmp(s, "fsdp"))
-        return kn_error(KN_ERR_UNSUPPORTED, "--dist %s: sharded parameters (ZeRO-3/FSDP) are not implemented yet; "
-                        "use ddp, zero1 or zero2", s);
-    return kn_error(KN_ERR_ARG, "--dist '%s': expected ddp, zero1 or zero2", s);
+    if (!strcmp(s, "fsdp")) { *out = KN_DP_ZERO3; return KN_OK; } /* PyTorch's name for ZeRO-3 */
+    return kn_error(KN_ERR_ARG, "--dist '%s': expected ddp, zero1, zero2 or zero3 (also called fsdp)", s);
 }
 
 const char *kn_dp_strategy_name(kn_dp_strategy s) { return (int)s >= 0 && s < KN_DP_COUNT ? kn_dp_names[s] : "?"; }
 
 /* kn_dp_shard_ranges and kn_dp_buckets are lab 10 units (labs/lab10-dataparallel/). */
 
-/* The part of [lo, hi) each rank owns: counts[r] = |[lo, hi) ∩ shard r|. */
-static void shard_counts(const kn_dp *d, int64_t lo, int64_t hi, int64_t *counts) {
+void kn_dp_shard_counts(const kn_dp *d, int64_t lo, int64_t hi, int64_t *counts) {
     for (int r = 0; r < d->comm->size; r++) {
         int64_t a = lo > d->shard_lo[r] ? lo : d->shard_lo[r], b = hi < d->shard_lo[r + 1] ? hi : d->shard_lo[r + 1];
         counts[r] = b > a ? b - a : 0;
     }
 }
 
-static int64_t my_lo(const kn_dp *d) { return d->shard_lo[d->comm->rank]; }
-static int64_t my_len(const kn_dp *d) { return d->shard_lo[d->comm->rank + 1] - d->shard_lo[d->comm->rank]; }
+/* (short names for this file) */
+#define my_lo kn_dp_my_lo
+#define my_len kn_dp_my_len
 
 /* The trainer's slabs, where its step runs (kiln/nn.h: one set, on tr->dev). DDP on a GPU
  * calls only the device table (copies, scale, clip, optimizer) and NCCL, so no gradient
@@ -108,6 +112,7 @@ static size_t staging_size(const kn_dp *d, int b) {
 void kn_dp_free(kn_dp *d) {
     if (!d) return;
     if (d->tr && d->tr->prog) kn_program_set_hook(d->tr->prog, NULL, NULL);
+    kn_dp_z3_free(d);
     for (int b = 0; d->staging && b < d->nbuckets; b++)
         if (d->staging[b]) dp_free(d, d->staging[b], staging_size(d, b));
     /* the sizes come from shard_lo, so these go before it */
@@ -155,6 +160,9 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
         return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: on GPUs kiln runs one micro-batch per step with the library's "
                         "collectives (asked: --accum %d%s); accumulation and the ring run on CPU ranks", cfg->accum,
                         cfg->ring ? ", the ring" : "");
+    if (gpu && cfg->strategy == KN_DP_ZERO3)
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: --dist zero3 runs on CPU ranks (--comm mpi) so far: its gathered "
+                        "parameter buckets are host tensors; on GPUs use --dist zero2");
     if (cfg->ring && cfg->strategy != KN_DP_DDP)
         return kn_error(KN_ERR_ARG, "kn_dp_new: the ring all-reduce is DDP's alternative (ZeRO reduce-scatters)");
     memset(d, 0, sizeof *d);
@@ -222,7 +230,7 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
             }
         }
     }
-    if (st == KN_OK && cfg->strategy == KN_DP_ZERO2) {
+    if (st == KN_OK && cfg->strategy >= KN_DP_ZERO2) {
         /* no full gradient slab: gradients live in the buckets' staging buffers */
         kn_params_views_free(p, tr->grad_views);
         kn_tensor_free(tr->grad);
@@ -254,6 +262,8 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
                     "# step S backward_end comm_end step_end | bucket S B launch done bytes\n",
                     kn_dp_strategy_name(cfg->strategy), N, d->nbuckets);
     }
+    /* ZeRO-3 last: it frees the model's slab, which everything above may read */
+    if (st == KN_OK && cfg->strategy == KN_DP_ZERO3) st = kn_dp_z3_new(d);
     if (st != KN_OK) {
         kn_dp_free(d);
         return st;
@@ -357,7 +367,7 @@ static kn_status launch(kn_dp *d, int b) {
         }
     } else {
         if (d->comm->size > 1024) return kn_error(KN_ERR_ARG, "kn_dp: more than 1024 ranks");
-        shard_counts(d, k->lo, k->hi, counts);
+        kn_dp_shard_counts(d, k->lo, k->hi, counts);
         int64_t a = k->lo > my_lo(d) ? k->lo : my_lo(d);
         const float *src = d->cfg.strategy == KN_DP_ZERO1 ? slab_grad(d) + k->lo : d->staging[b];
         /* ZeRO-1 receives straight into its shard; ZeRO-2 behind the bucket in its staging
@@ -381,7 +391,7 @@ static void finished(kn_dp *d, int b) {
         kn_free(d->packed[b]);
         d->packed[b] = NULL;
     }
-    if (d->cfg.strategy != KN_DP_ZERO2) return;
+    if (d->cfg.strategy < KN_DP_ZERO2) return;
     kn_dp_bucket *k = &d->buckets[b];
     int64_t a = k->lo > my_lo(d) ? k->lo : my_lo(d), e = k->hi < my_lo(d) + my_len(d) ? k->hi : my_lo(d) + my_len(d);
     if (e > a) (void)store(d, d->grad_shard + (a - my_lo(d)), d->staging[b] + (k->hi - k->lo), e - a, d->micro > 0);
@@ -397,7 +407,7 @@ static kn_status poll_all(kn_dp *d) {
         KN_TRY(kn_comm_test(&d->reqs[b], &done));
         if (done) finished(d, b);
     }
-    return KN_OK;
+    return kn_dp_z3_poll(d);
 }
 
 static kn_status contiguous_f32(const kn_tensor *v, int64_t numel, int param, const float **out, kn_tensor **tmp) {
@@ -413,7 +423,7 @@ static kn_status dp_hook(void *ctx, int32_t node, const kn_tensor *value) {
     kn_dp *d = ctx;
     if (node < 0 || node >= d->nnodes) return KN_OK;
     const kn_params *p = &d->tr->model->p;
-    bool comm_now = d->last_micro || d->cfg.strategy == KN_DP_ZERO2;
+    bool comm_now = d->last_micro || d->cfg.strategy >= KN_DP_ZERO2;
     for (int i = d->node_first[node]; i >= 0; i = d->param_next[i]) {
         const kn_param_info *pi = &p->info[i];
         const float *src = NULL;
@@ -422,7 +432,7 @@ static kn_status dp_hook(void *ctx, int32_t node, const kn_tensor *value) {
         int b = d->param_bucket[i];
         kn_dp_bucket *k = &d->buckets[b];
         kn_status st = KN_OK;
-        if (d->cfg.strategy == KN_DP_ZERO2) {
+        if (d->cfg.strategy >= KN_DP_ZERO2) {
             if (!d->staging[b]) {
                 size_t nb = staging_size(d, b);
                 d->staging[b] = dp_alloc(d, nb);
@@ -475,7 +485,10 @@ static kn_status run_micro(kn_dp *d, const int32_t *x, const int32_t *y, int m, 
     d->last_micro = m == d->cfg.accum - 1;
     for (int b = 0; b < d->nbuckets; b++)
         d->buckets[b].pending = d->buckets[b].last_param - d->buckets[b].first_param + 1;
-    KN_TRY(kn_program_run(t->prog));
+    kn_status st = kn_program_run(t->prog);
+    kn_status zs = kn_dp_z3_end_run(d); /* ZeRO-3: the last gathered buckets go */
+    KN_TRY(st);
+    KN_TRY(zs);
     return loss_item(kn_program_output(t->prog, 0), loss);
 }
 
@@ -489,8 +502,12 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
                         global_batch, N, K, t->B);
     const kn_params *p = &t->model->p;
     double t0 = kn_time_now(), lsum = 0;
+    if (d->z3) KN_TRY(kn_dp_z3_begin_step(d));
     d->launched = 0;
     d->bytes_sent = 0;
+    d->gathered_bytes = 0;
+    d->stats.gather_s = d->stats.gather_wait_s = 0;
+    d->stats.gathers = 0;
     d->t_first_launch = d->t_last_done = 0;
     for (int m = 0; m < K; m++) {
         double l = 0;
@@ -542,6 +559,10 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
                         "the learning rate)", gl, norm, (long long)t->opt.step);
     if (d->cfg.strategy == KN_DP_DDP) {
         KN_TRY(kn_device_optim_step(t->dev, &t->opt, slab_param(d), slab_grad(d), slab_state(d), lr));
+    } else if (d->cfg.strategy == KN_DP_ZERO3) {
+        /* the shard is the parameters: the next forward gathers it, bucket by bucket */
+        KN_TRY(kn_device_optim_step(t->dev, &d->shard_opt, d->param_shard, d->grad_shard, shard_state(d), lr));
+        t->opt.step = d->shard_opt.step;
     } else {
         KN_TRY(kn_device_optim_step(t->dev, &d->shard_opt, slab_param(d) + my_lo(d), d->grad_shard, shard_state(d), lr));
         t->opt.step = d->shard_opt.step;
@@ -592,24 +613,26 @@ kn_status kn_dp_gather_state(kn_dp *d) {
     for (int k = 0; k < slabs; k++)
         KN_TRY(kn_comm_all_gather(d->comm, shard_state(d) + k * len, slab_state(d) + k * n, counts, KN_DT_F32));
     o->step = d->shard_opt.step;
-    return KN_OK;
+    return d->z3 ? kn_dp_z3_gather_params(d) : KN_OK;
 }
 
 kn_dp_memory kn_dp_memory_of(const kn_dp *d) {
     kn_dp_memory m = {0};
     if (!d || !d->tr) return m;
     int64_t P = d->tr->model->p.n, f = (int64_t)sizeof(float);
-    m.params = P * f;
+    m.params = d->cfg.strategy == KN_DP_ZERO3 ? my_len(d) * f : P * f;
     m.grads = (slab_grad(d) ? P * f : 0) + (d->grad_shard ? my_len(d) * f : 0);
     m.optim = (d->cfg.strategy == KN_DP_DDP ? d->tr->opt.state_len : d->shard_opt.state_len) * f;
     m.staging_peak = d->staging_peak;
+    m.gathered_peak = d->gathered_peak;
     return m;
 }
 
 kn_dp_memory kn_dp_memory_expected(kn_dp_strategy s, int64_t P, int n) {
     kn_dp_memory m = {.params = 4 * P, .grads = 4 * P, .optim = 8 * P};
     if (s != KN_DP_DDP) m.optim = 8 * P / n;
-    if (s == KN_DP_ZERO2) m.grads = 4 * P / n;
+    if (s >= KN_DP_ZERO2) m.grads = 4 * P / n;
+    if (s == KN_DP_ZERO3) m.params = 4 * P / n;
     return m;
 }
 
@@ -638,12 +661,18 @@ kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d) {
             "# %d ranks, %d buckets; a bucket's %s starts (nonblocking) right after the node that makes its\n"
             "# last gradient, and runs while the nodes below it compute.\n",
             kn_dp_strategy_name(d->cfg.strategy), d->tr->B, d->comm->size, d->nbuckets, coll);
+    if (d->z3)
+        fprintf(f, "# ZeRO-3: the parameters are sharded; each bucket's all_gather is waited for before the first\n"
+                "# step (of the program's steps: a generated kernel is the step of its last node) that reads it in\n"
+                "# the forward, and again in the backward, and freed after its last reader; the next one is\n"
+                "# prefetched while the steps before its use compute.\n");
     for (char *line = text; line && *line;) {
         char *nl = strchr(line, '\n');
         if (nl) *nl = '\0';
-        fprintf(f, "%s\n", line);
         int id = -1;
         if (line[0] == '%') id = atoi(line + 1);
+        if (id >= 0 && d->z3) kn_dp_z3_print_notes(f, d, id);
+        fprintf(f, "%s\n", line);
         for (int b = 0; id >= 0 && b < d->nbuckets; b++) {
             if (done_at[b] != id) continue;
             const kn_dp_bucket *k = &d->buckets[b];
@@ -654,7 +683,12 @@ kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d) {
         line = nl ? nl + 1 : NULL;
     }
     fprintf(f, "# after the graph: wait for every bucket; loss all_reduce (8 bytes);\n");
-    if (zero)
+    if (d->z3)
+        fprintf(f, "# gradient-norm all_reduce (8 bytes); clip and update this rank's shard (parameters, gradients\n"
+                "# and optimizer state sharded); no all_gather after the update: the next forward gathers\n"
+                "# each bucket when it needs it (%lld bytes per micro-batch, forward and backward)\n",
+                (long long)kn_dp_z3_bytes_per_run(d));
+    else if (zero)
         fprintf(f, "# gradient-norm all_reduce (8 bytes); clip and update this rank's shard (%s);\n"
                 "# all_gather of the parameters (%lld bytes)\n",
                 d->cfg.strategy == KN_DP_ZERO2 ? "gradients and optimizer state sharded" : "optimizer state sharded",

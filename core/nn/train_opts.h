@@ -41,7 +41,7 @@ typedef struct kn_train_opts {
     double temperature;
     int eval_batches;            /* held-out batches evaluated at the end */
     /* data parallelism (core/dist/; this invocation only) */
-    char dist[16];               /* "" (one process), "ddp", "zero1", "zero2" */
+    char dist[16];               /* "" (one process), "ddp", "zero1", "zero2", "zero3" (or "fsdp") */
     double bucket_mb;            /* gradient bucket size in MiB */
     int accum;                   /* micro-batches per step */
     char comm[16];               /* "mpi" or "nccl" */

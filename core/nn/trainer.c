@@ -49,8 +49,18 @@ static kn_status compile_on(kn_trainer *t, kn_device dev) {
     return KN_OK;
 }
 
+/* ZeRO-2 frees the gradient slab and ZeRO-3 the parameter slab (kiln/dist.h): a step of the
+ * trainer alone has nothing to read or write then. */
+static kn_status check_slabs(const kn_trainer *t, const char *fn) {
+    if (t->params && t->views && t->grad) return KN_OK;
+    return kn_error(KN_ERR_ARG, "%s: the trainer's %s slab is sharded over the ranks by data parallelism (ZeRO, "
+                    "kiln/dist.h): step with kn_dp_step; kn_dp_gather_state brings the parameters back for evaluation",
+                    fn, t->params ? "gradient" : "parameter");
+}
+
 kn_status kn_trainer_set_compiled(kn_trainer *t, bool on) {
     if (!t || !t->joint) return kn_error(KN_ERR_ARG, "kn_trainer_set_compiled: no trainer");
+    if (!t->views) return check_slabs(t, "kn_trainer_set_compiled");
     t->compiled = on;
     return compile_on(t, t->dev);
 }
@@ -188,6 +198,7 @@ kn_status kn_trainer_step(kn_trainer *t, const int32_t *x, const int32_t *y, dou
     if (!t || !t->prog || !x || !y) return kn_error(KN_ERR_ARG, "kn_trainer_step: NULL argument");
     if (t->eager && t->dev.type != KN_DEVICE_CPU)
         return kn_error(KN_ERR_UNSUPPORTED, "kn_trainer_step: eager mode runs on the CPU only (use graph mode on a GPU)");
+    KN_TRY(check_slabs(t, "kn_trainer_step"));
     const kn_params *p = &t->model->p;
     double l;
     KN_TRY(load_batch(t, x, y));
@@ -233,6 +244,7 @@ static kn_status grad_into_slab(kn_trainer *t, const kn_tensor *o, int64_t off, 
 
 kn_status kn_trainer_optimize(kn_trainer *t, double lr, double *gnorm) {
     if (!t || !t->model) return kn_error(KN_ERR_ARG, "kn_trainer_optimize: trainer not initialized");
+    KN_TRY(check_slabs(t, "kn_trainer_optimize"));
     float *param, *grad, *state;
     slabs(t, &param, &grad, &state);
     double norm;

@@ -59,6 +59,9 @@ struct kn_program {
     kn_tensor **outs;         /* per output, after a run (owned aliases) */
     kn_interp_hook hook;      /* called after each step (kn_program_set_hook), or NULL */
     void *hook_ctx;
+    bool *deferred;           /* per node: a param supplied during the run (kn_program_defer) */
+    kn_program_step_hook step_hook; /* called before each step (kn_program_set_step_hook), or NULL */
+    void *step_hook_ctx;
     /* COMPILED */
     kn_schedule *sched;
     kn_program_kernel *kernels;
@@ -88,6 +91,7 @@ void kn_program_free(kn_program *p) {
     }
     for (int i = 0; p->outs && p->g && i < p->g->noutputs; i++) kn_tensor_free(p->outs[i]);
     kn_free(p->bound);
+    kn_free(p->deferred);
     kn_free(p->vals);
     kn_free(p->is_output);
     kn_free(p->outs);
@@ -499,11 +503,12 @@ kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_progr
     size_t nn = (size_t)p->g->nnodes;
     p->steps = kn_calloc(nn + 1, sizeof *p->steps);
     p->bound = kn_calloc(nn + 1, sizeof *p->bound);
+    p->deferred = kn_calloc(nn + 1, sizeof *p->deferred);
     p->vals = kn_calloc(nn + 1, sizeof *p->vals);
     p->is_output = kn_calloc(nn + 1, sizeof *p->is_output);
     p->outs = kn_calloc((size_t)p->g->noutputs + 1, sizeof *p->outs);
     p->last_step = kn_calloc(nn + 1, sizeof *p->last_step);
-    if (!p->steps || !p->bound || !p->vals || !p->is_output || !p->outs || !p->last_step) {
+    if (!p->steps || !p->bound || !p->deferred || !p->vals || !p->is_output || !p->outs || !p->last_step) {
         kn_program_free(p);
         return kn_error(KN_ERR_OOM, "kn_program_compile: out of memory for %zu nodes", nn);
     }
@@ -523,23 +528,32 @@ kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_progr
     return KN_OK;
 }
 
-kn_status kn_program_bind(kn_program *p, const char *name, const kn_tensor *t) {
-    if (!p || !name || !t) return kn_error(KN_ERR_ARG, "kn_program_bind: NULL argument");
-    int32_t id = -1;
-    for (int32_t i = 0; i < p->g->nnodes && id < 0; i++) {
+/* The input or param node called `name`, or -1. */
+static int32_t find_source(const kn_program *p, const char *name) {
+    for (int32_t i = 0; i < p->g->nnodes; i++) {
         const kn_node *n = &p->g->nodes[i];
-        if ((n->op == KN_OP_INPUT || n->op == KN_OP_PARAM) && !strcmp(n->attrs.name, name)) id = i;
+        if ((n->op == KN_OP_INPUT || n->op == KN_OP_PARAM) && !strcmp(n->attrs.name, name)) return i;
     }
-    if (id < 0) return kn_error(KN_ERR_ARG, "kn_program_bind: the graph has no input or param \"%s\"", name);
+    return -1;
+}
+
+/* t must have source id's dtype and shape. */
+static kn_status check_type(const kn_program *p, int32_t id, const kn_tensor *t, const char *fn) {
     const kn_type *want = &p->g->nodes[id].type;
     bool same = t->dtype == want->dtype && t->ndim == want->ndim;
     for (int d = 0; same && d < t->ndim; d++) same = t->shape[d] == want->shape[d];
-    if (!same) {
-        char a[160], b[160];
-        return kn_error(t->dtype != want->dtype ? KN_ERR_DTYPE : KN_ERR_SHAPE, "kn_program_bind: \"%s\" is %s in the "
-                        "graph, got %s %s", name, kn_type_str(want, a, sizeof a), kn_dtype_name(t->dtype),
-                        kn_shape_str(t->ndim, t->shape, b, sizeof b));
-    }
+    if (same) return KN_OK;
+    char a[160], b[160];
+    return kn_error(t->dtype != want->dtype ? KN_ERR_DTYPE : KN_ERR_SHAPE, "%s: \"%s\" is %s in the graph, got %s %s",
+                    fn, p->g->nodes[id].attrs.name, kn_type_str(want, a, sizeof a), kn_dtype_name(t->dtype),
+                    kn_shape_str(t->ndim, t->shape, b, sizeof b));
+}
+
+kn_status kn_program_bind(kn_program *p, const char *name, const kn_tensor *t) {
+    if (!p || !name || !t) return kn_error(KN_ERR_ARG, "kn_program_bind: NULL argument");
+    int32_t id = find_source(p, name);
+    if (id < 0) return kn_error(KN_ERR_ARG, "kn_program_bind: the graph has no input or param \"%s\"", name);
+    KN_TRY(check_type(p, id, t, "kn_program_bind"));
     kn_tensor *c = NULL, *moved = NULL;
     kn_status st = KN_OK;
     if (!kn_device_equal(t->storage->device, p->dev)) { /* a copy on the program's device */
@@ -551,7 +565,72 @@ kn_status kn_program_bind(kn_program *p, const char *name, const kn_tensor *t) {
     if (st != KN_OK) return st;
     kn_tensor_free(p->bound[id]);
     p->bound[id] = c;
+    p->deferred[id] = false;
     return KN_OK;
+}
+
+kn_status kn_program_defer(kn_program *p, const char *name) {
+    if (!p || !name) return kn_error(KN_ERR_ARG, "kn_program_defer: NULL argument");
+    int32_t id = find_source(p, name);
+    if (id < 0 || p->g->nodes[id].op != KN_OP_PARAM)
+        return kn_error(KN_ERR_ARG, "kn_program_defer: the graph has no param \"%s\"", name);
+    kn_tensor_free(p->bound[id]); /* the binding's reference to the memory goes */
+    p->bound[id] = NULL;
+    p->deferred[id] = true;
+    return KN_OK;
+}
+
+kn_status kn_program_supply(kn_program *p, int32_t node, const kn_tensor *t) {
+    if (!p) return kn_error(KN_ERR_ARG, "kn_program_supply: NULL program");
+    if (node < 0 || node >= p->g->nnodes || !p->deferred[node])
+        return kn_error(KN_ERR_ARG, "kn_program_supply: %%%d is not a deferred param (kn_program_defer)", node);
+    if (t) {
+        char ds[32];
+        KN_TRY(check_type(p, node, t, "kn_program_supply"));
+        if (!kn_device_equal(t->storage->device, p->dev) || !kn_tensor_is_contiguous(t))
+            return kn_error(KN_ERR_ARG, "kn_program_supply: \"%s\" must be contiguous on %s, the program's device "
+                            "(no copy is made during a run)", p->g->nodes[node].attrs.name,
+                            kn_device_str(p->dev, ds, sizeof ds));
+    }
+    kn_tensor_free(p->vals[node]);
+    p->vals[node] = NULL;
+    return t ? kn_tensor_alias(&p->vals[node], t) : KN_OK;
+}
+
+void kn_program_set_step_hook(kn_program *p, kn_program_step_hook fn, void *ctx) {
+    if (!p) return;
+    p->step_hook = fn;
+    p->step_hook_ctx = ctx;
+}
+
+int kn_program_step_reads(const kn_program *p, int step, int32_t *out, int max) {
+    if (!p || step < 0 || step >= p->nsteps) return 0;
+    const kn_program_step *sp = &p->steps[step];
+    int n = 0;
+    if (sp->kernel < 0) {
+        const kn_node *nd = &p->g->nodes[sp->node];
+        for (int k = 0; k < nd->nin; k++, n++)
+            if (out && n < max) out[n] = nd->in[k];
+        return n;
+    }
+    const kn_kernel *k = &p->kernels[sp->kernel].ir;
+    for (int b = 0; b < k->nbufs; b++)
+        if (!k->bufs[b].store) {
+            if (out && n < max) out[n] = k->bufs[b].value;
+            n++;
+        }
+    return n;
+}
+
+/* The error for a step reading value v, which has none: a deferred param not supplied (the
+ * caller puts "kn_program_run: step S (...)" in front). */
+static kn_status missing_value(const kn_program *p, int32_t v) {
+    const kn_node *n = &p->g->nodes[v];
+    if (p->deferred[v])
+        return kn_error(KN_ERR_ARG, "it reads param \"%s\" (%%%d), which is deferred and was not supplied "
+                        "(kn_program_supply from the step hook; under ZeRO-3, gather the parameters first)",
+                        n->attrs.name, v);
+    return kn_error(KN_ERR_INTERNAL, "it reads %%%d (%s), which no step made", v, kn_op_name(n->op));
 }
 
 static void release_run(kn_program *p) {
@@ -591,8 +670,7 @@ static kn_status run_kernel(kn_program *p, const kn_program_step *sp) {
             KN_TRY(planned_tensor(p, v, &p->vals[v]));
             if (!p->vals[v]) KN_TRY(kn_tensor_empty_on(&p->vals[v], p->dev, t->dtype, t->ndim, t->shape));
         }
-        if (!p->vals[v])
-            return kn_error(KN_ERR_INTERNAL, "kn_program_run: %s reads %%%d, which no step made", k->name, v);
+        if (!p->vals[v]) return missing_value(p, v);
         if (!kn_device_equal(p->vals[v]->storage->device, p->dev)) { /* made on the host (a constant's view) */
             kn_tensor *moved = NULL;
             KN_TRY(kn_tensor_to(&moved, p->vals[v], p->dev));
@@ -630,7 +708,7 @@ kn_status kn_program_run(kn_program *p) {
     for (int i = 0; i < g->noutputs; i++) { kn_tensor_free(p->outs[i]); p->outs[i] = NULL; }
     for (int32_t i = 0; i < g->nnodes; i++) { /* the bound sources first */
         const kn_node *n = &g->nodes[i];
-        if (n->op != KN_OP_INPUT && n->op != KN_OP_PARAM) continue;
+        if ((n->op != KN_OP_INPUT && n->op != KN_OP_PARAM) || p->deferred[i]) continue;
         if (!p->bound[i]) {
             release_run(p);
             return kn_error(KN_ERR_ARG, "kn_program_run: %s \"%s\" (%%%d) is not bound", kn_op_name(n->op),
@@ -648,6 +726,11 @@ kn_status kn_program_run(kn_program *p) {
     bool sync = p->step_ms && p->dev.type != KN_DEVICE_CPU;
     for (int s = 0; s < p->nsteps; s++) {
         const kn_program_step *sp = &p->steps[s];
+        kn_status hs = p->step_hook ? p->step_hook(p->step_hook_ctx, s) : KN_OK; /* not in the step's time */
+        if (hs != KN_OK) {
+            release_run(p);
+            return hs;
+        }
         if (sync) (void)kn_device_synchronize(p->dev);
         double t0 = p->step_ms ? kn_now_ms() : 0;
         if (sp->kernel >= 0) {
@@ -669,6 +752,7 @@ kn_status kn_program_run(kn_program *p) {
         kn_status st = KN_OK;
         for (int k = 0; k < n->nin; k++) {
             in[k] = p->vals[n->in[k]];
+            if (!in[k] && st == KN_OK) st = missing_value(p, n->in[k]);
             /* a host step (a view of a constant) whose operand a generated kernel already
              * took to the GPU: read a host copy */
             if (st == KN_OK && sp->be->type == KN_DEVICE_CPU && in[k] && in[k]->storage->device.type != KN_DEVICE_CPU) {

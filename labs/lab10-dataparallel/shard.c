@@ -1,11 +1,12 @@
 /* shard.c — lab 10 unit: ZeRO's shard ranges over the parameter slab (kiln/dist.h,
  * "lab 10 units").
  *
- * ZeRO-1 and ZeRO-2 (core/dist/dp.c) give each of N ranks one contiguous 1/N of the
- * parameter slab: the rank keeps the optimizer state (Adam's two moments) of its shard only,
- * receives the reduced gradient of its shard from each bucket's reduce-scatter, updates its
- * shard, and all-gathers the parameters. The shards are the ring's chunks (kn_ring_chunk),
- * so a rank's shard is exactly what a ring reduce-scatter would leave on it.
+ * ZeRO-1, ZeRO-2 and ZeRO-3 (core/dist/dp.c, zero3.c) give each of N ranks one contiguous
+ * 1/N of the parameter slab: the rank keeps the optimizer state (Adam's two moments) of its
+ * shard only, receives the reduced gradient of its shard from each bucket's reduce-scatter,
+ * updates its shard, and all-gathers the parameters (ZeRO-3 keeps only its shard of them
+ * too, and all-gathers each bucket when a step needs it). The shards are the ring's chunks
+ * (kn_ring_chunk), so a rank's shard is exactly what a ring reduce-scatter would leave on it.
  *
  *   kn_dp_shard_ranges(n, parts, lo) writes parts+1 bounds: rank r owns [lo[r], lo[r+1]),
  *   lo[0] = 0 and lo[parts] = n; sizes differ by at most one, the larger ones first.

@@ -5,7 +5,7 @@
  * and re-initialize. Each check prints "ok" or "not ok" on its rank; at the end the ranks
  * sum their failures and every rank exits 1 when any rank failed.
  *
- *   test-dist              every check below
+ *   test-dist              every check below, and ZeRO-3 against one process (test_dp.c)
  *   test-dist nccl         the NCCL backend: a world communicator and an all-reduce on the
  *                          GPU; skips with one line where there is no GPU (or no NCCL)
  *   test-dist stall R S    rank R sleeps S seconds before an all-reduce the others wait in
@@ -15,21 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dist_test.h"
 #include "kiln/device.h"
-#include "kiln/dist.h"
 
-static int g_fail, g_checks, g_rank;
-
-#define CHECK(cond, ...)                                                            \
-    do {                                                                            \
-        g_checks++;                                                                 \
-        if (!(cond)) {                                                              \
-            g_fail++;                                                               \
-            fprintf(stderr, "rank %d: not ok: %s:%d: ", g_rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                           \
-            fprintf(stderr, " (%s)\n", kn_last_error());                           \
-        }                                                                           \
-    } while (0)
+int g_fail, g_checks, g_rank;
 
 static float val(int rank, int64_t i) { return (float)((rank * 31 + i * 7) % 13); }
 
@@ -231,7 +220,8 @@ static void test_units(void) {
     kn_gpt_free(&g);
     kn_dp_strategy s;
     CHECK(kn_dp_strategy_parse("zero2", &s) == KN_OK && s == KN_DP_ZERO2, "parse zero2");
-    CHECK(kn_dp_strategy_parse("zero3", &s) == KN_ERR_UNSUPPORTED, "zero3 is named as missing");
+    CHECK(kn_dp_strategy_parse("zero3", &s) == KN_OK && s == KN_DP_ZERO3, "parse zero3");
+    CHECK(kn_dp_strategy_parse("fsdp", &s) == KN_OK && s == KN_DP_ZERO3, "fsdp is zero3");
     CHECK(kn_dp_strategy_parse("dpp", &s) == KN_ERR_ARG && strstr(kn_last_error(), "ddp"), "a typo lists the choices");
 }
 
@@ -313,5 +303,6 @@ int main(int argc, char **argv) {
     test_p2p_bcast_barrier(c);
     test_split_mesh(c);
     test_errors(c);
+    test_zero3(c);
     return finish(c);
 }

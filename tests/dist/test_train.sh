@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # test_train.sh KILN — data-parallel training against one process (make test, core/dist.mk).
 #
-# Equality: `mpiexec -n N kiln train --dist S` on 2 and 4 CPU ranks, for DDP, ZeRO-1 and
-# ZeRO-2 (small buckets, so several are in flight), with gradient accumulation and with
-# kiln's ring all-reduce, must give the losses and the final parameters and optimizer state
-# of one process on the same global batch (compare.py; tolerance: a summation order).
-# A checkpoint written by ZeRO-2 on 2 ranks resumes as ZeRO-1 on 4, exactly on course.
-# Then the memory table and the overlap line are printed and checked, and bad usage gets
-# its message: --dist without mpiexec, a batch the ranks do not divide, NCCL without a GPU,
-# zero3.
+# Equality: `mpiexec -n N kiln train --dist S` on 2 and 4 CPU ranks, for DDP, ZeRO-1,
+# ZeRO-2 and ZeRO-3 (small buckets, so several are in flight), with gradient accumulation,
+# with kiln's ring all-reduce and with ZeRO-3 node by node (--mode interp), must give the
+# losses and the final parameters and optimizer state of one process on the same global
+# batch (compare.py; tolerance: a summation order). A checkpoint written by ZeRO-2 on 2
+# ranks resumes as ZeRO-1 on 4, and one of ZeRO-3 on 2 as ZeRO-3 on 4, exactly on course.
+# Then the memory table (ZeRO-3: parameters 4P/N, the gathered buckets below 4P) and the
+# overlap lines are printed and checked, and bad usage gets its message: --dist without
+# mpiexec, a batch the ranks do not divide, NCCL without a GPU, ZeRO-3 on GPUs or with the
+# ring, a strategy that does not exist.
 set -euo pipefail
 kiln=$(realpath "$1")
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -22,7 +24,7 @@ run() { timeout 120 "$@"; }
 
 run "$kiln" train $A --out one.st --log one.log > one.txt 2>&1
 for n in 2 4; do
-    for s in ddp zero1 zero2; do
+    for s in ddp zero1 zero2 zero3; do
         run $MPIEXEC -n $n "$kiln" train $A --dist $s --bucket-mb 0.01 --out $s$n.st --log $s$n.log > $s$n.txt 2>&1 \
             || { cat $s$n.txt; exit 1; }
         r=$(python3 "$here/compare.py" one.log $s$n.log one.st $s$n.st $TOL); echo "$s on $n ranks: $r"
@@ -34,6 +36,12 @@ r=$(python3 "$here/compare.py" one.log acc.log one.st acc.st $TOL); echo "ddp, 2
 run $MPIEXEC -n 2 "$kiln" train $A --dist zero2 --accum 2 --bucket-mb 0.01 --out acc2.st --log acc2.log > acc2.txt 2>&1 \
     || { cat acc2.txt; exit 1; }
 r=$(python3 "$here/compare.py" one.log acc2.log one.st acc2.st $TOL); echo "zero2, 2 ranks x 2 micro-batches: $r"
+run $MPIEXEC -n 2 "$kiln" train $A --dist fsdp --accum 2 --bucket-mb 0.01 --out acc3.st --log acc3.log > acc3.txt 2>&1 \
+    || { cat acc3.txt; exit 1; }
+r=$(python3 "$here/compare.py" one.log acc3.log one.st acc3.st $TOL); echo "zero3 (as fsdp), 2 ranks x 2 micro-batches: $r"
+run $MPIEXEC -n 4 "$kiln" train $A --dist zero3 --mode interp --bucket-mb 0.01 --out in3.st --log in3.log > in3.txt 2>&1 \
+    || { cat in3.txt; exit 1; }
+r=$(python3 "$here/compare.py" one.log in3.log one.st in3.st $TOL); echo "zero3 node by node (--mode interp), 4 ranks: $r"
 run $MPIEXEC -n 4 "$kiln" train $A --dist ddp --allreduce ring --bucket-mb 0.01 --out ring.st --log ring.log > ring.txt 2>&1 \
     || { cat ring.txt; exit 1; }
 r=$(python3 "$here/compare.py" one.log ring.log one.st ring.st $TOL); echo "ddp with kiln's ring, 4 ranks: $r"
@@ -61,6 +69,11 @@ run $MPIEXEC -n 2 "$kiln" train $A --dist zero2 --bucket-mb 0.01 --stop-after 3 
 run $MPIEXEC -n 4 "$kiln" train --resume half.st --dist zero1 --bucket-mb 0.01 --device cpu --sample 0 --eval-batches 1 \
     --out res.st --log res.log > res.txt 2>&1 || { cat res.txt; exit 1; }
 r=$(python3 "$here/compare.py" one.log res.log one.st res.st $TOL); echo "zero2 x 2 ranks, resumed as zero1 x 4: $r"
+run $MPIEXEC -n 2 "$kiln" train $A --dist zero3 --bucket-mb 0.01 --stop-after 3 --out half3.st --log res3.log > res3.txt 2>&1 \
+    || { cat res3.txt; exit 1; }
+run $MPIEXEC -n 4 "$kiln" train --resume half3.st --dist zero3 --bucket-mb 0.01 --device cpu --sample 0 --eval-batches 1 \
+    --out res3.st --log res3.log > res3.txt 2>&1 || { cat res3.txt; exit 1; }
+r=$(python3 "$here/compare.py" one.log res3.log one.st res3.st $TOL); echo "zero3 x 2 ranks, resumed as zero3 x 4: $r"
 
 # the schedule: the joint graph with a comment after each node that starts a bucket; it parses
 run $MPIEXEC -n 2 "$kiln" train $A --steps 1 --dist zero1 --bucket-mb 0.01 --out none --emit-ir sched.ir > sched.txt 2>&1 \
@@ -69,9 +82,17 @@ nb=$(sed -n 's/.* \([0-9]*\) buckets\{0,1\} of <=.*/\1/p' sched.txt)
 [ "$(grep -c '^#   <- reduce_scatter bucket' sched.ir)" = "$nb" ] || { cat sched.ir; echo "not $nb buckets in sched.ir"; exit 1; }
 "$kiln" ir sched.ir --verify > /dev/null
 echo "--emit-ir: $nb reduce_scatter lines, the file parses; e.g. $(grep -m1 '<- reduce_scatter' sched.ir)"
+# ZeRO-3's schedule: every bucket's all_gather waited for before a step, forward and backward
+run $MPIEXEC -n 2 "$kiln" train $A --steps 1 --dist zero3 --bucket-mb 0.01 --out none --emit-ir sched3.ir > sched3.txt 2>&1 \
+    || { cat sched3.txt; exit 1; }
+"$kiln" ir sched3.ir --verify > /dev/null
+nf=$(grep -c 'wait for all_gather bucket [0-9]* (forward)' sched3.ir); nw=$(grep -c 'wait for all_gather' sched3.ir)
+[ "$nf" = "$nb" ] && [ "$nw" -gt "$nb" ] && [ "$(grep -c 'free bucket' sched3.ir)" -gt 0 ] \
+    || { cat sched3.ir; echo "zero3: $nf forward gathers, $nw in all, for $nb buckets"; exit 1; }
+echo "--emit-ir zero3: $nw all_gathers ($nf in the forward) for $nb buckets; e.g. $(grep -m1 'the prefetch for' sched3.ir)"
 
 # memory per rank against distributed.md's table (P = the parameter count, N = 4)
-for s in ddp zero1 zero2; do
+for s in ddp zero1 zero2 zero3; do
     echo "--- $s, 4 ranks:"
     sed -n '/memory per rank/,/overlap/p' ${s}4.txt
     grep -q "hidden behind the backward" ${s}4.txt
@@ -80,6 +101,12 @@ for s in ddp zero1 zero2; do
                  /^    gradients/ && s != "zero1" { if ($(NF-1) != $NF) { print "memory row differs: " $0; bad=1 } }
                  END { exit bad }' ${s}4.txt
 done
+# ZeRO-3: the gathered buckets at their peak hold less than the whole slab (4P bytes)
+awk '/table \(fp32 Adam/ { P = $(NF-1); sub(/^P=/, "", P); sub(/,$/, "", P) }
+     /parameters gathered +[0-9]+ at the peak/ { g = $4 }
+     END { if (!(g > 0 && g < 4 * P)) { print "zero3 gathered " g " of 4P = " 4 * P; exit 1 }
+           printf "zero3 on 4 ranks: gathered buckets peak at %d bytes, %.0f%% of the slab\n", g, 100 * g / (4 * P) }' zero34.txt
+grep -q "hidden by the prefetch" zero34.txt
 
 # bad usage: each a clear message and a nonzero exit
 expect() { # expect "what" "pattern" cmd...
@@ -97,5 +124,7 @@ else
 fi
 expect "a GPU over mpi" "add --comm nccl" run $MPIEXEC -n 2 "$kiln" train ${A/--device cpu/--device cuda} --dist ddp
 expect "--compress with zero1" "compresses DDP's buckets" run $MPIEXEC -n 2 "$kiln" train $A --dist zero1 --compress int8
-expect "zero3" "not implemented yet" run $MPIEXEC -n 2 "$kiln" train $A --dist zero3
+expect "zero3 on GPUs" "runs on CPU ranks" run $MPIEXEC -n 2 "$kiln" train $A --dist zero3 --comm nccl
+expect "zero3 with the ring" "ring is DDP's" run $MPIEXEC -n 2 "$kiln" train $A --dist zero3 --allreduce ring
+expect "a strategy that does not exist" "expected ddp, zero1, zero2 or zero3" run $MPIEXEC -n 2 "$kiln" train $A --dist zero4
 echo "test_train: all passed"

@@ -1,5 +1,5 @@
 /* kiln/dist.h — communicators for training on several processes, and the data-parallel
- * strategies built on them (DDP, ZeRO-1, ZeRO-2).
+ * strategies built on them (DDP, ZeRO-1, ZeRO-2, ZeRO-3/FSDP).
  *
  * One process per device, launched by `mpiexec -n N kiln ...`. A communicator (kn_comm) is
  * a group of those processes ("ranks" 0..size-1) and a backend that moves bytes between
@@ -159,8 +159,8 @@ kn_status kn_comm_barrier(kn_comm *c);
 
 /* ---------------------------------------------------------------- data parallelism */
 
-typedef enum kn_dp_strategy { KN_DP_DDP = 0, KN_DP_ZERO1, KN_DP_ZERO2, KN_DP_COUNT } kn_dp_strategy;
-/* "ddp", "zero1", "zero2"; KN_ERR_ARG for anything else (zero3 names what is missing). */
+typedef enum kn_dp_strategy { KN_DP_DDP = 0, KN_DP_ZERO1, KN_DP_ZERO2, KN_DP_ZERO3, KN_DP_COUNT } kn_dp_strategy;
+/* "ddp", "zero1", "zero2", "zero3" (or its other name, "fsdp"); KN_ERR_ARG for anything else. */
 kn_status kn_dp_strategy_parse(const char *s, kn_dp_strategy *out);
 const char *kn_dp_strategy_name(kn_dp_strategy s);
 
@@ -185,7 +185,13 @@ typedef struct kn_dp_stats {
     double comm_s;         /* time from the first bucket's start to the last one's end */
     double exposed_s;      /* communication waited for after the backward ended */
     double step_s;
+    /* ZeRO-3: the parameter all_gathers of the step (every micro-batch's forward and backward) */
+    double gather_s;       /* summed over the gathers: from the start to the moment it was seen done */
+    double gather_wait_s;  /* of it, the time the step stood waiting for a gather at its first use */
+    int gathers;
 } kn_dp_stats;
+
+typedef struct kn_dp_z3 kn_dp_z3; /* ZeRO-3's plan and gathered buckets (zero3.c) */
 
 /* Data-parallel training state of one rank, around a trainer whose batch is the rank's
  * micro-batch (global batch / (size * accum) sequences). */
@@ -224,12 +230,23 @@ typedef struct kn_dp {
     int64_t bytes_sent;      /* collective payload bytes this rank sent in the last step */
     float *dshard_state;     /* ZeRO on a GPU: owned, the shard's optimizer state there (shard_opt
                               * keeps the config and step; its host state goes unused) */
+    /* ZeRO-3: the parameters live as this rank's shard; the model's full slab is gone while
+     * training (kn_dp_gather_state brings it back for evaluation, sampling and checkpoints) */
+    float *param_shard;      /* owned: this rank's range of the parameter slab */
+    kn_dp_z3 *z3;            /* owned: the gather plan over the step program, the live buckets */
+    int64_t gathered_bytes;  /* parameter bytes all-gathered in the last step (every bucket, each time) */
+    int64_t gathered_live, gathered_peak; /* bytes of gathered buckets held now, and at the most */
 } kn_dp;
 
 /* Set up: checks the trainer's batch against the global one, builds the buckets, hooks
  * the trainer's joint graph, and shards the optimizer state (ZeRO), taking this rank's
  * range of the state the trainer holds (so a resumed run continues). The parameters of
- * every rank are made equal to rank 0's. */
+ * every rank are made equal to rank 0's. ZeRO-3 then keeps this rank's range of them
+ * (param_shard), frees the model's parameter slab (model->p.slab, data and views are NULL
+ * until kn_dp_gather_state) and defers the trainer's programs' parameters
+ * (kn_program_defer): the step program gets each bucket gathered for the steps that read
+ * it; the evaluation program fails with a clear message until the slab is gathered.
+ * ZeRO-3 runs on CPU ranks (KN_ERR_UNSUPPORTED on a GPU). */
 kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cfg);
 void kn_dp_free(kn_dp *d);
 /* One optimizer step on the global batch x, y (B_global x T each; this rank takes its
@@ -239,7 +256,11 @@ void kn_dp_free(kn_dp *d);
 kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_batch, double lr, double *loss,
                      double *gnorm);
 /* ZeRO: gather the full optimizer state into tr->opt.state (on every rank) before a
- * checkpoint. No-op for DDP. */
+ * checkpoint. ZeRO-3 also gathers the parameters into a new model slab (model->p.slab, its
+ * views, tr->params) and binds the evaluation program to it: evaluation, sampling and
+ * checkpoints then work as after any strategy; the next kn_dp_step frees the slab again
+ * (the shard is what trains). kn_dp_free leaves a gathered slab bound to both programs.
+ * No-op for DDP. Collective: every rank calls it. */
 kn_status kn_dp_gather_state(kn_dp *d);
 
 /* The joint graph's text (kiln/ir.h) with a comment line after each node that starts a
@@ -247,9 +268,12 @@ kn_status kn_dp_gather_state(kn_dp *d);
  * communication runs (kiln train --dist ... --emit-ir FILE). The comments keep it parseable. */
 kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d);
 
-/* Bytes per rank held for parameters, gradients and optimizer state by the strategy. */
+/* Bytes per rank held for parameters, gradients and optimizer state by the strategy during
+ * the steps (ZeRO-3: the shard, even while kn_dp_gather_state's full slab is there);
+ * staging_peak: ZeRO-2/3's gradient buckets in flight at the most; gathered_peak: ZeRO-3's
+ * gathered parameter buckets at the most (the "+ one layer gathered" of the table). */
 typedef struct kn_dp_memory {
-    int64_t params, grads, optim, staging_peak;
+    int64_t params, grads, optim, staging_peak, gathered_peak;
 } kn_dp_memory;
 kn_dp_memory kn_dp_memory_of(const kn_dp *d);
 /* The table's prediction for fp32 Adam with P parameters on n ranks (distributed.md). */

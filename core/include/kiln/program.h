@@ -119,6 +119,22 @@ int32_t kn_program_step_node(const kn_program *p, int step);
  * bucket's collective the moment its last gradient exists, overlapping the backward. */
 void kn_program_set_hook(kn_program *p, kn_interp_hook fn, void *ctx);
 
+/* Parameters supplied during the run (ZeRO-3: core/dist/dp.c keeps 1/N of each parameter
+ * and gathers a bucket of them only for the steps that read it). kn_program_defer drops
+ * param `name`'s binding (and the binding's reference to its memory) and marks it deferred:
+ * runs then start without a value for it, and the step hook (called before each step,
+ * with the step's index) gives it one with kn_program_supply(p, node, t) (aliased; t must
+ * be contiguous on the program's device), or takes it away again with t NULL, so the
+ * memory lives only from the step that needs it to the step after its last reader. A step
+ * reading a deferred param that has no value fails, naming it. kn_program_bind undoes the
+ * deferral. kn_program_step_reads lists the values step `step` reads (a library step's
+ * operands, a generated kernel's loads): up to max into out, returning how many there are. */
+typedef kn_status (*kn_program_step_hook)(void *ctx, int step);
+kn_status kn_program_defer(kn_program *p, const char *name);
+kn_status kn_program_supply(kn_program *p, int32_t node, const kn_tensor *t);
+void kn_program_set_step_hook(kn_program *p, kn_program_step_hook fn, void *ctx);
+int kn_program_step_reads(const kn_program *p, int step, int32_t *out, int max);
+
 #ifdef __cplusplus
 }
 #endif

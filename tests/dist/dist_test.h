@@ -1,0 +1,26 @@
+/* dist_test.h — the check macro of test-dist (test_comm.c, test_dp.c): each failed check
+ * prints "not ok" with its rank; main sums the failures over the ranks at the end. */
+#ifndef KILN_TESTS_DIST_TEST_H
+#define KILN_TESTS_DIST_TEST_H
+
+#include <stdio.h>
+
+#include "kiln/dist.h"
+
+extern int g_fail, g_checks, g_rank;
+
+#define CHECK(cond, ...)                                                            \
+    do {                                                                            \
+        g_checks++;                                                                 \
+        if (!(cond)) {                                                              \
+            g_fail++;                                                               \
+            fprintf(stderr, "rank %d: not ok: %s:%d: ", g_rank, __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                           \
+            fprintf(stderr, " (%s)\n", kn_last_error());                           \
+        }                                                                           \
+    } while (0)
+
+/* test_dp.c: ZeRO-3 through the library against one process on every rank. */
+void test_zero3(kn_comm *c);
+
+#endif /* KILN_TESTS_DIST_TEST_H */
