@@ -3,13 +3,15 @@
 # rebuilds the same GPT and compares every tensor (norm-wise relative error, threshold
 # 1e-4). Included by the top Makefile.
 #
-#   make torch-agree          on the GPU machine (PyTorch there): three checks, each kiln
+#   make torch-agree          on the GPU machine (PyTorch there): four checks, each kiln
 #                             and PyTorch fp32 (TF32 off) on the same weights and batches:
 #                               small   vocab 512, context 64, 2 layers, width 128, 4 heads,
 #                                       batch 4, 10 AdamW steps, kiln on the GPU
 #                               cpu     the same shape with kiln on the CPU (PyTorch on the GPU)
 #                               gpt2    vocab 50304, context 256, 4 layers, width 768,
 #                                       12 heads, batch 4, 10 steps, kiln on the GPU
+#                               gpt2-compiled  the same with kiln's compiled program
+#                                       (the generated CUDA kernels; logits node by node)
 #                             Builds kiln first unless GPU_CHECK_BUILD=0; KILN=path picks
 #                             another binary; TORCH_AGREE_FLAGS adds flags to every run
 #                             (e.g. --device cuda:1). Logs go to $OUT when it is set, else to
@@ -33,7 +35,7 @@ torch-agree: $(if $(filter 1,$(GPU_CHECK_BUILD)),$(KILN))
 	@set -u; logs=$(TORCH_AGREE_LOGS); export PYTHONUNBUFFERED=1; fails=0; summary=""; \
 	 py=$$(bash core/mk/python.sh torch numpy) || py=$(PYTHON); \
 	 for run in "small|$(TORCH_AGREE_SMALL)" "cpu|$(TORCH_AGREE_SMALL) --kiln-device cpu" \
-	            "gpt2|$(TORCH_AGREE_GPT2)"; do \
+	            "gpt2|$(TORCH_AGREE_GPT2)" "gpt2-compiled|$(TORCH_AGREE_GPT2) --kiln-mode compiled"; do \
 	   name=$${run%%|*}; flags=$${run#*|}; \
 	   echo "== torch-agree $$name: $$py plots/torch_agree.py --kiln $(KILN) $$flags $(TORCH_AGREE_FLAGS)"; \
 	   $$py plots/torch_agree.py --kiln $(KILN) $$flags $(TORCH_AGREE_FLAGS) \

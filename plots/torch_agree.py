@@ -109,6 +109,8 @@ class Table:
 def run_kiln(a, path):
     dev = a.kiln_device or ("cpu" if a.device == "cpu" or a.reference == "numpy" else a.device)
     cmd = [a.kiln, "dump", "--out", path, "--device", dev]
+    if a.kiln_mode:
+        cmd += ["--mode", a.kiln_mode]
     for k in ("vocab", "context", "layers", "width", "heads", "batch", "steps", "seed", "lr", "clip"):
         v = getattr(a, k)
         if v is not None:
@@ -263,6 +265,8 @@ def main():
     ap.add_argument("--device", default="cuda", help="where PyTorch runs: cuda, cuda:N or cpu (default %(default)s)")
     ap.add_argument("--kiln-device", help="where kiln runs (default: cpu with --device cpu or --reference numpy, "
                     "else --device)")
+    ap.add_argument("--kiln-mode", choices=["interp", "compiled"], help="kiln's program: node by node (the "
+                    "default) or compiled (fused, generated kernels: C on the CPU, CUDA on a GPU)")
     ap.add_argument("--reference", choices=["torch", "numpy"], default="torch")
     ap.add_argument("--tol", type=float, default=1e-4, help="norm-wise relative threshold for logits, loss, "
                     "gradients and gradient norms (default %(default)g)")

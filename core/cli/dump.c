@@ -36,20 +36,22 @@ typedef struct dump_opts {
     uint64_t seed;
     double lr, clip;
     char device[16];
+    bool compiled;      /* --mode compiled: the step as generated kernels (C or CUDA) */
     const char *out;
 } dump_opts;
 
 static void usage(FILE *f) {
     fprintf(f, "usage: kiln dump --out FILE.safetensors [--vocab N] [--context N] [--layers N] [--width N]\n"
                "                 [--heads N] [--batch N] [--steps N] [--seed N] [--lr X] [--clip X]\n"
-               "                 [--device auto|cpu|cuda|cuda:N]\n"
+               "                 [--device auto|cpu|cuda|cuda:N] [--mode interp|compiled]\n"
                "Initializes a GPT from --seed, draws steps + 1 batches of random tokens (batch size --batch,\n"
                "length --context), and on the device writes one safetensors file with the initial weights, the\n"
                "batches, the logits, loss and every (unclipped) gradient on batch 0, and the losses of --steps\n"
                "AdamW steps (betas 0.9/0.95, eps 1e-8, weight decay 0.1 on matrices and embeddings, global-norm\n"
                "clip --clip, 0: none) on batches 1..steps. plots/torch_agree.py checks it against PyTorch.\n"
                "Defaults: vocab 512, context 64, 2 layers, width 128, 4 heads, batch 4, 10 steps, seed 1,\n"
-               "lr 1e-3, clip 1.0, device auto (the first GPU when one is usable).\n");
+               "lr 1e-3, clip 1.0, device auto (the first GPU when one is usable), mode interp (node by node;\n"
+               "compiled: the loss, gradients and steps from the fused, generated kernels; logits node by node).\n");
 }
 
 static int parse(dump_opts *o, int argc, char **argv) {
@@ -77,6 +79,14 @@ static int parse(dump_opts *o, int argc, char **argv) {
                 return 2;
             }
             snprintf(o->device, sizeof o->device, "%s", v);
+            continue;
+        }
+        if (!strcmp(a, "--mode")) {
+            if (strcmp(v, "interp") && strcmp(v, "compiled")) {
+                fprintf(stderr, "kiln dump: --mode '%s': use interp or compiled\n", v);
+                return 2;
+            }
+            o->compiled = !strcmp(v, "compiled");
             continue;
         }
         if (!strcmp(a, "--seed")) {
@@ -202,7 +212,8 @@ static kn_status write_file(const dump_opts *o, const kn_gpt *g, const dump_data
         {"kiln.heads", v[4]}, {"kiln.batch", v[5]}, {"kiln.steps", v[6]}, {"kiln.seed", v[7]},
         {"kiln.lr", v[8]}, {"kiln.optim.kind", "adamw"}, {"kiln.optim.beta1", v[9]}, {"kiln.optim.beta2", v[10]},
         {"kiln.optim.eps", v[11]}, {"kiln.optim.weight_decay", v[12]}, {"kiln.optim.decay", decay},
-        {"kiln.clip", clip}, {"kiln.device", devname}, {"kiln.layernorm_eps", "1e-05"},
+        {"kiln.clip", clip}, {"kiln.device", devname}, {"kiln.mode", o->compiled ? "compiled" : "interp"},
+        {"kiln.layernorm_eps", "1e-05"},
         {"kiln.gelu", "tanh"}, {"kiln.dump.steps", "step k = 1..N on batch k; losses before each update"}};
     kn_status st = kn_safetensors_write(o->out, k, ts, (int)(sizeof meta / sizeof meta[0]), meta);
     kn_free(ts);
@@ -242,11 +253,12 @@ static kn_status dump(const dump_opts *o, kn_device dev) {
         st = kn_trainer_new(&tr, &g, o->batch, o->context, &oc, o->clip);
     }
     if (st == KN_OK) st = kn_trainer_to_device(&tr, dev);
+    if (st == KN_OK && o->compiled) st = kn_trainer_set_compiled(&tr, true);
     if (st == KN_OK) st = kn_trainer_probe(&tr, d.x, d.y, &d.loss, d.grad, d.logits);
     if (st == KN_OK)
         printf("kiln dump: GPT vocab %d, context %d, %d layers, width %d, %d heads (%lld parameters), batch %d, on "
-               "%s\n  batch 0: loss %.9f\n", o->vocab, o->context, o->layers, o->width, o->heads, (long long)g.p.n,
-               o->batch, devname, d.loss);
+               "%s (%s)\n  batch 0: loss %.9f\n", o->vocab, o->context, o->layers, o->width, o->heads, (long long)g.p.n,
+               o->batch, devname, o->compiled ? "compiled" : "node by node", d.loss);
     for (int s = 0; st == KN_OK && s < o->steps; s++) {
         size_t off = (size_t)(s + 1) * bt;
         st = kn_trainer_step(&tr, d.x + off, d.y + off, o->lr, &d.losses[s], &d.gnorms[s]);

@@ -23,6 +23,10 @@ cfg="--vocab 61 --context 12 --layers 2 --width 24 --heads 3 --batch 2 --steps 3
 "$py" "$agree" --reference numpy --kiln "$kiln" $cfg --out "$dir/a.st" > "$dir/agree.out" 2>&1 ||
     { cat "$dir/agree.out"; echo "FAIL: torch_agree.py --reference numpy did not pass"; exit 1; }
 grep -q '^PASS ' "$dir/agree.out" || { cat "$dir/agree.out"; echo "FAIL: no PASS line"; exit 1; }
+# ... and kiln's compiled program (generated C: the loss, gradients and steps) too
+"$py" "$agree" --reference numpy --kiln "$kiln" --kiln-mode compiled $cfg --out "$dir/c.st" > "$dir/agree_c.out" 2>&1 ||
+    { cat "$dir/agree_c.out"; echo "FAIL: torch_agree.py --reference numpy --kiln-mode compiled did not pass"; exit 1; }
+grep -q 'compiled' "$dir/agree_c.out" || { cat "$dir/agree_c.out"; echo "FAIL: kiln dump did not say compiled"; exit 1; }
 
 # 2. same flags, same bytes; the file holds what dump.c promises
 "$kiln" dump $cfg --device cpu --out "$dir/b.st" > /dev/null
@@ -85,6 +89,7 @@ check_usage --steps $o --steps
 check_usage --steps $o --steps -1
 check_usage --lr $o --lr abc
 check_usage --lr $o --lr -1
+check_usage --mode $o --mode eager
 check_usage --clip $o --clip nan
 check_usage --device $o --device gpu
 check_usage --seed $o --seed x
