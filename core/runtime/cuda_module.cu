@@ -8,7 +8,6 @@
  * driver-API linking: kiln stays linked to libcudart only, so a machine with no GPU driver
  * still starts it. */
 #include <errno.h>
-#include <nvrtc.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -47,7 +46,7 @@ extern "C" kn_status kn_cuda_limits_get(int device, kn_cuda_limits *lim, int *ma
 /* The cubin of src for sm_<major><minor>: from the cache, or NVRTC then into the cache. */
 static kn_status cubin_for(const char *src, const char *name, int major, int minor, char **bin, size_t *n, bool *cached) {
     int vmaj = 0, vmin = 0;
-    nvrtcVersion(&vmaj, &vmin);
+    KN_TRY(kn_cuda_nvrtc_version(&vmaj, &vmin));
     char arch[32], ver[32], path[800];
     snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
     snprintf(ver, sizeof ver, "nvrtc-%d.%d", vmaj, vmin);

@@ -175,6 +175,18 @@ KN_TEST(cudagen, every_gpt_kernel_compiles_with_nvrtc, .timeout = 240) {
     kn_graph_free(g);
 }
 
+/* NVRTC is opened at run time: without it the compiled GPU program says what to install
+ * (the rest of kiln does not need it). */
+KN_TEST(cudagen, a_missing_nvrtc_says_what_to_install) {
+    setenv("KILN_NVRTC", "/nonexistent/libnvrtc.so.13", 1);
+    char *ptx = NULL;
+    size_t n = 0;
+    KN_ASSERT_ERR(kn_cuda_nvrtc_compile("extern \"C\" __global__ void k() {}", "k.cu", 9, 0, &ptx, &n), KN_ERR_UNSUPPORTED);
+    cr_assert(strstr(kn_last_error(), "NVRTC is not installed") && strstr(kn_last_error(), "KILN_NVRTC") &&
+              strstr(kn_last_error(), "--mode interp"), "%s", kn_last_error());
+    cr_assert_null(ptx);
+}
+
 #define SKIP_WITHOUT_GPU()                                                                   \
     do {                                                                                     \
         if (kn_device_count(KN_DEVICE_CUDA) == 0) cr_skip_test("no CUDA device: GPU test skipped"); \

@@ -45,6 +45,9 @@ kn_status kn_cuda_node_eval(const kn_node *n, const kn_tensor *const *in, kn_ten
  * major.minor with NVRTC: no GPU needed. *ptx (kn_free it) and *ptx_len on success;
  * KN_ERR_INTERNAL with NVRTC's log when it does not compile. */
 kn_status kn_cuda_nvrtc_compile(const char *src, const char *name, int major, int minor, char **ptx, size_t *ptx_len);
+/* NVRTC's version; KN_ERR_UNSUPPORTED, saying what to install, when NVRTC cannot be
+ * opened (it is opened at run time: $KILN_NVRTC, else libnvrtc.so.<CUDA major>). */
+kn_status kn_cuda_nvrtc_version(int *major, int *minor);
 /* The same with cubin: true for SASS of sm_<major><minor> (loadable as it is) instead of PTX. */
 kn_status kn_cuda_nvrtc_build(const char *src, const char *name, int major, int minor, bool cubin, char **out,
                               size_t *len);
