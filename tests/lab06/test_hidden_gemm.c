@@ -149,6 +149,7 @@ KN_TEST(lab06_hidden_tune, candidates_in_order_and_the_minimum, .timeout = 120) 
 }
 
 KN_TEST(lab06_hidden_speed, faster_than_a_naive_loop_at_512, .timeout = 180) {
+    l6_check_product(512);
     L6_SKIP_UNDER_SANITIZERS();
     double x = l6_speedup(512);
     printf("lab06: 512^3: %.1fx the naive triple loop\n", x);
