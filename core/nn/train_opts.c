@@ -47,7 +47,7 @@ static const opt_row k_opts[] = {
     {"data-seed", O_U64, F(data_seed), 0, 0, 0, true, "seed of the grammar corpus"},
     {"data-bytes", O_I64, F(data_bytes), 0, 1024, 1e9, true, "size of the grammar corpus in bytes"},
     {"device", O_STR, S(device), 0, 0, false, "auto (cuda when a GPU is usable, else cpu), cpu, cuda or cuda:N"},
-    {"mode", O_STR, S(mode), 0, 0, false, "auto, compiled (fused generated C; CPU), interp (node by node) or eager"},
+    {"mode", O_STR, S(mode), 0, 0, false, "auto, compiled (fused generated kernels: C on the CPU, CUDA on a GPU), interp (node by node) or eager (CPU)"},
     {"remat", O_STR, S(remat), 0, 0, false, "activation checkpointing: none, selective, full, every:K or mincut"},
     {"out", O_STR, S(out), 0, 0, false, "checkpoint to write ('none': do not write one)"},
     {"resume", O_STR, S(resume), 0, 0, false, "continue the run saved in this checkpoint, exactly"},
