@@ -1,0 +1,67 @@
+/* program_impl.h — what the files of core/program/ share: the program's private types
+ * (program.c compiles and runs them; report.c prints and compares them). */
+#ifndef KN_PROGRAM_IMPL_H
+#define KN_PROGRAM_IMPL_H
+
+#include "kiln/codegen.h"
+#include "kiln/program.h"
+
+typedef struct kn_program_step {
+    int32_t node;                /* the node it computes (a kernel: its last member) */
+    const kn_device_backend *be; /* who computes it (NULL: a generated kernel) */
+    int index;                   /* that backend's device index */
+    int kernel;                  /* index into p->kernels, or -1 */
+} kn_program_step;
+
+/* Where a compiled program's generated kernels run: C on the CPU's threads, the CUDA
+ * dialect under the CUDA emulator (on the CPU, to test the GPU's code without one), or CUDA
+ * on the GPU. */
+typedef enum kn_target { KN_TARGET_C, KN_TARGET_EMU, KN_TARGET_CUDA } kn_target;
+
+typedef struct kn_program_kernel {
+    kn_kernel ir;
+    void (*fn)(void *ctx, int64_t lo, int64_t hi); /* C */
+    void (*emu)(void *args);                       /* EMU: the <name>__emu entry */
+    void *gpu;                                     /* CUDA: a cudaKernel_t */
+    kn_cuda_launch launch;                         /* EMU, CUDA */
+    char fn_name[32];   /* the generated function it runs: its own, or an identical twin's */
+    uint64_t text_hash; /* of its source under a neutral name (finding twins) */
+} kn_program_kernel;
+
+struct kn_program {
+    kn_graph *g;              /* owned: the graph after passes */
+    kn_device dev;
+    kn_program_step *steps;   /* owned, in order */
+    int nsteps;
+    kn_tensor **bound;        /* per node: the bound tensor of an input/param (owned alias) */
+    kn_tensor **vals;         /* per node, during a run */
+    bool *is_output;
+    kn_tensor **outs;         /* per output, after a run (owned aliases) */
+    kn_interp_hook hook;      /* called after each step (kn_program_set_hook), or NULL */
+    void *hook_ctx;
+    bool *deferred;           /* per node: a param supplied during the run (kn_program_defer) */
+    kn_program_step_hook step_hook; /* called before each step (kn_program_set_step_hook), or NULL */
+    void *step_hook_ctx;
+    /* COMPILED */
+    kn_schedule *sched;
+    kn_program_kernel *kernels;
+    int nkernels;
+    kn_cc_module *module;
+    kn_target target;
+    void *gpu_module;         /* CUDA: the kn_cuda_module of the kernels */
+    int32_t *last_step;       /* per node: the last step reading it (liveness over steps) */
+    void **ptrs;              /* scratch: a kernel's buffer pointers */
+    kn_program_stats stats;
+    double *step_ms;          /* per step, summed over runs, when KILN_PROFILE_STEPS is set */
+    bool env_profile;         /* KILN_PROFILE_STEPS, until the end of the first run (not counted) */
+    int runs;
+    /* COMPILED: the memory plan */
+    int64_t *mem_off;         /* per node: its offset in the arena, or -1 (allocated on its own) */
+    int32_t *mem_def, *mem_last; /* per node: the steps that make it and last read it (its aliases too) */
+    char *arena_raw, *arena;  /* owned; arena is arena_raw aligned to 64 bytes */
+};
+
+/* Bytes a value takes in the memory plan's arena (its size rounded up to 64). */
+size_t kn_program_plan_size(const kn_type *t);
+
+#endif
