@@ -400,6 +400,20 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
     } else if (remat_on && dev.type == KN_DEVICE_CPU && kn_trainer_set_compiled(&tr, false) != KN_OK) {
         goto fail; /* --mode interp: recompile node by node, now with the pass */
     }
+    if (!strcmp(o->cuda_graph, "on")) {
+        if (dev.type != KN_DEVICE_CUDA || !tr.compiled) {
+            kn_error(KN_ERR_ARG, "--cuda-graph on replays the compiled GPU step: use it with --mode compiled on a GPU "
+                     "(here: --mode %s on %s)", o->mode, o->device);
+            goto fail;
+        }
+        if (o->dist[0]) {
+            kn_error(KN_ERR_ARG, "--cuda-graph on with --dist: the collectives run between the steps, which a graph "
+                     "cannot replay; use one or the other");
+            goto fail;
+        }
+        tr.cuda_graph = true;
+        if (kn_program_set_cuda_graph(tr.prog, true) != KN_OK) goto fail;
+    }
     if (dist_attach(o, rd, &tr) != KN_OK) goto fail;
     /* the peak reported at the end is the training steps' (ZeRO has freed what it shards) */
     if (kn_device_mem_reset_peak(dev) != KN_OK) goto fail;

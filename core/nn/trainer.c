@@ -46,6 +46,7 @@ static kn_status compile_on(kn_trainer *t, kn_device dev) {
         KN_TRY(kn_program_bind(ps[k], "idx", t->x));
         KN_TRY(kn_program_bind(ps[k], "targets", t->y));
     }
+    if (t->cuda_graph) KN_TRY(kn_program_set_cuda_graph(t->prog, true)); /* the step; eval runs too rarely */
     return KN_OK;
 }
 
