@@ -134,6 +134,7 @@ kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_op
         return kn_error(KN_ERR_ARG, "kn_trainer_new: batch %d x %d: need B >= 1 and 1 <= T <= context %d", B, T,
                         model->cfg.context);
     memset(t, 0, sizeof *t);
+    t->scaler = kn_loss_scaler_none();
     t->model = model;
     t->B = B;
     t->T = T;
