@@ -16,4 +16,6 @@ test-step-loss-scale-cli:
 
 plot-precision:
 	@$(MAKE) --no-print-directory $(BUILD)/$(DEFAULT_IMPL)/kiln IMPL=$(DEFAULT_IMPL) >/dev/null
-	@bash plots/precision.sh $(BUILD)/$(DEFAULT_IMPL)/kiln plots/results/precision
+	@$(MAKE) --no-print-directory $(BUILD)/$(DEFAULT_IMPL)/libkiln.a IMPL=$(DEFAULT_IMPL) >/dev/null
+	@bash plots/precision.sh $(BUILD)/$(DEFAULT_IMPL)/kiln plots/results/precision "$(CC)" "$(CPPFLAGS) $(CFLAGS)" \
+	  $(BUILD)/$(DEFAULT_IMPL)/libkiln.a "$(LDFLAGS) $(LDLIBS)"
