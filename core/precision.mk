@@ -6,7 +6,8 @@
 #   the scale regrown, exact resume after skips, usage errors). The C tests are in the core
 #   suite (tests/core/test_loss_scale.c).
 #   make plot-precision draws lesson 09's figures (plots/precision.sh): the loss scale
-#   over a run with injected overflows, and the rounding error of bf16 and f16.
+#   over a run with injected overflows, and the rounding error of bf16 and f16, into
+#   plots/results/precision/, and copies the two SVGs into book/figures/.
 
 TEST_STEPS += test-step-loss-scale-cli
 .PHONY: test-step-loss-scale-cli plot-precision
@@ -19,3 +20,5 @@ plot-precision:
 	@$(MAKE) --no-print-directory $(BUILD)/$(DEFAULT_IMPL)/libkiln.a IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash plots/precision.sh $(BUILD)/$(DEFAULT_IMPL)/kiln plots/results/precision "$(CC)" "$(CPPFLAGS) $(CFLAGS)" \
 	  $(BUILD)/$(DEFAULT_IMPL)/libkiln.a "$(LDFLAGS) $(LDLIBS)"
+	@cp plots/results/precision/loss-scale.svg book/figures/precision-loss-scale.svg
+	@cp plots/results/precision/rounding.svg book/figures/precision-rounding.svg
