@@ -12,8 +12,9 @@
  * schedule and s, and the checkpoint holds the parameters and optimizer state bit for bit.
  * So the run settings are saved in the checkpoint's metadata, and a resumed run takes
  * them from there: with --resume, only the options of this invocation (--out, --log,
- * --stop-after, --sample, --temperature, --eval-batches, --device, --mode, --remat) may be
- * given (--remat recomputes activations without changing a bit of the result).
+ * --stop-after, --sample, --temperature, --eval-batches, --device, --mode, --remat,
+ * --loss-scale) may be given (--remat recomputes activations without changing a bit of the
+ * result; the loss scaler's state and its skipped steps are in the checkpoint too).
  *
  * Data parallelism: under `mpiexec -n N`, --dist ddp|zero1|zero2|zero3 runs one process per rank;
  * each rank's trainer takes batch / (N x --accum) rows of the same global batch, and the
