@@ -20,10 +20,9 @@ KILN_INJECT_INF_STEP=$inject KILN_PROGRESS=0 "$kiln" train --steps 300 --loss-sc
 "$cc" $cflags -o "$out/precision_error" plots/precision_error.c "$lib" $ldlibs
 "$out/precision_error" > "$out/rounding.tsv"
 rm -f "$out/precision_error"
-plot() { # plot TERMINAL EXT
-    gnuplot <<GP
-set terminal $1 size 900,420
-set output '$out/loss-scale.$2'
+# one gnuplot script for both figures, run once per terminal (ext: the file ending)
+cat > "$out/precision.gp" <<GP
+set output '$out/loss-scale.'.ext
 set title "kiln train --loss-scale dynamic:1024:50, overflows injected at steps $inject"
 set xlabel 'step'
 set ylabel 'loss scale'
@@ -37,7 +36,7 @@ set grid
 plot '$out/loss-scale.tsv' using 1:5 with steps lw 2 title 'loss scale', \
      '$out/loss-scale.tsv' using (\$6 == 1 ? \$1 : 1/0):5 with points pt 7 ps 1 title 'skipped step (inf in the gradients)', \
      '$out/loss-scale.tsv' using 1:2 axes x1y2 with lines lw 1 lc rgb '#999999' title 'training loss'
-set output '$out/rounding.$2'
+set output '$out/rounding.'.ext
 set title 'relative rounding error of an f32 rounded to bf16 and f16 (kiln, round to nearest even)'
 set xlabel '|x|'
 set ylabel 'relative error |round(x) - x| / |x|'
@@ -58,7 +57,8 @@ plot '$out/rounding.tsv' using 1:(\$2 > 1 ? 1 : \$2) with lines lw 2 title 'bf16
      '$out/rounding.tsv' using 1:(\$4 > 1 ? 1 : \$4) with lines lw 2 title 'f16, worst (1: zero or inf)', \
      '$out/rounding.tsv' using 1:(\$5 > 1 ? 1 : \$5) with lines lw 1 dt 2 title 'f16, mean'
 GP
-}
-plot svg svg
-plot pngcairo png 2> /dev/null || plot png png
+gnuplot -e "set terminal svg size 900,420; ext = 'svg'" "$out/precision.gp"
+gnuplot -e "set terminal pngcairo size 900,420; ext = 'png'" "$out/precision.gp" 2> /dev/null \
+    || gnuplot -e "set terminal png size 900,420; ext = 'png'" "$out/precision.gp"
+rm -f "$out/precision.gp"
 echo "precision.sh: wrote $out/loss-scale.svg and $out/rounding.svg (and .png, .tsv)"

@@ -27,6 +27,15 @@ static void setup(kn_gpt *g, kn_trainer *t, bool compiled) {
     if (compiled) KN_ASSERT_OK(kn_trainer_set_compiled(t, true));
 }
 
+/* The same, with loss scaling in `mode` from `scale` (dynamic: growing every `interval` steps). */
+static void setup_scaled(kn_gpt *g, kn_trainer *t, bool compiled, kn_loss_scale_mode mode, double scale,
+                         int64_t interval) {
+    setup(g, t, compiled);
+    kn_loss_scaler sc = kn_loss_scaler_dynamic();
+    sc.mode = mode, sc.scale = scale, sc.growth_interval = interval;
+    KN_ASSERT_OK(kn_trainer_set_loss_scale(t, &sc));
+}
+
 static void step(kn_trainer *t, const int32_t *toks, int s, double *loss, double *gn) {
     kn_lr_schedule sch = {.lr = 1e-2, .min_lr = 1e-3, .warmup = 3, .total = 12};
     int32_t x[B * T], y[B * T];
@@ -110,10 +119,7 @@ KN_TEST(loss_scale, an_injected_overflow_is_skipped_and_the_scale_grows_back) {
     tokens(toks);
     kn_gpt g;
     kn_trainer t;
-    setup(&g, &t, false);
-    kn_loss_scaler sc = kn_loss_scaler_dynamic();
-    sc.scale = 1024, sc.growth_interval = 3;
-    KN_ASSERT_OK(kn_trainer_set_loss_scale(&t, &sc));
+    setup_scaled(&g, &t, false, KN_LOSS_SCALE_DYNAMIC, 1024, 3);
     double loss, gn;
     step(&t, toks, 0, &loss, &gn);
     step(&t, toks, 1, &loss, &gn);
@@ -158,10 +164,7 @@ KN_TEST(loss_scale, a_fixed_scale_skips_and_stays) {
     tokens(toks);
     kn_gpt g;
     kn_trainer t;
-    setup(&g, &t, true);
-    kn_loss_scaler sc = kn_loss_scaler_none();
-    sc.mode = KN_LOSS_SCALE_FIXED, sc.scale = 64;
-    KN_ASSERT_OK(kn_trainer_set_loss_scale(&t, &sc));
+    setup_scaled(&g, &t, true, KN_LOSS_SCALE_FIXED, 64, 1);
     double loss, gn;
     kn_log_level lv = kn_log_get_level();
     kn_log_set_level(KN_LOG_ERROR);

@@ -161,10 +161,7 @@ KN_TEST(lab09_hidden_train, scaled_training_is_bitwise_unscaled) {
 KN_TEST(lab09_hidden_train, overflows_are_skipped_and_the_scale_regrows) {
     kn_gpt g;
     kn_trainer t;
-    l9_trainer(&g, &t);
-    kn_loss_scaler s = kn_loss_scaler_dynamic();
-    s.scale = 1024, s.growth_interval = 3;
-    KN_ASSERT_OK(kn_trainer_set_loss_scale(&t, &s));
+    l9_scaled_trainer(&g, &t, 1024, 3);
     kn_log_set_level(KN_LOG_ERROR);
     const double want[] = {1024, 1024, 512, 256, 256, 256, 512, 512, 512, 1024};
     for (int i = 0; i < 10; i++) {

@@ -77,6 +77,14 @@ static inline void l9_trainer(kn_gpt *g, kn_trainer *t) {
     KN_ASSERT_OK(kn_trainer_new(t, g, L9_B, L9_T, &oc, 1.0));
 }
 
+/* The same with a dynamic loss scale starting at `scale`, growing every `interval` steps. */
+static inline void l9_scaled_trainer(kn_gpt *g, kn_trainer *t, double scale, int64_t interval) {
+    l9_trainer(g, t);
+    kn_loss_scaler s = kn_loss_scaler_dynamic();
+    s.scale = scale, s.growth_interval = interval;
+    KN_ASSERT_OK(kn_trainer_set_loss_scale(t, &s));
+}
+
 /* Training step s on a fixed token stream; *loss and *gn may be NULL. */
 static inline void l9_step(kn_trainer *t, int s, double *loss, double *gn) {
     int32_t toks[L9_NTOK], x[L9_B * L9_T], y[L9_B * L9_T];

@@ -79,10 +79,7 @@ KN_TEST(lab09_scaler, backoff_then_growth) {
 KN_TEST(lab09_train, an_injected_overflow_is_skipped) {
     kn_gpt g;
     kn_trainer t;
-    l9_trainer(&g, &t);
-    kn_loss_scaler s = kn_loss_scaler_dynamic();
-    s.scale = 256, s.growth_interval = 2;
-    KN_ASSERT_OK(kn_trainer_set_loss_scale(&t, &s));
+    l9_scaled_trainer(&g, &t, 256, 2);
     l9_step(&t, 0, NULL, NULL);
     float *before = malloc((size_t)g.p.n * sizeof(float));
     memcpy(before, g.p.data, (size_t)g.p.n * sizeof(float));
