@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kiln/data.h"
+#include "kiln/device.h"
 #include "kiln/nn.h"
 #include "kn_test.h"
 
@@ -178,4 +179,46 @@ KN_TEST(loss_scale, a_fixed_scale_skips_and_stays) {
                   KN_ERR_ARG);
     cr_assert_eq(t.scaler.scale, 64, "a refused scaler changes nothing");
     kn_trainer_free(&t), kn_gpt_free(&g);
+}
+
+/* On a GPU (skipped without one): the scale goes up as a 4-byte upload, the gradients are
+ * unscaled and checked by the device's kernels, and the run is still bitwise the unscaled
+ * one; an injected overflow is skipped there too. */
+KN_TEST(loss_scale_gpu, bitwise_and_skipping_on_the_gpu) {
+    if (kn_device_count(KN_DEVICE_CUDA) == 0) cr_skip_test("no CUDA device: GPU test skipped");
+    const kn_device gpu = {KN_DEVICE_CUDA, 0};
+    int32_t toks[NTOK];
+    tokens(toks);
+    kn_gpt a, b;
+    kn_trainer ta, tb;
+    setup(&a, &ta, false);
+    setup(&b, &tb, false);
+    KN_ASSERT_OK(kn_trainer_to_device(&ta, gpu));
+    KN_ASSERT_OK(kn_trainer_to_device(&tb, gpu));
+    kn_loss_scaler sc = kn_loss_scaler_dynamic();
+    sc.scale = 1024, sc.growth_interval = 3;
+    KN_ASSERT_OK(kn_trainer_set_loss_scale(&tb, &sc));
+    for (int s = 0; s < 6; s++) {
+        double la, lb, ga, gb;
+        step(&ta, toks, s, &la, &ga);
+        step(&tb, toks, s, &lb, &gb);
+        cr_assert(la == lb && ga == gb, "GPU step %d: loss %.17g / %.17g, norm %.17g / %.17g", s, la, lb, ga, gb);
+    }
+    cr_assert_eq(tb.scaler.scale, 4096, "two growths in six steps: %g", tb.scaler.scale);
+    KN_ASSERT_OK(kn_trainer_sync_host(&ta));
+    KN_ASSERT_OK(kn_trainer_sync_host(&tb));
+    cr_assert(memcmp(a.p.data, b.p.data, (size_t)a.p.n * sizeof(float)) == 0, "GPU: parameters differ");
+    float *p0 = malloc((size_t)b.p.n * sizeof(float));
+    memcpy(p0, b.p.data, (size_t)b.p.n * sizeof(float));
+    kn_log_level lv = kn_log_get_level();
+    kn_log_set_level(KN_LOG_ERROR);
+    double loss, gn;
+    tb.inject_inf = true;
+    step(&tb, toks, 6, &loss, &gn);
+    kn_log_set_level(lv);
+    KN_ASSERT_OK(kn_trainer_sync_host(&tb));
+    cr_assert(tb.skipped && tb.opt.step == 6 && tb.scaler.scale == 2048, "GPU skip: scale %g", tb.scaler.scale);
+    cr_assert(memcmp(p0, b.p.data, (size_t)b.p.n * sizeof(float)) == 0, "GPU: a skipped step changed the weights");
+    free(p0);
+    kn_trainer_free(&ta), kn_trainer_free(&tb), kn_gpt_free(&a), kn_gpt_free(&b);
 }
