@@ -16,7 +16,7 @@
  * payload bits are kept and the quiet bit is set. Overflow gives +-Inf; results below
  * the normal range become subnormals or signed zero, correctly rounded. Widening
  * (f16/bf16 -> f32) is exact. The narrowing from f32 by the bits (kn_f32_to_f16,
- * kn_f32_to_bf16) is lab 09's unit (solutions/lab09-precision/); kn_dtype_convert calls it
+ * kn_f32_to_bf16) is lab 09's unit (labs/lab09-precision/); kn_dtype_convert calls it
  * for f32 sources, and the f64 path here is the reference its tests compare with.
  *
  * Float -> integer stores truncate toward zero and saturate at the type's range; NaN
