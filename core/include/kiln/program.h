@@ -65,6 +65,9 @@ typedef struct kn_program_stats {
     double mem_sum;          /* bytes: every buffer its own allocation, all live at once */
     double mem_planned;      /* bytes: the arena the plan needs */
     double mem_lower;        /* bytes: the most live at one step (no plan needs less) */
+    double mem_planned_separate; /* bytes: the arena with no value written in place */
+    int mem_inplace;         /* values an elementwise kernel wrote over an operand that died there */
+    double mem_inplace_bytes;    /* their bytes */
 } kn_program_stats;
 
 typedef struct kn_program kn_program;
