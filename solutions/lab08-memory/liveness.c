@@ -36,7 +36,7 @@ kn_status kn_mem_liveness(const kn_mem_step *steps, int nsteps, int nvalues, int
                 return kn_error(KN_ERR_ARG, "kn_mem_liveness: step %d reads value %d, outside 0..%d", s, sp->uses[k],
                                 nvalues - 1);
     }
-    int32_t *def = kn_malloc(sizeof *def * ((size_t)nvalues + 1)), *use = kn_malloc(sizeof *use * ((size_t)nvalues + 1));
+    int32_t *def = kn_malloc(sizeof *def * (size_t)nvalues), *use = kn_malloc(sizeof *use * (size_t)nvalues);
     if (!def || !use) {
         kn_free(def);
         kn_free(use);

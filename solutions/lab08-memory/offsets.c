@@ -46,9 +46,9 @@ kn_status kn_mem_assign_offsets(const kn_mem_buffer *bufs, int n, size_t *offset
             return kn_error(KN_ERR_ARG, "kn_mem_assign_offsets: buffer %d lives from step %d to step %d (first > last)",
                             i, bufs[i].first, bufs[i].last);
     /* BEGIN SOLUTION */
-    kn_mem_order *order = kn_malloc(sizeof *order * ((size_t)n + 1));
-    kn_mem_slot *near = kn_malloc(sizeof *near * ((size_t)n + 1));
-    int32_t *placed = kn_malloc(sizeof *placed * ((size_t)n + 1));
+    kn_mem_order *order = kn_malloc(sizeof *order * (size_t)n);
+    kn_mem_slot *near = kn_malloc(sizeof *near * (size_t)n);
+    int32_t *placed = kn_malloc(sizeof *placed * (size_t)n);
     if (!order || !near || !placed) {
         kn_free(order);
         kn_free(near);

@@ -42,7 +42,24 @@ static void refused(const kn_mem_step *s, int n, int nv, const char *what) {
 }
 
 KN_TEST(lab08_hidden_liveness, bad_schedules_are_refused_and_nothing_is_written) {
-    const int32_t one[] = {1}, four[] = {4}, neg[] = {-1}, zero[] = {0};
+    const int32_t one[] = {1}, four[] = {4}, neg[] = {-1}, zero[] = {0}, far[] = {1 << 30}, farneg[] = {-(1 << 30)};
+    const int32_t zero_far[] = {0, 1 << 30}, zero_farneg[] = {0, -(1 << 30)};
+    kn_mem_step farw[1] = {L8_STEP(far, 1, NULL, 0)};
+    refused(farw, 1, 4, "a written value far out of range");
+    kn_mem_step farnw[1] = {L8_STEP(farneg, 1, NULL, 0)};
+    refused(farnw, 1, 4, "a written value far below 0");
+    kn_mem_step farr[1] = {L8_STEP(NULL, 0, far, 1)};
+    refused(farr, 1, 4, "a read value far out of range");
+    kn_mem_step farnr[1] = {L8_STEP(NULL, 0, farneg, 1)};
+    refused(farnr, 1, 4, "a read value far below 0");
+    kn_mem_step farw2[1] = {L8_STEP(zero_far, 2, zero_far, 2)};
+    refused(farw2, 1, 4, "the second written value out of range");
+    kn_mem_step farnw2[1] = {L8_STEP(zero_farneg, 2, zero_farneg, 2)};
+    refused(farnw2, 1, 4, "the second written value below 0");
+    kn_mem_step nullu[1] = {L8_STEP(zero, 1, NULL, 1)};
+    refused(nullu, 1, 4, "a NULL read list with a count");
+    kn_mem_step negu[1] = {L8_STEP(zero, 1, zero, -1)};
+    refused(negu, 1, 4, "a negative read count");
     kn_mem_step twice[2] = {L8_STEP(one, 1, NULL, 0), L8_STEP(one, 1, NULL, 0)};
     refused(twice, 2, 4, "written twice");
     const int32_t both[] = {1, 1};
@@ -69,6 +86,31 @@ KN_TEST(lab08_hidden_liveness, bad_schedules_are_refused_and_nothing_is_written)
     int32_t f[4];
     KN_ASSERT_ERR(kn_mem_liveness(ok, 1, 4, f, NULL), KN_ERR_ARG);
     KN_ASSERT_ERR(kn_mem_liveness(ok, 1, 4, NULL, f), KN_ERR_ARG);
+}
+
+/* Every allocation failing in turn: a clean KN_ERR_OOM that writes nothing, no leak; and no
+ * leak when it succeeds or refuses. */
+KN_TEST(lab08_hidden_liveness, out_of_memory_and_leaks) {
+    const int32_t d0[] = {1}, u0[] = {0}, d1[] = {2}, u1[] = {1};
+    kn_mem_step s[2] = {L8_STEP(d0, 1, u0, 1), L8_STEP(d1, 1, u1, 1)};
+    int32_t first[3], last[3];
+    long live = kn_alloc_live();
+    bool done = false;
+    for (int k = 0; k < 16 && !done; k++) {
+        for (int v = 0; v < 3; v++) first[v] = last[v] = 7;
+        kn_alloc_fail_after(k);
+        kn_status st = kn_mem_liveness(s, 2, 3, first, last);
+        kn_alloc_fail_after(-1);
+        cr_assert_eq(kn_alloc_live(), live, "allocation %d failing: a leak", k);
+        if (st == KN_OK) { done = true; break; }
+        cr_assert_eq(st, KN_ERR_OOM, "allocation %d failing: KN_ERR_OOM, got %s", k, kn_status_name(st));
+        for (int v = 0; v < 3; v++) cr_assert(first[v] == 7 && last[v] == 7, "an allocation failed: nothing written");
+    }
+    cr_assert(done);
+    cr_assert(first[2] == 1 && last[2] == 1 && first[0] == -1 && last[0] == 0);
+    kn_mem_step twice[2] = {L8_STEP(d0, 1, NULL, 0), L8_STEP(d0, 1, NULL, 0)};
+    KN_ASSERT_ERR(kn_mem_liveness(twice, 2, 3, first, last), KN_ERR_ARG);
+    cr_assert_eq(kn_alloc_live(), live, "a refusal leaks nothing");
 }
 
 /* The lifetimes against a brute-force reading of a random schedule. */
@@ -171,6 +213,27 @@ KN_TEST(lab08_hidden_offsets, bad_lifetimes_are_refused_and_nothing_is_written) 
     KN_ASSERT_ERR(kn_mem_assign_offsets(b, 1, NULL, &arena), KN_ERR_ARG);
     KN_ASSERT_ERR(kn_mem_assign_offsets(NULL, 1, off, &arena), KN_ERR_ARG);
     cr_assert_eq(arena, 7);
+}
+
+KN_TEST(lab08_hidden_offsets, out_of_memory_and_leaks) {
+    kn_mem_buffer b[3] = {{64, 0, 1}, {128, 1, 2}, {64, 2, 3}};
+    size_t off[3], arena = 7;
+    long live = kn_alloc_live();
+    bool done = false;
+    for (int k = 0; k < 16 && !done; k++) {
+        off[0] = off[1] = off[2] = 7;
+        arena = 7;
+        kn_alloc_fail_after(k);
+        kn_status st = kn_mem_assign_offsets(b, 3, off, &arena);
+        kn_alloc_fail_after(-1);
+        cr_assert_eq(kn_alloc_live(), live, "allocation %d failing: a leak", k);
+        if (st == KN_OK) { done = true; break; }
+        cr_assert_eq(st, KN_ERR_OOM, "allocation %d failing: KN_ERR_OOM, got %s", k, kn_status_name(st));
+        cr_assert(arena == 7 && off[0] == 7 && off[1] == 7 && off[2] == 7, "an allocation failed: nothing written");
+    }
+    cr_assert(done);
+    cr_assert(off[1] == 0 && off[0] == 128 && off[2] == 128 && arena == 192, "%zu %zu %zu %zu", off[0], off[1], off[2],
+              arena);
 }
 
 /* The reference: largest first, each at the lowest offset found by trying 0 and the end of
