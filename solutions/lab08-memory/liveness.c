@@ -36,12 +36,8 @@ kn_status kn_mem_liveness(const kn_mem_step *steps, int nsteps, int nvalues, int
                 return kn_error(KN_ERR_ARG, "kn_mem_liveness: step %d reads value %d, outside 0..%d", s, sp->uses[k],
                                 nvalues - 1);
     }
-    int32_t *def = kn_malloc(sizeof *def * (size_t)nvalues), *use = kn_malloc(sizeof *use * (size_t)nvalues);
-    if (!def || !use) {
-        kn_free(def);
-        kn_free(use);
-        return kn_error(KN_ERR_OOM, "kn_mem_liveness: out of memory for %d values", nvalues);
-    }
+    int32_t *def = kn_malloc(sizeof *def * 2 * (size_t)nvalues), *use = def + nvalues; /* one block, two halves */
+    if (!def) return kn_error(KN_ERR_OOM, "kn_mem_liveness: out of memory for %d values", nvalues);
     for (int v = 0; v < nvalues; v++) def[v] = use[v] = -1;
     kn_status st = KN_OK;
     for (int s = 0; s < nsteps && st == KN_OK; s++) {
@@ -61,7 +57,6 @@ kn_status kn_mem_liveness(const kn_mem_step *steps, int nsteps, int nvalues, int
         last[v] = use[v] > def[v] ? use[v] : def[v];
     }
     kn_free(def);
-    kn_free(use);
     return st;
     /* SKELETON
     // One walk over the steps: a write gives a value its first step, every write or read

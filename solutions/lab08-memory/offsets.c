@@ -47,38 +47,34 @@ kn_status kn_mem_assign_offsets(const kn_mem_buffer *bufs, int n, size_t *offset
                             i, bufs[i].first, bufs[i].last);
     /* BEGIN SOLUTION */
     kn_mem_order *order = kn_malloc(sizeof *order * (size_t)n);
+    if (!order) return kn_error(KN_ERR_OOM, "kn_mem_assign_offsets: out of memory for %d buffers", n);
     kn_mem_slot *near = kn_malloc(sizeof *near * (size_t)n);
-    int32_t *placed = kn_malloc(sizeof *placed * (size_t)n);
-    if (!order || !near || !placed) {
+    if (!near) {
         kn_free(order);
-        kn_free(near);
-        kn_free(placed);
         return kn_error(KN_ERR_OOM, "kn_mem_assign_offsets: out of memory for %d buffers", n);
     }
     for (int i = 0; i < n; i++) order[i] = (kn_mem_order){bufs, i};
     qsort(order, (size_t)n, sizeof *order, by_size);
     size_t top = 0;
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < n; k++) { /* order[0..k) are placed */
         const kn_mem_buffer *b = &bufs[order[k].i];
         int nnear = 0;
         for (int j = 0; j < k; j++) { /* the placed buffers live at some step b is */
-            const kn_mem_buffer *u = &bufs[placed[j]];
-            if (u->first <= b->last && b->first <= u->last) near[nnear++] = (kn_mem_slot){offsets[placed[j]], u->size};
+            const kn_mem_buffer *u = &bufs[order[j].i];
+            if (u->first <= b->last && b->first <= u->last) near[nnear++] = (kn_mem_slot){offsets[order[j].i], u->size};
         }
         qsort(near, (size_t)nnear, sizeof *near, by_offset);
-        size_t off = 0;
-        for (int j = 0; j < nnear && b->size > 0; j++) {
+        size_t off = 0; /* a zero-size buffer stops at the first neighbour: 0 */
+        for (int j = 0; j < nnear; j++) {
             if (near[j].off >= off + b->size) break; /* the gap below it holds b */
             if (near[j].off + near[j].size > off) off = near[j].off + near[j].size;
         }
         offsets[order[k].i] = off;
-        placed[k] = order[k].i;
         if (off + b->size > top) top = off + b->size;
     }
     *arena = top;
     kn_free(order);
     kn_free(near);
-    kn_free(placed);
     return KN_OK;
     /* SKELETON
     // Largest first (ties: lower index first); each at the lowest offset where it overlaps

@@ -203,6 +203,17 @@ KN_TEST(lab08_hidden_offsets, the_lowest_gap_that_holds_it) {
     cr_assert_eq(arena, 300);
 }
 
+/* Sizes are bytes as given: odd ones too (the core rounds up to 64, the unit does not). */
+KN_TEST(lab08_hidden_offsets, odd_sizes_are_taken_as_they_are) {
+    kn_mem_buffer b[4] = {{3, 0, 2}, {1, 1, 3}, {1, 2, 2}, {2, 4, 5}};
+    size_t off[4], arena = 0;
+    KN_ASSERT_OK(kn_mem_assign_offsets(b, 4, off, &arena));
+    const size_t want[4] = {0, 3, 4, 0};
+    for (int i = 0; i < 4; i++) cr_assert_eq(off[i], want[i], "buffer %d at %zu, want %zu", i, off[i], want[i]);
+    cr_assert_eq(arena, 5);
+    l8_check_plan(b, 4, off, arena);
+}
+
 KN_TEST(lab08_hidden_offsets, bad_lifetimes_are_refused_and_nothing_is_written) {
     kn_mem_buffer b[2] = {{64, 0, 1}, {64, 3, 2}};
     size_t off[2] = {7, 7}, arena = 7;
