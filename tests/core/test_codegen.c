@@ -268,15 +268,20 @@ KN_TEST(codegen, the_memory_plan_shares_bytes_between_lifetimes) {
     kn_graph_free(g);
 }
 
+/* x @ w, exp of it (in place over the product, which dies there), and its product with w:
+ * the start of both graphs below. */
+#define INPLACE_HEAD                                                                                                   \
+    "%0 = input {name=\"x\"} : f32[16,16]\n"                                                                         \
+    "%1 = input {name=\"w\"} : f32[16,16]\n"                                                                         \
+    "%2 = matmul %0, %1 : f32[16,16]\n"                                                                              \
+    "%3 = exp %2 : f32[16,16]\n"                                                                                     \
+    "%4 = matmul %3, %1 : f32[16,16]\n"
+
 /* In place: K2 = tanh(%3) + %4 reads %3 and %4 for the last time, element for element, and
  * its result has their size: it is written over one of them. */
 KN_TEST(codegen, an_elementwise_kernel_writes_in_place_over_an_operand_that_dies) {
     private_cache();
-    kn_graph *g = parse("%0 = input {name=\"x\"} : f32[16,16]\n"
-                        "%1 = input {name=\"w\"} : f32[16,16]\n"
-                        "%2 = matmul %0, %1 : f32[16,16]\n"
-                        "%3 = exp %2 : f32[16,16]\n"
-                        "%4 = matmul %3, %1 : f32[16,16]\n"
+    kn_graph *g = parse(INPLACE_HEAD
                         "%5 = tanh %3 : f32[16,16]\n"
                         "%6 = add %5, %4 : f32[16,16]\n"
                         "%7 = mul %6, %6 : f32[16,16]\n"
@@ -298,11 +303,7 @@ KN_TEST(codegen, an_elementwise_kernel_writes_in_place_over_an_operand_that_dies
  * operand. Only exp goes over the matmul's %2, as above. */
 KN_TEST(codegen, no_in_place_over_a_transposed_or_broadcast_read) {
     private_cache();
-    kn_graph *g = parse("%0 = input {name=\"x\"} : f32[16,16]\n"
-                        "%1 = input {name=\"w\"} : f32[16,16]\n"
-                        "%2 = matmul %0, %1 : f32[16,16]\n"
-                        "%3 = exp %2 : f32[16,16]\n"
-                        "%4 = matmul %3, %1 : f32[16,16]\n"
+    kn_graph *g = parse(INPLACE_HEAD
                         "%5 = sum %4 {axes=[0], keepdim=1} : f32[1,16]\n"
                         "%6 = permute %3 {perm=[1,0]} : f32[16,16]\n"
                         "%7 = tanh %3 : f32[16,16]\n"

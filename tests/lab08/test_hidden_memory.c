@@ -44,22 +44,23 @@ static void refused(const kn_mem_step *s, int n, int nv, const char *what) {
 KN_TEST(lab08_hidden_liveness, bad_schedules_are_refused_and_nothing_is_written) {
     const int32_t one[] = {1}, four[] = {4}, neg[] = {-1}, zero[] = {0}, far[] = {1 << 30}, farneg[] = {-(1 << 30)};
     const int32_t zero_far[] = {0, 1 << 30}, zero_farneg[] = {0, -(1 << 30)};
-    kn_mem_step farw[1] = {L8_STEP(far, 1, NULL, 0)};
-    refused(farw, 1, 4, "a written value far out of range");
-    kn_mem_step farnw[1] = {L8_STEP(farneg, 1, NULL, 0)};
-    refused(farnw, 1, 4, "a written value far below 0");
-    kn_mem_step farr[1] = {L8_STEP(NULL, 0, far, 1)};
-    refused(farr, 1, 4, "a read value far out of range");
-    kn_mem_step farnr[1] = {L8_STEP(NULL, 0, farneg, 1)};
-    refused(farnr, 1, 4, "a read value far below 0");
-    kn_mem_step farw2[1] = {L8_STEP(zero_far, 2, zero_far, 2)};
-    refused(farw2, 1, 4, "the second written value out of range");
-    kn_mem_step farnw2[1] = {L8_STEP(zero_farneg, 2, zero_farneg, 2)};
-    refused(farnw2, 1, 4, "the second written value below 0");
-    kn_mem_step nullu[1] = {L8_STEP(zero, 1, NULL, 1)};
-    refused(nullu, 1, 4, "a NULL read list with a count");
-    kn_mem_step negu[1] = {L8_STEP(zero, 1, zero, -1)};
-    refused(negu, 1, 4, "a negative read count");
+    const struct { kn_mem_step step; const char *what; } one_step[] = { /* schedules of one step */
+        {L8_STEP(far, 1, NULL, 0), "a written value far out of range"},
+        {L8_STEP(farneg, 1, NULL, 0), "a written value far below 0"},
+        {L8_STEP(NULL, 0, far, 1), "a read value far out of range"},
+        {L8_STEP(NULL, 0, farneg, 1), "a read value far below 0"},
+        {L8_STEP(zero_far, 2, zero_far, 2), "the second written value out of range"},
+        {L8_STEP(zero_farneg, 2, zero_farneg, 2), "the second written value below 0"},
+        {L8_STEP(zero, 1, NULL, 1), "a NULL read list with a count"},
+        {L8_STEP(zero, 1, zero, -1), "a negative read count"},
+        {L8_STEP(four, 1, NULL, 0), "written value out of range"},
+        {L8_STEP(zero, 1, four, 1), "read value out of range"},
+        {L8_STEP(zero, 1, neg, 1), "negative read value"},
+        {L8_STEP(neg, 1, NULL, 0), "negative written value"},
+        {L8_STEP(NULL, 1, NULL, 0), "a NULL list with a count"},
+        {L8_STEP(zero, -1, NULL, 0), "a negative list count"},
+    };
+    for (size_t i = 0; i < sizeof one_step / sizeof *one_step; i++) refused(&one_step[i].step, 1, 4, one_step[i].what);
     kn_mem_step twice[2] = {L8_STEP(one, 1, NULL, 0), L8_STEP(one, 1, NULL, 0)};
     refused(twice, 2, 4, "written twice");
     const int32_t both[] = {1, 1};
@@ -67,22 +68,10 @@ KN_TEST(lab08_hidden_liveness, bad_schedules_are_refused_and_nothing_is_written)
     refused(twice1, 1, 4, "written twice by one step");
     kn_mem_step early[2] = {L8_STEP(NULL, 0, one, 1), L8_STEP(one, 1, zero, 1)};
     refused(early, 2, 4, "read before written");
-    kn_mem_step out[1] = {L8_STEP(four, 1, NULL, 0)};
-    refused(out, 1, 4, "written value out of range");
-    kn_mem_step outr[1] = {L8_STEP(zero, 1, four, 1)};
-    refused(outr, 1, 4, "read value out of range");
-    kn_mem_step negr[1] = {L8_STEP(zero, 1, neg, 1)};
-    refused(negr, 1, 4, "negative read value");
-    kn_mem_step negw[1] = {L8_STEP(neg, 1, NULL, 0)};
-    refused(negw, 1, 4, "negative written value");
     kn_mem_step ok[1] = {L8_STEP(zero, 1, NULL, 0)};
     refused(ok, -1, 4, "negative step count");
     refused(ok, 1, -1, "negative value count");
     refused(NULL, 1, 4, "NULL steps");
-    kn_mem_step badlist[1] = {L8_STEP(NULL, 1, NULL, 0)};
-    refused(badlist, 1, 4, "a NULL list with a count");
-    kn_mem_step badcount[1] = {L8_STEP(zero, -1, NULL, 0)};
-    refused(badcount, 1, 4, "a negative list count");
     int32_t f[4];
     KN_ASSERT_ERR(kn_mem_liveness(ok, 1, 4, f, NULL), KN_ERR_ARG);
     KN_ASSERT_ERR(kn_mem_liveness(ok, 1, 4, NULL, f), KN_ERR_ARG);
