@@ -403,17 +403,21 @@ static kn_status plan_memory(kn_program *p) {
         }
     }
     int nbuf = 0, nown = 0;
-    for (int i = 0; st == KN_OK && i < nn; i++) { /* buffers: one per group, in node order */
+    for (int i = 0; st == KN_OK && i < nn; i++) { /* buffers: one per chain of in-place values, at its head */
         if (sz[i] == 0) continue;
         own[nown++] = (kn_mem_buffer){sz[i], p->mem_def[i], p->mem_last[i]};
         p->stats.mem_sum += (double)sz[i];
-        if (p->mem_from[i] >= 0) {
-            group[i] = group[p->mem_from[i]];
-            bufs[group[i]].last = p->mem_last[i];
-        } else {
+        if (p->mem_from[i] < 0) {
             group[i] = nbuf;
             bufs[nbuf++] = (kn_mem_buffer){sz[i], p->mem_def[i], p->mem_last[i]};
         }
+    }
+    for (int i = 0; st == KN_OK && i < nn; i++) { /* the rest join their head (made at an earlier step, any id) */
+        if (sz[i] == 0 || p->mem_from[i] < 0) continue;
+        int32_t h = p->mem_from[i];
+        while (p->mem_from[h] >= 0) h = p->mem_from[h];
+        group[i] = group[h];
+        if (p->mem_last[i] > bufs[group[i]].last) bufs[group[i]].last = p->mem_last[i];
     }
     size_t top = 0, top_own = 0;
     if (st == KN_OK) st = kn_mem_assign_offsets(own, nown, offs, &top_own);
