@@ -21,7 +21,7 @@
  * The policies (full, every:K use the scopes the GPT builder stamps on each block's
  * nodes; selective and mincut the min-cut in core/passes/mincut.c) are described in
  * kiln/passes.h. Which ops selective may recompute is lab 08's unit kn_remat_selective
- * (solutions/lab08-memory/recompute.c). */
+ * (labs/lab08-memory/recompute.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -286,7 +286,7 @@ static void liveness(kn_program *p) {
  * live at the same time (TFLite's greedy-by-size arena planner; ggml-alloc does the same
  * idea while it walks the graph). Inputs, parameters and outputs keep their own memory:
  * outputs are read after the run. The lifetimes and the offsets are lab 08's units
- * (kn_mem_liveness, kn_mem_assign_offsets; solutions/lab08-memory/).
+ * (kn_mem_liveness, kn_mem_assign_offsets; labs/lab08-memory/).
  *
  * In place: an elementwise kernel (no reduction) may write a value over one it reads when
  * that operand's storage dies at this very step, has the same size, and every load of it
