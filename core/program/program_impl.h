@@ -58,6 +58,7 @@ struct kn_program {
     /* COMPILED: the memory plan */
     int64_t *mem_off;         /* per node: its offset in the arena, or -1 (allocated on its own) */
     int32_t *mem_def, *mem_last; /* per node: the steps that make it and last read it (its aliases too) */
+    int32_t *mem_from;        /* per node: the value whose bytes it was written over (in place), or -1 */
     char *arena_raw, *arena;  /* owned; arena is arena_raw aligned to 64 bytes (host) */
     size_t arena_bytes;       /* CUDA: the arena is GPU memory of this size (kn_device_free) */
     /* CUDA graphs (kn_program_set_cuda_graph) */

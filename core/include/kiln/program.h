@@ -66,6 +66,9 @@ typedef struct kn_program_stats {
     double mem_planned;      /* bytes: the arena the plan needs */
     double mem_lower;        /* bytes: the most live at one step (no plan needs less) */
     int64_t graph_launches;  /* runs replayed as one CUDA graph (kn_program_set_cuda_graph) */
+    double mem_planned_separate; /* bytes: the arena with no value written in place */
+    int mem_inplace;         /* values an elementwise kernel wrote over an operand that died there */
+    double mem_inplace_bytes;    /* their bytes */
 } kn_program_stats;
 
 typedef struct kn_program kn_program;
