@@ -144,7 +144,20 @@ uint16_t kn_f64_to_f16(double x) { return kn_f64_to_half(x, 10, 15); }
 uint16_t kn_f64_to_bf16(double x) { return kn_f64_to_half(x, 7, 127); }
 
 /* Every f32 is exactly a double, so this is still a single rounding. */
-uint16_t kn_f32_to_f16(float x) { return kn_f64_to_half((double)x, 10, 15); }
+/* From f32 bits directly (mixed precision converts every f16 value this way): round the
+ * 13 dropped bits to nearest even; at or past 65520 Inf; below 2^-14 the subnormals, the
+ * 24-bit significand shifted right with the same rounding. The same bits as rounding the
+ * exact double (kn_f64_to_half), which NaNs still take for their payload. */
+uint16_t kn_f32_to_f16(float x) {
+    uint32_t u = kn_f32_bits(x), s = (u >> 16) & 0x8000u, a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return kn_f64_to_half((double)x, 10, 15);
+    if (a >= 0x477FF000u) return (uint16_t)(s | 0x7C00u);
+    if (a >= 0x38800000u) return (uint16_t)(s | ((a + 0xFFFu + ((a >> 13) & 1) - 0x38000000u) >> 13));
+    if (a <= 0x33000000u) return (uint16_t)s;
+    uint32_t sh = 126 - (a >> 23), m = (a & 0x7FFFFFu) | 0x800000u, q = m >> sh, r = m & ((1u << sh) - 1);
+    if (r > (1u << (sh - 1)) || (r == (1u << (sh - 1)) && (q & 1))) q++;
+    return (uint16_t)(s | q);
+}
 
 float kn_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16;
@@ -271,6 +284,23 @@ void kn_dtype_convert(kn_dtype dst_dt, void *dst, kn_dtype src_dt, const void *s
         (dst_dt == KN_DT_F32 || dst_dt == KN_DT_F16 || dst_dt == KN_DT_BF16)) {
         const int64_t *s = src;
         for (int64_t i = 0; i < n; i++) kn_dtype_store(dst_dt, dst, i, kn_i64_to_f64_odd(s[i]));
+        return;
+    }
+    /* Mixed precision's conversions (every f16/bf16 node on the CPU widens and rounds):
+     * direct loops, the same bits as the generic path (an f32 is exact in a double, so
+     * rounding it once from either gives one result). */
+    if (src_dt == KN_DT_F32 && (dst_dt == KN_DT_BF16 || dst_dt == KN_DT_F16)) {
+        const float *s = src;
+        uint16_t *d = dst;
+        if (dst_dt == KN_DT_BF16) for (int64_t i = 0; i < n; i++) d[i] = kn_f32_to_bf16(s[i]);
+        else for (int64_t i = 0; i < n; i++) d[i] = kn_f32_to_f16(s[i]);
+        return;
+    }
+    if (dst_dt == KN_DT_F32 && (src_dt == KN_DT_BF16 || src_dt == KN_DT_F16)) {
+        const uint16_t *s = src;
+        float *d = dst;
+        if (src_dt == KN_DT_BF16) for (int64_t i = 0; i < n; i++) d[i] = kn_bf16_to_f32(s[i]);
+        else for (int64_t i = 0; i < n; i++) d[i] = kn_f16_to_f32(s[i]);
         return;
     }
     for (int64_t i = 0; i < n; i++) kn_dtype_store(dst_dt, dst, i, kn_dtype_load(src_dt, src, i));
