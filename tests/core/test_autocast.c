@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph_test_util.h"
 #include "kn_test.h"
 #include "lowp_test_util.h"
 #include "kiln/codegen.h"
@@ -110,17 +111,7 @@ static double normwise(const kn_graph *a, const kn_graph *b, uint64_t seed) {
     kn_interp *ia, *ib;
     KN_ASSERT_OK(kn_interp_new(&ia, a));
     KN_ASSERT_OK(kn_interp_new(&ib, b));
-    for (int32_t v = 0; v < a->nnodes; v++) {
-        const kn_node *n = &a->nodes[v];
-        if (n->op != KN_OP_INPUT && n->op != KN_OP_PARAM) continue;
-        kn_tensor *t;
-        KN_ASSERT_OK(kn_graph_random_input(a, v, seed, &t));
-        if (n->op == KN_OP_PARAM && kn_dtype_is_float(t->dtype)) /* GPT-sized weights: N(0, 0.02)-like scale */
-            for (int64_t e = 0; e < kn_tensor_numel(t); e++) ((float *)kn_tensor_data(t))[e] *= 0.2f;
-        KN_ASSERT_OK(kn_interp_bind(ia, n->attrs.name, t));
-        KN_ASSERT_OK(kn_interp_bind(ib, n->attrs.name, t));
-        kn_tensor_free(t);
-    }
+    bind_same_random(a, (kn_interp *const[]){ia, ib}, 2, seed, 0.2); /* weights in [-0.2, 0.2]: tame logits */
     KN_ASSERT_OK(kn_interp_run(ia));
     KN_ASSERT_OK(kn_interp_run(ib));
     double worst = 0;

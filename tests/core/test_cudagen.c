@@ -147,10 +147,9 @@ KN_TEST(cudagen, launch_configuration) {
 #if KN_HAVE_CUDA
 /* Every kernel of the GPT step, rendered as CUDA C, compiles with NVRTC for sm_90 (H100):
  * no GPU needed. */
-KN_TEST(cudagen, every_gpt_kernel_compiles_with_nvrtc, .timeout = 240) {
-    kn_gpt_config c = tiny();
-    kn_graph *g = NULL;
-    KN_ASSERT_OK(kn_gpt_graph(&c, 2, 8, true, &g));
+/* g decomposed and scheduled, every generated kernel rendered for NVRTC after the prelude
+ * (every other one with an H100's launch shape); *n kernels, *rows of them row kernels. */
+static char *nvrtc_source(kn_graph *g, int *n, int *rows) {
     KN_ASSERT_OK(kn_pass_decompose(g, NULL));
     kn_schedule *s = NULL;
     KN_ASSERT_OK(kn_schedule_build(g, &s));
@@ -158,7 +157,7 @@ KN_TEST(cudagen, every_gpt_kernel_compiles_with_nvrtc, .timeout = 240) {
     char *src = malloc(strlen(pre) + 1);
     strcpy(src, pre);
     size_t len = strlen(pre), cap = len + 1;
-    int n = 0, rows = 0;
+    *n = *rows = 0;
     for (int i = 0; i < s->ngroups; i++) {
         if (!s->groups[i].fused) continue;
         kn_kernel k;
@@ -166,10 +165,20 @@ KN_TEST(cudagen, every_gpt_kernel_compiles_with_nvrtc, .timeout = 240) {
         kn_cuda_limits h100 = {132, 1024, 2048};
         kn_cuda_launch l = kn_cuda_launch_config(&k, &h100);
         KN_ASSERT_OK(kn_render_cuda(&k, KN_CUDA_NVRTC, i % 2 ? &l : NULL, &src, &len, &cap));
-        rows += k.reduces;
+        *rows += k.reduces;
         kn_kernel_clear(&k);
-        n++;
+        (*n)++;
     }
+    kn_schedule_free(s);
+    return src;
+}
+
+KN_TEST(cudagen, every_gpt_kernel_compiles_with_nvrtc, .timeout = 240) {
+    kn_gpt_config c = tiny();
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_gpt_graph(&c, 2, 8, true, &g));
+    int n, rows;
+    char *src = nvrtc_source(g, &n, &rows);
     cr_assert_gt(n, 10);
     cr_assert_gt(rows, 2, "the GPT step has row kernels (softmax, layernorm)");
     cr_assert(strstr(src, "kn_block_sum(") && strstr(src, "__shfl_xor_sync"), "row kernels combine with shuffles");
@@ -184,7 +193,6 @@ KN_TEST(cudagen, every_gpt_kernel_compiles_with_nvrtc, .timeout = 240) {
                  KN_ERR_INTERNAL);
     cr_assert(strstr(kn_last_error(), "undeclared") && strstr(kn_last_error(), "bad.cu"), "%s", kn_last_error());
     free(src);
-    kn_schedule_free(s);
     kn_graph_free(g);
 }
 
@@ -197,22 +205,9 @@ KN_TEST(cudagen, low_precision_kernels_compile_with_nvrtc, .timeout = 240) {
         ro.dtype = s % 2 ? KN_DT_BF16 : KN_DT_F16;
         if (s < 0) KN_ASSERT_OK(kn_graph_parse(lowp_cast_graph, strlen(lowp_cast_graph), &g));
         else KN_ASSERT_OK(kn_randgraph(&g, (uint64_t)s, &ro));
-        KN_ASSERT_OK(kn_pass_decompose(g, NULL));
-        kn_schedule *sc = NULL;
-        KN_ASSERT_OK(kn_schedule_build(g, &sc));
+        int n, rows;
+        char *src = nvrtc_source(g, &n, &rows);
         const char *pre = kn_render_cuda_prelude(KN_CUDA_NVRTC);
-        char *src = malloc(strlen(pre) + 1);
-        strcpy(src, pre);
-        size_t len = strlen(pre), cap = len + 1;
-        int n = 0;
-        for (int i = 0; i < sc->ngroups; i++) {
-            if (!sc->groups[i].fused) continue;
-            kn_kernel k;
-            KN_ASSERT_OK(kn_kernel_lower(g, sc, i, &k));
-            KN_ASSERT_OK(kn_render_cuda(&k, KN_CUDA_NVRTC, NULL, &src, &len, &cap));
-            kn_kernel_clear(&k);
-            n++;
-        }
         cr_assert(s >= 0 || (strstr(src + strlen(pre), "kn_bf16_store(") && strstr(src + strlen(pre), "kn_f16_round(")),
                   "the cast kernel stores bf16 and rounds to f16: %s", src + strlen(pre));
         char *ptx = NULL;
@@ -220,7 +215,6 @@ KN_TEST(cudagen, low_precision_kernels_compile_with_nvrtc, .timeout = 240) {
         if (n > 0) KN_ASSERT_OK(kn_cuda_nvrtc_compile(src, "lowp.cu", 9, 0, &ptx, &plen));
         kn_free(ptx);
         free(src);
-        kn_schedule_free(sc);
         kn_graph_free(g);
     }
 }
