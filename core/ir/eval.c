@@ -471,8 +471,9 @@ static kn_status eval_low_precision(const kn_node *n, const kn_tensor *const *in
     if (is_low_precision(w.type.dtype)) w.type.dtype = KN_DT_F32;
     for (int i = 0; i < n->nin && st == KN_OK; i++) {
         win[i] = in[i];
-        if (is_low_precision(in[i]->dtype)) {
-            st = kn_tensor_cast(&wide[i], in[i], KN_DT_F32);
+        if (is_low_precision(in[i]->dtype)) { /* not kn_tensor_cast: the IR stays off lab 01's units */
+            st = kn_tensor_empty(&wide[i], KN_DT_F32, in[i]->ndim, in[i]->shape);
+            if (st == KN_OK) kn_dtype_convert(KN_DT_F32, D(wide[i]), in[i]->dtype, D(in[i]), NUMEL(in[i]));
             win[i] = wide[i];
         }
     }
