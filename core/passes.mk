@@ -20,6 +20,16 @@ test-step-remat-cli:
 	@$(MAKE) --no-print-directory $(BUILD)/$(DEFAULT_IMPL)/kiln IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) remat-cli bash tests/core/test_cli_remat.sh $(BUILD)/$(DEFAULT_IMPL)/kiln
 
+#   make test also runs "precision-cli": tests/core/test_cli_precision.sh drives mixed
+#   precision through `kiln train --precision` (errors, tf32 on the CPU, bf16 compiled and
+#   interpreted, fp16, resume) and checks that bf16 training follows fp32 for 300 steps (the
+#   C tests: tests/core/test_autocast.c, test_ir_lowp.c).
+TEST_STEPS += test-step-precision-cli
+.PHONY: test-step-precision-cli
+test-step-precision-cli:
+	@$(MAKE) --no-print-directory $(BUILD)/$(DEFAULT_IMPL)/kiln IMPL=$(DEFAULT_IMPL) >/dev/null
+	@bash tests/harness/record.sh $(ALL_RESULTS) precision-cli bash tests/core/test_cli_precision.sh $(BUILD)/$(DEFAULT_IMPL)/kiln
+
 # The lab 04 hidden tests embed the golden files (the grading sandbox cannot read the tree).
 LAB04_GOLDEN_H := $(BUILD)/gen/lab04_golden.h
 $(LAB04_GOLDEN_H): tests/lab04/golden.sh $(wildcard tests/passes/*.ir)

@@ -267,5 +267,22 @@ void kn_dtype_convert(kn_dtype dst_dt, void *dst, kn_dtype src_dt, const void *s
         for (int64_t i = 0; i < n; i++) kn_dtype_store(dst_dt, dst, i, kn_i64_to_f64_odd(s[i]));
         return;
     }
+    /* Mixed precision's conversions (every f16/bf16 node on the CPU widens and rounds):
+     * direct loops, the same bits as the generic path (an f32 is exact in a double, so
+     * rounding it once from either gives one result). */
+    if (src_dt == KN_DT_F32 && (dst_dt == KN_DT_BF16 || dst_dt == KN_DT_F16)) {
+        const float *s = src;
+        uint16_t *d = dst;
+        if (dst_dt == KN_DT_BF16) for (int64_t i = 0; i < n; i++) d[i] = kn_f32_to_bf16(s[i]);
+        else for (int64_t i = 0; i < n; i++) d[i] = kn_f32_to_f16(s[i]);
+        return;
+    }
+    if (dst_dt == KN_DT_F32 && (src_dt == KN_DT_BF16 || src_dt == KN_DT_F16)) {
+        const uint16_t *s = src;
+        float *d = dst;
+        if (src_dt == KN_DT_BF16) for (int64_t i = 0; i < n; i++) d[i] = kn_bf16_to_f32(s[i]);
+        else for (int64_t i = 0; i < n; i++) d[i] = kn_f16_to_f32(s[i]);
+        return;
+    }
     for (int64_t i = 0; i < n; i++) kn_dtype_store(dst_dt, dst, i, kn_dtype_load(src_dt, src, i));
 }

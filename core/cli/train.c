@@ -340,7 +340,7 @@ static void dist_report(const run_dist *rd, int64_t P) {
  * `auto` is dynamic only for fp16, which kiln train does not run yet: so far it is none. */
 static kn_status loss_scale_attach(const kn_train_opts *o, const run_dist *rd, kn_trainer *tr, const char *saved) {
     kn_loss_scaler s;
-    KN_TRY(kn_loss_scaler_parse(o->loss_scale, false, &s));
+    KN_TRY(kn_loss_scaler_parse(o->loss_scale, !strcmp(o->precision, "fp16"), &s)); /* auto: dynamic for fp16 */
     if (s.mode == KN_LOSS_SCALE_NONE) return KN_OK;
     if (rd->on)
         return kn_error(KN_ERR_ARG, "--loss-scale %s with --dist %s: loss scaling with data parallelism is not "
@@ -374,6 +374,39 @@ static void dist_end(run_dist *rd) {
     kn_dist_finalize();
 }
 
+/* kn:region precision */
+/* --precision: the pass list of the programs (autocast for bf16 and fp16, then remat:P when
+ * remat is not NULL) into list; tf32 sets KILN_TF32 for the GPU's matmuls. bf16 and fp16
+ * run on the CPU (compiled and interpreted); the GPU's library kernels (cuBLAS, attention)
+ * have no f16/bf16 path yet, so a GPU refuses them here rather than deep in a step. */
+static kn_status precision_passes(const kn_train_opts *o, kn_device dev, const char *remat, char *list, size_t cap) {
+    bool low = !strcmp(o->precision, "bf16") || !strcmp(o->precision, "fp16");
+    if (low && dev.type != KN_DEVICE_CPU)
+        return kn_error(KN_ERR_UNSUPPORTED, "--precision %s: the GPU's library kernels (matmul, attention) have no %s "
+                        "path yet; use --device cpu (or --precision tf32 on the GPU)", o->precision, o->precision);
+    if (!strcmp(o->precision, "tf32") && dev.type != KN_DEVICE_CPU && setenv("KILN_TF32", "1", 1) != 0)
+        return kn_error(KN_ERR_IO, "--precision tf32: cannot set KILN_TF32");
+    snprintf(list, cap, "%s%s%s%s", low ? "autocast:" : "", low ? o->precision : "", low && remat ? "," : "",
+             remat ? remat : "");
+    return KN_OK;
+}
+
+/* One line saying what the precision means on this device. */
+static void precision_note(const kn_train_opts *o, kn_device dev) {
+    if (!strcmp(o->precision, "tf32"))
+        printf("  precision tf32: %s\n", dev.type == KN_DEVICE_CPU ? "the CPU has no TF32: its matmuls are fp32, the "
+               "same as --precision fp32" : "fp32 values, matmuls on TF32 tensor cores (KILN_TF32=1)");
+    else if (!strcmp(o->precision, "bf16"))
+        printf("  precision bf16: matmuls in bf16 (f32 accumulation), reductions, norms, softmax and the loss in "
+               "fp32 (the autocast pass); master weights fp32\n");
+    else if (!strcmp(o->precision, "fp16"))
+        printf("  precision fp16: as bf16 with fp16 (autocast:fp16); %s\n",
+               o->loss_scale[0] && strcmp(o->loss_scale, "none")
+                   ? "the loss is scaled (--loss-scale) so that small gradients do not flush to zero"
+                   : "no loss scaling (--loss-scale none): gradients below 6e-8 flush to zero");
+}
+/* kn:endregion precision */
+
 static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
     run_data d;
     kn_gpt g = {0};
@@ -395,11 +428,12 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
     tr.eager = !strcmp(o->mode, "eager");
     /* --remat: a pass on the step's joint graph, applied when the programs are compiled for
      * their device and mode below (the eval program's forward graph has no backward: the
-     * pass leaves it alone) */
-    char remat[64];
+     * pass leaves it alone). --precision bf16|fp16: the autocast pass before it. */
+    char remat[64], passes[128];
     snprintf(remat, sizeof remat, "remat:%s", o->remat);
     bool remat_on = strcmp(o->remat, "none") != 0;
-    if (remat_on) tr.passes = remat;
+    if (precision_passes(o, dev, remat_on ? remat : NULL, passes, sizeof passes) != KN_OK) goto fail;
+    if (passes[0]) tr.passes = passes;
     if (o->resume[0]) {
         if (kn_checkpoint_load(o->resume, &g, &tr.opt, &ck) != KN_OK) goto fail;
         have_ck = true;
@@ -442,7 +476,7 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
             cs = kn_trainer_set_compiled(&tr, false);
         }
         if (cs != KN_OK) goto fail;
-    } else if (remat_on && dev.type == KN_DEVICE_CPU && kn_trainer_set_compiled(&tr, false) != KN_OK) {
+    } else if (tr.passes && dev.type == KN_DEVICE_CPU && kn_trainer_set_compiled(&tr, false) != KN_OK) {
         goto fail; /* --mode interp: recompile node by node, now with the pass */
     }
     if (loss_scale_attach(o, rd, &tr, have_ck ? kn_safetensors_meta(&ck, "kiln.loss_scale") : NULL) != KN_OK)
@@ -481,6 +515,7 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
            (long long)o->steps, o->lr, (long long)o->warmup, o->min_lr, (unsigned long long)o->seed,
            tr.eager ? "eager" : kn_program_get_stats(tr.prog).mode == KN_PROGRAM_COMPILED ? "compiled" : "interp",
            o->device);
+    precision_note(o, dev);
     bool scaled = tr.scaler.mode != KN_LOSS_SCALE_NONE;
     if (scaled) {
         char how[160];
@@ -489,7 +524,10 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
     }
     if (remat_on) {
         double live0 = 0, live1 = 0;
-        if (kn_passes_live_bytes(tr.joint, NULL, &live0) != KN_OK || kn_passes_live_bytes(tr.joint, remat, &live1) != KN_OK)
+        char prec[32] = ""; /* the live sets after the precision's pass (autocast), without and with remat */
+        if (!strncmp(tr.passes, "autocast:", 9)) snprintf(prec, sizeof prec, "%.*s", (int)strcspn(tr.passes, ","), tr.passes);
+        if (kn_passes_live_bytes(tr.joint, prec[0] ? prec : NULL, &live0) != KN_OK ||
+            kn_passes_live_bytes(tr.joint, tr.passes, &live1) != KN_OK)
             goto fail;
         printf("  remat %s: the step's largest live set %.2f MB (%.2f MB without recompute)\n", o->remat, live1 / 1e6,
                live0 / 1e6);

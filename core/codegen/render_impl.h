@@ -26,7 +26,10 @@ typedef struct kn_rc {
 
 kn_status kn_rc_init(kn_rc *c, const kn_kernel *k, char **src, size_t *len, size_t *cap); /* verifies k */
 void kn_rc_clear(kn_rc *c);
-const char *kn_rc_ctype(kn_dtype dt);               /* "float", "double", "unsigned char" */
+const char *kn_rc_ctype(kn_dtype dt);  /* the type an entry computes in: "float" (f32, f16, bf16), "double", "unsigned char" */
+const char *kn_rc_stype(kn_dtype dt);  /* the type a buffer holds: "unsigned short" for f16 and bf16, else kn_rc_ctype */
+bool kn_rc_low(kn_dtype dt);           /* f16 or bf16: loads convert to float, stores round */
+const char *kn_lowp_source(void);      /* their conversions, for every prelude (KN_DEVICE functions) */
 void kn_rc_name(const kn_rc *c, int i, char *buf, size_t cap); /* entry i where it is used */
 /* Define entry i (and first what it needs) in the current scope: full, inside an inner
  * loop over r; else at row level (outer entries only). */

@@ -3,7 +3,10 @@
  * Each kern_* takes the node (attributes, result type) and its operand tensors, which are
  * contiguous CPU tensors of the operand types (eager mode and the interpreter guarantee
  * this), allocates the result and fills it with the raw kernels of kiln/kernels.h. Float
- * ops run on f32 and f64; other float dtypes are KN_ERR_UNSUPPORTED (cast first).
+ * ops run on f32 and f64. The low-precision floats (f16, bf16) get no third family of
+ * kernels: kn_cpu_node_eval widens their operands to f32, runs the f32 kernel and rounds
+ * the result once as it stores it (eval_low_precision below), as a GPU kernel that loads
+ * bf16 into float registers and stores bf16 does.
  * Views materialize a contiguous copy, except reshape, which aliases (values are never
  * written after they are defined, so sharing storage is safe). */
 #include <string.h>
@@ -444,12 +447,54 @@ kn_status kern_cross_entropy_bwd(const kn_node *n, const kn_tensor *const *in, k
     return KN_OK;
 }
 
+static bool is_low_precision(kn_dtype dt) { return dt == KN_DT_F16 || dt == KN_DT_BF16; }
+
+/* Kernels that move or convert elements without arithmetic on them take every dtype as
+ * it is (views, copies, cast, full, eq, where: kn_dtype_load/store or bytes). */
+static bool moves_elements(const kn_node *n) {
+    kn_kernel_fn k = kn_op_impls[n->op].kernel;
+    return k == kern_none || k == kern_full || k == kern_cast || k == kern_eq || k == kern_where || k == kern_reshape ||
+           k == kern_permute || k == kern_broadcast_to || k == kern_slice || k == kern_slice_grad;
+}
+
+/* A node with an f16 or bf16 operand or result, on the CPU: the GPU's arithmetic. Each
+ * low-precision operand is widened to f32 (exact), the node's f32 kernel computes (a
+ * matmul accumulates in f32, as a tensor core does; reductions as in f32), and the result
+ * is rounded to the node's dtype once, to nearest even, as it is stored. A value is thus
+ * rounded exactly where a GPU kernel would store it: at every node here, at every store of
+ * a fused kernel in generated code (core/codegen/render_c.c). */
+static kn_status eval_low_precision(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    kn_node w = *n;
+    const kn_tensor *win[KN_MAX_OPERANDS];
+    kn_tensor *wide[KN_MAX_OPERANDS] = {0}, *r = NULL;
+    kn_status st = KN_OK;
+    if (is_low_precision(w.type.dtype)) w.type.dtype = KN_DT_F32;
+    for (int i = 0; i < n->nin && st == KN_OK; i++) {
+        win[i] = in[i];
+        if (is_low_precision(in[i]->dtype)) { /* not kn_tensor_cast: the IR stays off lab 01's units */
+            st = kn_tensor_empty(&wide[i], KN_DT_F32, in[i]->ndim, in[i]->shape);
+            if (st == KN_OK) kn_dtype_convert(KN_DT_F32, D(wide[i]), in[i]->dtype, D(in[i]), NUMEL(in[i]));
+            win[i] = wide[i];
+        }
+    }
+    if (st == KN_OK) st = kn_op_impls[n->op].kernel(&w, win, &r);
+    if (st == KN_OK) st = new_out(n, out);
+    if (st == KN_OK) kn_dtype_convert(n->type.dtype, D(*out), r->dtype, D(r), NUMEL(r));
+    kn_tensor_free(r);
+    for (int i = 0; i < n->nin; i++) kn_tensor_free(wide[i]);
+    return st;
+}
+
 /* The CPU backend's node_eval (device_cpu.c): operands are contiguous CPU tensors. */
 kn_status kn_cpu_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    for (int i = 0; i < n->nin; i++)
+    bool low = is_low_precision(n->type.dtype);
+    for (int i = 0; i < n->nin; i++) {
         if (!in[i] || in[i]->storage->device.type != KN_DEVICE_CPU || !kn_tensor_is_contiguous(in[i]))
             return kn_error(KN_ERR_ARG, "kn_node_eval: %s: operand %d is not a contiguous CPU tensor",
                             kn_op_name(n->op), i);
+        low |= is_low_precision(in[i]->dtype);
+    }
+    if (low && !moves_elements(n)) return eval_low_precision(n, in, out);
     return kn_op_impls[n->op].kernel(n, in, out);
 }
 

@@ -46,6 +46,7 @@ static const opt_row k_opts[] = {
     {"data", O_STR, S(data), 0, 0, true, "'grammar' (bundled generator), a text file or a KNTK token file"},
     {"data-seed", O_U64, F(data_seed), 0, 0, 0, true, "seed of the grammar corpus"},
     {"data-bytes", O_I64, F(data_bytes), 0, 1024, 1e9, true, "size of the grammar corpus in bytes"},
+    {"precision", O_STR, S(precision), 0, 0, true, "fp32, tf32 (a GPU's fp32 matmuls on TF32 tensor cores; the CPU's are fp32), bf16 or fp16 (the autocast pass)"},
     {"device", O_STR, S(device), 0, 0, false, "auto (cuda when a GPU is usable, else cpu), cpu, cuda or cuda:N"},
     {"mode", O_STR, S(mode), 0, 0, false, "auto, compiled (fused generated kernels: C on the CPU, CUDA on a GPU), interp (node by node) or eager (CPU)"},
     {"remat", O_STR, S(remat), 0, 0, false, "activation checkpointing: none, selective, full, every:K or mincut"},
@@ -94,6 +95,7 @@ static void defaults(kn_train_opts *o) {
     snprintf(o->remat, sizeof o->remat, "none");
     snprintf(o->cuda_graph, sizeof o->cuda_graph, "off");
     snprintf(o->loss_scale, sizeof o->loss_scale, "auto");
+    snprintf(o->precision, sizeof o->precision, "fp32");
     snprintf(o->out, sizeof o->out, "ckpt.safetensors");
     o->sample = 300;
     o->temperature = 0.8;
@@ -250,6 +252,7 @@ static bool apply_checkpoint(kn_train_opts *o, const char *path) {
         snprintf(key, sizeof key, "kiln.opt.%s", k_opts[i].name);
         const char *v = kn_safetensors_meta(&st, key);
         snprintf(where, sizeof where, "%s: metadata %s", path, key);
+        if (!v && !strcmp(k_opts[i].name, "precision")) continue; /* written before --precision: fp32 */
         if (!v) {
             fprintf(stderr, "kiln train: --resume %s: not a checkpoint of `kiln train` (no '%s')\n", path, key);
             ok = false;
@@ -314,7 +317,14 @@ int kn_train_opts_parse(kn_train_opts *o, int argc, char **argv) {
         return usage_error("--remat %s: eager mode runs the model op by op, with no graph to rematerialize; use "
                            "--mode auto, compiled or interp", o->remat);
     kn_loss_scaler ls;
-    if (kn_loss_scaler_parse(o->loss_scale, false, &ls) != KN_OK) return usage_error("%s", kn_last_error());
+    if (kn_loss_scaler_parse(o->loss_scale, !strcmp(o->precision, "fp16"), &ls) != KN_OK)
+        return usage_error("%s", kn_last_error());
+    if (strcmp(o->precision, "fp32") && strcmp(o->precision, "tf32") && strcmp(o->precision, "bf16") &&
+        strcmp(o->precision, "fp16"))
+        return usage_error("--precision '%s': use fp32, tf32, bf16 or fp16", o->precision);
+    if ((!strcmp(o->precision, "bf16") || !strcmp(o->precision, "fp16")) && !strcmp(o->mode, "eager"))
+        return usage_error("--precision %s: eager mode runs the model op by op, with no graph for the autocast pass; "
+                           "use --mode auto, compiled or interp", o->precision);
     if (o->min_lr < 0) o->min_lr = o->lr / 10;
     if (o->warmup < 0) o->warmup = o->steps / 10 < 100 ? o->steps / 10 : 100;
     if (o->warmup >= o->steps) o->warmup = o->steps - 1;

@@ -29,6 +29,7 @@ typedef struct kn_train_opts {
     char optimizer[16];          /* "adamw" or "sgd" */
     double momentum, weight_decay, clip;
     uint64_t seed;               /* initialization, batches and sampling */
+    char precision[8];           /* "fp32", "tf32", "bf16" or "fp16" (the autocast pass) */
     /* this invocation only (allowed with --resume) */
     char device[16];
     char mode[16];               /* "graph" (compile the step once) or "eager" (op by op) */

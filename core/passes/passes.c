@@ -7,7 +7,8 @@
  * that a pass that breaks the graph is named together with the node it broke.
  *
  * "all" is the passes that take no argument (remat needs its policy, and changes memory
- * and time, not the graph's meaning: it is asked for by name).
+ * and time, not the graph's meaning; autocast needs its dtype, and changes precision: each
+ * is asked for by name).
  *
  * Why this order for "all": folding first turns constant subgraphs into `full` nodes,
  * which the view and algebra rules then see as the constants they look for
@@ -26,6 +27,8 @@ static const kn_pass kn_pass_table[] = {
     {"dce", kn_pass_dce, "dead-code elimination: drop nodes no output depends on (inputs and params stay)", NULL},
     {"remat", kn_pass_remat, "activation checkpointing, remat:POLICY (none, selective, full, every:K, mincut): "
      "recompute forward values in the backward instead of keeping them", kn_remat_check_arg},
+    {"autocast", kn_pass_autocast, "mixed precision, autocast:bf16 or autocast:fp16: matmuls in the low dtype, "
+     "reductions, norms, softmax and the loss in f32, elementwise ops follow their operands", kn_autocast_check_arg},
 };
 #define KN_NPASSES ((int)(sizeof kn_pass_table / sizeof kn_pass_table[0]))
 

@@ -66,7 +66,9 @@ static void logf_(fz *z, const char *fmt, ...) {
 
 static bool is_view(kn_op op) { return kn_op_get(op)->category == KN_CAT_VIEW; }
 
-static bool fusible_dtype(kn_dtype dt) { return dt == KN_DT_F32 || dt == KN_DT_F64 || dt == KN_DT_BOOL; }
+static bool fusible_dtype(kn_dtype dt) {
+    return dt == KN_DT_F32 || dt == KN_DT_F64 || dt == KN_DT_F16 || dt == KN_DT_BF16 || dt == KN_DT_BOOL;
+}
 
 /* An op the kernel IR can express: elementwise (but dropout, whose Philox stream is the
  * library's) and sum/mean/max, on float or bool values. */

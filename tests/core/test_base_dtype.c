@@ -256,6 +256,29 @@ KN_TEST(base_dtype, f64_rounds_once_not_through_f32) {
     cr_assert_eq(kn_f64_to_bf16(y), 0x3F81);
 }
 
+/* The bit-level kn_f32_to_f16 against the general rounding of kn_f64_to_f16: both signs,
+ * every exponent from below f16's underflow edge to past its overflow edge, every value of
+ * the 13 low significand bits (where normal f16s round; subnormals drop more) under 14
+ * patterns of the 10 high ones (all zeros and all ones: the carries), plus NaNs,
+ * infinities and zeros. */
+KN_TEST(base_dtype, f32_to_f16_matches_general_rounding) {
+    const uint32_t his[] = {0, 1, 2, 3, 255, 256, 511, 512, 513, 700, 1000, 1021, 1022, 1023};
+    for (uint32_t sign = 0; sign < 2; sign++)
+        for (uint32_t e = 90; e <= 150; e++)
+            for (size_t h = 0; h < sizeof his / sizeof his[0]; h++)
+                for (uint32_t lo = 0; lo < 0x2000; lo++) {
+                uint32_t u = (sign << 31) | (e << 23) | (his[h] << 13) | lo;
+                float f = f32_from_bits(u);
+                uint16_t a = kn_f32_to_f16(f), b = kn_f64_to_f16((double)f);
+                cr_assert_eq(a, b, "f32 %08x: %04x vs %04x", u, a, b);
+            }
+    const uint32_t edge[] = {0, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00001u, 0x7F800001u, 1, 0x33000000u,
+                             0x33000001u, 0x387FFFFFu, 0x38800000u, 0x477FEFFFu, 0x477FF000u, 0x7F7FFFFFu};
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++)
+        cr_assert_eq(kn_f32_to_f16(f32_from_bits(edge[i])), kn_f64_to_f16((double)f32_from_bits(edge[i])), "f32 %08x",
+                     edge[i]);
+}
+
 /* The bit-trick kn_f32_to_bf16 against the general rounding of kn_f64_to_bf16, on a
  * million pseudo-random f32 patterns (every exponent, both signs, NaNs included). */
 KN_TEST(base_dtype, f32_to_bf16_matches_general_rounding) {

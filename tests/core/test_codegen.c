@@ -2,10 +2,11 @@
  * interpreter, the reference.
  *
  *   - hundreds of random graphs (kn_randgraph: elementwise ops with broadcasting,
- *     reductions, views, softmax, casts, dropout, matmuls, constants), f64 and f32: every
- *     output within rounding of the interpreter's (f64: 1e-12 relative; f32, or an f64
- *     graph that rounds a value to f32 on the way: 2e-5 relative, a few ulp times the
- *     reduction lengths these graphs have);
+ *     reductions, views, softmax, casts, dropout, matmuls, constants), f64, f32, bf16 and
+ *     f16: every output within rounding of the interpreter's (f64: 1e-12 relative; f32, or
+ *     an f64 graph that rounds a value to f32 on the way: 2e-5 relative, a few ulp times
+ *     the reduction lengths these graphs have; bf16 and f16: 16 unit roundoffs,
+ *     lowp_test_util.h says why), and the kernels' f16/bf16 conversions bit for bit;
  *   - the GPT's joint graph: the loss and every gradient; and 10 AdamW steps of the
  *     trainer, compiled against node by node;
  *   - fusion decisions on small graphs (an elementwise chain is one kernel, softmax and
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include "kn_test.h"
+#include "lowp_test_util.h"
 #include "train_modes.h"
 #include "kiln/codegen.h"
 #include "kiln/nn.h"
@@ -55,9 +57,9 @@ static void random_graphs(kn_dtype dt, int nseeds) {
         KN_ASSERT_OK(kn_randgraph(&g, (uint64_t)s, &ro));
         kn_program_stats st;
         double err = compare(g, KN_PROGRAM_COMPILED, (uint64_t)s + 7, &st);
-        double tol = dt == KN_DT_F64 ? 1e-12 : 2e-5;
+        double tol = lowp_codegen_tolerance(dt);
         for (int i = 0; i < g->nnodes; i++) /* a value rounded to f32 on the way: f32's tolerance */
-            if (g->nodes[i].op == KN_OP_CAST && g->nodes[i].type.dtype == KN_DT_F32) tol = 2e-5;
+            if (g->nodes[i].op == KN_OP_CAST && g->nodes[i].type.dtype == KN_DT_F32 && tol < 2e-5) tol = 2e-5;
         cr_assert(err <= tol, "seed %d (%s): compiled program differs from the interpreter by %.3g (tolerance %.3g)", s,
                   kn_dtype_name(dt), err, tol);
         cr_assert_eq(st.mode, KN_PROGRAM_COMPILED);
@@ -70,6 +72,15 @@ static void random_graphs(kn_dtype dt, int nseeds) {
 
 KN_TEST(codegen, random_graphs_f64_match_the_interpreter, .timeout = 240) { random_graphs(KN_DT_F64, 160); }
 KN_TEST(codegen, random_graphs_f32_match_the_interpreter, .timeout = 240) { random_graphs(KN_DT_F32, 120); }
+KN_TEST(codegen, random_graphs_bf16_match_the_interpreter, .timeout = 240) { random_graphs(KN_DT_BF16, 120); }
+KN_TEST(codegen, random_graphs_f16_match_the_interpreter, .timeout = 240) { random_graphs(KN_DT_F16, 80); }
+
+/* The generated C's f16/bf16 conversions are core/base's, bit for bit, on every class of f32. */
+KN_TEST(codegen, low_precision_conversions_are_bitwise_core_base) {
+    private_cache();
+    kn_program_opts o = {KN_CPU, NULL, KN_PROGRAM_COMPILED, false};
+    lowp_check_conversions(&o);
+}
 
 static kn_gpt_config tiny(void) { return (kn_gpt_config){.vocab = 17, .context = 8, .layers = 2, .width = 16, .heads = 2}; }
 

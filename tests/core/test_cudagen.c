@@ -2,8 +2,8 @@
  *
  * Without a GPU: every kernel runs under the CUDA emulator (the emulator dialect of the
  * same CUDA text, compiled by the host compiler; core/runtime/cuda_emu.c), in a compiled
- * program on the CPU: random graphs (f64 and f32) and the GPT's joint graph (the loss and
- * every gradient). NVRTC compiles every kernel of the GPT step for sm_90. With a GPU the
+ * program on the CPU: random graphs (f64, f32, bf16, f16), the f16/bf16 conversions bit
+ * for bit, and the GPT's joint graph (the loss and every gradient). NVRTC compiles every kernel of the GPT step for sm_90. With a GPU the
  * same programs run for real (cuda_codegen suite: skipped here with one line). */
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "kn_test.h"
+#include "lowp_test_util.h"
 #include "train_modes.h"
 #include "kiln/codegen.h"
 #include "kiln/nn.h"
@@ -38,7 +39,8 @@ static double compare_on(const kn_graph *g, kn_device dev, bool emu, uint64_t se
 }
 
 /* Random graphs on a target: f64 within 1e-12 (sums in a tree instead of a line), f32 (or a
- * graph rounding through f32) within 2e-5. */
+ * graph rounding through f32) within 2e-5, bf16 and f16 within 16 unit roundoffs
+ * (lowp_test_util.h). */
 static void random_graphs(kn_device dev, bool emu, kn_dtype dt, int nseeds) {
     private_cache();
     kn_randgraph_opts ro = kn_randgraph_defaults();
@@ -49,9 +51,9 @@ static void random_graphs(kn_device dev, bool emu, kn_dtype dt, int nseeds) {
         KN_ASSERT_OK(kn_randgraph(&g, (uint64_t)s, &ro));
         kn_program_stats st;
         double err = compare_on(g, dev, emu, (uint64_t)s + 7, &st);
-        double tol = dt == KN_DT_F64 ? 1e-12 : 2e-5;
+        double tol = lowp_codegen_tolerance(dt);
         for (int i = 0; i < g->nnodes; i++)
-            if (g->nodes[i].op == KN_OP_CAST && g->nodes[i].type.dtype == KN_DT_F32) tol = 2e-5;
+            if (g->nodes[i].op == KN_OP_CAST && g->nodes[i].type.dtype == KN_DT_F32 && tol < 2e-5) tol = 2e-5;
         cr_assert(err <= tol, "seed %d (%s): the CUDA kernels differ from the interpreter by %.3g (tolerance %.3g)", s,
                   kn_dtype_name(dt), err, tol);
         kernels += st.nkernels;
@@ -62,6 +64,16 @@ static void random_graphs(kn_device dev, bool emu, kn_dtype dt, int nseeds) {
 
 KN_TEST(cudagen, random_graphs_f64_under_the_emulator, .timeout = 240) { random_graphs(KN_CPU, true, KN_DT_F64, 60); }
 KN_TEST(cudagen, random_graphs_f32_under_the_emulator, .timeout = 240) { random_graphs(KN_CPU, true, KN_DT_F32, 40); }
+KN_TEST(cudagen, random_graphs_bf16_under_the_emulator, .timeout = 240) { random_graphs(KN_CPU, true, KN_DT_BF16, 40); }
+KN_TEST(cudagen, random_graphs_f16_under_the_emulator, .timeout = 240) { random_graphs(KN_CPU, true, KN_DT_F16, 30); }
+
+/* The CUDA text's f16/bf16 conversions (the same as the C renderer's) under the emulator:
+ * core/base's bit for bit. */
+KN_TEST(cudagen, low_precision_conversions_under_the_emulator) {
+    private_cache();
+    kn_program_opts o = {KN_CPU, NULL, KN_PROGRAM_COMPILED, true};
+    lowp_check_conversions(&o);
+}
 
 static void gpt_joint(kn_device dev, bool emu) {
     private_cache();
@@ -140,10 +152,9 @@ KN_TEST(cudagen, launch_configuration) {
 #if KN_HAVE_CUDA
 /* Every kernel of the GPT step, rendered as CUDA C, compiles with NVRTC for sm_90 (H100):
  * no GPU needed. */
-KN_TEST(cudagen, every_gpt_kernel_compiles_with_nvrtc, .timeout = 240) {
-    kn_gpt_config c = tiny();
-    kn_graph *g = NULL;
-    KN_ASSERT_OK(kn_gpt_graph(&c, 2, 8, true, &g));
+/* g decomposed and scheduled, every generated kernel rendered for NVRTC after the prelude
+ * (every other one with an H100's launch shape); *n kernels, *rows of them row kernels. */
+static char *nvrtc_source(kn_graph *g, int *n, int *rows) {
     KN_ASSERT_OK(kn_pass_decompose(g, NULL));
     kn_schedule *s = NULL;
     KN_ASSERT_OK(kn_schedule_build(g, &s));
@@ -151,7 +162,7 @@ KN_TEST(cudagen, every_gpt_kernel_compiles_with_nvrtc, .timeout = 240) {
     char *src = malloc(strlen(pre) + 1);
     strcpy(src, pre);
     size_t len = strlen(pre), cap = len + 1;
-    int n = 0, rows = 0;
+    *n = *rows = 0;
     for (int i = 0; i < s->ngroups; i++) {
         if (!s->groups[i].fused) continue;
         kn_kernel k;
@@ -159,10 +170,20 @@ KN_TEST(cudagen, every_gpt_kernel_compiles_with_nvrtc, .timeout = 240) {
         kn_cuda_limits h100 = {132, 1024, 2048};
         kn_cuda_launch l = kn_cuda_launch_config(&k, &h100);
         KN_ASSERT_OK(kn_render_cuda(&k, KN_CUDA_NVRTC, i % 2 ? &l : NULL, &src, &len, &cap));
-        rows += k.reduces;
+        *rows += k.reduces;
         kn_kernel_clear(&k);
-        n++;
+        (*n)++;
     }
+    kn_schedule_free(s);
+    return src;
+}
+
+KN_TEST(cudagen, every_gpt_kernel_compiles_with_nvrtc, .timeout = 240) {
+    kn_gpt_config c = tiny();
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_gpt_graph(&c, 2, 8, true, &g));
+    int n, rows;
+    char *src = nvrtc_source(g, &n, &rows);
     cr_assert_gt(n, 10);
     cr_assert_gt(rows, 2, "the GPT step has row kernels (softmax, layernorm)");
     cr_assert(strstr(src, "kn_block_sum(") && strstr(src, "__shfl_xor_sync"), "row kernels combine with shuffles");
@@ -177,8 +198,30 @@ KN_TEST(cudagen, every_gpt_kernel_compiles_with_nvrtc, .timeout = 240) {
                  KN_ERR_INTERNAL);
     cr_assert(strstr(kn_last_error(), "undeclared") && strstr(kn_last_error(), "bad.cu"), "%s", kn_last_error());
     free(src);
-    kn_schedule_free(s);
     kn_graph_free(g);
+}
+
+/* The f16/bf16 kernels compile with NVRTC too: the cast kernel and every kernel of a few
+ * random bf16 and f16 graphs, one source each. */
+KN_TEST(cudagen, low_precision_kernels_compile_with_nvrtc, .timeout = 240) {
+    kn_randgraph_opts ro = kn_randgraph_defaults();
+    for (int s = -1; s < 6; s++) {
+        kn_graph *g = NULL;
+        ro.dtype = s % 2 ? KN_DT_BF16 : KN_DT_F16;
+        if (s < 0) KN_ASSERT_OK(kn_graph_parse(lowp_cast_graph, strlen(lowp_cast_graph), &g));
+        else KN_ASSERT_OK(kn_randgraph(&g, (uint64_t)s, &ro));
+        int n, rows;
+        char *src = nvrtc_source(g, &n, &rows);
+        const char *pre = kn_render_cuda_prelude(KN_CUDA_NVRTC);
+        cr_assert(s >= 0 || (strstr(src + strlen(pre), "kn_bf16_store(") && strstr(src + strlen(pre), "kn_f16_round(")),
+                  "the cast kernel stores bf16 and rounds to f16: %s", src + strlen(pre));
+        char *ptx = NULL;
+        size_t plen = 0;
+        if (n > 0) KN_ASSERT_OK(kn_cuda_nvrtc_compile(src, "lowp.cu", 9, 0, &ptx, &plen));
+        kn_free(ptx);
+        free(src);
+        kn_graph_free(g);
+    }
 }
 
 /* NVRTC is opened at run time: without it the compiled GPU program says what to install

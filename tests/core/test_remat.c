@@ -4,6 +4,7 @@
  * set, scopes are stamped where the layers are built, and bad policies are clear errors. */
 #include <string.h>
 
+#include "graph_test_util.h"
 #include "kn_test.h"
 #include "kiln/autograd.h"
 #include "kiln/nn.h"
@@ -34,15 +35,7 @@ static void assert_bitwise(const kn_graph *a, const kn_graph *b, const char *wha
     kn_interp *ia, *ib;
     KN_ASSERT_OK(kn_interp_new(&ia, a));
     KN_ASSERT_OK(kn_interp_new(&ib, b));
-    for (int32_t v = 0; v < a->nnodes; v++) {
-        const kn_node *n = &a->nodes[v];
-        if (n->op != KN_OP_INPUT && n->op != KN_OP_PARAM) continue;
-        kn_tensor *t;
-        KN_ASSERT_OK(kn_graph_random_input(a, v, 7, &t));
-        KN_ASSERT_OK(kn_interp_bind(ia, n->attrs.name, t));
-        KN_ASSERT_OK(kn_interp_bind(ib, n->attrs.name, t));
-        kn_tensor_free(t);
-    }
+    bind_same_random(a, (kn_interp *const[]){ia, ib}, 2, 7, 1);
     KN_ASSERT_OK(kn_interp_run(ia));
     KN_ASSERT_OK(kn_interp_run(ib));
     cr_assert(a->noutputs == b->noutputs);

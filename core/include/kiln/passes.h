@@ -193,6 +193,36 @@ kn_status kn_graph_live_bytes(const kn_graph *g, double *bytes, int32_t *at);
  * pass list would do to a step's memory, g unchanged. */
 kn_status kn_passes_live_bytes(const kn_graph *g, const char *passes, double *bytes);
 
+/* ---------------------------------------------------------------- mixed precision
+ * (core/passes/autocast.c)
+ *
+ * autocast:bf16 / autocast:fp16 assigns dtypes to a graph's f32 computations from one
+ * policy table, kn_autocast_policy (a unit of lab 09 to be: the one decision per op):
+ *   KN_AUTOCAST_LOW   the op runs in the low dtype, its operands cast down (matmul: the
+ *                     linear layers and both attention products, forward and backward);
+ *   KN_AUTOCAST_F32   the op runs in f32, low operands cast up (reductions, norms,
+ *                     softmaxes, the loss, their backwards, the embedding gradient);
+ *   KN_AUTOCAST_KEEP  the op follows its operands: low when every float operand is low
+ *                     (a `full` constant follows the others), else f32.
+ * f64 computations, inputs and params stay as they are (the master weights stay f32: a
+ * param a low op reads gets one cast right after it, at the start of the step), and every
+ * output keeps its dtype (gradients come out f32). The inserted casts are elementwise, so
+ * the fusion scheduler folds them into the kernels around them. Stats: "low" (nodes now in
+ * the low dtype), "casts" (casts inserted). Run it on the joint graph, before remat. */
+typedef enum kn_autocast_class {
+    KN_AUTOCAST_KEEP = 0,
+    KN_AUTOCAST_LOW,
+    KN_AUTOCAST_F32,
+} kn_autocast_class;
+
+kn_autocast_class kn_autocast_policy(kn_op op);
+/* "bf16" -> KN_DT_BF16; "fp16" or "f16" -> KN_DT_F16; else KN_ERR_ARG naming both. */
+kn_status kn_autocast_parse(const char *text, kn_dtype *out);
+/* Rewrite g in place with low dtype `low` (bf16 or f16); st (may be NULL) counts rules. */
+kn_status kn_autocast(kn_graph *g, kn_dtype low, kn_pass_stats *st);
+kn_status kn_pass_autocast(kn_graph *g, kn_pass_stats *st);  /* the table's: dtype in st->arg */
+kn_status kn_autocast_check_arg(const char *arg);
+
 /* ---------------------------------------------------------------- graph editing helpers */
 
 /* Rebuild g in place. repl (may be NULL: identity) maps each value id to the id that

@@ -1,0 +1,186 @@
+/* test_autocast.c — mixed precision as a pass (core/passes/autocast.c).
+ *
+ *   - the policy on the GPT's joint graph: every matmul in the low dtype, every reduction,
+ *     norm, softmax and the loss in f32, outputs (loss, gradients) in their dtype, the
+ *     params f32 with their low copies cast right after them, before any computation;
+ *   - the casts fuse: in the compiled schedule, every cast of a value a generated kernel
+ *     computes shares that kernel or its reader's (alone: the weights' copies, and casts
+ *     of library steps' results, which have no epilogue yet);
+ *   - numbers: the bf16 and fp16 joint graphs' loss and gradients against f32 within a
+ *     tolerance per dtype, and the compiled bf16 program against its interpreter;
+ *   - f64 graphs are left alone, and a bad dtype is refused before anything runs. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph_test_util.h"
+#include "kn_test.h"
+#include "lowp_test_util.h"
+#include "kiln/codegen.h"
+#include "kiln/nn.h"
+#include "kiln/passes.h"
+#include "kiln/program.h"
+
+static const kn_gpt_config cfg = {.vocab = 17, .context = 8, .layers = 2, .width = 16, .heads = 2};
+
+static kn_graph *gpt_joint(void) {
+    kn_graph *g;
+    KN_ASSERT_OK(kn_gpt_graph(&cfg, 2, 8, true, &g));
+    return g;
+}
+
+static kn_graph *autocast_of(const kn_graph *g, const char *list, kn_pass_report *rep) {
+    kn_graph *c;
+    KN_ASSERT_OK(kn_graph_copy(&c, g));
+    KN_ASSERT_OK(kn_passes_run(c, list, rep));
+    KN_ASSERT_OK(kn_graph_verify(c));
+    return c;
+}
+
+KN_TEST(autocast, the_policy_on_the_gpt_joint_graph) {
+    kn_graph *g = gpt_joint();
+    kn_pass_report rep;
+    kn_graph *a = autocast_of(g, "autocast:bf16", &rep);
+    int matmuls = 0, first_compute = -1;
+    for (int i = 0; i < a->nnodes; i++) {
+        const kn_node *n = &a->nodes[i];
+        kn_autocast_class c = kn_autocast_policy(n->op);
+        if (n->op == KN_OP_MATMUL) {
+            matmuls++;
+            cr_assert_eq(n->type.dtype, KN_DT_BF16, "%%%d = matmul is %s", i, kn_dtype_name(n->type.dtype));
+        } else if (c == KN_AUTOCAST_F32) {
+            cr_assert_eq(n->type.dtype, KN_DT_F32, "%%%d = %s is %s", i, kn_op_name(n->op), kn_dtype_name(n->type.dtype));
+        }
+        if (n->op == KN_OP_PARAM || n->op == KN_OP_INPUT) {
+            cr_assert(n->type.dtype != KN_DT_BF16, "%%%d: a param or input changed dtype", i);
+            cr_assert(first_compute < 0, "%%%d = %s comes after the first computation %%%d", i, kn_op_name(n->op),
+                      first_compute);
+        } else if (n->op == KN_OP_CAST && (a->nodes[n->in[0]].op == KN_OP_PARAM)) {
+            cr_assert(first_compute < 0, "the weight copy %%%d is made after the first computation %%%d", i, first_compute);
+        } else if (n->op != KN_OP_FULL && first_compute < 0) {
+            first_compute = i;
+        }
+    }
+    cr_assert_gt(matmuls, 10);
+    cr_assert_eq(a->noutputs, g->noutputs);
+    for (int i = 0; i < g->noutputs; i++)
+        cr_assert_eq(a->nodes[a->outputs[i]].type.dtype, g->nodes[g->outputs[i]].type.dtype, "output %d changed dtype", i);
+    int64_t low = 0, casts = 0;
+    for (int r = 0; r < rep.pass[0].nfired; r++) {
+        if (!strcmp(rep.pass[0].rule[r], "low")) low = rep.pass[0].count[r];
+        if (!strcmp(rep.pass[0].rule[r], "casts")) casts = rep.pass[0].count[r];
+    }
+    cr_assert(low >= matmuls && casts > 0, "low %lld, casts %lld", (long long)low, (long long)casts);
+    kn_graph_free(a);
+    kn_graph_free(g);
+}
+
+KN_TEST(autocast, casts_fuse_into_the_kernels_around_them) {
+    kn_graph *g = gpt_joint();
+    kn_graph *a = autocast_of(g, "autocast:bf16", NULL);
+    KN_ASSERT_OK(kn_pass_decompose(a, NULL));
+    kn_schedule *s = NULL;
+    KN_ASSERT_OK(kn_schedule_build(a, &s));
+    int fused_casts = 0;
+    for (int i = 0; i < a->nnodes; i++) {
+        const kn_node *n = &a->nodes[i];
+        if (n->op != KN_OP_CAST || s->group_of[i] < 0) continue;
+        const kn_group *gr = &s->groups[s->group_of[i]];
+        cr_assert(gr->fused, "cast %%%d is not in a generated kernel", i);
+        bool other = false;
+        for (int k = 0; k < gr->nnodes; k++) other |= a->nodes[gr->nodes[k]].op != KN_OP_CAST;
+        kn_op src = a->nodes[n->in[0]].op;
+        /* The weights' copies are kernels of casts; a cast of a view (attention's permuted
+         * q, k, v) is the copy that makes the view contiguous for the matmul, which runs
+         * without autocast too (as the view's own copy): the rounding rides along. A cast
+         * of a library step's result (a matmul's, cross-entropy's) has no epilogue to join
+         * yet. Every other cast shares a kernel with another op. */
+        if (src == KN_OP_PARAM || src == KN_OP_INPUT || kn_op_get(src)->category == KN_CAT_VIEW) continue;
+        cr_assert(other || !s->fusible[n->in[0]], "cast %%%d of %%%d (%s) is a kernel alone", i, n->in[0],
+                  kn_op_name(src));
+        fused_casts += other;
+    }
+    cr_assert_gt(fused_casts, 10);
+    kn_schedule_free(s);
+    kn_graph_free(a);
+    kn_graph_free(g);
+}
+
+/* max |a - b| / max |b| per output of the two graphs on the same random inputs; the worst. */
+static double normwise(const kn_graph *a, const kn_graph *b, uint64_t seed) {
+    kn_interp *ia, *ib;
+    KN_ASSERT_OK(kn_interp_new(&ia, a));
+    KN_ASSERT_OK(kn_interp_new(&ib, b));
+    bind_same_random(a, (kn_interp *const[]){ia, ib}, 2, seed, 0.2); /* weights in [-0.2, 0.2]: tame logits */
+    KN_ASSERT_OK(kn_interp_run(ia));
+    KN_ASSERT_OK(kn_interp_run(ib));
+    double worst = 0;
+    for (int i = 0; i < a->noutputs; i++) {
+        const kn_tensor *x = kn_interp_output(ia, i), *y = kn_interp_output(ib, i);
+        int64_t n = kn_tensor_numel(y);
+        double *px = malloc((size_t)n * sizeof *px), *py = malloc((size_t)n * sizeof *py), d = 0, m = 0;
+        KN_ASSERT_OK(kn_tensor_to_f64(x, px));
+        KN_ASSERT_OK(kn_tensor_to_f64(y, py));
+        for (int64_t e = 0; e < n; e++) { d = fmax(d, fabs(px[e] - py[e])); m = fmax(m, fabs(py[e])); }
+        if (m > 0) worst = fmax(worst, d / m);
+        free(px);
+        free(py);
+    }
+    kn_interp_free(ia);
+    kn_interp_free(ib);
+    return worst;
+}
+
+/* The loss and every gradient of one step, bf16 and fp16 against f32: within 16 unit
+ * roundoffs of the largest entry (bf16 0.0625, fp16 0.0078: a value rounds at every
+ * stored node of a 2-layer forward and backward). Not equal either: the pass did change
+ * the arithmetic. */
+KN_TEST(autocast, low_precision_steps_follow_f32_within_a_tolerance_per_dtype) {
+    kn_graph *g = gpt_joint();
+    const char *lists[2] = {"autocast:bf16", "autocast:fp16"};
+    const kn_dtype dts[2] = {KN_DT_BF16, KN_DT_F16};
+    for (int k = 0; k < 2; k++) {
+        kn_graph *a = autocast_of(g, lists[k], NULL);
+        double err = normwise(a, g, 3), tol = lowp_codegen_tolerance(dts[k]);
+        cr_assert(err <= tol, "%s: %.3g from f32 (tolerance %.3g)", lists[k], err, tol);
+        cr_assert(err > 0, "%s: bitwise f32: the pass changed nothing", lists[k]);
+        kn_graph_free(a);
+    }
+    kn_graph_free(g);
+}
+
+KN_TEST(autocast, the_compiled_bf16_step_follows_its_interpreter, .timeout = 120) {
+    char tmpl[] = "/tmp/kiln-ac-XXXXXX";
+    cr_assert_not_null(mkdtemp(tmpl));
+    setenv("KILN_CACHE_DIR", tmpl, 1);
+    kn_graph *g = gpt_joint();
+    for (int emu = 0; emu < 2; emu++) {
+        kn_program_opts o = {KN_CPU, "autocast:bf16", KN_PROGRAM_COMPILED, emu == 1};
+        double worst = INFINITY;
+        kn_program_stats st;
+        KN_ASSERT_OK(kn_program_compare(g, &o, 5, &worst, &st)); /* the interpreter runs g as it is: f32 */
+        cr_assert(worst <= lowp_codegen_tolerance(KN_DT_BF16), "%s: compiled bf16 is %.3g from f32",
+                  emu ? "CUDA emulator" : "C", worst);
+        cr_assert_gt(st.nkernels, 5);
+    }
+    kn_graph_free(g);
+}
+
+KN_TEST(autocast, f64_graphs_stay_and_bad_dtypes_are_refused) {
+    kn_graph *g = gpt_joint(), *x = NULL;
+    static const char text[] = "%0 = input {name=\"x\"} : f64[2,3]\n%1 = param {name=\"w\"} : f64[3,4]\n"
+                               "%2 = matmul %0, %1 : f64[2,4]\noutput %2\n";
+    KN_ASSERT_OK(kn_graph_parse(text, strlen(text), &x));
+    kn_pass_report rep;
+    KN_ASSERT_OK(kn_passes_run(x, "autocast:bf16", &rep));
+    cr_assert_eq(x->nnodes, 3);
+    cr_assert_eq(x->nodes[2].type.dtype, KN_DT_F64);
+    KN_ASSERT_ERR(kn_passes_run(g, "autocast:int8", NULL), KN_ERR_ARG);
+    cr_assert(strstr(kn_last_error(), "'int8'") && strstr(kn_last_error(), "autocast:bf16 or autocast:fp16"), "%s",
+              kn_last_error());
+    KN_ASSERT_ERR(kn_passes_run(g, "autocast", NULL), KN_ERR_ARG);
+    cr_assert(strstr(kn_last_error(), "autocast needs a dtype"), "%s", kn_last_error());
+    KN_ASSERT_ERR(kn_autocast(g, KN_DT_F64, NULL), KN_ERR_ARG);
+    kn_graph_free(x);
+    kn_graph_free(g);
+}
