@@ -15,6 +15,9 @@
 # program and the compiled one (generated CUDA through NVRTC), both beside PyTorch; "graph"
 # is the compiled one replayed as a CUDA graph (--mode compiled --cuda-graph). The ratios
 # are those of the last mode listed.
+# TORCH_RUNS (default "sdpa manual") lists the PyTorch runs: eager with SDPA, eager with
+# attention spelled out, and "compile" (torch.compile, SDPA). --precision bf16 or fp16 runs
+# kiln's autocast pass and torch.autocast.
 # The table and the ratios are also written to $LOGS/bench_summary.json.
 set -u
 KILN=${KILN:-build/solutions/kiln}
@@ -23,7 +26,7 @@ mkdir -p "$LOGS"
 export PYTHONUNBUFFERED=1
 here=$(cd "$(dirname "$0")" && pwd)
 
-export KILN_MODES=${KILN_MODES:-interp compiled}
+export KILN_MODES=${KILN_MODES:-interp compiled} TORCH_RUNS=${TORCH_RUNS:-sdpa manual}
 for mode in $KILN_MODES; do
     flags="--mode $mode"
     [ "$mode" = graph ] && flags="--mode compiled --cuda-graph"
@@ -34,9 +37,12 @@ done
 # PyTorch's interpreter (core/mk/python.sh torch: on the GPU machine the PATH's python3).
 torch_py=$(bash "$here/../core/mk/python.sh" torch) || torch_py=
 if [ -n "$torch_py" ]; then
-    for attn in sdpa manual; do
-        echo "== bench_torch.py --attn $attn $*"
-        timeout "${BENCH_TIMEOUT:-0}" "$torch_py" "$here/bench_torch.py" --attn "$attn" "$@" 2>&1 | tee "$LOGS/bench_torch_$attn.log"
+    for run in $TORCH_RUNS; do
+        flags="--attn $run"
+        [ "$run" = compile ] && flags="--attn sdpa --compile"
+        echo "== bench_torch.py $flags $*"
+        # shellcheck disable=SC2086
+        timeout "${BENCH_TIMEOUT:-0}" "$torch_py" "$here/bench_torch.py" $flags "$@" 2>&1 | tee "$LOGS/bench_torch_$run.log"
     done
 else
     echo "== PyTorch: no python3 here can import torch; the PyTorch side is skipped"
@@ -47,7 +53,7 @@ import json, os, sys
 logs = sys.argv[1]
 rows = []
 names = ["bench_kiln_%s.log" % m for m in os.environ["KILN_MODES"].split()]  # in the order run
-for name in names + ["bench_torch_sdpa.log", "bench_torch_manual.log"]:
+for name in names + ["bench_torch_%s.log" % t for t in os.environ["TORCH_RUNS"].split()]:
     path = os.path.join(logs, name)
     if not os.path.exists(path):
         continue

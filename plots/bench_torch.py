@@ -80,6 +80,10 @@ def main():
     ap.add_argument("--device", default="cuda", help="a CUDA device (cpu is refused: this benchmark is GPU-only)")
     ap.add_argument("--fused", action="store_true", help="AdamW(fused=True) instead of the default foreach")
     ap.add_argument("--tf32", action="store_true", help="let fp32 matmuls use TF32 tensor cores (kiln bench --tf32)")
+    ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                    help="bf16/fp16: torch.autocast around the forward (kiln bench --precision)")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (the time includes no compile: "
+                    "it happens in the warm-up steps, reported as compile_s)")
     ap.add_argument("--profile", type=int, default=0, help="accepted for kiln bench's sake and ignored")
     ap.add_argument("--profile-out", default="", help="accepted for kiln bench's sake and ignored")
     a = ap.parse_args()
@@ -92,6 +96,15 @@ def main():
     dev = torch.device(a.device if ":" in a.device else "cuda:0")
     torch.cuda.set_device(dev)
     model = GPT(a.vocab, a.context, a.layers, a.width, a.heads, a.attn).to(dev)
+    run_model = torch.compile(model) if a.compile else model
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision)
+    scaler = torch.amp.GradScaler("cuda") if a.precision == "fp16" else None
+
+    def forward(x, y):
+        if low is None:
+            return run_model(x, y)
+        with torch.autocast(device_type="cuda", dtype=low):
+            return run_model(x, y)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
@@ -114,42 +127,56 @@ def main():
         return e0.elapsed_time(e1), out
 
     def step(x, y):
-        loss = model(x.to(dev, non_blocking=False), y.to(dev, non_blocking=False))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        loss = forward(x.to(dev, non_blocking=False), y.to(dev, non_blocking=False))
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
         opt.zero_grad(set_to_none=True)
         return loss.item()
 
     print(f"bench_torch: GPT vocab {a.vocab}, context {T}, {a.layers} layers, width {a.width}, {a.heads} heads: "
-          f"{nparams} parameters; batch {B}; fp32 (TF32 {'on' if a.tf32 else 'off'}) AdamW ({'fused' if a.fused else 'foreach'}), "
-          f"attention {a.attn}, on {torch.cuda.get_device_name()}; torch {torch.__version__}", flush=True)
-    ms, losses = [], []
+          f"{nparams} parameters; batch {B}; {a.precision} (TF32 {'on' if a.tf32 else 'off'}) AdamW "
+          f"({'fused' if a.fused else 'foreach'}), attention {a.attn}{', torch.compile' if a.compile else ''}, on "
+          f"{torch.cuda.get_device_name()}; torch {torch.__version__}", flush=True)
+    ms, losses, warm_ms = [], [], 0.0
     for s in range(a.warmup + a.steps):
         x, y = batch()
         t, loss = timed(lambda: step(x, y))
         losses.append(loss)
         if s >= a.warmup:
             ms.append(t)
+        else:
+            warm_ms += t
         print(f"  step {s + 1:3d}  {'warm-up' if s < a.warmup else 'timed  '}  {t:9.2f} ms  loss {loss:.4f}", flush=True)
     fwd, opt_ms = [], []
     for _ in range(3):
         x, y = batch()
         with torch.no_grad():
-            fwd.append(timed(lambda: model(x.to(dev), y.to(dev)).item())[0])
-    loss = model(*[t.to(dev) for t in batch()])
+            fwd.append(timed(lambda: forward(x.to(dev), y.to(dev)).item())[0])
+    loss = forward(*[t.to(dev) for t in batch()])
     loss.backward()
     for _ in range(3):
         opt_ms.append(timed(lambda: (torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0), opt.step()))[0])
     med = statistics.median(ms)
-    res = {"impl": "pytorch-" + a.attn, "device": torch.cuda.get_device_name(), "vocab": a.vocab, "context": T,
+    impl = "pytorch-" + ("compile" if a.compile else a.attn) + ("" if a.precision == "fp32" else "-" + a.precision)
+    res = {"impl": impl, "device": torch.cuda.get_device_name(), "vocab": a.vocab, "context": T,
            "layers": a.layers, "width": a.width, "heads": a.heads, "batch": B, "params": nparams,
            "warmup": a.warmup, "steps": a.steps, "step_ms_median": round(med, 3), "step_ms_min": round(min(ms), 3),
            "step_ms_max": round(max(ms), 3), "tokens_per_s": round(B * T / (med / 1e3), 1),
            "fwd_ms": round(statistics.median(fwd), 3), "optim_ms": round(statistics.median(opt_ms), 3),
            "peak_mem_mib": round(torch.cuda.max_memory_allocated() / 2**20, 1),
            "peak_reserved_mib": round(torch.cuda.max_memory_reserved() / 2**20, 1),
-           "loss_first": round(losses[0], 5), "loss_last": round(losses[-1], 5), "tf32": a.tf32}
+           "loss_first": round(losses[0], 5), "loss_last": round(losses[-1], 5), "tf32": a.tf32,
+           "precision": a.precision, "compile": a.compile,
+           # the warm-up steps less as many timed ones: what compiling (and first-use setup) cost
+           "compile_ms": round(max(0.0, warm_ms - a.warmup * med), 1) if a.compile else 0.0}
     print(f"  step {med:.2f} ms median -> {res['tokens_per_s']:.0f} tokens/s; forward {res['fwd_ms']:.2f} ms; "
           f"clip + AdamW {res['optim_ms']:.2f} ms; peak {res['peak_mem_mib']:.0f} MiB")
     print(json.dumps(res), flush=True)

@@ -36,6 +36,7 @@ typedef struct bench_opts {
     char mode[16];      /* compiled | interp */
     char passes[128];   /* the pass list (kiln/passes.h); "" none */
     char remat[32];     /* activation checkpointing policy, run after the passes ("none": off) */
+    char precision[8];  /* fp32 | bf16 | fp16: the autocast pass first (kiln/passes.h) */
 } bench_opts;
 
 /* STREAM-style copy bandwidth of this machine: bytes read + written per second by memcpy
@@ -69,7 +70,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: kiln bench [--vocab N] [--context N] [--layers N] [--width N] [--heads N] [--batch N]\n"
                "                  [--warmup N] [--steps N] [--seed N] [--device auto|cpu|cuda|cuda:N] [--profile N]\n"
                "                  [--profile-out FILE.tsv] [--tf32] [--mode compiled|interp] [--passes LIST]\n"
-               "                  [--remat none|selective|full|every:K|mincut] [--cuda-graph]\n"
+               "                  [--remat none|selective|full|every:K|mincut] [--cuda-graph] [--precision fp32|bf16|fp16]\n"
                "Times GPT training steps (fp32, AdamW, clip 1.0) on random tokens. Defaults: the GPT-2 124M\n"
                "shape: vocab 50304, context 1024, 12 layers, width 768, 12 heads, batch 8; 3 warm-up and\n"
                "10 timed steps; device auto (the first GPU when one is usable). --profile N adds one step\n"
@@ -86,6 +87,7 @@ static void usage(FILE *f) {
                "the backward (the remat pass, after the others): it prints the step's largest live set, the\n"
                "lower bound of its activation memory, beside the time (plots/remat.sh plots every policy).\n"
                "--cuda-graph (with --mode compiled on a GPU) replays the step as one CUDA graph.\n"
+               "--precision bf16|fp16 runs the autocast pass first (matmuls in 16 bits, f32 accumulation).\n"
                "The last line is JSON.\n");
 }
 
@@ -100,7 +102,7 @@ static double median(double *v, int n) {
 
 static int parse(bench_opts *o, int argc, char **argv) {
     *o = (bench_opts){.vocab = 50304, .context = 1024, .layers = 12, .width = 768, .heads = 12, .batch = 8,
-                      .warmup = 3, .steps = 10, .seed = 1, .remat = "none"};
+                      .warmup = 3, .steps = 10, .seed = 1, .remat = "none", .precision = "fp32"};
     snprintf(o->device, sizeof o->device, "auto");
     struct { const char *name; int *v; int lo; } ints[] = {
         {"--vocab", &o->vocab, 2}, {"--context", &o->context, 1}, {"--layers", &o->layers, 1},
@@ -112,7 +114,7 @@ static int parse(bench_opts *o, int argc, char **argv) {
         if (!strcmp(a, "--tf32")) { o->tf32 = true; continue; }
         if (!strcmp(a, "--cuda-graph")) { o->cuda_graph = true; continue; }
         bool known = !strcmp(a, "--device") || !strcmp(a, "--seed") || !strcmp(a, "--profile-out") || !strcmp(a, "--mode") ||
-                     !strcmp(a, "--passes") || !strcmp(a, "--remat");
+                     !strcmp(a, "--passes") || !strcmp(a, "--remat") || !strcmp(a, "--precision");
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) known = known || !strcmp(a, ints[k].name);
         if (!known) { fprintf(stderr, "kiln bench: unknown option '%s'\n", a); usage(stderr); return 2; }
         if (i + 1 >= argc) { fprintf(stderr, "kiln bench: %s needs a value\n", a); usage(stderr); return 2; }
@@ -137,6 +139,14 @@ static int parse(bench_opts *o, int argc, char **argv) {
                 return 2;
             }
             snprintf(o->remat, sizeof o->remat, "%s", v);
+            continue;
+        }
+        if (!strcmp(a, "--precision")) {
+            if (strcmp(v, "fp32") && strcmp(v, "bf16") && strcmp(v, "fp16")) {
+                fprintf(stderr, "kiln bench: --precision '%s': use fp32, bf16 or fp16 (--tf32 for TF32 matmuls)\n", v);
+                return 2;
+            }
+            snprintf(o->precision, sizeof o->precision, "%s", v);
             continue;
         }
         if (!strcmp(a, "--mode")) {
@@ -222,8 +232,11 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     if (st == KN_OK) st = kn_trainer_to_device(&tr, dev);
     /* the default: compiled on the CPU, node by node on a GPU (as kiln train --mode auto) */
     bool compiled = !strcmp(o->mode, "compiled") || (!o->mode[0] && dev.type == KN_DEVICE_CPU);
-    char list[192]; /* the passes, then remat: cse would merge its clones back */
-    snprintf(list, sizeof list, "%s%s%s%s", o->passes, o->passes[0] ? "," : "", strcmp(o->remat, "none") ? "remat:" : "",
+    char list[224]; /* autocast, the passes, then remat: cse would merge its clones back */
+    bool low = strcmp(o->precision, "fp32") != 0;
+    snprintf(list, sizeof list, "%s%s%s%s%s%s%s", low ? "autocast:" : "", low ? o->precision : "",
+             low && (o->passes[0] || strcmp(o->remat, "none")) ? "," : "", o->passes,
+             o->passes[0] && strcmp(o->remat, "none") ? "," : "", strcmp(o->remat, "none") ? "remat:" : "",
              strcmp(o->remat, "none") ? o->remat : "");
     tr.passes = list[0] ? list : NULL;
     tr.cuda_graph = o->cuda_graph;
@@ -364,12 +377,12 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
                    "\"loss_first\": %.5f, \"loss_last\": %.5f, \"tf32\": %s, \"mode\": \"%s\", \"nsteps\": %d, "
                    "\"nkernels\": %d, \"nodes\": %d, \"compile_ms\": %.1f, \"compile_cached\": %s, \"passes\": \"%s\", "
                    "\"remat\": \"%s\", \"live_bytes\": %.0f, \"live_bytes_none\": %.0f, \"mem_planned\": %.0f, "
-                   "\"mem_lower\": %.0f, \"cuda_graph\": %s}\n",
+                   "\"mem_lower\": %.0f, \"cuda_graph\": %s, \"precision\": \"%s\"}\n",
                    devname, o->vocab, o->context, o->layers, o->width, o->heads, o->batch, (long long)g.p.n,
                    o->warmup, nt, med, lo, hi, tps, mf, mo, peak, peak_res, loss0, loss1, o->tf32 ? "true" : "false",
                    compiled ? "compiled" : "interp", ps.nsteps, ps.nkernels, ps.nodes_computing, ps.compile_ms,
                    ps.cached ? "true" : "false", o->passes[0] ? o->passes : "none", o->remat, live, live_none,
-                   ps.mem_planned, ps.mem_lower, o->cuda_graph ? "true" : "false");
+                   ps.mem_planned, ps.mem_lower, o->cuda_graph ? "true" : "false", o->precision);
         }
     }
     sw_free(&w);

@@ -377,13 +377,15 @@ static void dist_end(run_dist *rd) {
 /* kn:region precision */
 /* --precision: the pass list of the programs (autocast for bf16 and fp16, then remat:P when
  * remat is not NULL) into list; tf32 sets KILN_TF32 for the GPU's matmuls. bf16 and fp16
- * run on the CPU (compiled and interpreted); the GPU's library kernels (cuBLAS, attention)
- * have no f16/bf16 path yet, so a GPU refuses them here rather than deep in a step. */
+ * run on the CPU (compiled and interpreted) and, compiled, on a GPU (generated kernels and
+ * cuBLAS in 16 bits); the GPU's node-by-node kernels are f32/f64, so a GPU refuses --mode
+ * interp here rather than deep in a step. */
 static kn_status precision_passes(const kn_train_opts *o, kn_device dev, const char *remat, char *list, size_t cap) {
     bool low = !strcmp(o->precision, "bf16") || !strcmp(o->precision, "fp16");
-    if (low && dev.type != KN_DEVICE_CPU)
-        return kn_error(KN_ERR_UNSUPPORTED, "--precision %s: the GPU's library kernels (matmul, attention) have no %s "
-                        "path yet; use --device cpu (or --precision tf32 on the GPU)", o->precision, o->precision);
+    if (low && dev.type != KN_DEVICE_CPU && strcmp(o->mode, "compiled"))
+        return kn_error(KN_ERR_UNSUPPORTED, "--precision %s on a GPU runs the compiled program (generated kernels and "
+                        "cuBLAS in %s); the node-by-node GPU kernels are f32/f64: add --mode compiled", o->precision,
+                        o->precision);
     if (!strcmp(o->precision, "tf32") && dev.type != KN_DEVICE_CPU && setenv("KILN_TF32", "1", 1) != 0)
         return kn_error(KN_ERR_IO, "--precision tf32: cannot set KILN_TF32");
     snprintf(list, cap, "%s%s%s%s", low ? "autocast:" : "", low ? o->precision : "", low && remat ? "," : "",

@@ -12,8 +12,10 @@
  *
  * Precision: f64 computes in f64 (CUBLAS_COMPUTE_64F); f32 in f32 (CUBLAS_COMPUTE_32F,
  * pedantic enough to keep TF32 off) unless KILN_TF32=1, which allows TF32 tensor cores
- * (CUBLAS_COMPUTE_32F_FAST_TF32: ~1e-3 relative error). One cuBLAS handle per GPU, made on
- * first use, on the default stream. Every cuBLAS call is checked and its failure reported
+ * (CUBLAS_COMPUTE_32F_FAST_TF32: ~1e-3 relative error). bf16 and f16 operands and results
+ * (mixed precision) accumulate in f32 on the tensor cores (CUBLAS_COMPUTE_32F), rounded once
+ * to the low precision on the store. One cuBLAS handle per GPU, made on first use, on kiln's
+ * stream (knc_stream). Every cuBLAS call is checked and its failure reported
  * with cublasGetStatusString. */
 /* cuBLAS's own header has switches that -Wswitch-enum (kiln's rule, not cuBLAS's) rejects */
 #pragma GCC diagnostic push
@@ -95,7 +97,8 @@ KNC_KERNEL(knc_matmul) {
     const kn_tensor *a = in[0], *b = in[1];
     const kn_type *t = &n->type;
     kn_dtype dt = t->dtype;
-    if (dt != KN_DT_F32 && dt != KN_DT_F64) return knc_unsupported(n, dt);
+    if (dt != KN_DT_F32 && dt != KN_DT_F64 && dt != KN_DT_BF16 && dt != KN_DT_F16) return knc_unsupported(n, dt);
+    if (a->dtype != dt || b->dtype != dt) return knc_unsupported(n, a->dtype != dt ? a->dtype : b->dtype);
     bool ta = n->attrs.ta, tb = n->attrs.tb;
     int64_t m = t->shape[t->ndim - 2], nn = t->shape[t->ndim - 1];
     int64_t k = ta ? a->shape[a->ndim - 2] : a->shape[a->ndim - 1];
@@ -128,8 +131,9 @@ KNC_KERNEL(knc_matmul) {
         double one64 = 1.0, zero64 = 0.0;
         float one32 = 1.0f, zero32 = 0.0f;
         bool f64 = dt == KN_DT_F64;
-        cudaDataType_t ct = f64 ? CUDA_R_64F : CUDA_R_32F;
-        cublasComputeType_t comp = f64 ? CUBLAS_COMPUTE_64F : tf32_allowed() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+        cudaDataType_t ct = f64 ? CUDA_R_64F : dt == KN_DT_BF16 ? CUDA_R_16BF : dt == KN_DT_F16 ? CUDA_R_16F : CUDA_R_32F;
+        cublasComputeType_t comp = f64 ? CUBLAS_COMPUTE_64F
+                                   : dt == KN_DT_F32 && tf32_allowed() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
         const void *alpha = f64 ? (const void *)&one64 : (const void *)&one32;
         const void *beta = f64 ? (const void *)&zero64 : (const void *)&zero32;
         cublasStatus_t s = cublasGemmStridedBatchedEx(h, opb, opa, (int)nn, (int)m, (int)k, alpha, kn_tensor_data(b), ct, ldb, sb,

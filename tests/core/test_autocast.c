@@ -166,6 +166,30 @@ KN_TEST(autocast, the_compiled_bf16_step_follows_its_interpreter, .timeout = 120
     kn_graph_free(g);
 }
 
+/* The same on a GPU: generated CUDA in bf16 and fp16 and cuBLAS's 16-bit products (f32
+ * accumulation on the tensor cores) against the f32 interpreter. */
+KN_TEST(autocast, the_compiled_low_precision_step_on_a_gpu, .timeout = 120) {
+    if (kn_device_count(KN_DEVICE_CUDA) <= 0) {
+        cr_skip_test("no GPU here: the compiled bf16/fp16 step on a GPU runs on a machine with one");
+        return;
+    }
+    char tmpl[] = "/tmp/kiln-acg-XXXXXX";
+    cr_assert_not_null(mkdtemp(tmpl));
+    setenv("KILN_CACHE_DIR", tmpl, 1);
+    kn_graph *g = gpt_joint();
+    const char *lists[2] = {"autocast:bf16", "autocast:fp16"};
+    const kn_dtype dts[2] = {KN_DT_BF16, KN_DT_F16};
+    for (int k = 0; k < 2; k++) {
+        kn_program_opts o = {{KN_DEVICE_CUDA, 0}, lists[k], KN_PROGRAM_COMPILED, false};
+        double worst = INFINITY;
+        kn_program_stats st;
+        KN_ASSERT_OK(kn_program_compare(g, &o, 5, &worst, &st));
+        cr_assert(worst <= lowp_codegen_tolerance(dts[k]), "%s on the GPU is %.3g from f32", lists[k], worst);
+        cr_assert_gt(st.nkernels, 5);
+    }
+    kn_graph_free(g);
+}
+
 KN_TEST(autocast, f64_graphs_stay_and_bad_dtypes_are_refused) {
     kn_graph *g = gpt_joint(), *x = NULL;
     static const char text[] = "%0 = input {name=\"x\"} : f64[2,3]\n%1 = param {name=\"w\"} : f64[3,4]\n"
