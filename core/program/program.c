@@ -420,7 +420,7 @@ kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_progr
          * student and a compiled program. The nodes decompose bypasses are dead; the
          * scheduler never schedules a dead node. */
         static const kn_pass codegen_passes[] = {
-            {"decompose", kn_pass_decompose, "composite ops into primitives", NULL},
+            {"decompose", kn_pass_decompose, "composite ops into primitives", NULL, false},
         };
         kn_pass_report rep;
         st = kn_passes_run_with(codegen_passes, 1, p->g, "all", &rep);

@@ -234,8 +234,8 @@ static kn_status fail_outright(kn_graph *g, kn_pass_stats *st) {
 }
 
 KN_TEST(passes_manager, verifier_names_the_pass_and_the_node) {
-    const kn_pass table[] = {{"good", kn_pass_dce, "dce", NULL}, {"breaker", break_types, "bad", NULL},
-                             {"failer", fail_outright, "x", NULL}};
+    const kn_pass table[] = {{"good", kn_pass_dce, "dce", NULL, false}, {"breaker", break_types, "bad", NULL, false},
+                             {"failer", fail_outright, "x", NULL, false}};
     kn_graph *g = parse("%0 = input {name=\"x\"} : f32[2]\n%1 = neg %0 : f32[2]\noutput %1\n");
     KN_ASSERT_ERR(kn_passes_run_with(table, 3, g, "good,breaker", NULL), KN_ERR_SHAPE);
     cr_assert(strstr(kn_last_error(), "after pass breaker: %1 = neg"), "%s", kn_last_error());
