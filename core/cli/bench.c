@@ -29,7 +29,7 @@
 
 typedef struct bench_opts {
     int vocab, context, layers, width, heads, batch, warmup, steps, profile;
-    bool tf32;
+    bool tf32, flash;   /* flash: the flash pass after --passes (before remat) */
     char profile_out[512];
     uint64_t seed;
     char device[16];
@@ -69,7 +69,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: kiln bench [--vocab N] [--context N] [--layers N] [--width N] [--heads N] [--batch N]\n"
                "                  [--warmup N] [--steps N] [--seed N] [--device auto|cpu|cuda|cuda:N] [--profile N]\n"
                "                  [--profile-out FILE.tsv] [--tf32] [--mode compiled|interp] [--passes LIST]\n"
-               "                  [--remat none|selective|full|every:K|mincut]\n"
+               "                  [--flash] [--remat none|selective|full|every:K|mincut]\n"
                "Times GPT training steps (fp32, AdamW, clip 1.0) on random tokens. Defaults: the GPT-2 124M\n"
                "shape: vocab 50304, context 1024, 12 layers, width 768, 12 heads, batch 8; 3 warm-up and\n"
                "10 timed steps; device auto (the first GPU when one is usable). --profile N adds one step\n"
@@ -81,8 +81,9 @@ static void usage(FILE *f) {
                "--mode compiled runs the step as fused generated kernels (C on the CPU, CUDA through NVRTC on a\n"
                "GPU); interp (the default on a GPU) node by node with the backend's kernels. On the CPU the\n"
                "default is compiled. --passes LIST\n"
-               "compiles the step with those graph passes (fold, views, algebra, cse, dce, all; default\n"
-               "none): with --mode, the rows of an ablation table. --remat POLICY recomputes activations in\n"
+               "compiles the step with those graph passes (fold, views, algebra, cse, dce, all, flash; default\n"
+               "none): with --mode, the rows of an ablation table. --flash adds the flash pass (flash\n"
+               "attention: no [B, H, T, T] matrix; kiln bench-attn times attention alone). --remat POLICY recomputes activations in\n"
                "the backward (the remat pass, after the others): it prints the step's largest live set, the\n"
                "lower bound of its activation memory, beside the time (plots/remat.sh plots every policy).\n"
                "The last line is JSON.\n");
@@ -109,6 +110,7 @@ static int parse(bench_opts *o, int argc, char **argv) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!strcmp(a, "--tf32")) { o->tf32 = true; continue; }
+        if (!strcmp(a, "--flash")) { o->flash = true; continue; }
         bool known = !strcmp(a, "--device") || !strcmp(a, "--seed") || !strcmp(a, "--profile-out") || !strcmp(a, "--mode") ||
                      !strcmp(a, "--passes") || !strcmp(a, "--remat");
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) known = known || !strcmp(a, ints[k].name);
@@ -221,8 +223,9 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     /* the default: compiled on the CPU, node by node on a GPU (as kiln train --mode auto) */
     bool compiled = !strcmp(o->mode, "compiled") || (!o->mode[0] && dev.type == KN_DEVICE_CPU);
     char list[192]; /* the passes, then remat: cse would merge its clones back */
-    snprintf(list, sizeof list, "%s%s%s%s", o->passes, o->passes[0] ? "," : "", strcmp(o->remat, "none") ? "remat:" : "",
-             strcmp(o->remat, "none") ? o->remat : "");
+    snprintf(list, sizeof list, "%s%s%s%s%s", o->passes, o->passes[0] && o->flash ? "," : "", o->flash ? "flash" : "",
+             (o->passes[0] || o->flash) && strcmp(o->remat, "none") ? "," : "", strcmp(o->remat, "none") ? "remat:" : "");
+    if (strcmp(o->remat, "none")) snprintf(list + strlen(list), sizeof list - strlen(list), "%s", o->remat);
     tr.passes = list[0] ? list : NULL;
     if (st == KN_OK) st = kn_trainer_set_compiled(&tr, compiled);
     double live = 0, live_none = 0; /* the step graph's largest live set, with and without the passes */

@@ -12,8 +12,9 @@
  * schedule and s, and the checkpoint holds the parameters and optimizer state bit for bit.
  * So the run settings are saved in the checkpoint's metadata, and a resumed run takes
  * them from there: with --resume, only the options of this invocation (--out, --log,
- * --stop-after, --sample, --temperature, --eval-batches, --device, --mode, --remat) may be
- * given (--remat recomputes activations without changing a bit of the result).
+ * --stop-after, --sample, --temperature, --eval-batches, --device, --mode, --remat, --flash)
+ * may be given (--remat recomputes activations without changing a bit of the result;
+ * --flash computes attention without its [B, H, T, T] matrices, equal to rounding).
  *
  * Data parallelism: under `mpiexec -n N`, --dist ddp|zero1|zero2|zero3 runs one process per rank;
  * each rank's trainer takes batch / (N x --accum) rows of the same global batch, and the
@@ -352,12 +353,14 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
     kn_gpt_init(&g, o->seed);
     if (kn_trainer_new(&tr, &g, rd->on ? rd->rows : o->batch, o->context, &oc, o->clip) != KN_OK) goto fail;
     tr.eager = !strcmp(o->mode, "eager");
-    /* --remat: a pass on the step's joint graph, applied when the programs are compiled for
+    /* --flash, --remat: passes on the step's joint graph, applied when the programs are compiled for
      * their device and mode below (the eval program's forward graph has no backward: the
      * pass leaves it alone) */
     char remat[64];
-    snprintf(remat, sizeof remat, "remat:%s", o->remat);
     bool remat_on = strcmp(o->remat, "none") != 0;
+    snprintf(remat, sizeof remat, "%s%s%s%s", o->flash ? "flash" : "", o->flash && remat_on ? "," : "",
+             remat_on ? "remat:" : "", remat_on ? o->remat : ""); /* flash first: remat then sees flash_attn */
+    remat_on |= o->flash != 0;
     if (remat_on) tr.passes = remat;
     if (o->resume[0]) {
         if (kn_checkpoint_load(o->resume, &g, &tr.opt, &ck) != KN_OK) goto fail;
@@ -424,8 +427,12 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
         double live0 = 0, live1 = 0;
         if (kn_passes_live_bytes(tr.joint, NULL, &live0) != KN_OK || kn_passes_live_bytes(tr.joint, remat, &live1) != KN_OK)
             goto fail;
-        printf("  remat %s: the step's largest live set %.2f MB (%.2f MB without recompute)\n", o->remat, live1 / 1e6,
-               live0 / 1e6);
+        if (!o->flash)
+            printf("  remat %s: the step's largest live set %.2f MB (%.2f MB without recompute)\n", o->remat,
+                   live1 / 1e6, live0 / 1e6);
+        else
+            printf("  passes %s: the step's largest live set %.2f MB (%.2f MB without them)\n", remat, live1 / 1e6,
+                   live0 / 1e6);
     }
     fflush(stdout);
 
