@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kn_test.h"
+#include "pass_step_util.h"
 #include "kiln/autograd.h"
 #include "kiln/kernels.h"
 #include "kiln/nn.h"
@@ -298,15 +299,7 @@ KN_TEST(flash, pass_replaces_every_layer_and_keeps_loss_and_gradients, .timeout 
     kn_interp *ia, *ib;
     KN_ASSERT_OK(kn_interp_new(&ia, g));
     KN_ASSERT_OK(kn_interp_new(&ib, c));
-    for (int32_t v = 0; v < g->nnodes; v++) {
-        const kn_node *n = &g->nodes[v];
-        if (n->op != KN_OP_INPUT && n->op != KN_OP_PARAM) continue;
-        kn_tensor *t;
-        KN_ASSERT_OK(kn_graph_random_input(g, v, 11, &t));
-        KN_ASSERT_OK(kn_interp_bind(ia, n->attrs.name, t));
-        KN_ASSERT_OK(kn_interp_bind(ib, n->attrs.name, t));
-        kn_tensor_free(t);
-    }
+    kn_test_bind_same(g, ia, ib, 11);
     KN_ASSERT_OK(kn_interp_run(ia));
     KN_ASSERT_OK(kn_interp_run(ib));
     cr_assert(g->noutputs == c->noutputs && g->noutputs > 1);
@@ -380,38 +373,14 @@ KN_TEST(flash, pass_leaves_a_partial_pattern_alone) {
 
 /* The trainer with the pass: three AdamW steps, node by node and compiled, follow the run
  * without it (losses within 1e-5, parameters within 1e-4 absolute). */
-static void train3(const char *passes, bool compiled, double *losses, float *params) {
-    kn_gpt g;
-    KN_ASSERT_OK(kn_gpt_new(&g, &cfg));
-    kn_gpt_init(&g, 3);
-    kn_trainer tr;
-    kn_optim_config oc = kn_optim_default();
-    KN_ASSERT_OK(kn_trainer_new(&tr, &g, GB, GT, &oc, 1.0));
-    tr.passes = passes;
-    KN_ASSERT_OK(kn_trainer_set_compiled(&tr, compiled));
-    int32_t x[GB * GT], y[GB * GT];
-    for (int s = 0; s < 3; s++) {
-        for (int i = 0; i < GB * GT; i++) x[i] = (i * 7 + s * 3) % 17, y[i] = (i * 5 + s + 1) % 17;
-        KN_ASSERT_OK(kn_trainer_step(&tr, x, y, 1e-2, &losses[s], NULL));
-    }
-    memcpy(params, g.p.data, (size_t)g.p.n * sizeof *params);
-    kn_trainer_free(&tr);
-    kn_gpt_free(&g);
-}
-
 KN_TEST(flash, trainer_steps_follow_the_materialized_run, .timeout = 120) {
-    kn_gpt g;
-    KN_ASSERT_OK(kn_gpt_new(&g, &cfg));
-    size_t n = (size_t)g.p.n;
-    kn_gpt_free(&g);
-    float *p0 = malloc(n * sizeof *p0), *p1 = malloc(n * sizeof *p1);
-    double l0[3], l1[3];
     for (int compiled = 0; compiled < 2; compiled++) {
-        train3(NULL, compiled, l0, p0);
-        train3("flash", compiled, l1, p1);
+        float *p0, *p1;
+        double l0[3], l1[3];
+        size_t n = kn_test_train3_both(&cfg, GB, GT, NULL, "flash", compiled, l0, l1, &p0, &p1);
         for (int s = 0; s < 3; s++) KN_ASSERT_CLOSE(l1[s], l0[s], 0, 1e-5);
         for (size_t i = 0; i < n; i++) KN_ASSERT_CLOSE(p1[i], p0[i], 1e-4, 0);
+        free(p0);
+        free(p1);
     }
-    free(p0);
-    free(p1);
 }

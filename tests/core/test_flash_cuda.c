@@ -105,7 +105,20 @@ KN_TEST(flash_emu, the_largest_head_dim_and_the_refusals, .timeout = 120) {
     cr_assert(kn_flash_emu_f32(x, x, x, NULL, NULL, 0, x, 0, 5, 3, 1.0f, false) == 0, "no pairs: nothing to do");
 }
 
-/* On a GPU: the ops through the CUDA backend, against the CPU kernels of the same node. */
+/* n on the GPU operands d (copies of h where d[i] is NULL) against its CPU kernel on h;
+ * returns the CPU result (the caller frees it). */
+static kn_tensor *gpu_vs_cpu(kn_node *n, int nin, kn_tensor **h, kn_tensor **d) {
+    kn_tensor *want = NULL;
+    gpu_operands(n, nin, h, d, d);
+    KN_ASSERT_OK(kn_node_eval(n, (const kn_tensor *const *)h, &want));
+    kn_tensor *got = on_gpu(n, d);
+    compare(n, got, want, TOL_REDUCE);
+    kn_tensor_free(got);
+    return want;
+}
+
+/* On a GPU: the ops through the CUDA backend, against the CPU kernels of the same node,
+ * the backward with dy carrying L's column. */
 KN_TEST(cuda_flash, ops_match_the_cpu, .timeout = 120) {
     SKIP_WITHOUT_GPU();
     kn_rng r = kn_rng_new(5);
@@ -114,27 +127,15 @@ KN_TEST(cuda_flash, ops_match_the_cpu, .timeout = 120) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             kn_dtype t = dt ? KN_DT_F64 : KN_DT_F32;
             kn_tensor *h[5] = {randn(&r, t, 4, shapes[s]), randn(&r, t, 4, shapes[s]), randn(&r, t, 4, shapes[s])};
-            kn_tensor *d[5] = {NULL}, *want = NULL;
-            kn_node n = node(KN_OP_FLASH_ATTN);
-            n.attrs.scale = 0.125;
-            gpu_operands(&n, 3, h, NULL, d);
-            KN_ASSERT_OK(kn_node_eval(&n, (const kn_tensor *const *)h, &want));
-            kn_tensor *got = on_gpu(&n, d);
-            compare(&n, got, want, TOL_REDUCE);
-            kn_tensor_free(got);
-            /* backward, dy with L's column */
-            h[3] = want;
-            h[4] = randn(&r, t, 4, want->shape);
-            kn_tensor *dd[5] = {d[0], d[1], d[2], NULL, NULL}, *gw = NULL;
-            kn_node b = node(KN_OP_FLASH_ATTN_BWD);
-            b.attrs.scale = 0.125;
-            gpu_operands(&b, 5, h, dd, dd);
-            KN_ASSERT_OK(kn_node_eval(&b, (const kn_tensor *const *)h, &gw));
-            kn_tensor *gg = on_gpu(&b, dd);
-            compare(&b, gg, gw, TOL_REDUCE);
-            kn_tensor_free(gg);
-            kn_tensor_free(gw);
-            for (int i = 0; i < 5; i++) kn_tensor_free(h[i]);
-            for (int i = 0; i < 5; i++) kn_tensor_free(dd[i]);
+            kn_tensor *d[5] = {NULL};
+            kn_node n = node(KN_OP_FLASH_ATTN), b = node(KN_OP_FLASH_ATTN_BWD);
+            n.attrs.scale = b.attrs.scale = 0.125;
+            h[3] = gpu_vs_cpu(&n, 3, h, d);
+            h[4] = randn(&r, t, 4, h[3]->shape);
+            kn_tensor_free(gpu_vs_cpu(&b, 5, h, d));
+            for (int i = 0; i < 5; i++) {
+                kn_tensor_free(h[i]);
+                kn_tensor_free(d[i]);
+            }
         }
 }
