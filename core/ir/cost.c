@@ -52,8 +52,8 @@ kn_cost cost_softmax(const kn_graph *g, const kn_node *n) {
  * operands and the result only: the scores never reach memory. */
 kn_cost cost_flash_attn(const kn_graph *g, const kn_node *n) {
     const kn_type *q = &g->nodes[n->in[0]].type;
-    double t = (double)q->shape[q->ndim - 1 - 1], d = (double)q->shape[q->ndim - 1];
-    double heads = t * d > 0 ? (double)kn_type_numel(q) / (t * d) : 0;
+    double t = (double)q->shape[q->ndim - 2], d = (double)q->shape[q->ndim - 1], heads = 1;
+    for (int i = 0; i < q->ndim - 2; i++) heads *= (double)q->shape[i];
     double per = n->op == KN_OP_FLASH_ATTN_BWD ? 10.0 * d + 5.0 : 4.0 * d + 5.0;
     return (kn_cost){heads * t * (t + 1) / 2 * per, io_bytes(g, n)};
 }

@@ -394,11 +394,13 @@ kn_status kern_causal_softmax_bwd(const kn_node *n, const kn_tensor *const *in, 
     KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_causal_softmax_bwd, D(in[0]), D(in[1]), D(*out), b, q, k, s));
 }
 
-/* flash_attn(_bwd): q is [..., T, D]; bh is the product of its batch axes. */
+/* flash_attn(_bwd): q is [..., T, D]; bh is the product of its batch axes (D may be 0:
+ * y still has L's column). */
 static void flash_dims(const kn_tensor *q, int64_t *bh, int64_t *t, int64_t *d) {
     *t = q->shape[q->ndim - 2];
     *d = q->shape[q->ndim - 1];
-    *bh = (*t != 0 && *d != 0) ? kn_tensor_numel(q) / (*t * *d) : 0;
+    *bh = 1;
+    for (int i = 0; i < q->ndim - 2; i++) *bh *= q->shape[i];
 }
 
 /* Allocate *out, run STMT (false: unsupported dtype), and report ok == false (the

@@ -76,7 +76,8 @@ static kn_status knf_run(const kn_node *n, const kn_tensor *const *in, kn_tensor
     if (dt != KN_DT_F32 && dt != KN_DT_F64) return knc_unsupported(n, dt);
     const kn_tensor *q = in[0];
     long long t = q->shape[q->ndim - 2], d = q->shape[q->ndim - 1];
-    long long bh = t && d ? kn_tensor_numel(q) / (t * d) : 0;
+    long long bh = 1; /* the batch axes' product (D may be 0: y still has L's column) */
+    for (int i = 0; i < q->ndim - 2; i++) bh *= q->shape[i];
     if (d > KNF_DMAX || bh > 65535 || t > (1 << 24))
         return kn_error(KN_ERR_UNSUPPORTED, "%s: the cuda kernel takes head dims up to %d, up to 65535 batch x head "
                         "pairs and up to 2^24 rows (got D = %lld, %lld pairs, T = %lld)", kn_op_name(n->op), KNF_DMAX,
