@@ -120,7 +120,7 @@ static void round_to(kn_dtype dt, double *x, int64_t n) {
  * reference. */
 static void check_case(kn_dtype dt, int64_t b, int64_t h, int64_t t, int64_t d, uint64_t seed) {
     const int64_t bh = b * h, n = bh * t * d, ny = bh * t * (d + 1);
-    const double scale = 1.0 / sqrt((double)d), tol = dt == KN_DT_F32 ? 2e-5 : 1e-12;
+    const double scale = d ? 1.0 / sqrt((double)d) : 1.0, tol = dt == KN_DT_F32 ? 2e-5 : 1e-12;
     double *x = malloc((size_t)(3 * n + 2 * ny + 3 * n + ny + 3 * n) * sizeof *x);
     double *q = x, *k = q + n, *v = k + n, *c = v + n, *y = c + ny, *dqkv = y + ny, *got = dqkv + 3 * n;
     fill(q, 3 * n, seed, 1.5);
