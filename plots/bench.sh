@@ -12,7 +12,9 @@
 # saying so) when no python3 can import torch. BENCH_TIMEOUT (seconds, default 0: none)
 # bounds each of the three runs. --tf32 lets both sides' fp32 matmuls use TF32 tensor cores.
 # KILN_MODES (default "interp compiled") lists the `kiln bench --mode` runs: the node-by-node
-# program and the compiled one (generated CUDA through NVRTC), both beside PyTorch.
+# program and the compiled one (generated CUDA through NVRTC), both beside PyTorch; "graph"
+# is the compiled one replayed as a CUDA graph (--mode compiled --cuda-graph). The ratios
+# are those of the last mode listed.
 # The table and the ratios are also written to $LOGS/bench_summary.json.
 set -u
 KILN=${KILN:-build/solutions/kiln}
@@ -21,9 +23,13 @@ mkdir -p "$LOGS"
 export PYTHONUNBUFFERED=1
 here=$(cd "$(dirname "$0")" && pwd)
 
-for mode in ${KILN_MODES:-interp compiled}; do
-    echo "== kiln bench --mode $mode $*"
-    timeout "${BENCH_TIMEOUT:-0}" "$KILN" bench --mode "$mode" "$@" 2>&1 | tee "$LOGS/bench_kiln_$mode.log"
+export KILN_MODES=${KILN_MODES:-interp compiled}
+for mode in $KILN_MODES; do
+    flags="--mode $mode"
+    [ "$mode" = graph ] && flags="--mode compiled --cuda-graph"
+    echo "== kiln bench $flags $*"
+    # shellcheck disable=SC2086
+    timeout "${BENCH_TIMEOUT:-0}" "$KILN" bench $flags "$@" 2>&1 | tee "$LOGS/bench_kiln_$mode.log"
 done
 # PyTorch's interpreter (core/mk/python.sh torch: on the GPU machine the PATH's python3).
 torch_py=$(bash "$here/../core/mk/python.sh" torch) || torch_py=
@@ -40,7 +46,7 @@ fi
 import json, os, sys
 logs = sys.argv[1]
 rows = []
-names = sorted(n for n in os.listdir(logs) if n.startswith("bench_kiln_") and n.endswith(".log"))
+names = ["bench_kiln_%s.log" % m for m in os.environ["KILN_MODES"].split()]  # in the order run
 for name in names + ["bench_torch_sdpa.log", "bench_torch_manual.log"]:
     path = os.path.join(logs, name)
     if not os.path.exists(path):
@@ -53,6 +59,7 @@ for name in names + ["bench_torch_sdpa.log", "bench_torch_manual.log"]:
     rows.append((name, last))
 kilns = [(n, r) for n, r in rows if n.startswith("bench_kiln_") and r]
 kiln = kilns[-1][1] if kilns else None  # the last mode listed (compiled by default)
+label = lambda r: r["mode"] + ("+graph" if r.get("cuda_graph") else "")
 print()
 print("%-18s %10s %12s %9s %9s %11s %10s %9s" % ("impl", "step ms", "tokens/s", "fwd ms", "optim ms", "peak MiB",
       "compile s", "kiln/x"))
@@ -60,17 +67,17 @@ for name, r in rows:
     if not r:
         print("%-18s %s" % (name.replace(".log", ""), "FAILED (no result line; see its log)"))
         continue
-    impl = r["impl"] + ("-" + r["mode"] if r["impl"] == "kiln" else "")
+    impl = r["impl"] + ("-" + label(r) if r["impl"] == "kiln" else "")
     ratio = "%.3f" % (kiln["tokens_per_s"] / r["tokens_per_s"]) if kiln else "-"
     comp = "%.2f" % (r["compile_ms"] / 1e3) if "compile_ms" in r else "-"
     print("%-18s %10.2f %12.0f %9.2f %9.2f %11.0f %10s %9s" % (impl, r["step_ms_median"], r["tokens_per_s"],
           r["fwd_ms"], r["optim_ms"], r["peak_mem_mib"], comp, ratio))
-print("kiln/x: the tokens/s of kiln's last mode (%s) over each row's" % (kiln["mode"] if kiln else "-"))
+print("kiln/x: the tokens/s of kiln's last mode (%s) over each row's" % (label(kiln) if kiln else "-"))
 if kiln:
     print("shape: vocab %d, context %d, %d layers, width %d, %d heads, batch %d (%d parameters); device %s; "
           "fp32 matmuls with TF32 %s" % (kiln["vocab"], kiln["context"], kiln["layers"], kiln["width"], kiln["heads"],
           kiln["batch"], kiln["params"], kiln["device"], "on" if kiln.get("tf32") else "off"))
-    summary = {"kiln": kiln, "kiln_modes": {r["mode"]: r for n, r in kilns},
+    summary = {"kiln": kiln, "kiln_modes": {label(r): r for n, r in kilns},
                "torch": {n.replace("bench_torch_", "").replace(".log", ""): r for n, r in rows
                          if n.startswith("bench_torch_") and r}}
     for name, r in summary["torch"].items():

@@ -31,7 +31,7 @@
 
 typedef struct bench_opts {
     int vocab, context, layers, width, heads, batch, warmup, steps, profile;
-    bool tf32, flash;   /* flash: the flash pass after --passes (before remat) */
+    bool tf32, cuda_graph, flash; /* flash: the flash pass after --passes (before remat) */
     char profile_out[512];
     uint64_t seed;
     char device[16];
@@ -71,7 +71,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: kiln bench [--vocab N] [--context N] [--layers N] [--width N] [--heads N] [--batch N]\n"
                "                  [--warmup N] [--steps N] [--seed N] [--device auto|cpu|cuda|cuda:N] [--profile N]\n"
                "                  [--profile-out FILE.tsv] [--tf32] [--mode compiled|interp] [--passes LIST]\n"
-               "                  [--flash] [--remat none|selective|full|every:K|mincut]\n"
+               "                  [--flash] [--remat none|selective|full|every:K|mincut] [--cuda-graph]\n"
                "Times GPT training steps (fp32, AdamW, clip 1.0) on random tokens. Defaults: the GPT-2 124M\n"
                "shape: vocab 50304, context 1024, 12 layers, width 768, 12 heads, batch 8; 3 warm-up and\n"
                "10 timed steps; device auto (the first GPU when one is usable). --profile N adds one step\n"
@@ -88,6 +88,7 @@ static void usage(FILE *f) {
                "attention: no [B, H, T, T] matrix; kiln bench-attn times attention alone). --remat POLICY recomputes activations in\n"
                "the backward (the remat pass, after the others): it prints the step's largest live set, the\n"
                "lower bound of its activation memory, beside the time (plots/remat.sh plots every policy).\n"
+               "--cuda-graph (with --mode compiled on a GPU) replays the step as one CUDA graph.\n"
                "The last line is JSON.\n");
 }
 
@@ -113,6 +114,7 @@ static int parse(bench_opts *o, int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!strcmp(a, "--tf32")) { o->tf32 = true; continue; }
         if (!strcmp(a, "--flash")) { o->flash = true; continue; }
+        if (!strcmp(a, "--cuda-graph")) { o->cuda_graph = true; continue; }
         bool known = !strcmp(a, "--device") || !strcmp(a, "--seed") || !strcmp(a, "--profile-out") || !strcmp(a, "--mode") ||
                      !strcmp(a, "--passes") || !strcmp(a, "--remat");
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) known = known || !strcmp(a, ints[k].name);
@@ -229,6 +231,11 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
              (o->passes[0] || o->flash) && strcmp(o->remat, "none") ? "," : "", strcmp(o->remat, "none") ? "remat:" : "");
     if (strcmp(o->remat, "none")) snprintf(list + strlen(list), sizeof list - strlen(list), "%s", o->remat);
     tr.passes = list[0] ? list : NULL;
+    tr.cuda_graph = o->cuda_graph;
+    if (st == KN_OK && o->cuda_graph && (dev.type != KN_DEVICE_CUDA || !compiled))
+        st = kn_error(KN_ERR_ARG, "kiln bench: --cuda-graph replays the compiled GPU step: use it with --mode compiled on a GPU");
+    if (st == KN_OK && o->cuda_graph && o->profile > 0)
+        st = kn_error(KN_ERR_ARG, "kiln bench: --profile times each op, which a CUDA graph replays as one launch: use one or the other");
     if (st == KN_OK) st = kn_trainer_set_compiled(&tr, compiled);
     double live = 0, live_none = 0; /* the step graph's largest live set, with and without the passes */
     if (st == KN_OK) st = kn_passes_live_bytes(tr.joint, tr.passes, &live);
@@ -362,12 +369,12 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
                    "\"loss_first\": %.5f, \"loss_last\": %.5f, \"tf32\": %s, \"mode\": \"%s\", \"nsteps\": %d, "
                    "\"nkernels\": %d, \"nodes\": %d, \"compile_ms\": %.1f, \"compile_cached\": %s, \"passes\": \"%s\", "
                    "\"remat\": \"%s\", \"live_bytes\": %.0f, \"live_bytes_none\": %.0f, \"mem_planned\": %.0f, "
-                   "\"mem_lower\": %.0f}\n",
+                   "\"mem_lower\": %.0f, \"cuda_graph\": %s}\n",
                    devname, o->vocab, o->context, o->layers, o->width, o->heads, o->batch, (long long)g.p.n,
                    o->warmup, nt, med, lo, hi, tps, mf, mo, peak, peak_res, loss0, loss1, o->tf32 ? "true" : "false",
                    compiled ? "compiled" : "interp", ps.nsteps, ps.nkernels, ps.nodes_computing, ps.compile_ms,
                    ps.cached ? "true" : "false", o->passes[0] ? o->passes : "none", o->remat, live, live_none,
-                   ps.mem_planned, ps.mem_lower);
+                   ps.mem_planned, ps.mem_lower, o->cuda_graph ? "true" : "false");
         }
     }
     sw_free(&w);

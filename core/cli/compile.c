@@ -17,7 +17,9 @@
  * The JSON report holds the passes with their statistics, the times, FLOPs and bytes
  * before and after (kn_graph_cost), the live bytes before and after (the largest live set
  * in node order, kn_graph_live_bytes: what activation checkpointing, --passes
- * remat:POLICY, lowers) and the largest |Δ|. Exit status: 0 ok, 1 a failure
+ * remat:POLICY, lowers) and the largest |Δ|; when the compiled program was made
+ * (--memory-plot, --schedule, --emit-kernels), its memory plan too: the arena, the arena
+ * without in-place writes and the bytes in-place saved. Exit status: 0 ok, 1 a failure
  * (missing or malformed file, a pass or the check failed), 2 bad usage (unknown flag or
  * pass, bad config). */
 #include <stdio.h>
@@ -45,7 +47,8 @@ static void usage(FILE *f) {
             "  --emit-kernels DIR compile to generated C and write schedule.txt, each kernel's IR (kN.kir)\n"
             "                     C (kN.c) and CUDA (kN.cu) into DIR\n"
             "  --memory-plot FILE compile to generated C and write the memory plan's live bytes per step\n"
-            "                     as TSV (plots/memory.sh draws it with gnuplot)\n"
+            "                     as TSV (plots/memory.sh draws it with gnuplot); --report then holds\n"
+            "                     the plan (arena, in-place savings, lower bound)\n"
             "  --emit-ir FILE     write the optimized graph as IR text\n"
             "  --seed N           seed of the random inputs of the check (default 0)\n"
             "  --tol X            largest |delta| the check accepts (default 1e-6)\n"
@@ -122,7 +125,7 @@ static kn_status load_ir(const char *path, kn_graph **out) {
 
 static void write_report(kn_json *j, const char *input, const char *passes, const kn_pass_report *rep,
                          const kn_graph *before, const kn_graph *after, bool checked, double delta, double build_ms,
-                         double check_ms, double live_before, double live_after) {
+                         double check_ms, double live_before, double live_after, const kn_program_stats *mem) {
     kn_cost c0 = kn_graph_cost(before), c1 = kn_graph_cost(after);
     kn_json_begin_object(j);
     kn_json_key(j, "input"); kn_json_string(j, input);
@@ -156,6 +159,17 @@ static void write_report(kn_json *j, const char *input, const char *passes, cons
     kn_json_key(j, "live_bytes_after"); kn_json_number(j, live_after);
     kn_json_key(j, "max_abs_delta");
     if (checked) kn_json_number(j, delta); else kn_json_null(j);
+    if (mem) { /* the compiled program's memory plan (when it was compiled: --memory-plot, --schedule, ...) */
+        kn_json_key(j, "memory_plan"); kn_json_begin_object(j);
+        kn_json_key(j, "buffers_bytes"); kn_json_number(j, mem->mem_sum);
+        kn_json_key(j, "arena_bytes"); kn_json_number(j, mem->mem_planned);
+        kn_json_key(j, "arena_bytes_without_inplace"); kn_json_number(j, mem->mem_planned_separate);
+        kn_json_key(j, "inplace_saved_bytes"); kn_json_number(j, mem->mem_planned_separate - mem->mem_planned);
+        kn_json_key(j, "inplace_values"); kn_json_int(j, mem->mem_inplace);
+        kn_json_key(j, "inplace_value_bytes"); kn_json_number(j, mem->mem_inplace_bytes);
+        kn_json_key(j, "lower_bound_bytes"); kn_json_number(j, mem->mem_lower);
+        kn_json_end_object(j);
+    }
     kn_json_end_object(j);
 }
 
@@ -273,6 +287,8 @@ int kn_cli_compile(int argc, char **argv) {
             }
         }
     }
+    kn_program_stats mem = {0};
+    bool have_mem = false;
     if (rc == 0 && (show_schedule || kernels_dir || memory_tsv)) { /* the compiled program: fusion, generated C */
         kn_program_opts po = {KN_CPU, NULL, KN_PROGRAM_COMPILED, false};
         kn_program_stats ps;
@@ -286,16 +302,21 @@ int kn_cli_compile(int argc, char **argv) {
             st = f ? kn_program_memory_tsv(f, prog) : kn_error(KN_ERR_IO, "cannot write %s", memory_tsv);
             if (f && fclose(f) != 0 && st == KN_OK) st = kn_error(KN_ERR_IO, "cannot write %s", memory_tsv);
         }
-        if (st == KN_OK) st = kn_program_compare(after, &po, seed, &rel, &ps);
+        if (st == KN_OK && check) st = kn_program_compare(after, &po, seed, &rel, &ps);
+        else if (st == KN_OK) ps = kn_program_get_stats(prog);
+        if (st == KN_OK) { mem = ps; have_mem = true; }
         kn_program_free(prog);
         if (st != KN_OK) rc = fail("compiling to C");
         else {
             printf("compiled: %d steps (%d generated kernels, %d library) for %d computing nodes; %s in %.1f ms%s\n",
                    ps.nsteps, ps.nkernels, ps.nsteps - ps.nkernels, ps.nodes_computing, ps.mode == KN_PROGRAM_COMPILED ?
                    "C compiled" : "no C compiler: node by node", ps.compile_ms, ps.cached ? " (kernel cache hit)" : "");
-            printf("compiled program against the interpreter: max |delta| / (1 + |ref|) = %.3g\n", rel);
+            if (check) printf("compiled program against the interpreter: max |delta| / (1 + |ref|) = %.3g\n", rel);
             printf("memory plan: %.2f MB in one arena for buffers of %.2f MB in all; the most live at one step "
                    "(lower bound) %.2f MB\n", ps.mem_planned / 1e6, ps.mem_sum / 1e6, ps.mem_lower / 1e6);
+            printf("in place: %d values (%.2f MB) written over an operand that died there; the arena without: "
+                   "%.2f MB (saved %.2f MB)\n", ps.mem_inplace, ps.mem_inplace_bytes / 1e6,
+                   ps.mem_planned_separate / 1e6, (ps.mem_planned_separate - ps.mem_planned) / 1e6);
             if (memory_tsv) printf("live bytes per step written to %s\n", memory_tsv);
             if (kernels_dir) printf("kernels written to %s\n", kernels_dir);
         }
@@ -309,7 +330,8 @@ int kn_cli_compile(int argc, char **argv) {
     if (rc == 0 && report) {
         kn_json j;
         kn_json_init_string(&j, true);
-        write_report(&j, gpt ? gpt : file, passes, &rep, before, after, check, delta, build_ms, check_ms, live0, live1);
+        write_report(&j, gpt ? gpt : file, passes, &rep, before, after, check, delta, build_ms, check_ms, live0, live1,
+                     have_mem ? &mem : NULL);
         char *text = NULL;
         st = kn_json_finish(&j, &text);
         FILE *f = st == KN_OK ? fopen(report, "w") : NULL;

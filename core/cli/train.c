@@ -12,9 +12,10 @@
  * schedule and s, and the checkpoint holds the parameters and optimizer state bit for bit.
  * So the run settings are saved in the checkpoint's metadata, and a resumed run takes
  * them from there: with --resume, only the options of this invocation (--out, --log,
- * --stop-after, --sample, --temperature, --eval-batches, --device, --mode, --remat, --flash)
- * may be given (--remat recomputes activations without changing a bit of the result;
- * --flash computes attention without its [B, H, T, T] matrices, equal to rounding).
+ * --stop-after, --sample, --temperature, --eval-batches, --device, --mode, --remat, --flash,
+ * --loss-scale) may be given (--remat recomputes activations without changing a bit of the
+ * result; --flash computes attention without its [B, H, T, T] matrices, equal to rounding;
+ * the loss scaler's state and its skipped steps are in the checkpoint too).
  *
  * Data parallelism: under `mpiexec -n N`, --dist ddp|zero1|zero2|zero3 runs one process per rank;
  * each rank's trainer takes batch / (N x --accum) rows of the same global batch, and the
@@ -116,6 +117,11 @@ static kn_status save(const kn_train_opts *o, const kn_trainer *tr, const run_da
     snprintf(vals[n], sizeof vals[n], "philox seed=%llu stream=0 word=%lld (batch positions; 2 words per window)",
              (unsigned long long)o->seed, (long long)(2 * step * o->batch));
     keys[n++] = "kiln.rng.data";
+    if (tr->scaler.mode != KN_LOSS_SCALE_NONE || tr->scaler.skipped > 0) { /* the scaler's state, for --resume */
+        snprintf(vals[n], sizeof vals[n], "%.17g %lld %lld", tr->scaler.scale, (long long)tr->scaler.good_steps,
+                 (long long)tr->scaler.skipped);
+        keys[n++] = "kiln.loss_scale";
+    }
     for (int i = 0; i < n; i++) pv[i] = vals[i];
     return kn_checkpoint_save(o->out, tr->model, &tr->opt, n, keys, pv);
 }
@@ -327,6 +333,41 @@ static void dist_report(const run_dist *rd, int64_t P) {
            "the backward (%.2f ms)\n", 1e3 * s->comm_s, 1e3 * s->exposed_s, 100 * hidden, 1e3 * s->backward_s);
 }
 
+/* ---------------------------------------------------------------- loss scaling */
+
+/* --loss-scale: the trainer's scaler (kiln/optim.h), after the trainer has its device and
+ * mode; on resume its scale (dynamic) and clean streak continue from the checkpoint
+ * ("kiln.loss_scale": scale, good steps, skipped; the skip count was restored already).
+ * `auto` is dynamic only for fp16, which kiln train does not run yet: so far it is none. */
+static kn_status loss_scale_attach(const kn_train_opts *o, const run_dist *rd, kn_trainer *tr, const char *saved) {
+    kn_loss_scaler s;
+    KN_TRY(kn_loss_scaler_parse(o->loss_scale, false, &s));
+    if (s.mode == KN_LOSS_SCALE_NONE) return KN_OK;
+    if (rd->on)
+        return kn_error(KN_ERR_ARG, "--loss-scale %s with --dist %s: loss scaling with data parallelism is not "
+                        "supported yet (use --loss-scale none)", o->loss_scale, o->dist);
+    double scale;
+    long long good, skipped;
+    if (saved && sscanf(saved, "%lg %lld %lld", &scale, &good, &skipped) == 3) {
+        s.good_steps = good;
+        if (s.mode == KN_LOSS_SCALE_DYNAMIC && scale >= s.min_scale && scale <= s.max_scale) s.scale = scale;
+    }
+    s.skipped = tr->scaler.skipped;
+    return kn_trainer_set_loss_scale(tr, &s);
+}
+
+/* KILN_INJECT_INF_STEP=N[,N...]: the steps (of the run, 0-based) whose gradients get an
+ * inf (kn_trainer.inject_inf): a test of the loss scaler from the command line. */
+static bool inject_at(int64_t step) {
+    const char *v = getenv("KILN_INJECT_INF_STEP");
+    for (char *end; v && *v; v = *end ? end + 1 : end) {
+        long long n = strtoll(v, &end, 10);
+        if (end == v) return false;
+        if (n == step) return true;
+    }
+    return false;
+}
+
 static void dist_end(run_dist *rd) {
     if (!rd->on) return;
     kn_dp_free(&rd->dp);
@@ -371,13 +412,17 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
         long long s = -1;
         const char *sv = kn_safetensors_meta(&ck, "kiln.train.step");
         if (sv) s = strtoll(sv, NULL, 10);
+        const char *ls = kn_safetensors_meta(&ck, "kiln.loss_scale");
+        long long skipped = 0;
+        if (ls && sscanf(ls, "%*g %*d %lld", &skipped) != 1) skipped = -1;
+        tr.scaler.skipped = skipped; /* skipped steps ran but did not count as optimizer steps */
         if (!want || strcmp(want, hex) != 0) {
             kn_error(KN_ERR_ARG, "%s: the checkpoint's tokenizer differs from the data's (different --data?)", o->resume);
             goto fail;
         }
-        if (s < 0 || s > o->steps || s != tr.opt.step) {
-            kn_error(KN_ERR_FORMAT, "%s: kiln.train.step %lld does not fit %lld steps / optimizer step %lld", o->resume,
-                     s, (long long)o->steps, (long long)tr.opt.step);
+        if (s < 0 || s > o->steps || skipped < 0 || s != tr.opt.step + skipped) {
+            kn_error(KN_ERR_FORMAT, "%s: kiln.train.step %lld does not fit %lld steps / optimizer step %lld + %lld "
+                     "skipped", o->resume, s, (long long)o->steps, (long long)tr.opt.step, skipped);
             goto fail;
         }
         start = s;
@@ -403,6 +448,22 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
     } else if (remat_on && dev.type == KN_DEVICE_CPU && kn_trainer_set_compiled(&tr, false) != KN_OK) {
         goto fail; /* --mode interp: recompile node by node, now with the pass */
     }
+    if (loss_scale_attach(o, rd, &tr, have_ck ? kn_safetensors_meta(&ck, "kiln.loss_scale") : NULL) != KN_OK)
+        goto fail;
+    if (!strcmp(o->cuda_graph, "on")) {
+        if (dev.type != KN_DEVICE_CUDA || !tr.compiled) {
+            kn_error(KN_ERR_ARG, "--cuda-graph on replays the compiled GPU step: use it with --mode compiled on a GPU "
+                     "(here: --mode %s on %s)", o->mode, o->device);
+            goto fail;
+        }
+        if (o->dist[0]) {
+            kn_error(KN_ERR_ARG, "--cuda-graph on with --dist: the collectives run between the steps, which a graph "
+                     "cannot replay; use one or the other");
+            goto fail;
+        }
+        tr.cuda_graph = true;
+        if (kn_program_set_cuda_graph(tr.prog, true) != KN_OK) goto fail;
+    }
     if (dist_attach(o, rd, &tr) != KN_OK) goto fail;
     /* the peak reported at the end is the training steps' (ZeRO has freed what it shards) */
     if (kn_device_mem_reset_peak(dev) != KN_OK) goto fail;
@@ -423,6 +484,12 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
            (long long)o->steps, o->lr, (long long)o->warmup, o->min_lr, (unsigned long long)o->seed,
            tr.eager ? "eager" : kn_program_get_stats(tr.prog).mode == KN_PROGRAM_COMPILED ? "compiled" : "interp",
            o->device);
+    bool scaled = tr.scaler.mode != KN_LOSS_SCALE_NONE;
+    if (scaled) {
+        char how[160];
+        kn_loss_scaler_describe(&tr.scaler, how, sizeof how);
+        printf("  loss scale %s; the log gets 'scale skipped' columns\n", how);
+    }
     if (remat_on) {
         double live0 = 0, live1 = 0;
         if (kn_passes_live_bytes(tr.joint, NULL, &live0) != KN_OK || kn_passes_live_bytes(tr.joint, remat, &live1) != KN_OK)
@@ -460,13 +527,17 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
     for (int64_t s = start; s < end && st == KN_OK; s++) {
         double loss = 0, gn = 0, lr = kn_lr_at(&sched, s);
         st = kn_batch_sample(d.tokens, d.n_train, o->batch, o->context, o->seed, 0, s, x, y);
+        tr.inject_inf = inject_at(s);
         if (st == KN_OK)
             st = rd->on ? kn_dp_step(&rd->dp, x, y, o->batch, lr, &loss, &gn) : kn_trainer_step(&tr, x, y, lr, &loss, &gn);
         if (st != KN_OK) break;
         if (s == start) first_loss = loss;
         if (s + 1 == start + warm_steps) t_warm = kn_time_now();
         if (end - s <= 20) { recent += loss; nrecent++; }
-        if (log) fprintf(log, "%lld %.17g %.17g %.17g\n", (long long)s, loss, lr, gn);
+        if (log && scaled)
+            fprintf(log, "%lld %.17g %.17g %.17g %.17g %d\n", (long long)s, loss, lr, gn, tr.scaler.scale, tr.skipped);
+        else if (log)
+            fprintf(log, "%lld %.17g %.17g %.17g\n", (long long)s, loss, lr, gn);
         double el = kn_time_now() - t0, tps = el > 0 ? (double)(s - start + 1) * (double)bt / el : 0;
         char extra[96];
         snprintf(extra, sizeof extra, "step %lld  loss %.3f  %.1fk tok/s", (long long)s + 1, loss, tps / 1000);
@@ -499,6 +570,9 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
     if (end > start)
         printf("  train loss            %.4f at the first step, %.4f over the last %d steps\n", first_loss,
                recent / nrecent, nrecent);
+    if (scaled)
+        printf("  loss scale            %g at the end; %lld step%s skipped (inf/NaN gradients) in all\n", tr.scaler.scale,
+               (long long)tr.scaler.skipped, tr.scaler.skipped == 1 ? "" : "s");
     printf("  held-out loss         %.4f nats/token (%d batches)%s\n", val, o->eval_batches,
            val < d.unigram ? "  -> below the unigram baseline" : "  -> NOT below the unigram baseline");
     dist_report(rd, g.p.n);

@@ -270,10 +270,11 @@ void kn_rc_row_setup(kn_rc *c, int indent) {
 /* Inside an inner loop: define and store every full store's value. */
 void kn_rc_full_stores(kn_rc *c, int indent) {
     const kn_kernel *k = c->k;
+    for (int s = 0; s < k->nstores; s++) /* every load before the first store: a store may overwrite a load in place */
+        if (k->x[k->stores[s].src].full) kn_rc_define(c, k->stores[s].src, true, indent);
     for (int s = 0; s < k->nstores && c->o.st == KN_OK; s++) {
         const kn_kstore *st = &k->stores[s];
         if (!k->x[st->src].full) continue;
-        kn_rc_define(c, st->src, true, indent);
         char nm[48], ix[256];
         kn_rc_name(c, st->src, nm, sizeof nm);
         kn_status e = kn_render_c_index(k, st->buf, true, ix, sizeof ix);
@@ -286,11 +287,12 @@ void kn_rc_full_stores(kn_rc *c, int indent) {
  * NULL), then a (void) for each outer entry nothing stored, so -Wunused stays quiet. */
 void kn_rc_outer_stores(kn_rc *c, const char *guard, int indent) {
     const kn_kernel *k = c->k;
+    for (int s = 0; s < k->nstores; s++) /* every load before the first store (in place) */
+        if (!k->x[k->stores[s].src].full) kn_rc_define(c, k->stores[s].src, false, indent);
     for (int s = 0; s < k->nstores; s++) {
         const kn_kstore *st = &k->stores[s];
         if (k->x[st->src].full) continue;
         char nm[48];
-        kn_rc_define(c, st->src, false, indent);
         kn_rc_name(c, st->src, nm, sizeof nm);
         if (guard) kn_remit(&c->o, "%*sif (%s) p%d[o%d] = %s;\n", indent, "", guard, st->buf, st->buf, nm);
         else kn_remit(&c->o, "%*sp%d[o%d] = %s;\n", indent, "", st->buf, st->buf, nm);
@@ -322,8 +324,9 @@ kn_status kn_render_c(const kn_kernel *k, char **src, size_t *len, size_t *cap) 
              (long long)k->outer_n, (long long)k->inner_n, k->name);
     kn_remit(o, "    void *const *B = (void *const *)ctx;\n");
     for (int b = 0; b < k->nbufs; b++)
-        kn_remit(o, "    %s%s *restrict p%d = (%s%s *)B[%d];\n", k->bufs[b].store ? "" : "const ",
-                 kn_rc_ctype(k->bufs[b].dtype), b, k->bufs[b].store ? "" : "const ", kn_rc_ctype(k->bufs[b].dtype), b);
+        kn_remit(o, "    %s%s *%sp%d = (%s%s *)B[%d];\n", k->bufs[b].store ? "" : "const ", kn_rc_ctype(k->bufs[b].dtype),
+                 kn_kernel_inplace_buf(k, b) ? "" : "restrict ", b, k->bufs[b].store ? "" : "const ",
+                 kn_rc_ctype(k->bufs[b].dtype), b);
     kn_remit(o, "    for (int64_t o = lo; o < hi; o++) {\n");
     kn_rc_row_setup(&c, 8);
     for (int i = 0; i < k->nx; i++) {

@@ -147,6 +147,9 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
         return kn_error(KN_ERR_ARG, "kn_dp_new: --bucket-mb %g and --accum %d: need > 0 and >= 1", cfg->bucket_mb,
                         cfg->accum);
     if (tr->eager) return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: data parallelism runs the compiled step (--mode graph)");
+    if (tr->scale_in)
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: loss scaling with data parallelism is not supported yet (the "
+                        "strategies' update does not unscale or skip): turn it off (--loss-scale none)");
     bool gpu = tr->dev.type != KN_DEVICE_CPU;
     if (gpu != (c->be->type == KN_COMM_NCCL))
         return kn_error(KN_ERR_ARG, "kn_dp_new: a trainer on %s needs the %s communicator (got %s): CPU ranks "

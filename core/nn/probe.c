@@ -36,6 +36,9 @@ static kn_status load_batch(kn_trainer *t, const int32_t *x, const int32_t *y) {
 /* Loss and gradients from the joint graph; grad (host, slab order) may be NULL. */
 static kn_status probe_grads(kn_trainer *t, double *loss, float *grad) {
     const kn_params *p = &t->model->p;
+    if (t->scale_in && grad)
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_trainer_probe: the step's gradients are loss-scaled; probe a trainer "
+                        "without loss scaling (kn_trainer_set_loss_scale with mode none)");
     KN_TRY(kn_program_run(t->prog));
     int64_t one[1] = {1};
     kn_tensor *l = NULL;

@@ -50,6 +50,8 @@ static const opt_row k_opts[] = {
     {"mode", O_STR, S(mode), 0, 0, false, "auto, compiled (fused generated kernels: C on the CPU, CUDA on a GPU), interp (node by node) or eager (CPU)"},
     {"remat", O_STR, S(remat), 0, 0, false, "activation checkpointing: none, selective, full, every:K or mincut"},
     {"flash", O_INT, F(flash), 0, 0, 1, false, "flash attention (the flash pass): 1 (also bare --flash) or 0"},
+    {"cuda-graph", O_STR, S(cuda_graph), 0, 0, false, "on or off: replay the compiled GPU step as one CUDA graph"},
+    {"loss-scale", O_STR, S(loss_scale), 0, 0, false, "auto (dynamic with fp16, else none), none, dynamic[:INIT[:INTERVAL]] or a fixed scale"},
     {"out", O_STR, S(out), 0, 0, false, "checkpoint to write ('none': do not write one)"},
     {"resume", O_STR, S(resume), 0, 0, false, "continue the run saved in this checkpoint, exactly"},
     {"log", O_STR, S(log), 0, 0, false, "write 'step loss lr gradnorm' per step to this file"},
@@ -91,6 +93,8 @@ static void defaults(kn_train_opts *o) {
     snprintf(o->device, sizeof o->device, "auto");
     snprintf(o->mode, sizeof o->mode, "auto");
     snprintf(o->remat, sizeof o->remat, "none");
+    snprintf(o->cuda_graph, sizeof o->cuda_graph, "off");
+    snprintf(o->loss_scale, sizeof o->loss_scale, "auto");
     snprintf(o->out, sizeof o->out, "ckpt.safetensors");
     o->sample = 300;
     o->temperature = 0.8;
@@ -309,12 +313,16 @@ int kn_train_opts_parse(kn_train_opts *o, int argc, char **argv) {
     if (strcmp(o->mode, "auto") && strcmp(o->mode, "compiled") && strcmp(o->mode, "interp") && strcmp(o->mode, "eager"))
         return usage_error("--mode '%s': use auto, compiled, interp or eager", o->mode);
     if (kn_remat_check_arg(o->remat) != KN_OK) return usage_error("--remat: %s", kn_last_error());
+    if (strcmp(o->cuda_graph, "on") && strcmp(o->cuda_graph, "off"))
+        return usage_error("--cuda-graph '%s': use on or off", o->cuda_graph);
     if (o->flash && !strcmp(o->mode, "eager"))
         return usage_error("--flash: eager mode runs the model op by op, with no graph to rewrite; use --mode %s",
                            "auto, compiled or interp");
     if (strcmp(o->remat, "none") && !strcmp(o->mode, "eager"))
         return usage_error("--remat %s: eager mode runs the model op by op, with no graph to rematerialize; use "
                            "--mode auto, compiled or interp", o->remat);
+    kn_loss_scaler ls;
+    if (kn_loss_scaler_parse(o->loss_scale, false, &ls) != KN_OK) return usage_error("%s", kn_last_error());
     if (o->min_lr < 0) o->min_lr = o->lr / 10;
     if (o->warmup < 0) o->warmup = o->steps / 10 < 100 ? o->steps / 10 : 100;
     if (o->warmup >= o->steps) o->warmup = o->steps - 1;

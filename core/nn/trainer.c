@@ -24,6 +24,7 @@
 #include "kiln/device.h"
 #include "kiln/nn.h"
 #include "kiln/program.h"
+#include "nn/nn_impl.h"
 
 static kn_status bind_params(kn_interp *it, const kn_gpt *g) {
     for (int i = 0; i < g->p.count; i++) KN_TRY(kn_interp_bind(it, g->p.info[i].name, g->p.views[i]));
@@ -46,6 +47,8 @@ static kn_status compile_on(kn_trainer *t, kn_device dev) {
         KN_TRY(kn_program_bind(ps[k], "idx", t->x));
         KN_TRY(kn_program_bind(ps[k], "targets", t->y));
     }
+    if (t->scale_in) KN_TRY(kn_program_bind(t->prog, "loss_scale", t->scale_in));
+    if (t->cuda_graph) KN_TRY(kn_program_set_cuda_graph(t->prog, true)); /* the step; eval runs too rarely */
     return KN_OK;
 }
 
@@ -65,9 +68,11 @@ kn_status kn_trainer_set_compiled(kn_trainer *t, bool on) {
     return compile_on(t, t->dev);
 }
 
-/* Record the forward graph of model on inputs "idx" (and "targets" when with_loss). */
-static kn_status record_forward(const kn_gpt *model, const kn_tensor *x, const kn_tensor *y, kn_graph **fwd,
-                                kn_val *pvals, kn_val *loss) {
+/* Record the forward graph of model on inputs "idx" (and "targets" when with_loss). With
+ * `scaled`, *loss is loss * the 0-d input "loss_scale" (what the backward differentiates),
+ * while the graph's output stays the loss itself. */
+static kn_status record_forward(const kn_gpt *model, const kn_tensor *x, const kn_tensor *y, bool scaled,
+                                kn_graph **fwd, kn_val *pvals, kn_val *loss) {
     kn_builder *b;
     KN_TRY(kn_builder_new(&b, KN_MODE_GRAPH));
     kn_val idx = kn_input(b, "idx", x);
@@ -76,6 +81,7 @@ static kn_status record_forward(const kn_gpt *model, const kn_tensor *x, const k
     kn_status st = kn_gpt_build(b, model, idx, tgt, pvals, &logits, &l);
     if (st == KN_OK) {
         kn_builder_output(b, y ? l : logits);
+        if (scaled) l = kn_mul(b, l, kn_input_typed(b, "loss_scale", KN_DT_F32, 0, NULL));
         st = kn_builder_finish(b, fwd);
     } else {
         kn_error(st, "%s", kn_builder_error(b));
@@ -85,12 +91,51 @@ static kn_status record_forward(const kn_gpt *model, const kn_tensor *x, const k
     return st;
 }
 
+/* The joint graph differentiating loss * "loss_scale" (scaled) or the loss, into *joint. */
+static kn_status record_joint(const kn_trainer *t, bool scaled, kn_graph **joint) {
+    const kn_params *p = &t->model->p;
+    kn_val *pvals = kn_calloc((size_t)p->count, sizeof *pvals), loss;
+    kn_graph *fwd = NULL;
+    kn_status st = pvals ? KN_OK : kn_error(KN_ERR_OOM, "kn_trainer_set_loss_scale: out of memory");
+    if (st == KN_OK) st = record_forward(t->model, t->x, t->y, scaled, &fwd, pvals, &loss);
+    if (st == KN_OK) st = kn_autograd(fwd, loss, p->count, pvals, joint, NULL);
+    kn_graph_free(fwd);
+    kn_free(pvals);
+    return st;
+}
+
+kn_status kn_trainer_set_loss_scale(kn_trainer *t, const kn_loss_scaler *s) {
+    if (!t || !t->joint || !s) return kn_error(KN_ERR_ARG, "kn_trainer_set_loss_scale: NULL argument");
+    KN_TRY(kn_loss_scaler_check(s));
+    bool on = s->mode != KN_LOSS_SCALE_NONE;
+    if (on != (t->scale_in != NULL)) { /* the step's graph gains or loses its "loss_scale" input */
+        KN_TRY(check_slabs(t, "kn_trainer_set_loss_scale"));
+        kn_graph *joint = NULL;
+        kn_tensor *in = NULL;
+        kn_status st = on ? kn_tensor_empty_on(&in, t->dev, KN_DT_F32, 0, NULL) : KN_OK;
+        if (st == KN_OK) st = record_joint(t, on, &joint);
+        if (st != KN_OK) {
+            kn_tensor_free(in);
+            return st;
+        }
+        kn_graph_free(t->joint);
+        kn_tensor_free(t->scale_in);
+        t->joint = joint;
+        t->scale_in = in;
+        t->scaler = *s;
+        KN_TRY(compile_on(t, t->dev));
+    }
+    t->scaler = *s;
+    return kn_trainer_upload_scale(t);
+}
+
 kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_optim_config *ocfg, double clip) {
     if (!t || !model || !ocfg) return kn_error(KN_ERR_ARG, "kn_trainer_new: NULL argument");
     if (B < 1 || T < 1 || T > model->cfg.context)
         return kn_error(KN_ERR_ARG, "kn_trainer_new: batch %d x %d: need B >= 1 and 1 <= T <= context %d", B, T,
                         model->cfg.context);
     memset(t, 0, sizeof *t);
+    t->scaler = kn_loss_scaler_none();
     t->model = model;
     t->B = B;
     t->T = T;
@@ -104,7 +149,7 @@ kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_op
     t->views = p->views;
     if (st == KN_OK) st = kn_tensor_zeros(&t->x, KN_DT_I32, 2, bt);
     if (st == KN_OK) st = kn_tensor_zeros(&t->y, KN_DT_I32, 2, bt);
-    if (st == KN_OK) st = record_forward(model, t->x, t->y, &t->fwd, pvals, &loss);
+    if (st == KN_OK) st = record_forward(model, t->x, t->y, false, &t->fwd, pvals, &loss);
     if (st == KN_OK) st = kn_autograd(t->fwd, loss, p->count, pvals, &t->joint, NULL);
     if (st == KN_OK) st = compile_on(t, KN_CPU);
     if (st == KN_OK) st = kn_tensor_zeros(&t->grad, KN_DT_F32, 1, n);
@@ -130,6 +175,7 @@ void kn_trainer_free(kn_trainer *t) {
         kn_tensor_free(t->params);
     }
     kn_tensor_free(t->state);
+    kn_tensor_free(t->scale_in);
     kn_optim_free(&t->opt);
     memset(t, 0, sizeof *t);
 }
@@ -152,7 +198,8 @@ static kn_status eager_grads(kn_trainer *t, double *loss) {
     kn_val logits, l = KN_VAL_NONE;
     if (st == KN_OK)
         st = kn_gpt_build(b, t->model, kn_input(b, "idx", t->x), kn_input(b, "targets", t->y), v, &logits, &l);
-    if (st == KN_OK) st = kn_backward(b, l, p->count, v, v + p->count);
+    kn_val ls = t->scale_in && st == KN_OK ? kn_mul(b, l, kn_input(b, "loss_scale", t->scale_in)) : l;
+    if (st == KN_OK) st = kn_backward(b, ls, p->count, v, v + p->count);
     if (st != KN_OK && kn_builder_status(b) != KN_OK) kn_error(st, "%s", kn_builder_error(b));
     if (st == KN_OK) st = kn_tensor_item(kn_val_tensor(b, l), loss);
     for (int i = 0; st == KN_OK && i < p->count; i++)
@@ -173,14 +220,24 @@ static void slabs(kn_trainer *t, float **param, float **grad, float **state) {
 
 /* The update, one path for every device, by its backend: the gradient-sync hook (where
  * distributed training plugs in: an all-reduce over the gradient slab, or the
- * reduce-scatter of a sharded optimizer), the clip, the divergence check, the optimizer. */
+ * reduce-scatter of a sharded optimizer), the unscaling, the clip, the loss scaler's
+ * overflow check (a skipped step ends there), the divergence check, the optimizer. */
 static kn_status update(kn_trainer *t, double l, double lr, double *loss, double *gnorm) {
     float *param, *grad, *state;
     slabs(t, &param, &grad, &state);
     int64_t n = t->model->p.n;
     double norm;
+    bool skip;
     if (t->grad_hook) KN_TRY(t->grad_hook(t, grad, n, t->grad_hook_ctx));
+    KN_TRY(kn_trainer_unscale(t, grad, n)); /* loss scaling (loss_scale.c) */
     KN_TRY(kn_device_clip_grad_norm(t->dev, grad, n, t->clip, &norm));
+    KN_TRY(kn_trainer_scaler_after(t, l, norm, &skip));
+    t->skipped = skip;
+    if (skip) { /* inf/NaN: the parameters and the optimizer state stay as they were */
+        if (loss) *loss = l;
+        if (gnorm) *gnorm = norm;
+        return KN_OK;
+    }
     if (!isfinite(l) || !isfinite(norm))
         return kn_error(KN_ERR_ARG, "kn_trainer_step: loss %g, gradient norm %g at optimizer step %lld (diverged: "
                         "lower the learning rate)", l, norm, (long long)t->opt.step);
@@ -278,6 +335,9 @@ kn_status kn_trainer_to_device(kn_trainer *t, kn_device dev) {
         return kn_error(KN_ERR_ARG, "kn_trainer_to_device: can move a CPU trainer to a device only (asked for "
                         "type %d index %d)", (int)dev.type, dev.index);
     KN_TRY(kn_device_check("kn_trainer_to_device", dev));
+    if (t->scale_in)
+        return kn_error(KN_ERR_ARG, "kn_trainer_to_device: move the trainer before kn_trainer_set_loss_scale (its "
+                        "scale input lives on the CPU)");
     const kn_params *p = &t->model->p;
     int64_t n[1] = {p->n}, sn[1] = {t->opt.state_len}, bt[2] = {t->B, t->T};
     trainer_state s = {0};
@@ -362,7 +422,7 @@ kn_status kn_gpt_sample(const kn_gpt *g, int32_t *ids, int n0, int n, double tem
     kn_val *pvals = kn_calloc((size_t)g->p.count, sizeof *pvals);
     kn_status st = pvals ? KN_OK : kn_error(KN_ERR_OOM, "kn_gpt_sample: out of memory");
     if (st == KN_OK) st = kn_tensor_zeros(&x, KN_DT_I32, 2, shape);
-    if (st == KN_OK) st = record_forward(g, x, NULL, &fwd, pvals, NULL);
+    if (st == KN_OK) st = record_forward(g, x, NULL, false, &fwd, pvals, NULL);
     if (st == KN_OK) st = kn_interp_new(&it, fwd);
     if (st == KN_OK) st = bind_params(it, g);
     if (st == KN_OK) st = kn_interp_bind(it, "idx", x);

@@ -20,7 +20,8 @@
  *
  * The policies (full, every:K use the scopes the GPT builder stamps on each block's
  * nodes; selective and mincut the min-cut in core/passes/mincut.c) are described in
- * kiln/passes.h. */
+ * kiln/passes.h. Which ops selective may recompute is lab 08's unit kn_remat_selective
+ * (labs/lab08-memory/recompute.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,13 +64,6 @@ kn_status kn_pass_remat(kn_graph *g, kn_pass_stats *st) {
 }
 
 static bool is_free(kn_op op) { return op == KN_OP_INPUT || op == KN_OP_PARAM; }
-
-/* What selective recomputes: cheap ops, each a pass over its operands. */
-static bool cheap(kn_op op) {
-    kn_op_category c = kn_op_get(op)->category;
-    return c == KN_CAT_ELEMENTWISE || c == KN_CAT_VIEW || op == KN_OP_FULL || op == KN_OP_LAYERNORM ||
-           op == KN_OP_NORMALIZE;
-}
 
 /* full / every:K: keep what is outside every block and what a block hands to another
  * (its readers in the forward are in another block); recompute the rest. */
@@ -212,12 +206,15 @@ kn_status kn_remat(kn_graph *g, kn_remat_policy policy, kn_pass_stats *st) {
     kn_status s = KN_OK;
     if (policy.kind == KN_REMAT_EVERY) {
         s = keep_blocks(g, policy.every, p.fwd, p.need, p.keep);
+    } else if (policy.kind == KN_REMAT_SELECTIVE) { /* the cheap ops: lab 08's unit says which */
+        s = kn_remat_selective(g, p.banned);
+        for (int i = 0; s == KN_OK && i < g->nnodes; i++) p.banned[i] = !p.banned[i];
+        if (s == KN_OK) s = kn_remat_mincut(g, p.fwd, p.need, p.banned, p.keep);
     } else {
         for (int i = 0; i < g->nnodes; i++) {
             kn_op op = g->nodes[i].op;
-            p.banned[i] = policy.kind == KN_REMAT_SELECTIVE ? !cheap(op)
-                                                            : kn_op_get(op)->category == KN_CAT_MATMUL || kn_op_is_random(op) ||
-                                                                  op == KN_OP_FLASH_ATTN; /* matmuls inside */
+            p.banned[i] = kn_op_get(op)->category == KN_CAT_MATMUL || kn_op_is_random(op) ||
+                          op == KN_OP_FLASH_ATTN; /* matrix products inside */
         }
         s = kn_remat_mincut(g, p.fwd, p.need, p.banned, p.keep);
     }

@@ -27,8 +27,12 @@
 #include "kiln/program.h"
 #include "program/program_impl.h"
 
+static void graph_release(kn_program *p);
+static kn_status device_const(kn_program *p, int32_t v, const kn_tensor *host, kn_tensor **out);
+
 void kn_program_free(kn_program *p) {
     if (!p) return;
+    graph_release(p); /* first: it waits for the graph's last launch, which uses the arena */
     if (p->step_ms && p->runs > 0 && getenv("KILN_PROFILE_STEPS")) /* =N: the N costliest (1: 15) */
         kn_program_print_profile(stderr, p, atoi(getenv("KILN_PROFILE_STEPS")) > 1 ? atoi(getenv("KILN_PROFILE_STEPS")) : 15, 0);
     for (int i = 0; p->g && i < p->g->nnodes; i++) {
@@ -55,7 +59,9 @@ void kn_program_free(kn_program *p) {
     kn_free(p->mem_off);
     kn_free(p->mem_def);
     kn_free(p->mem_last);
-    kn_free(p->arena_raw);
+    kn_free(p->mem_from);
+    if (p->arena_bytes) kn_device_free(p->dev, p->arena_raw, p->arena_bytes); /* NULL is fine */
+    else kn_free(p->arena_raw);
     kn_graph_free(p->g);
     kn_free(p);
 }
@@ -284,99 +290,172 @@ static void liveness(kn_program *p) {
  * in one arena, largest first, at the lowest offset where it overlaps no buffer that is
  * live at the same time (TFLite's greedy-by-size arena planner; ggml-alloc does the same
  * idea while it walks the graph). Inputs, parameters and outputs keep their own memory:
- * outputs are read after the run. The report: the sum of the buffers' sizes (what one
- * allocation per buffer, all live, would need), the arena's size (the plan), and the
+ * outputs are read after the run. The lifetimes and the offsets are lab 08's units
+ * (kn_mem_liveness, kn_mem_assign_offsets; labs/lab08-memory/).
+ *
+ * In place: an elementwise kernel (no reduction) may write a value over one it reads when
+ * that operand's storage dies at this very step, has the same size, and every load of it
+ * indexes it exactly as the store indexes the result (same dtype, offset and strides: the
+ * kernel reads each element before it writes the same index, and the renderer emits every
+ * load of an element before its stores and drops `restrict` from such buffers,
+ * kn_kernel_inplace_buf). Never for a broadcast or a transposed read, which would read an
+ * element after it was overwritten. The two values then form one buffer, from the first
+ * one's step to the last one's last reader; chains (x -> exp -> mul -> ...) form one
+ * buffer. Only on the C target: the CUDA dialect keeps its restrict pointers.
+ *
+ * The report: the sum of the buffers' sizes (what one allocation per buffer, all live,
+ * would need), the arena's size (the plan), the arena planned without in-place, and the
  * lower bound no plan can beat: the most bytes live at one step. */
 size_t kn_program_plan_size(const kn_type *t) {
     size_t b = (size_t)kn_type_numel(t) * kn_dtype_size(t->dtype);
     return (b + 63) & ~(size_t)63;
 }
 
-static int cmp_by_size(const void *a, const void *b, void *ctx) {
-    const size_t *sz = ctx;
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    if (sz[x] != sz[y]) return sz[x] > sz[y] ? -1 : 1;
-    return x < y ? -1 : x > y;
+/* The steps as the liveness unit sees them: what each writes and reads, a reshape's
+ * storage named by its root (the reshape step itself writes nothing of its own). */
+static kn_status mem_steps(const kn_program *p, const int32_t *root, kn_mem_step *ms, int32_t *ids) {
+    const kn_graph *g = p->g;
+    size_t at = 0;
+    for (int s = 0; s < p->nsteps; s++) {
+        const kn_program_step *sp = &p->steps[s];
+        kn_mem_step m = {ids + at, 0, NULL, 0};
+        if (sp->kernel < 0) {
+            const kn_node *n = &g->nodes[sp->node];
+            if (n->op != KN_OP_RESHAPE) { ids[at++] = sp->node; m.ndefs = 1; }
+            m.uses = ids + at;
+            for (int k = 0; k < n->nin; k++) ids[at++] = root[n->in[k]];
+            m.nuses = n->nin;
+        } else {
+            const kn_kernel *k = &p->kernels[sp->kernel].ir;
+            for (int b = 0; b < k->nbufs; b++)
+                if (k->bufs[b].store) { ids[at++] = k->bufs[b].value; m.ndefs++; }
+            m.uses = ids + at;
+            for (int b = 0; b < k->nbufs; b++)
+                if (!k->bufs[b].store) { ids[at++] = root[k->bufs[b].value]; m.nuses++; }
+        }
+        ms[s] = m;
+    }
+    return KN_OK;
+}
+
+/* The value step s's kernel may write in place over its stored value v (see above), or -1. */
+static int32_t inplace_over(const kn_program *p, const kn_kernel *k, int bs, int s, const int32_t *root,
+                            const size_t *sz, const bool *taken) {
+    int32_t v = k->bufs[bs].value;
+    for (int bl = 0; bl < k->nbufs; bl++) {
+        int32_t r = k->bufs[bl].store ? -1 : root[k->bufs[bl].value];
+        if (r < 0 || sz[r] == 0 || taken[r] || p->mem_last[r] != s || sz[r] != sz[v] ||
+            !kn_kernel_same_map(k, bs, bl))
+            continue;
+        bool every_load_alike = true; /* the same storage read another way: a transpose of it */
+        for (int b = 0; b < k->nbufs; b++)
+            every_load_alike &= k->bufs[b].store || root[k->bufs[b].value] != r || kn_kernel_same_map(k, bs, b);
+        if (every_load_alike) return r;
+    }
+    return -1;
 }
 
 static kn_status plan_memory(kn_program *p) {
     const kn_graph *g = p->g;
     int nn = g->nnodes;
+    size_t nids = 0;
+    for (int s = 0; s < p->nsteps; s++)
+        nids += p->steps[s].kernel < 0 ? (size_t)g->nodes[p->steps[s].node].nin + 1
+                                       : (size_t)p->kernels[p->steps[s].kernel].ir.nbufs;
     p->mem_off = kn_malloc(sizeof *p->mem_off * ((size_t)nn + 1));
     p->mem_def = kn_malloc(sizeof *p->mem_def * ((size_t)nn + 1));
     p->mem_last = kn_malloc(sizeof *p->mem_last * ((size_t)nn + 1));
-    int32_t *root = kn_malloc(sizeof *root * ((size_t)nn + 1)), *order = kn_malloc(sizeof *order * ((size_t)nn + 1));
-    size_t *sz = kn_calloc((size_t)nn + 1, sizeof *sz);
-    bool *bad = kn_calloc((size_t)nn + 1, sizeof *bad);
+    p->mem_from = kn_malloc(sizeof *p->mem_from * ((size_t)nn + 1));
+    int32_t *root = kn_malloc(sizeof *root * ((size_t)nn + 1)), *group = kn_malloc(sizeof *group * ((size_t)nn + 1));
+    int32_t *ids = kn_malloc(sizeof *ids * (nids + 1));
+    kn_mem_step *ms = kn_malloc(sizeof *ms * ((size_t)p->nsteps + 1));
+    kn_mem_buffer *bufs = kn_malloc(sizeof *bufs * ((size_t)nn + 1)), *own = kn_malloc(sizeof *own * ((size_t)nn + 1));
+    size_t *sz = kn_calloc((size_t)nn + 1, sizeof *sz), *offs = kn_malloc(sizeof *offs * ((size_t)nn + 1));
+    double *delta = kn_calloc((size_t)p->nsteps + 1, sizeof *delta);
+    bool *bad = kn_calloc((size_t)nn + 1, sizeof *bad), *taken = kn_calloc((size_t)nn + 1, sizeof *taken);
     kn_status st = KN_OK;
-    if (!p->mem_off || !p->mem_def || !p->mem_last || !root || !order || !sz || !bad)
+    if (!p->mem_off || !p->mem_def || !p->mem_last || !p->mem_from || !root || !group || !ids || !ms || !bufs ||
+        !own || !sz || !offs || !delta || !bad || !taken)
         st = kn_error(KN_ERR_OOM, "kn_program_compile: out of memory for the memory plan");
     for (int i = 0; st == KN_OK && i < nn; i++) {
         p->mem_off[i] = -1;
-        p->mem_def[i] = p->mem_last[i] = -1;
+        p->mem_from[i] = -1;
+        group[i] = -1;
         const kn_node *n = &g->nodes[i];
         root[i] = n->op == KN_OP_RESHAPE ? root[n->in[0]] : i;
     }
-    for (int s = 0; st == KN_OK && s < p->nsteps; s++) { /* who makes what */
-        const kn_program_step *sp = &p->steps[s];
-        if (sp->kernel < 0) { p->mem_def[sp->node] = s; continue; }
-        const kn_kernel *k = &p->kernels[sp->kernel].ir;
-        for (int b = 0; b < k->nbufs; b++)
-            if (k->bufs[b].store) p->mem_def[k->bufs[b].value] = s;
+    if (st == KN_OK) st = mem_steps(p, root, ms, ids);
+    if (st == KN_OK) st = kn_mem_liveness(ms, p->nsteps, nn, p->mem_def, p->mem_last);
+    for (int s = 0; st == KN_OK && s < p->nsteps; s++) { /* a host step of a GPU program (a `full`) makes */
+        const kn_program_step *sp = &p->steps[s];      /* host memory: not the arena's */
+        if (sp->kernel < 0 && p->target == KN_TARGET_CUDA && sp->be->type == KN_DEVICE_CPU) bad[root[sp->node]] = true;
     }
-    for (int i = 0; st == KN_OK && i < nn; i++) { /* lifetimes, aliases folded into their root */
-        int32_t r = root[i];
-        int32_t last = p->last_step[i] > p->mem_def[i] ? p->last_step[i] : p->mem_def[i];
-        if (last > p->mem_last[r]) p->mem_last[r] = last;
-        if (p->is_output[i]) bad[r] = true;
-    }
-    int nplan = 0;
     for (int i = 0; st == KN_OK && i < nn; i++) {
         const kn_node *n = &g->nodes[i];
-        if (root[i] != i || bad[i] || p->mem_def[i] < 0 || n->op == KN_OP_INPUT || n->op == KN_OP_PARAM ||
-            n->op == KN_OP_RESHAPE || (sz[i] = kn_program_plan_size(&n->type)) == 0)
-            continue;
-        order[nplan++] = i;
+        if (p->is_output[i]) bad[root[i]] = true;
+        if (root[i] == i && n->op != KN_OP_INPUT && n->op != KN_OP_PARAM && n->op != KN_OP_RESHAPE)
+            sz[i] = kn_program_plan_size(&n->type);
     }
-    if (st == KN_OK) qsort_r(order, (size_t)nplan, sizeof *order, cmp_by_size, sz);
-    int32_t *placed = kn_malloc(sizeof *placed * ((size_t)nplan + 1));
-    if (st == KN_OK && !placed) st = kn_error(KN_ERR_OOM, "kn_program_compile: out of memory for the memory plan");
-    size_t top = 0;
-    int nplaced = 0;
-    for (int k = 0; st == KN_OK && k < nplan; k++) {
-        int32_t v = order[k];
-        size_t off = 0;
-        for (bool moved = true; moved;) { /* first fit: move past every overlapping neighbour in space and time */
-            moved = false;
-            for (int j = 0; j < nplaced; j++) {
-                int32_t u = placed[j];
-                bool time = p->mem_def[u] <= p->mem_last[v] && p->mem_def[v] <= p->mem_last[u];
-                size_t uo = (size_t)p->mem_off[u];
-                if (time && uo < off + sz[v] && off < uo + sz[u]) { off = uo + sz[u]; moved = true; }
-            }
+    for (int i = 0; st == KN_OK && i < nn; i++) /* planned: made by a step, not an output, not empty */
+        if (bad[i] || p->mem_def[i] < 0) sz[i] = 0;
+    /* in place: a value joins the group of the operand it overwrites */
+    for (int s = 0; st == KN_OK && p->target == KN_TARGET_C && s < p->nsteps; s++) {
+        const kn_program_step *sp = &p->steps[s];
+        const kn_kernel *k = sp->kernel >= 0 ? &p->kernels[sp->kernel].ir : NULL;
+        for (int b = 0; k && !k->reduces && b < k->nbufs; b++) {
+            int32_t v = k->bufs[b].value, r;
+            if (!k->bufs[b].store || sz[v] == 0 || (r = inplace_over(p, k, b, s, root, sz, taken)) < 0) continue;
+            taken[r] = true;
+            p->mem_from[v] = r;
+            p->stats.mem_inplace++;
+            p->stats.mem_inplace_bytes += (double)sz[v];
         }
-        p->mem_off[v] = (int64_t)off;
-        placed[nplaced++] = v;
-        if (off + sz[v] > top) top = off + sz[v];
-        p->stats.mem_sum += (double)sz[v];
     }
-    for (int s = 0; st == KN_OK && s < p->nsteps; s++) { /* the lower bound: the most bytes live at once */
-        double live = 0;
-        for (int k = 0; k < nplaced; k++)
-            if (p->mem_def[placed[k]] <= s && s <= p->mem_last[placed[k]]) live += (double)sz[placed[k]];
+    int nbuf = 0, nown = 0;
+    for (int i = 0; st == KN_OK && i < nn; i++) { /* buffers: one per chain of in-place values, at its head */
+        if (sz[i] == 0) continue;
+        own[nown++] = (kn_mem_buffer){sz[i], p->mem_def[i], p->mem_last[i]};
+        p->stats.mem_sum += (double)sz[i];
+        if (p->mem_from[i] < 0) {
+            group[i] = nbuf;
+            bufs[nbuf++] = (kn_mem_buffer){sz[i], p->mem_def[i], p->mem_last[i]};
+        }
+    }
+    for (int i = 0; st == KN_OK && i < nn; i++) { /* the rest join their head (made at an earlier step, any id) */
+        if (sz[i] == 0 || p->mem_from[i] < 0) continue;
+        int32_t h = p->mem_from[i];
+        while (p->mem_from[h] >= 0) h = p->mem_from[h];
+        group[i] = group[h];
+        if (p->mem_last[i] > bufs[group[i]].last) bufs[group[i]].last = p->mem_last[i];
+    }
+    size_t top = 0, top_own = 0;
+    if (st == KN_OK) st = kn_mem_assign_offsets(own, nown, offs, &top_own);
+    if (st == KN_OK) st = kn_mem_assign_offsets(bufs, nbuf, offs, &top);
+    for (int i = 0; st == KN_OK && i < nn; i++)
+        if (group[i] >= 0) p->mem_off[i] = (int64_t)offs[group[i]];
+    for (int b = 0; st == KN_OK && b < nbuf; b++) { /* the lower bound: the most bytes live at once */
+        delta[bufs[b].first] += (double)bufs[b].size;
+        delta[bufs[b].last + 1] -= (double)bufs[b].size;
+    }
+    double live = 0;
+    for (int s = 0; st == KN_OK && s < p->nsteps; s++) {
+        live += delta[s];
         if (live > p->stats.mem_lower) p->stats.mem_lower = live;
     }
     p->stats.mem_planned = (double)top;
-    if (st == KN_OK && top > 0) {
+    p->stats.mem_planned_separate = (double)top_own;
+    if (st == KN_OK && top > 0 && p->target == KN_TARGET_CUDA) {
+        /* GPU memory is scarce: the arena is taken from the device's caching allocator when a
+         * run starts and given back when it ends (a trainer's step and eval programs then do
+         * not hold two arenas), except under a CUDA graph, which keeps its addresses */
+        p->arena_bytes = top;
+    } else if (st == KN_OK && top > 0) {
         p->arena_raw = kn_malloc(top + 64);
         if (!p->arena_raw) st = kn_error(KN_ERR_OOM, "kn_program_compile: cannot allocate the %zu-byte arena", top);
         else p->arena = p->arena_raw + ((64 - ((uintptr_t)p->arena_raw & 63)) & 63);
     }
-    kn_free(placed);
-    kn_free(root);
-    kn_free(order);
-    kn_free(sz);
-    kn_free(bad);
+    kn_free(root); kn_free(group); kn_free(ids); kn_free(ms); kn_free(bufs); kn_free(own);
+    kn_free(sz); kn_free(offs); kn_free(delta); kn_free(bad); kn_free(taken);
     return st;
 }
 
@@ -384,7 +463,8 @@ static kn_status plan_memory(kn_program *p) {
 static kn_status planned_tensor(kn_program *p, int32_t v, kn_tensor **out) {
     if (!p->mem_off || p->mem_off[v] < 0 || *out) return KN_OK;
     const kn_type *t = &p->g->nodes[v].type;
-    return kn_tensor_wrap(out, KN_CPU, p->arena + p->mem_off[v], t->dtype, t->ndim, t->shape);
+    return kn_tensor_wrap(out, p->target == KN_TARGET_CUDA ? p->dev : KN_CPU, p->arena + p->mem_off[v], t->dtype,
+                          t->ndim, t->shape);
 }
 
 kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_program_opts *opts) {
@@ -443,8 +523,8 @@ kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_progr
     st = o.mode == KN_PROGRAM_COMPILED ? schedule_compiled(p) : schedule(p);
     if (st != KN_OK) { kn_program_free(p); return st; }
     liveness(p);
-    /* The arena is host memory: on the GPU, values come from the CUDA caching allocator. */
-    if (o.mode == KN_PROGRAM_COMPILED && target != KN_TARGET_CUDA && (st = plan_memory(p)) != KN_OK) {
+    /* The arena is host memory for C and the emulator, GPU memory for CUDA. */
+    if (o.mode == KN_PROGRAM_COMPILED && (st = plan_memory(p)) != KN_OK) {
         kn_program_free(p);
         return st;
     }
@@ -562,6 +642,10 @@ static kn_status missing_value(const kn_program *p, int32_t v) {
 
 static void release_run(kn_program *p) {
     for (int i = 0; i < p->g->nnodes; i++) { kn_tensor_free(p->vals[i]); p->vals[i] = NULL; }
+    if (p->arena_bytes && p->arena_raw && !p->graph_on) { /* a GPU arena lives for one run */
+        kn_device_free(p->dev, p->arena_raw, p->arena_bytes);
+        p->arena = p->arena_raw = NULL;
+    }
 }
 
 /* Free the values that step s was the last reader of, and what it made that nobody reads. */
@@ -600,7 +684,7 @@ static kn_status run_kernel(kn_program *p, const kn_program_step *sp) {
         if (!p->vals[v]) return missing_value(p, v);
         if (!kn_device_equal(p->vals[v]->storage->device, p->dev)) { /* made on the host (a constant's view) */
             kn_tensor *moved = NULL;
-            KN_TRY(kn_tensor_to(&moved, p->vals[v], p->dev));
+            KN_TRY(p->graph_on ? device_const(p, v, p->vals[v], &moved) : kn_tensor_to(&moved, p->vals[v], p->dev));
             kn_tensor_free(p->vals[v]);
             p->vals[v] = moved;
         }
@@ -629,8 +713,8 @@ static kn_status run_kernel(kn_program *p, const kn_program_step *sp) {
     return KN_OK;
 }
 
-kn_status kn_program_run(kn_program *p) {
-    if (!p) return kn_error(KN_ERR_ARG, "kn_program_run: program is NULL");
+/* Run every step once, in order (the body of kn_program_run; a CUDA graph's capture). */
+static kn_status run_steps(kn_program *p) {
     const kn_graph *g = p->g;
     for (int i = 0; i < g->noutputs; i++) { kn_tensor_free(p->outs[i]); p->outs[i] = NULL; }
     for (int32_t i = 0; i < g->nnodes; i++) { /* the bound sources first */
@@ -643,6 +727,17 @@ kn_status kn_program_run(kn_program *p) {
         }
         kn_status st = kn_tensor_alias(&p->vals[i], p->bound[i]);
         if (st != KN_OK) { release_run(p); return st; }
+    }
+    if (p->arena_bytes && !p->arena_raw) {
+        void *mem = NULL;
+        kn_status st = kn_device_alloc(p->dev, p->arena_bytes, &mem);
+        if (st != KN_OK) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", kn_last_error());
+            release_run(p);
+            return kn_error(st, "kn_program_run: the memory plan's %.1f MB arena: %s", p->arena_bytes / 1e6, msg);
+        }
+        p->arena = p->arena_raw = mem;
     }
     if (!p->step_ms && getenv("KILN_PROFILE_STEPS")) {
         p->step_ms = kn_calloc((size_t)p->nsteps + 1, sizeof *p->step_ms);
@@ -683,12 +778,25 @@ kn_status kn_program_run(kn_program *p) {
             /* a host step (a view of a constant) whose operand a generated kernel already
              * took to the GPU: read a host copy */
             if (st == KN_OK && sp->be->type == KN_DEVICE_CPU && in[k] && in[k]->storage->device.type != KN_DEVICE_CPU) {
-                st = kn_tensor_to(&moved[k], in[k], KN_CPU);
+                st = p->capturing ? kn_error(KN_ERR_UNSUPPORTED, "it reads %%%d on the host, a copy a CUDA graph cannot "
+                                             "hold", n->in[k])
+                                  : kn_tensor_to(&moved[k], in[k], KN_CPU);
+                in[k] = moved[k];
+            }
+            /* a GPU step reading a host value (a `full`): a graph's step reads the copy made
+             * once on the device (the backend would copy it over in every run) */
+            if (st == KN_OK && p->graph_on && sp->be->type != KN_DEVICE_CPU && in[k] &&
+                in[k]->storage->device.type == KN_DEVICE_CPU) {
+                st = device_const(p, n->in[k], in[k], &moved[k]);
                 in[k] = moved[k];
             }
         }
         if (st == KN_OK && n->op != KN_OP_RESHAPE) st = planned_tensor(p, sp->node, &p->vals[sp->node]);
+        kn_tensor *placed = p->vals[sp->node];
         if (st == KN_OK) st = sp->be->node_eval(sp->be->ctx, sp->index, n, in, &p->vals[sp->node]);
+        /* a kernel that made its own output (an alias of an operand, a view) replaced the
+         * arena's wrapper, which owns no memory: drop it (a kernel that fails frees it) */
+        if (st == KN_OK && placed && p->vals[sp->node] != placed) kn_tensor_free(placed);
         for (int k = 0; k < n->nin; k++) kn_tensor_free(moved[k]);
         if (st != KN_OK) {
             char msg[512];
@@ -715,6 +823,160 @@ kn_status kn_program_run(kn_program *p) {
     }
     release_run(p);
     return KN_OK;
+}
+
+/* ---- CUDA graphs (kn_program_set_cuda_graph)
+ *
+ * A compiled GPU step launches a few hundred kernels; on a small model the launches, not
+ * the kernels, set the pace. A CUDA graph records them once and replays them with one
+ * launch. The first run after turning it on is an ordinary run (it loads the kernels,
+ * warms cuBLAS and the allocator, and puts the host's constants on the device once); the
+ * second is captured: the same steps, recorded instead of run, then the graph is launched.
+ * Every later run only refreshes the inputs (a bound tensor whose buffer is not the one the
+ * graph reads is copied into it) and launches the graph. The graph owns every buffer it
+ * touches: the arena, the blocks freed during the capture (held, kiln/cuda.h), the
+ * sources it read and the outputs it writes, which each run hands out again. */
+#if KN_HAVE_CUDA
+static bool is_constant(const kn_program *p, int32_t v) {
+    const kn_node *n = &p->g->nodes[v];
+    if (n->op == KN_OP_INPUT || n->op == KN_OP_PARAM) return false;
+    for (int k = 0; k < n->nin; k++)
+        if (!is_constant(p, n->in[k])) return false;
+    return true;
+}
+#endif
+
+/* The device copy of host value v (made by a host step from constants only), made once
+ * outside a capture and reused by every run of the graph. */
+static kn_status device_const(kn_program *p, int32_t v, const kn_tensor *host, kn_tensor **out) {
+#if KN_HAVE_CUDA
+    if (!p->dev_const[v]) {
+        if (!is_constant(p, v))
+            return kn_error(KN_ERR_UNSUPPORTED, "%%%d is computed on the host from the inputs in every run: a CUDA graph "
+                            "cannot hold that copy (run without --cuda-graph)", v);
+        if (p->capturing)
+            return kn_error(KN_ERR_INTERNAL, "%%%d: its device copy was not made in the warm-up run", v);
+        KN_TRY(kn_tensor_to(&p->dev_const[v], host, p->dev));
+    }
+    return kn_tensor_alias(out, p->dev_const[v]);
+#else
+    (void)host; (void)out;
+    return kn_error(KN_ERR_UNSUPPORTED, "%%%d: CUDA graphs need a build with CUDA", v);
+#endif
+}
+
+kn_status kn_program_set_cuda_graph(kn_program *p, bool on) {
+    if (!p) return kn_error(KN_ERR_ARG, "kn_program_set_cuda_graph: program is NULL");
+    graph_release(p);
+    p->graph_on = false;
+    if (!on) return KN_OK;
+    if (p->target != KN_TARGET_CUDA || p->stats.mode != KN_PROGRAM_COMPILED)
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: CUDA graphs need a compiled program on a GPU "
+                        "(--mode compiled --device cuda)");
+    if (p->hook || p->step_hook || p->step_ms)
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: a program with a hook or a step profile runs host "
+                        "code between its steps, which a CUDA graph cannot replay");
+    for (int i = 0; i < p->g->nnodes; i++)
+        if (p->deferred[i])
+            return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: param \"%s\" is supplied during the run "
+                            "(ZeRO-3), which a CUDA graph cannot replay", p->g->nodes[i].attrs.name);
+    if (getenv("KILN_PROFILE_STEPS") || getenv("KILN_CUDA_SYNC"))
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: KILN_PROFILE_STEPS and KILN_CUDA_SYNC synchronize "
+                        "between steps, which a CUDA graph cannot do: unset them");
+#if KN_HAVE_CUDA
+    size_t nn = (size_t)p->g->nnodes;
+    p->dev_const = kn_calloc(nn + 1, sizeof *p->dev_const);
+    p->graph_src = kn_calloc(nn + 1, sizeof *p->graph_src);
+    p->graph_outs = kn_calloc((size_t)p->g->noutputs + 1, sizeof *p->graph_outs);
+    if (!p->dev_const || !p->graph_src || !p->graph_outs) {
+        graph_release(p);
+        return kn_error(KN_ERR_OOM, "kn_program_set_cuda_graph: out of memory");
+    }
+    p->graph_on = true;
+    p->graph_runs = 0;
+    return KN_OK;
+#else
+    return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: this build has no CUDA");
+#endif
+}
+
+/* Forget the graph and what it holds (the next run with graphs on warms up again). */
+static void graph_release(kn_program *p) {
+#if KN_HAVE_CUDA
+    if (p->graph_exec || p->graph_hold) kn_cuda_graph_free(p->graph_exec, p->graph_hold);
+#endif
+    p->graph_exec = NULL;
+    p->graph_hold = NULL;
+    for (int i = 0; p->g && i < p->g->nnodes; i++) {
+        if (p->dev_const) kn_tensor_free(p->dev_const[i]);
+        if (p->graph_src) kn_tensor_free(p->graph_src[i]);
+    }
+    for (int i = 0; p->graph_outs && i < p->g->noutputs; i++) kn_tensor_free(p->graph_outs[i]);
+    kn_free(p->dev_const);
+    kn_free(p->graph_src);
+    kn_free(p->graph_outs);
+    p->dev_const = p->graph_src = p->graph_outs = NULL;
+}
+
+#if KN_HAVE_CUDA
+static bool is_source(const kn_program *p, int32_t i) {
+    const kn_node *n = &p->g->nodes[i];
+    return n->op == KN_OP_INPUT || n->op == KN_OP_PARAM;
+}
+
+static kn_status run_graph(kn_program *p) {
+    const kn_graph *g = p->g;
+    if (p->hook || p->step_hook)
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_program_run: a hook was set after CUDA graphs were turned on; a graph "
+                        "cannot run host code between its steps (kn_program_set_cuda_graph(p, false) first)");
+    if (p->graph_runs++ == 0) return run_steps(p); /* the warm-up */
+    if (!p->graph_exec) {
+        KN_TRY(kn_cuda_graph_begin(p->dev.index));
+        p->capturing = true;
+        kn_status st = run_steps(p);
+        p->capturing = false;
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", st != KN_OK ? kn_last_error() : "");
+        kn_status se = kn_cuda_graph_end(st == KN_OK, &p->graph_exec, &p->graph_hold);
+        if (st == KN_OK && se != KN_OK) snprintf(msg, sizeof msg, "%s", kn_last_error());
+        if (st == KN_OK) st = se;
+        for (int32_t i = 0; st == KN_OK && i < g->nnodes; i++)
+            if (is_source(p, i) && p->bound[i]) st = kn_tensor_alias(&p->graph_src[i], p->bound[i]);
+        for (int i = 0; st == KN_OK && i < g->noutputs; i++) st = kn_tensor_alias(&p->graph_outs[i], p->outs[i]);
+        if (st != KN_OK) {
+            graph_release(p);
+            p->graph_on = false;
+            return kn_error(st, "kn_program_run: capturing the step as a CUDA graph failed: %s", msg);
+        }
+    } else {
+        for (int32_t i = 0; i < g->nnodes; i++) { /* the inputs, into the buffers the graph reads */
+            if (!is_source(p, i)) continue;
+            const kn_tensor *b = p->bound[i], *s = p->graph_src[i];
+            if (!b || !s)
+                return kn_error(KN_ERR_ARG, "kn_program_run: %s \"%s\" is not bound", kn_op_name(g->nodes[i].op),
+                                g->nodes[i].attrs.name);
+            if (kn_tensor_data(b) != kn_tensor_data(s))
+                KN_TRY(kn_cuda_copy_async(kn_tensor_data(s), kn_tensor_data(b),
+                                          (size_t)kn_tensor_numel(s) * kn_dtype_size(s->dtype)));
+        }
+    }
+    KN_TRY(kn_cuda_graph_launch(p->graph_exec));
+    p->stats.graph_launches++;
+    for (int i = 0; i < g->noutputs; i++) {
+        kn_tensor_free(p->outs[i]);
+        p->outs[i] = NULL;
+        KN_TRY(kn_tensor_alias(&p->outs[i], p->graph_outs[i]));
+    }
+    return KN_OK;
+}
+#endif
+
+kn_status kn_program_run(kn_program *p) {
+    if (!p) return kn_error(KN_ERR_ARG, "kn_program_run: program is NULL");
+#if KN_HAVE_CUDA
+    if (p->graph_on) return run_graph(p);
+#endif
+    return run_steps(p);
 }
 
 const kn_tensor *kn_program_output(const kn_program *p, int i) {

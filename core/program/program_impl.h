@@ -58,7 +58,17 @@ struct kn_program {
     /* COMPILED: the memory plan */
     int64_t *mem_off;         /* per node: its offset in the arena, or -1 (allocated on its own) */
     int32_t *mem_def, *mem_last; /* per node: the steps that make it and last read it (its aliases too) */
-    char *arena_raw, *arena;  /* owned; arena is arena_raw aligned to 64 bytes */
+    int32_t *mem_from;        /* per node: the value whose bytes it was written over (in place), or -1 */
+    char *arena_raw, *arena;  /* owned; arena is arena_raw aligned to 64 bytes (host) */
+    size_t arena_bytes;       /* CUDA: the arena is GPU memory of this size (kn_device_free) */
+    /* CUDA graphs (kn_program_set_cuda_graph) */
+    bool graph_on, capturing;
+    int graph_runs;           /* runs since graphs were turned on: the first warms up, the second captures */
+    void *graph_exec;         /* the instantiated graph (cudaGraphExec_t) */
+    struct kn_cuda_hold *graph_hold; /* the blocks freed during the capture, the graph's */
+    kn_tensor **dev_const;    /* per node: the device copy of a host-made constant */
+    kn_tensor **graph_src;    /* per node: the bound source the graph reads */
+    kn_tensor **graph_outs;   /* per output: the tensor the graph writes */
 };
 
 /* Bytes a value takes in the memory plan's arena (its size rounded up to 64). */

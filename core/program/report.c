@@ -19,7 +19,8 @@ kn_status kn_program_memory_tsv(FILE *f, const kn_program *p) {
     for (int s = 0; s < p->nsteps; s++) {
         double live = 0, hi = 0;
         for (int i = 0; i < p->g->nnodes; i++) {
-            if (p->mem_off[i] < 0 || p->mem_def[i] > s || s > p->mem_last[i]) continue;
+            /* a value written in place lives in its operand's bytes at its own step */
+            if (p->mem_off[i] < 0 || p->mem_def[i] + (p->mem_from[i] >= 0) > s || s > p->mem_last[i]) continue;
             double b = (double)kn_program_plan_size(&p->g->nodes[i].type);
             live += b;
             if ((double)p->mem_off[i] + b > hi) hi = (double)p->mem_off[i] + b;

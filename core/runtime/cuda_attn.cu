@@ -226,8 +226,8 @@ static void launch_warp(bool bwd, const T *a, const T *b, T *o, int64_t rows, in
     unsigned blocks = (unsigned)(nb < (1 << 30) ? nb : (1 << 30)), nt = 32 * KNC_ATTN_WARPS;
 #define KNC_ATTN_WARP_CASE(R)                                                                           \
     if (tk <= 32 * (R)) {                                                                               \
-        if (bwd) knc_causal_softmax_bwd_warp<T, R><<<blocks, nt>>>(a, b, o, rows, tq, tk, s);          \
-        else knc_causal_softmax_warp<T, R><<<blocks, nt>>>(a, o, rows, tq, tk, s);                      \
+        if (bwd) knc_causal_softmax_bwd_warp<T, R><<<blocks, nt, 0, knc_stream>>>(a, b, o, rows, tq, tk, s);          \
+        else knc_causal_softmax_warp<T, R><<<blocks, nt, 0, knc_stream>>>(a, o, rows, tq, tk, s);                      \
         return;                                                                                         \
     }
     KNC_ATTN_WARP_CASE(1) KNC_ATTN_WARP_CASE(4) KNC_ATTN_WARP_CASE(8) KNC_ATTN_WARP_CASE(16) KNC_ATTN_WARP_CASE(32)
@@ -251,11 +251,11 @@ static kn_status causal_launch(const kn_node *n, const kn_tensor *const *in, kn_
     unsigned nt = KNC_THREADS, blocks = (unsigned)(rows < (1 << 30) ? rows : (1 << 30));
     bool cached = tk <= (int64_t)KNC_ATTN_REG * nt;
     if (!bwd) {
-        if (cached) knc_causal_softmax_rows<T, true><<<blocks, nt>>>(a, o, rows, tq, tk, s);
-        else knc_causal_softmax_rows<T, false><<<blocks, nt>>>(a, o, rows, tq, tk, s);
+        if (cached) knc_causal_softmax_rows<T, true><<<blocks, nt, 0, knc_stream>>>(a, o, rows, tq, tk, s);
+        else knc_causal_softmax_rows<T, false><<<blocks, nt, 0, knc_stream>>>(a, o, rows, tq, tk, s);
     } else {
-        if (cached) knc_causal_softmax_bwd_rows<T, true><<<blocks, nt>>>(a, yv, o, rows, tq, tk, s);
-        else knc_causal_softmax_bwd_rows<T, false><<<blocks, nt>>>(a, yv, o, rows, tq, tk, s);
+        if (cached) knc_causal_softmax_bwd_rows<T, true><<<blocks, nt, 0, knc_stream>>>(a, yv, o, rows, tq, tk, s);
+        else knc_causal_softmax_bwd_rows<T, false><<<blocks, nt, 0, knc_stream>>>(a, yv, o, rows, tq, tk, s);
     }
     KNC_LAUNCHED(knc_causal_softmax_rows);
     return KN_OK;

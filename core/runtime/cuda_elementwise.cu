@@ -113,10 +113,10 @@ static kn_status binary_launch(int op, const knc_strides &s, int64_t total, cons
     const void *p[2] = {a, b};
     bool pack = can_pack(s, 2, p, o, W), u32 = knc_fits_u32(s, 3, total);
     unsigned g = knc_blocks(pack ? total / W : total);
-    if (pack && u32) knc_binary_kernel<T, uint32_t, W><<<g, KNC_THREADS>>>(op, knc_narrow(s), (uint32_t)total, a, b, o);
-    else if (pack) knc_binary_kernel<T, int64_t, W><<<g, KNC_THREADS>>>(op, s, total, a, b, o);
-    else if (u32) knc_binary_kernel<T, uint32_t, 1><<<g, KNC_THREADS>>>(op, knc_narrow(s), (uint32_t)total, a, b, o);
-    else knc_binary_kernel<T, int64_t, 1><<<g, KNC_THREADS>>>(op, s, total, a, b, o);
+    if (pack && u32) knc_binary_kernel<T, uint32_t, W><<<g, KNC_THREADS, 0, knc_stream>>>(op, knc_narrow(s), (uint32_t)total, a, b, o);
+    else if (pack) knc_binary_kernel<T, int64_t, W><<<g, KNC_THREADS, 0, knc_stream>>>(op, s, total, a, b, o);
+    else if (u32) knc_binary_kernel<T, uint32_t, 1><<<g, KNC_THREADS, 0, knc_stream>>>(op, knc_narrow(s), (uint32_t)total, a, b, o);
+    else knc_binary_kernel<T, int64_t, 1><<<g, KNC_THREADS, 0, knc_stream>>>(op, s, total, a, b, o);
     KNC_LAUNCHED(knc_binary_kernel);
     return KN_OK;
 }
@@ -205,8 +205,8 @@ KNC_KERNEL(knc_cast) {
     int sdt = (int)in[0]->dtype, ddt = (int)n->type.dtype;
     const void *src = kn_tensor_data(in[0]);
     void *dst = kn_tensor_data(*out);
-    if (flat_u32(total)) knc_cast_kernel<uint32_t><<<knc_blocks(total), KNC_THREADS>>>(sdt, src, ddt, dst, (uint32_t)total);
-    else knc_cast_kernel<int64_t><<<knc_blocks(total), KNC_THREADS>>>(sdt, src, ddt, dst, total);
+    if (flat_u32(total)) knc_cast_kernel<uint32_t><<<knc_blocks(total), KNC_THREADS, 0, knc_stream>>>(sdt, src, ddt, dst, (uint32_t)total);
+    else knc_cast_kernel<int64_t><<<knc_blocks(total), KNC_THREADS, 0, knc_stream>>>(sdt, src, ddt, dst, total);
     kn_status st = knc_check_launch("knc_cast_kernel", __FILE__, __LINE__);
     if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
     return st;
@@ -237,9 +237,9 @@ static kn_status select_op(const kn_node *n, const kn_tensor *const *in, kn_tens
     void *o = kn_tensor_data(*out);
     unsigned g = knc_blocks(total);
     if (knc_fits_u32(s, nops, total))
-        knc_select_kernel<uint32_t><<<g, KNC_THREADS>>>(nops, knc_narrow(s), (uint32_t)total, d0, p0, d1, p1, d2, p2, dout, o);
+        knc_select_kernel<uint32_t><<<g, KNC_THREADS, 0, knc_stream>>>(nops, knc_narrow(s), (uint32_t)total, d0, p0, d1, p1, d2, p2, dout, o);
     else
-        knc_select_kernel<int64_t><<<g, KNC_THREADS>>>(nops, s, total, d0, p0, d1, p1, d2, p2, dout, o);
+        knc_select_kernel<int64_t><<<g, KNC_THREADS, 0, knc_stream>>>(nops, s, total, d0, p0, d1, p1, d2, p2, dout, o);
     kn_status st = knc_check_launch("knc_select_kernel", __FILE__, __LINE__);
     if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
     return st;
@@ -288,10 +288,10 @@ static kn_status map_launch(int op, const T *dy, const T *x, T *y, int64_t total
     constexpr int W = 16 / sizeof(T);
     bool pack = aligned16(x) && aligned16(y) && (!dy || aligned16(dy)), u32 = flat_u32(total);
     unsigned g = knc_blocks(pack ? total / W : total);
-    if (pack && u32) knc_map_kernel<T, uint32_t, W><<<g, KNC_THREADS>>>(op, dy, x, y, (uint32_t)total);
-    else if (pack) knc_map_kernel<T, int64_t, W><<<g, KNC_THREADS>>>(op, dy, x, y, total);
-    else if (u32) knc_map_kernel<T, uint32_t, 1><<<g, KNC_THREADS>>>(op, dy, x, y, (uint32_t)total);
-    else knc_map_kernel<T, int64_t, 1><<<g, KNC_THREADS>>>(op, dy, x, y, total);
+    if (pack && u32) knc_map_kernel<T, uint32_t, W><<<g, KNC_THREADS, 0, knc_stream>>>(op, dy, x, y, (uint32_t)total);
+    else if (pack) knc_map_kernel<T, int64_t, W><<<g, KNC_THREADS, 0, knc_stream>>>(op, dy, x, y, total);
+    else if (u32) knc_map_kernel<T, uint32_t, 1><<<g, KNC_THREADS, 0, knc_stream>>>(op, dy, x, y, (uint32_t)total);
+    else knc_map_kernel<T, int64_t, 1><<<g, KNC_THREADS, 0, knc_stream>>>(op, dy, x, y, total);
     KNC_LAUNCHED(knc_map_kernel);
     return KN_OK;
 }
@@ -359,10 +359,10 @@ KNC_KERNEL(knc_dropout) {
     if (total == 0) return KN_OK;
     const kn_attrs *a = &n->attrs;
     if (dt == KN_DT_F32)
-        knc_dropout_kernel<float><<<knc_blocks(total), KNC_THREADS>>>((const float *)kn_tensor_data(in[0]), (float *)kn_tensor_data(*out),
+        knc_dropout_kernel<float><<<knc_blocks(total), KNC_THREADS, 0, knc_stream>>>((const float *)kn_tensor_data(in[0]), (float *)kn_tensor_data(*out),
                                                                       total, a->p, (uint64_t)a->seed, (uint64_t)a->offset);
     else
-        knc_dropout_kernel<double><<<knc_blocks(total), KNC_THREADS>>>((const double *)kn_tensor_data(in[0]), (double *)kn_tensor_data(*out),
+        knc_dropout_kernel<double><<<knc_blocks(total), KNC_THREADS, 0, knc_stream>>>((const double *)kn_tensor_data(in[0]), (double *)kn_tensor_data(*out),
                                                                        total, a->p, (uint64_t)a->seed, (uint64_t)a->offset);
     KNC_LAUNCHED(knc_dropout_kernel);
     return KN_OK;
@@ -383,10 +383,10 @@ template <typename T>
 static void causal_fill_launch(const void *x, void *y, int64_t total, int64_t rows, int64_t cols, double value) {
     unsigned g = knc_blocks(total);
     if (flat_u32(total))
-        knc_causal_fill_kernel<T, uint32_t><<<g, KNC_THREADS>>>((const T *)x, (T *)y, (uint32_t)total, (uint32_t)rows,
+        knc_causal_fill_kernel<T, uint32_t><<<g, KNC_THREADS, 0, knc_stream>>>((const T *)x, (T *)y, (uint32_t)total, (uint32_t)rows,
                                                                 (uint32_t)cols, (T)value);
     else
-        knc_causal_fill_kernel<T, int64_t><<<g, KNC_THREADS>>>((const T *)x, (T *)y, total, rows, cols, (T)value);
+        knc_causal_fill_kernel<T, int64_t><<<g, KNC_THREADS, 0, knc_stream>>>((const T *)x, (T *)y, total, rows, cols, (T)value);
 }
 
 KNC_KERNEL(knc_causal_fill) {

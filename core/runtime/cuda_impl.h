@@ -203,6 +203,13 @@ __device__ inline double knc_sc_relu_grad(double g, double x) { return kn_sc_rel
 
 /* A new contiguous tensor of n->type on dev. */
 kn_status knc_new_out(const kn_node *n, kn_device dev, kn_tensor **out);
+/* The stream every kiln kernel, memset and cuBLAS call is queued on: the legacy default
+ * stream, except while a CUDA graph is being captured (then the capture's stream; see
+ * kn_cuda_graph_begin in device_cuda.cu). Launch as k<<<grid, block, 0, knc_stream>>>. */
+extern cudaStream_t knc_stream;
+/* Whether the work queued now is being captured into a CUDA graph (nothing runs: kernels
+ * must not read device results on the host, e.g. to check indices). */
+static inline bool knc_capturing(void) { return knc_stream != 0; }
 /* KN_ERR_UNSUPPORTED: "<op>: no CUDA kernel for dtype <dt> ...". */
 kn_status knc_unsupported(const kn_node *n, kn_dtype dt);
 /* KN_ERR_UNSUPPORTED: "<op>: the cuda backend's <kernel> does not compute this op" (an op

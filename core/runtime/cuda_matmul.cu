@@ -25,6 +25,7 @@
 #include "runtime/cuda_impl.h"
 
 #define KNC_MAX_GPUS 64
+#define KNC_CUBLAS_WORKSPACE ((size_t)32 << 20)
 
 #define KN_CUBLAS_TRY(call)                                                                          \
     do {                                                                                             \
@@ -43,7 +44,15 @@ static kn_status get_handle(int dev, cublasHandle_t *out) {
     if (!knc_handles[dev]) {
         KN_CUBLAS_TRY(cublasCreate(&knc_handles[dev]));
         KN_CUBLAS_TRY(cublasSetPointerMode(knc_handles[dev], CUBLAS_POINTER_MODE_HOST));
+        /* a workspace of its own, so that cuBLAS allocates nothing while a CUDA graph is
+         * captured (32 MiB: what cuBLAS asks for on Hopper); held for the process */
+        void *ws = NULL;
+        KN_CUDA_TRY(cudaSetDevice(dev));
+        KN_CUDA_TRY(cudaMalloc(&ws, KNC_CUBLAS_WORKSPACE));
+        KN_CUBLAS_TRY(cublasSetWorkspace(knc_handles[dev], ws, KNC_CUBLAS_WORKSPACE));
     }
+    /* on kiln's stream of the moment (a capture's, or the legacy default stream) */
+    KN_CUBLAS_TRY(cublasSetStream(knc_handles[dev], knc_stream));
     *out = knc_handles[dev];
     return KN_OK;
 }
@@ -106,7 +115,7 @@ KNC_KERNEL(knc_matmul) {
     cublasHandle_t h = NULL;
     if (st == KN_OK) st = get_handle(knc_dev(in).index, &h);
     if (st == KN_OK && k == 0) { /* an empty sum: zeros (cuBLAS would reject lda = 0) */
-        cudaError_t e = cudaMemsetAsync(kn_tensor_data(*out), 0, (size_t)(m * nn * nbatch) * kn_dtype_size(dt));
+        cudaError_t e = cudaMemsetAsync(kn_tensor_data(*out), 0, (size_t)(m * nn * nbatch) * kn_dtype_size(dt), knc_stream);
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
             st = kn_error(KN_ERR_DEVICE, "matmul: cudaMemsetAsync failed: %s", cudaGetErrorString(e));

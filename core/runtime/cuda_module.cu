@@ -125,7 +125,7 @@ extern "C" kn_status kn_cuda_module_kernel(const kn_cuda_module *m, const char *
 }
 
 extern "C" kn_status kn_cuda_launch_kernel(void *fn, const char *name, kn_cuda_launch l, void **args) {
-    cudaError_t e = cudaLaunchKernel((const void *)fn, dim3(l.grid), dim3(l.block), args, 0, 0);
+    cudaError_t e = cudaLaunchKernel((const void *)fn, dim3(l.grid), dim3(l.block), args, 0, knc_stream);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         return kn_error(KN_ERR_DEVICE, "launching generated kernel %s (grid %u, block %u): %s", name, l.grid, l.block,

@@ -151,8 +151,8 @@ __global__ void __launch_bounds__(32 * KNC_NORM_WARPS)
 template <typename T, int K>
 static kn_status norm_warp_launch(int which, const T *a, const T *b1, const T *b2, T *y, int64_t rows, int c, double eps) {
     unsigned g = (unsigned)((rows + KNC_NORM_WARPS - 1) / KNC_NORM_WARPS);
-    if (which == 2) knc_layernorm_dx_warp<T, K><<<g, 32 * KNC_NORM_WARPS>>>(a, b1, b2, y, rows, c, eps);
-    else knc_layernorm_warp<T, K><<<g, 32 * KNC_NORM_WARPS>>>(a, b1, b2, y, rows, c, eps);
+    if (which == 2) knc_layernorm_dx_warp<T, K><<<g, 32 * KNC_NORM_WARPS, 0, knc_stream>>>(a, b1, b2, y, rows, c, eps);
+    else knc_layernorm_warp<T, K><<<g, 32 * KNC_NORM_WARPS, 0, knc_stream>>>(a, b1, b2, y, rows, c, eps);
     KNC_LAUNCHED(knc_layernorm_warp);
     return KN_OK;
 }
@@ -223,8 +223,8 @@ static kn_status norm_launch(const kn_node *n, const kn_tensor *const *in, kn_te
         if (c <= 768) return norm_warp_launch<T, 24>(which, a, b1, b2, y, rows, ci, eps);
         return norm_warp_launch<T, 32>(which, a, b1, b2, y, rows, ci, eps);
     }
-    if (which == 2) knc_layernorm_dx_rows<T><<<row_blocks(rows), KNC_THREADS>>>(a, b1, b2, y, c, eps);
-    else knc_layernorm_rows<T><<<row_blocks(rows), KNC_THREADS>>>(a, b1, b2, y, c, eps);
+    if (which == 2) knc_layernorm_dx_rows<T><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(a, b1, b2, y, c, eps);
+    else knc_layernorm_rows<T><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(a, b1, b2, y, c, eps);
     KNC_LAUNCHED(knc_layernorm_rows);
     return KN_OK;
 }
@@ -349,7 +349,10 @@ __global__ void __launch_bounds__(KNC_THREADS)
     double s;
     knc_lse_scan<T, VEC>(row, v, m, s);
     double lse = knc_block_lse((double)m, s, shm, shs);
-    if (threadIdx.x == 0) term[blockIdx.x] = lse - (double)row[knc_target(t, i32, blockIdx.x)];
+    /* a target outside the row (only possible in a captured graph, where the host does not
+     * check them first) gives NaN, never a read outside the row */
+    int64_t tg = knc_target(t, i32, blockIdx.x);
+    if (threadIdx.x == 0) term[blockIdx.x] = tg >= 0 && tg < v ? lse - (double)row[tg] : (double)NAN;
 }
 
 /* loss = the mean of the rows' terms, one block, in a fixed order. */
@@ -440,8 +443,8 @@ static kn_status ce_launch(const kn_tensor *const *in, kn_tensor *out, bool bwd)
         const T *dl = (const T *)kn_tensor_data(in[0]);
         T *dx = (T *)kn_tensor_data(out);
         if (vec && aligned16(dx))
-            knc_ce_bwd_rows<T, true><<<row_blocks(rows), KNC_THREADS>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);
-        else knc_ce_bwd_rows<T, false><<<row_blocks(rows), KNC_THREADS>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);
+            knc_ce_bwd_rows<T, true><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);
+        else knc_ce_bwd_rows<T, false><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);
         KNC_LAUNCHED(knc_ce_bwd_rows);
         return KN_OK;
     }
@@ -451,12 +454,12 @@ static kn_status ce_launch(const kn_tensor *const *in, kn_tensor *out, bool bwd)
     kn_status st = KN_OK;
     double *tp = (double *)kn_tensor_data(term);
     if (rows > 0) {
-        if (vec) knc_ce_rows<T, true><<<row_blocks(rows), KNC_THREADS>>>(x, kn_tensor_data(t), i32, v, tp);
-        else knc_ce_rows<T, false><<<row_blocks(rows), KNC_THREADS>>>(x, kn_tensor_data(t), i32, v, tp);
+        if (vec) knc_ce_rows<T, true><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(x, kn_tensor_data(t), i32, v, tp);
+        else knc_ce_rows<T, false><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(x, kn_tensor_data(t), i32, v, tp);
         st = knc_check_launch("knc_ce_rows", __FILE__, __LINE__);
     }
     if (st == KN_OK) {
-        knc_ce_total<T><<<1, KNC_THREADS>>>(tp, rows, (T *)kn_tensor_data(out));
+        knc_ce_total<T><<<1, KNC_THREADS, 0, knc_stream>>>(tp, rows, (T *)kn_tensor_data(out));
         st = knc_check_launch("knc_ce_total", __FILE__, __LINE__);
     }
     kn_tensor_free(term); /* stream order: the kernels reading it run before any reuse */
@@ -467,7 +470,7 @@ static kn_status ce_any(const kn_node *n, const kn_tensor *const *in, kn_tensor 
     const kn_tensor *lg = bwd ? in[1] : in[0], *t = bwd ? in[2] : in[1];
     if (!is_float(lg->dtype)) return knc_unsupported(n, lg->dtype);
     if (bwd && in[0]->dtype != lg->dtype) return knc_unsupported(n, in[0]->dtype);
-    KN_TRY(check_targets(n, t, lg->shape[lg->ndim - 1]));
+    if (!knc_capturing()) KN_TRY(check_targets(n, t, lg->shape[lg->ndim - 1])); /* a sync: not in a graph */
     KN_TRY(knc_new_out(n, knc_dev(in), out));
     kn_status st = lg->dtype == KN_DT_F32 ? ce_launch<float>(in, *out, bwd) : ce_launch<double>(in, *out, bwd);
     if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }

@@ -15,6 +15,8 @@
  * agree bitwise. The host round trip (n indices) also validates them. */
 #include <string.h>
 
+#include <cub/device/device_radix_sort.cuh>
+
 #include "runtime/cuda_impl.h"
 
 /* ---------------------------------------------------------------- shared helpers */
@@ -26,7 +28,17 @@ kn_status knc_check_launch(const char *kernel, const char *file, int line) {
                     cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
+/* The node's output: a new tensor, or the one the caller placed in *out (a compiled
+ * program's memory plan: contiguous, of the node's type, on this GPU). */
 kn_status knc_new_out(const kn_node *n, kn_device dev, kn_tensor **out) {
+    if (*out) {
+        const kn_tensor *t = *out;
+        bool ok = t->dtype == n->type.dtype && t->ndim == n->type.ndim && kn_tensor_is_contiguous(t) &&
+                  kn_device_equal(t->storage->device, dev);
+        for (int d = 0; ok && d < t->ndim; d++) ok = t->shape[d] == n->type.shape[d];
+        return ok ? KN_OK : kn_error(KN_ERR_INTERNAL, "%s: the output given is not a contiguous tensor of the node's "
+                                     "type on this GPU", kn_op_name(n->op));
+    }
     return kn_tensor_empty_on(out, dev, n->type.dtype, n->type.ndim, n->type.shape);
 }
 
@@ -131,7 +143,7 @@ static void transpose_launch(const knc_strides &s, int p, const void *src, void 
     else bi = b;
     dim3 grid((unsigned)((s.shape[last] + 31) / 32), (unsigned)((s.shape[p] + 31) / 32),
               (unsigned)(nbatch < 65535 ? nbatch : 65535));
-    knc_transpose_kernel<E, I><<<grid, dim3(32, 8)>>>(bi, (I)nbatch, (I)s.shape[last], (I)s.shape[p], (I)s.st[last][0],
+    knc_transpose_kernel<E, I><<<grid, dim3(32, 8), 0, knc_stream>>>(bi, (I)nbatch, (I)s.shape[last], (I)s.shape[p], (I)s.st[last][0],
                                                     (I)s.st[p][1], (const E *)src, (E *)dst);
 }
 
@@ -142,10 +154,10 @@ static void copy_launch(const knc_strides &s, int64_t total, const void *src, vo
     if (p >= 0 && u32) transpose_launch<E, uint32_t>(s, p, src, dst);
     else if (p >= 0) transpose_launch<E, int64_t>(s, p, src, dst);
     else if (u32)
-        knc_copy_kernel<E, uint32_t><<<knc_blocks(total), KNC_THREADS>>>(knc_narrow(s), (uint32_t)total,
+        knc_copy_kernel<E, uint32_t><<<knc_blocks(total), KNC_THREADS, 0, knc_stream>>>(knc_narrow(s), (uint32_t)total,
                                                                           (const E *)src, (E *)dst);
     else
-        knc_copy_kernel<E, int64_t><<<knc_blocks(total), KNC_THREADS>>>(s, total, (const E *)src, (E *)dst);
+        knc_copy_kernel<E, int64_t><<<knc_blocks(total), KNC_THREADS, 0, knc_stream>>>(s, total, (const E *)src, (E *)dst);
 }
 
 kn_status knc_strided_copy(size_t es, int ndim, const int64_t *shape, const void *src, const int64_t *sstr,
@@ -269,7 +281,7 @@ KNC_KERNEL(knc_slice_grad) {
     KN_TRY(knc_new_out(n, knc_dev(in), out));
     size_t es = kn_dtype_size(t->dtype);
     kn_status s = KN_OK;
-    cudaError_t e = cudaMemsetAsync(kn_tensor_data(*out), 0, (size_t)kn_tensor_numel(*out) * es);
+    cudaError_t e = cudaMemsetAsync(kn_tensor_data(*out), 0, (size_t)kn_tensor_numel(*out) * es, knc_stream);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         s = kn_error(KN_ERR_DEVICE, "slice_grad: cudaMemsetAsync failed: %s", cudaGetErrorString(e));
@@ -300,33 +312,33 @@ static int64_t first_bad(const int64_t *h, int64_t n, int64_t v) {
     return -1;
 }
 
+/* The index tensor's element i (i32 or i64), read on the device. */
+__device__ inline int64_t knc_index_at(const void *idx, bool i32, int64_t i) {
+    return i32 ? (int64_t)((const int32_t *)idx)[i] : ((const int64_t *)idx)[i];
+}
+
+/* out[i, :] = w[idx[i], :]. An index outside the table (possible only in a captured graph,
+ * where the host does not check the indices first) gives a row of NaN, never a read
+ * outside the table. */
 template <typename T>
-__global__ void knc_embedding_kernel(const T *w, const int64_t *idx, int64_t n, int64_t d, T *out) {
+__global__ void knc_embedding_kernel(const T *w, const void *idx, bool i32, int64_t n, int64_t v, int64_t d, T *out) {
     int64_t total = n * d;
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
-        int64_t i = e / d, j = e - i * d;
-        out[e] = w[idx[i] * d + j];
+        int64_t i = e / d, j = e - i * d, r = knc_index_at(idx, i32, i);
+        out[e] = r >= 0 && r < v ? w[r * d + j] : (T)NAN;
     }
 }
 
-/* One block per touched row r = rows[b]: dw[r, :] = sum over its positions, in order. */
-template <typename T>
-__global__ void knc_embedding_grad_kernel(const T *dy, const int64_t *order, const int64_t *start,
-                                          const int64_t *rows, int64_t d, T *dw) {
-    int64_t b = blockIdx.x, r = rows[b], p0 = start[b], p1 = start[b + 1];
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-        T s = 0;
-        for (int64_t p = p0; p < p1; p++) s += dy[order[p] * d + j];
-        dw[r * d + j] = s;
-    }
-}
-
-/* Upload host indices as a device i64 array from the allocator (freed with kn_tensor_free). */
-static kn_status upload_i64(kn_device dev, const int64_t *h, int64_t n, kn_tensor **out) {
-    int64_t shape[1] = {n};
-    KN_TRY(kn_tensor_empty_on(out, dev, KN_DT_I64, 1, shape));
-    kn_status st = kn_device_memcpy(dev, kn_tensor_data(*out), KN_CPU, h, (size_t)n * sizeof(int64_t));
-    if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
+/* Indices checked on the host, as the CPU does (KN_ERR_ARG naming the first bad one). A
+ * copy to the host is a synchronization, which a captured graph cannot hold: there the
+ * kernels guard themselves instead. */
+static kn_status check_indices(const kn_node *n, const kn_tensor *idx, int64_t v) {
+    if (knc_capturing()) return KN_OK;
+    int64_t *h = NULL;
+    KN_TRY(knc_indices_to_host(idx, &h));
+    int64_t bad = first_bad(h, kn_tensor_numel(idx), v);
+    kn_status st = bad >= 0 ? bad_index(n, h[bad], bad, v) : KN_OK;
+    kn_free(h);
     return st;
 }
 
@@ -334,77 +346,100 @@ KNC_KERNEL(knc_embedding) {
     const kn_tensor *w = in[0], *idx = in[1];
     int64_t v = w->shape[0], d = w->shape[1], cnt = kn_tensor_numel(idx);
     if (w->dtype != KN_DT_F32 && w->dtype != KN_DT_F64) return knc_unsupported(n, w->dtype);
-    int64_t *h = NULL;
-    KN_TRY(knc_indices_to_host(idx, &h));
-    int64_t bad = first_bad(h, cnt, v);
-    kn_tensor *di = NULL;
-    kn_status st = bad >= 0 ? bad_index(n, h[bad], bad, v) : upload_i64(knc_dev(in), h, cnt, &di);
-    kn_free(h);
-    if (st == KN_OK) st = knc_new_out(n, knc_dev(in), out);
-    if (st == KN_OK && cnt * d > 0) {
-        unsigned g = knc_blocks(cnt * d);
-        if (w->dtype == KN_DT_F32)
-            knc_embedding_kernel<float><<<g, KNC_THREADS>>>((const float *)kn_tensor_data(w), (const int64_t *)kn_tensor_data(di), cnt, d, (float *)kn_tensor_data(*out));
-        else
-            knc_embedding_kernel<double><<<g, KNC_THREADS>>>((const double *)kn_tensor_data(w), (const int64_t *)kn_tensor_data(di), cnt, d, (double *)kn_tensor_data(*out));
-        st = knc_check_launch("knc_embedding_kernel", __FILE__, __LINE__);
-        if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
-    }
-    kn_tensor_free(di);
+    KN_TRY(check_indices(n, idx, v));
+    KN_TRY(knc_new_out(n, knc_dev(in), out));
+    if (cnt * d == 0) return KN_OK;
+    unsigned g = knc_blocks(cnt * d);
+    bool i32 = idx->dtype == KN_DT_I32;
+    if (w->dtype == KN_DT_F32)
+        knc_embedding_kernel<float><<<g, KNC_THREADS, 0, knc_stream>>>((const float *)kn_tensor_data(w), kn_tensor_data(idx), i32, cnt, v, d, (float *)kn_tensor_data(*out));
+    else
+        knc_embedding_kernel<double><<<g, KNC_THREADS, 0, knc_stream>>>((const double *)kn_tensor_data(w), kn_tensor_data(idx), i32, cnt, v, d, (double *)kn_tensor_data(*out));
+    kn_status st = knc_check_launch("knc_embedding_kernel", __FILE__, __LINE__);
+    if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
     return st;
+}
+
+/* embedding_grad, all on the device (no copy to the host, so a CUDA graph can hold it) and
+ * deterministic: dw[r, :] is the sum of dy over the positions whose index is r, added in
+ * increasing position order, whatever the launch.
+ *   1. keys[i] = idx[i] (v for an index outside the table: sorted last, read by no row),
+ *      values[i] = i;
+ *   2. a stable radix sort by key (CUB): the positions grouped by row, in increasing order;
+ *   3. start[r] = the first sorted position whose key is >= r, for r in [0, v];
+ *   4. a block per row sums its positions in order (zero for a row no position names). */
+__global__ void knc_eg_keys(const void *idx, bool i32, int64_t cnt, int64_t v, int64_t *keys, int64_t *pos) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < cnt; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = knc_index_at(idx, i32, i);
+        keys[i] = r >= 0 && r < v ? r : v;
+        pos[i] = i;
+    }
+}
+
+__global__ void knc_eg_starts(const int64_t *keys, int64_t cnt, int64_t v, int64_t *start) {
+    for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r <= v; r += (int64_t)gridDim.x * blockDim.x) {
+        int64_t lo = 0, hi = cnt;
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (keys[mid] < r) lo = mid + 1;
+            else hi = mid;
+        }
+        start[r] = lo;
+    }
+}
+
+template <typename T>
+__global__ void knc_embedding_grad_kernel(const T *dy, const int64_t *order, const int64_t *start, int64_t v, int64_t d,
+                                          T *dw) {
+    for (int64_t r = blockIdx.x; r < v; r += gridDim.x) {
+        int64_t p0 = start[r], p1 = start[r + 1];
+        for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+            T s = 0;
+            for (int64_t p = p0; p < p1; p++) s += dy[order[p] * d + j];
+            dw[r * d + j] = s;
+        }
+    }
 }
 
 KNC_KERNEL(knc_embedding_grad) {
     const kn_tensor *dy = in[0], *idx = in[1];
     int64_t v = n->type.shape[0], d = n->type.shape[1], cnt = kn_tensor_numel(idx);
     if (dy->dtype != KN_DT_F32 && dy->dtype != KN_DT_F64) return knc_unsupported(n, dy->dtype);
-    int64_t *h = NULL;
-    KN_TRY(knc_indices_to_host(idx, &h));
-    int64_t bad = first_bad(h, cnt, v);
-    if (bad >= 0) { kn_status st = bad_index(n, h[bad], bad, v); kn_free(h); return st; }
-    /* Counting sort by row: count[r], then the touched rows in increasing order, their list
-     * starts, and positions grouped by row in index order. One host buffer for all. */
-    int64_t *buf = (int64_t *)kn_calloc((size_t)(v + 1 + 3 * cnt + 2), sizeof(int64_t));
-    if (!buf) { kn_free(h); return kn_error(KN_ERR_OOM, "embedding_grad: out of host memory for %lld rows", (long long)v); }
-    int64_t *count = buf, *order = buf + v + 1, *rows = order + cnt, *start = rows + cnt, nrows = 0;
-    for (int64_t i = 0; i < cnt; i++) count[h[i]]++;
-    int64_t acc = 0;
-    for (int64_t r = 0; r < v; r++) {
-        int64_t c = count[r];
-        if (c) { rows[nrows] = r; start[nrows++] = acc; }
-        count[r] = acc; /* now the next free slot of row r */
-        acc += c;
-    }
-    start[nrows] = acc;
-    for (int64_t i = 0; i < cnt; i++) order[count[h[i]]++] = i;
-    kn_free(h);
-    kn_device dev = knc_dev(in);
-    kn_tensor *dorder = NULL, *drows = NULL, *dstart = NULL;
-    kn_status st = upload_i64(dev, order, cnt, &dorder);
-    if (st == KN_OK) st = upload_i64(dev, rows, nrows, &drows);
-    if (st == KN_OK) st = upload_i64(dev, start, nrows + 1, &dstart);
-    kn_free(buf);
-    if (st == KN_OK) st = knc_new_out(n, dev, out);
+    if (cnt > INT32_MAX) return kn_error(KN_ERR_UNSUPPORTED, "embedding_grad: %lld indices exceed the sort's int range", (long long)cnt);
+    KN_TRY(check_indices(n, idx, v));
+    KN_TRY(knc_new_out(n, knc_dev(in), out));
+    if (v * d == 0) return KN_OK;
+    int end_bit = 64 - __builtin_clzll((unsigned long long)v); /* keys lie in [0, v] */
+    size_t sort_bytes = 0;
+    cudaError_t e = cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, (const int64_t *)nullptr, (int64_t *)nullptr,
+                                                    (const int64_t *)nullptr, (int64_t *)nullptr, (int)cnt, 0, end_bit, knc_stream);
+    /* one scratch block: keys and positions in and out, v + 1 starts, CUB's own bytes */
+    size_t lists = (size_t)(4 * cnt + v + 1) * sizeof(int64_t);
+    int64_t sshape[1] = {(int64_t)(lists + sort_bytes)};
+    kn_tensor *scratch = NULL;
+    kn_status st = e == cudaSuccess ? kn_tensor_empty_on(&scratch, knc_dev(in), KN_DT_U8, 1, sshape)
+                                    : kn_error(KN_ERR_DEVICE, "embedding_grad: CUB's sort size query failed: %s", cudaGetErrorString(e));
     if (st == KN_OK) {
-        size_t es = kn_dtype_size(dy->dtype);
-        cudaError_t e = cudaMemsetAsync(kn_tensor_data(*out), 0, (size_t)(v * d) * es);
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            st = kn_error(KN_ERR_DEVICE, "embedding_grad: cudaMemsetAsync failed: %s", cudaGetErrorString(e));
-        } else if (nrows > 0 && d > 0) {
-            const int64_t *o = (const int64_t *)kn_tensor_data(dorder), *s = (const int64_t *)kn_tensor_data(dstart),
-                          *r = (const int64_t *)kn_tensor_data(drows);
+        int64_t *keys = (int64_t *)kn_tensor_data(scratch), *pos = keys + cnt, *skeys = pos + cnt, *order = skeys + cnt,
+                *start = order + cnt;
+        void *tmp = (char *)kn_tensor_data(scratch) + lists;
+        bool i32 = idx->dtype == KN_DT_I32;
+        if (cnt > 0) knc_eg_keys<<<knc_blocks(cnt), KNC_THREADS, 0, knc_stream>>>(kn_tensor_data(idx), i32, cnt, v, keys, pos);
+        e = cnt > 0 ? cub::DeviceRadixSort::SortPairs(tmp, sort_bytes, keys, skeys, pos, order, (int)cnt, 0, end_bit, knc_stream)
+                    : cudaSuccess;
+        if (e != cudaSuccess) st = kn_error(KN_ERR_DEVICE, "embedding_grad: CUB's radix sort failed: %s", cudaGetErrorString(e));
+        if (st == KN_OK) {
+            knc_eg_starts<<<knc_blocks(v + 1), KNC_THREADS, 0, knc_stream>>>(skeys, cnt, v, start);
+            unsigned rows = (unsigned)(v < (1 << 30) ? v : (1 << 30));
             if (dy->dtype == KN_DT_F32)
-                knc_embedding_grad_kernel<float><<<(unsigned)nrows, 128>>>((const float *)kn_tensor_data(dy), o, s, r, d, (float *)kn_tensor_data(*out));
+                knc_embedding_grad_kernel<float><<<rows, 128, 0, knc_stream>>>((const float *)kn_tensor_data(dy), order, start, v, d, (float *)kn_tensor_data(*out));
             else
-                knc_embedding_grad_kernel<double><<<(unsigned)nrows, 128>>>((const double *)kn_tensor_data(dy), o, s, r, d, (double *)kn_tensor_data(*out));
+                knc_embedding_grad_kernel<double><<<rows, 128, 0, knc_stream>>>((const double *)kn_tensor_data(dy), order, start, v, d, (double *)kn_tensor_data(*out));
             st = knc_check_launch("knc_embedding_grad_kernel", __FILE__, __LINE__);
         }
-        if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
     }
-    kn_tensor_free(dorder);
-    kn_tensor_free(drows);
-    kn_tensor_free(dstart);
+    kn_tensor_free(scratch); /* stream order: the kernels reading it run before any reuse */
+    if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
     return st;
 }
 

@@ -77,13 +77,13 @@ extern "C" kn_status kn_cuda_optim_step(int device, kn_optim *o, float *param, c
     if (o->n > 0) {
         unsigned blocks = knc_blocks(o->n);
         if (o->cfg.kind == KN_OPTIM_SGD) {
-            knc_sgd_kernel<<<blocks, KNC_THREADS>>>(param, grad, state, o->n, o->n_decay, lr, o->cfg.momentum,
+            knc_sgd_kernel<<<blocks, KNC_THREADS, 0, knc_stream>>>(param, grad, state, o->n, o->n_decay, lr, o->cfg.momentum,
                                                     o->cfg.weight_decay, o->step == 0);
             KNC_LAUNCHED(knc_sgd_kernel);
         } else {
             const double t = (double)(o->step + 1);
             const double c1 = 1.0 - pow(o->cfg.beta1, t), c2 = 1.0 - pow(o->cfg.beta2, t);
-            knc_adamw_kernel<<<blocks, KNC_THREADS>>>(param, grad, state, state + o->n, o->n, o->n_decay, lr,
+            knc_adamw_kernel<<<blocks, KNC_THREADS, 0, knc_stream>>>(param, grad, state, state + o->n, o->n, o->n_decay, lr,
                                                       o->cfg.beta1, o->cfg.beta2, o->cfg.eps, o->cfg.weight_decay,
                                                       c1, c2);
             KNC_LAUNCHED(knc_adamw_kernel);
@@ -98,7 +98,7 @@ extern "C" kn_status kn_cuda_scale(int device, float *x, int64_t n, double s) {
     if (device < 0) return kn_error(KN_ERR_ARG, "kn_cuda_scale: device index %d", device);
     if (n == 0) return KN_OK;
     KN_CUDA_TRY(cudaSetDevice(device));
-    knc_scale_kernel<<<knc_blocks(n), KNC_THREADS>>>(x, n, s);
+    knc_scale_kernel<<<knc_blocks(n), KNC_THREADS, 0, knc_stream>>>(x, n, s);
     KNC_LAUNCHED(knc_scale_kernel);
     return KN_OK;
 }
@@ -114,10 +114,10 @@ extern "C" kn_status kn_cuda_clip_grad_norm(int device, float *grad, int64_t n, 
     void *buf = NULL;
     KN_TRY(kn_device_alloc(dev, KNC_NORM_BLOCKS * sizeof(double), &buf));
     double *partial = (double *)buf, ss = 0.0;
-    knc_sumsq_partial<<<KNC_NORM_BLOCKS, KNC_THREADS>>>(grad, n, partial);
+    knc_sumsq_partial<<<KNC_NORM_BLOCKS, KNC_THREADS, 0, knc_stream>>>(grad, n, partial);
     kn_status st = knc_check_launch("knc_sumsq_partial", __FILE__, __LINE__);
     if (st == KN_OK) {
-        knc_sum_partials<<<1, KNC_THREADS>>>(partial, KNC_NORM_BLOCKS);
+        knc_sum_partials<<<1, KNC_THREADS, 0, knc_stream>>>(partial, KNC_NORM_BLOCKS);
         st = knc_check_launch("knc_sum_partials", __FILE__, __LINE__);
     }
     if (st == KN_OK) st = kn_device_memcpy(KN_CPU, &ss, dev, partial, sizeof ss);
@@ -125,7 +125,7 @@ extern "C" kn_status kn_cuda_clip_grad_norm(int device, float *grad, int64_t n, 
     KN_TRY(st);
     *norm = sqrt(ss);
     if (max_norm > 0.0 && *norm > max_norm) {
-        knc_scale_kernel<<<knc_blocks(n), KNC_THREADS>>>(grad, n, max_norm / (*norm + 1e-6));
+        knc_scale_kernel<<<knc_blocks(n), KNC_THREADS, 0, knc_stream>>>(grad, n, max_norm / (*norm + 1e-6));
         KNC_LAUNCHED(knc_scale_kernel);
     }
     return KN_OK;

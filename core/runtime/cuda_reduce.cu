@@ -185,7 +185,7 @@ static kn_status reduce_launch(int op, kn_device dev, const T *x, T *y, int64_t 
     int64_t chunk, nchunk, v = inner % W == 0 && ((uintptr_t)x & 15u) == 0 ? W : 1;
     unsigned gy = (unsigned)(outer < 65535 ? outer : 65535), gx = (unsigned)((inner + 32 * v - 1) / (32 * v));
     if (inner == 1 && r <= KNC_RED_WARP_ROW) {
-        knc_reduce_rows_warp<T><<<(unsigned)((outer + 7) / 8), KNC_THREADS>>>(op, x, y, outer, r);
+        knc_reduce_rows_warp<T><<<(unsigned)((outer + 7) / 8), KNC_THREADS, 0, knc_stream>>>(op, x, y, outer, r);
         KNC_LAUNCHED(knc_reduce_rows_warp);
         return KN_OK;
     }
@@ -200,18 +200,18 @@ static kn_status reduce_launch(int op, kn_device dev, const T *x, T *y, int64_t 
     }
     kn_status st;
     if (inner == 1) {
-        knc_reduce_rows<T><<<(unsigned)(outer * nchunk), KNC_THREADS>>>(op, x, y, part, r, chunk, nchunk);
+        knc_reduce_rows<T><<<(unsigned)(outer * nchunk), KNC_THREADS, 0, knc_stream>>>(op, x, y, part, r, chunk, nchunk);
         st = knc_check_launch("knc_reduce_rows", __FILE__, __LINE__);
     } else {
         unsigned by = chunk >= 256 ? 32 : chunk >= 128 ? 16 : chunk >= 32 ? 8 : 1;
         dim3 grid(gx, gy, (unsigned)nchunk), block(32, by);
-        if (v > 1) knc_reduce_cols<T, W><<<grid, block>>>(op, x, y, part, outer, r, inner, chunk);
-        else knc_reduce_cols<T, 1><<<grid, block>>>(op, x, y, part, outer, r, inner, chunk);
+        if (v > 1) knc_reduce_cols<T, W><<<grid, block, 0, knc_stream>>>(op, x, y, part, outer, r, inner, chunk);
+        else knc_reduce_cols<T, 1><<<grid, block, 0, knc_stream>>>(op, x, y, part, outer, r, inner, chunk);
         st = knc_check_launch("knc_reduce_cols", __FILE__, __LINE__);
     }
     if (st == KN_OK && part) {
         unsigned g = (unsigned)((outer * inner + KNC_THREADS / 32 - 1) / (KNC_THREADS / 32));
-        knc_reduce_parts<T><<<g, KNC_THREADS>>>(op, part, y, outer * inner, nchunk, inner, r);
+        knc_reduce_parts<T><<<g, KNC_THREADS, 0, knc_stream>>>(op, part, y, outer * inner, nchunk, inner, r);
         st = knc_check_launch("knc_reduce_parts", __FILE__, __LINE__);
     }
     kn_tensor_free(tmp); /* stream order: the kernels reading it run before any reuse */
@@ -363,10 +363,10 @@ static kn_status softmax_launch(const kn_node *n, const kn_tensor *const *in, kn
     bool lg = n->op == KN_OP_LOG_SOFTMAX || n->op == KN_OP_LOG_SOFTMAX_BWD;
     const T *a = (const T *)kn_tensor_data(in[0]);
     T *y = (T *)kn_tensor_data(out);
-    if (!bwd && i == 1) knc_softmax_rows<T><<<row_blocks(o), KNC_THREADS>>>(a, y, l, lg);
-    else if (!bwd) knc_softmax_cols<T><<<knc_blocks(o * i), KNC_THREADS>>>(a, y, o, l, i, lg);
-    else if (i == 1) knc_softmax_bwd_rows<T><<<row_blocks(o), KNC_THREADS>>>(a, (const T *)kn_tensor_data(in[1]), y, l, lg);
-    else knc_softmax_bwd_cols<T><<<knc_blocks(o * i), KNC_THREADS>>>(a, (const T *)kn_tensor_data(in[1]), y, o, l, i, lg);
+    if (!bwd && i == 1) knc_softmax_rows<T><<<row_blocks(o), KNC_THREADS, 0, knc_stream>>>(a, y, l, lg);
+    else if (!bwd) knc_softmax_cols<T><<<knc_blocks(o * i), KNC_THREADS, 0, knc_stream>>>(a, y, o, l, i, lg);
+    else if (i == 1) knc_softmax_bwd_rows<T><<<row_blocks(o), KNC_THREADS, 0, knc_stream>>>(a, (const T *)kn_tensor_data(in[1]), y, l, lg);
+    else knc_softmax_bwd_cols<T><<<knc_blocks(o * i), KNC_THREADS, 0, knc_stream>>>(a, (const T *)kn_tensor_data(in[1]), y, o, l, i, lg);
     KNC_LAUNCHED(knc_softmax);
     return KN_OK;
 }

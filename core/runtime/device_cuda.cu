@@ -78,9 +78,112 @@ static kn_status cuda_alloc(void *ctx, int index, size_t nbytes, void **out) {
     return kn_cache_alloc(c, nbytes, out);
 }
 
+/* ---- CUDA graphs
+ *
+ * A capture queues kiln's work on a stream of its own (knc_stream; the legacy default
+ * stream cannot be captured) and records it instead of running it. The graph keeps the
+ * addresses it was captured with, so every block the captured work touches must stay the
+ * graph's while it lives: during a capture, a freed block is held (kn_cuda_hold), not put
+ * back in the cache where other work could take it, and the program that owns the graph
+ * releases the hold when it frees the graph. Relaxed capture mode lets a cache miss call
+ * cudaMalloc during the capture. */
+cudaStream_t knc_stream = 0;
+
+struct kn_cuda_hold {
+    int device;
+    size_t n, cap;
+    struct held { void *ptr; size_t nbytes; } *blocks;
+};
+
+static kn_cuda_hold *knc_hold; /* the capture in progress, or NULL */
+static cudaStream_t knc_capture_streams[KN_CUDA_MAX_DEVICES];
+
 static void cuda_free(void *ctx, int index, void *ptr, size_t nbytes) {
     (void)ctx;
-    if (ptr) kn_cache_free(cuda_cache(index), ptr, nbytes);
+    if (!ptr) return;
+    if (knc_hold && knc_hold->device == index) {
+        if (knc_hold->n == knc_hold->cap) {
+            size_t cap = knc_hold->cap ? 2 * knc_hold->cap : 64;
+            void *b = kn_realloc(knc_hold->blocks, cap * sizeof *knc_hold->blocks);
+            if (b) { knc_hold->blocks = (kn_cuda_hold::held *)b; knc_hold->cap = cap; }
+        }
+        if (knc_hold->n < knc_hold->cap) { knc_hold->blocks[knc_hold->n++] = {ptr, nbytes}; return; }
+        /* out of host memory for the list: the block leaks rather than being reused */
+        kn_log(KN_LOG_WARN, "CUDA graph capture: out of host memory; a %zu-byte block is leaked", nbytes);
+        return;
+    }
+    kn_cache_free(cuda_cache(index), ptr, nbytes);
+}
+
+extern "C" void *kn_cuda_stream(void) { return (void *)knc_stream; }
+
+extern "C" kn_status kn_cuda_graph_begin(int device) {
+    if (knc_hold) return kn_error(KN_ERR_ARG, "kn_cuda_graph_begin: a capture is already in progress");
+    if (device < 0 || device >= KN_CUDA_MAX_DEVICES) return kn_error(KN_ERR_ARG, "kn_cuda_graph_begin: bad GPU %d", device);
+    KN_CUDA_TRY(cudaSetDevice(device));
+    if (!knc_capture_streams[device]) KN_CUDA_TRY(cudaStreamCreateWithFlags(&knc_capture_streams[device], cudaStreamNonBlocking));
+    kn_cuda_hold *h = (kn_cuda_hold *)kn_calloc(1, sizeof *h);
+    if (!h) return kn_error(KN_ERR_OOM, "kn_cuda_graph_begin: out of memory");
+    h->device = device;
+    /* what the legacy stream queued before the capture is done before the captured work */
+    KN_CUDA_TRY(cudaDeviceSynchronize());
+    cudaError_t e = cudaStreamBeginCapture(knc_capture_streams[device], cudaStreamCaptureModeRelaxed);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        kn_free(h);
+        return kn_error(KN_ERR_DEVICE, "cudaStreamBeginCapture failed: %s", cudaGetErrorString(e));
+    }
+    knc_hold = h;
+    knc_stream = knc_capture_streams[device];
+    return KN_OK;
+}
+
+extern "C" kn_status kn_cuda_graph_end(bool ok, void **exec, kn_cuda_hold **hold) {
+    *exec = NULL;
+    *hold = knc_hold;
+    if (!knc_hold) return kn_error(KN_ERR_ARG, "kn_cuda_graph_end: no capture in progress");
+    cudaStream_t s = knc_stream;
+    knc_stream = 0;
+    knc_hold = NULL;
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(s, &g);
+    if (e != cudaSuccess || !ok) {
+        (void)cudaGetLastError();
+        if (g) cudaGraphDestroy(g);
+        return ok ? kn_error(KN_ERR_DEVICE, "cudaStreamEndCapture failed: %s (a call during the capture that a "
+                             "graph cannot hold, e.g. a synchronous copy)", cudaGetErrorString(e))
+                  : KN_OK;
+    }
+    cudaGraphExec_t x = NULL;
+    e = cudaGraphInstantiate(&x, g, 0);
+    cudaGraphDestroy(g);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return kn_error(KN_ERR_DEVICE, "cudaGraphInstantiate failed: %s", cudaGetErrorString(e));
+    }
+    *exec = (void *)x;
+    return KN_OK;
+}
+
+extern "C" kn_status kn_cuda_graph_launch(void *exec) {
+    KN_CUDA_TRY(cudaGraphLaunch((cudaGraphExec_t)exec, 0));
+    return KN_OK;
+}
+
+extern "C" void kn_cuda_graph_free(void *exec, kn_cuda_hold *hold) {
+    if (exec) KN_CUDA_WARN(cudaGraphExecDestroy((cudaGraphExec_t)exec));
+    if (!hold) return;
+    /* the graph's last launch may still run: wait before its blocks can be reused */
+    KN_CUDA_WARN(cudaDeviceSynchronize());
+    for (size_t i = 0; i < hold->n; i++) kn_cache_free(cuda_cache(hold->device), hold->blocks[i].ptr, hold->blocks[i].nbytes);
+    kn_free(hold->blocks);
+    kn_free(hold);
+}
+
+/* A device-to-device copy queued on kiln's stream (a graph's input refreshed before a launch). */
+extern "C" kn_status kn_cuda_copy_async(void *dst, const void *src, size_t nbytes) {
+    KN_CUDA_TRY(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, knc_stream));
+    return KN_OK;
 }
 
 static kn_status cuda_copy(void *ctx, int index, void *dst, bool dst_on_dev, const void *src, bool src_on_dev,

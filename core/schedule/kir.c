@@ -223,6 +223,22 @@ kn_status kn_kernel_lower(const kn_graph *g, const kn_schedule *s, int gi, kn_ke
     return st;
 }
 
+bool kn_kernel_same_map(const kn_kernel *k, int a, int b) {
+    if (!k || a < 0 || b < 0 || a >= k->nbufs || b >= k->nbufs) return false;
+    const kn_kbuf *x = &k->bufs[a], *y = &k->bufs[b];
+    if (x->dtype != y->dtype || x->offset != y->offset) return false;
+    for (int ax = 0; ax < k->ndim; ax++)
+        if (x->stride[ax] != y->stride[ax]) return false;
+    return true;
+}
+
+bool kn_kernel_inplace_buf(const kn_kernel *k, int b) {
+    if (!k || k->reduces || b < 0 || b >= k->nbufs) return false;
+    for (int c = 0; c < k->nbufs; c++)
+        if (k->bufs[c].store != k->bufs[b].store && kn_kernel_same_map(k, b, c)) return true;
+    return false;
+}
+
 kn_status kn_kernel_verify(const kn_kernel *k) {
     if (!k) return kn_error(KN_ERR_ARG, "kn_kernel_verify: NULL kernel");
 #define BAD(...) return kn_error(KN_ERR_INTERNAL, "kn_kernel_verify: " __VA_ARGS__)

@@ -137,6 +137,14 @@ void kn_kernel_clear(kn_kernel *k);
 /* Check the invariants every renderer relies on (operands earlier, loads in range, a full
  * entry never feeds an outer one except through an accumulator, ...). */
 kn_status kn_kernel_verify(const kn_kernel *k);
+/* Whether buffers a and b of k index their values alike: the same dtype, offset and
+ * strides, so element i of the space is at the same place in both. */
+bool kn_kernel_same_map(const kn_kernel *k, int a, int b);
+/* Whether buffer b of an elementwise kernel (no reduction) may share its memory with a
+ * buffer of the other kind (a store with a load) that it indexes alike: the memory plan
+ * may then write the store in place over the load (core/program/program.c), so the C
+ * renderer declares such pointers without `restrict`. */
+bool kn_kernel_inplace_buf(const kn_kernel *k, int b);
 kn_status kn_kernel_print(FILE *f, const kn_kernel *k);
 
 /* ---------------------------------------------------------------- C code */

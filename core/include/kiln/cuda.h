@@ -68,6 +68,20 @@ kn_status kn_cuda_launch_kernel(void *fn, const char *name, kn_cuda_launch l, vo
 void kn_cuda_module_free(kn_cuda_module *m);
 kn_status kn_cuda_limits_get(int device, kn_cuda_limits *lim, int *major, int *minor);
 
+/* CUDA graphs (core/runtime/device_cuda.cu): kn_cuda_graph_begin starts capturing what kiln
+ * queues on GPU `device` (kn_cuda_stream() is then the capture's stream; blocks freed during
+ * the capture are held for the graph); kn_cuda_graph_end stops, and with ok instantiates the
+ * graph (*exec) and hands over the held blocks (*hold), both released by kn_cuda_graph_free
+ * (after the graph's last launch is done). kn_cuda_graph_launch replays on the legacy
+ * default stream, in order with the rest of kiln's work. */
+typedef struct kn_cuda_hold kn_cuda_hold;
+void *kn_cuda_stream(void);
+kn_status kn_cuda_graph_begin(int device);
+kn_status kn_cuda_graph_end(bool ok, void **exec, kn_cuda_hold **hold);
+kn_status kn_cuda_graph_launch(void *exec);
+void kn_cuda_graph_free(void *exec, kn_cuda_hold *hold);
+kn_status kn_cuda_copy_async(void *dst, const void *src, size_t nbytes);
+
 /* Whether op has a CUDA kernel (false for sources, which have no operand on a GPU: a
  * `full` runs on the CPU and its consumer copies it over; false for invalid ops). */
 bool kn_cuda_has_kernel(kn_op op);

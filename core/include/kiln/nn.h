@@ -121,6 +121,8 @@ typedef struct kn_trainer {
                               * on a GPU (KN_PROGRAM_COMPILED; set with kn_trainer_set_compiled) */
     bool cuda_emu;           /* compiled on the CPU: the CUDA kernels under the emulator
                               * (kn_program_opts.cuda_emu; a test of the GPU's code path) */
+    bool cuda_graph;         /* compiled on a GPU: replay the step as one CUDA graph
+                              * (kn_program_set_cuda_graph) */
     const char *passes;      /* borrowed: the pass list the programs are compiled with
                               * (kiln/passes.h; NULL: none), applied by kn_trainer_set_compiled */
     /* The step's state: ONE set, on dev (KN_CPU unless kn_trainer_to_device moved it).
@@ -141,6 +143,15 @@ typedef struct kn_trainer {
      * reduce-scatter for a sharded optimizer). Clip and the optimizer run after it. */
     kn_status (*grad_hook)(struct kn_trainer *t, float *grad, int64_t n, void *ctx);
     void *grad_hook_ctx;
+    /* Loss scaling (kiln/optim.h, core/nn/loss_scale.c): mode NONE until
+     * kn_trainer_set_loss_scale. Each step then differentiates loss * scale, divides the
+     * gradients by it before the clip, and skips the update when they hold inf or NaN. */
+    kn_loss_scaler scaler;
+    kn_tensor *scale_in;     /* owned, on dev: f32 0-d, the scale, bound as input "loss_scale"
+                              * (NULL: no scaling) */
+    bool skipped;            /* the last kn_trainer_step found inf/NaN and skipped its update */
+    bool inject_inf;         /* a test hook: the next step puts +inf into the first gradient
+                              * (before the check), then clears it */
 } kn_trainer;
 
 kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_optim_config *ocfg, double clip);
@@ -158,6 +169,17 @@ kn_status kn_trainer_step(kn_trainer *t, const int32_t *x, const int32_t *y, dou
  * lr, on the trainer's device (its backend's kernels); *gnorm (may be NULL) the norm.
  * kiln bench times it on its own. */
 kn_status kn_trainer_optimize(kn_trainer *t, double lr, double *gnorm);
+/* Loss scaling for the following steps (s copied; kiln/optim.h): mode NONE turns it off.
+ * Turning it on or off recompiles the step with or without the 0-d input "loss_scale"
+ * that multiplies the loss before the backward pass (the loss reported stays unscaled);
+ * a later change of the scale is only a 4-byte upload. With scaling on, kn_trainer_step
+ * divides the gradients by the scale before the clip, and when they hold inf or NaN
+ * (the loss being finite) it skips the update: parameters, optimizer state and opt.step
+ * are untouched, t->skipped is set, the skip is logged (KN_LOG_WARN), and *gnorm gets the
+ * non-finite norm; the scaler then follows kn_loss_scale_update. In f32 with a
+ * power-of-two scale the steps are bitwise those of an unscaled trainer. Call it after
+ * kn_trainer_to_device. Not with data parallelism (kn_dp_new refuses). */
+kn_status kn_trainer_set_loss_scale(kn_trainer *t, const kn_loss_scaler *s);
 /* The loss on a batch without updating anything. */
 kn_status kn_trainer_eval(kn_trainer *t, const int32_t *x, const int32_t *y, double *loss);
 /* Move the step to dev (a CUDA device): copy the parameter slab (model->p) and the

@@ -1,5 +1,5 @@
 /* kiln/optim.h — optimizers over flat f32 slabs: SGD with momentum, AdamW, global-norm
- * gradient clipping, and the warm-up + cosine learning-rate schedule.
+ * gradient clipping, the warm-up + cosine learning-rate schedule, and loss scaling for fp16.
  *
  * Parameters, gradients and optimizer state each live in ONE contiguous slab of n floats
  * (the model's tensors are views into it). That makes an optimizer step a single loop,
@@ -69,6 +69,69 @@ typedef struct kn_lr_schedule {
     int64_t warmup, total;
 } kn_lr_schedule;
 double kn_lr_at(const kn_lr_schedule *s, int64_t step);
+
+/* ---------------------------------------------------------------- loss scaling
+ * fp16 has 5 exponent bits: gradients below 2^-24 round to zero and the backward pass
+ * loses them. Loss scaling multiplies the loss by S before the backward pass (so every
+ * gradient is S times larger, up where fp16 holds it) and divides the gradients by S
+ * before the optimizer sees them. Dynamic loss scaling searches for the largest S that
+ * does not overflow: an inf or NaN in the gradients means S was too large, so that step
+ * is skipped (weights, optimizer state and its step count untouched) and S shrinks
+ * (backoff); after growth_interval clean steps in a row S grows. PyTorch's GradScaler and
+ * apex's dynamic loss scaler follow the same rule. bf16 keeps f32's exponent range and
+ * needs none of this (lesson 09). With a power-of-two S the f32 arithmetic of the scaled
+ * step is exact: the same bits as without scaling, unless a value overflows. */
+
+typedef enum kn_loss_scale_mode {
+    KN_LOSS_SCALE_NONE = 0, /* no scaling (f32, bf16) */
+    KN_LOSS_SCALE_FIXED,    /* a constant scale; a step with inf/NaN gradients is still skipped */
+    KN_LOSS_SCALE_DYNAMIC,  /* backoff on inf/NaN, growth after growth_interval clean steps */
+} kn_loss_scale_mode;
+
+typedef struct kn_loss_scaler {
+    kn_loss_scale_mode mode;
+    double scale;             /* S: the loss is multiplied by it, the gradients divided */
+    double growth_factor;     /* dynamic: S *= growth_factor after growth_interval clean steps (2) */
+    double backoff_factor;    /* dynamic: S *= backoff_factor on inf/NaN (0.5) */
+    int64_t growth_interval;  /* dynamic: clean steps in a row before S grows (2000) */
+    double min_scale;         /* dynamic: S never goes below (2^-24) ... */
+    double max_scale;         /* ... nor above (2^24) */
+    int64_t good_steps;       /* clean steps since S last changed (or since the last skip) */
+    int64_t skipped;          /* steps skipped so far (inf/NaN found) */
+} kn_loss_scaler;
+
+/* No scaling (mode NONE, scale 1). */
+kn_loss_scaler kn_loss_scaler_none(void);
+/* PyTorch's GradScaler defaults: S = 2^16, growth 2, backoff 0.5, interval 2000, S in
+ * [2^-24, 2^24]. */
+kn_loss_scaler kn_loss_scaler_dynamic(void);
+/* KN_ERR_ARG naming the field when s cannot be used: scale not finite and > 0; dynamic:
+ * growth_factor <= 1, backoff_factor outside (0, 1), growth_interval < 1, or not
+ * 0 < min_scale <= scale <= max_scale. */
+kn_status kn_loss_scaler_check(const kn_loss_scaler *s);
+/* Parse `kiln train --loss-scale`: "auto" (dynamic when fp16, else none), "none",
+ * "dynamic[:INIT[:INTERVAL]]" (initial scale, growth interval), or a number > 0 (fixed).
+ * KN_ERR_ARG naming the text when it is none of those. */
+kn_status kn_loss_scaler_parse(const char *text, bool fp16, kn_loss_scaler *out);
+/* "none", "fixed 1024", "dynamic 65536 (x2 after 2000 clean steps, x0.5 on inf/NaN)". */
+void kn_loss_scaler_describe(const kn_loss_scaler *s, char *buf, size_t n);
+/* The number of inf and NaN values in x[0..n) (host memory). */
+int64_t kn_count_nonfinite(const float *x, int64_t n);
+
+/* ---------------------------------------------------------------- lab 09 units
+ * Written by the student in labs/lab09-precision/ (the staff's units are linked for every
+ * other lab); kiln's trainer calls it after every scaled step (core/nn/trainer.c). The
+ * rounding units of lab 09 (kn_f32_to_bf16, kn_f32_to_f16) are declared in kiln/base.h.
+ *
+ * kn_loss_scale_update (scaler.c): the scaler's rule after a step whose gradients were
+ * checked. KN_ERR_ARG for NULL or a scaler kn_loss_scaler_check refuses (s unchanged).
+ *   mode NONE: nothing changes.
+ *   found_inf (the step was skipped): skipped += 1, good_steps = 0; dynamic: S *=
+ *     backoff_factor, but not below min_scale.
+ *   clean: good_steps += 1; dynamic: when good_steps reaches growth_interval, S *=
+ *     growth_factor (not above max_scale) and good_steps = 0.
+ * A fixed scaler counts skipped and good steps but keeps S. */
+kn_status kn_loss_scale_update(kn_loss_scaler *s, bool found_inf);
 
 #ifdef __cplusplus
 }

@@ -373,6 +373,54 @@ kn_status kn_pass_cse(kn_graph *g, kn_pass_stats *st);
 kn_status kn_algebra_rules(const kn_rule **rules, int *n);
 kn_status kn_view_rules(const kn_rule **rules, int *n);
 
+/* ---------------------------------------------------------------- lab 08 units
+ * Declared here, called by the core (the compiled program's memory plan, core/program/
+ * program.c, and the remat pass, core/passes/remat.c), written by students in
+ * labs/lab08-memory/ (the staff's reference units are linked for every other lab).
+ *
+ * kn_mem_liveness (liveness.c): the lifetimes of the values of a schedule. steps[s] lists
+ * the values step s writes (defs) and reads (uses), values numbered 0 .. nvalues-1. For
+ * each value v, first[v] receives the step that writes it and last[v] the last step that
+ * writes or reads it (a value nobody reads dies where it is made: last = first); a value
+ * read but never written (an input, a parameter) gets first = -1 and last its last read;
+ * a value no step touches gets -1 and -1. KN_ERR_ARG (nothing written) for a value
+ * outside 0 .. nvalues-1, a value written by two steps (or twice by one), a value read by
+ * a step before the step that writes it, a negative count or a NULL array with a
+ * positive count.
+ *
+ * kn_mem_assign_offsets (offsets.c): one arena for buffers whose lifetimes may not
+ * overlap. bufs[i] is a size in bytes and a lifetime [first, last] of steps (inclusive);
+ * two buffers conflict when their lifetimes share a step and their byte ranges
+ * [offset, offset + size) intersect. Greedy by size (TFLite's arena planner): take the
+ * buffers largest first (equal sizes: the lower index first) and give each the lowest
+ * offset at which it conflicts with no buffer placed before it. offsets[i] receives
+ * buffer i's offset (a zero-size buffer: 0), *arena the end of the highest buffer (0 for
+ * none). KN_ERR_ARG (nothing written) for a lifetime with first > last, a negative count,
+ * or a NULL array with a positive count. Sizes are taken as they are (the caller rounds
+ * them up to its alignment).
+ *
+ * kn_remat_selective (recompute.c): the ops selective activation checkpointing may
+ * recompute. recompute[i] receives true for node i of g when its op is cheap to run again:
+ * an elementwise op (category KN_CAT_ELEMENTWISE, dropout included: its clone draws the
+ * same mask), a view (KN_CAT_VIEW), a `full`, a layernorm or a normalize; false for every
+ * other node (inputs and params, matmuls, reductions, softmaxes, gathers, ...). KN_ERR_ARG
+ * for NULL arguments. */
+typedef struct kn_mem_step {
+    const int32_t *defs; /* the values the step writes */
+    int ndefs;
+    const int32_t *uses; /* the values it reads (a value may appear more than once) */
+    int nuses;
+} kn_mem_step;
+
+typedef struct kn_mem_buffer {
+    size_t size;         /* bytes */
+    int32_t first, last; /* the steps it lives over, both included */
+} kn_mem_buffer;
+
+kn_status kn_mem_liveness(const kn_mem_step *steps, int nsteps, int nvalues, int32_t *first, int32_t *last);
+kn_status kn_mem_assign_offsets(const kn_mem_buffer *bufs, int n, size_t *offsets, size_t *arena);
+kn_status kn_remat_selective(const kn_graph *g, bool *recompute);
+
 #ifdef __cplusplus
 }
 #endif

@@ -65,6 +65,10 @@ typedef struct kn_program_stats {
     double mem_sum;          /* bytes: every buffer its own allocation, all live at once */
     double mem_planned;      /* bytes: the arena the plan needs */
     double mem_lower;        /* bytes: the most live at one step (no plan needs less) */
+    int64_t graph_launches;  /* runs replayed as one CUDA graph (kn_program_set_cuda_graph) */
+    double mem_planned_separate; /* bytes: the arena with no value written in place */
+    int mem_inplace;         /* values an elementwise kernel wrote over an operand that died there */
+    double mem_inplace_bytes;    /* their bytes */
 } kn_program_stats;
 
 typedef struct kn_program kn_program;
@@ -81,6 +85,14 @@ kn_status kn_program_bind(kn_program *p, const char *name, const kn_tensor *t);
 /* Run every step in order; every input and param must be bound. Outputs stay until the
  * next run. */
 kn_status kn_program_run(kn_program *p);
+/* Replay the step as a CUDA graph (a compiled program on a GPU, without hooks, deferred
+ * params or step profiles): the next run is an ordinary run that warms up, the one after
+ * is captured, and every later run is one graph launch. The numbers are those of the runs
+ * without a graph, bit for bit (the same kernels in the same order). Inputs may be rebound
+ * between runs (they are copied into the buffers the graph reads); outputs stay the same
+ * tensors from run to run. KN_ERR_UNSUPPORTED says why a program cannot; off releases the
+ * graph. */
+kn_status kn_program_set_cuda_graph(kn_program *p, bool on);
 /* Output i of the last run (on the program's device), NULL when none. */
 const kn_tensor *kn_program_output(const kn_program *p, int i);
 
