@@ -860,7 +860,7 @@ static kn_status device_const(kn_program *p, int32_t v, const kn_tensor *host, k
     }
     return kn_tensor_alias(out, p->dev_const[v]);
 #else
-    (void)host; (void)out;
+    (void)p; (void)host; (void)out;
     return kn_error(KN_ERR_UNSUPPORTED, "%%%d: CUDA graphs need a build with CUDA", v);
 #endif
 }
