@@ -137,6 +137,17 @@ void bw_causal_softmax(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
     dx[0] = two(b, KN_OP_CAUSAL_SOFTMAX_BWD, dy, (kn_val){id}, &a);
 }
 
+/* flash_attn: one fused backward op recomputes the probabilities from the saved logsumexp
+ * (y's last column) and returns dq, dk, dv stacked; each wanted one is a slice of it. */
+void bw_flash_attn(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
+    kn_attrs a = node(b, id)->attrs;
+    kn_val in[5] = {in_(b, id, 0), in_(b, id, 1), in_(b, id, 2), (kn_val){id}, dy};
+    kn_val g = kn_builder_op(b, "kn_backward", KN_OP_FLASH_ATTN_BWD, 5, in, &a, NULL);
+    kn_type q = type_of(b, in[0]);
+    for (int k = 0; k < 3; k++)
+        if (kn_want(dx[k])) dx[k] = kn_reshape(b, kn_slice(b, g, 0, k, k + 1, 1), q.ndim, q.shape);
+}
+
 /* Sum over every axis but the last (a [..., C] value to [C]). */
 static kn_val sum_rows(kn_builder *b, kn_val v) {
     int nd = kn_val_ndim(b, v), axes[KN_MAX_DIMS];

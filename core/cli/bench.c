@@ -12,8 +12,9 @@
  * (kn_trainer_eval) and the median clip+optimizer ms, so step - forward - optimizer is
  * roughly the backward, and the peak of kiln's live GPU allocations from the caching
  * allocator. The last line is one JSON object with the same fields (plots/bench.sh reads
- * it beside plots/bench_torch.py's). */
+ * it beside plots/bench_torch.py's). `kiln bench-attn` (below) times attention alone. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,7 @@
 #if KN_HAVE_CUDA
 #include "kiln/cuda.h"
 #endif
+#include "kiln/autograd.h"
 #include "kiln/device.h"
 #include "kiln/kernels.h"
 #include "kiln/nn.h"
@@ -29,7 +31,7 @@
 
 typedef struct bench_opts {
     int vocab, context, layers, width, heads, batch, warmup, steps, profile;
-    bool tf32, cuda_graph;
+    bool tf32, cuda_graph, flash; /* flash: the flash pass after --passes (before remat) */
     char profile_out[512];
     uint64_t seed;
     char device[16];
@@ -70,7 +72,8 @@ static void usage(FILE *f) {
     fprintf(f, "usage: kiln bench [--vocab N] [--context N] [--layers N] [--width N] [--heads N] [--batch N]\n"
                "                  [--warmup N] [--steps N] [--seed N] [--device auto|cpu|cuda|cuda:N] [--profile N]\n"
                "                  [--profile-out FILE.tsv] [--tf32] [--mode compiled|interp] [--passes LIST]\n"
-               "                  [--remat none|selective|full|every:K|mincut] [--cuda-graph] [--precision fp32|bf16|fp16]\n"
+               "                  [--flash] [--remat none|selective|full|every:K|mincut] [--cuda-graph]\n"
+               "                  [--precision fp32|bf16|fp16]\n"
                "Times GPT training steps (fp32, AdamW, clip 1.0) on random tokens. Defaults: the GPT-2 124M\n"
                "shape: vocab 50304, context 1024, 12 layers, width 768, 12 heads, batch 8; 3 warm-up and\n"
                "10 timed steps; device auto (the first GPU when one is usable). --profile N adds one step\n"
@@ -82,8 +85,9 @@ static void usage(FILE *f) {
                "--mode compiled runs the step as fused generated kernels (C on the CPU, CUDA through NVRTC on a\n"
                "GPU); interp (the default on a GPU) node by node with the backend's kernels. On the CPU the\n"
                "default is compiled. --passes LIST\n"
-               "compiles the step with those graph passes (fold, views, algebra, cse, dce, all; default\n"
-               "none): with --mode, the rows of an ablation table. --remat POLICY recomputes activations in\n"
+               "compiles the step with those graph passes (fold, views, algebra, cse, dce, all, flash; default\n"
+               "none): with --mode, the rows of an ablation table. --flash adds the flash pass (flash\n"
+               "attention: no [B, H, T, T] matrix; kiln bench-attn times attention alone). --remat POLICY recomputes activations in\n"
                "the backward (the remat pass, after the others): it prints the step's largest live set, the\n"
                "lower bound of its activation memory, beside the time (plots/remat.sh plots every policy).\n"
                "--cuda-graph (with --mode compiled on a GPU) replays the step as one CUDA graph.\n"
@@ -112,6 +116,7 @@ static int parse(bench_opts *o, int argc, char **argv) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!strcmp(a, "--tf32")) { o->tf32 = true; continue; }
+        if (!strcmp(a, "--flash")) { o->flash = true; continue; }
         if (!strcmp(a, "--cuda-graph")) { o->cuda_graph = true; continue; }
         bool known = !strcmp(a, "--device") || !strcmp(a, "--seed") || !strcmp(a, "--profile-out") || !strcmp(a, "--mode") ||
                      !strcmp(a, "--passes") || !strcmp(a, "--remat") || !strcmp(a, "--precision");
@@ -232,12 +237,13 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     if (st == KN_OK) st = kn_trainer_to_device(&tr, dev);
     /* the default: compiled on the CPU, node by node on a GPU (as kiln train --mode auto) */
     bool compiled = !strcmp(o->mode, "compiled") || (!o->mode[0] && dev.type == KN_DEVICE_CPU);
-    char list[224]; /* autocast, the passes, then remat: cse would merge its clones back */
-    bool low = strcmp(o->precision, "fp32") != 0;
-    snprintf(list, sizeof list, "%s%s%s%s%s%s%s", low ? "autocast:" : "", low ? o->precision : "",
-             low && (o->passes[0] || strcmp(o->remat, "none")) ? "," : "", o->passes,
-             o->passes[0] && strcmp(o->remat, "none") ? "," : "", strcmp(o->remat, "none") ? "remat:" : "",
-             strcmp(o->remat, "none") ? o->remat : "");
+    char list[256] = ""; /* the passes, flash, autocast, then remat: cse would merge its clones back */
+    const char *parts[4] = {o->passes, o->flash ? "flash" : "", strcmp(o->precision, "fp32") ? "autocast:" : "",
+                            strcmp(o->remat, "none") ? "remat:" : ""};
+    const char *args[4] = {"", "", strcmp(o->precision, "fp32") ? o->precision : "", strcmp(o->remat, "none") ? o->remat : ""};
+    for (int i = 0; i < 4; i++)
+        if (parts[i][0])
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s%s", list[0] ? "," : "", parts[i], args[i]);
     tr.passes = list[0] ? list : NULL;
     tr.cuda_graph = o->cuda_graph;
     if (st == KN_OK && o->cuda_graph && (dev.type != KN_DEVICE_CUDA || !compiled))
@@ -414,6 +420,160 @@ int kn_cli_bench(int argc, char **argv) {
     char name[32];
     if (bench(&o, dev, name, sizeof name) != KN_OK) {
         fprintf(stderr, "kiln bench: %s\n", kn_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- kiln bench-attn
+ *
+ * Attention alone, forward and backward: q, k, v [B, H, T, D] (params, so the joint graph
+ * has their gradients), o = causal_softmax(q k^T / sqrt(D)) v, loss = sum(o * r) with a
+ * random r (so do = r: a gradient of realistic size), compiled node by node on the device,
+ * materialized or with the flash pass (--flash). Reported: the median time of a run
+ * (forward + backward), the peak of kiln's allocations during the runs above what was live
+ * before them (the inputs), and the graph's largest live set in node order. Its last line
+ * is one TSV row (plots/flash.sh collects them): T, variant, median ms, peak bytes,
+ * live-set bytes, B, H, D, device. */
+
+typedef struct attn_opts {
+    int batch, heads, dim, seq, warmup, steps;
+    bool flash;
+    char device[16];
+} attn_opts;
+
+static void attn_usage(FILE *f) {
+    fprintf(f, "usage: kiln bench-attn [--batch B] [--heads H] [--head-dim D] [--seq T] [--warmup N] [--steps N]\n"
+               "                       [--device auto|cpu|cuda|cuda:N] [--flash]\n"
+               "Times causal attention alone, forward + backward (q, k, v [B, H, T, D] and their gradients),\n"
+               "materialized (matmul, causal_softmax, matmul: [B, H, T, T] values) or with --flash (the flash\n"
+               "pass: flash_attn and flash_attn_bwd). Defaults: B 8, H 12, D 64, T 1024, 2 warm-up and 5 timed\n"
+               "runs, device auto. Prints the median time, the peak memory of the runs above the inputs, and\n"
+               "the graph's largest live set; the last line is a TSV row: T, variant, ms, peak bytes, live\n"
+               "bytes, B, H, D, device (plots/flash.sh).\n");
+}
+
+static int attn_parse(attn_opts *o, int argc, char **argv) {
+    *o = (attn_opts){.batch = 8, .heads = 12, .dim = 64, .seq = 1024, .warmup = 2, .steps = 5};
+    snprintf(o->device, sizeof o->device, "auto");
+    struct { const char *name; int *v; int lo; } ints[] = {
+        {"--batch", &o->batch, 1}, {"--heads", &o->heads, 1}, {"--head-dim", &o->dim, 1}, {"--seq", &o->seq, 1},
+        {"--warmup", &o->warmup, 0}, {"--steps", &o->steps, 1}};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { attn_usage(stdout); return 0; }
+        if (!strcmp(a, "--flash")) { o->flash = true; continue; }
+        bool known = !strcmp(a, "--device");
+        for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) known = known || !strcmp(a, ints[k].name);
+        if (!known) { fprintf(stderr, "kiln bench-attn: unknown option '%s' (kiln bench-attn --help)\n", a); return 2; }
+        if (i + 1 >= argc) { fprintf(stderr, "kiln bench-attn: %s needs a value\n", a); return 2; }
+        const char *v = argv[++i];
+        if (!strcmp(a, "--device")) {
+            if (strlen(v) >= sizeof o->device) { fprintf(stderr, "kiln bench-attn: --device '%s' is too long\n", v); return 2; }
+            snprintf(o->device, sizeof o->device, "%s", v);
+            continue;
+        }
+        for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
+            if (strcmp(a, ints[k].name) != 0) continue;
+            char *end;
+            errno = 0;
+            long x = strtol(v, &end, 10);
+            if (!*v || *end || errno || x < ints[k].lo || x > 1000000) {
+                fprintf(stderr, "kiln bench-attn: %s '%s': expected an integer in [%d, 1000000]\n", a, v, ints[k].lo);
+                return 2;
+            }
+            *ints[k].v = (int)x;
+        }
+    }
+    return -1;
+}
+
+/* The joint graph of loss = sum(attention(q, k, v) * r). */
+static kn_status attn_graph(const attn_opts *o, kn_graph **out) {
+    int64_t s[4] = {o->batch, o->heads, o->seq, o->dim};
+    kn_builder *b;
+    KN_TRY(kn_builder_new(&b, KN_MODE_GRAPH));
+    kn_val q = kn_param_typed(b, "q", KN_DT_F32, 4, s), k = kn_param_typed(b, "k", KN_DT_F32, 4, s);
+    kn_val v = kn_param_typed(b, "v", KN_DT_F32, 4, s), r = kn_input_typed(b, "r", KN_DT_F32, 4, s);
+    kn_val p = kn_causal_softmax(b, kn_matmul_t(b, q, k, false, true), 1.0 / sqrt((double)o->dim));
+    kn_val loss = kn_sum(b, kn_mul(b, kn_matmul(b, p, v), r), 0, NULL, false);
+    kn_builder_output(b, loss);
+    kn_graph *fwd = NULL;
+    kn_status st = kn_builder_finish(b, &fwd);
+    kn_builder_free(b);
+    kn_val ps[3] = {q, k, v};
+    if (st == KN_OK) st = kn_autograd(fwd, loss, 3, ps, out, NULL);
+    kn_graph_free(fwd);
+    return st;
+}
+
+static kn_status bench_attn(const attn_opts *o, kn_device dev) {
+    kn_graph *g = NULL;
+    kn_program *prog = NULL;
+    kn_tensor *host[4] = {NULL}, *dv[4] = {NULL};
+    double *ms = kn_calloc((size_t)o->steps, sizeof *ms), live = 0;
+    static const char *const names[4] = {"q", "k", "v", "r"};
+    int64_t s[4] = {o->batch, o->heads, o->seq, o->dim};
+    kn_status st = ms ? attn_graph(o, &g) : kn_error(KN_ERR_OOM, "kiln bench-attn: out of memory");
+    const char *passes = o->flash ? "flash" : NULL;
+    if (st == KN_OK) st = kn_passes_live_bytes(g, passes, &live);
+    kn_program_opts po = {.device = dev, .passes = passes, .mode = KN_PROGRAM_NODES};
+    if (st == KN_OK) st = kn_program_compile(&prog, g, &po);
+    kn_rng rng = kn_rng_new(7);
+    for (int i = 0; st == KN_OK && i < 4; i++) {
+        st = kn_tensor_randn(&host[i], KN_DT_F32, 4, s, &rng);
+        if (st == KN_OK) st = kn_tensor_to(&dv[i], host[i], dev);
+        if (st == KN_OK) st = kn_program_bind(prog, names[i], dv[i]);
+    }
+    stopwatch w = {NULL, NULL};
+    kn_device_mem_stats m0 = {0}, m1 = {0};
+    for (int i = 0; st == KN_OK && i < o->warmup + o->steps; i++) {
+        if (i == o->warmup) { /* the peak of the timed runs, above what is live now */
+            st = kn_device_synchronize(dev);
+            if (st == KN_OK) st = kn_device_mem_reset_peak(dev);
+            if (st == KN_OK) st = kn_device_mem_stats_get(dev, &m0);
+        }
+        double t = 0;
+        if (st == KN_OK) st = sw_start(&w, dev);
+        if (st == KN_OK) st = kn_program_run(prog);
+        if (st == KN_OK) st = sw_stop(&w, &t);
+        if (st == KN_OK && i >= o->warmup) ms[i - o->warmup] = t;
+    }
+    if (st == KN_OK) st = kn_device_mem_stats_get(dev, &m1);
+    if (st == KN_OK) {
+        char devname[32];
+        kn_device_str(dev, devname, sizeof devname);
+        const char *variant = o->flash ? "flash" : "materialized";
+        double med = median(ms, o->steps), peak = (double)m1.peak - (double)m0.current;
+        printf("kiln bench-attn: causal attention, B %d, H %d, T %d, D %d, f32, forward + backward, %s, on %s\n",
+               o->batch, o->heads, o->seq, o->dim, variant, devname);
+        printf("  %.3f ms median of %d runs; peak %.2f MiB above the inputs; largest live set %.2f MiB\n", med,
+               o->steps, peak / 1048576.0, live / 1048576.0);
+        printf("%d\t%s\t%.4f\t%.0f\t%.0f\t%d\t%d\t%d\t%s\n", o->seq, variant, med, peak, live, o->batch, o->heads,
+               o->dim, devname);
+    }
+    sw_free(&w);
+    for (int i = 0; i < 4; i++) {
+        kn_tensor_free(host[i]);
+        kn_tensor_free(dv[i]);
+    }
+    kn_program_free(prog);
+    kn_graph_free(g);
+    kn_free(ms);
+    return st;
+}
+
+int kn_cli_bench_attn(int argc, char **argv) {
+    attn_opts o;
+    int rc = attn_parse(&o, argc, argv);
+    if (rc >= 0) return rc;
+    kn_device dev;
+    if (kn_device_parse(o.device, &dev) != KN_OK) {
+        fprintf(stderr, "kiln bench-attn: --device: %s\n", kn_last_error());
+        return 2;
+    }
+    if (bench_attn(&o, dev) != KN_OK) {
+        fprintf(stderr, "kiln bench-attn: %s\n", kn_last_error());
         return 1;
     }
     return 0;

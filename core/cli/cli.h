@@ -7,6 +7,7 @@
 int kn_cli_ir(int argc, char **argv);
 int kn_cli_train(int argc, char **argv);
 int kn_cli_bench(int argc, char **argv);
+int kn_cli_bench_attn(int argc, char **argv);
 int kn_cli_dump(int argc, char **argv);
 int kn_cli_compile(int argc, char **argv);
 int kn_cli_bench_comm(int argc, char **argv);
@@ -16,6 +17,7 @@ int kn_cli_roofline(int argc, char **argv);
     {"ir", kn_cli_ir, "print, verify or run an IR text file"}, \
     {"train", kn_cli_train, "train a small GPT on the CPU or a GPU (kiln train --help)"}, \
     {"bench", kn_cli_bench, "time GPT training steps on random tokens (kiln bench --help)"}, \
+    {"bench-attn", kn_cli_bench_attn, "time causal attention's forward + backward, materialized or flash (kiln bench-attn --help)"}, \
     {"compile", kn_cli_compile, "run graph passes on an IR file or a GPT graph, check and report (kiln compile --help)"}, \
     {"dump", kn_cli_dump, "write a GPT step's weights, logits, gradients, losses (kiln dump --help)"}, \
     {"bench-comm", kn_cli_bench_comm, "under mpiexec: kiln's ring all-reduce against MPI's own"}, \

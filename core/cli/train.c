@@ -12,9 +12,10 @@
  * schedule and s, and the checkpoint holds the parameters and optimizer state bit for bit.
  * So the run settings are saved in the checkpoint's metadata, and a resumed run takes
  * them from there: with --resume, only the options of this invocation (--out, --log,
- * --stop-after, --sample, --temperature, --eval-batches, --device, --mode, --remat,
+ * --stop-after, --sample, --temperature, --eval-batches, --device, --mode, --remat, --flash,
  * --loss-scale) may be given (--remat recomputes activations without changing a bit of the
- * result; the loss scaler's state and its skipped steps are in the checkpoint too).
+ * result; --flash computes attention without its [B, H, T, T] matrices, equal to rounding;
+ * the loss scaler's state and its skipped steps are in the checkpoint too).
  *
  * Data parallelism: under `mpiexec -n N`, --dist ddp|zero1|zero2|zero3 runs one process per rank;
  * each rank's trainer takes batch / (N x --accum) rows of the same global batch, and the
@@ -428,14 +429,17 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
     kn_gpt_init(&g, o->seed);
     if (kn_trainer_new(&tr, &g, rd->on ? rd->rows : o->batch, o->context, &oc, o->clip) != KN_OK) goto fail;
     tr.eager = !strcmp(o->mode, "eager");
-    /* --remat: a pass on the step's joint graph, applied when the programs are compiled for
+    /* --flash, --remat: passes on the step's joint graph, applied when the programs are compiled for
      * their device and mode below (the eval program's forward graph has no backward: the
-     * pass leaves it alone). --precision bf16|fp16: the autocast pass before it. */
-    char remat[64], passes[128];
+     * pass leaves it alone). flash first (remat then sees flash_attn, and autocast keeps it
+     * in f32: its kernels are f32/f64), then --precision bf16|fp16's autocast, then remat. */
+    char remat[64], tail[128], passes[192];
     snprintf(remat, sizeof remat, "remat:%s", o->remat);
     bool remat_on = strcmp(o->remat, "none") != 0;
-    if (precision_passes(o, dev, remat_on ? remat : NULL, passes, sizeof passes) != KN_OK) goto fail;
+    if (precision_passes(o, dev, remat_on ? remat : NULL, tail, sizeof tail) != KN_OK) goto fail;
+    snprintf(passes, sizeof passes, "%s%s%s", o->flash ? "flash" : "", o->flash && tail[0] ? "," : "", tail);
     if (passes[0]) tr.passes = passes;
+    remat_on |= o->flash != 0;
     if (o->resume[0]) {
         if (kn_checkpoint_load(o->resume, &g, &tr.opt, &ck) != KN_OK) goto fail;
         have_ck = true;
@@ -526,13 +530,18 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
     }
     if (remat_on) {
         double live0 = 0, live1 = 0;
-        char prec[32] = ""; /* the live sets after the precision's pass (autocast), without and with remat */
-        if (!strncmp(tr.passes, "autocast:", 9)) snprintf(prec, sizeof prec, "%.*s", (int)strcspn(tr.passes, ","), tr.passes);
+        char prec[32] = ""; /* the live sets after the precision's pass (autocast) alone, and after all */
+        const char *ac = strstr(tr.passes, "autocast:");
+        if (ac) snprintf(prec, sizeof prec, "%.*s", (int)strcspn(ac, ","), ac);
         if (kn_passes_live_bytes(tr.joint, prec[0] ? prec : NULL, &live0) != KN_OK ||
             kn_passes_live_bytes(tr.joint, tr.passes, &live1) != KN_OK)
             goto fail;
-        printf("  remat %s: the step's largest live set %.2f MB (%.2f MB without recompute)\n", o->remat, live1 / 1e6,
-               live0 / 1e6);
+        if (!o->flash)
+            printf("  remat %s: the step's largest live set %.2f MB (%.2f MB without recompute)\n", o->remat,
+                   live1 / 1e6, live0 / 1e6);
+        else
+            printf("  passes %s: the step's largest live set %.2f MB (%.2f MB without them)\n", tr.passes, live1 / 1e6,
+                   live0 / 1e6);
     }
     fflush(stdout);
 

@@ -170,6 +170,13 @@ kn_val kn_causal_softmax(kn_builder *b, kn_val x, double scale) {
     return op1(b, "kn_causal_softmax", KN_OP_CAUSAL_SOFTMAX, x, &a);
 }
 
+/* Flash attention: O and the logsumexp packed in one value (kiln/ir.h says why). */
+kn_val kn_flash_attn(kn_builder *b, kn_val q, kn_val k, kn_val v, double scale) {
+    kn_attrs a = kn_attrs_default();
+    a.scale = scale;
+    return op3(b, "kn_flash_attn", KN_OP_FLASH_ATTN, q, k, v, &a);
+}
+
 kn_val kn_layernorm(kn_builder *b, kn_val x, kn_val w, kn_val bias, double eps) {
     kn_attrs a = kn_attrs_default();
     a.eps = eps;

@@ -45,6 +45,19 @@ kn_cost cost_softmax(const kn_graph *g, const kn_node *n) {
     return (kn_cost){5.0 * e, io_bytes(g, n)};
 }
 
+/* flash attention: per (query, key) pair the causal mask keeps (T (T + 1) / 2 of each
+ * [T, T] matrix; the kernels skip the rest), the forward's two dot products of length D
+ * (q . k and the p v update: 4 D) plus ~5 for the online softmax; the backward's five
+ * (the recomputed scores, dp, and the dv, dk, dq updates: 10 D) plus ~5. Bytes are the
+ * operands and the result only: the scores never reach memory. */
+kn_cost cost_flash_attn(const kn_graph *g, const kn_node *n) {
+    const kn_type *q = &g->nodes[n->in[0]].type;
+    double t = (double)q->shape[q->ndim - 2], d = (double)q->shape[q->ndim - 1], heads = 1;
+    for (int i = 0; i < q->ndim - 2; i++) heads *= (double)q->shape[i];
+    double per = n->op == KN_OP_FLASH_ATTN_BWD ? 10.0 * d + 5.0 : 4.0 * d + 5.0;
+    return (kn_cost){heads * t * (t + 1) / 2 * per, io_bytes(g, n)};
+}
+
 kn_cost cost_norm(const kn_graph *g, const kn_node *n) {
     return (kn_cost){8.0 * (double)kn_type_numel(&n->type), io_bytes(g, n)};
 }

@@ -397,6 +397,49 @@ kn_status kern_causal_softmax_bwd(const kn_node *n, const kn_tensor *const *in, 
     KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_causal_softmax_bwd, D(in[0]), D(in[1]), D(*out), b, q, k, s));
 }
 
+/* flash_attn(_bwd): q is [..., T, D]; bh is the product of its batch axes (D may be 0:
+ * y still has L's column). */
+static void flash_dims(const kn_tensor *q, int64_t *bh, int64_t *t, int64_t *d) {
+    *t = q->shape[q->ndim - 2];
+    *d = q->shape[q->ndim - 1];
+    *bh = 1;
+    for (int i = 0; i < q->ndim - 2; i++) *bh *= q->shape[i];
+}
+
+/* Allocate *out, run STMT (false: unsupported dtype), and report ok == false (the
+ * kernels' scratch tiles could not be allocated) as out of memory. */
+#define KN_RUN_OK(n, out, dt, ok, STMT)                                                         \
+    do {                                                                                        \
+        KN_TRY(new_out(n, out));                                                                \
+        bool known_ = (STMT);                                                                   \
+        if (!known_ || !(ok)) {                                                                 \
+            kn_tensor_free(*out);                                                               \
+            *out = NULL;                                                                        \
+            return known_ ? kn_error(KN_ERR_OOM, "%s: out of memory for the tiles", kn_op_name((n)->op)) \
+                          : unsupported(n, dt);                                                 \
+        }                                                                                       \
+        return KN_OK;                                                                           \
+    } while (0)
+
+kn_status kern_flash_attn(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    int64_t bh, t, d;
+    bool ok = true;
+    flash_dims(in[0], &bh, &t, &d);
+    KN_RUN_OK(n, out, n->type.dtype, ok,
+              KN_DISPATCH_OK(n->type.dtype, ok, kn_k_flash_attn, D(in[0]), D(in[1]), D(in[2]), D(*out), bh, t, d,
+                             n->attrs.scale));
+}
+
+kn_status kern_flash_attn_bwd(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    int64_t bh, t, d;
+    bool ok = true;
+    flash_dims(in[0], &bh, &t, &d);
+    int64_t dyc = in[4]->shape[in[4]->ndim - 1];
+    KN_RUN_OK(n, out, n->type.dtype, ok,
+              KN_DISPATCH_OK(n->type.dtype, ok, kn_k_flash_attn_bwd, D(in[0]), D(in[1]), D(in[2]), D(in[3]), D(in[4]),
+                             dyc, D(*out), bh, t, d, n->attrs.scale));
+}
+
 static void rows_cols(const kn_type *t, int64_t *rows, int64_t *c) {
     *c = t->shape[t->ndim - 1];
     *rows = *c ? kn_type_numel(t) / *c : 0;

@@ -191,6 +191,41 @@ kn_status infer_causal_bwd(const kn_node *n, const kn_type *const *in, kn_type *
     return infer_causal(n, in, out, msg, msz);
 }
 
+/* flash_attn: q, k, v of one float type and one shape [..., T, D] (at least 2 axes);
+ * the result packs O and the logsumexp: [..., T, D + 1]. */
+kn_status infer_flash_attn(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
+    char tb0[96], tb1[96], tb2[96];
+    (void)n;
+    KN_TRY(need_float(in[0], "q", msg, msz));
+    if (in[0]->ndim < 2) return fail(msg, msz, KN_ERR_SHAPE, "q %s has fewer than 2 axes ([..., T, D])", T(0));
+    if (!kn_type_equal(in[0], in[1]) || !kn_type_equal(in[0], in[2]))
+        return fail(msg, msz, in[0]->dtype != in[1]->dtype || in[0]->dtype != in[2]->dtype ? KN_ERR_DTYPE : KN_ERR_SHAPE,
+                    "q %s, k %s and v %s must have one type", T(0), T(1), T(2));
+    *out = *in[0];
+    out->shape[out->ndim - 1] += 1;
+    return KN_OK;
+}
+
+/* flash_attn_bwd(q, k, v, y, dy): y is flash_attn(q, k, v)'s type, dy that or [..., T, D]
+ * (no gradient for L); the result stacks dq, dk, dv: [3, ..., T, D]. */
+kn_status infer_flash_attn_bwd(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
+    char tb3[96], tb4[96];
+    kn_type y;
+    KN_TRY(infer_flash_attn(n, in, &y, msg, msz));
+    if (in[0]->ndim + 1 > KN_MAX_DIMS)
+        return fail(msg, msz, KN_ERR_SHAPE, "q has %d axes: the stacked gradient would have more than %d", in[0]->ndim,
+                    KN_MAX_DIMS);
+    if (!kn_type_equal(in[3], &y))
+        return fail(msg, msz, KN_ERR_SHAPE, "y %s is not flash_attn's result for these q, k, v", T(3));
+    if (!kn_type_equal(in[4], &y) && !kn_type_equal(in[4], in[0]))
+        return fail(msg, msz, KN_ERR_SHAPE, "dy %s is neither y's type %s nor q's", T(4), T(3));
+    out->dtype = in[0]->dtype;
+    out->ndim = in[0]->ndim + 1;
+    out->shape[0] = 3;
+    for (int i = 0; i < in[0]->ndim; i++) out->shape[i + 1] = in[0]->shape[i];
+    return KN_OK;
+}
+
 kn_status infer_reduce(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
     char tb0[96];
     unsigned mask;

@@ -50,6 +50,7 @@ static const opt_row k_opts[] = {
     {"device", O_STR, S(device), 0, 0, false, "auto (cuda when a GPU is usable, else cpu), cpu, cuda or cuda:N"},
     {"mode", O_STR, S(mode), 0, 0, false, "auto, compiled (fused generated kernels: C on the CPU, CUDA on a GPU), interp (node by node) or eager (CPU)"},
     {"remat", O_STR, S(remat), 0, 0, false, "activation checkpointing: none, selective, full, every:K or mincut"},
+    {"flash", O_INT, F(flash), 0, 0, 1, false, "flash attention (the flash pass): 1 (also bare --flash) or 0"},
     {"cuda-graph", O_STR, S(cuda_graph), 0, 0, false, "on or off: replay the compiled GPU step as one CUDA graph"},
     {"loss-scale", O_STR, S(loss_scale), 0, 0, false, "auto (dynamic with fp16, else none), none, dynamic[:INIT[:INTERVAL]] or a fixed scale"},
     {"out", O_STR, S(out), 0, 0, false, "checkpoint to write ('none': do not write one)"},
@@ -287,8 +288,12 @@ int kn_train_opts_parse(kn_train_opts *o, int argc, char **argv) {
         if (strncmp(a, "--", 2) != 0 || !a[2]) return usage_error("unexpected argument '%s'", a);
         const char *name = a + 2, *eq = strchr(name, '='), *val;
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const opt_row *r = find_opt(name, len);
+        bool sw = r && r->kind == O_INT && r->lo == 0 && r->hi == 1; /* a switch: bare means 1 */
         if (eq) {
             val = eq + 1;
+        } else if (sw && (i + 1 >= argc || (strcmp(argv[i + 1], "0") && strcmp(argv[i + 1], "1")))) {
+            val = "1";
         } else {
             if (i + 1 >= argc) return usage_error("%s needs a value", a);
             val = argv[++i];
@@ -313,6 +318,9 @@ int kn_train_opts_parse(kn_train_opts *o, int argc, char **argv) {
     if (kn_remat_check_arg(o->remat) != KN_OK) return usage_error("--remat: %s", kn_last_error());
     if (strcmp(o->cuda_graph, "on") && strcmp(o->cuda_graph, "off"))
         return usage_error("--cuda-graph '%s': use on or off", o->cuda_graph);
+    if (o->flash && !strcmp(o->mode, "eager"))
+        return usage_error("--flash: eager mode runs the model op by op, with no graph to rewrite; use --mode %s",
+                           "auto, compiled or interp");
     if (strcmp(o->remat, "none") && !strcmp(o->mode, "eager"))
         return usage_error("--remat %s: eager mode runs the model op by op, with no graph to rematerialize; use "
                            "--mode auto, compiled or interp", o->remat);

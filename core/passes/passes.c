@@ -8,7 +8,7 @@
  *
  * "all" is the passes that take no argument (remat needs its policy, and changes memory
  * and time, not the graph's meaning; autocast needs its dtype, and changes precision: each
- * is asked for by name).
+ * is asked for by name) and are exact (flash changes the rounding: by_name).
  *
  * Why this order for "all": folding first turns constant subgraphs into `full` nodes,
  * which the view and algebra rules then see as the constants they look for
@@ -20,15 +20,17 @@
 #include "kiln/passes.h"
 
 static const kn_pass kn_pass_table[] = {
-    {"fold", kn_pass_fold, "constant folding: an op of `full` constants that gives one value becomes a full", NULL},
-    {"views", kn_pass_views, "canonical view chains: merge reshape/permute/broadcast chains, drop views that do nothing", NULL},
-    {"algebra", kn_pass_algebra, "algebraic identities: x*1, x+0, x-0, x/1, neg(neg x), exact cast chains", NULL},
-    {"cse", kn_pass_cse, "common-subexpression elimination: one node per (op, operands, attributes, type)", NULL},
-    {"dce", kn_pass_dce, "dead-code elimination: drop nodes no output depends on (inputs and params stay)", NULL},
+    {"fold", kn_pass_fold, "constant folding: an op of `full` constants that gives one value becomes a full", NULL, false},
+    {"views", kn_pass_views, "canonical view chains: merge reshape/permute/broadcast chains, drop views that do nothing", NULL, false},
+    {"algebra", kn_pass_algebra, "algebraic identities: x*1, x+0, x-0, x/1, neg(neg x), exact cast chains", NULL, false},
+    {"cse", kn_pass_cse, "common-subexpression elimination: one node per (op, operands, attributes, type)", NULL, false},
+    {"dce", kn_pass_dce, "dead-code elimination: drop nodes no output depends on (inputs and params stay)", NULL, false},
     {"remat", kn_pass_remat, "activation checkpointing, remat:POLICY (none, selective, full, every:K, mincut): "
-     "recompute forward values in the backward instead of keeping them", kn_remat_check_arg},
+     "recompute forward values in the backward instead of keeping them", kn_remat_check_arg, false},
     {"autocast", kn_pass_autocast, "mixed precision, autocast:bf16 or autocast:fp16: matmuls in the low dtype, "
-     "reductions, norms, softmax and the loss in f32, elementwise ops follow their operands", kn_autocast_check_arg},
+     "reductions, norms, softmax and the loss in f32, elementwise ops follow their operands", kn_autocast_check_arg, true},
+    {"flash", kn_pass_flash, "flash attention: matmul_t -> causal_softmax -> matmul and its backward become "
+     "flash_attn and flash_attn_bwd, no [.., T, T] value stored (equal to rounding: not in all)", NULL, true},
 };
 #define KN_NPASSES ((int)(sizeof kn_pass_table / sizeof kn_pass_table[0]))
 
@@ -119,7 +121,7 @@ static kn_status parse_list(const kn_pass *table, int ntable, const char *list, 
             }
         }
         for (int i = first; i < first + count; i++) {
-            if (count > 1 && table[i].check_arg) continue; /* "all": only the passes that need nothing */
+            if (count > 1 && (table[i].check_arg || table[i].by_name)) continue; /* "all": exact, argument-free */
             if (*n == KN_PASSES_MAX)
                 return kn_error(KN_ERR_ARG, "kn_passes_run: more than %d passes in \"%s\"", KN_PASSES_MAX, list);
             snprintf(args[*n], KN_PASS_ARG_MAX, "%s", arg && count == 1 ? arg : "");

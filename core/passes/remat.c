@@ -213,7 +213,8 @@ kn_status kn_remat(kn_graph *g, kn_remat_policy policy, kn_pass_stats *st) {
     } else {
         for (int i = 0; i < g->nnodes; i++) {
             kn_op op = g->nodes[i].op;
-            p.banned[i] = kn_op_get(op)->category == KN_CAT_MATMUL || kn_op_is_random(op);
+            p.banned[i] = kn_op_get(op)->category == KN_CAT_MATMUL || kn_op_is_random(op) ||
+                          op == KN_OP_FLASH_ATTN; /* matrix products inside */
         }
         s = kn_remat_mincut(g, p.fwd, p.need, p.banned, p.keep);
     }

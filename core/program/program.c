@@ -500,7 +500,7 @@ kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_progr
          * student and a compiled program. The nodes decompose bypasses are dead; the
          * scheduler never schedules a dead node. */
         static const kn_pass codegen_passes[] = {
-            {"decompose", kn_pass_decompose, "composite ops into primitives", NULL},
+            {"decompose", kn_pass_decompose, "composite ops into primitives", NULL, false},
         };
         kn_pass_report rep;
         st = kn_passes_run_with(codegen_passes, 1, p->g, "all", &rep);
@@ -860,7 +860,7 @@ static kn_status device_const(kn_program *p, int32_t v, const kn_tensor *host, k
     }
     return kn_tensor_alias(out, p->dev_const[v]);
 #else
-    (void)host; (void)out;
+    (void)p; (void)host; (void)out;
     return kn_error(KN_ERR_UNSUPPORTED, "%%%d: CUDA graphs need a build with CUDA", v);
 #endif
 }

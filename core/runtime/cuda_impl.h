@@ -258,6 +258,8 @@ KNC_KERNEL(knc_layernorm_dx);
 KNC_KERNEL(knc_normalize);
 KNC_KERNEL(knc_cross_entropy);
 KNC_KERNEL(knc_cross_entropy_bwd);
+KNC_KERNEL(knc_flash_attn);         /* cuda_flash.cu */
+KNC_KERNEL(knc_flash_attn_bwd);
 
 /* The device a node runs on (that of its first operand). */
 static inline kn_device knc_dev(const kn_tensor *const *in) { return in[0]->storage->device; }

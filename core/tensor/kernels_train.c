@@ -7,6 +7,7 @@
  * except where a kernel says so. */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,6 +223,7 @@ void kn_k_strided_copy(size_t esize, int ndim, const int64_t *shape, const void 
 #define SQRT_ sqrtf
 #define TANH_ tanhf
 #include "kernels_train.inc"
+#include "kernels_flash.inc"
 #undef KN_GEMM_F32_UNITS
 #undef T
 #undef S
@@ -243,6 +245,7 @@ void kn_k_strided_copy(size_t esize, int ndim, const int64_t *shape, const void 
 #define SQRT_ sqrt
 #define TANH_ tanh
 #include "kernels_train.inc"
+#include "kernels_flash.inc"
 #undef T
 #undef S
 #undef MR_

@@ -190,6 +190,7 @@ static kn_val f_softmax0(kn_builder *b, const kn_val *x, const int64_t *d) { (vo
 static kn_val f_lsm(kn_builder *b, const kn_val *x, const int64_t *d) { (void)d; return kn_log_softmax(b, x[0], -1); }
 static kn_val f_lsm1(kn_builder *b, const kn_val *x, const int64_t *d) { (void)d; return kn_log_softmax(b, x[0], 1); }
 static kn_val f_csm(kn_builder *b, const kn_val *x, const int64_t *d) { (void)d; return kn_causal_softmax(b, x[0], 0.7); }
+static kn_val f_flash(kn_builder *b, const kn_val *x, const int64_t *d) { (void)d; return kn_flash_attn(b, x[0], x[1], x[2], 0.6); }
 static kn_val f_ln(kn_builder *b, const kn_val *x, const int64_t *d) { (void)d; return kn_layernorm(b, x[0], x[1], x[2], 1e-5); }
 static kn_val f_ce(kn_builder *b, const kn_val *x, const int64_t *d) { (void)d; return kn_cross_entropy(b, x[0], x[1]); }
 /* the same value used twice, through two paths */
@@ -239,6 +240,7 @@ static const gc_case cases[] = {
     {KN_OP_LOG_SOFTMAX, "log_softmax, axis 1", 1, {"abc"}, {K_F}, f_lsm1, 0, 0, 0},
     {KN_OP_CAUSAL_SOFTMAX, "causal_softmax, Tq 3 > Tk 2 (row 0 fully masked)", 1, {"a32"}, {K_F}, f_csm, 0, 0, 0},
     {KN_OP_CAUSAL_SOFTMAX, "causal_softmax, 2-D", 1, {"bc"}, {K_F}, f_csm, 0, 0, 0},
+    {KN_OP_FLASH_ATTN, "flash_attn (O and the logsumexp both weighted)", 3, {"dab", "dab", "dab"}, {K_F, K_F, K_F}, f_flash, 0, 0, 0},
     {KN_OP_LAYERNORM, "layernorm", 3, {"abc", "c", "c"}, {K_F, K_F, K_F}, f_ln, 0, 0, 0},
     {KN_OP_LAYERNORM, "layernorm of a vector", 3, {"c", "c", "c"}, {K_F, K_F, K_F}, f_ln, 0, 0, 0},
     {KN_OP_CROSS_ENTROPY, "cross_entropy", 2, {"abc", "ab"}, {K_F, K_IDXL}, f_ce, 0, 0, 0},
@@ -251,10 +253,10 @@ GC_TEST(0) GC_TEST(1) GC_TEST(2) GC_TEST(3) GC_TEST(4) GC_TEST(5) GC_TEST(6) GC_
 GC_TEST(10) GC_TEST(11) GC_TEST(12) GC_TEST(13) GC_TEST(14) GC_TEST(15) GC_TEST(16) GC_TEST(17) GC_TEST(18) GC_TEST(19)
 GC_TEST(20) GC_TEST(21) GC_TEST(22) GC_TEST(23) GC_TEST(24) GC_TEST(25) GC_TEST(26) GC_TEST(27) GC_TEST(28) GC_TEST(29)
 GC_TEST(30) GC_TEST(31) GC_TEST(32) GC_TEST(33) GC_TEST(34) GC_TEST(35) GC_TEST(36) GC_TEST(37) GC_TEST(38) GC_TEST(39)
-GC_TEST(40) GC_TEST(41) GC_TEST(42) GC_TEST(43) GC_TEST(44) GC_TEST(45) GC_TEST(46) GC_TEST(47)
+GC_TEST(40) GC_TEST(41) GC_TEST(42) GC_TEST(43) GC_TEST(44) GC_TEST(45) GC_TEST(46) GC_TEST(47) GC_TEST(48) GC_TEST(49)
 
 KN_TEST(autograd_ops, every_differentiable_op_has_a_case) {
-    cr_assert(NCASES <= 48, "add GC_TEST lines for the new cases");
+    cr_assert(NCASES <= 50, "add GC_TEST lines for the new cases");
     for (int op = 0; op < KN_OP_COUNT; op++) {
         if (!kn_op_get((kn_op)op)->differentiable) continue;
         bool found = false;

@@ -102,6 +102,7 @@ static void random_sweep(kn_dtype dt, int seeds, int nodes, const char *const *m
         kn_graph *g;
         KN_ASSERT_OK(kn_randgraph(&g, (uint64_t)s, &o));
         for (int p = 0; p <= np; p++) {
+            if (p < np && table[p].by_name) continue; /* not exact: tests/core/test_flash.c */
             kn_pass_report rep;
             kn_graph *c = run_checked(g, pass_list(table, np, p, (uint64_t)s), &rep, (uint64_t)s + 100);
             cr_assert(rep.nodes_after == c->nnodes && rep.nodes_before == g->nnodes);
@@ -173,6 +174,7 @@ KN_TEST(passes_gpt, joint_graph_through_every_pass, .timeout = 300) {
     int np;
     const kn_pass *table = kn_passes_table(&np);
     for (int p = 0; p <= np; p++) {
+        if (p < np && table[p].by_name) continue; /* not exact: tests/core/test_flash.c */
         kn_pass_report rep;
         kn_graph *c = run_checked(joint, pass_list(table, np, p, (uint64_t)p), &rep, 11);
         cr_assert(c->nnodes <= joint->nnodes || table[p].check_arg, "only remat adds nodes");
@@ -192,7 +194,7 @@ KN_TEST(passes_manager, lists_names_and_errors) {
                         "%3 = exp %0 : f32[2]\noutput %2\n");
     kn_pass_report rep;
     KN_ASSERT_ERR(kn_passes_run(g, "cse,bogus", &rep), KN_ERR_ARG);
-    cr_assert(strstr(kn_last_error(), "unknown pass 'bogus' (known: fold, views, algebra, cse, dce, remat, autocast, all, none)"),
+    cr_assert(strstr(kn_last_error(), "unknown pass 'bogus' (known: fold, views, algebra, cse, dce, remat, autocast, flash, all, none)"),
               "%s", kn_last_error());
     cr_assert(rep.npasses == 0 && g->nnodes == 4, "nothing runs when a name is unknown");
     KN_ASSERT_OK(kn_passes_run(g, "none", &rep));
@@ -237,8 +239,8 @@ static kn_status fail_outright(kn_graph *g, kn_pass_stats *st) {
 }
 
 KN_TEST(passes_manager, verifier_names_the_pass_and_the_node) {
-    const kn_pass table[] = {{"good", kn_pass_dce, "dce", NULL}, {"breaker", break_types, "bad", NULL},
-                             {"failer", fail_outright, "x", NULL}};
+    const kn_pass table[] = {{"good", kn_pass_dce, "dce", NULL, false}, {"breaker", break_types, "bad", NULL, false},
+                             {"failer", fail_outright, "x", NULL, false}};
     kn_graph *g = parse("%0 = input {name=\"x\"} : f32[2]\n%1 = neg %0 : f32[2]\noutput %1\n");
     KN_ASSERT_ERR(kn_passes_run_with(table, 3, g, "good,breaker", NULL), KN_ERR_SHAPE);
     cr_assert(strstr(kn_last_error(), "after pass breaker: %1 = neg"), "%s", kn_last_error());

@@ -6,6 +6,7 @@
 
 #include "graph_test_util.h"
 #include "kn_test.h"
+#include "pass_step_util.h"
 #include "kiln/autograd.h"
 #include "kiln/nn.h"
 #include "kiln/passes.h"
@@ -75,37 +76,14 @@ KN_TEST(remat, every_policy_is_bitwise_on_a_gpt_step) {
 /* The same through the trainer, in its node-by-node program (bit for bit: the same kernels
  * in the same order) and as generated C (fused differently, so only within rounding is
  * promised; it has been exact so far): three AdamW steps, losses and parameters. */
-static void train3(const char *passes, bool compiled, double *losses, float *params) {
-    kn_gpt g;
-    KN_ASSERT_OK(kn_gpt_new(&g, &cfg));
-    kn_gpt_init(&g, 3);
-    kn_trainer tr;
-    kn_optim_config oc = kn_optim_default();
-    KN_ASSERT_OK(kn_trainer_new(&tr, &g, 2, 8, &oc, 1.0));
-    tr.passes = passes;
-    KN_ASSERT_OK(kn_trainer_set_compiled(&tr, compiled));
-    int32_t x[16], y[16];
-    for (int s = 0; s < 3; s++) {
-        for (int i = 0; i < 16; i++) x[i] = (i * 7 + s * 3) % 17, y[i] = (i * 5 + s + 1) % 17;
-        KN_ASSERT_OK(kn_trainer_step(&tr, x, y, 1e-2, &losses[s], NULL));
-    }
-    memcpy(params, g.p.data, (size_t)g.p.n * sizeof *params);
-    kn_trainer_free(&tr);
-    kn_gpt_free(&g);
-}
-
 KN_TEST(remat, trainer_steps_are_unchanged, .timeout = 120) {
-    kn_gpt g;
-    KN_ASSERT_OK(kn_gpt_new(&g, &cfg));
-    size_t n = (size_t)g.p.n;
-    kn_gpt_free(&g);
-    float *p0 = malloc(n * sizeof *p0), *p1 = malloc(n * sizeof *p1);
+    float *p0, *p1;
     double l0[3], l1[3];
-    train3(NULL, false, l0, p0);
-    train3("remat:full", false, l1, p1);
+    size_t n = kn_test_train3_both(&cfg, 2, 8, NULL, "remat:full", false, l0, l1, &p0, &p1);
     cr_assert(!memcmp(l0, l1, sizeof l0) && !memcmp(p0, p1, n * sizeof *p0), "node by node: not bit for bit");
-    train3(NULL, true, l0, p0);
-    train3("cse,dce,remat:mincut", true, l1, p1);
+    free(p0);
+    free(p1);
+    n = kn_test_train3_both(&cfg, 2, 8, NULL, "cse,dce,remat:mincut", true, l0, l1, &p0, &p1);
     for (int s = 0; s < 3; s++) KN_ASSERT_CLOSE(l1[s], l0[s], 0, 1e-6);
     for (size_t i = 0; i < n; i++) KN_ASSERT_CLOSE(p1[i], p0[i], 1e-7, 1e-5);
     free(p0);

@@ -152,7 +152,7 @@ bool kn_op_reduce(kn_op op, kn_reduce_op *out);
 
 /* ---------------------------------------------------------------- graphs */
 
-#define KN_MAX_OPERANDS 4
+#define KN_MAX_OPERANDS 5 /* flash_attn_bwd's q, k, v, y, dy */
 
 typedef struct kn_type {
     kn_dtype dtype;
@@ -341,6 +341,17 @@ kn_val kn_log_softmax(kn_builder *b, kn_val x, int axis);
  * and its gradient where dy is finite, are bit for bit those of the three-op composition.
  * Its backward op, causal_softmax_bwd(dy, y), is dx = scale * y * (dy - sum_j(dy * y)). */
 kn_val kn_causal_softmax(kn_builder *b, kn_val x, double scale);
+/* Causal attention without the [..., T, T] matrix (FlashAttention): q, k, v of one float
+ * type and one shape [..., T, D] (at least 2 axes). The result y [..., T, D + 1] packs, per
+ * query row i, O_i = sum_j P_ij v_j with P = causal_softmax(q k^T, scale) in columns 0..D-1
+ * and the logsumexp L_i = log sum_{j <= i} exp(scale * q_i . k_j) in column D (a row whose
+ * logits are all -inf: O_i = 0, L_i = -inf). O is kn_slice(b, y, nd - 1, 0, D, 1). One
+ * value holds both because a node defines one value; L travels with O to the backward,
+ * which recomputes P from it tile by tile. Equal to the materialized composition to
+ * rounding, not bitwise (other order of sums). Differentiable in every column: its backward
+ * op, flash_attn_bwd(q, k, v, y, dy) with dy [..., T, D + 1] (or [..., T, D] when no
+ * gradient reaches L), is [3, ..., T, D]: dq, dk, dv stacked on a new leading axis. */
+kn_val kn_flash_attn(kn_builder *b, kn_val q, kn_val k, kn_val v, double scale);
 /* Over the last axis: (x - mean) / sqrt(var + eps) * w + bias; w, bias: [C]. */
 kn_val kn_layernorm(kn_builder *b, kn_val x, kn_val w, kn_val bias, double eps);
 /* Mean over all positions of -log_softmax(logits)[target]: logits [..., V] float,

@@ -83,7 +83,17 @@ void kn_k_strided_copy(size_t esize, int ndim, const int64_t *shape, const void 
     /* Its backward from dy and its output y: dx = y * (dy - sum(dy * y)) * scale over the \
      * kept columns, 0 at the masked ones.                                                 */ \
     void kn_k_causal_softmax_bwd_##S(const T *dy, const T *y, T *dx, int64_t batch,       \
-                                     int64_t tq, int64_t tk, T scale);
+                                     int64_t tq, int64_t tk, T scale);                     \
+    /* Flash attention (kn_flash_attn in kiln/ir.h) of bh [t, d] matrices q, k, v:       \
+     * y [bh, t, d + 1] holds O = causal_softmax(q k^T, scale) v and the logsumexp L.    \
+     * False when the scratch tiles cannot be allocated (y then undefined).              */ \
+    bool kn_k_flash_attn_##S(const T *q, const T *k, const T *v, T *y, int64_t bh,        \
+                             int64_t t, int64_t d, T scale);                               \
+    /* Its backward from y and dy [bh, t, dy_cols] (dy_cols d, or d + 1 with the        \
+     * gradient of L): dqkv [3, bh, t, d] gets dQ, dK, dV. False on no memory.           */ \
+    bool kn_k_flash_attn_bwd_##S(const T *q, const T *k, const T *v, const T *y,          \
+                                 const T *dy, int64_t dy_cols, T *dqkv, int64_t bh,        \
+                                 int64_t t, int64_t d, T scale);
 
 KN_K_DECLARE(float, f32)
 KN_K_DECLARE(double, f64)

@@ -79,6 +79,7 @@ typedef struct kn_pass {
     kn_pass_fn run;
     const char *help;           /* one line */
     kn_pass_check_fn check_arg; /* NULL: the pass takes no argument */
+    bool by_name;               /* "all" skips it: asked for by name only (flash: not exact) */
 } kn_pass;
 
 /* The table, in the order "all" runs it; *n receives the count. */
@@ -117,6 +118,12 @@ kn_status kn_pass_views(kn_graph *g, kn_pass_stats *st);
  * compiled program (core/passes/decompose.c). Not in the table: "all" keeps the composite
  * ops, which are the fast path of the node-by-node backends. */
 kn_status kn_pass_decompose(kn_graph *g, kn_pass_stats *st);
+/* Flash attention (core/passes/flash.c): each causal attention group of the joint graph
+ * (matmul(q, k, tb) -> causal_softmax -> matmul with v, and the five nodes of its
+ * backward) becomes flash_attn and flash_attn_bwd (kiln/ir.h), so no [..., T, T] value is
+ * left; a group whose probabilities anything else reads stays. Equal to rounding, not
+ * exact: "all" does not run it. */
+kn_status kn_pass_flash(kn_graph *g, kn_pass_stats *st);
 
 /* ---------------------------------------------------------------- activation checkpointing
  * (core/passes/remat.c, core/passes/mincut.c, core/passes/live.c)
