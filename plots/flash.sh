@@ -9,16 +9,17 @@
 # FLAGS default to a CPU-sized shape (B 1, H 4, D 64, 1 warm-up and 3 timed runs, --device
 # cpu); on a GPU pass e.g. `--device cuda --batch 8 --heads 12`. Writes OUT.svg, OUT.png and
 # OUT.tsv (T, variant, ms, peak bytes, live-set bytes, B, H, D, device). KILN names the kiln
-# binary (default build/solutions/kiln).
+# binary (default build/solutions/kiln). PLOT_ONLY=1 plots an OUT.tsv made earlier (say on a
+# GPU machine without gnuplot, where the runs write the TSV and stop before plotting).
 set -eu
 out=${1:?usage: flash.sh OUT.svg [kiln bench-attn flags...]}
 shift
 KILN=${KILN:-build/solutions/kiln}
 SEQS=${SEQS:-256 512 1024 2048 4096}
 [ $# -gt 0 ] || set -- --batch 1 --heads 4 --head-dim 64 --warmup 1 --steps 3 --device cpu
-command -v gnuplot > /dev/null || { echo "flash.sh: gnuplot is not installed (apt-get install gnuplot-nox)" >&2; exit 2; }
-[ -x "$KILN" ] || { echo "flash.sh: no kiln binary at $KILN (make kiln, or set KILN)" >&2; exit 2; }
 tsv=${out%.svg}.tsv
+if [ -z "${PLOT_ONLY:-}" ]; then
+[ -x "$KILN" ] || { echo "flash.sh: no kiln binary at $KILN (make kiln, or set KILN)" >&2; exit 2; }
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 # rows alternate materialized, flash (the plot reads them with `every 2`)
@@ -32,6 +33,9 @@ for t in $SEQS; do
         tail -n 1 "$logs/run.log" >> "$tsv"
     done
 done
+fi
+[ -s "$tsv" ] || { echo "flash.sh: no $tsv to plot" >&2; exit 2; }
+command -v gnuplot > /dev/null || { echo "flash.sh: wrote $tsv; gnuplot is not installed (apt-get install gnuplot-nox), so no plot" >&2; exit 2; }
 shape=$(awk -F'\t' 'NR == 2 { printf "%s: B %d, H %d, D %d, f32", $9, $6, $7, $8 }' "$tsv")
 plot() { # plot TERMINAL FILE
     gnuplot <<GP
