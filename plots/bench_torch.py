@@ -84,6 +84,8 @@ def main():
                     help="bf16/fp16: torch.autocast around the forward (kiln bench --precision)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (the time includes no compile: "
                     "it happens in the warm-up steps, reported as compile_s)")
+    ap.add_argument("--flash", action="store_true", help="accepted for kiln bench's sake: --attn sdpa is PyTorch's "
+                    "flash attention already")
     ap.add_argument("--profile", type=int, default=0, help="accepted for kiln bench's sake and ignored")
     ap.add_argument("--profile-out", default="", help="accepted for kiln bench's sake and ignored")
     a = ap.parse_args()

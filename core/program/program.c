@@ -77,19 +77,30 @@ static kn_status schedule(kn_program *p) {
     const kn_graph *g = p->g;
     const kn_device_backend *be = kn_device_backend_get(p->dev.type), *host = kn_device_backend_get(KN_DEVICE_CPU);
     char ds[32];
-    for (int32_t i = 0; i < g->nnodes; i++) {
+    /* on_host: made by a host step; a step whose operands all are (a view of a `full`) runs
+     * on the host too, since a device kernel finds no operand on its device */
+    bool *on_host = kn_calloc((size_t)g->nnodes + 1, sizeof *on_host);
+    if (!on_host) return kn_error(KN_ERR_OOM, "kn_program_compile: out of memory");
+    kn_status st = KN_OK;
+    for (int32_t i = 0; st == KN_OK && i < g->nnodes; i++) {
         const kn_node *n = &g->nodes[i];
         if (n->op == KN_OP_INPUT || n->op == KN_OP_PARAM) continue;
         kn_program_step s = {i, be, p->dev.index, -1};
-        if (!be->supports_op(be->ctx, n->op)) {
-            if (n->nin != 0 || !host->supports_op(host->ctx, n->op))
-                return kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: %%%d = %s: the %s backend has no kernel for it",
-                                i, kn_op_name(n->op), kn_device_str(p->dev, ds, sizeof ds));
-            s = (kn_program_step){i, host, 0, -1}; /* a source the device does not compute: on the host */
+        bool host_operands = be != host && n->nin > 0;
+        for (int j = 0; j < n->nin; j++) host_operands &= on_host[n->in[j]];
+        if (!be->supports_op(be->ctx, n->op) || (host_operands && host->supports_op(host->ctx, n->op))) {
+            if ((n->nin != 0 && !host_operands) || !host->supports_op(host->ctx, n->op)) {
+                st = kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: %%%d = %s: the %s backend has no kernel for it",
+                              i, kn_op_name(n->op), kn_device_str(p->dev, ds, sizeof ds));
+                break;
+            }
+            s = (kn_program_step){i, host, 0, -1}; /* a source the device does not compute, or a view of one */
+            on_host[i] = be != host;
         }
         p->steps[p->nsteps++] = s;
     }
-    return KN_OK;
+    kn_free(on_host);
+    return st;
 }
 
 static double kn_now_ms(void) {
