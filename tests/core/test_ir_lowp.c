@@ -96,7 +96,7 @@ static kn_tensor *run_case(const lowp_case *c, kn_dtype dt, kn_dtype round, uint
     kn_tensor *t[3];
     for (int i = 0; i < c->nin; i++) {
         t[i] = operand(c, i, dt, round, seed);
-        char nm[8];
+        char nm[16];
         snprintf(nm, sizeof nm, "x%d", i);
         x[i] = kn_input(b, nm, t[i]);
     }
@@ -183,6 +183,7 @@ static void joint(bool low, kn_tensor **gx, kn_tensor **gw) {
     kn_builder_output(b, g[1]);
     kn_graph *gr = NULL;
     KN_ASSERT_OK(kn_builder_finish(b, &gr));
+    kn_builder_free(b);
     for (int k = 1; k <= 2; k++)
         cr_assert_eq(gr->nodes[gr->outputs[k]].type.dtype, KN_DT_F32, "gradient %d is %s", k,
                      kn_dtype_name(gr->nodes[gr->outputs[k]].type.dtype));
