@@ -38,7 +38,7 @@
 #include "kiln/passes.h"
 
 /* What a node is in one attention group. */
-enum { R_NONE = 0, R_S, R_P, R_O, R_DP, R_DV, R_DS, R_DQ, R_DK };
+typedef enum flash_role { R_NONE = 0, R_S, R_P, R_O, R_DP, R_DV, R_DS, R_DQ, R_DK } flash_role;
 
 typedef struct attn {
     int32_t q, k, v, s, p, o, dout, dp, dv, ds, dq, dk; /* -1: absent */
@@ -157,7 +157,7 @@ static kn_status rebuild(kn_graph *g, attn *a, const uint8_t *role, const int32_
             st = emit(out, KN_OP_FLASH_ATTN_BWD, 5, in, &at, sc, &t->g);
             if (st != KN_OK) break;
         }
-        switch (t ? role[i] : R_NONE) {
+        switch ((flash_role)(t ? role[i] : R_NONE)) { /* every role named: -Wswitch-enum checks it */
         case R_S: case R_P: case R_DP: case R_DS: /* dropped: nothing reads them any more */
             map[i] = -1;
             break;
@@ -172,7 +172,7 @@ static kn_status rebuild(kn_graph *g, attn *a, const uint8_t *role, const int32_
         case R_DQ: st = emit_slice(out, t->g, 0, 0, 1, tq, sc, &map[i]); break;
         case R_DK: st = emit_slice(out, t->g, 0, 1, 2, tq, sc, &map[i]); break;
         case R_DV: st = emit_slice(out, t->g, 0, 2, 3, tq, sc, &map[i]); break;
-        default: {
+        case R_NONE: { /* not part of a replaced attention: copied */
             kn_node nd = *n;
             for (int k = 0; k < nd.nin; k++) nd.in[k] = map[nd.in[k]];
             st = kn_graph_add_node(out, &nd, &map[i]);
