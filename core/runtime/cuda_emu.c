@@ -8,6 +8,7 @@
 #include "cuda_emu.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <ucontext.h>
 
 enum { KN_EMU_STACK = 64 * 1024, KN_EMU_MAX_THREADS = 1024 };
@@ -60,6 +61,66 @@ static double kn_emu_shfl(double v, unsigned src_lane)
 /* Lanes past the warp's end keep their own value, as on the GPU. */
 double kn_emu_shfl_down(double v, unsigned delta) { return kn_emu_shfl(v, cur % 32 + delta); }
 double kn_emu_shfl_xor(double v, unsigned lanemask) { return kn_emu_shfl(v, (cur % 32) ^ lanemask); }
+double kn_emu_shfl_idx(double v, unsigned src_lane) { return kn_emu_shfl(v, src_lane % 32); }
+
+/* mma.sync: the lanes' fragment registers meet in mma_slot (a lane past the block's end
+ * reads as zeros: every lane must take part). */
+static struct { unsigned a[4], b[2]; } mma_slot[KN_EMU_MAX_THREADS];
+
+static double emu_bits_f32(unsigned u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* cvt.rna.tf32.f32: to 10 mantissa bits, ties away from zero; NaN and infinities stay. */
+static double emu_tf32(unsigned u)
+{
+    if ((u & 0x7f800000u) != 0x7f800000u)
+        u = (u + 0x1000u) & 0xffffe000u;
+    return emu_bits_f32(u);
+}
+
+/* Element (row, k) of A or (k, col) of B from the lanes' slots, per the PTX ISA layouts. */
+static double emu_mma_a(int kind, unsigned base, int row, int k)
+{
+    int g = row % 8, hi = row >= 8;
+    if (kind == KN_EMU_MMA_TF32_16x8x8) /* a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4) */
+        return emu_tf32(mma_slot[base + g * 4 + k % 4].a[hi + 2 * (k >= 4)]);
+    /* bf16: a0 (g, 2t..2t+1), a1 (g+8, ...), a2 (g, 2t+8..), a3 (g+8, 2t+8..) */
+    unsigned r = mma_slot[base + g * 4 + (k % 8) / 2].a[hi + 2 * (k >= 8)];
+    return emu_bits_f32((k % 2 ? r >> 16 : r & 0xffffu) << 16);
+}
+
+static double emu_mma_b(int kind, unsigned base, int k, int col)
+{
+    if (kind == KN_EMU_MMA_TF32_16x8x8) /* b0 (t, g), b1 (t+4, g) */
+        return emu_tf32(mma_slot[base + col * 4 + k % 4].b[k >= 4]);
+    unsigned r = mma_slot[base + col * 4 + (k % 8) / 2].b[k >= 8]; /* b0 (2t..2t+1, g), b1 (2t+8.., g) */
+    return emu_bits_f32((k % 2 ? r >> 16 : r & 0xffffu) << 16);
+}
+
+void kn_emu_mma(int kind, float d[4], const unsigned a[4], const unsigned b[2], const float c[4])
+{
+    unsigned nt = kn_emu_block_dim.x * kn_emu_block_dim.y * kn_emu_block_dim.z, base = cur / 32 * 32;
+    memcpy(mma_slot[cur].a, a, sizeof mma_slot[cur].a);
+    memcpy(mma_slot[cur].b, b, sizeof mma_slot[cur].b);
+    for (unsigned l = nt; l < base + 32 && l < KN_EMU_MAX_THREADS; l++)
+        memset(&mma_slot[l], 0, sizeof mma_slot[l]);
+    kn_emu_warp_meet();
+    int g = (int)(cur % 32) / 4, t = (int)(cur % 4), kk = kind == KN_EMU_MMA_TF32_16x8x8 ? 8 : 16;
+    float r[4];
+    for (int e = 0; e < 4; e++) {
+        int row = g + 8 * (e >= 2), col = 2 * t + e % 2;
+        double s = 0;
+        for (int k = 0; k < kk; k++)
+            s += emu_mma_a(kind, base, row, k) * emu_mma_b(kind, base, k, col);
+        r[e] = (float)(s + c[e]);
+    }
+    kn_emu_warp_meet(); /* every lane has read the slots before any deposits again */
+    memcpy(d, r, sizeof r);
+}
 
 static kn_dim3 kn_emu_unflatten(unsigned i, kn_dim3 d)
 {

@@ -13,8 +13,13 @@
  * deadlock: kn_emu_launch returns -1 with a message naming the block, instead of
  * hanging. atomicAdd/atomicMax on int, unsigned and float (plain read-modify-write:
  * threads never interleave between switch points, so it is atomic here).
- * __shfl_down_sync and __shfl_xor_sync on float, double and int (the warp meets at each
- * shuffle; the mask is not checked: every lane of the warp must take part). __shared__
+ * __shfl_sync, __shfl_down_sync and __shfl_xor_sync on float, double and int (the warp
+ * meets at each shuffle; the mask is not checked: every lane of the warp must take part).
+ * The warp-level tensor-core products mma.sync.m16n8k8 (tf32) and m16n8k16 (bf16), f32
+ * accumulators, through kn_emu_mma (core/runtime/cuda_mma.h wraps them for kernels that
+ * also compile under nvcc): every lane deposits its A and B fragment registers (the PTX
+ * ISA's fragment layouts), the warp meets as at a shuffle, each lane computes its four
+ * D elements from the deposited fragments, and the warp meets again. __shared__
  * arrays (static storage: one block runs at a time). The launch macro:
  *
  *     KN_KERNEL_DEF(scale, struct scale_args)     // a kernel taking one struct by value, a
@@ -22,8 +27,8 @@
  *     int rc = KN_LAUNCH(scale, grid, block, args);   // scale<<<grid, block>>>(args) under nvcc
  *
  * Kernels the CUDA renderer emits use kn_emu_launch directly (their emulator dialect,
- * core/codegen/render_cuda.c, declares the same built-ins). Not emulated: votes, other
- * shuffles, dynamic shared memory, streams; a read of shared memory racing with another
+ * core/codegen/render_cuda.c, declares the same built-ins). Not emulated: votes, the up
+ * shuffle, other mma shapes and ldmatrix, dynamic shared memory, streams; a read of shared memory racing with another
  * thread's write is not detected (threads switch only at barriers and shuffles, so such a
  * race always reads the value of one fixed order). */
 #ifndef KN_CUDA_EMU_H
@@ -39,6 +44,18 @@ int kn_emu_launch(void (*fn)(void *), kn_dim3 grid, kn_dim3 block, void *args);
 void kn_emu_syncthreads(void);
 double kn_emu_shfl_down(double v, unsigned delta);
 double kn_emu_shfl_xor(double v, unsigned lanemask);
+double kn_emu_shfl_idx(double v, unsigned src_lane);
+
+/* d = A B + c for the warp: A [16, K] row-major and B [K, 8] column-major, spread over the
+ * lanes' a[4] and b[2] (32-bit registers) as the PTX ISA lays out mma.m16n8k8 .tf32 (K 8,
+ * one tf32 a register; inputs rounded as cvt.rna.tf32.f32 does, a no-op on values already
+ * rounded) or mma.m16n8k16 .bf16 (K 16, two bf16 a register, the lower-indexed element in
+ * the low half); c and d [16, 8] f32, c0..c3 at (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)
+ * with g = lane / 4, t = lane % 4. Products are exact and summed in double, then added to
+ * c and rounded once to f32 (the GPU's adder tree rounds differently, within f32 roundoff).
+ * Every lane of the warp must call it (as mma.sync.aligned requires). */
+enum { KN_EMU_MMA_TF32_16x8x8, KN_EMU_MMA_BF16_16x8x16 };
+void kn_emu_mma(int kind, float d[4], const unsigned a[4], const unsigned b[2], const float c[4]);
 
 #if !defined(__CUDACC__) && !defined(KN_EMU_NO_BUILTINS)
 #define threadIdx kn_emu_thread_idx
@@ -48,6 +65,7 @@ double kn_emu_shfl_xor(double v, unsigned lanemask);
 #define __syncthreads() kn_emu_syncthreads()
 #define __shfl_down_sync(mask, v, d) ((void)(mask), (__typeof__(v))kn_emu_shfl_down((v), (d)))
 #define __shfl_xor_sync(mask, v, m) ((void)(mask), (__typeof__(v))kn_emu_shfl_xor((v), (m)))
+#define __shfl_sync(mask, v, l) ((void)(mask), (__typeof__(v))kn_emu_shfl_idx((v), (l)))
 #define __shared__ static
 #define KN_KERNEL_DEF(name, T)                                        \
     static void name##_body(T a);                                     \

@@ -1,0 +1,247 @@
+/* cuda_flash_tc.cu — flash attention on tensor cores: FlashAttention-2's kernels with the
+ * two products of each step on warp-level mma.sync, in TF32 (f32 operands, where kiln
+ * allows TF32: KILN_TF32=1, `--tf32`, `--precision tf32`) and in bf16 (bf16 operands and
+ * results, f32 accumulators and softmax). Same contract as the SIMT kernels of
+ * cuda_flash.cu (kn_flash_attn in kiln/ir.h: y [.., T, D + 1] = O and the logsumexp L;
+ * the backward's [3, .., T, D] = dq, dk, dv), which remain for f64, for f32 without
+ * TF32 and for shapes these refuse; cuda_flash.cu's host entries pick (knc_flash_tc_run).
+ *
+ * Written, like cuda_flash.cu, in the subset the CUDA emulator runs (core/runtime/cuda_emu.h),
+ * with the tensor-core products spelled KN_MMA_TF32_16x8x8 / KN_MMA_BF16_16x8x16
+ * (core/runtime/cuda_mma.h: inline PTX under nvcc, the emulator's warp-collective
+ * kn_emu_mma on the CPU), so cuda_flash_tc_emu.c runs these very kernels in `make test`
+ * (tests/core/test_flash_tc.c). The text (cuda_flash_tc.inc) is instantiated per operand
+ * type and head dim, a compile-time constant so every fragment array is registers: tf32
+ * at D 32 and 64, bf16 at D 64 and 128 (anything else falls back, or is refused in bf16).
+ *
+ * The tiling (FA2): a block is 4 warps (128 threads) and 64 rows; a warp owns 16 rows, the
+ * m of the m16n8 products. Forward: Q's 16 x D slice is staged through shared memory once
+ * into A fragments held in registers; per key tile of KNT_BC rows, K and V are staged
+ * (16-byte global loads, tf32 rounding on the way in), S = Q K^T lands in accumulator
+ * fragments (each lane: 2 rows x 2 columns of each 8-column slice), masked and scaled in
+ * registers; the row max and (at the end) the row sum meet over the 4 lanes of a row with
+ * __shfl_xor_sync(1, 2); the online softmax rescales the O accumulators; P goes from
+ * accumulator to A fragments without shared memory (bf16: the layouts line up, two f32
+ * pack into one register; tf32: 8 shuffles per 8 keys move each value to the lane the A
+ * layout wants) and O += P V. Exponentials are exp2 of log2(e)-scaled scores. Backward
+ * (no atomics, deterministic, as cuda_flash.cu): (1) delta = dO . O - dL per row, parked
+ * as an f32 in dq's row; (2) dk, dv: a warp owns 16 keys, K and V stay in shared memory
+ * as A operands, per query tile S^T = K Q^T and dP^T = V dO^T, P^T and dS^T in registers,
+ * dV += P^T dO and dK += dS^T Q with Q and dO read column-major (B "k-major"); (3) dq: a
+ * warp owns 16 query rows (Q and dO as register A fragments), per key tile S, dP, dS,
+ * dQ += dS K. P is recomputed twice, as in the SIMT version and FA2's deterministic mode.
+ *
+ * Shared tiles: rows padded to KNT_P = D + 8 (bf16) or D + 4 (f32) elements, so the 32
+ * lanes of a fragment load hit 32 banks (row-major "n-major" loads: lane (g, t) reads
+ * word g * P/wordsize + t); tf32's column-major loads (B k-major) keep a 2-way conflict at
+ * pitch D + 4, which D + 8 would remove at the price of the row-major ones. Everything
+ * fits the 48 KiB of static shared memory (the emulator has no dynamic shared memory).
+ * Registers: D 64 in tf32, the dq kernel's Q, dO, dQ, S and dP fragments, about 160 a
+ * thread. No ldmatrix, no cp.async double buffering: those are the next steps. */
+#include <math.h>
+#include <stdint.h>
+
+#include "runtime/cuda_flash_tc.h"
+#include "runtime/cuda_mma.h"
+
+#define KNT_NT 128 /* threads a block: 4 warps of 16 rows */
+#define KNT_FN_(name, s) name##_##s
+#define KNT_FN(name, s) KNT_FN_(name, s)
+#define KNT_KERNEL(name, args) KN_KERNEL_DEF(name, args)
+#ifdef __CUDACC__
+#define KN_UNROLL _Pragma("unroll")
+#define KNT_ALIGN __align__(16)
+#else
+#define KN_UNROLL
+#define KNT_ALIGN _Alignas(16)
+#endif
+
+static inline int knt_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* ---------------------------------------------------------------- fragments, tf32 (float tiles)
+ * A [16, 8] at s (pitch p): a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4).
+ * B [8, 8] "n-major" (B[k][n] = s[n p + k], rows of K as columns): b0 (t, g), b1 (t + 4, g).
+ * B "k-major" (B[k][n] = s[k p + n], V as it lies): the same elements, transposed address. */
+static __device__ inline void knt_lda_tf32(unsigned a[4], const float *s, int p, int g, int t) {
+    a[0] = kn_f32_bits(s[g * p + t]);
+    a[1] = kn_f32_bits(s[(g + 8) * p + t]);
+    a[2] = kn_f32_bits(s[g * p + t + 4]);
+    a[3] = kn_f32_bits(s[(g + 8) * p + t + 4]);
+}
+static __device__ inline void knt_ldbn_tf32(unsigned b[2], const float *s, int p, int g, int t) {
+    b[0] = kn_f32_bits(s[g * p + t]);
+    b[1] = kn_f32_bits(s[g * p + t + 4]);
+}
+static __device__ inline void knt_ldbk_tf32(unsigned b[2], const float *s, int p, int g, int t) {
+    b[0] = kn_f32_bits(s[t * p + g]);
+    b[1] = kn_f32_bits(s[(t + 4) * p + g]);
+}
+/* Accumulators c (one [16, 8] tile: lane (g, t) has columns 2t, 2t + 1) to the A fragment
+ * of the next product (columns t and t + 4): each comes from lane 4g + t/2 or 4g + 2 + t/2. */
+static __device__ inline void knt_c2a_tf32(unsigned a[4], const float *c, int lane) {
+    int src = (lane & ~3) | ((lane & 3) >> 1), odd = lane & 1;
+    float x0 = __shfl_sync(0xffffffffu, c[0], src), x1 = __shfl_sync(0xffffffffu, c[1], src);
+    float y0 = __shfl_sync(0xffffffffu, c[2], src), y1 = __shfl_sync(0xffffffffu, c[3], src);
+    float z0 = __shfl_sync(0xffffffffu, c[0], src + 2), z1 = __shfl_sync(0xffffffffu, c[1], src + 2);
+    float w0 = __shfl_sync(0xffffffffu, c[2], src + 2), w1 = __shfl_sync(0xffffffffu, c[3], src + 2);
+    a[0] = kn_tf32_bits(odd ? x1 : x0);
+    a[1] = kn_tf32_bits(odd ? y1 : y0);
+    a[2] = kn_tf32_bits(odd ? z1 : z0);
+    a[3] = kn_tf32_bits(odd ? w1 : w0);
+}
+static __device__ inline float knt_stage_tf32(float x) { return kn_bits_f32(kn_tf32_bits(x)); }
+static __device__ inline void knt_copy16_tf32(float *d, const float *s) {
+#ifdef __CUDACC__
+    float4 v = *(const float4 *)s;
+    v.x = knt_stage_tf32(v.x), v.y = knt_stage_tf32(v.y), v.z = knt_stage_tf32(v.z), v.w = knt_stage_tf32(v.w);
+    *(float4 *)d = v;
+#else
+    for (int i = 0; i < 4; i++) d[i] = knt_stage_tf32(s[i]);
+#endif
+}
+
+/* ---------------------------------------------------------------- fragments, bf16 (16-bit tiles)
+ * A [16, 16]: a0 (g, 2t..2t+1), a1 (g + 8, 2t..), a2 (g, 2t+8..), a3 (g + 8, 2t+8..), two
+ * elements a register, the lower column in the low half. B [16, 8]: b0 (2t..2t+1, g),
+ * b1 (2t+8..2t+9, g). n-major B and A are one 32-bit shared load a register; k-major B
+ * gathers two 16-bit values (ldmatrix.trans would do it in one instruction). */
+static __device__ inline unsigned knt_u32(const unsigned short *s) { return *(const unsigned *)s; }
+static __device__ inline void knt_lda_bf16(unsigned a[4], const unsigned short *s, int p, int g, int t) {
+    a[0] = knt_u32(&s[g * p + 2 * t]);
+    a[1] = knt_u32(&s[(g + 8) * p + 2 * t]);
+    a[2] = knt_u32(&s[g * p + 2 * t + 8]);
+    a[3] = knt_u32(&s[(g + 8) * p + 2 * t + 8]);
+}
+static __device__ inline void knt_ldbn_bf16(unsigned b[2], const unsigned short *s, int p, int g, int t) {
+    b[0] = knt_u32(&s[g * p + 2 * t]);
+    b[1] = knt_u32(&s[g * p + 2 * t + 8]);
+}
+static __device__ inline void knt_ldbk_bf16(unsigned b[2], const unsigned short *s, int p, int g, int t) {
+    b[0] = (unsigned)s[2 * t * p + g] | (unsigned)s[(2 * t + 1) * p + g] << 16;
+    b[1] = (unsigned)s[(2 * t + 8) * p + g] | (unsigned)s[(2 * t + 9) * p + g] << 16;
+}
+/* Two accumulator tiles (16 columns) are exactly one A fragment: pack them. */
+static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int lane) {
+    (void)lane;
+    a[0] = kn_bf16x2(c[0], c[1]);
+    a[1] = kn_bf16x2(c[2], c[3]);
+    a[2] = kn_bf16x2(c[4], c[5]);
+    a[3] = kn_bf16x2(c[6], c[7]);
+}
+static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned short *s) {
+#ifdef __CUDACC__
+    *(uint4 *)d = *(const uint4 *)s;
+#else
+    for (int i = 0; i < 8; i++) d[i] = s[i];
+#endif
+}
+
+/* ---------------------------------------------------------------- the instances */
+#define KNT_E float
+#define KNT_KK 8
+#define KNT_VEC 4
+#define KNT_LDA knt_lda_tf32
+#define KNT_LDBN knt_ldbn_tf32
+#define KNT_LDBK knt_ldbk_tf32
+#define KNT_C2A knt_c2a_tf32
+#define KNT_MMA KN_MMA_TF32_16x8x8
+#define KNT_COPY16 knt_copy16_tf32
+#define KNT_STAGE knt_stage_tf32
+#define KNT_TOF(x) (x)
+#define KNT_FROMF(x) (x)
+
+#define KNT_S tf32_32
+#define KNT_D 32
+#define KNT_P 36
+#define KNT_BC 64
+#define KNT_BQ 64
+#include "runtime/cuda_flash_tc.inc"
+#undef KNT_S
+#undef KNT_D
+#undef KNT_P
+#undef KNT_BC
+#undef KNT_BQ
+
+#define KNT_S tf32_64
+#define KNT_D 64
+#define KNT_P 68
+#define KNT_BC 64
+#define KNT_BQ 16 /* 64 keys' K and V (34 KiB) + 16 rows of Q and dO stay under 48 KiB */
+#include "runtime/cuda_flash_tc.inc"
+#undef KNT_S
+#undef KNT_D
+#undef KNT_P
+#undef KNT_BC
+#undef KNT_BQ
+
+#undef KNT_E
+#undef KNT_KK
+#undef KNT_VEC
+#undef KNT_LDA
+#undef KNT_LDBN
+#undef KNT_LDBK
+#undef KNT_C2A
+#undef KNT_MMA
+#undef KNT_COPY16
+#undef KNT_STAGE
+#undef KNT_TOF
+#undef KNT_FROMF
+
+#define KNT_E unsigned short
+#define KNT_KK 16
+#define KNT_VEC 8
+#define KNT_LDA knt_lda_bf16
+#define KNT_LDBN knt_ldbn_bf16
+#define KNT_LDBK knt_ldbk_bf16
+#define KNT_C2A knt_c2a_bf16
+#define KNT_MMA KN_MMA_BF16_16x8x16
+#define KNT_COPY16 knt_copy16_bf16
+#define KNT_STAGE(x) (x)
+#define KNT_TOF(x) kn_bf16_f32(x)
+#define KNT_FROMF(x) kn_bf16_bits(x)
+
+#define KNT_S bf16_64
+#define KNT_D 64
+#define KNT_P 72
+#define KNT_BC 64
+#define KNT_BQ 64
+#include "runtime/cuda_flash_tc.inc"
+#undef KNT_S
+#undef KNT_D
+#undef KNT_P
+#undef KNT_BC
+#undef KNT_BQ
+
+#define KNT_S bf16_128
+#define KNT_D 128
+#define KNT_P 136
+#define KNT_BC 64
+#define KNT_BQ 16
+#include "runtime/cuda_flash_tc.inc"
+
+/* ---------------------------------------------------------------- the entry */
+#ifdef __CUDACC__
+#define KNT_ENTRY knc_flash_tc_run
+#else
+#define KNT_ENTRY kn_flash_tc_emu
+#endif
+
+int KNT_ENTRY(int kind, const void *q, const void *k, const void *v, const void *y, const void *dy, int dyc,
+              void *out, long long bh, int t, int d, float scale, bool bwd) {
+    if (kn_flash_tc_kernel(kind, d) == NULL || bh < 0 || bh > 65535 || t < 0 || t > (1 << 24)) return -2;
+    if (kind == KN_FLASH_TC_TF32)
+        return d == 32 ? knt_launch_tf32_32(q, k, v, y, dy, dyc, out, bh, t, scale, bwd)
+                       : knt_launch_tf32_64(q, k, v, y, dy, dyc, out, bh, t, scale, bwd);
+    return d == 64 ? knt_launch_bf16_64(q, k, v, y, dy, dyc, out, bh, t, scale, bwd)
+                   : knt_launch_bf16_128(q, k, v, y, dy, dyc, out, bh, t, scale, bwd);
+}
+
+#ifndef __CUDACC__
+/* Compiled once, in the emulator's object (the nvcc object has the same text). */
+const char *kn_flash_tc_kernel(int kind, int d) {
+    if (kind == KN_FLASH_TC_TF32) return d == 32 ? "mma.m16n8k8 tf32, D 32" : d == 64 ? "mma.m16n8k8 tf32, D 64" : NULL;
+    if (kind == KN_FLASH_TC_BF16)
+        return d == 64 ? "mma.m16n8k16 bf16, D 64" : d == 128 ? "mma.m16n8k16 bf16, D 128" : NULL;
+    return NULL;
+}
+#endif

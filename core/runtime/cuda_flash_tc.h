@@ -1,0 +1,34 @@
+/* cuda_flash_tc.h — the tensor-core flash attention kernels of core/runtime/cuda_flash_tc.cu:
+ * on the GPU (knc_flash_tc_run, called by cuda_flash.cu's host entries) and, the same text
+ * compiled as C, under the CUDA emulator (kn_flash_tc_emu, for the tests).
+ *
+ * kind KN_FLASH_TC_TF32: q, k, v, y, dy, out are float (products in TF32, the rest f32);
+ * KN_FLASH_TC_BF16: all are bf16 bits (uint16_t; products in bf16, accumulators and the
+ * softmax in f32, results rounded to bf16, the logsumexp column too). Shapes as
+ * kn_flash_emu_f32 in cuda_flash.h: bh [t, d] matrices; bwd false: out = y [bh, t, d + 1];
+ * bwd true: out = [3, bh, t, d] from y and dy [bh, t, dyc] (dyc d or d + 1). Returns 0,
+ * -1 when a launch failed, -2 for what the kernels do not take: d other than those
+ * kn_flash_tc_kernel names, bh > 65535, t > 2^24. */
+#ifndef KN_CUDA_FLASH_TC_H
+#define KN_CUDA_FLASH_TC_H
+
+#include <stdbool.h>
+
+enum { KN_FLASH_TC_TF32, KN_FLASH_TC_BF16 };
+
+/* The kernel that runs kind at head dim d ("mma.m16n8k8 tf32, D 64"), or NULL: none. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+const char *kn_flash_tc_kernel(int kind, int d);
+int kn_flash_tc_emu(int kind, const void *q, const void *k, const void *v, const void *y, const void *dy, int dyc,
+                    void *out, long long bh, int t, int d, float scale, bool bwd);
+#ifdef __cplusplus
+}
+#endif
+#ifdef __CUDACC__
+int knc_flash_tc_run(int kind, const void *q, const void *k, const void *v, const void *y, const void *dy, int dyc,
+                     void *out, long long bh, int t, int d, float scale, bool bwd);
+#endif
+
+#endif

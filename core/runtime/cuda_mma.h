@@ -1,0 +1,91 @@
+/* cuda_mma.h — warp-level tensor-core products (mma.sync) and the conversions around them,
+ * one spelling for nvcc and for the CUDA emulator (core/runtime/cuda_emu.h), so a kernel
+ * that uses them compiles for the GPU and runs, the same text, on the CPU.
+ *
+ *   KN_MMA_TF32_16x8x8(d, a, b, c)    mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
+ *   KN_MMA_BF16_16x8x16(d, a, b, c)   mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+ *
+ * d, c: float[4], the lane's accumulators (rows g and g + 8, columns 2t and 2t + 1 of the
+ * [16, 8] tile, g = lane / 4, t = lane % 4); a: unsigned[4], b: unsigned[2], the lane's
+ * A and B fragments (cuda_emu.h spells out both layouts; the PTX ISA's "Matrix Fragments
+ * for mma.m16n8k8" and "...m16n8k16" are the reference). Every lane of the warp executes
+ * the same call. sm_80 and later (the Makefile builds sm_80 and sm_90).
+ *
+ * Conversions: kn_tf32_bits(x) rounds an f32 to tf32 (cvt.rna.tf32.f32: ties away from
+ * zero) and returns its bits, the register an mma.tf32 operand is; kn_bf16x2(lo, hi)
+ * packs two f32s rounded to bf16 (cvt.rn.bf16x2.f32: nearest, ties to even) with lo in the
+ * low half; kn_bf16_bits(x) one bf16 as 16 bits; kn_bf16_f32(h) widens (exact). */
+#ifndef KN_CUDA_MMA_H
+#define KN_CUDA_MMA_H
+
+#include "runtime/cuda_emu.h"
+
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+
+static __device__ __forceinline__ unsigned kn_f32_bits(float x) { return __float_as_uint(x); }
+static __device__ __forceinline__ float kn_bits_f32(unsigned u) { return __uint_as_float(u); }
+static __device__ __forceinline__ unsigned kn_tf32_bits(float x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+static __device__ __forceinline__ unsigned kn_bf16x2(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+static __device__ __forceinline__ unsigned short kn_bf16_bits(float x) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+}
+static __device__ __forceinline__ void kn_mma_tf32(float d[4], const unsigned a[4], const unsigned b[2],
+                                                   const float c[4]) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%11,%12,%13};"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
+                   "f"(c[2]), "f"(c[3]));
+}
+static __device__ __forceinline__ void kn_mma_bf16(float d[4], const unsigned a[4], const unsigned b[2],
+                                                   const float c[4]) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%11,%12,%13};"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
+                   "f"(c[2]), "f"(c[3]));
+}
+#define KN_MMA_TF32_16x8x8(d, a, b, c) kn_mma_tf32((d), (a), (b), (c))
+#define KN_MMA_BF16_16x8x16(d, a, b, c) kn_mma_bf16((d), (a), (b), (c))
+
+#else /* the emulator */
+#include <string.h>
+
+static inline unsigned kn_f32_bits(float x) {
+    unsigned u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+static inline float kn_bits_f32(unsigned u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+static inline unsigned kn_tf32_bits(float x) {
+    unsigned u = kn_f32_bits(x);
+    return (u & 0x7f800000u) == 0x7f800000u ? u : (u + 0x1000u) & 0xffffe000u;
+}
+static inline unsigned short kn_bf16_bits(float x) {
+    unsigned u = kn_f32_bits(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); /* NaN stays NaN */
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static inline unsigned kn_bf16x2(float lo, float hi) {
+    return (unsigned)kn_bf16_bits(lo) | (unsigned)kn_bf16_bits(hi) << 16;
+}
+#define KN_MMA_TF32_16x8x8(d, a, b, c) kn_emu_mma(KN_EMU_MMA_TF32_16x8x8, (d), (a), (b), (c))
+#define KN_MMA_BF16_16x8x16(d, a, b, c) kn_emu_mma(KN_EMU_MMA_BF16_16x8x16, (d), (a), (b), (c))
+#endif
+
+static __device__ inline float kn_bf16_f32(unsigned short h) { return kn_bits_f32((unsigned)h << 16); }
+
+#endif

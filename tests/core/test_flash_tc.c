@@ -1,0 +1,229 @@
+/* test_flash_tc.c — the tensor-core flash attention (core/runtime/cuda_flash_tc.cu) and the
+ * emulator's mma.sync under it (core/runtime/cuda_emu.c, core/runtime/cuda_mma.h).
+ *
+ * cuda_mma: one kernel per shape, two warps with different matrices, each lane loading its
+ * A and B fragments from row-major matrices by the PTX ISA's formulas (written out here a
+ * second time, independently of the emulator's table), one KN_MMA_*, each lane storing its
+ * D fragment; D must equal C + A B computed in double on the rounded inputs (tf32:
+ * cvt.rna, ties away from zero; bf16 exact) within one f32 rounding, and must differ from
+ * the product of the unrounded inputs (so an emulator that forgot to round fails).
+ *
+ * flash_tc_emu: the kernels under the emulator against the CPU kernels
+ * (core/tensor/kernels_flash.inc) on the same (rounded) operands, at T = 1, 17, 64, 100
+ * (not multiples of the 64-row tiles), D 64 and the other instance (tf32 32, bf16 128),
+ * dy with and without L's column, and rows whose L is -inf (a fully masked row: the
+ * backward must leave it out). Tolerance: max|got - want| / max(0.1, max|want|) below
+ * 8e-3 for tf32 and 2e-2 for bf16. Why: each product operand is rounded, relatively by
+ * at most u = 2^-11 (4.9e-4) in tf32 and u = 2^-9 (2.0e-3) in bf16: q, k, v, dO as
+ * staged and P, dS as converted for the second product of each step (the reference gets
+ * the same rounded q, k, v, dO, so only P and dS count: a few u relative to each result's
+ * scale, since the sums carry errors of random sign). bf16 also rounds every result, L
+ * included, and the backward recomputes P from that L: |L| u, about 1e-2 at the largest
+ * |L| here if it added up, an upper bound. Measured worst over these cases: tf32 1.8e-3,
+ * bf16 4.7e-3 (cr_log_info prints them): the bounds leave a factor 4, and a kernel that
+ * drops a tile or misplaces one fragment is off by O(1) (0.14 to 1 when tried). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln/kernels.h"
+#include "kn_test.h"
+#include "runtime/cuda_flash_tc.h"
+#include "runtime/cuda_mma.h"
+
+/* ---------------------------------------------------------------- the mma alone */
+struct mma_args {
+    const float *a, *b, *c; /* per warp: A [16, K], B [K, 8], C [16, 8], row-major */
+    float *d;
+    int bf16;
+};
+
+KN_KERNEL_DEF(mma_kernel, struct mma_args) {
+    int lane = (int)threadIdx.x % 32, w = (int)threadIdx.x / 32, g = lane / 4, t = lane % 4, kk = a.bf16 ? 16 : 8;
+    const float *A = a.a + w * 16 * kk, *B = a.b + w * kk * 8, *C = a.c + w * 128;
+    unsigned ra[4], rb[2];
+    float c[4], d[4];
+    if (a.bf16) { /* row g (+8 for odd registers), columns 2t, 2t+1 (+8 for a2, a3) */
+        for (int i = 0; i < 4; i++) {
+            int row = g + 8 * (i % 2), col = 2 * t + 8 * (i / 2);
+            ra[i] = kn_bf16x2(A[row * kk + col], A[row * kk + col + 1]);
+        }
+        for (int i = 0; i < 2; i++) rb[i] = kn_bf16x2(B[(2 * t + 8 * i) * 8 + g], B[(2 * t + 8 * i + 1) * 8 + g]);
+    } else { /* a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4); b0 (t, g), b1 (t+4, g) */
+        for (int i = 0; i < 4; i++) ra[i] = kn_tf32_bits(A[(g + 8 * (i % 2)) * kk + t + 4 * (i / 2)]);
+        for (int i = 0; i < 2; i++) rb[i] = kn_tf32_bits(B[(t + 4 * i) * 8 + g]);
+    }
+    for (int i = 0; i < 4; i++) c[i] = C[(g + 8 * (i / 2)) * 8 + 2 * t + i % 2];
+    if (a.bf16) KN_MMA_BF16_16x8x16(d, ra, rb, c);
+    else KN_MMA_TF32_16x8x8(d, ra, rb, c);
+    for (int i = 0; i < 4; i++) a.d[w * 128 + (g + 8 * (i / 2)) * 8 + 2 * t + i % 2] = d[i];
+}
+
+/* cvt.rna.tf32.f32 and bf16's round-to-nearest-even, written out for the reference. */
+static double tf32(float x) {
+    double m = fabs(x);
+    int e;
+    frexp(m, &e);
+    double ulp = ldexp(1.0, e - 11); /* 10 stored mantissa bits: ulp 2^(e - 1 - 10) */
+    double r = floor(m / ulp + 0.5) * ulp;  /* ties away from zero */
+    return x < 0 ? -r : r;
+}
+static double bf16(float x) { return kn_bf16_f32(kn_bf16_bits(x)); }
+
+static void mma_case(int bf16_op) {
+    const int kk = bf16_op ? 16 : 8;
+    float A[2 * 16 * 16], B[2 * 16 * 8], C[2 * 128], D[2 * 128];
+    uint64_t s = 12345 + (uint64_t)bf16_op;
+    for (int i = 0; i < 2 * 16 * 16; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        float v = (float)((double)(s >> 11) / 9007199254740992.0 * 2 - 1);
+        A[i] = v;
+        B[i % (2 * 16 * 8)] = i < 2 * 16 * 8 ? v * 3 : B[i % (2 * 16 * 8)];
+        if (i < 256) C[i] = v / 4;
+    }
+    A[0] = 1.0f + 0x1p-11f; /* a tie: rna gives 1 + 2^-10, round-to-even 1 */
+    B[0] = 1.0f;
+    struct mma_args a = {A, B, C, D, bf16_op};
+    kn_dim3 grid = {1, 1, 1}, block = {64, 1, 1};
+    cr_assert(KN_LAUNCH(mma_kernel, grid, block, a) == 0);
+    double worst = 0, unrounded = 0;
+    for (int w = 0; w < 2; w++)
+        for (int i = 0; i < 16; i++)
+            for (int j = 0; j < 8; j++) {
+                double want = C[w * 128 + i * 8 + j], raw = want;
+                for (int k = 0; k < kk; k++) {
+                    float x = A[w * 16 * kk + i * kk + k], y = B[w * kk * 8 + k * 8 + j];
+                    want += bf16_op ? bf16(x) * bf16(y) : tf32(x) * tf32(y);
+                    raw += (double)x * y;
+                }
+                double got = D[w * 128 + i * 8 + j], e = fabs(got - want) / (fabs(want) + 1e-30);
+                if (e > worst) worst = e;
+                if (fabs(got - raw) > unrounded) unrounded = fabs(got - raw);
+            }
+    cr_assert(worst <= 0x1p-23, "%s: D off C + A B by %.3g (relative)", bf16_op ? "bf16" : "tf32", worst);
+    cr_assert(unrounded > 1e-6, "%s: D equals the product of unrounded inputs", bf16_op ? "bf16" : "tf32");
+}
+
+KN_TEST(cuda_mma, tf32_16x8x8_is_a_matrix_product_of_rounded_inputs) { mma_case(0); }
+KN_TEST(cuda_mma, bf16_16x8x16_is_a_matrix_product_of_rounded_inputs) { mma_case(1); }
+
+KN_TEST(cuda_mma, tf32_rounding_ties_away_from_zero) {
+    cr_assert(kn_bits_f32(kn_tf32_bits(1.0f + 0x1p-11f)) == 1.0f + 0x1p-10f);
+    cr_assert(kn_bits_f32(kn_tf32_bits(-(1.0f + 0x1p-11f))) == -(1.0f + 0x1p-10f));
+    cr_assert(kn_bits_f32(kn_tf32_bits(1.0f + 0x1p-12f)) == 1.0f);
+    cr_assert(isinf(kn_bits_f32(kn_tf32_bits(INFINITY))));
+    cr_assert(kn_bf16_f32(kn_bf16_bits(1.0f + 0x1p-8f)) == 1.0f, "bf16: a tie goes to even");
+    cr_assert(kn_bf16_f32(kn_bf16_bits(1.0f + 0x1p-7f + 0x1p-8f)) == 1.0f + 0x1p-6f);
+}
+
+/* ---------------------------------------------------------------- the kernels */
+static double rel(const float *got, const float *want, int64_t n) {
+    double e = 0, m = 0.1;
+    for (int64_t i = 0; i < n; i++) {
+        double g = got[i], w = want[i];
+        if (isinf(w) && g == w) continue;
+        if (!(fabs(g - w) <= e)) e = isnan(g) || isinf(g) ? INFINITY : fabs(g - w);
+        if (fabs(w) > m) m = fabs(w);
+    }
+    return e / m;
+}
+
+/* x (f32) as the kernel's operand type: tf32 keeps f32 (the kernel rounds), bf16 rounds
+ * x in place and writes its bits to h. */
+static void *operand(int kind, float *x, int64_t n) {
+    if (kind == KN_FLASH_TC_TF32) return x;
+    unsigned short *h = malloc((size_t)n * sizeof *h);
+    for (int64_t i = 0; i < n; i++) {
+        h[i] = kn_bf16_bits(x[i]);
+        x[i] = kn_bf16_f32(h[i]);
+    }
+    return h;
+}
+static void widen(int kind, const void *p, float *x, int64_t n) {
+    if (kind == KN_FLASH_TC_TF32) memcpy(x, p, (size_t)n * sizeof *x);
+    else
+        for (int64_t i = 0; i < n; i++) x[i] = kn_bf16_f32(((const unsigned short *)p)[i]);
+}
+
+static double worst_seen[2];
+
+static void tc_case(int kind, int64_t bh, int t, int d, int dyc, int masked_rows, uint64_t seed) {
+    const int64_t n = bh * t * d, ny = bh * t * (d + 1), ndy = bh * t * dyc;
+    const double tol = kind == KN_FLASH_TC_TF32 ? 8e-3 : 2e-2;
+    const float scale = 1.0f / sqrtf((float)d);
+    const char *name = kn_flash_tc_kernel(kind, d);
+    float *qkv = malloc((size_t)(3 * n) * sizeof(float)), *dy = malloc((size_t)ndy * sizeof(float));
+    float *y = malloc((size_t)ny * sizeof(float)), *g = malloc((size_t)(3 * n) * sizeof(float));
+    float *got = malloc((size_t)(ny > 3 * n ? ny : 3 * n) * sizeof(float));
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t i = 0; i < 3 * n + ndy; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        float v = (float)(2.0 * (double)(s >> 11) / 9007199254740992.0 - 1.0);
+        if (i < 3 * n) qkv[i] = v;
+        else dy[i - 3 * n] = v;
+    }
+    void *dq = operand(kind, qkv, 3 * n), *ddy = operand(kind, dy, ndy);
+    const size_t es = kind == KN_FLASH_TC_TF32 ? 4 : 2;
+    const char *dqc = dq;
+    char *out = malloc((size_t)(ny > 3 * n ? ny : 3 * n) * es);
+    memset(out, 0xFF, (size_t)ny * es); /* NaN: an element the kernel forgets shows */
+    cr_assert(kn_k_flash_attn_f32(qkv, qkv + n, qkv + 2 * n, y, bh, t, d, scale));
+    int rc = kn_flash_tc_emu(kind, dqc, dqc + n * es, dqc + 2 * n * es, NULL, NULL, 0, out, bh, t, d, scale, false);
+    cr_assert(rc == 0, "%s forward launch: %d", name, rc);
+    widen(kind, out, got, ny);
+    double e = rel(got, y, ny);
+    if (e > worst_seen[kind]) worst_seen[kind] = e;
+    cr_assert(e < tol, "%s bh=%lld T=%d: forward off by %.3g", name, (long long)bh, t, e);
+    for (int r = 0; r < masked_rows && r < bh * t; r++) y[(r * 7 % (bh * t)) * (d + 1) + d] = -INFINITY;
+    void *yk = operand(kind, y, ny); /* bf16: y as the bf16 forward would have stored it */
+    cr_assert(kn_k_flash_attn_bwd_f32(qkv, qkv + n, qkv + 2 * n, y, dy, dyc, g, bh, t, d, scale));
+    memset(out, 0xFF, (size_t)(3 * n) * es);
+    rc = kn_flash_tc_emu(kind, dqc, dqc + n * es, dqc + 2 * n * es, yk, ddy, dyc, out, bh, t, d, scale, true);
+    cr_assert(rc == 0, "%s backward launch: %d", name, rc);
+    widen(kind, out, got, 3 * n);
+    for (int w = 0; w < 3; w++) {
+        e = rel(got + w * n, g + w * n, n);
+        if (e > worst_seen[kind]) worst_seen[kind] = e;
+        cr_assert(e < tol, "%s bh=%lld T=%d dy cols %d, %d rows masked: d%c off by %.3g", name, (long long)bh, t,
+                  dyc, masked_rows, "qkv"[w], e);
+    }
+    if (kind != KN_FLASH_TC_TF32) {
+        free(dq);
+        free(ddy);
+        free(yk);
+    }
+    free(qkv), free(dy), free(y), free(g), free(got), free(out);
+}
+
+KN_TEST(flash_tc_emu, tf32_kernels_match_the_cpu, .timeout = 600) {
+    static const int ts[] = {1, 17, 64, 100};
+    uint64_t seed = 1;
+    for (int di = 0; di < 2; di++)
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+            int d = di ? 32 : 64;
+            tc_case(KN_FLASH_TC_TF32, 1 + (int64_t)(i % 2), ts[i], d, (i + di) % 2 ? d + 1 : d, (int)i, seed++);
+        }
+    cr_log_info("tf32: worst relative error %.3g", worst_seen[KN_FLASH_TC_TF32]);
+}
+
+KN_TEST(flash_tc_emu, bf16_kernels_match_the_cpu, .timeout = 600) {
+    static const int ts[] = {1, 17, 64, 100};
+    uint64_t seed = 11;
+    for (int di = 0; di < 2; di++)
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+            int d = di ? 128 : 64;
+            if (d == 128 && ts[i] == 64) continue; /* the slowest case under the emulator, no new edge */
+            tc_case(KN_FLASH_TC_BF16, 1 + (int64_t)(i % 2), ts[i], d, (i + di) % 2 ? d + 1 : d, (int)i, seed++);
+        }
+    cr_log_info("bf16: worst relative error %.3g", worst_seen[KN_FLASH_TC_BF16]);
+}
+
+KN_TEST(flash_tc_emu, refusals) {
+    float x[8] = {0};
+    cr_assert(kn_flash_tc_kernel(KN_FLASH_TC_TF32, 64) && kn_flash_tc_kernel(KN_FLASH_TC_BF16, 128));
+    cr_assert(kn_flash_tc_kernel(KN_FLASH_TC_TF32, 128) == NULL && kn_flash_tc_kernel(KN_FLASH_TC_BF16, 32) == NULL);
+    cr_assert(kn_flash_tc_emu(KN_FLASH_TC_TF32, x, x, x, NULL, NULL, 0, x, 1, 1, 48, 1.0f, false) == -2);
+    cr_assert(kn_flash_tc_emu(KN_FLASH_TC_BF16, x, x, x, NULL, NULL, 0, x, 70000, 1, 64, 1.0f, false) == -2);
+    cr_assert(kn_flash_tc_emu(KN_FLASH_TC_TF32, x, x, x, NULL, NULL, 0, x, 0, 5, 64, 1.0f, false) == 0,
+              "no pairs: nothing to do");
+}
