@@ -28,6 +28,9 @@
 #include "kiln/nn.h"
 #include "kiln/passes.h"
 #include "kiln/program.h"
+#if KN_HAVE_CUDA
+#include "runtime/cuda_flash_tc.h"
+#endif
 
 typedef struct bench_opts {
     int vocab, context, layers, width, heads, batch, warmup, steps, profile;
@@ -438,18 +441,20 @@ int kn_cli_bench(int argc, char **argv) {
 
 typedef struct attn_opts {
     int batch, heads, dim, seq, warmup, steps;
-    bool flash;
+    bool flash, tf32;
     char device[16];
 } attn_opts;
 
 static void attn_usage(FILE *f) {
     fprintf(f, "usage: kiln bench-attn [--batch B] [--heads H] [--head-dim D] [--seq T] [--warmup N] [--steps N]\n"
-               "                       [--device auto|cpu|cuda|cuda:N] [--flash]\n"
+               "                       [--device auto|cpu|cuda|cuda:N] [--flash] [--tf32]\n"
                "Times causal attention alone, forward + backward (q, k, v [B, H, T, D] and their gradients),\n"
                "materialized (matmul, causal_softmax, matmul: [B, H, T, T] values) or with --flash (the flash\n"
-               "pass: flash_attn and flash_attn_bwd). Defaults: B 8, H 12, D 64, T 1024, 2 warm-up and 5 timed\n"
-               "runs, device auto. Prints the median time, the peak memory of the runs above the inputs, and\n"
-               "the graph's largest live set; the last line is a TSV row: T, variant, ms, peak bytes, live\n"
+               "pass: flash_attn and flash_attn_bwd). --tf32 (KILN_TF32=1) lets a GPU use TF32 tensor cores:\n"
+               "cuBLAS's matmuls, and flash attention's mma kernels (D 32 or 64; others run the SIMT ones).\n"
+               "Defaults: B 8, H 12, D 64, T 1024, 2 warm-up and 5 timed runs, device auto. Prints the median\n"
+               "time, the peak memory of the runs above the inputs, the graph's largest live set and, for flash\n"
+               "on a GPU, the kernel that ran; the last line is a TSV row: T, variant, ms, peak bytes, live\n"
                "bytes, B, H, D, device (plots/flash.sh).\n");
 }
 
@@ -463,6 +468,7 @@ static int attn_parse(attn_opts *o, int argc, char **argv) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { attn_usage(stdout); return 0; }
         if (!strcmp(a, "--flash")) { o->flash = true; continue; }
+        if (!strcmp(a, "--tf32")) { o->tf32 = true; continue; }
         bool known = !strcmp(a, "--device");
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) known = known || !strcmp(a, ints[k].name);
         if (!known) { fprintf(stderr, "kiln bench-attn: unknown option '%s' (kiln bench-attn --help)\n", a); return 2; }
@@ -549,6 +555,9 @@ static kn_status bench_attn(const attn_opts *o, kn_device dev) {
                o->batch, o->heads, o->seq, o->dim, variant, devname);
         printf("  %.3f ms median of %d runs; peak %.2f MiB above the inputs; largest live set %.2f MiB\n", med,
                o->steps, peak / 1048576.0, live / 1048576.0);
+#if KN_HAVE_CUDA
+        if (o->flash && dev.type == KN_DEVICE_CUDA) printf("  flash kernel: %s\n", kn_flash_cuda_kernel());
+#endif
         printf("%d\t%s\t%.4f\t%.0f\t%.0f\t%d\t%d\t%d\t%s\n", o->seq, variant, med, peak, live, o->batch, o->heads,
                o->dim, devname);
     }
@@ -571,6 +580,10 @@ int kn_cli_bench_attn(int argc, char **argv) {
     if (kn_device_parse(o.device, &dev) != KN_OK) {
         fprintf(stderr, "kiln bench-attn: --device: %s\n", kn_last_error());
         return 2;
+    }
+    if (o.tf32 && setenv("KILN_TF32", "1", 1) != 0) { /* read by the first matmul or flash kernel */
+        fprintf(stderr, "kiln bench-attn: --tf32: cannot set KILN_TF32\n");
+        return 1;
     }
     if (bench_attn(&o, dev) != KN_OK) {
         fprintf(stderr, "kiln bench-attn: %s\n", kn_last_error());

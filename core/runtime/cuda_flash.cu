@@ -69,11 +69,15 @@
 
 #ifdef __CUDACC__
 /* ---------------------------------------------------------------- the CUDA backend's entries */
+#include "runtime/cuda_flash_tc.h"
 #include "runtime/cuda_impl.h"
+
+static const char *knf_kernel = "none yet";
+const char *kn_flash_cuda_kernel(void) { return knf_kernel; }
 
 static kn_status knf_run(const kn_node *n, const kn_tensor *const *in, kn_tensor **out, bool bwd) {
     kn_dtype dt = n->type.dtype;
-    if (dt != KN_DT_F32 && dt != KN_DT_F64) return knc_unsupported(n, dt);
+    if (dt != KN_DT_F32 && dt != KN_DT_F64 && dt != KN_DT_BF16) return knc_unsupported(n, dt);
     const kn_tensor *q = in[0];
     long long t = q->shape[q->ndim - 2], d = q->shape[q->ndim - 1];
     long long bh = 1; /* the batch axes' product (D may be 0: y still has L's column) */
@@ -85,7 +89,19 @@ static kn_status knf_run(const kn_node *n, const kn_tensor *const *in, kn_tensor
     KN_TRY(knc_new_out(n, knc_dev(in), out));
     const void *dy = bwd ? kn_tensor_data(in[4]) : nullptr;
     int dyc = bwd ? (int)in[4]->shape[in[4]->ndim - 1] : 0;
-    int rc = dt == KN_DT_F32
+    /* tensor cores (cuda_flash_tc.cu) for bf16, and for f32 where TF32 is allowed */
+    int tc = dt == KN_DT_BF16 ? KN_FLASH_TC_BF16 : dt == KN_DT_F32 && knc_tf32_allowed() ? KN_FLASH_TC_TF32 : -1;
+    int rc = tc < 0 ? -2 : knc_flash_tc_run(tc, kn_tensor_data(in[0]), kn_tensor_data(in[1]), kn_tensor_data(in[2]),
+                                              bwd ? kn_tensor_data(in[3]) : nullptr, dy, dyc, kn_tensor_data(*out), bh,
+                                              (int)t, (int)d, (float)n->attrs.scale, bwd);
+    knf_kernel = rc != -2 ? kn_flash_tc_kernel(tc, (int)d) : dt == KN_DT_F32 ? "simt f32" : "simt f64";
+    if (rc == -2 && dt == KN_DT_BF16) {
+        kn_tensor_free(*out);
+        *out = NULL;
+        return kn_error(KN_ERR_UNSUPPORTED, "%s: the cuda kernels take bf16 at head dims 64 and 128 only (got D = %lld)",
+                        kn_op_name(n->op), d);
+    }
+    if (rc == -2) rc = dt == KN_DT_F32
         ? knf_launch_f32((const float *)kn_tensor_data(in[0]), (const float *)kn_tensor_data(in[1]),
                          (const float *)kn_tensor_data(in[2]), bwd ? (const float *)kn_tensor_data(in[3]) : nullptr,
                          (const float *)dy, dyc, (float *)kn_tensor_data(*out), bh, (int)t, (int)d,

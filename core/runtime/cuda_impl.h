@@ -210,6 +210,9 @@ extern cudaStream_t knc_stream;
 /* Whether the work queued now is being captured into a CUDA graph (nothing runs: kernels
  * must not read device results on the host, e.g. to check indices). */
 static inline bool knc_capturing(void) { return knc_stream != 0; }
+/* Whether f32 products may use TF32 tensor cores (KILN_TF32=1, read once: kiln's --tf32
+ * and --precision tf32 set it): cuBLAS's f32 GEMMs and the flash attention kernels. */
+bool knc_tf32_allowed(void);
 /* KN_ERR_UNSUPPORTED: "<op>: no CUDA kernel for dtype <dt> ...". */
 kn_status knc_unsupported(const kn_node *n, kn_dtype dt);
 /* KN_ERR_UNSUPPORTED: "<op>: the cuda backend's <kernel> does not compute this op" (an op

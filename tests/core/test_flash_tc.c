@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_test_util.h"
 #include "kiln/kernels.h"
-#include "kn_test.h"
 #include "runtime/cuda_flash_tc.h"
 #include "runtime/cuda_mma.h"
 
@@ -226,4 +226,73 @@ KN_TEST(flash_tc_emu, refusals) {
     cr_assert(kn_flash_tc_emu(KN_FLASH_TC_BF16, x, x, x, NULL, NULL, 0, x, 70000, 1, 64, 1.0f, false) == -2);
     cr_assert(kn_flash_tc_emu(KN_FLASH_TC_TF32, x, x, x, NULL, NULL, 0, x, 0, 5, 64, 1.0f, false) == 0,
               "no pairs: nothing to do");
+}
+
+/* ---------------------------------------------------------------- on a GPU */
+/* A host copy of x (f32) in dtype dt (f32: a plain copy). */
+static kn_tensor *as_dtype(const kn_tensor *x, kn_dtype dt) {
+    kn_tensor *r = NULL;
+    KN_ASSERT_OK(kn_tensor_empty(&r, dt, x->ndim, x->shape));
+    kn_dtype_convert(dt, kn_tensor_data(r), x->dtype, kn_tensor_data(x), kn_tensor_numel(x));
+    return r;
+}
+
+/* n on the GPU operands (host h in the kernel's dtype) against the f32 CPU kernel on
+ * hw (the same values in f32); the f32 reference result (caller frees). */
+static kn_tensor *tc_gpu_vs_cpu(kn_node *n, int nin, kn_tensor **h, kn_tensor **hw, double tol, const char *want) {
+    kn_tensor *d[5] = {NULL}, *ref = NULL;
+    gpu_operands(n, nin, h, NULL, d);
+    kn_node nw = *n;
+    nw.type.dtype = KN_DT_F32; /* the same node in f32: the reference */
+    KN_ASSERT_OK(kn_node_eval(&nw, (const kn_tensor *const *)hw, &ref));
+    kn_tensor *got = on_gpu(n, d), *gw = as_dtype(got, KN_DT_F32);
+    cr_assert(!strncmp(kn_flash_cuda_kernel(), want, strlen(want)), "%s ran the kernel '%s', not '%s'",
+              kn_op_name(n->op), kn_flash_cuda_kernel(), want);
+    double e = rel(kn_tensor_data(gw), kn_tensor_data(ref), kn_tensor_numel(ref));
+    cr_assert(e < tol, "%s (%s) on the GPU: off the CPU by %.3g", kn_op_name(n->op), kn_flash_cuda_kernel(), e);
+    for (int i = 0; i < nin; i++) kn_tensor_free(d[i]);
+    kn_tensor_free(got);
+    kn_tensor_free(gw);
+    return ref;
+}
+
+/* The backend's flash_attn and flash_attn_bwd on tensor cores: f32 with KILN_TF32=1 (the
+ * tf32 kernels at D 32 and 64, the SIMT ones at D 128) and bf16 operands (D 64 and 128),
+ * against the CPU's f32 kernels on the same values, at the emulator tests' tolerances. */
+KN_TEST(cuda_flash_tc, ops_match_the_cpu_on_tensor_cores, .timeout = 120) {
+    SKIP_WITHOUT_GPU();
+    setenv("KILN_TF32", "1", 1); /* read once, by the first product of this (forked) test */
+    kn_rng r = kn_rng_new(9);
+    static const int64_t shapes[][4] = {{1, 1, 1, 64}, {2, 3, 33, 32}, {1, 12, 257, 64}, {2, 2, 100, 128}, {1, 2, 1030, 64}};
+    for (int kind = 0; kind < 2; kind++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            kn_dtype dt = kind == KN_FLASH_TC_TF32 ? KN_DT_F32 : KN_DT_BF16;
+            int d = (int)shapes[s][3];
+            const char *k = kn_flash_tc_kernel(kind, d);
+            if (!k && kind == KN_FLASH_TC_BF16) continue; /* bf16 has no SIMT fallback */
+            if (!k) k = "simt f32";
+            double tol = kind == KN_FLASH_TC_TF32 ? 8e-3 : 2e-2;
+            kn_tensor *h[5] = {NULL}, *hw[5] = {NULL};
+            for (int i = 0; i < 3; i++) {
+                kn_tensor *x = randn(&r, KN_DT_F32, 4, shapes[s]);
+                h[i] = as_dtype(x, dt);
+                hw[i] = as_dtype(h[i], KN_DT_F32); /* the values the kernel sees */
+                kn_tensor_free(x);
+            }
+            kn_node n = node(KN_OP_FLASH_ATTN), b = node(KN_OP_FLASH_ATTN_BWD);
+            n.attrs.scale = b.attrs.scale = 1.0 / sqrt((double)d);
+            kn_tensor *y = tc_gpu_vs_cpu(&n, 3, h, hw, tol, k);
+            h[3] = as_dtype(y, dt);
+            hw[3] = as_dtype(h[3], KN_DT_F32);
+            kn_tensor_free(y);
+            kn_tensor *dy = randn(&r, KN_DT_F32, 4, hw[3]->shape);
+            h[4] = as_dtype(dy, dt);
+            hw[4] = as_dtype(h[4], KN_DT_F32);
+            kn_tensor_free(dy);
+            kn_tensor_free(tc_gpu_vs_cpu(&b, 5, h, hw, tol, k));
+            for (int i = 0; i < 5; i++) {
+                kn_tensor_free(h[i]);
+                kn_tensor_free(hw[i]);
+            }
+        }
 }
