@@ -7,8 +7,10 @@
  * table, kn_autocast_policy, says per op which it is:
  *
  *   LOW    matrix products (the model's linear layers and both attention products, and
- *          their backwards): operands cast to the low dtype, the result in the low dtype
- *          (the CPU kernels and a GPU's accumulate in f32 and round once, on store);
+ *          their backwards; flash attention, in bf16 at head dims 64 and 128, where the
+ *          GPU has tensor-core kernels for it): operands cast to the low dtype, the result
+ *          in the low dtype (the CPU kernels and a GPU's accumulate in f32 and round
+ *          once, on store);
  *   F32    reductions, norms, softmaxes, the loss and their backwards: operands cast back
  *          to f32;
  *   KEEP   elementwise ops and views: follow their operands. All float operands low (a
@@ -37,11 +39,13 @@
 #include <string.h>
 
 #include "kiln/passes.h"
+#include "runtime/cuda_flash_tc.h"
 
 /* kn:region autocast-policy */
 kn_autocast_class kn_autocast_policy(kn_op op) {
     switch (op) {
     case KN_OP_MATMUL:
+    case KN_OP_FLASH_ATTN: case KN_OP_FLASH_ATTN_BWD: /* products inside; bf16 only, see plan_node */
         return KN_AUTOCAST_LOW;
     case KN_OP_SUM: case KN_OP_MEAN: case KN_OP_MAX:
     case KN_OP_SOFTMAX: case KN_OP_SOFTMAX_BWD: case KN_OP_LOG_SOFTMAX: case KN_OP_LOG_SOFTMAX_BWD:
@@ -49,7 +53,6 @@ kn_autocast_class kn_autocast_policy(kn_op op) {
     case KN_OP_LAYERNORM: case KN_OP_LAYERNORM_DX: case KN_OP_NORMALIZE:
     case KN_OP_CROSS_ENTROPY: case KN_OP_CROSS_ENTROPY_BWD:
     case KN_OP_EMBEDDING_GRAD: /* a scatter-add: a sum per row of the table */
-    case KN_OP_FLASH_ATTN: case KN_OP_FLASH_ATTN_BWD: /* its kernels are f32/f64 (a bf16 one on tensor cores is to come) */
         return KN_AUTOCAST_F32;
     case KN_OP_INPUT: case KN_OP_PARAM: case KN_OP_FULL:
     case KN_OP_ADD: case KN_OP_SUB: case KN_OP_MUL: case KN_OP_DIV: case KN_OP_EQ: case KN_OP_WHERE:
@@ -94,6 +97,18 @@ typedef struct ac_plan {
 
 static bool is_f32ish(kn_dtype d, kn_dtype low) { return d == KN_DT_F32 || d == low; }
 
+/* flash_attn(_bwd) goes low only in bf16 and at the head dims the GPU's bf16 tensor-core
+ * kernels take (core/runtime/cuda_flash_tc.cu: 64, 128), so a program that runs on the CPU
+ * also runs on a GPU (f16 and other head dims keep the f32 kernels). Low, its y holds O
+ * and the logsumexp L in bf16: the backward's P = exp(s - L) then carries a relative error
+ * up to |L| 2^-9 per row, the same factor across the row (a per-row scale of dq, dk, dv
+ * of well under 1% at GPT-2's T = 1024, not a change of direction). */
+static bool flash_goes_low(const ac_plan *p, const kn_node *n) {
+    if (n->op != KN_OP_FLASH_ATTN && n->op != KN_OP_FLASH_ATTN_BWD) return true;
+    const kn_type *q = &p->g->nodes[n->in[0]].type;
+    return p->low == KN_DT_BF16 && q->ndim >= 2 && kn_flash_tc_kernel(KN_FLASH_TC_BF16, (int)q->shape[q->ndim - 1]);
+}
+
 /* Decide node i: its dtype after the pass and whether it reads its float operands low. */
 static void plan_node(ac_plan *p, int32_t i) {
     const kn_node *n = &p->g->nodes[i];
@@ -111,6 +126,7 @@ static void plan_node(ac_plan *p, int32_t i) {
         all_low &= p->dt[n->in[k]] == p->low;
     }
     kn_autocast_class c = kn_autocast_policy(n->op);
+    if (c == KN_AUTOCAST_LOW && !flash_goes_low(p, n)) c = KN_AUTOCAST_F32;
     bool low = eligible && (c == KN_AUTOCAST_LOW ? t == KN_DT_F32 : c == KN_AUTOCAST_KEEP && any && all_low);
     if (!low) return;
     p->reads_low[i] = true;
