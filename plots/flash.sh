@@ -8,7 +8,7 @@
 # (the [B, H, T, T] scores, probabilities and their gradients), flash's as T.
 # FLAGS default to a CPU-sized shape (B 1, H 4, D 64, 1 warm-up and 3 timed runs, --device
 # cpu); on a GPU pass e.g. `--device cuda --batch 8 --heads 12`. Writes OUT.svg, OUT.png and
-# OUT.tsv (T, variant, ms, peak bytes, live-set bytes, B, H, D, device). KILN names the kiln
+# OUT.tsv (T, variant, ms, peak bytes, live-set bytes, B, H, D, device, precision). KILN names the kiln
 # binary (default build/solutions/kiln). PLOT_ONLY=1 plots an OUT.tsv made earlier (say on a
 # GPU machine without gnuplot, where the runs write the TSV and stop before plotting).
 set -eu
@@ -23,20 +23,20 @@ if [ -z "${PLOT_ONLY:-}" ]; then
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 # rows alternate materialized, flash (the plot reads them with `every 2`)
-printf '# T\tvariant\tms\tpeak_bytes\tlive_bytes\tB\tH\tD\tdevice\n' > "$tsv"
+printf '# T\tvariant\tms\tpeak_bytes\tlive_bytes\tB\tH\tD\tdevice\tprecision\n' > "$tsv"
 for t in $SEQS; do
     for f in "" --flash; do
         echo "== kiln bench-attn $* --seq $t $f" >&2
         "$KILN" bench-attn "$@" --seq "$t" $f > "$logs/run.log" 2>&1 \
             || { cat "$logs/run.log" >&2; echo "flash.sh: T=$t $f failed" >&2; exit 1; }
-        sed -n 2p "$logs/run.log" >&2
+        grep '^  ' "$logs/run.log" >&2 || true
         tail -n 1 "$logs/run.log" >> "$tsv"
     done
 done
 fi
 [ -s "$tsv" ] || { echo "flash.sh: no $tsv to plot" >&2; exit 2; }
 command -v gnuplot > /dev/null || { echo "flash.sh: wrote $tsv; gnuplot is not installed (apt-get install gnuplot-nox), so no plot" >&2; exit 2; }
-shape=$(awk -F'\t' 'NR == 2 { printf "%s: B %d, H %d, D %d, f32", $9, $6, $7, $8 }' "$tsv")
+shape=$(awk -F'\t' 'NR == 2 { printf "%s: B %d, H %d, D %d, %s", $9, $6, $7, $8, $10 == "" ? "f32" : $10 }' "$tsv")
 plot() { # plot TERMINAL FILE
     gnuplot <<GP
 set terminal $1 size 1000,440

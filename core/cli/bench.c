@@ -437,25 +437,28 @@ int kn_cli_bench(int argc, char **argv) {
  * (forward + backward), the peak of kiln's allocations during the runs above what was live
  * before them (the inputs), and the graph's largest live set in node order. Its last line
  * is one TSV row (plots/flash.sh collects them): T, variant, median ms, peak bytes,
- * live-set bytes, B, H, D, device. */
+ * live-set bytes, B, H, D, device, precision. --tf32 allows TF32 tensor cores (cuBLAS and
+ * flash's mma kernels); --precision bf16 adds autocast:bf16 and compiles the program. */
 
 typedef struct attn_opts {
     int batch, heads, dim, seq, warmup, steps;
-    bool flash, tf32;
+    bool flash, tf32, bf16;
     char device[16];
 } attn_opts;
 
 static void attn_usage(FILE *f) {
     fprintf(f, "usage: kiln bench-attn [--batch B] [--heads H] [--head-dim D] [--seq T] [--warmup N] [--steps N]\n"
-               "                       [--device auto|cpu|cuda|cuda:N] [--flash] [--tf32]\n"
+               "                       [--device auto|cpu|cuda|cuda:N] [--flash] [--tf32] [--precision fp32|bf16]\n"
                "Times causal attention alone, forward + backward (q, k, v [B, H, T, D] and their gradients),\n"
                "materialized (matmul, causal_softmax, matmul: [B, H, T, T] values) or with --flash (the flash\n"
                "pass: flash_attn and flash_attn_bwd). --tf32 (KILN_TF32=1) lets a GPU use TF32 tensor cores:\n"
                "cuBLAS's matmuls, and flash attention's mma kernels (D 32 or 64; others run the SIMT ones).\n"
+               "--precision bf16 runs the autocast:bf16 pass after flash and compiles the program (the products\n"
+               "in bf16 with f32 accumulation, flash attention's on bf16 tensor cores at D 64 and 128).\n"
                "Defaults: B 8, H 12, D 64, T 1024, 2 warm-up and 5 timed runs, device auto. Prints the median\n"
                "time, the peak memory of the runs above the inputs, the graph's largest live set and, for flash\n"
                "on a GPU, the kernel that ran; the last line is a TSV row: T, variant, ms, peak bytes, live\n"
-               "bytes, B, H, D, device (plots/flash.sh).\n");
+               "bytes, B, H, D, device, precision (plots/flash.sh).\n");
 }
 
 static int attn_parse(attn_opts *o, int argc, char **argv) {
@@ -469,11 +472,19 @@ static int attn_parse(attn_opts *o, int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { attn_usage(stdout); return 0; }
         if (!strcmp(a, "--flash")) { o->flash = true; continue; }
         if (!strcmp(a, "--tf32")) { o->tf32 = true; continue; }
-        bool known = !strcmp(a, "--device");
+        bool known = !strcmp(a, "--device") || !strcmp(a, "--precision");
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) known = known || !strcmp(a, ints[k].name);
         if (!known) { fprintf(stderr, "kiln bench-attn: unknown option '%s' (kiln bench-attn --help)\n", a); return 2; }
         if (i + 1 >= argc) { fprintf(stderr, "kiln bench-attn: %s needs a value\n", a); return 2; }
         const char *v = argv[++i];
+        if (!strcmp(a, "--precision")) {
+            if (strcmp(v, "fp32") && strcmp(v, "bf16")) {
+                fprintf(stderr, "kiln bench-attn: --precision '%s': use fp32 or bf16 (--tf32 for TF32)\n", v);
+                return 2;
+            }
+            o->bf16 = !strcmp(v, "bf16");
+            continue;
+        }
         if (!strcmp(a, "--device")) {
             if (strlen(v) >= sizeof o->device) { fprintf(stderr, "kiln bench-attn: --device '%s' is too long\n", v); return 2; }
             snprintf(o->device, sizeof o->device, "%s", v);
@@ -521,9 +532,9 @@ static kn_status bench_attn(const attn_opts *o, kn_device dev) {
     static const char *const names[4] = {"q", "k", "v", "r"};
     int64_t s[4] = {o->batch, o->heads, o->seq, o->dim};
     kn_status st = ms ? attn_graph(o, &g) : kn_error(KN_ERR_OOM, "kiln bench-attn: out of memory");
-    const char *passes = o->flash ? "flash" : NULL;
+    const char *passes = o->bf16 ? (o->flash ? "flash,autocast:bf16" : "autocast:bf16") : o->flash ? "flash" : NULL;
     if (st == KN_OK) st = kn_passes_live_bytes(g, passes, &live);
-    kn_program_opts po = {.device = dev, .passes = passes, .mode = KN_PROGRAM_NODES};
+    kn_program_opts po = {.device = dev, .passes = passes, .mode = o->bf16 ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES};
     if (st == KN_OK) st = kn_program_compile(&prog, g, &po);
     kn_rng rng = kn_rng_new(7);
     for (int i = 0; st == KN_OK && i < 4; i++) {
@@ -551,15 +562,16 @@ static kn_status bench_attn(const attn_opts *o, kn_device dev) {
         kn_device_str(dev, devname, sizeof devname);
         const char *variant = o->flash ? "flash" : "materialized";
         double med = median(ms, o->steps), peak = (double)m1.peak - (double)m0.current;
-        printf("kiln bench-attn: causal attention, B %d, H %d, T %d, D %d, f32, forward + backward, %s, on %s\n",
-               o->batch, o->heads, o->seq, o->dim, variant, devname);
+        const char *prec = o->bf16 ? "bf16" : o->tf32 && dev.type == KN_DEVICE_CUDA ? "tf32" : "f32";
+        printf("kiln bench-attn: causal attention, B %d, H %d, T %d, D %d, %s, forward + backward, %s, on %s\n",
+               o->batch, o->heads, o->seq, o->dim, prec, variant, devname);
         printf("  %.3f ms median of %d runs; peak %.2f MiB above the inputs; largest live set %.2f MiB\n", med,
                o->steps, peak / 1048576.0, live / 1048576.0);
 #if KN_HAVE_CUDA
         if (o->flash && dev.type == KN_DEVICE_CUDA) printf("  flash kernel: %s\n", kn_flash_cuda_kernel());
 #endif
-        printf("%d\t%s\t%.4f\t%.0f\t%.0f\t%d\t%d\t%d\t%s\n", o->seq, variant, med, peak, live, o->batch, o->heads,
-               o->dim, devname);
+        printf("%d\t%s\t%.4f\t%.0f\t%.0f\t%d\t%d\t%d\t%s\t%s\n", o->seq, variant, med, peak, live, o->batch, o->heads,
+               o->dim, devname, prec);
     }
     sw_free(&w);
     for (int i = 0; i < 4; i++) {

@@ -52,4 +52,16 @@ KILN_CACHE_DIR="$dir/cache" "$kiln" bench --device cpu --vocab 64 --context 16 -
 for want in "copy bandwidth" "step profile over 3 runs" "of copy" "kernel k" '"mode": "compiled"' '"passes": "all"'; do
     grep -qF -- "$want" "$dir/prof.out" || { echo "FAIL: bench --profile: no '$want' in:"; cat "$dir/prof.out"; exit 1; }
 done
+# kiln bench-attn: the TSV row names variant and precision (bf16: autocast after flash,
+# compiled); a bad precision is a usage error.
+for args in "" "--flash" "--precision bf16" "--flash --precision bf16"; do
+    KILN_CACHE_DIR="$dir/cache" "$kiln" bench-attn --device cpu --batch 1 --heads 2 --head-dim 64 --seq 33 --warmup 0 \
+        --steps 1 $args > "$dir/attn.out" 2>&1 || { echo "FAIL: bench-attn $args"; cat "$dir/attn.out"; exit 1; }
+    want=$(case "$args" in *flash*) printf flash;; *) printf materialized;; esac)
+    want="$want	$(case "$args" in *bf16*) printf '[0-9.]*	[0-9]*	[0-9]*	1	2	64	cpu	bf16';; *) printf '[0-9.]*	[0-9]*	[0-9]*	1	2	64	cpu	f32';; esac)"
+    tail -n 1 "$dir/attn.out" | grep -q "^33	$want\$" || { echo "FAIL: bench-attn $args: last line"; cat "$dir/attn.out"; exit 1; }
+done
+rc=0
+"$kiln" bench-attn --precision fp16 > "$dir/bad.out" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q -- "--precision 'fp16'" "$dir/bad.out" || { echo "FAIL: bench-attn --precision fp16: exit $rc"; exit 1; }
 echo ok
