@@ -31,7 +31,11 @@
  * (batch x head) pairs (the grid's y); larger is KN_ERR_UNSUPPORTED, saying which. Tiles are
  * small (32 rows in f32, 16 in f64: two [BC, 128] tiles fit the 48 KiB of static shared
  * memory) and a thread per row leaves tensor cores unused: a correct baseline, not a fast
- * one (the mixed-precision issue brings the tensor-core version). */
+ * one. The fast ones are cuda_flash_tc.cu's (mma.sync, FA2's warp tiling): the host entries
+ * below run them for bf16 (head dims 64, 128; others are refused) and for f32 when TF32 is
+ * allowed (KILN_TF32=1: head dims 32, 64), and these kernels for f64, for f32 without TF32
+ * and for the head dims the tensor-core ones do not take; kn_flash_cuda_kernel() names the
+ * one that ran. */
 #include <math.h>
 
 #include "runtime/cuda_emu.h"
