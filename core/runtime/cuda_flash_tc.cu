@@ -162,11 +162,6 @@ static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned 
 #define KNT_BC 64
 #define KNT_BQ 64
 #include "runtime/cuda_flash_tc.inc"
-#undef KNT_S
-#undef KNT_D
-#undef KNT_P
-#undef KNT_BC
-#undef KNT_BQ
 
 #define KNT_S tf32_64
 #define KNT_D 64
@@ -174,11 +169,6 @@ static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned 
 #define KNT_BC 64
 #define KNT_BQ 16 /* 64 keys' K and V (34 KiB) + 16 rows of Q and dO stay under 48 KiB */
 #include "runtime/cuda_flash_tc.inc"
-#undef KNT_S
-#undef KNT_D
-#undef KNT_P
-#undef KNT_BC
-#undef KNT_BQ
 
 #undef KNT_E
 #undef KNT_KK
@@ -212,11 +202,6 @@ static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned 
 #define KNT_BC 64
 #define KNT_BQ 64
 #include "runtime/cuda_flash_tc.inc"
-#undef KNT_S
-#undef KNT_D
-#undef KNT_P
-#undef KNT_BC
-#undef KNT_BQ
 
 #define KNT_S bf16_128
 #define KNT_D 128

@@ -38,22 +38,18 @@ static __device__ __forceinline__ unsigned kn_bf16x2(float lo, float hi) {
 static __device__ __forceinline__ unsigned short kn_bf16_bits(float x) {
     return __bfloat16_as_ushort(__float2bfloat16_rn(x));
 }
-static __device__ __forceinline__ void kn_mma_tf32(float d[4], const unsigned a[4], const unsigned b[2],
-                                                   const float c[4]) {
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%10,%11,%12,%13};"
-                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
-                   "f"(c[2]), "f"(c[3]));
-}
-static __device__ __forceinline__ void kn_mma_bf16(float d[4], const unsigned a[4], const unsigned b[2],
-                                                   const float c[4]) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%10,%11,%12,%13};"
-                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]),
-                   "f"(c[2]), "f"(c[3]));
-}
+/* One mma.sync with f32 accumulators: d = a b + c over the warp (shape and operand types in
+ * the instruction's name). */
+#define KN_MMA_F32ACC(name, instr)                                                                             \
+    static __device__ __forceinline__ void name(float d[4], const unsigned a[4], const unsigned b[2],             \
+                                                const float c[4]) {                                             \
+        asm volatile(instr " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"                        \
+                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])                                           \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), \
+                       "f"(c[2]), "f"(c[3]));                                                                   \
+    }
+KN_MMA_F32ACC(kn_mma_tf32, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
+KN_MMA_F32ACC(kn_mma_bf16, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
 #define KN_MMA_TF32_16x8x8(d, a, b, c) kn_mma_tf32((d), (a), (b), (c))
 #define KN_MMA_BF16_16x8x16(d, a, b, c) kn_mma_bf16((d), (a), (b), (c))
 
