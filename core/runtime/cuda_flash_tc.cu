@@ -235,4 +235,7 @@ const char *kn_flash_tc_kernel(int kind, int d) {
         return d == 64 ? "mma.m16n8k16 bf16, D 64" : d == 128 ? "mma.m16n8k16 bf16, D 128" : NULL;
     return NULL;
 }
+#if !KN_HAVE_CUDA
+const char *kn_flash_cuda_kernel(void) { return "none (no CUDA in this build)"; } /* cuda_flash.cu's otherwise */
+#endif
 #endif

@@ -22,7 +22,7 @@ extern "C" {
 #endif
 const char *kn_flash_tc_kernel(int kind, int d);
 /* The kernel the CUDA backend's flash_attn / flash_attn_bwd ran last ("simt f32",
- * "mma.m16n8k8 tf32, D 64", ...; defined in cuda_flash.cu, so only where CUDA is built). */
+ * "mma.m16n8k8 tf32, D 64", ...; defined in cuda_flash.cu, a stub in builds without CUDA). */
 const char *kn_flash_cuda_kernel(void);
 int kn_flash_tc_emu(int kind, const void *q, const void *k, const void *v, const void *y, const void *dy, int dyc,
                     void *out, long long bh, int t, int d, float scale, bool bwd);
