@@ -44,6 +44,7 @@
 #undef KNF_S
 
 #else
+/* kn:region knf_fwd */
 /* Block (query tile blockIdx.x, pair blockIdx.y), thread r owns query row i. */
 KNF_KERNEL(KNF_FN(knf_fwd, KNF_S), struct KNF_FN(knf_args, KNF_S)) {
     __shared__ KNF_T ks[KNF_BC][KNF_DMAX]; /* the key tile: ks[jj] is key j0 + jj */
@@ -112,6 +113,7 @@ KNF_KERNEL(KNF_FN(knf_fwd, KNF_S), struct KNF_FN(knf_args, KNF_S)) {
     (void)ks; (void)vs; (void)k; (void)v; (void)qi; (void)acc; (void)m; (void)l; (void)i0;
     END SOLUTION */
 }
+/* kn:endregion knf_fwd */
 
 int KNF_FWD_ENTRY(KNF_S)(struct KNF_FN(knf_args, KNF_S) a, long long bh) {
     /* BEGIN SOLUTION */
