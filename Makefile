@@ -121,7 +121,7 @@ cuda_units = $(foreach f,$(1),$(if $(filter cuda_%,$(notdir $(f))),$(f)))
 UNIT_GPU_SRCS := $(if $(filter 1,$(HAVE_CUDA)),$(call cuda_units,$(filter %.c,$(UNIT_SRCS))))
 $(if $(filter 1,$(HAVE_CUDA)),$(foreach o,$(call cuda_units,$(filter-out %.gpu.o,$(filter %.o,$(UNIT_SRCS)))),\
   $(if $(wildcard $(o:.o=.gpu.o)),,$(error $(o:.o=.gpu.o): missing: this tree's staff units were compiled \
-  without nvcc, and nvcc is here; build with CUDA_HOME=/nonexistent (no GPU), or ask for a tree made with nvcc))))
+  without nvcc, and nvcc is here; build without CUDA (make NVCC= ...), or ask for a tree made with nvcc))))
 $(foreach L,$(LAB_IDS),$(if $(filter staff,$(call unit_dir,$(L))),$(if $(wildcard staff/lab$(L)-*/*.o),,\
   $(error lab$(L): no staff units in staff/ (make dist-student writes them); use PRIOR=solutions or PRIOR=labs))))
 
