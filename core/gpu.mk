@@ -62,3 +62,10 @@ TEST_STEPS += test-step-profile-plot
 .PHONY: test-step-profile-plot
 test-step-profile-plot:
 	@bash tests/harness/record.sh $(ALL_RESULTS) profile-plot bash tests/core/test_plot_profile.sh
+
+# plots/maxbatch.sh's doubling and bisection with a stand-in for kiln, in `make test` (the
+# real search runs on the lent GPU: `bash plots/maxbatch.sh`).
+TEST_STEPS += test-step-maxbatch
+.PHONY: test-step-maxbatch
+test-step-maxbatch:
+	@bash tests/harness/record.sh $(ALL_RESULTS) maxbatch bash tests/core/test_maxbatch.sh
