@@ -28,9 +28,9 @@
  *
  * Kernels the CUDA renderer emits use kn_emu_launch directly (their emulator dialect,
  * core/codegen/render_cuda.c, declares the same built-ins). Not emulated: votes, the up
- * shuffle, other mma shapes and ldmatrix, dynamic shared memory, streams; a read of shared memory racing with another
- * thread's write is not detected (threads switch only at barriers and shuffles, so such a
- * race always reads the value of one fixed order). */
+ * shuffle, other mma shapes and ldmatrix, dynamic shared memory, streams; a read of shared
+ * memory racing with another thread's write is not detected (threads switch only at
+ * barriers, shuffles and mma, so such a race always reads the value of one fixed order). */
 #ifndef KN_CUDA_EMU_H
 #define KN_CUDA_EMU_H
 
