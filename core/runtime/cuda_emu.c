@@ -66,6 +66,7 @@ double kn_emu_shfl_idx(double v, unsigned src_lane) { return kn_emu_shfl(v, src_
 /* mma.sync: the lanes' fragment registers meet in mma_slot (a lane past the block's end
  * reads as zeros: every lane must take part). */
 static struct { unsigned a[4], b[2]; } mma_slot[KN_EMU_MAX_THREADS];
+static const unsigned short *ldm_slot[KN_EMU_MAX_THREADS];
 
 static double emu_bits_f32(unsigned u)
 {
@@ -207,4 +208,20 @@ out:
     thread_ctx = NULL;
     thread_state = NULL;
     return rc;
+}
+
+void kn_emu_ldmatrix(unsigned *r, int n, int trans, const unsigned short *row)
+{
+    unsigned base = cur / 32 * 32, g = cur % 32 / 4, t = cur % 4;
+    ldm_slot[cur] = row;
+    kn_emu_warp_meet();
+    unsigned out[4] = {0};
+    for (int i = 0; i < n && i < 4; i++) {
+        const unsigned short *lo = trans ? ldm_slot[base + 8 * i + 2 * t] + g : ldm_slot[base + 8 * i + g] + 2 * t;
+        const unsigned short *hi = trans ? ldm_slot[base + 8 * i + 2 * t + 1] + g : lo + 1;
+        out[i] = (unsigned)*lo | (unsigned)*hi << 16;
+    }
+    kn_emu_warp_meet();
+    for (int i = 0; i < n && i < 4; i++)
+        r[i] = out[i];
 }

@@ -19,7 +19,8 @@
  * accumulators, through kn_emu_mma (core/runtime/cuda_mma.h wraps them for kernels that
  * also compile under nvcc): every lane deposits its A and B fragment registers (the PTX
  * ISA's fragment layouts), the warp meets as at a shuffle, each lane computes its four
- * D elements from the deposited fragments, and the warp meets again. __shared__
+ * D elements from the deposited fragments, and the warp meets again; ldmatrix (x1, x2, x4,
+ * .trans) of 16-bit matrices the same way (kn_emu_ldmatrix). __shared__
  * arrays (static storage: one block runs at a time). The launch macro:
  *
  *     KN_KERNEL_DEF(scale, struct scale_args)     // a kernel taking one struct by value, a
@@ -28,7 +29,7 @@
  *
  * Kernels the CUDA renderer emits use kn_emu_launch directly (their emulator dialect,
  * core/codegen/render_cuda.c, declares the same built-ins). Not emulated: votes, the up
- * shuffle, other mma shapes and ldmatrix, dynamic shared memory, streams; a read of shared
+ * shuffle, other mma shapes, dynamic shared memory, streams; a read of shared
  * memory racing with another thread's write is not detected (threads switch only at
  * barriers, shuffles and mma, so such a race always reads the value of one fixed order). */
 #ifndef KN_CUDA_EMU_H
@@ -56,6 +57,11 @@ double kn_emu_shfl_idx(double v, unsigned src_lane);
  * Every lane of the warp must call it (as mma.sync.aligned requires). */
 enum { KN_EMU_MMA_TF32_16x8x8, KN_EMU_MMA_BF16_16x8x16 };
 void kn_emu_mma(int kind, float d[4], const unsigned a[4], const unsigned b[2], const float c[4]);
+/* ldmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16: n (1, 2, 4) 8 x 8 matrices of 16-bit
+ * elements, the rows of matrix i at the addresses lanes 8i..8i+7 pass (row: 8 contiguous
+ * elements); lane (g, t) receives r[i] = elements (g, 2t) and (g, 2t + 1) of matrix i, the
+ * first in the low half, or with trans (2t, g) and (2t + 1, g). Every lane calls it. */
+void kn_emu_ldmatrix(unsigned *r, int n, int trans, const unsigned short *row);
 
 #if !defined(__CUDACC__) && !defined(KN_EMU_NO_BUILTINS)
 #define threadIdx kn_emu_thread_idx

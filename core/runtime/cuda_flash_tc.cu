@@ -36,8 +36,9 @@
  * word g * P/wordsize + t); tf32's column-major loads (B k-major) keep a 2-way conflict at
  * pitch D + 4, which D + 8 would remove at the price of the row-major ones. Everything
  * fits the 48 KiB of static shared memory (the emulator has no dynamic shared memory).
- * Registers: D 64 in tf32, the dq kernel's Q, dO, dQ, S and dP fragments, about 160 a
- * thread. No ldmatrix, no cp.async double buffering: those are the next steps. */
+ * bf16 fragments come from shared memory by ldmatrix (x4 for A, x2 and x2.trans for B);
+ * tf32's by 32-bit loads. No cp.async double buffering (the 48 KiB leave no room for a
+ * second K/V tile at D 64 in f32): the next step, with dynamic shared memory. */
 #include <math.h>
 #include <stdint.h>
 
@@ -109,22 +110,21 @@ static __device__ inline void knt_copy16_tf32(float *d, const float *s) {
 /* ---------------------------------------------------------------- fragments, bf16 (16-bit tiles)
  * A [16, 16]: a0 (g, 2t..2t+1), a1 (g + 8, 2t..), a2 (g, 2t+8..), a3 (g + 8, 2t+8..), two
  * elements a register, the lower column in the low half. B [16, 8]: b0 (2t..2t+1, g),
- * b1 (2t+8..2t+9, g). n-major B and A are one 32-bit shared load a register; k-major B
- * gathers two 16-bit values (ldmatrix.trans would do it in one instruction). */
-static __device__ inline unsigned knt_u32(const unsigned short *s) { return *(const unsigned *)s; }
+ * b1 (2t+8..2t+9, g). Each is one ldmatrix (cuda_mma.h), lane 4g + t naming one row of 8
+ * elements: A's four 8 x 8 quarters (rows 0-7 and 8-15 at column 0, then at column 8);
+ * n-major B's two (columns k 0-7 and 8-15 of rows n 0-7); k-major B's two transposed
+ * (rows k 0-7 and 8-15). Rows of 16 bytes at a pitch of D + 8 elements: the 8 rows of one
+ * matrix fall in 8 distinct 4-bank groups. */
 static __device__ inline void knt_lda_bf16(unsigned a[4], const unsigned short *s, int p, int g, int t) {
-    a[0] = knt_u32(&s[g * p + 2 * t]);
-    a[1] = knt_u32(&s[(g + 8) * p + 2 * t]);
-    a[2] = knt_u32(&s[g * p + 2 * t + 8]);
-    a[3] = knt_u32(&s[(g + 8) * p + 2 * t + 8]);
+    int l = 4 * g + t;
+    kn_ldmatrix_x4(a, s + l % 16 * p + l / 16 * 8);
 }
 static __device__ inline void knt_ldbn_bf16(unsigned b[2], const unsigned short *s, int p, int g, int t) {
-    b[0] = knt_u32(&s[g * p + 2 * t]);
-    b[1] = knt_u32(&s[g * p + 2 * t + 8]);
+    int l = 4 * g + t;
+    kn_ldmatrix_x2(b, s + l % 8 * p + (l >> 3 & 1) * 8);
 }
 static __device__ inline void knt_ldbk_bf16(unsigned b[2], const unsigned short *s, int p, int g, int t) {
-    b[0] = (unsigned)s[2 * t * p + g] | (unsigned)s[(2 * t + 1) * p + g] << 16;
-    b[1] = (unsigned)s[(2 * t + 8) * p + g] | (unsigned)s[(2 * t + 9) * p + g] << 16;
+    kn_ldmatrix_x2_trans(b, s + (4 * g + t) % 16 * p);
 }
 /* Two accumulator tiles (16 columns) are exactly one A fragment: pack them. */
 static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int lane) {

@@ -11,6 +11,13 @@
  * for mma.m16n8k8" and "...m16n8k16" are the reference). Every lane of the warp executes
  * the same call. sm_80 and later (the Makefile builds sm_80 and sm_90).
  *
+ *   kn_ldmatrix_x4(r, row), kn_ldmatrix_x2(r, row), kn_ldmatrix_x2_trans(r, row)
+ *
+ * ldmatrix.sync.aligned.m8n8.{x4,x2,x2.trans}.shared.b16: lane l passes the address (shared
+ * memory, 16-byte aligned) of row l % 8 of matrix l / 8; lane (g, t) gets r[i] = matrix i's
+ * elements (g, 2t..2t+1), or (2t..2t+1, g) transposed: exactly an A or B fragment of the
+ * bf16 mma when the rows are chosen as cuda_flash_tc.cu does.
+ *
  * Conversions: kn_tf32_bits(x) rounds an f32 to tf32 (cvt.rna.tf32.f32: ties away from
  * zero) and returns its bits, the register an mma.tf32 operand is; kn_bf16x2(lo, hi)
  * packs two f32s rounded to bf16 (cvt.rn.bf16x2.f32: nearest, ties to even) with lo in the
@@ -52,6 +59,20 @@ KN_MMA_F32ACC(kn_mma_tf32, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
 KN_MMA_F32ACC(kn_mma_bf16, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
 #define KN_MMA_TF32_16x8x8(d, a, b, c) kn_mma_tf32((d), (a), (b), (c))
 #define KN_MMA_BF16_16x8x16(d, a, b, c) kn_mma_bf16((d), (a), (b), (c))
+static __device__ __forceinline__ void kn_ldmatrix_x4(unsigned r[4], const unsigned short *row) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+static __device__ __forceinline__ void kn_ldmatrix_x2(unsigned r[2], const unsigned short *row) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+}
+static __device__ __forceinline__ void kn_ldmatrix_x2_trans(unsigned r[2], const unsigned short *row) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+}
 
 #else /* the emulator */
 #include <string.h>
@@ -80,6 +101,9 @@ static inline unsigned kn_bf16x2(float lo, float hi) {
 }
 #define KN_MMA_TF32_16x8x8(d, a, b, c) kn_emu_mma(KN_EMU_MMA_TF32_16x8x8, (d), (a), (b), (c))
 #define KN_MMA_BF16_16x8x16(d, a, b, c) kn_emu_mma(KN_EMU_MMA_BF16_16x8x16, (d), (a), (b), (c))
+static inline void kn_ldmatrix_x4(unsigned r[4], const unsigned short *row) { kn_emu_ldmatrix(r, 4, 0, row); }
+static inline void kn_ldmatrix_x2(unsigned r[2], const unsigned short *row) { kn_emu_ldmatrix(r, 2, 0, row); }
+static inline void kn_ldmatrix_x2_trans(unsigned r[2], const unsigned short *row) { kn_emu_ldmatrix(r, 2, 1, row); }
 #endif
 
 static __device__ inline float kn_bf16_f32(unsigned short h) { return kn_bits_f32((unsigned)h << 16); }

@@ -116,6 +116,41 @@ KN_TEST(cuda_mma, tf32_rounding_ties_away_from_zero) {
     cr_assert(kn_bf16_f32(kn_bf16_bits(1.0f + 0x1p-7f + 0x1p-8f)) == 1.0f + 0x1p-6f);
 }
 
+/* ldmatrix: a 16 x 24 bf16 tile (pitch 24), x4 with the rows an A fragment takes, x2 with
+ * an n-major B's, x2.trans with a k-major B's; each lane's registers against the fragment
+ * layouts written out (the mma test's formulas). */
+struct ldm_args { unsigned *got; };
+KN_KERNEL_DEF(ldm_kernel, struct ldm_args) {
+    __shared__ unsigned short m[16 * 24];
+    int l = (int)threadIdx.x;
+    for (int i = l; i < 16 * 24; i += 32) m[i] = (unsigned short)(i * 7 + 1);
+    __syncthreads();
+    unsigned *r = a.got + l * 8;
+    kn_ldmatrix_x4(r, m + l % 16 * 24 + l / 16 * 8);
+    kn_ldmatrix_x2(r + 4, m + l % 8 * 24 + (l >> 3 & 1) * 8);
+    kn_ldmatrix_x2_trans(r + 6, m + l % 16 * 24);
+}
+
+KN_TEST(cuda_mma, ldmatrix_loads_the_bf16_fragments) {
+    unsigned got[32 * 8];
+    struct ldm_args a = {got};
+    kn_dim3 grid = {1, 1, 1}, block = {32, 1, 1};
+    cr_assert(KN_LAUNCH(ldm_kernel, grid, block, a) == 0);
+#define M(r, c) ((unsigned)(((r) * 24 + (c)) * 7 + 1) & 0xffffu)
+    for (int l = 0; l < 32; l++) {
+        int g = l / 4, t = l % 4;
+        for (int i = 0; i < 4; i++) { /* A: row g (+8 for odd i), columns 2t.. (+8 for i >= 2) */
+            int row = g + 8 * (i % 2), col = 2 * t + 8 * (i / 2);
+            cr_assert_eq(got[l * 8 + i], M(row, col) | M(row, col + 1) << 16, "x4: lane %d register %d", l, i);
+        }
+        for (int i = 0; i < 2; i++) { /* n-major B: B[k][n] = m[n][k], k = 2t + 8i, n = g */
+            cr_assert_eq(got[l * 8 + 4 + i], M(g, 2 * t + 8 * i) | M(g, 2 * t + 8 * i + 1) << 16, "x2: lane %d", l);
+            cr_assert_eq(got[l * 8 + 6 + i], M(2 * t + 8 * i, g) | M(2 * t + 8 * i + 1, g) << 16, "x2.trans: lane %d", l);
+        }
+    }
+#undef M
+}
+
 /* ---------------------------------------------------------------- the kernels */
 static double rel(const float *got, const float *want, int64_t n) {
     double e = 0, m = 0.1;
