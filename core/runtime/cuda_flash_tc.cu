@@ -36,8 +36,8 @@
  * word g * P/wordsize + t); tf32's column-major loads (B k-major) keep a 2-way conflict at
  * pitch D + 4, which D + 8 would remove at the price of the row-major ones. Everything
  * fits the 48 KiB of static shared memory (the emulator has no dynamic shared memory).
- * bf16 fragments come from shared memory by ldmatrix (x4 for A, x2 and x2.trans for B);
- * tf32's by 32-bit loads. No cp.async double buffering (the 48 KiB leave no room for a
+ * Fragments come from shared memory by ldmatrix (x4 for A, x2 and x2.trans for B), except
+ * tf32's k-major B (32-bit loads). No cp.async double buffering (the 48 KiB leave no room for a
  * second K/V tile at D 64 in f32): the next step, with dynamic shared memory. */
 #include <math.h>
 #include <stdint.h>
@@ -68,16 +68,17 @@ static inline int knt_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0;
 /* ---------------------------------------------------------------- fragments, tf32 (float tiles)
  * A [16, 8] at s (pitch p): a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4).
  * B [8, 8] "n-major" (B[k][n] = s[n p + k], rows of K as columns): b0 (t, g), b1 (t + 4, g).
- * B "k-major" (B[k][n] = s[k p + n], V as it lies): the same elements, transposed address. */
+ * B "k-major" (B[k][n] = s[k p + n], V as it lies): the same elements, transposed address.
+ * A and n-major B are ldmatrix loads too: a row of 4 floats is a row of 8 16-bit halves, and
+ * lane (g, t)'s pair (g, 2t..2t+1) of halves is float (g, t). k-major B would need a 32-bit
+ * transpose, which ldmatrix lacks: two 32-bit loads (a 2-way bank conflict at pitch D + 4). */
 static __device__ inline void knt_lda_tf32(unsigned a[4], const float *s, int p, int g, int t) {
-    a[0] = kn_f32_bits(s[g * p + t]);
-    a[1] = kn_f32_bits(s[(g + 8) * p + t]);
-    a[2] = kn_f32_bits(s[g * p + t + 4]);
-    a[3] = kn_f32_bits(s[(g + 8) * p + t + 4]);
+    int l = 4 * g + t;
+    kn_ldmatrix_x4(a, (const unsigned short *)(s + l % 16 * p + l / 16 * 4));
 }
 static __device__ inline void knt_ldbn_tf32(unsigned b[2], const float *s, int p, int g, int t) {
-    b[0] = kn_f32_bits(s[g * p + t]);
-    b[1] = kn_f32_bits(s[g * p + t + 4]);
+    int l = 4 * g + t;
+    kn_ldmatrix_x2(b, (const unsigned short *)(s + l % 8 * p + (l >> 3 & 1) * 4));
 }
 static __device__ inline void knt_ldbk_tf32(unsigned b[2], const float *s, int p, int g, int t) {
     b[0] = kn_f32_bits(s[t * p + g]);
