@@ -21,9 +21,9 @@
  * fragments (each lane: 2 rows x 2 columns of each 8-column slice), masked and scaled in
  * registers; the row max and (at the end) the row sum meet over the 4 lanes of a row with
  * __shfl_xor_sync(1, 2); the online softmax rescales the O accumulators; P goes from
- * accumulator to A fragments without shared memory (bf16: the layouts line up, two f32
- * pack into one register; tf32: 8 shuffles per 8 keys move each value to the lane the A
- * layout wants) and O += P V. Exponentials are exp2 of log2(e)-scaled scores. Backward
+ * accumulator to A fragments without shared memory or shuffles (bf16: the layouts line up,
+ * two f32 pack into one register; tf32: the S product's key columns are permuted so that
+ * they do, see knt_ldbn_tf32) and O += P V. Exponentials are exp2 of log2(e)-scaled scores. Backward
  * (no atomics, deterministic, as cuda_flash.cu): (1) delta = dO . O - dL per row, parked
  * as an f32 in dq's row; (2) dk, dv: a warp owns 16 keys, K and V stay in shared memory
  * as A operands, per query tile S^T = K Q^T and dP^T = V dO^T, P^T and dS^T in registers,
@@ -71,31 +71,34 @@ static inline int knt_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0;
  * B "k-major" (B[k][n] = s[k p + n], V as it lies): the same elements, transposed address.
  * A and n-major B are ldmatrix loads too: a row of 4 floats is a row of 8 16-bit halves, and
  * lane (g, t)'s pair (g, 2t..2t+1) of halves is float (g, t). k-major B would need a 32-bit
- * transpose, which ldmatrix lacks: two 32-bit loads (a 2-way bank conflict at pitch D + 4). */
+ * transpose, which ldmatrix lacks: two 32-bit loads (a 2-way bank conflict at pitch D + 4).
+ *
+ * The accumulators of S = Q K^T sit at columns 2t and 2t + 1 of lane (g, t); the A fragment
+ * of P V wants columns t and t + 4. So the n-major B load permutes its 8 columns: column c
+ * holds row (key) c / 2 + 4 (c % 2) of the tile, and lane (g, t)'s accumulators are then keys
+ * t and t + 4, exactly its A fragment (a0 = c0, a1 = c2, a2 = c1, a3 = c3): P never moves
+ * between lanes. KNT_SCOL names the key (or, in dk/dv, the query) of accumulator e. */
+#define KNT_SCOL_TF32(t, e) ((t) + 4 * ((e) & 1))
 static __device__ inline void knt_lda_tf32(unsigned a[4], const float *s, int p, int g, int t) {
     int l = 4 * g + t;
     kn_ldmatrix_x4(a, (const unsigned short *)(s + l % 16 * p + l / 16 * 4));
 }
 static __device__ inline void knt_ldbn_tf32(unsigned b[2], const float *s, int p, int g, int t) {
-    int l = 4 * g + t;
-    kn_ldmatrix_x2(b, (const unsigned short *)(s + l % 8 * p + (l >> 3 & 1) * 4));
+    int l = 4 * g + t, c = l % 8;
+    kn_ldmatrix_x2(b, (const unsigned short *)(s + (c / 2 + 4 * (c % 2)) * p + (l >> 3 & 1) * 4));
 }
 static __device__ inline void knt_ldbk_tf32(unsigned b[2], const float *s, int p, int g, int t) {
     b[0] = kn_f32_bits(s[t * p + g]);
     b[1] = kn_f32_bits(s[(t + 4) * p + g]);
 }
-/* Accumulators c (one [16, 8] tile: lane (g, t) has columns 2t, 2t + 1) to the A fragment
- * of the next product (columns t and t + 4): each comes from lane 4g + t/2 or 4g + 2 + t/2. */
+/* Accumulators c (one [16, 8] tile, columns permuted as above) to the A fragment of the
+ * next product: the same lane's values, rounded to tf32. */
 static __device__ inline void knt_c2a_tf32(unsigned a[4], const float *c, int lane) {
-    int src = (lane & ~3) | ((lane & 3) >> 1), odd = lane & 1;
-    float x0 = __shfl_sync(0xffffffffu, c[0], src), x1 = __shfl_sync(0xffffffffu, c[1], src);
-    float y0 = __shfl_sync(0xffffffffu, c[2], src), y1 = __shfl_sync(0xffffffffu, c[3], src);
-    float z0 = __shfl_sync(0xffffffffu, c[0], src + 2), z1 = __shfl_sync(0xffffffffu, c[1], src + 2);
-    float w0 = __shfl_sync(0xffffffffu, c[2], src + 2), w1 = __shfl_sync(0xffffffffu, c[3], src + 2);
-    a[0] = kn_tf32_bits(odd ? x1 : x0);
-    a[1] = kn_tf32_bits(odd ? y1 : y0);
-    a[2] = kn_tf32_bits(odd ? z1 : z0);
-    a[3] = kn_tf32_bits(odd ? w1 : w0);
+    (void)lane;
+    a[0] = kn_tf32_bits(c[0]);
+    a[1] = kn_tf32_bits(c[2]);
+    a[2] = kn_tf32_bits(c[1]);
+    a[3] = kn_tf32_bits(c[3]);
 }
 static __device__ inline float knt_stage_tf32(float x) { return kn_bits_f32(kn_tf32_bits(x)); }
 static __device__ inline void knt_copy16_tf32(float *d, const float *s) {
@@ -148,6 +151,7 @@ static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned 
 #define KNT_KK 8
 #define KNT_VEC 4
 #define KNT_LDA knt_lda_tf32
+#define KNT_SCOL KNT_SCOL_TF32
 #define KNT_LDBN knt_ldbn_tf32
 #define KNT_LDBK knt_ldbk_tf32
 #define KNT_C2A knt_c2a_tf32
@@ -175,6 +179,7 @@ static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned 
 #undef KNT_KK
 #undef KNT_VEC
 #undef KNT_LDA
+#undef KNT_SCOL
 #undef KNT_LDBN
 #undef KNT_LDBK
 #undef KNT_C2A
@@ -188,6 +193,7 @@ static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned 
 #define KNT_KK 16
 #define KNT_VEC 8
 #define KNT_LDA knt_lda_bf16
+#define KNT_SCOL(t, e) (2 * (t) + ((e) & 1))
 #define KNT_LDBN knt_ldbn_bf16
 #define KNT_LDBK knt_ldbk_bf16
 #define KNT_C2A knt_c2a_bf16
