@@ -124,6 +124,13 @@ kn_status kn_pass_decompose(kn_graph *g, kn_pass_stats *st);
  * left; a group whose probabilities anything else reads stays. Equal to rounding, not
  * exact: "all" does not run it. */
 kn_status kn_pass_flash(kn_graph *g, kn_pass_stats *st);
+/* DDP as a pass (core/passes/ddp.c): on a joint graph (outputs: the loss, then one f32
+ * gradient per parameter in slab order), store each gradient into the gradient slab right
+ * after the node that makes it, start each bucket's all-reduce (lab 10's kn_dp_buckets of
+ * st->arg MB, 25 when none) right after its last store, and wait for every bucket at the
+ * end; the outputs become the loss and the buckets' wait tokens, in slab order. */
+kn_status kn_pass_ddp(kn_graph *g, kn_pass_stats *st);
+kn_status kn_ddp_check_arg(const char *arg);
 
 /* ---------------------------------------------------------------- activation checkpointing
  * (core/passes/remat.c, core/passes/mincut.c, core/passes/live.c)
