@@ -62,16 +62,16 @@ static kn_status local_run(void *ctx, int32_t id, const kn_node *n, const kn_ten
     }
     int k = 0;
     while (k < l->nopen && (l->open_lo[k] != n->attrs.start || l->open_hi[k] != n->attrs.stop)) k++;
-    if (n->op == KN_OP_ALL_REDUCE_START) {
+    if (n->op == KN_OP_ALL_REDUCE_START || n->op == KN_OP_REDUCE_SCATTER_START) {
         if (n->attrs.stop > l->n)
-            return kn_error(KN_ERR_ARG, "all_reduce_start: %%%d: slab range [%lld, %lld) reaches past the %lld floats "
-                            "stored", id, (long long)n->attrs.start, (long long)n->attrs.stop, (long long)l->n);
-        if (k < l->nopen) return kn_error(KN_ERR_ARG, "all_reduce_start: %%%d: range [%lld, %lld) is already in flight",
-                                          id, (long long)n->attrs.start, (long long)n->attrs.stop);
-        if (l->nopen == 64) return kn_error(KN_ERR_ARG, "all_reduce_start: more than 64 requests in flight");
+            return kn_error(KN_ERR_ARG, "%s: %%%d: slab range [%lld, %lld) reaches past the %lld floats "
+                            "stored", kn_op_name(n->op), id, (long long)n->attrs.start, (long long)n->attrs.stop, (long long)l->n);
+        if (k < l->nopen) return kn_error(KN_ERR_ARG, "%s: %%%d: range [%lld, %lld) is already in flight",
+                                          kn_op_name(n->op), id, (long long)n->attrs.start, (long long)n->attrs.stop);
+        if (l->nopen == 64) return kn_error(KN_ERR_ARG, "%s: more than 64 requests in flight", kn_op_name(n->op));
         l->open_lo[l->nopen] = n->attrs.start;
         l->open_hi[l->nopen++] = n->attrs.stop;
-        return KN_OK; /* the sum over one rank is the slab itself */
+        return KN_OK; /* the sum over one rank is the slab itself (and its one shard the whole) */
     }
     if (k == l->nopen)
         return kn_error(KN_ERR_ARG, "comm_wait: %%%d: range [%lld, %lld) was not started", id, (long long)n->attrs.start,

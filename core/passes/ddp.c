@@ -19,7 +19,12 @@
  * definition order, so the schedule (a step per node, or a fused kernel at its last node)
  * starts each bucket as early as its inputs allow; `kiln compile --emit-ir` shows where.
  *
- * Argument: the bucket size in MB (ddp:0.5); 25 when none (PyTorch's default). */
+ * Argument: the bucket size in MB (ddp:0.5); 25 when none (PyTorch's default).
+ *
+ * `zero` is the same pass for ZeRO-1 and ZeRO-2: the buckets reduce-scatter
+ * (reduce_scatter_start: each rank receives the sum of its shard's part) instead of
+ * all-reducing. Where a store goes (the full gradient slab for ZeRO-1, a bucket's staging
+ * buffer for ZeRO-2) is the context's business, not the graph's. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,7 +37,7 @@ static kn_status parse_mb(const char *arg, double *mb) {
     char *end = NULL;
     *mb = strtod(arg, &end);
     if (end == arg || *end || !(*mb > 0) || *mb > 1e6)
-        return kn_error(KN_ERR_ARG, "ddp: bucket size '%s': expected a number of MB > 0 (ddp:25)", arg);
+        return kn_error(KN_ERR_ARG, "ddp/zero: bucket size '%s': expected a number of MB > 0 (ddp:25)", arg);
     return KN_OK;
 }
 
@@ -80,20 +85,20 @@ static void state_free(ddp_state *s) {
 /* The joint graph's layout and buckets; refuses what is not a joint graph. */
 static kn_status read_layout(const kn_graph *g, size_t bucket_bytes, ddp_state *s) {
     int count = g->noutputs - 1;
-    if (count < 1) return kn_error(KN_ERR_ARG, "ddp: the graph has %d outputs: a joint graph has the loss, then a "
+    if (count < 1) return kn_error(KN_ERR_ARG, "ddp/zero: the graph has %d outputs: a joint graph has the loss, then a "
                                    "gradient per parameter", g->noutputs);
     for (int i = 0; i < g->nnodes; i++)
         if (kn_op_get(g->nodes[i].op)->category == KN_CAT_COLLECTIVE)
-            return kn_error(KN_ERR_ARG, "ddp: %%%d = %s: the graph already has collectives (ddp runs once)", i,
+            return kn_error(KN_ERR_ARG, "ddp/zero: %%%d = %s: the graph already has collectives (one data-parallel pass runs once)", i,
                             kn_op_name(g->nodes[i].op));
     s->p.count = count;
     s->p.info = kn_calloc((size_t)count, sizeof *s->p.info);
-    if (!s->p.info) return kn_error(KN_ERR_OOM, "ddp: out of memory");
+    if (!s->p.info) return kn_error(KN_ERR_OOM, "ddp/zero: out of memory");
     for (int i = 0; i < count; i++) {
         const kn_type *t = &g->nodes[g->outputs[1 + i]].type;
         kn_param_info *pi = &s->p.info[i];
         if (t->dtype != KN_DT_F32)
-            return kn_error(KN_ERR_DTYPE, "ddp: output %d (%%%d) is not an f32 gradient: the gradient slab is f32", 1 + i,
+            return kn_error(KN_ERR_DTYPE, "ddp/zero: output %d (%%%d) is not an f32 gradient: the gradient slab is f32", 1 + i,
                             g->outputs[1 + i]);
         snprintf(pi->name, sizeof pi->name, "output %d", 1 + i);
         pi->ndim = t->ndim;
@@ -108,7 +113,7 @@ static kn_status read_layout(const kn_graph *g, size_t bucket_bytes, ddp_state *
 }
 
 /* Build the rewritten graph into ng (see the file comment). */
-static kn_status rebuild(const kn_graph *g, ddp_state *s, kn_graph *ng, kn_pass_stats *st) {
+static kn_status rebuild(const kn_graph *g, ddp_state *s, kn_op coll, kn_graph *ng, kn_pass_stats *st) {
     int count = s->p.count, nb = s->nbuckets;
     s->bucket_of = kn_malloc((size_t)count * sizeof(int));
     s->next = kn_malloc((size_t)count * sizeof(int));
@@ -118,7 +123,7 @@ static kn_status rebuild(const kn_graph *g, ddp_state *s, kn_graph *ng, kn_pass_
     s->start = kn_malloc((size_t)nb * sizeof(int32_t));
     s->left = kn_malloc((size_t)nb * sizeof(int));
     if (!s->bucket_of || !s->next || !s->first || !s->map || !s->tok || !s->start || !s->left)
-        return kn_error(KN_ERR_OOM, "ddp: out of memory");
+        return kn_error(KN_ERR_OOM, "ddp/zero: out of memory");
     for (int b = 0; b < nb; b++) {
         s->tok[b] = s->start[b] = -1;
         s->left[b] = s->buckets[b].last_param - s->buckets[b].first_param + 1;
@@ -151,8 +156,8 @@ static kn_status rebuild(const kn_graph *g, ddp_state *s, kn_graph *ng, kn_pass_
             a = kn_attrs_default();
             a.start = s->buckets[b].lo;
             a.stop = s->buckets[b].hi;
-            KN_TRY(emit(ng, KN_OP_ALL_REDUCE_START, 1, &s->tok[b], &a, &s->start[b]));
-            kn_pass_stats_fire(st, "all_reduce_start", 1);
+            KN_TRY(emit(ng, coll, 1, &s->tok[b], &a, &s->start[b]));
+            kn_pass_stats_fire(st, kn_op_name(coll), 1);
         }
     }
     KN_TRY(kn_graph_add_output(ng, s->map[g->outputs[0]]));
@@ -169,8 +174,7 @@ static kn_status rebuild(const kn_graph *g, ddp_state *s, kn_graph *ng, kn_pass_
     return KN_OK;
 }
 
-kn_status kn_pass_ddp(kn_graph *g, kn_pass_stats *st) {
-    if (!g) return kn_error(KN_ERR_ARG, "kn_pass_ddp: NULL graph");
+static kn_status data_parallel(kn_graph *g, kn_op coll, kn_pass_stats *st) {
     double mb;
     KN_TRY(parse_mb(st && st->arg[0] ? st->arg : NULL, &mb));
     ddp_state s;
@@ -178,7 +182,7 @@ kn_status kn_pass_ddp(kn_graph *g, kn_pass_stats *st) {
     kn_graph *ng = NULL;
     kn_status rc = read_layout(g, (size_t)(mb * 1048576.0), &s);
     if (rc == KN_OK) rc = kn_graph_new(&ng);
-    if (rc == KN_OK) rc = rebuild(g, &s, ng, st);
+    if (rc == KN_OK) rc = rebuild(g, &s, coll, ng, st);
     state_free(&s);
     if (rc != KN_OK) {
         kn_graph_free(ng);
@@ -189,4 +193,14 @@ kn_status kn_pass_ddp(kn_graph *g, kn_pass_stats *st) {
     *ng = tmp;
     kn_graph_free(ng);
     return KN_OK;
+}
+
+kn_status kn_pass_ddp(kn_graph *g, kn_pass_stats *st) {
+    if (!g) return kn_error(KN_ERR_ARG, "kn_pass_ddp: NULL graph");
+    return data_parallel(g, KN_OP_ALL_REDUCE_START, st);
+}
+
+kn_status kn_pass_zero(kn_graph *g, kn_pass_stats *st) {
+    if (!g) return kn_error(KN_ERR_ARG, "kn_pass_zero: NULL graph");
+    return data_parallel(g, KN_OP_REDUCE_SCATTER_START, st);
 }

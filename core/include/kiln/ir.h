@@ -96,7 +96,7 @@ typedef enum kn_op_category {
     KN_CAT_VIEW,          /* reshape, permute, broadcast_to, slice: no arithmetic */
     KN_CAT_MOVEMENT,      /* gathers and scatters: embedding, slice_grad, ... */
     KN_CAT_OTHER,         /* fused NN ops: softmax, layernorm, cross_entropy, ... */
-    KN_CAT_COLLECTIVE,    /* grad_store, all_reduce_start, comm_wait: run by the program's
+    KN_CAT_COLLECTIVE,    /* grad_store, all_reduce_start, ...: run by the program's
                            * collectives (kn_collectives below), not by a device kernel */
     KN_CAT_COUNT
 } kn_op_category;
@@ -399,6 +399,8 @@ void kn_interp_set_hook(kn_interp *it, kn_interp_hook fn, void *ctx);
  *                                           token t orders the stores of one bucket
  *   %h = all_reduce_start %s {start=A, stop=B}  start the nonblocking all-reduce of the
  *                                           slab's [A, B), once its last store is done
+ *   %h = reduce_scatter_start %s {start=A, stop=B}  the same, but each rank receives the
+ *                                           sum of the part of [A, B) its shard holds (ZeRO)
  *   %w = comm_wait %h {start=A, stop=B}     wait for it (before the optimizer reads it)
  * Each defines a 0-d f32 token (value 0) that orders it after what it depends on. The
  * context decides what the ops mean in a run (kiln/dist.h: the rank's communicator;

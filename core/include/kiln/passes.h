@@ -130,7 +130,9 @@ kn_status kn_pass_flash(kn_graph *g, kn_pass_stats *st);
  * st->arg MB, 25 when none) right after its last store, and wait for every bucket at the
  * end; the outputs become the loss and the buckets' wait tokens, in slab order. */
 kn_status kn_pass_ddp(kn_graph *g, kn_pass_stats *st);
-kn_status kn_ddp_check_arg(const char *arg);
+/* ZeRO-1/2 as a pass: the same, with reduce_scatter_start instead of all_reduce_start. */
+kn_status kn_pass_zero(kn_graph *g, kn_pass_stats *st);
+kn_status kn_ddp_check_arg(const char *arg); /* both: the bucket size in MB, > 0 */
 
 /* ---------------------------------------------------------------- activation checkpointing
  * (core/passes/remat.c, core/passes/mincut.c, core/passes/live.c)
