@@ -138,6 +138,7 @@ void kn_dp_free(kn_dp *d) {
 }
 
 static kn_status dp_hook(void *ctx, int32_t node, const kn_tensor *value);
+static kn_status ir_program(kn_dp *d);
 
 kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cfg) {
     if (!d || !c || !tr || !cfg || !tr->model || !tr->prog) return kn_error(KN_ERR_ARG, "kn_dp_new: NULL argument");
@@ -172,10 +173,18 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
     d->comm = c;
     d->tr = tr;
     d->cfg = *cfg;
+    /* DDP, ZeRO-1 and ZeRO-2 on CPU ranks: the collectives are ops of the step's graph,
+     * placed by a pass (ir_program); the bucket size the pass is given as text is the one
+     * the buckets here are made of */
+    d->ir = !gpu && cfg->strategy != KN_DP_ZERO3;
+    if (d->ir) {
+        snprintf(d->pass, sizeof d->pass, "%s:%.9g", cfg->strategy == KN_DP_DDP ? "ddp" : "zero", cfg->bucket_mb);
+        d->cfg.bucket_mb = strtod(strchr(d->pass, ':') + 1, NULL);
+    }
     const kn_params *p = &tr->model->p;
     const kn_graph *g = kn_program_graph(tr->prog); /* node ids as the program runs them */
     int N = c->size;
-    kn_status st = kn_dp_buckets(p, (size_t)(cfg->bucket_mb * 1048576.0), &d->buckets, &d->nbuckets);
+    kn_status st = kn_dp_buckets(p, (size_t)(d->cfg.bucket_mb * 1048576.0), &d->buckets, &d->nbuckets);
     if (st != KN_OK) return st;
     d->nnodes = g->nnodes;
     d->param_bucket = kn_malloc((size_t)p->count * sizeof(int));
@@ -267,11 +276,12 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
     }
     /* ZeRO-3 last: it frees the model's slab, which everything above may read */
     if (st == KN_OK && cfg->strategy == KN_DP_ZERO3) st = kn_dp_z3_new(d);
+    if (st == KN_OK && d->ir) st = ir_program(d);
     if (st != KN_OK) {
         kn_dp_free(d);
         return st;
     }
-    kn_program_set_hook(tr->prog, dp_hook, d);
+    if (!d->ir) kn_program_set_hook(tr->prog, dp_hook, d);
     return KN_OK;
 }
 
@@ -422,6 +432,22 @@ static kn_status contiguous_f32(const kn_tensor *v, int64_t numel, int param, co
     return KN_OK;
 }
 
+/* A gradient of bucket b (n floats for slab offset off) where the strategy keeps it: ZeRO-2
+ * in the bucket's staging buffer (made at its first gradient), the others in the slab
+ * (added to after the first micro-batch). */
+static kn_status store_grad(kn_dp *d, int b, int64_t off, const float *src, int64_t n) {
+    kn_dp_bucket *k = &d->buckets[b];
+    if (d->cfg.strategy < KN_DP_ZERO2) return store(d, slab_grad(d) + off, src, n, d->micro > 0);
+    if (!d->staging[b]) {
+        size_t nb = staging_size(d, b);
+        d->staging[b] = dp_alloc(d, nb);
+        if (!d->staging[b]) return kn_error(KN_ERR_OOM, "kn_dp_step: out of memory for bucket %d", b);
+        d->staging_bytes += (int64_t)nb;
+        if (d->staging_bytes > d->staging_peak) d->staging_peak = d->staging_bytes;
+    }
+    return store(d, d->staging[b] + (off - k->lo), src, n, false);
+}
+
 static kn_status dp_hook(void *ctx, int32_t node, const kn_tensor *value) {
     kn_dp *d = ctx;
     if (node < 0 || node >= d->nnodes) return KN_OK;
@@ -434,25 +460,110 @@ static kn_status dp_hook(void *ctx, int32_t node, const kn_tensor *value) {
         KN_TRY(contiguous_f32(value, pi->numel, i, &src, &tmp));
         int b = d->param_bucket[i];
         kn_dp_bucket *k = &d->buckets[b];
-        kn_status st = KN_OK;
-        if (d->cfg.strategy >= KN_DP_ZERO2) {
-            if (!d->staging[b]) {
-                size_t nb = staging_size(d, b);
-                d->staging[b] = dp_alloc(d, nb);
-                if (!d->staging[b]) st = kn_error(KN_ERR_OOM, "kn_dp_step: out of memory for bucket %d", b);
-                d->staging_bytes += (int64_t)nb;
-                if (d->staging_bytes > d->staging_peak) d->staging_peak = d->staging_bytes;
-            }
-            if (st == KN_OK) st = store(d, d->staging[b] + (pi->offset - k->lo), src, pi->numel, false);
-        } else {
-            st = store(d, slab_grad(d) + pi->offset, src, pi->numel, d->micro > 0);
-        }
+        kn_status st = store_grad(d, b, pi->offset, src, pi->numel);
         kn_tensor_free(tmp);
         KN_TRY(st);
         if (comm_now && --k->pending == 0) KN_TRY(launch(d, b));
     }
     /* drive the collectives in flight (MPI progresses inside MPI_Test) */
     return poll_all(d);
+}
+
+/* ---------------------------------------------------------------- the collectives in the graph
+ *
+ * On CPU ranks DDP, ZeRO-1 and ZeRO-2 need no hook: the step program is compiled with the
+ * `ddp` or `zero` pass (core/passes/ddp.c), whose grad_store, all_reduce_start or
+ * reduce_scatter_start and comm_wait nodes the program hands to this context. A store
+ * goes where the hook would put the gradient (the slab, added to after the first
+ * micro-batch, or ZeRO-2's staging buffer); a start launches the bucket (only in the last
+ * micro-batch, except ZeRO-2, which communicates in every one); a wait waits for it. The
+ * first wait of a run is where the backward ends: the overlap figure comes from there. */
+
+/* The bucket holding slab offset off (buckets are sorted and contiguous), or -1. */
+static int bucket_at(const kn_dp *d, int64_t off) {
+    int lo = 0, hi = d->nbuckets - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (off < d->buckets[mid].lo) hi = mid - 1;
+        else if (off >= d->buckets[mid].hi) lo = mid + 1;
+        else return mid;
+    }
+    return -1;
+}
+
+/* The bucket whose range a start or wait names, or an error naming the node. */
+static kn_status bucket_of_node(const kn_dp *d, int32_t id, const kn_node *n, int *b) {
+    *b = bucket_at(d, n->attrs.start);
+    if (*b < 0 || d->buckets[*b].lo != n->attrs.start || d->buckets[*b].hi != n->attrs.stop)
+        return kn_error(KN_ERR_ARG, "kn_dp_step: %%%d = %s: slab range [%lld, %lld) is not one of the %d buckets (the "
+                        "graph's pass and kn_dp disagree on the bucket size)", id, kn_op_name(n->op),
+                        (long long)n->attrs.start, (long long)n->attrs.stop, d->nbuckets);
+    return KN_OK;
+}
+
+static kn_status ir_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor *const *in) {
+    kn_dp *d = ctx;
+    bool comm_now = d->last_micro || d->cfg.strategy >= KN_DP_ZERO2;
+    int b;
+    if (n->op == KN_OP_GRAD_STORE) {
+        int64_t m = kn_tensor_numel(in[0]), off = n->attrs.offset;
+        b = bucket_at(d, off);
+        if (b < 0 || off + m > d->buckets[b].hi)
+            return kn_error(KN_ERR_ARG, "kn_dp_step: %%%d = grad_store: [%lld, %lld) is not inside one bucket", id,
+                            (long long)off, (long long)(off + m));
+        return store_grad(d, b, off, kn_tensor_data(in[0]), m);
+    }
+    KN_TRY(bucket_of_node(d, id, n, &b));
+    if (n->op == KN_OP_COMM_WAIT) {
+        if (d->ir_waits++ == 0) d->t_ir_first_wait = kn_time_now(); /* the backward's end, as placed */
+        if (!d->in_flight[b]) return KN_OK; /* a micro-batch that does not communicate */
+        KN_TRY(kn_comm_wait(&d->reqs[b]));
+        finished(d, b);
+        return KN_OK;
+    }
+    kn_op want = d->cfg.strategy == KN_DP_DDP ? KN_OP_ALL_REDUCE_START : KN_OP_REDUCE_SCATTER_START;
+    if (n->op != want)
+        return kn_error(KN_ERR_ARG, "kn_dp_step: %%%d = %s: --dist %s runs %s", id, kn_op_name(n->op),
+                        kn_dp_strategy_name(d->cfg.strategy), kn_op_name(want));
+    return comm_now ? launch(d, b) : KN_OK;
+}
+
+static kn_status ir_poll(void *ctx) { return poll_all(ctx); }
+
+/* Compile the trainer's step again with the strategy's pass after its own, check that the
+ * graph's buckets are d's, and give the program this context. */
+static kn_status ir_program(kn_dp *d) {
+    kn_trainer *t = d->tr;
+    char list[256];
+    bool own = t->passes && *t->passes && strcmp(t->passes, "none");
+    snprintf(list, sizeof list, "%s%s%s", own ? t->passes : "", own ? "," : "", d->pass);
+    kn_program_opts o = {t->dev, list, t->compiled ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES, t->cuda_emu};
+    kn_program *p = NULL;
+    KN_TRY(kn_program_compile(&p, t->joint, &o));
+    kn_status st = KN_OK;
+    const kn_params *pr = &t->model->p;
+    for (int i = 0; st == KN_OK && i < pr->count; i++) st = kn_program_bind(p, pr->info[i].name, t->views[i]);
+    if (st == KN_OK) st = kn_program_bind(p, "idx", t->x);
+    if (st == KN_OK) st = kn_program_bind(p, "targets", t->y);
+    const kn_graph *g = kn_program_graph(p);
+    int starts = 0;
+    for (int i = 0; st == KN_OK && i < g->nnodes; i++) {
+        int b;
+        if (g->nodes[i].op != KN_OP_ALL_REDUCE_START && g->nodes[i].op != KN_OP_REDUCE_SCATTER_START) continue;
+        st = bucket_of_node(d, i, &g->nodes[i], &b);
+        starts++;
+    }
+    if (st == KN_OK && starts != d->nbuckets)
+        st = kn_error(KN_ERR_INTERNAL, "kn_dp_new: the step's graph starts %d buckets, kn_dp has %d", starts, d->nbuckets);
+    if (st != KN_OK) {
+        kn_program_free(p);
+        return st;
+    }
+    kn_program_free(t->prog);
+    t->prog = p;
+    kn_collectives c = {d, ir_run, ir_poll};
+    kn_program_set_collectives(p, &c);
+    return KN_OK;
 }
 
 /* ---------------------------------------------------------------- the step */
@@ -488,6 +599,7 @@ static kn_status run_micro(kn_dp *d, const int32_t *x, const int32_t *y, int m, 
     d->last_micro = m == d->cfg.accum - 1;
     for (int b = 0; b < d->nbuckets; b++)
         d->buckets[b].pending = d->buckets[b].last_param - d->buckets[b].first_param + 1;
+    d->ir_waits = 0;
     kn_status st = kn_program_run(t->prog);
     kn_status zs = kn_dp_z3_end_run(d); /* ZeRO-3: the last gathered buckets go */
     KN_TRY(st);
@@ -516,7 +628,9 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
         double l = 0;
         KN_TRY(run_micro(d, x, y, m, &l));
         lsum += l;
-        if (m == K - 1) d->t_backward_end = kn_time_now();
+        /* the backward's end: the IR's first comm_wait (after every computing step), or the
+         * hook path's end of the run */
+        if (m == K - 1) d->t_backward_end = d->ir && d->ir_waits ? d->t_ir_first_wait : kn_time_now();
         /* every bucket of this micro-batch must be done before the next one reuses them */
         for (int b = 0; b < d->nbuckets; b++)
             if (d->in_flight[b]) {

@@ -236,6 +236,13 @@ typedef struct kn_dp {
     kn_dp_z3 *z3;            /* owned: the gather plan over the step program, the live buckets */
     int64_t gathered_bytes;  /* parameter bytes all-gathered in the last step (every bucket, each time) */
     int64_t gathered_live, gathered_peak; /* bytes of gathered buckets held now, and at the most */
+    /* DDP, ZeRO-1, ZeRO-2 on CPU ranks: the collectives are ops of the step's graph (the `ddp`
+     * or `zero` pass; the trainer's step program is recompiled with it), run by dp.c's
+     * kn_collectives context; otherwise (GPUs, ZeRO-3) the program's hooks drive them */
+    bool ir;
+    char pass[32];           /* the pass it ran: "ddp:0.05" */
+    int ir_waits;            /* comm_wait nodes run in this run */
+    double t_ir_first_wait;  /* when the first ran: the backward's end, as the IR places it */
 } kn_dp;
 
 /* Set up: checks the trainer's batch against the global one, builds the buckets, hooks
