@@ -285,6 +285,9 @@ static kn_status dist_attach(const kn_train_opts *o, run_dist *rd, kn_trainer *t
            "bucket%s of <= %g MiB\n", o->dist, rd->size, o->comm, o->allreduce,
            c.compress ? ", int8 gradients with error feedback" : "", rd->rows, o->accum, rd->dp.nbuckets,
            rd->dp.nbuckets == 1 ? "" : "s", o->bucket_mb);
+    printf("  collectives           %s\n", rd->dp.ir ? "ops of the step's graph, placed by the pass below (--emit-ir "
+           "shows where)" : "started from the program's hooks (GPU ranks, ZeRO-3)");
+    if (rd->dp.ir) printf("  pass                  %s\n", rd->dp.pass);
     if (o->emit_ir[0] && rd->rank == 0) {
         FILE *f = fopen(o->emit_ir, "w");
         if (!f) return kn_error(KN_ERR_IO, "--emit-ir %s: cannot open: %s", o->emit_ir, strerror(errno));

@@ -766,18 +766,32 @@ kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d) {
         kn_free(done_at);
         return st;
     }
-    /* a bucket starts after the node that makes its last gradient */
+    /* a bucket starts after the node that makes its last gradient (the IR: its start node) */
     for (int b = 0; b < d->nbuckets; b++) {
         done_at[b] = -1;
-        for (int i = d->buckets[b].first_param; i <= d->buckets[b].last_param; i++)
+        for (int i = 0; d->ir && i < g->nnodes; i++)
+            if ((g->nodes[i].op == KN_OP_ALL_REDUCE_START || g->nodes[i].op == KN_OP_REDUCE_SCATTER_START) &&
+                g->nodes[i].attrs.start == d->buckets[b].lo)
+                done_at[b] = i;
+        for (int i = d->buckets[b].first_param; !d->ir && i <= d->buckets[b].last_param; i++)
             if (g->outputs[1 + i] > done_at[b]) done_at[b] = g->outputs[1 + i];
     }
     bool zero = d->cfg.strategy != KN_DP_DDP;
     const char *coll = zero ? "reduce_scatter" : d->cfg.ring ? "ring_all_reduce" : "all_reduce";
-    fprintf(f, "# kiln train --dist %s: the joint graph of one rank (%d rows) and where each collective starts.\n"
-            "# %d ranks, %d buckets; a bucket's %s starts (nonblocking) right after the node that makes its\n"
-            "# last gradient, and runs while the nodes below it compute.\n",
-            kn_dp_strategy_name(d->cfg.strategy), d->tr->B, d->comm->size, d->nbuckets, coll);
+    if (d->ir)
+        fprintf(f, "# kiln train --dist %s: the step's graph of one rank (%d rows) after the pass %s, with its\n"
+                "# collectives as ops. %d ranks, %d buckets: each gradient is stored into the slab (grad_store)\n"
+                "# right after the node that makes it; a bucket's %s_start runs right after its last\n"
+                "# store, nonblocking, while the nodes below it compute (%s);\n"
+                "# the comm_waits end the graph, where the optimizer takes over. A comment names each bucket.\n",
+                kn_dp_strategy_name(d->cfg.strategy), d->tr->B, d->pass, d->comm->size, d->nbuckets,
+                zero ? "reduce_scatter" : "all_reduce", d->cfg.ring ? "kiln's ring: blocking, between two nodes"
+                : "polled between the steps");
+    else
+        fprintf(f, "# kiln train --dist %s: the joint graph of one rank (%d rows) and where each collective starts.\n"
+                "# %d ranks, %d buckets; a bucket's %s starts (nonblocking) right after the node that makes its\n"
+                "# last gradient, and runs while the nodes below it compute.\n",
+                kn_dp_strategy_name(d->cfg.strategy), d->tr->B, d->comm->size, d->nbuckets, coll);
     if (d->z3)
         fprintf(f, "# ZeRO-3: the parameters are sharded; each bucket's all_gather is waited for before the first\n"
                 "# step (of the program's steps: a generated kernel is the step of its last node) that reads it in\n"
@@ -793,13 +807,13 @@ kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d) {
         for (int b = 0; id >= 0 && b < d->nbuckets; b++) {
             if (done_at[b] != id) continue;
             const kn_dp_bucket *k = &d->buckets[b];
-            fprintf(f, "#   <- %s bucket %d: slab [%lld, %lld), %lld bytes, %s .. %s\n", coll, b, (long long)k->lo,
-                    (long long)k->hi, (long long)((k->hi - k->lo) * 4), p->info[k->first_param].name,
+            fprintf(f, "#   %s %s bucket %d: slab [%lld, %lld), %lld bytes, %s .. %s\n", d->ir ? "^" : "<-", coll, b,
+                    (long long)k->lo, (long long)k->hi, (long long)((k->hi - k->lo) * 4), p->info[k->first_param].name,
                     p->info[k->last_param].name);
         }
         line = nl ? nl + 1 : NULL;
     }
-    fprintf(f, "# after the graph: wait for every bucket; loss all_reduce (8 bytes);\n");
+    fprintf(f, "# after the graph: %sloss all_reduce (8 bytes);\n", d->ir ? "" : "wait for every bucket; ");
     if (d->z3)
         fprintf(f, "# gradient-norm all_reduce (8 bytes); clip and update this rank's shard (parameters, gradients\n"
                 "# and optimizer state sharded); no all_gather after the update: the next forward gathers\n"

@@ -100,6 +100,12 @@ static kn_status read_layout(const kn_graph *g, size_t bucket_bytes, ddp_state *
         if (t->dtype != KN_DT_F32)
             return kn_error(KN_ERR_DTYPE, "ddp/zero: output %d (%%%d) is not an f32 gradient: the gradient slab is f32", 1 + i,
                             g->outputs[1 + i]);
+        bool a_param = false; /* a gradient has its parameter's type (a forward graph's logits do not) */
+        for (int k = 0; k < g->nnodes && !a_param; k++)
+            a_param = g->nodes[k].op == KN_OP_PARAM && kn_type_equal(&g->nodes[k].type, t);
+        if (!a_param)
+            return kn_error(KN_ERR_ARG, "ddp/zero: output %d (%%%d) has the type of no param: a joint graph has the loss, "
+                            "then a gradient per parameter", 1 + i, g->outputs[1 + i]);
         snprintf(pi->name, sizeof pi->name, "output %d", 1 + i);
         pi->ndim = t->ndim;
         memcpy(pi->shape, t->shape, sizeof pi->shape);

@@ -75,13 +75,20 @@ run $MPIEXEC -n 4 "$kiln" train --resume half3.st --dist zero3 --bucket-mb 0.01 
     --out res3.st --log res3.log > res3.txt 2>&1 || { cat res3.txt; exit 1; }
 r=$(python3 "$here/compare.py" one.log res3.log one.st res3.st $TOL); echo "zero3 x 2 ranks, resumed as zero3 x 4: $r"
 
-# the schedule: the joint graph with a comment after each node that starts a bucket; it parses
+# the schedule: the step's graph with its collectives as ops (the zero pass), a comment naming
+# each bucket after its start; it parses; the first start comes before the backward's last matmul
 run $MPIEXEC -n 2 "$kiln" train $A --steps 1 --dist zero1 --bucket-mb 0.01 --out none --emit-ir sched.ir > sched.txt 2>&1 \
     || { cat sched.txt; exit 1; }
 nb=$(sed -n 's/.* \([0-9]*\) buckets\{0,1\} of <=.*/\1/p' sched.txt)
-[ "$(grep -c '^#   <- reduce_scatter bucket' sched.ir)" = "$nb" ] || { cat sched.ir; echo "not $nb buckets in sched.ir"; exit 1; }
+[ "$(grep -c '= reduce_scatter_start %' sched.ir)" = "$nb" ] && [ "$(grep -c '= comm_wait %' sched.ir)" = "$nb" ] \
+    && [ "$(grep -c '^#   ^ reduce_scatter bucket' sched.ir)" = "$nb" ] || { cat sched.ir; echo "not $nb buckets in sched.ir"; exit 1; }
+awk '/= reduce_scatter_start %/ && !s { s = NR } /= matmul %/ { m = NR } END { exit !(s && m > s) }' sched.ir \
+    || { echo "sched.ir: no matmul after the first reduce_scatter_start"; exit 1; }
 "$kiln" ir sched.ir --verify > /dev/null
-echo "--emit-ir: $nb reduce_scatter lines, the file parses; e.g. $(grep -m1 '<- reduce_scatter' sched.ir)"
+echo "--emit-ir: $nb reduce_scatter_start ops, the file parses; e.g. $(grep -m1 '= reduce_scatter_start' sched.ir)"
+run $MPIEXEC -n 2 "$kiln" train $A --steps 1 --dist ddp --bucket-mb 0.01 --out none --emit-ir schedd.ir > schedd.txt 2>&1 \
+    || { cat schedd.txt; exit 1; }
+[ "$(grep -c '= all_reduce_start %' schedd.ir)" = "$nb" ] || { cat schedd.ir; echo "ddp: not $nb all_reduce_start"; exit 1; }
 # ZeRO-3's schedule: every bucket's all_gather waited for before a step, forward and backward
 run $MPIEXEC -n 2 "$kiln" train $A --steps 1 --dist zero3 --bucket-mb 0.01 --out none --emit-ir sched3.ir > sched3.txt 2>&1 \
     || { cat sched3.txt; exit 1; }
