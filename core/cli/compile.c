@@ -295,6 +295,13 @@ int kn_cli_compile(int argc, char **argv) {
             printf("%s%s %lld", r ? ", " : "  ", rep.pass[i].rule[r], (long long)rep.pass[i].count[r]);
         printf("\n");
     }
+    if (rc == 0 && dist) { /* where the pass placed the starts: the backward still to run after each */
+        kn_overlap_room room;
+        if (kn_dp_overlap_room(after, &room) == KN_OK)
+            printf("collectives: %d buckets; when one starts, %.0f%% of the backward's %.3g FLOPs is still to run "
+                   "on average (%.0f%% .. %.0f%%): the room to hide its communication\n", room.starts,
+                   100 * room.mean, room.backward_flops, 100 * room.least, 100 * room.most);
+    }
     double live0 = 0, live1 = 0; /* the largest live set in node order: what remat lowers */
     if (rc == 0 && (kn_graph_live_bytes(before, &live0, NULL) != KN_OK || kn_graph_live_bytes(after, &live1, NULL) != KN_OK))
         rc = fail("live bytes");

@@ -334,6 +334,11 @@ static void dist_report(const run_dist *rd, int64_t P) {
     if (hidden < 0) hidden = 0;
     printf("  overlap (last step)   communication %.2f ms, %.2f ms of it after the backward: %.0f%% hidden behind "
            "the backward (%.2f ms)\n", 1e3 * s->comm_s, 1e3 * s->exposed_s, 100 * hidden, 1e3 * s->backward_s);
+    kn_overlap_room room; /* the IR's placement: where the backward ends (the first comm_wait) and the starts */
+    if (rd->dp.ir && kn_dp_overlap_room(kn_program_graph(rd->dp.tr->prog), &room) == KN_OK)
+        printf("  overlap (placement)   the backward ends at the step's first comm_wait; %d bucket starts, each with "
+               "%.0f%% of the backward's FLOPs still to run on average (%.0f%% .. %.0f%%)\n", room.starts,
+               100 * room.mean, 100 * room.least, 100 * room.most);
 }
 
 /* ---------------------------------------------------------------- loss scaling */

@@ -210,3 +210,29 @@ kn_status kn_pass_zero(kn_graph *g, kn_pass_stats *st) {
     if (!g) return kn_error(KN_ERR_ARG, "kn_pass_zero: NULL graph");
     return data_parallel(g, KN_OP_REDUCE_SCATTER_START, st);
 }
+
+kn_status kn_dp_overlap_room(const kn_graph *g, kn_overlap_room *out) {
+    if (!g || !out || g->noutputs < 1) return kn_error(KN_ERR_ARG, "kn_dp_overlap_room: NULL argument or no loss");
+    memset(out, 0, sizeof *out);
+    int32_t loss = g->outputs[0];
+    double total = 0, after = 0;
+    for (int32_t i = loss + 1; i < g->nnodes; i++) total += kn_node_cost(g, i).flops;
+    /* walk back: `after` is the FLOPs of the backward's nodes after node i */
+    double sum = 0;
+    out->least = 1;
+    for (int32_t i = g->nnodes - 1; i > loss; i--) {
+        kn_op op = g->nodes[i].op;
+        if (op == KN_OP_ALL_REDUCE_START || op == KN_OP_REDUCE_SCATTER_START) {
+            double share = total > 0 ? after / total : 0;
+            out->starts++;
+            sum += share;
+            if (share < out->least) out->least = share;
+            if (share > out->most) out->most = share;
+        }
+        after += kn_node_cost(g, i).flops;
+    }
+    if (out->starts == 0) out->least = 0;
+    out->mean = out->starts ? sum / out->starts : 0;
+    out->backward_flops = total;
+    return KN_OK;
+}

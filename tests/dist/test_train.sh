@@ -8,7 +8,7 @@
 # batch (compare.py; tolerance: a summation order). A checkpoint written by ZeRO-2 on 2
 # ranks resumes as ZeRO-1 on 4, and one of ZeRO-3 on 2 as ZeRO-3 on 4, exactly on course.
 # Then the memory table (ZeRO-3: parameters 4P/N, the gathered buckets below 4P) and the
-# overlap lines are printed and checked, and bad usage gets its message: --dist without
+# overlap lines (DDP, ZeRO-1/2: also the placement of their collective ops) are printed and checked, and bad usage gets its message: --dist without
 # mpiexec, a batch the ranks do not divide, NCCL without a GPU, ZeRO-3 on GPUs or with the
 # ring, a strategy that does not exist.
 set -euo pipefail
@@ -103,6 +103,9 @@ for s in ddp zero1 zero2 zero3; do
     echo "--- $s, 4 ranks:"
     sed -n '/memory per rank/,/overlap/p' ${s}4.txt
     grep -q "hidden behind the backward" ${s}4.txt
+    # DDP, ZeRO-1/2: the collectives are IR ops; the backward's end and the starts come from their places
+    if [ $s != zero3 ]; then grep -q "^  overlap (placement) .* bucket starts" ${s}4.txt || { cat ${s}4.txt; exit 1; }
+                            grep -q "^  pass  *\(ddp\|zero\):0.01" ${s}4.txt || { echo "$s: no pass line"; exit 1; }; fi
     # held == table for every row but ZeRO-1's gradients (the full slab plus the reduced shard)
     awk -v s=$s '/^    (parameters|optimizer state)/ { if ($(NF-1) != $NF) { print "memory row differs: " $0; bad=1 } }
                  /^    gradients/ && s != "zero1" { if ($(NF-1) != $NF) { print "memory row differs: " $0; bad=1 } }
