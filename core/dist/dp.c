@@ -252,6 +252,10 @@ static kn_status run_micro(kn_dp *d, const int32_t *x, const int32_t *y, int m, 
     d->last_micro = m == d->cfg.accum - 1;
     for (int b = 0; b < d->nbuckets; b++)
         d->buckets[b].pending = d->buckets[b].last_param - d->buckets[b].first_param + 1;
+    if (d->ir && t->prog != d->ir_prog)
+        return kn_error(KN_ERR_ARG, "kn_dp_step: the trainer's step was compiled again after kn_dp_new, without the %s "
+                        "pass its collectives need: set the trainer up (mode, loss scale, device) before kn_dp_new",
+                        d->pass);
     d->ir_waits = 0;
     kn_status st = kn_program_run(t->prog);
     kn_status zs = kn_dp_z3_end_run(d); /* ZeRO-3: the last gathered buckets go */

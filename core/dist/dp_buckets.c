@@ -317,6 +317,7 @@ kn_status kn_dp_ir_program(kn_dp *d) {
     }
     kn_program_free(t->prog);
     t->prog = p;
+    d->ir_prog = p;
     kn_collectives c = {d, ir_run, ir_poll};
     kn_program_set_collectives(p, &c);
     return KN_OK;

@@ -241,6 +241,7 @@ typedef struct kn_dp {
      * kn_collectives context; otherwise (GPUs, ZeRO-3) the program's hooks drive them */
     bool ir;
     char pass[32];           /* the pass it ran: "ddp:0.05" */
+    const kn_program *ir_prog; /* the step program compiled with it (a later recompile is refused) */
     int ir_waits;            /* comm_wait nodes run in this run */
     double t_ir_first_wait;  /* when the first ran: the backward's end, as the IR places it */
 } kn_dp;
