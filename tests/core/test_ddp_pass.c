@@ -236,3 +236,20 @@ KN_TEST(ddp_pass, bad_graphs_arguments_and_protocols_are_clear_errors) {
     kn_graph_free(d);
     kn_graph_free(g);
 }
+
+/* A GPU program refuses collectives by name (GPU ranks drive NCCL from hooks so far). */
+KN_TEST(ddp_pass, a_gpu_program_refuses_collectives_clearly) {
+    if (kn_device_count(KN_DEVICE_CUDA) == 0) cr_skip_test("no CUDA device: GPU test skipped");
+    kn_graph *g;
+    KN_ASSERT_OK(kn_gpt_graph(&cfg, 2, 8, true, &g));
+    kn_graph *d = ddp_of(g, "ddp");
+    for (int mode = 0; mode < 2; mode++) {
+        kn_program_opts o = {{KN_DEVICE_CUDA, 0}, NULL, mode ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES, false};
+        kn_program *p = NULL;
+        KN_ASSERT_ERR(kn_program_compile(&p, d, &o), KN_ERR_UNSUPPORTED);
+        cr_assert_null(p);
+        cr_assert(strstr(kn_last_error(), "collectives in the graph run in CPU programs so far"), "%s", kn_last_error());
+    }
+    kn_graph_free(d);
+    kn_graph_free(g);
+}
