@@ -53,6 +53,7 @@ kn_autocast_class kn_autocast_policy(kn_op op) {
     case KN_OP_LAYERNORM: case KN_OP_LAYERNORM_DX: case KN_OP_NORMALIZE:
     case KN_OP_CROSS_ENTROPY: case KN_OP_CROSS_ENTROPY_BWD:
     case KN_OP_EMBEDDING_GRAD: /* a scatter-add: a sum per row of the table */
+    case KN_OP_GRAD_STORE: case KN_OP_ALL_REDUCE_START: case KN_OP_REDUCE_SCATTER_START: case KN_OP_COMM_WAIT: /* the gradient slab is f32 */
         return KN_AUTOCAST_F32;
     case KN_OP_INPUT: case KN_OP_PARAM: case KN_OP_FULL:
     case KN_OP_ADD: case KN_OP_SUB: case KN_OP_MUL: case KN_OP_DIV: case KN_OP_EQ: case KN_OP_WHERE:

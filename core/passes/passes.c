@@ -31,6 +31,10 @@ static const kn_pass kn_pass_table[] = {
      "reductions, norms, softmax and the loss in f32, elementwise ops follow their operands", kn_autocast_check_arg, true},
     {"flash", kn_pass_flash, "flash attention: matmul_t -> causal_softmax -> matmul and its backward become "
      "flash_attn and flash_attn_bwd, no [.., T, T] value stored (equal to rounding: not in all)", NULL, true},
+    {"ddp", kn_pass_ddp, "data parallelism, ddp:MB (bucket size, default 25): each gradient stored into the slab as it "
+     "is made, a bucket's all_reduce_start after its last store, its comm_wait at the end (not in all)", kn_ddp_check_arg, true},
+    {"zero", kn_pass_zero, "ZeRO-1/2, zero:MB: as ddp, each bucket reduce-scattered over the ranks' shards "
+     "(reduce_scatter_start) instead of all-reduced (not in all)", kn_ddp_check_arg, true},
 };
 #define KN_NPASSES ((int)(sizeof kn_pass_table / sizeof kn_pass_table[0]))
 

@@ -515,6 +515,14 @@ kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_progr
         st = kn_passes_run_with(codegen_passes, 1, p->g, "all", &rep);
     }
     if (st == KN_OK) st = kn_graph_verify(p->g);
+    for (int i = 0; st == KN_OK && i < p->g->nnodes; i++) /* collectives: CPU programs so far */
+        if (kn_op_get(p->g->nodes[i].op)->category == KN_CAT_COLLECTIVE && p->dev.type != KN_DEVICE_CPU) {
+            char ds[32];
+            st = kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: %%%d = %s: collectives in the graph run in CPU "
+                          "programs so far, not on %s (GPU ranks drive NCCL from the program's hooks: kiln train "
+                          "--dist on --comm nccl does)", i, kn_op_name(p->g->nodes[i].op),
+                          kn_device_str(p->dev, ds, sizeof ds));
+        }
     if (st != KN_OK) { kn_program_free(p); return st; }
     size_t nn = (size_t)p->g->nnodes;
     p->steps = kn_calloc(nn + 1, sizeof *p->steps);
@@ -772,6 +780,10 @@ kn_status kn_program_run_steps(kn_program *p) {
                 release_run(p);
                 return kn_error(st, "kn_program_run: step %d (kernel %s): %s", s, p->kernels[sp->kernel].ir.name, msg);
             }
+            if (p->coll.poll && (st = p->coll.poll(p->coll.ctx)) != KN_OK) {
+                release_run(p);
+                return st;
+            }
             release_after(p, s);
             if (sync) (void)kn_device_synchronize(p->dev);
             if (p->step_ms) p->step_ms[s] += kn_now_ms() - t0;
@@ -802,7 +814,10 @@ kn_status kn_program_run_steps(kn_program *p) {
         }
         if (st == KN_OK && n->op != KN_OP_RESHAPE) st = planned_tensor(p, sp->node, &p->vals[sp->node]);
         kn_tensor *placed = p->vals[sp->node];
-        if (st == KN_OK) st = sp->be->node_eval(sp->be->ctx, sp->index, n, in, &p->vals[sp->node]);
+        if (st == KN_OK && kn_op_get(n->op)->category == KN_CAT_COLLECTIVE)
+            st = kn_collective_eval(p->coll.run ? &p->coll : NULL, sp->node, n, in, &p->vals[sp->node]);
+        else if (st == KN_OK)
+            st = sp->be->node_eval(sp->be->ctx, sp->index, n, in, &p->vals[sp->node]);
         /* a kernel that made its own output (an alias of an operand, a view) replaced the
          * arena's wrapper, which owns no memory: drop it (a kernel that fails frees it) */
         if (st == KN_OK && placed && p->vals[sp->node] != placed) kn_tensor_free(placed);
@@ -814,6 +829,11 @@ kn_status kn_program_run_steps(kn_program *p) {
             return kn_error(st, "kn_program_run: step %d (%%%d = %s): %s", s, sp->node, kn_op_name(n->op), msg);
         }
         if (p->hook && (st = p->hook(p->hook_ctx, sp->node, p->vals[sp->node])) != KN_OK) {
+            release_run(p);
+            return st;
+        }
+        /* collectives in flight progress between steps (MPI progresses inside MPI_Test) */
+        if (p->coll.poll && (st = p->coll.poll(p->coll.ctx)) != KN_OK) {
             release_run(p);
             return st;
         }
@@ -853,6 +873,11 @@ void kn_program_set_hook(kn_program *p, kn_interp_hook fn, void *ctx) {
     if (!p) return;
     p->hook = fn;
     p->hook_ctx = ctx;
+}
+void kn_program_set_collectives(kn_program *p, const kn_collectives *c) {
+    if (!p) return;
+    if (c) p->coll = *c;
+    else memset(&p->coll, 0, sizeof p->coll);
 }
 int32_t kn_program_step_node(const kn_program *p, int step) {
     return p && step >= 0 && step < p->nsteps ? p->steps[step].node : -1;
