@@ -25,7 +25,7 @@
  *
  *     KN_KERNEL_DEF(scale, struct scale_args)     // a kernel taking one struct by value, a
  *     { ... a.x[i] *= a.s; ... }                  // (the name of the argument is a)
- *     int rc = KN_LAUNCH(scale, grid, block, args);   // scale<<<grid, block>>>(args) under nvcc
+ *     int rc = KN_LAUNCH(scale, grid, block, args);   // scale<<<grid, block, 0, knc_stream>>>(args) under nvcc
  *
  * Kernels the CUDA renderer emits use kn_emu_launch directly (their emulator dialect,
  * core/codegen/render_cuda.c, declares the same built-ins). Not emulated: votes, the up
@@ -87,9 +87,12 @@ static inline int atomicMax_i(int *p, int v) { int o = *p; if (v > o) *p = v; re
 #define atomicAdd(p, v) _Generic((p), int *: atomicAdd_i, unsigned *: atomicAdd_u, float *: atomicAdd_f)(p, v)
 #define atomicMax(p, v) atomicMax_i(p, v)
 #elif defined(__CUDACC__)
+/* kiln's stream (core/runtime/cuda_impl.h): the legacy stream, or a CUDA graph's capture
+ * stream while one is captured, so these launches are recorded with the rest of the step */
+extern cudaStream_t knc_stream;
 #define KN_KERNEL_DEF(name, T) __global__ void name(T a)
-#define KN_LAUNCH(name, grid, block, args)                                                       \
-    (name<<<dim3((grid).x, (grid).y, (grid).z), dim3((block).x, (block).y, (block).z)>>>(args), \
+#define KN_LAUNCH(name, grid, block, args)                                                                   \
+    (name<<<dim3((grid).x, (grid).y, (grid).z), dim3((block).x, (block).y, (block).z), 0, knc_stream>>>(args), \
      cudaGetLastError() == cudaSuccess ? 0 : -1)
 #endif
 

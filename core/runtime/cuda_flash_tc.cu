@@ -53,15 +53,11 @@
 #include "runtime/cuda_impl.h"
 #define KN_UNROLL _Pragma("unroll")
 #define KNT_ALIGN __align__(16)
-/* on kiln's stream (a CUDA graph's capture stream while one is captured) */
-#define KNT_LAUNCH(name, grid, block, args)                                                                \
-    (name<<<dim3((grid).x, (grid).y, (grid).z), dim3((block).x, (block).y, (block).z), 0, knc_stream>>>(args), \
-     cudaGetLastError() == cudaSuccess ? 0 : -1)
 #else
 #define KN_UNROLL
 #define KNT_ALIGN _Alignas(16)
-#define KNT_LAUNCH KN_LAUNCH
 #endif
+#define KNT_LAUNCH KN_LAUNCH /* on knc_stream under nvcc */
 
 static inline int knt_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
