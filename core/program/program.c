@@ -56,6 +56,8 @@ void kn_program_free(kn_program *p) {
     kn_free(p->last_step);
     kn_free(p->ptrs);
     kn_free(p->step_ms);
+    kn_event_free(p->prof_ev[0]);
+    kn_event_free(p->prof_ev[1]);
     kn_free(p->mem_off);
     kn_free(p->mem_def);
     kn_free(p->mem_last);
@@ -724,6 +726,29 @@ static kn_status run_kernel(kn_program *p, const kn_program_step *sp) {
     return KN_OK;
 }
 
+/* A profiled step's clock: on a GPU (dev) the events of p->prof_ev (or, without them, the
+ * wall clock after waiting for the device); on the CPU the wall clock. prof_begin returns
+ * the start, prof_end the step's milliseconds. */
+static double prof_begin(kn_program *p, bool dev) {
+    if (dev && p->prof_ev[0]) {
+        if (kn_event_record(p->prof_ev[0], NULL) == KN_OK) return 0;
+        kn_clear_error(); /* prof_end's elapsed time then fails too: the step counts 0 ms */
+    }
+    if (dev) (void)kn_device_synchronize(p->dev);
+    return kn_now_ms();
+}
+static double prof_end(kn_program *p, bool dev, double t0) {
+    double ms = 0;
+    if (dev && p->prof_ev[0]) {
+        if (kn_event_record(p->prof_ev[1], NULL) == KN_OK && kn_event_elapsed_ms(p->prof_ev[0], p->prof_ev[1], &ms) == KN_OK)
+            return ms;
+        kn_clear_error();
+        return 0;
+    }
+    if (dev) (void)kn_device_synchronize(p->dev);
+    return kn_now_ms() - t0;
+}
+
 /* Run every step once, in order (the body of kn_program_run; a CUDA graph's capture). */
 static kn_status run_steps(kn_program *p) {
     const kn_graph *g = p->g;
@@ -755,8 +780,16 @@ static kn_status run_steps(kn_program *p) {
         p->env_profile = true;
     }
     p->runs++;
-    /* a GPU runs ahead of the host: a profiled step waits for the device on both sides */
+    /* a GPU runs ahead of the host: a profiled step is timed by two events on the device's
+     * default stream around it (the host waits for the second, so the GPU is idle when the
+     * next step's first event is recorded); without events, the host waits for the device
+     * on both sides and reads the wall clock */
     bool sync = p->step_ms && p->dev.type != KN_DEVICE_CPU;
+    if (sync && !p->prof_ev[1] && (kn_event_new(p->dev, &p->prof_ev[0]) != KN_OK || kn_event_new(p->dev, &p->prof_ev[1]) != KN_OK)) {
+        kn_event_free(p->prof_ev[0]);
+        p->prof_ev[0] = NULL;
+        kn_clear_error();
+    }
     for (int s = 0; s < p->nsteps; s++) {
         const kn_program_step *sp = &p->steps[s];
         kn_status hs = p->step_hook ? p->step_hook(p->step_hook_ctx, s) : KN_OK; /* not in the step's time */
@@ -764,8 +797,7 @@ static kn_status run_steps(kn_program *p) {
             release_run(p);
             return hs;
         }
-        if (sync) (void)kn_device_synchronize(p->dev);
-        double t0 = p->step_ms ? kn_now_ms() : 0;
+        double t0 = p->step_ms ? prof_begin(p, sync) : 0;
         if (sp->kernel >= 0) {
             kn_status st = run_kernel(p, sp);
             if (st != KN_OK) {
@@ -775,8 +807,7 @@ static kn_status run_steps(kn_program *p) {
                 return kn_error(st, "kn_program_run: step %d (kernel %s): %s", s, p->kernels[sp->kernel].ir.name, msg);
             }
             release_after(p, s);
-            if (sync) (void)kn_device_synchronize(p->dev);
-            if (p->step_ms) p->step_ms[s] += kn_now_ms() - t0;
+            if (p->step_ms) p->step_ms[s] += prof_end(p, sync, t0);
             continue;
         }
         const kn_node *n = &g->nodes[sp->node];
@@ -820,8 +851,7 @@ static kn_status run_steps(kn_program *p) {
             return st;
         }
         release_after(p, s);
-        if (sync) (void)kn_device_synchronize(p->dev);
-        if (p->step_ms) p->step_ms[s] += kn_now_ms() - t0;
+        if (p->step_ms) p->step_ms[s] += prof_end(p, sync, t0);
     }
     if (p->env_profile) { /* the first run warms up cuBLAS and the allocators: not counted */
         memset(p->step_ms, 0, sizeof *p->step_ms * (size_t)p->nsteps);
