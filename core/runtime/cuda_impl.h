@@ -40,6 +40,30 @@ extern "C" {
         }                                                                                             \
     } while (0)
 
+/* For functions that own resources to release: a CUDA runtime call (KNC_CUDA_GOTO) or a
+ * cuBLAS call (KNC_CUBLAS_GOTO, where cublas_v2.h is included) whose failure sets the
+ * caller's `kn_status st` to KN_ERR_DEVICE, naming the call, file:line and the library's
+ * message, and jumps to its `done:` label. */
+#define KNC_CUDA_GOTO(call)                                                                           \
+    do {                                                                                              \
+        cudaError_t kn_cu_e_ = (call);                                                                \
+        if (kn_cu_e_ != cudaSuccess) {                                                                \
+            (void)cudaGetLastError();                                                                 \
+            st = kn_error(KN_ERR_DEVICE, "%s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__,    \
+                          cudaGetErrorString(kn_cu_e_), cudaGetErrorName(kn_cu_e_));                  \
+            goto done;                                                                                \
+        }                                                                                             \
+    } while (0)
+#define KNC_CUBLAS_GOTO(call)                                                                         \
+    do {                                                                                              \
+        cublasStatus_t kn_cb_s_ = (call);                                                             \
+        if (kn_cb_s_ != CUBLAS_STATUS_SUCCESS) {                                                      \
+            st = kn_error(KN_ERR_DEVICE, "%s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__,    \
+                          cublasGetStatusString(kn_cb_s_), cublasGetStatusName(kn_cb_s_));            \
+            goto done;                                                                                \
+        }                                                                                             \
+    } while (0)
+
 /* After a kernel launch: KN_ERR_DEVICE naming the kernel when the launch failed (bad
  * configuration, no kernel image for this GPU) or an earlier asynchronous error surfaced. */
 kn_status knc_check_launch(const char *kernel, const char *file, int line);
