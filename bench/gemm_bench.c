@@ -6,6 +6,8 @@
  * cblas_sgemm on 1 and 2 threads, and, with --old, kiln's matmul before cache blocking
  * (old_kn_k_matmul_f32: the kernels of commit GEMM_OLD, renamed by bench/bench.mk).
  *
+ * The warm-up runs check that kiln and OpenBLAS computed the same product (the largest
+ * relative difference must be below 1e-3: the sums are in float, in different orders).
  * The machine it runs on may be shared, so the contestants are INTERLEAVED: after one
  * warm-up each, every repetition runs kiln, then OpenBLAS (then old), alternating which
  * goes first, so a burst of load from another process hits both; the table gives each
@@ -24,6 +26,7 @@
  * of --threads (default 1,2). --shapes NAME,NAME runs only the shapes whose names start
  * with those words (e.g. --shapes mlp-up,logits). */
 #include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,8 +133,21 @@ static int run_child(int reps, const char *sel, bool old, bool header) {
         for (int64_t j = 0; j < s->m * s->k; j++) a[j] = (float)((j * 7919) % 1000) / 1000.0f - 0.5f;
         for (int64_t j = 0; j < s->k * s->n; j++) b[j] = (float)((j * 104729) % 1000) / 1000.0f - 0.5f;
         double fl = 2.0 * (double)s->m * (double)s->n * (double)s->k * 1e-9, t[3][MAXREPS];
-        for (int w = 0; w < ncont; w++)
-            if (w != 1 || sg) run_one(w, s, a, b, c, sg); /* warm-up: page faults, packing buffers */
+        /* warm-up (page faults, packing buffers), checking that both computed the same product:
+         * the largest |kiln - OpenBLAS| / (1 + |OpenBLAS|) */
+        float *c1 = malloc((size_t)(s->m * s->n) * 4);
+        if (!c1) { fprintf(stderr, "gemm_bench: out of memory\n"); return 1; }
+        double diff = 0;
+        run_one(0, s, a, b, c1, sg);
+        if (sg) {
+            run_one(1, s, a, b, c, sg);
+            for (int64_t j = 0; j < s->m * s->n; j++) {
+                double d = fabs((double)c1[j] - c[j]) / (1 + fabs((double)c[j]));
+                if (!(d <= diff)) diff = d;
+            }
+        }
+        free(c1);
+        if (old) run_one(2, s, a, b, c, sg);
         for (int r = 0; r < reps; r++)
             for (int q = 0; q < ncont; q++) {
                 int w = (q + r) % ncont; /* alternate who goes first */
@@ -142,6 +158,11 @@ static int run_child(int reps, const char *sel, bool old, bool header) {
             qsort(t[w], (size_t)reps, sizeof t[w][0], cmp_d);
             med[w] = fl / t[w][reps / 2];
             best[w] = fl / t[w][0];
+        }
+        if (diff > 1e-3) {
+            fprintf(stderr, "gemm_bench: %s: kiln and OpenBLAS differ by %.3g (relative): not the same product\n", s->name,
+                    diff);
+            return 1;
         }
         printf("%s\t%lld\t%lld\t%lld\t%d\t%d\t%d\t%.1f\t%.1f\t", s->name, (long long)s->m, (long long)s->n,
                (long long)s->k, s->ta, s->tb, nt, med[0], best[0]);

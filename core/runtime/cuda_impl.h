@@ -18,16 +18,17 @@ extern "C" {
 #include "ir/ir_impl.h"
 }
 
+/* KN_OK for cudaSuccess; else KN_ERR_DEVICE naming the call, file:line and CUDA's message
+ * (the sticky last error cleared): what every CUDA check below reports. */
+static inline kn_status knc_cuda_check(cudaError_t e, const char *call, const char *file, int line) {
+    if (e == cudaSuccess) return KN_OK;
+    (void)cudaGetLastError();
+    return kn_error(KN_ERR_DEVICE, "%s failed at %s:%d: %s (%s)", call, file, line, cudaGetErrorString(e),
+                    cudaGetErrorName(e));
+}
+
 /* Run a CUDA runtime call; on failure record KN_ERR_DEVICE and return it. */
-#define KN_CUDA_TRY(call)                                                                          \
-    do {                                                                                           \
-        cudaError_t kn_cu_e_ = (call);                                                             \
-        if (kn_cu_e_ != cudaSuccess) {                                                             \
-            (void)cudaGetLastError();                                                              \
-            return kn_error(KN_ERR_DEVICE, "%s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__, \
-                            cudaGetErrorString(kn_cu_e_), cudaGetErrorName(kn_cu_e_));             \
-        }                                                                                          \
-    } while (0)
+#define KN_CUDA_TRY(call) KN_TRY(knc_cuda_check((call), #call, __FILE__, __LINE__))
 
 /* The same for calls whose failure can only be reported (in free paths). */
 #define KN_CUDA_WARN(call)                                                                            \
@@ -46,13 +47,7 @@ extern "C" {
  * message, and jumps to its `done:` label. */
 #define KNC_CUDA_GOTO(call)                                                                           \
     do {                                                                                              \
-        cudaError_t kn_cu_e_ = (call);                                                                \
-        if (kn_cu_e_ != cudaSuccess) {                                                                \
-            (void)cudaGetLastError();                                                                 \
-            st = kn_error(KN_ERR_DEVICE, "%s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__,    \
-                          cudaGetErrorString(kn_cu_e_), cudaGetErrorName(kn_cu_e_));                  \
-            goto done;                                                                                \
-        }                                                                                             \
+        if ((st = knc_cuda_check((call), #call, __FILE__, __LINE__)) != KN_OK) goto done;             \
     } while (0)
 #define KNC_CUBLAS_GOTO(call)                                                                         \
     do {                                                                                              \
