@@ -365,7 +365,7 @@ int kn_cli_roofline(int argc, char **argv) {
         double s = sec[i] / steps;
         if (c.flops <= 0 || c.bytes <= 0 || s <= 0) continue; /* sources, views: nothing to place */
         double ai = c.flops / c.bytes, gf = c.flops / s * 1e-9, roof = ai * bw < peak ? ai * bw : peak;
-        fprintf(f, "%%%d\t%s\t%.0f\t%.0f\t%.4f\t%.4f\t%.3f\t%.3f\t%.3f\t%s\n", i, kn_op_name(g->nodes[i].op), c.flops,
+        fprintf(f, "%%%d\t%s\t%.0f\t%.0f\t%.4g\t%.4g\t%.4g\t%.4g\t%.4g\t%s\n", i, kn_op_name(g->nodes[i].op), c.flops,
                 c.bytes, ai, s * 1e3, gf, roof, gf / roof, ai < peak / bw ? "memory" : "compute");
         nk++, tot += s;
     }

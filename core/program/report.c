@@ -279,7 +279,7 @@ kn_status kn_program_roofline_tsv(FILE *f, const kn_program *p, double peak_gflo
         char label[64];
         step_label(p, sp, label, sizeof label);
         double ai = flops / bytes, gf = flops / (ms * 1e6), roof = ai * bw_gbs < peak_gflops ? ai * bw_gbs : peak_gflops;
-        fprintf(f, "%%%d\t%s\t%.0f\t%.0f\t%.4f\t%.4f\t%.3f\t%.3f\t%.3f\t%s\n", sp->node, label, flops, bytes, ai, ms, gf, roof,
+        fprintf(f, "%%%d\t%s\t%.0f\t%.0f\t%.4g\t%.4g\t%.4g\t%.4g\t%.4g\t%s\n", sp->node, label, flops, bytes, ai, ms, gf, roof,
                 gf / roof, ai < peak_gflops / bw_gbs ? "memory" : "compute");
         placed++, placed_s += ms;
     }
