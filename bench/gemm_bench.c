@@ -109,8 +109,10 @@ static bool selected(const char *name, const char *sel) {
 }
 
 static int usage(const char *argv0) {
-    fprintf(stderr, "usage: %s [--threads 1,2] [--reps N (1..%d)] [--shapes NAME,...] [--old] [--cpu-clock (with --threads 1)]\nshapes:", argv0,
-            MAXREPS);
+    fprintf(stderr,
+            "usage: %s [--threads 1,2] [--reps N (1..%d)] [--shapes NAME,...] [--old] [--cpu-clock (with --threads 1)]\n"
+            "shapes:",
+            argv0, MAXREPS);
     for (int i = 0; i < NSHAPES; i++) fprintf(stderr, " %s", shapes[i].name);
     fprintf(stderr, "\n");
     return 2;
@@ -125,8 +127,10 @@ static int run_child(int reps, const char *sel, bool old, bool header) {
     const char *(*corename)(void) = h ? (const char *(*)(void))(uintptr_t)dlsym(h, "openblas_get_corename") : NULL;
     if (header && corename) printf("# OpenBLAS core: %s\n", corename());
     if (header) {
-        printf("# interleaved, %d repetitions after a warm-up; GFLOP/s as median/best (best = the fastest run)\n", reps);
-        printf("shape\tm\tn\tk\tta\ttb\tthreads\tkiln_med\tkiln_best\topenblas_med\topenblas_best\tratio_med\tratio_best%s\n",
+        printf("# interleaved, %d repetitions after a warm-up; GFLOP/s as median/best (best = the fastest run)\n",
+               reps);
+        printf("shape\tm\tn\tk\tta\ttb\tthreads\tkiln_med\tkiln_best\topenblas_med\topenblas_best\tratio_med"
+               "\tratio_best%s\n",
                old ? "\told_med\told_best" : "");
     }
     int ncont = old ? 3 : 2;
@@ -166,8 +170,8 @@ static int run_child(int reps, const char *sel, bool old, bool header) {
             best[w] = fl / t[w][0];
         }
         if (diff > 1e-3) {
-            fprintf(stderr, "gemm_bench: %s: kiln and OpenBLAS differ by %.3g (relative): not the same product\n", s->name,
-                    diff);
+            fprintf(stderr, "gemm_bench: %s: kiln and OpenBLAS differ by %.3g (relative): not the same product\n",
+                    s->name, diff);
             return 1;
         }
         printf("%s\t%lld\t%lld\t%lld\t%d\t%d\t%d\t%.1f\t%.1f\t", s->name, (long long)s->m, (long long)s->n,
@@ -204,7 +208,8 @@ int main(int argc, char **argv) {
         int nt = atoi(p);
         if (nt < 1 || nt > 256) return usage(argv[0]);
         char cmd[8192];
-        snprintf(cmd, sizeof cmd, "%sKILN_THREADS=%d OPENBLAS_NUM_THREADS=%d OPENBLAS_THREAD_TIMEOUT=4 '%s' --child --reps %d%s%s%s%s%s",
+        snprintf(cmd, sizeof cmd,
+                 "%sKILN_THREADS=%d OPENBLAS_NUM_THREADS=%d OPENBLAS_THREAD_TIMEOUT=4 '%s' --child --reps %d%s%s%s%s%s",
                  first ? "KILN_BENCH_HEADER=1 " : "", nt, nt, argv[0], reps, sel ? " --shapes '" : "", sel ? sel : "",
                  sel ? "'" : "", old ? " --old" : "", cpu_clock ? " --cpu-clock" : "");
         fflush(stdout);

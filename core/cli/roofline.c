@@ -201,13 +201,14 @@ static int rl_compiled(const kn_graph *g, kn_device dev, const char *passes, int
     if (st == KN_OK) {
         kn_program_stats ps = kn_program_get_stats(p);
         fprintf(f, "%s# step_ms\t%.3f\n# steps\t%d (%d generated kernels) of the compiled program, passes %s; "
-                   "%d profiled runs\n", head, step_ms, ps.nsteps, ps.nkernels, passes && passes[0] ? passes : "none", steps);
+                   "%d profiled runs\n",
+                head, step_ms, ps.nsteps, ps.nkernels, passes && passes[0] ? passes : "none", steps);
         st = kn_program_roofline_tsv(f, p, peak, bw, &nk, &placed);
     }
     if (f && fclose(f) != 0 && st == KN_OK) st = kn_error(KN_ERR_IO, "cannot write %s", path);
     if (st == KN_OK)
-        printf("%s: %.2f ms per step (profiled: every step waits for the one before); %d kernels placed (%.2f ms of them) "
-               "-> %s\n", what, step_ms, nk, placed, path);
+        printf("%s: %.2f ms per profiled step (events between the steps); %d kernels placed (%.2f ms of them) -> %s\n",
+               what, step_ms, nk, placed, path);
     else fprintf(stderr, "kiln roofline: %s\n", kn_last_error());
     kn_program_free(p);
     return st == KN_OK ? 0 : 1;
@@ -291,8 +292,8 @@ int kn_cli_roofline(int argc, char **argv) {
         return 2;
     }
     char passes[256];
-    snprintf(passes, sizeof passes, "%s%s%s", passes_arg ? passes_arg : "", passes_arg && passes_arg[0] && flash ? "," : "",
-             flash ? "flash" : "");
+    snprintf(passes, sizeof passes, "%s%s%s", passes_arg ? passes_arg : "",
+             passes_arg && passes_arg[0] && flash ? "," : "", flash ? "flash" : "");
     if ((passes_arg || flash) && !compiled) {
         fprintf(stderr, "kiln roofline: --passes and --flash compile the step: add --mode compiled\n");
         return 2;
@@ -335,8 +336,9 @@ int kn_cli_roofline(int argc, char **argv) {
     if (kn_gpt_graph(&cfg, B, T, true, &g) != KN_OK) goto fail;
     if (compiled) { /* the compiled program on this CPU, under the same roofs */
         char head[512];
-        snprintf(head, sizeof head, "# device\tcpu\n# peak_gflops\t%.2f\n# triad_gbs\t%.2f\n# ridge_flop_per_byte\t%.3f\n",
-                 peak, bw, peak / bw);
+        snprintf(head, sizeof head,
+                 "# device\tcpu\n# peak_gflops\t%.2f\n# triad_gbs\t%.2f\n# ridge_flop_per_byte\t%.3f\n", peak, bw,
+                 peak / bw);
         rc = rl_compiled(g, dev, passes, steps, peak, bw, head, path, what);
         goto done;
     }
@@ -354,8 +356,8 @@ int kn_cli_roofline(int argc, char **argv) {
     double step_ms = (rl_now() - t0) / steps * 1e3;
     FILE *f = fopen(path, "w");
     if (!f) { fprintf(stderr, "kiln roofline: cannot write %s\n", path); goto done; }
-    fprintf(f, "# device\tcpu\n# peak_gflops\t%.2f\n# triad_gbs\t%.2f\n# ridge_flop_per_byte\t%.3f\n# step_ms\t%.2f\n", peak, bw, peak / bw,
-            step_ms);
+    fprintf(f, "# device\tcpu\n# peak_gflops\t%.2f\n# triad_gbs\t%.2f\n# ridge_flop_per_byte\t%.3f\n# step_ms\t%.2f\n",
+            peak, bw, peak / bw, step_ms);
     if (gpu) fprintf(f, "# gpu_copy_gbs\t%.1f\n# gpu_f32_tflops\t%.2f\n# gpu_bf16_tflops\t%.2f\n", gcopy, gf32, gbf16);
     fprintf(f, "node\top\tflops\tbytes\tintensity\tms\tgflops\troof_gflops\tof_roof\tbound\n");
     int nk = 0;

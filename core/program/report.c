@@ -252,9 +252,11 @@ kn_status kn_program_roofline_tsv(FILE *f, const kn_program *p, double peak_gflo
                                   double *placed_ms) {
     if (!f || !p) return kn_error(KN_ERR_ARG, "kn_program_roofline_tsv: NULL argument");
     if (!p->step_ms || p->runs == 0)
-        return kn_error(KN_ERR_ARG, "kn_program_roofline_tsv: no profiled run (kn_program_set_profile, then kn_program_run)");
+        return kn_error(KN_ERR_ARG,
+                        "kn_program_roofline_tsv: no profiled run (kn_program_set_profile, then kn_program_run)");
     if (!(peak_gflops > 0) || !(bw_gbs > 0))
-        return kn_error(KN_ERR_ARG, "kn_program_roofline_tsv: the roofs must be positive (peak %g GFLOP/s, bandwidth %g GB/s)",
+        return kn_error(KN_ERR_ARG,
+                        "kn_program_roofline_tsv: the roofs must be positive (peak %g GFLOP/s, bandwidth %g GB/s)",
                         peak_gflops, bw_gbs);
     const kn_graph *g = p->g;
     int placed = 0, unplaced = 0;
