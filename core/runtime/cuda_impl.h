@@ -41,23 +41,27 @@ static inline kn_status knc_cuda_check(cudaError_t e, const char *call, const ch
         }                                                                                             \
     } while (0)
 
-/* For functions that own resources to release: a CUDA runtime call (KNC_CUDA_GOTO) or a
- * cuBLAS call (KNC_CUBLAS_GOTO, where cublas_v2.h is included) whose failure sets the
- * caller's `kn_status st` to KN_ERR_DEVICE, naming the call, file:line and the library's
- * message, and jumps to its `done:` label. */
+/* For functions that own resources to release: a CUDA runtime call whose failure sets the
+ * caller's `kn_status st` (knc_cuda_check's error) and jumps to its `done:` label. */
 #define KNC_CUDA_GOTO(call)                                                                           \
     do {                                                                                              \
         if ((st = knc_cuda_check((call), #call, __FILE__, __LINE__)) != KN_OK) goto done;             \
     } while (0)
+
+/* The same for cuBLAS, in the files that use it (they include cublas_v2.h first):
+ * KN_CUBLAS_TRY returns the error, KNC_CUBLAS_GOTO sets `st` and jumps to `done:`. */
+#ifdef CUBLAS_V2_H_
+static inline kn_status knc_cublas_check(cublasStatus_t s, const char *call, const char *file, int line) {
+    if (s == CUBLAS_STATUS_SUCCESS) return KN_OK;
+    return kn_error(KN_ERR_DEVICE, "%s failed at %s:%d: %s (%s)", call, file, line, cublasGetStatusString(s),
+                    cublasGetStatusName(s));
+}
+#define KN_CUBLAS_TRY(call) KN_TRY(knc_cublas_check((call), #call, __FILE__, __LINE__))
 #define KNC_CUBLAS_GOTO(call)                                                                         \
     do {                                                                                              \
-        cublasStatus_t kn_cb_s_ = (call);                                                             \
-        if (kn_cb_s_ != CUBLAS_STATUS_SUCCESS) {                                                      \
-            st = kn_error(KN_ERR_DEVICE, "%s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__,    \
-                          cublasGetStatusString(kn_cb_s_), cublasGetStatusName(kn_cb_s_));            \
-            goto done;                                                                                \
-        }                                                                                             \
+        if ((st = knc_cublas_check((call), #call, __FILE__, __LINE__)) != KN_OK) goto done;           \
     } while (0)
+#endif
 
 /* After a kernel launch: KN_ERR_DEVICE naming the kernel when the launch failed (bad
  * configuration, no kernel image for this GPU) or an earlier asynchronous error surfaced. */
