@@ -1,9 +1,13 @@
 # bench/bench.mk — benchmark drivers (not tests; nothing here runs in make test).
-#   make bench-gemm    kiln's CPU GEMM against kiln's matmul before cache blocking (commit
-#                      GEMM_OLD, its kernels_train.c compiled with every symbol renamed
-#                      old_*) and Debian's OpenBLAS sgemm (opened with dlopen when
-#                      installed; skipped with one line when not), on 1 and 2 threads.
+#   make bench-gemm    kiln's CPU GEMM against Debian's OpenBLAS sgemm (opened with dlopen
+#                      when installed; skipped with one line when not) at 1024^3 and the GPT
+#                      step's shapes (forward and backward), on 1 and 2 threads, interleaved,
+#                      medians and bests; --old adds kiln's matmul before cache blocking
+#                      (commit GEMM_OLD, its kernels_train.c compiled with every symbol
+#                      renamed old_*). BENCH_GEMM_ARGS='--threads 1,2,4 --reps 15 --shapes
+#                      mlp-up,logits --old' passes options (bench/gemm_bench.c).
 .PHONY: bench-gemm
+BENCH_GEMM_ARGS ?=
 GEMM_OLD ?= 91c50aa
 BENCH_OLD := $(BUILD)/bench/old
 $(BENCH_OLD)/kernels_train_old.o: $(LIB)
@@ -16,4 +20,4 @@ $(BENCH_OLD)/kernels_train_old.o: $(LIB)
 $(CFG)/bench-gemm: $(call obj,bench/gemm_bench.c) $(BENCH_OLD)/kernels_train_old.o $(LIB)
 	$(call quiet,LINK,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 bench-gemm: $(CFG)/bench-gemm
-	$(CFG)/bench-gemm
+	$(CFG)/bench-gemm $(BENCH_GEMM_ARGS)

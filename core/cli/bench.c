@@ -347,8 +347,8 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
                 st = kn_trainer_step(&tr, x, y, 1e-4, &l, NULL);
             }
             if (st == KN_OK) {
-                printf("copy bandwidth of %s (device-to-device, read + write): %.0f GB/s; every step below waits for the "
-                       "GPU before and after it\n", devname, copy);
+                printf("copy bandwidth of %s (device-to-device, read + write): %.0f GB/s; each step below is timed "
+                       "between CUDA events recorded before and after it\n", devname, copy);
                 kn_program_print_profile(stdout, tr.prog, o->profile, copy);
             }
             kn_program_set_profile(tr.prog, false);

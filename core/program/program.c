@@ -28,6 +28,8 @@
 #include "kiln/program.h"
 #include "program/program_impl.h"
 
+static void prof_events_free(kn_program *p);
+
 void kn_program_free(kn_program *p) {
     if (!p) return;
     kn_program_graph_release(p); /* first: it waits for the graph's last launch, which uses the arena */
@@ -54,6 +56,7 @@ void kn_program_free(kn_program *p) {
     kn_free(p->last_step);
     kn_free(p->ptrs);
     kn_free(p->step_ms);
+    prof_events_free(p);
     kn_free(p->mem_off);
     kn_free(p->mem_def);
     kn_free(p->mem_last);
@@ -730,6 +733,55 @@ static kn_status run_kernel(kn_program *p, const kn_program_step *sp) {
     return KN_OK;
 }
 
+/* A profiled step's clock: events (kiln/device.h) recorded on the device's default stream
+ * before the first step and after every step, without holding the run up: a GPU runs the
+ * steps back to back as in an unprofiled run, and after the last step prof_collect waits
+ * once and adds the time between consecutive events to each step (no launch latency or
+ * host wait in a kernel's time). On the CPU an event is the wall clock, so the same code
+ * times the steps there. Without events (they could not be made) the wall clock, the host
+ * waiting for a GPU on both sides of a step. prof_begin returns the start, prof_end the
+ * step's ms (0 with events: prof_collect adds them). */
+static double prof_begin(kn_program *p, int s) {
+    if (p->prof_ev) {
+        if (s == 0 && kn_event_record(p->prof_ev[0], NULL) != KN_OK) kn_clear_error(); /* collect then fails: 0 ms */
+        return 0;
+    }
+    if (p->dev.type != KN_DEVICE_CPU) (void)kn_device_synchronize(p->dev);
+    return kn_now_ms();
+}
+static double prof_end(kn_program *p, int s, double t0) {
+    if (p->prof_ev) {
+        if (kn_event_record(p->prof_ev[s + 1], NULL) != KN_OK) kn_clear_error();
+        return 0;
+    }
+    if (p->dev.type != KN_DEVICE_CPU) (void)kn_device_synchronize(p->dev);
+    return kn_now_ms() - t0;
+}
+static void prof_collect(kn_program *p) {
+    if (!p->prof_ev || !p->step_ms) return;
+    for (int s = 0; s < p->nsteps; s++) {
+        double ms = 0;
+        if (kn_event_elapsed_ms(p->prof_ev[s], p->prof_ev[s + 1], &ms) == KN_OK) p->step_ms[s] += ms;
+        else kn_clear_error();
+    }
+}
+static void prof_events_free(kn_program *p) {
+    for (int i = 0; p->prof_ev && i <= p->nsteps; i++) kn_event_free(p->prof_ev[i]);
+    kn_free(p->prof_ev);
+    p->prof_ev = NULL;
+}
+/* The events of a GPU program's profile, made once; false (and none) when they cannot be. */
+static bool prof_events(kn_program *p) {
+    if (p->prof_ev) return true;
+    p->prof_ev = kn_calloc((size_t)p->nsteps + 1, sizeof *p->prof_ev);
+    for (int i = 0; p->prof_ev && i <= p->nsteps; i++)
+        if (kn_event_new(p->dev, &p->prof_ev[i]) != KN_OK) {
+            prof_events_free(p);
+            kn_clear_error();
+        }
+    return p->prof_ev != NULL;
+}
+
 /* Run every step once, in order (the body of kn_program_run; a CUDA graph's capture). */
 kn_status kn_program_run_steps(kn_program *p) {
     const kn_graph *g = p->g;
@@ -761,8 +813,7 @@ kn_status kn_program_run_steps(kn_program *p) {
         p->env_profile = true;
     }
     p->runs++;
-    /* a GPU runs ahead of the host: a profiled step waits for the device on both sides */
-    bool sync = p->step_ms && p->dev.type != KN_DEVICE_CPU;
+    if (p->step_ms) (void)prof_events(p); /* a step profile: events between the steps (prof_begin) */
     for (int s = 0; s < p->nsteps; s++) {
         const kn_program_step *sp = &p->steps[s];
         kn_status hs = p->step_hook ? p->step_hook(p->step_hook_ctx, s) : KN_OK; /* not in the step's time */
@@ -770,8 +821,7 @@ kn_status kn_program_run_steps(kn_program *p) {
             release_run(p);
             return hs;
         }
-        if (sync) (void)kn_device_synchronize(p->dev);
-        double t0 = p->step_ms ? kn_now_ms() : 0;
+        double t0 = p->step_ms ? prof_begin(p, s) : 0;
         if (sp->kernel >= 0) {
             kn_status st = run_kernel(p, sp);
             if (st != KN_OK) {
@@ -785,8 +835,7 @@ kn_status kn_program_run_steps(kn_program *p) {
                 return st;
             }
             release_after(p, s);
-            if (sync) (void)kn_device_synchronize(p->dev);
-            if (p->step_ms) p->step_ms[s] += kn_now_ms() - t0;
+            if (p->step_ms) p->step_ms[s] += prof_end(p, s, t0);
             continue;
         }
         const kn_node *n = &g->nodes[sp->node];
@@ -838,9 +887,9 @@ kn_status kn_program_run_steps(kn_program *p) {
             return st;
         }
         release_after(p, s);
-        if (sync) (void)kn_device_synchronize(p->dev);
-        if (p->step_ms) p->step_ms[s] += kn_now_ms() - t0;
+        if (p->step_ms) p->step_ms[s] += prof_end(p, s, t0);
     }
+    prof_collect(p);
     if (p->env_profile) { /* the first run warms up cuBLAS and the allocators: not counted */
         memset(p->step_ms, 0, sizeof *p->step_ms * (size_t)p->nsteps);
         p->runs = 0;

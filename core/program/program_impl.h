@@ -56,6 +56,7 @@ struct kn_program {
     kn_program_stats stats;
     double *step_ms;          /* per step, summed over runs, when KILN_PROFILE_STEPS is set */
     bool env_profile;         /* KILN_PROFILE_STEPS, until the end of the first run (not counted) */
+    kn_event **prof_ev;       /* a GPU program's step profile: nsteps + 1 events, between the steps */
     int runs;
     /* COMPILED: the memory plan */
     int64_t *mem_off;         /* per node: its offset in the arena, or -1 (allocated on its own) */

@@ -252,3 +252,65 @@ kn_status kn_program_compare(const kn_graph *g, const kn_program_opts *o, uint64
     kn_collectives_local_free(lb);
     return st;
 }
+
+/* The operations of step sp, for a label: a library step's op, or "fused:" and the distinct
+ * ops of a generated kernel's members in order ("fused:sub+exp+sum"), cut to fit. */
+static void step_label(const kn_program *p, const kn_program_step *sp, char *buf, size_t cap) {
+    const kn_graph *g = p->g;
+    if (sp->kernel < 0 || !p->sched) {
+        snprintf(buf, cap, "%s", kn_op_name(g->nodes[sp->node].op));
+        return;
+    }
+    const kn_group *G = &p->sched->groups[p->sched->group_of[sp->node]];
+    size_t k = (size_t)snprintf(buf, cap, "fused:");
+    for (int i = 0; i < G->nnodes && k < cap; i++) {
+        kn_op op = g->nodes[G->nodes[i]].op;
+        bool seen = false;
+        for (int j = 0; j < i; j++) seen |= g->nodes[G->nodes[j]].op == op;
+        if (!seen) k += (size_t)snprintf(buf + k, cap - k, "%s%s", buf[k - 1] == ':' ? "" : "+", kn_op_name(op));
+    }
+}
+
+kn_status kn_program_roofline_tsv(FILE *f, const kn_program *p, double peak_gflops, double bw_gbs, int *nplaced,
+                                  double *placed_ms) {
+    if (!f || !p) return kn_error(KN_ERR_ARG, "kn_program_roofline_tsv: NULL argument");
+    if (!p->step_ms || p->runs == 0)
+        return kn_error(KN_ERR_ARG,
+                        "kn_program_roofline_tsv: no profiled run (kn_program_set_profile, then kn_program_run)");
+    if (!(peak_gflops > 0) || !(bw_gbs > 0))
+        return kn_error(KN_ERR_ARG,
+                        "kn_program_roofline_tsv: the roofs must be positive (peak %g GFLOP/s, bandwidth %g GB/s)",
+                        peak_gflops, bw_gbs);
+    const kn_graph *g = p->g;
+    int placed = 0, unplaced = 0;
+    double placed_s = 0, unplaced_ms = 0;
+    fprintf(f, "node\top\tflops\tbytes\tintensity\tms\tgflops\troof_gflops\tof_roof\tbound\n");
+    for (int s = 0; s < p->nsteps; s++) {
+        const kn_program_step *sp = &p->steps[s];
+        double ms = p->step_ms[s] / p->runs, flops = 0, bytes = 0;
+        if (sp->kernel >= 0) { /* the members' FLOPs; the kernel's buffers, each read or written once */
+            const kn_group *G = &p->sched->groups[p->sched->group_of[sp->node]];
+            for (int i = 0; i < G->nnodes; i++) flops += kn_node_cost(g, G->nodes[i]).flops;
+            bytes = step_bytes(p, sp);
+        } else {
+            kn_cost c = kn_node_cost(g, sp->node);
+            flops = c.flops, bytes = c.bytes;
+        }
+        if (!(ms > 0) || !(bytes > 0)) continue; /* nothing moved, or nothing measured */
+        if (!(flops > 0)) { /* a copy, slice or gather: no arithmetic, no point on a log axis */
+            unplaced++, unplaced_ms += ms;
+            continue;
+        }
+        char label[64];
+        step_label(p, sp, label, sizeof label);
+        double ai = flops / bytes, gf = flops / (ms * 1e6), roof = ai * bw_gbs < peak_gflops ? ai * bw_gbs : peak_gflops;
+        fprintf(f, "%%%d\t%s\t%.0f\t%.0f\t%.4g\t%.4g\t%.4g\t%.4g\t%.4g\t%s\n", sp->node, label, flops, bytes, ai, ms, gf, roof,
+                gf / roof, ai < peak_gflops / bw_gbs ? "memory" : "compute");
+        placed++, placed_s += ms;
+    }
+    fprintf(f, "# unplaced\t%d steps, %.4f ms: they move bytes without arithmetic (copies, slices, gathers)\n", unplaced,
+            unplaced_ms);
+    if (nplaced) *nplaced = placed;
+    if (placed_ms) *placed_ms = placed_s;
+    return KN_OK;
+}

@@ -20,23 +20,6 @@ extern "C" {
 #include "kiln/gemm.h"
 }
 
-#define KNG_CUDA(call)                                                                                      \
-    do {                                                                                                    \
-        cudaError_t kng_e_ = (call);                                                                        \
-        if (kng_e_ != cudaSuccess) {                                                                        \
-            (void)cudaGetLastError();                                                                       \
-            st = kn_error(KN_ERR_DEVICE, "%s failed: %s", #call, cudaGetErrorString(kng_e_));              \
-            goto done;                                                                                      \
-        }                                                                                                   \
-    } while (0)
-#define KNG_CUBLAS(call)                                                                                    \
-    do {                                                                                                    \
-        cublasStatus_t kng_s_ = (call);                                                                     \
-        if (kng_s_ != CUBLAS_STATUS_SUCCESS) {                                                              \
-            st = kn_error(KN_ERR_DEVICE, "%s failed: %s", #call, cublasGetStatusString(kng_s_));           \
-            goto done;                                                                                      \
-        }                                                                                                   \
-    } while (0)
 #define KNG_TRY(call)                                                                                       \
     do {                                                                                                    \
         if ((st = (call)) != KN_OK) goto done;                                                              \
@@ -54,11 +37,11 @@ static kn_status time_median(kng_run_fn run, void *ctx, cudaEvent_t e0, cudaEven
     float t[5];
     KNG_TRY(run(ctx));
     for (int r = 0; r < 5; r++) {
-        KNG_CUDA(cudaEventRecord(e0));
+        KNC_CUDA_GOTO(cudaEventRecord(e0));
         KNG_TRY(run(ctx));
-        KNG_CUDA(cudaEventRecord(e1));
-        KNG_CUDA(cudaEventSynchronize(e1));
-        KNG_CUDA(cudaEventElapsedTime(&t[r], e0, e1));
+        KNC_CUDA_GOTO(cudaEventRecord(e1));
+        KNC_CUDA_GOTO(cudaEventSynchronize(e1));
+        KNC_CUDA_GOTO(cudaEventElapsedTime(&t[r], e0, e1));
     }
     qsort(t, 5, sizeof t[0], cmp_ms);
     *ms = t[2];
@@ -72,7 +55,7 @@ static kn_status run_cublas(void *ctx) {
     kn_status st = KN_OK;
     float one = 1.0f, zero = 0.0f;
     /* row-major C = A B is column-major C^T = B^T A^T */
-    KNG_CUBLAS(cublasGemmEx(g->h, CUBLAS_OP_N, CUBLAS_OP_N, g->n, g->m, g->k, &one, g->b, CUDA_R_32F, g->n, g->a,
+    KNC_CUBLAS_GOTO(cublasGemmEx(g->h, CUBLAS_OP_N, CUBLAS_OP_N, g->n, g->m, g->k, &one, g->b, CUDA_R_32F, g->n, g->a,
                             CUDA_R_32F, g->k, &zero, g->c, CUDA_R_32F, g->n, CUBLAS_COMPUTE_32F_PEDANTIC,
                             CUBLAS_GEMM_DEFAULT));
 done:
@@ -115,9 +98,9 @@ static kn_status try_config(int device, kn_cuda_gemm_cfg c, const float *a, cons
     KNG_TRY(kn_cuda_gemm_render(c, KN_CUDA_NVRTC, &src));
     KNG_TRY(kn_cuda_module_load(device, src, "kn_sgemm", &mod, NULL, NULL));
     KNG_TRY(kn_cuda_module_kernel(mod, "kn_sgemm", &g.fn));
-    KNG_CUDA(cudaMemset(dc, 0, (size_t)m * n * sizeof(float)));
+    KNC_CUDA_GOTO(cudaMemset(dc, 0, (size_t)m * n * sizeof(float)));
     KNG_TRY(run_kernel(&g));
-    KNG_CUDA(cudaMemcpy(host, dc, (size_t)m * n * sizeof(float), cudaMemcpyDeviceToHost));
+    KNC_CUDA_GOTO(cudaMemcpy(host, dc, (size_t)m * n * sizeof(float), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < (size_t)m * n; i++) {
         double e = fabs((double)host[i] - (double)ref[i]) / (1.0 + fabs((double)ref[i]));
         if (!(e <= worst)) worst = e; /* NaN counts */
@@ -158,7 +141,7 @@ extern "C" kn_status kn_cuda_gemm_tune(int device, int64_t m, int64_t n, int64_t
     int ncand = kn_cuda_gemm_candidates(cands, KN_CUDA_GEMM_MAX_TRIALS);
     kng_cublas cb;
     float ms;
-    KNG_CUDA(cudaSetDevice(device));
+    KNC_CUDA_GOTO(cudaSetDevice(device));
     KNG_TRY(cache_path(device, m, n, k, cache_dir, r->path, sizeof r->path));
     if (!force) { /* a cached choice: "bm bn bk tm tn vec" */
         FILE *f = fopen(r->path, "r");
@@ -173,41 +156,41 @@ extern "C" kn_status kn_cuda_gemm_tune(int device, int64_t m, int64_t n, int64_t
         }
         if (f) fclose(f);
     }
-    KNG_CUDA(cudaEventCreate(&e0));
-    KNG_CUDA(cudaEventCreate(&e1));
+    KNC_CUDA_GOTO(cudaEventCreate(&e0));
+    KNC_CUDA_GOTO(cudaEventCreate(&e1));
     { /* the copy roof of this run: 256 MiB device to device, best of 5 after a warm-up */
         const size_t bytes = (size_t)256 << 20;
-        KNG_CUDA(cudaMalloc(&x, bytes));
-        KNG_CUDA(cudaMalloc(&y, bytes));
-        KNG_CUDA(cudaMemset(x, 0, bytes));
+        KNC_CUDA_GOTO(cudaMalloc(&x, bytes));
+        KNC_CUDA_GOTO(cudaMalloc(&y, bytes));
+        KNC_CUDA_GOTO(cudaMemset(x, 0, bytes));
         for (int i = 0; i < 6; i++) {
-            KNG_CUDA(cudaEventRecord(e0));
-            KNG_CUDA(cudaMemcpy(y, x, bytes, cudaMemcpyDeviceToDevice));
-            KNG_CUDA(cudaEventRecord(e1));
-            KNG_CUDA(cudaEventSynchronize(e1));
-            KNG_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+            KNC_CUDA_GOTO(cudaEventRecord(e0));
+            KNC_CUDA_GOTO(cudaMemcpy(y, x, bytes, cudaMemcpyDeviceToDevice));
+            KNC_CUDA_GOTO(cudaEventRecord(e1));
+            KNC_CUDA_GOTO(cudaEventSynchronize(e1));
+            KNC_CUDA_GOTO(cudaEventElapsedTime(&ms, e0, e1));
             double gbs = 2.0 * (double)bytes / (ms * 1e-3) * 1e-9;
             if (i > 0 && gbs > r->copy_gbs) r->copy_gbs = gbs;
         }
     }
-    KNG_CUDA(cudaMalloc(&a, sa * sizeof(float)));
-    KNG_CUDA(cudaMalloc(&b, sb * sizeof(float)));
-    KNG_CUDA(cudaMalloc(&c, sc * sizeof(float)));
-    KNG_CUDA(cudaMalloc(&ref, sc * sizeof(float)));
+    KNC_CUDA_GOTO(cudaMalloc(&a, sa * sizeof(float)));
+    KNC_CUDA_GOTO(cudaMalloc(&b, sb * sizeof(float)));
+    KNC_CUDA_GOTO(cudaMalloc(&c, sc * sizeof(float)));
+    KNC_CUDA_GOTO(cudaMalloc(&ref, sc * sizeof(float)));
     host = (float *)kn_malloc((sa > sb ? (sa > sc ? sa : sc) : (sb > sc ? sb : sc)) * sizeof(float));
     href = (float *)kn_malloc(sc * sizeof(float));
     if (!host || !href) { st = kn_error(KN_ERR_OOM, "kn_cuda_gemm_tune: out of host memory"); goto done; }
     { /* random operands in [-1, 1) */
         kn_rng rng = kn_rng_new(20261125);
         for (size_t i = 0; i < sa; i++) host[i] = (float)(kn_rng_u32(&rng) * (2.0 / 4294967296.0) - 1.0);
-        KNG_CUDA(cudaMemcpy(a, host, sa * sizeof(float), cudaMemcpyHostToDevice));
+        KNC_CUDA_GOTO(cudaMemcpy(a, host, sa * sizeof(float), cudaMemcpyHostToDevice));
         for (size_t i = 0; i < sb; i++) host[i] = (float)(kn_rng_u32(&rng) * (2.0 / 4294967296.0) - 1.0);
-        KNG_CUDA(cudaMemcpy(b, host, sb * sizeof(float), cudaMemcpyHostToDevice));
+        KNC_CUDA_GOTO(cudaMemcpy(b, host, sb * sizeof(float), cudaMemcpyHostToDevice));
     }
-    KNG_CUBLAS(cublasCreate(&h));
+    KNC_CUBLAS_GOTO(cublasCreate(&h));
     cb = {h, a, b, ref, (int)m, (int)n, (int)k};
     KNG_TRY(time_median(run_cublas, &cb, e0, e1, &r->cublas_ms));
-    KNG_CUDA(cudaMemcpy(href, ref, sc * sizeof(float), cudaMemcpyDeviceToHost));
+    KNC_CUDA_GOTO(cudaMemcpy(href, ref, sc * sizeof(float), cudaMemcpyDeviceToHost));
     r->best_ms = 0;
     for (int i = 0; i < ncand && r->ntrials < KN_CUDA_GEMM_MAX_TRIALS; i++) {
         if (!kn_cuda_gemm_fits(cands[i], m, n, k)) continue;

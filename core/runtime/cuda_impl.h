@@ -18,16 +18,17 @@ extern "C" {
 #include "ir/ir_impl.h"
 }
 
+/* KN_OK for cudaSuccess; else KN_ERR_DEVICE naming the call, file:line and CUDA's message
+ * (the sticky last error cleared): what every CUDA check below reports. */
+static inline kn_status knc_cuda_check(cudaError_t e, const char *call, const char *file, int line) {
+    if (e == cudaSuccess) return KN_OK;
+    (void)cudaGetLastError();
+    return kn_error(KN_ERR_DEVICE, "%s failed at %s:%d: %s (%s)", call, file, line, cudaGetErrorString(e),
+                    cudaGetErrorName(e));
+}
+
 /* Run a CUDA runtime call; on failure record KN_ERR_DEVICE and return it. */
-#define KN_CUDA_TRY(call)                                                                          \
-    do {                                                                                           \
-        cudaError_t kn_cu_e_ = (call);                                                             \
-        if (kn_cu_e_ != cudaSuccess) {                                                             \
-            (void)cudaGetLastError();                                                              \
-            return kn_error(KN_ERR_DEVICE, "%s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__, \
-                            cudaGetErrorString(kn_cu_e_), cudaGetErrorName(kn_cu_e_));             \
-        }                                                                                          \
-    } while (0)
+#define KN_CUDA_TRY(call) KN_TRY(knc_cuda_check((call), #call, __FILE__, __LINE__))
 
 /* The same for calls whose failure can only be reported (in free paths). */
 #define KN_CUDA_WARN(call)                                                                            \
@@ -39,6 +40,28 @@ extern "C" {
                    cudaGetErrorString(kn_cu_e_), cudaGetErrorName(kn_cu_e_));                         \
         }                                                                                             \
     } while (0)
+
+/* For functions that own resources to release: a CUDA runtime call whose failure sets the
+ * caller's `kn_status st` (knc_cuda_check's error) and jumps to its `done:` label. */
+#define KNC_CUDA_GOTO(call)                                                                           \
+    do {                                                                                              \
+        if ((st = knc_cuda_check((call), #call, __FILE__, __LINE__)) != KN_OK) goto done;             \
+    } while (0)
+
+/* The same for cuBLAS, in the files that use it (they include cublas_v2.h first):
+ * KN_CUBLAS_TRY returns the error, KNC_CUBLAS_GOTO sets `st` and jumps to `done:`. */
+#ifdef CUBLAS_V2_H_
+static inline kn_status knc_cublas_check(cublasStatus_t s, const char *call, const char *file, int line) {
+    if (s == CUBLAS_STATUS_SUCCESS) return KN_OK;
+    return kn_error(KN_ERR_DEVICE, "%s failed at %s:%d: %s (%s)", call, file, line, cublasGetStatusString(s),
+                    cublasGetStatusName(s));
+}
+#define KN_CUBLAS_TRY(call) KN_TRY(knc_cublas_check((call), #call, __FILE__, __LINE__))
+#define KNC_CUBLAS_GOTO(call)                                                                         \
+    do {                                                                                              \
+        if ((st = knc_cublas_check((call), #call, __FILE__, __LINE__)) != KN_OK) goto done;           \
+    } while (0)
+#endif
 
 /* After a kernel launch: KN_ERR_DEVICE naming the kernel when the launch failed (bad
  * configuration, no kernel image for this GPU) or an earlier asynchronous error surfaced. */

@@ -15,8 +15,8 @@
  * (CUBLAS_COMPUTE_32F_FAST_TF32: ~1e-3 relative error). bf16 and f16 operands and results
  * (mixed precision) accumulate in f32 on the tensor cores (CUBLAS_COMPUTE_32F), rounded once
  * to the low precision on the store. One cuBLAS handle per GPU, made on first use, on kiln's
- * stream (knc_stream). Every cuBLAS call is checked and its failure reported
- * with cublasGetStatusString. */
+ * stream (knc_stream). Every cuBLAS call is checked (KN_CUBLAS_TRY, cuda_impl.h) and its
+ * failure reported with cublasGetStatusString. */
 /* cuBLAS's own header has switches that -Wswitch-enum (kiln's rule, not cuBLAS's) rejects */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wswitch-enum"
@@ -28,14 +28,6 @@
 
 #define KNC_MAX_GPUS 64
 #define KNC_CUBLAS_WORKSPACE ((size_t)32 << 20)
-
-#define KN_CUBLAS_TRY(call)                                                                          \
-    do {                                                                                             \
-        cublasStatus_t kn_cb_s_ = (call);                                                            \
-        if (kn_cb_s_ != CUBLAS_STATUS_SUCCESS)                                                       \
-            return kn_error(KN_ERR_DEVICE, "%s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__,  \
-                            cublasGetStatusString(kn_cb_s_), cublasGetStatusName(kn_cb_s_));         \
-    } while (0)
 
 static cublasHandle_t knc_handles[KNC_MAX_GPUS];
 static std::mutex knc_handles_mu;

@@ -11,23 +11,6 @@
 
 #include "runtime/cuda_impl.h"
 
-#define KNR_CUBLAS_TRY(call)                                                                                \
-    do {                                                                                                    \
-        cublasStatus_t knr_s_ = (call);                                                                     \
-        if (knr_s_ != CUBLAS_STATUS_SUCCESS) {                                                              \
-            st = kn_error(KN_ERR_DEVICE, "%s failed: %s", #call, cublasGetStatusString(knr_s_));           \
-            goto done;                                                                                      \
-        }                                                                                                   \
-    } while (0)
-#define KNR_CUDA_TRY(call)                                                                                  \
-    do {                                                                                                    \
-        cudaError_t knr_e_ = (call);                                                                        \
-        if (knr_e_ != cudaSuccess) {                                                                        \
-            st = kn_error(KN_ERR_DEVICE, "%s failed: %s", #call, cudaGetErrorString(knr_e_));              \
-            goto done;                                                                                      \
-        }                                                                                                   \
-    } while (0)
-
 extern "C" kn_status kn_cuda_ceilings(int device, double *copy_gbs, double *f32_tflops, double *bf16_tflops) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count <= device || device < 0) {
@@ -42,39 +25,39 @@ extern "C" kn_status kn_cuda_ceilings(int device, double *copy_gbs, double *f32_
     cudaEvent_t e0 = NULL, e1 = NULL;
     float ms, one = 1.0f, zero = 0.0f;
     double best;
-    KNR_CUDA_TRY(cudaSetDevice(device));
-    KNR_CUDA_TRY(cudaEventCreate(&e0));
-    KNR_CUDA_TRY(cudaEventCreate(&e1));
-    KNR_CUDA_TRY(cudaMalloc(&x, copy_bytes));
-    KNR_CUDA_TRY(cudaMalloc(&y, copy_bytes));
-    KNR_CUDA_TRY(cudaMemset(x, 0, copy_bytes));
+    KNC_CUDA_GOTO(cudaSetDevice(device));
+    KNC_CUDA_GOTO(cudaEventCreate(&e0));
+    KNC_CUDA_GOTO(cudaEventCreate(&e1));
+    KNC_CUDA_GOTO(cudaMalloc(&x, copy_bytes));
+    KNC_CUDA_GOTO(cudaMalloc(&y, copy_bytes));
+    KNC_CUDA_GOTO(cudaMemset(x, 0, copy_bytes));
     best = 0;
     for (int r = 0; r < 6; r++) {
-        KNR_CUDA_TRY(cudaEventRecord(e0));
-        KNR_CUDA_TRY(cudaMemcpy(y, x, copy_bytes, cudaMemcpyDeviceToDevice));
-        KNR_CUDA_TRY(cudaEventRecord(e1));
-        KNR_CUDA_TRY(cudaEventSynchronize(e1));
-        KNR_CUDA_TRY(cudaEventElapsedTime(&ms, e0, e1));
+        KNC_CUDA_GOTO(cudaEventRecord(e0));
+        KNC_CUDA_GOTO(cudaMemcpy(y, x, copy_bytes, cudaMemcpyDeviceToDevice));
+        KNC_CUDA_GOTO(cudaEventRecord(e1));
+        KNC_CUDA_GOTO(cudaEventSynchronize(e1));
+        KNC_CUDA_GOTO(cudaEventElapsedTime(&ms, e0, e1));
         if (r > 0 && 2.0 * (double)copy_bytes / (ms * 1e-3) > best) best = 2.0 * (double)copy_bytes / (ms * 1e-3);
     }
     *copy_gbs = best * 1e-9;
-    KNR_CUDA_TRY(cudaMalloc(&a, (size_t)n * n * 4));
-    KNR_CUDA_TRY(cudaMalloc(&b, (size_t)n * n * 4));
-    KNR_CUDA_TRY(cudaMalloc(&c, (size_t)n * n * 4));
-    KNR_CUDA_TRY(cudaMemset(a, 0, (size_t)n * n * 4));
-    KNR_CUDA_TRY(cudaMemset(b, 0, (size_t)n * n * 4));
-    KNR_CUBLAS_TRY(cublasCreate(&h));
+    KNC_CUDA_GOTO(cudaMalloc(&a, (size_t)n * n * 4));
+    KNC_CUDA_GOTO(cudaMalloc(&b, (size_t)n * n * 4));
+    KNC_CUDA_GOTO(cudaMalloc(&c, (size_t)n * n * 4));
+    KNC_CUDA_GOTO(cudaMemset(a, 0, (size_t)n * n * 4));
+    KNC_CUDA_GOTO(cudaMemset(b, 0, (size_t)n * n * 4));
+    KNC_CUBLAS_GOTO(cublasCreate(&h));
     for (int prec = 0; prec < 2; prec++) {
         cudaDataType_t dt = prec == 0 ? CUDA_R_32F : CUDA_R_16BF;
         cublasComputeType_t ct = prec == 0 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
         best = 0;
         for (int r = 0; r < 6; r++) {
-            KNR_CUDA_TRY(cudaEventRecord(e0));
-            KNR_CUBLAS_TRY(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, dt, n, b, dt, n, &zero, c,
+            KNC_CUDA_GOTO(cudaEventRecord(e0));
+            KNC_CUBLAS_GOTO(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, dt, n, b, dt, n, &zero, c,
                                         CUDA_R_32F, n, ct, CUBLAS_GEMM_DEFAULT));
-            KNR_CUDA_TRY(cudaEventRecord(e1));
-            KNR_CUDA_TRY(cudaEventSynchronize(e1));
-            KNR_CUDA_TRY(cudaEventElapsedTime(&ms, e0, e1));
+            KNC_CUDA_GOTO(cudaEventRecord(e1));
+            KNC_CUDA_GOTO(cudaEventSynchronize(e1));
+            KNC_CUDA_GOTO(cudaEventElapsedTime(&ms, e0, e1));
             double fl = 2.0 * n * (double)n * n / (ms * 1e-3);
             if (r > 0 && fl > best) best = fl;
         }

@@ -4,7 +4,8 @@
  * compile-time errors (an unknown pass, an unbound input, a bad binding, a device that is
  * absent) are clear errors. A program compiled with every pass still computes the same
  * outputs, and the per-step hook sees every step's value in order. Deferred params
- * (ZeRO-3's) supplied by the step hook give the same bits, and their memory goes back. */
+ * (ZeRO-3's) supplied by the step hook give the same bits, and their memory goes back. The
+ * roofline table of a profiled compiled program accounts for every FLOP of its graph. */
 #include <string.h>
 
 #include "test_ir_util.h"
@@ -255,4 +256,54 @@ KN_TEST(program, deferred_params_are_supplied_by_the_step_hook) {
     KN_ASSERT_OK(kn_program_run(p));
     cr_assert(irt_same_bits(kn_program_output(p, 0), kn_interp_output(it, 0)), "bound again");
     fixture_free(&f);
+}
+
+/* kn_program_roofline_tsv: refused before a profiled run and with roofs that are not
+ * positive; after one, every computing step is a line or in the unplaced sum, and the
+ * lines' FLOPs add up to the cost model's for the whole graph (a generated kernel's are
+ * its members'). */
+KN_TEST(program, the_roofline_table_accounts_for_every_flop) {
+    irt_model m;
+    irt_model_init(&m, KN_DT_F32, 5);
+    kn_graph *g = irt_joint_graph(&m, 0.1);
+    kn_program *p = NULL;
+    kn_program_opts o = {KN_CPU, NULL, KN_PROGRAM_COMPILED, false};
+    KN_ASSERT_OK(kn_program_compile(&p, g, &o));
+    bind_all(p, &m);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    KN_ASSERT_ERR(kn_program_roofline_tsv(f, p, 100, 10, NULL, NULL), KN_ERR_ARG);
+    cr_assert(strstr(kn_last_error(), "no profiled run"), "%s", kn_last_error());
+    kn_program_set_profile(p, true);
+    for (int r = 0; r < 2; r++) KN_ASSERT_OK(kn_program_run(p));
+    KN_ASSERT_ERR(kn_program_roofline_tsv(f, p, 0, 10, NULL, NULL), KN_ERR_ARG);
+    cr_assert(strstr(kn_last_error(), "must be positive"), "%s", kn_last_error());
+    int placed = 0;
+    double placed_ms = 0;
+    KN_ASSERT_OK(kn_program_roofline_tsv(f, p, 100, 10, &placed, &placed_ms));
+    fclose(f);
+    int rows = 0, fused = 0, unplaced = -1;
+    double flops = 0;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+        if (!strncmp(line, "# unplaced\t", 11)) unplaced = atoi(line + 11);
+        if (line[0] != '%') continue;
+        char node[16], op[64];
+        double fl = 0;
+        cr_assert_eq(sscanf(line, "%15s %63s %lf", node, op, &fl), 3, "line: %s", line);
+        cr_assert_gt(fl, 0, "%s", line);
+        flops += fl, rows++, fused += !strncmp(op, "fused:", 6);
+    }
+    kn_program_stats st = kn_program_get_stats(p);
+    cr_assert_eq(rows, placed);
+    cr_assert_gt(placed_ms, 0);
+    cr_assert(unplaced >= 0 && rows + unplaced <= st.nsteps, "%d lines, %d unplaced, %d steps", rows, unplaced, st.nsteps);
+    if (st.mode == KN_PROGRAM_COMPILED) cr_assert_gt(fused, 0, "generated kernels are placed as fused:...");
+    double want = kn_graph_cost(kn_program_graph(p)).flops;
+    cr_assert(flops > 0 && fabs(flops - want) <= 1e-9 * want, "the lines' FLOPs %.0f, the graph's %.0f", flops, want);
+    free(buf);
+    kn_program_free(p);
+    kn_graph_free(g);
+    irt_model_free(&m);
 }

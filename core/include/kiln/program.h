@@ -106,6 +106,17 @@ void kn_program_set_profile(kn_program *p, bool on);
  * tensors it reads and writes, each counted once) and GB/s; with copy_gbs > 0 also each
  * step's share of that copy bandwidth (measured by the caller in the same run). */
 void kn_program_print_profile(FILE *f, const kn_program *p, int top, double copy_gbs);
+/* The profiled runs on a roofline (kiln roofline): the header line, then one TSV line per
+ * step that computes (node, op, FLOPs, bytes, intensity, ms per run, GFLOP/s, the roof at
+ * that intensity, the fraction of it reached, memory or compute bound) under the roofs
+ * peak_gflops and bw_gbs. A library step's FLOPs and bytes are its node's cost
+ * (kn_node_cost); a generated kernel's FLOPs the sum of its members' and its bytes its
+ * buffers, each read or written once (what the fused kernel moves: values it keeps in
+ * registers cost nothing). A generated kernel's op is "fused:" and its members' ops. Steps
+ * that move bytes without arithmetic (copies, slices) are summed in a final comment line.
+ * *nplaced and *placed_ms (may be NULL): the lines written and their ms. */
+kn_status kn_program_roofline_tsv(FILE *f, const kn_program *p, double peak_gflops, double bw_gbs, int *nplaced,
+                                  double *placed_ms);
 /* Run g through the interpreter and through a program compiled with *o on the same random
  * inputs (kn_graph_random_input) and set *maxrel to the largest |a - b| / (1 + |a|) over
  * every output element (NaN against NaN counts 0, against a number +inf). *stats (may be
