@@ -2,18 +2,12 @@
  *
  * Low precision pays where the arithmetic is: a matrix product reads and writes half the
  * bytes and, on a GPU, runs on tensor cores. It costs where values are summed or
- * normalized: a sum of many bf16 terms loses the small ones, a softmax or a layernorm
- * amplifies an error in its input, the loss is a small difference of large logs. So one
- * table, kn_autocast_policy, says per op which it is:
- *
- *   LOW    matrix products (the model's linear layers and both attention products, and
- *          their backwards): operands cast to the low dtype, the result in the low dtype
- *          (the CPU kernels and a GPU's accumulate in f32 and round once, on store);
- *   F32    reductions, norms, softmaxes, the loss and their backwards: operands cast back
- *          to f32;
- *   KEEP   elementwise ops and views: follow their operands. All float operands low (a
- *          `full` constant does not count: it is made in the low dtype too) -> low; any
- *          of them f32 -> f32, the low ones cast up, as PyTorch promotes bf16 with f32.
+ * normalized. One table, kn_autocast_policy, says per op which it is (LOW: matrix
+ * products; F32: reductions, norms, softmaxes, the loss and their backwards; KEEP:
+ * elementwise ops and views follow their operands), and kn_autocast_decide says, node
+ * by node in order, what the node's dtype becomes and which operands need a low copy
+ * made right after them. Both are lab 09's unit (solutions/lab09-precision/autocast.c);
+ * this file parses the argument and rebuilds the graph from the decisions.
  *
  * Only f32 computations change (f64 stays f64; an op with an f64 operand is left alone).
  * Inputs and parameters stay as they are: the master weights remain f32 in the slab, and
@@ -25,9 +19,9 @@
  * reads its value (a layernorm's row kernel stores its bf16 copy too), so they cost no
  * extra pass over memory except for the weights'.
  *
- * The pass plans first (the dtype of every value after the pass, and which operands are
- * read in the low dtype), then rebuilds the graph once in order, one cast per (value,
- * dtype). Where a cast stands decides what it fuses with, since the scheduler grows
+ * The pass plans first (the unit: the dtype of every value after the pass, which nodes
+ * read their operands in the low dtype, which values get their low copy early), then
+ * rebuilds the graph once in order, one cast per (value, dtype). Where a cast stands decides what it fuses with, since the scheduler grows
  * groups in definition order and seals a group once an outside node reads it: a cast
  * down stands right after its value (a weight's right after its param, so at the start
  * of the step), and joins the kernel that computes the value, which stores both; a cast
@@ -37,34 +31,6 @@
 #include <string.h>
 
 #include "kiln/passes.h"
-
-/* kn:region autocast-policy */
-kn_autocast_class kn_autocast_policy(kn_op op) {
-    switch (op) {
-    case KN_OP_MATMUL:
-        return KN_AUTOCAST_LOW;
-    case KN_OP_SUM: case KN_OP_MEAN: case KN_OP_MAX:
-    case KN_OP_SOFTMAX: case KN_OP_SOFTMAX_BWD: case KN_OP_LOG_SOFTMAX: case KN_OP_LOG_SOFTMAX_BWD:
-    case KN_OP_CAUSAL_SOFTMAX: case KN_OP_CAUSAL_SOFTMAX_BWD:
-    case KN_OP_LAYERNORM: case KN_OP_LAYERNORM_DX: case KN_OP_NORMALIZE:
-    case KN_OP_CROSS_ENTROPY: case KN_OP_CROSS_ENTROPY_BWD:
-    case KN_OP_EMBEDDING_GRAD: /* a scatter-add: a sum per row of the table */
-    case KN_OP_FLASH_ATTN: case KN_OP_FLASH_ATTN_BWD: /* its kernels are f32/f64 (a bf16 one on tensor cores is to come) */
-        return KN_AUTOCAST_F32;
-    case KN_OP_INPUT: case KN_OP_PARAM: case KN_OP_FULL:
-    case KN_OP_ADD: case KN_OP_SUB: case KN_OP_MUL: case KN_OP_DIV: case KN_OP_EQ: case KN_OP_WHERE:
-    case KN_OP_NEG: case KN_OP_EXP: case KN_OP_LOG: case KN_OP_SQRT: case KN_OP_RSQRT: case KN_OP_TANH:
-    case KN_OP_GELU: case KN_OP_RELU: case KN_OP_GELU_BWD: case KN_OP_RELU_BWD: case KN_OP_CAST:
-    case KN_OP_DROPOUT: case KN_OP_CAUSAL_FILL:
-    case KN_OP_RESHAPE: case KN_OP_PERMUTE: case KN_OP_BROADCAST_TO: case KN_OP_SLICE: case KN_OP_SLICE_GRAD:
-    case KN_OP_EMBEDDING:
-        return KN_AUTOCAST_KEEP;
-    case KN_OP_COUNT:
-        break;
-    }
-    return KN_AUTOCAST_KEEP;
-}
-/* kn:endregion autocast-policy */
 
 kn_status kn_autocast_parse(const char *text, kn_dtype *out) {
     if (!out) return kn_error(KN_ERR_ARG, "autocast: NULL dtype");
@@ -91,35 +57,6 @@ typedef struct ac_plan {
     int32_t *as_orig;   /* per old node: out's id of its value in its original dtype, or -1 */
     kn_pass_stats *st;
 } ac_plan;
-
-static bool is_f32ish(kn_dtype d, kn_dtype low) { return d == KN_DT_F32 || d == low; }
-
-/* Decide node i: its dtype after the pass and whether it reads its float operands low. */
-static void plan_node(ac_plan *p, int32_t i) {
-    const kn_node *n = &p->g->nodes[i];
-    kn_dtype t = n->type.dtype;
-    p->dt[i] = t;
-    p->reads_low[i] = false;
-    if (n->nin == 0 || n->op == KN_OP_CAST) return;
-    bool all_low = true, any = false, eligible = t == KN_DT_F32 || t == KN_DT_BOOL;
-    for (int k = 0; k < n->nin; k++) {
-        const kn_node *a = &p->g->nodes[n->in[k]];
-        if (!kn_dtype_is_float(a->type.dtype)) continue;
-        if (!is_f32ish(a->type.dtype, p->low)) eligible = false;
-        if (a->op == KN_OP_FULL) continue; /* a constant is made in whatever dtype its reader needs */
-        any = true;
-        all_low &= p->dt[n->in[k]] == p->low;
-    }
-    kn_autocast_class c = kn_autocast_policy(n->op);
-    bool low = eligible && (c == KN_AUTOCAST_LOW ? t == KN_DT_F32 : c == KN_AUTOCAST_KEEP && any && all_low);
-    if (!low) return;
-    p->reads_low[i] = true;
-    if (t == KN_DT_F32) p->dt[i] = p->low;
-    for (int k = 0; k < n->nin; k++) {
-        int32_t v = n->in[k];
-        if (kn_dtype_is_float(p->g->nodes[v].type.dtype) && p->dt[v] != p->low) p->early[v] = true;
-    }
-}
 
 static kn_status emit(ac_plan *p, const kn_node *n, int32_t *id) { return kn_graph_add_node(p->out, n, id); }
 
@@ -190,8 +127,9 @@ kn_status kn_autocast(kn_graph *g, kn_dtype low, kn_pass_stats *st) {
                       ? kn_graph_new(&p.out) : kn_error(KN_ERR_OOM, "autocast: out of memory");
     if (s == KN_OK) {
         for (int32_t i = 0; i < g->nnodes; i++) p.as_low[i] = p.as_orig[i] = -1;
-        for (int32_t i = 0; i < g->nnodes; i++) plan_node(&p, i);
-        s = rebuild(&p);
+        for (int32_t i = 0; i < g->nnodes && s == KN_OK; i++) /* lab 09's unit */
+            s = kn_autocast_decide(g, i, low, p.dt, p.reads_low, p.early);
+        if (s == KN_OK) s = rebuild(&p);
     }
     if (s == KN_OK) { /* swap the new arrays into g; free the old ones with out's shell */
         kn_graph tmp = *g;

@@ -204,7 +204,8 @@ kn_status kn_passes_live_bytes(const kn_graph *g, const char *passes, double *by
  * (core/passes/autocast.c)
  *
  * autocast:bf16 / autocast:fp16 assigns dtypes to a graph's f32 computations from one
- * policy table, kn_autocast_policy (a unit of lab 09 to be: the one decision per op):
+ * policy table, kn_autocast_policy (lab 09's unit, with kn_autocast_decide: see "lab 09
+ * units" below):
  *   KN_AUTOCAST_LOW   the op runs in the low dtype, its operands cast down (matmul: the
  *                     linear layers and both attention products, forward and backward);
  *   KN_AUTOCAST_F32   the op runs in f32, low operands cast up (reductions, norms,
@@ -222,7 +223,6 @@ typedef enum kn_autocast_class {
     KN_AUTOCAST_F32,
 } kn_autocast_class;
 
-kn_autocast_class kn_autocast_policy(kn_op op);
 /* "bf16" -> KN_DT_BF16; "fp16" or "f16" -> KN_DT_F16; else KN_ERR_ARG naming both. */
 kn_status kn_autocast_parse(const char *text, kn_dtype *out);
 /* Rewrite g in place with low dtype `low` (bf16 or f16); st (may be NULL) counts rules. */
@@ -450,6 +450,33 @@ typedef struct kn_mem_buffer {
 kn_status kn_mem_liveness(const kn_mem_step *steps, int nsteps, int nvalues, int32_t *first, int32_t *last);
 kn_status kn_mem_assign_offsets(const kn_mem_buffer *bufs, int n, size_t *offsets, size_t *arena);
 kn_status kn_remat_selective(const kn_graph *g, bool *recompute);
+
+/* ---------------------------------------------------------------- lab 09 units
+ * Declared here, called by the autocast pass (core/passes/autocast.c), written by students
+ * in labs/lab09-precision/autocast.c (the staff's units are linked for every other lab).
+ *
+ * kn_autocast_policy (autocast.c): op's class. KN_AUTOCAST_LOW: matmul.
+ * KN_AUTOCAST_F32: sum, mean, max, softmax, softmax_bwd, log_softmax, log_softmax_bwd,
+ * causal_softmax, causal_softmax_bwd, layernorm, layernorm_dx, normalize, cross_entropy,
+ * cross_entropy_bwd, embedding_grad, flash_attn, flash_attn_bwd. KN_AUTOCAST_KEEP: every
+ * other op. A skeleton records "not implemented (lab09: ...)" and returns KEEP.
+ *
+ * kn_autocast_decide (autocast.c): the pass's decision for node i of g, the nodes before
+ * it decided: dt[j] (j < i) holds node j's dtype after the pass. Writes dt[i] and
+ * reads_low[i], and sets early[v] = true for some operands v < i (never clears one):
+ *   - dt[i] = node i's dtype and reads_low[i] = false, unless it goes low:
+ *   - it goes low when it is not a source (no operands) nor a cast, its dtype is f32 or
+ *     bool, every float operand's (original) dtype is f32 or `low`, and either its class
+ *     is LOW and its dtype f32, or its class is KEEP and the float operands that are not
+ *     a `full` are at least one and all low after the pass (dt[v] == low);
+ *   - going low: reads_low[i] = true, dt[i] = low if it was f32 (bool stays bool), and
+ *     early[v] = true for every float operand v with dt[v] != low (its low copy is then
+ *     made right after v, where it fuses with v's kernel; a weight's at the step's start).
+ * KN_ERR_ARG (nothing written) for a NULL argument, i outside g, or a low dtype that is
+ * not bf16 or f16. */
+kn_autocast_class kn_autocast_policy(kn_op op);
+kn_status kn_autocast_decide(const kn_graph *g, int32_t i, kn_dtype low, kn_dtype *dt, bool *reads_low,
+                             bool *early);
 
 #ifdef __cplusplus
 }
