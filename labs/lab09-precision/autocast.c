@@ -19,8 +19,8 @@
  * then rebuilds the graph with one cast per (value, dtype). Deciding node i:
  *
  *   - only f32 computations change: a source (input, param, full) and a cast keep their
- *     dtype, and so does a node whose float operands are not all f32 or low (an f64
- *     graph), or whose own dtype is not f32 (bool results, eq, are allowed: they follow);
+ *     dtype, and so does a node whose own dtype is not f32 (an f64 graph; bool results,
+ *     eq, are allowed: they follow their operands);
  *   - LOW: the node becomes low; F32: nothing changes (its low operands will be cast up
  *     right before it, by the rebuild); KEEP: low when its float operands are all low
  *     after the pass and there is at least one (a `full` constant does not count: the

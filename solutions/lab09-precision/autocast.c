@@ -19,8 +19,8 @@
  * then rebuilds the graph with one cast per (value, dtype). Deciding node i:
  *
  *   - only f32 computations change: a source (input, param, full) and a cast keep their
- *     dtype, and so does a node whose float operands are not all f32 or low (an f64
- *     graph), or whose own dtype is not f32 (bool results, eq, are allowed: they follow);
+ *     dtype, and so does a node whose own dtype is not f32 (an f64 graph; bool results,
+ *     eq, are allowed: they follow their operands);
  *   - LOW: the node becomes low; F32: nothing changes (its low operands will be cast up
  *     right before it, by the rebuild); KEEP: low when its float operands are all low
  *     after the pass and there is at least one (a `full` constant does not count: the
@@ -76,11 +76,9 @@ kn_status kn_autocast_decide(const kn_graph *g, int32_t i, kn_dtype low, kn_dtyp
     reads_low[i] = false;
     if (n->op == KN_OP_CAST) return KN_OK; /* a source has no operands: `any` below stays false */
     bool eligible = t == KN_DT_F32 || t == KN_DT_BOOL, any = false, all_low = true;
-    for (int k = 0; k < n->nin; k++) {
+    for (int k = 0; k < n->nin; k++) { /* an f64 or other-16-bit operand is never low: all_low fails */
         const kn_node *a = &g->nodes[n->in[k]];
-        if (!kn_dtype_is_float(a->type.dtype)) continue;
-        if (a->type.dtype != KN_DT_F32 && a->type.dtype != low) eligible = false;
-        if (a->op == KN_OP_FULL) continue;
+        if (!kn_dtype_is_float(a->type.dtype) || a->op == KN_OP_FULL) continue;
         any = true;
         all_low = all_low && dt[n->in[k]] == low;
     }

@@ -31,12 +31,12 @@ KN_TEST(lab09_hidden_autocast, every_op_has_its_class) {
 }
 
 /* One graph with a node for each rule of the contract (ids in the comments). */
-enum { X, XB, XD, XH, C, MM, ADDC, NEGC, MIX, EQ, CASTUP, MMD, MMH, MMB, SM, WHERE, WMIX, GELUB, NNODES };
+enum { XB, X, XD, XH, C, MM, ADDC, NEGC, MIX, EQ, CASTUP, MMD, MMH, MMB, SM, WHERE, WMIX, GELUB, NNODES };
 static kn_graph *contract_graph(void) {
     kn_builder *b = l9_builder();
     const int64_t s[] = {4, 4};
+    kn_val xb = kn_input_typed(b, "xb", KN_DT_BF16, 2, s);   /* XB: first (operand slots past nin read 0) */
     kn_val x = kn_input_typed(b, "x", KN_DT_F32, 2, s);      /* X */
-    kn_val xb = kn_input_typed(b, "xb", KN_DT_BF16, 2, s);   /* XB */
     kn_val xd = kn_input_typed(b, "xd", KN_DT_F64, 2, s);    /* XD */
     kn_val xh = kn_input_typed(b, "xh", KN_DT_F16, 2, s);    /* XH */
     kn_val c = kn_scalar(b, KN_DT_F32, 2.0);                 /* C */

@@ -465,10 +465,10 @@ kn_status kn_remat_selective(const kn_graph *g, bool *recompute);
  * it decided: dt[j] (j < i) holds node j's dtype after the pass. Writes dt[i] and
  * reads_low[i], and sets early[v] = true for some operands v < i (never clears one):
  *   - dt[i] = node i's dtype and reads_low[i] = false, unless it goes low:
- *   - it goes low when it is not a source (no operands) nor a cast, its dtype is f32 or
- *     bool, every float operand's (original) dtype is f32 or `low`, and either its class
+ *   - it goes low when it is not a cast, its dtype is f32 or bool, and either its class
  *     is LOW and its dtype f32, or its class is KEEP and the float operands that are not
- *     a `full` are at least one and all low after the pass (dt[v] == low);
+ *     a `full` are at least one and all low after the pass (dt[v] == low; so a source,
+ *     with no operands, never goes low, nor a node reading f64);
  *   - going low: reads_low[i] = true, dt[i] = low if it was f32 (bool stays bool), and
  *     early[v] = true for every float operand v with dt[v] != low (its low copy is then
  *     made right after v, where it fuses with v's kernel; a weight's at the step's start).
