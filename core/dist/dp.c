@@ -488,6 +488,7 @@ static kn_status run_micro(kn_dp *d, const int32_t *x, const int32_t *y, int m, 
     d->last_micro = m == d->cfg.accum - 1;
     for (int b = 0; b < d->nbuckets; b++)
         d->buckets[b].pending = d->buckets[b].last_param - d->buckets[b].first_param + 1;
+    KN_TRY(kn_trainer_low_refresh(t)); /* the weights' low copies (lowparams), after an update made here */
     kn_status st = kn_program_run(t->prog);
     kn_status zs = kn_dp_z3_end_run(d); /* ZeRO-3: the last gathered buckets go */
     KN_TRY(st);
@@ -576,6 +577,7 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
         KN_TRY(kn_comm_iall_gather(d->comm, slab_param(d) + my_lo(d), slab_param(d), counts, KN_DT_F32, "parameters", &r));
         KN_TRY(kn_comm_wait(&r));
     }
+    t->low_fresh = false; /* the low copies (if any) are rounded again before the next run */
     double t1 = kn_time_now();
     d->stats.step_s = t1 - t0;
     d->stats.backward_s = d->t_backward_end - t0;

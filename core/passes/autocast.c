@@ -151,3 +151,131 @@ kn_status kn_pass_autocast(kn_graph *g, kn_pass_stats *st) {
     KN_TRY(kn_autocast_parse(st && st->arg[0] ? st->arg : NULL, &low));
     return kn_autocast(g, low, st);
 }
+
+/* ---------------------------------------------------------------- lowparams
+ * After autocast, every weight a low product reads is cast(param), or cast(view chain of
+ * a param) (attention's q, k and v slices of the fused weight), made inside the step: one
+ * more pass over the f32 weights, and the copies are activations of the step. lowparams
+ * makes each such copy a param of its own, "NAME@bf16", which the optimizer writes in its
+ * update (kn_optim_step_low) and the trainer binds: the view chain is redone on the low
+ * param (views move elements, not bits), the casts and the f32 views they read go. */
+
+kn_status kn_lowparam_name(const char *name, kn_dtype low, char *out) {
+    if (!name || !out) return kn_error(KN_ERR_ARG, "kn_lowparam_name: NULL argument");
+    if (low != KN_DT_BF16 && low != KN_DT_F16)
+        return kn_error(KN_ERR_ARG, "kn_lowparam_name: %s is not bf16 or f16", kn_dtype_name(low));
+    int w = snprintf(out, KN_NAME_MAX, "%s@%s", name, kn_dtype_name(low));
+    if (w < 0 || w >= KN_NAME_MAX)
+        return kn_error(KN_ERR_ARG, "lowparams: param name '%s@%s' is longer than %d characters", name,
+                        kn_dtype_name(low), KN_NAME_MAX - 1);
+    return KN_OK;
+}
+
+/* A param, or a view (one operand) of a value that is: the chain lowparams redoes in low. */
+static bool param_chain(const kn_graph *g, int32_t v) {
+    for (;;) {
+        const kn_node *n = &g->nodes[v];
+        if (n->op == KN_OP_PARAM) return n->type.dtype == KN_DT_F32;
+        if (kn_op_get(n->op)->category != KN_CAT_VIEW || n->nin != 1) return false;
+        v = n->in[0];
+    }
+}
+
+typedef struct lp_state {
+    const kn_graph *g;
+    kn_graph *out;
+    kn_dtype low;
+    int32_t *newid, *lowid; /* per old node: its id in out; its low twin's (-1: none yet) */
+    kn_pass_stats *st;
+} lp_state;
+
+/* out's id of param chain v redone in the low dtype (made once per value). */
+static kn_status low_twin(lp_state *s, int32_t v, int32_t *id) {
+    if (s->lowid[v] >= 0) { *id = s->lowid[v]; return KN_OK; }
+    kn_node n = s->g->nodes[v];
+    n.type.dtype = s->low;
+    if (n.op == KN_OP_PARAM) {
+        KN_TRY(kn_lowparam_name(s->g->nodes[v].attrs.name, s->low, n.attrs.name));
+        kn_pass_stats_fire(s->st, "params", 1);
+    } else {
+        KN_TRY(low_twin(s, n.in[0], &n.in[0]));
+    }
+    KN_TRY(kn_graph_add_node(s->out, &n, &s->lowid[v]));
+    *id = s->lowid[v];
+    return KN_OK;
+}
+
+static kn_status lowparams_rebuild(lp_state *s) {
+    const kn_graph *g = s->g;
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        kn_node n = g->nodes[i];
+        if (n.op == KN_OP_CAST && n.attrs.dtype == s->low && param_chain(g, n.in[0])) {
+            KN_TRY(low_twin(s, n.in[0], &s->newid[i]));
+            kn_pass_stats_fire(s->st, "casts", 1);
+            continue;
+        }
+        for (int k = 0; k < n.nin; k++) n.in[k] = s->newid[n.in[k]];
+        KN_TRY(kn_graph_add_node(s->out, &n, &s->newid[i]));
+    }
+    for (int i = 0; i < g->noutputs; i++) KN_TRY(kn_graph_add_output(s->out, s->newid[g->outputs[i]]));
+    return KN_OK;
+}
+
+/* Drop the views that nothing reads any more (the f32 chains the casts read), last first. */
+static kn_status drop_dead_views(kn_graph *g) {
+    int32_t *uses = kn_malloc((size_t)(g->nnodes + 1) * sizeof *uses);
+    bool *keep = kn_malloc((size_t)(g->nnodes + 1) * sizeof *keep);
+    kn_status st = uses && keep ? KN_OK : kn_error(KN_ERR_OOM, "lowparams: out of memory");
+    if (st == KN_OK) {
+        kn_graph_uses(g, uses);
+        for (int32_t i = g->nnodes - 1; i >= 0; i--) {
+            const kn_node *n = &g->nodes[i];
+            keep[i] = uses[i] > 0 || kn_op_get(n->op)->category != KN_CAT_VIEW;
+            if (!keep[i])
+                for (int k = 0; k < n->nin; k++) uses[n->in[k]]--;
+        }
+        st = kn_graph_compact(g, NULL, keep);
+    }
+    kn_free(uses);
+    kn_free(keep);
+    return st;
+}
+
+kn_status kn_lowparams(kn_graph *g, kn_dtype low, kn_pass_stats *st) {
+    if (!g) return kn_error(KN_ERR_ARG, "lowparams: NULL graph");
+    if (low != KN_DT_BF16 && low != KN_DT_F16)
+        return kn_error(KN_ERR_ARG, "lowparams: the low dtype must be bf16 or f16 (got %s)", kn_dtype_name(low));
+    size_t n = (size_t)g->nnodes + 1;
+    lp_state s = {.g = g, .low = low, .st = st};
+    s.newid = kn_malloc(n * sizeof *s.newid);
+    s.lowid = kn_malloc(n * sizeof *s.lowid);
+    kn_status r = s.newid && s.lowid ? kn_graph_new(&s.out) : kn_error(KN_ERR_OOM, "lowparams: out of memory");
+    if (r == KN_OK) {
+        for (int32_t i = 0; i < g->nnodes; i++) s.lowid[i] = -1;
+        r = lowparams_rebuild(&s);
+    }
+    if (r == KN_OK) r = drop_dead_views(s.out);
+    if (r == KN_OK) { /* swap the new arrays into g; free the old ones with out's shell */
+        kn_graph tmp = *g;
+        *g = *s.out;
+        *s.out = tmp;
+    }
+    kn_graph_free(s.out);
+    kn_free(s.newid);
+    kn_free(s.lowid);
+    return r;
+}
+
+kn_status kn_lowparams_check_arg(const char *arg) {
+    kn_dtype dt;
+    if (kn_autocast_parse(arg, &dt) != KN_OK)
+        return kn_error(KN_ERR_ARG, "lowparams needs a dtype: lowparams:bf16 or lowparams:fp16 (got '%s')",
+                        arg ? arg : "");
+    return KN_OK;
+}
+
+kn_status kn_pass_lowparams(kn_graph *g, kn_pass_stats *st) {
+    kn_dtype low;
+    KN_TRY(kn_autocast_parse(st && st->arg[0] ? st->arg : NULL, &low));
+    return kn_lowparams(g, low, st);
+}

@@ -230,6 +230,21 @@ kn_status kn_autocast(kn_graph *g, kn_dtype low, kn_pass_stats *st);
 kn_status kn_pass_autocast(kn_graph *g, kn_pass_stats *st);  /* the table's: dtype in st->arg */
 kn_status kn_autocast_check_arg(const char *arg);
 
+/* lowparams:bf16 / lowparams:fp16 (core/passes/autocast.c), after autocast: every cast to
+ * the low dtype of an f32 param, or of a chain of views of one (attention's slices of the
+ * fused q, k, v weight), becomes the same chain over a new param of the low dtype named
+ * kn_lowparam_name(NAME) = "NAME@bf16" ("NAME@f16"), one per param; the f32 views only
+ * the casts read are dropped (the f32 param stays, read by nothing in the step). The
+ * caller binds the new params to copies that the optimizer writes in its update
+ * (kn_optim_step_low, kiln/optim.h; the trainer does, kiln/nn.h), so the step no longer
+ * reads the f32 weights nor holds their copies as activations. Exact when the bound
+ * copies are the rounded params. Stats: "params" (new params), "casts" (casts replaced). */
+kn_status kn_lowparams(kn_graph *g, kn_dtype low, kn_pass_stats *st);
+kn_status kn_pass_lowparams(kn_graph *g, kn_pass_stats *st); /* the table's: dtype in st->arg */
+kn_status kn_lowparams_check_arg(const char *arg);
+/* "NAME@bf16" / "NAME@f16" into out (KN_NAME_MAX bytes); KN_ERR_ARG when too long. */
+kn_status kn_lowparam_name(const char *name, kn_dtype low, char *out);
+
 /* ---------------------------------------------------------------- graph editing helpers */
 
 /* Rebuild g in place. repl (may be NULL: identity) maps each value id to the id that
