@@ -92,7 +92,8 @@ static void usage(FILE *f) {
                "lower bound of its activation memory, beside the time (plots/remat.sh plots every policy).\n"
                "--cuda-graph (with --mode compiled on a GPU) replays the step as one CUDA graph.\n"
                "--precision bf16|fp16 runs the autocast pass first (matmuls in 16 bits, f32 accumulation), and\n"
-               "lowparams (the optimizer writes the weights' 16-bit copies in its update).\n"
+               "lowparams (the optimizer writes the weights' 16-bit copies in its update) and lowloss (the loss\n"
+               "reads the 16-bit logits: no f32 copy of them).\n"
                "The last line is JSON.\n");
 }
 
@@ -241,11 +242,11 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     char list[256] = ""; /* the passes, flash, autocast (and the weights' copies the optimizer writes), then
                           * remat: cse would merge its clones back */
     bool low = strcmp(o->precision, "fp32") != 0;
-    const char *parts[5] = {o->passes, o->flash ? "flash" : "", low ? "autocast:" : "", low ? "lowparams:" : "",
-                            strcmp(o->remat, "none") ? "remat:" : ""};
-    const char *args[5] = {"", "", low ? o->precision : "", low ? o->precision : "",
+    const char *parts[6] = {o->passes, o->flash ? "flash" : "", low ? "autocast:" : "", low ? "lowparams:" : "",
+                            low ? "lowloss" : "", strcmp(o->remat, "none") ? "remat:" : ""};
+    const char *args[6] = {"", "", low ? o->precision : "", low ? o->precision : "", "",
                            strcmp(o->remat, "none") ? o->remat : ""};
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         if (parts[i][0])
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s%s", list[0] ? "," : "", parts[i], args[i]);
     tr.passes = list[0] ? list : NULL;

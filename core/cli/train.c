@@ -389,7 +389,7 @@ static kn_status precision_passes(const kn_train_opts *o, kn_device dev, const c
                         o->precision);
     if (!strcmp(o->precision, "tf32") && dev.type != KN_DEVICE_CPU && setenv("KILN_TF32", "1", 1) != 0)
         return kn_error(KN_ERR_IO, "--precision tf32: cannot set KILN_TF32");
-    if (low) snprintf(list, cap, "autocast:%s,lowparams:%s%s%s", o->precision, o->precision, remat ? "," : "",
+    if (low) snprintf(list, cap, "autocast:%s,lowparams:%s,lowloss%s%s", o->precision, o->precision, remat ? "," : "",
                       remat ? remat : "");
     else snprintf(list, cap, "%s", remat ? remat : "");
     return KN_OK;

@@ -12,7 +12,8 @@
  * Only f32 computations change (f64 stays f64; an op with an f64 operand is left alone).
  * Inputs and parameters stay as they are: the master weights remain f32 in the slab, and
  * the low-precision copy a product reads is a cast made at the start of the step, right
- * after its parameter (once per step; a fused optimizer could write it instead).
+ * after its parameter (once per step; the pass lowparams below makes it a param that the
+ * optimizer writes in its update instead).
  * Every graph output keeps its dtype (gradients come out in f32, cast up where they were
  * computed low), so a trainer sees the same program interface. The casts the pass inserts
  * are elementwise nodes: the fusion scheduler folds each into the kernel that makes or
@@ -278,4 +279,70 @@ kn_status kn_pass_lowparams(kn_graph *g, kn_pass_stats *st) {
     kn_dtype low;
     KN_TRY(kn_autocast_parse(st && st->arg[0] ? st->arg : NULL, &low));
     return kn_lowparams(g, low, st);
+}
+
+/* ---------------------------------------------------------------- lowloss
+ * After autocast, the loss reads the logits cast up to f32 and its backward makes an f32
+ * gradient that is cast down at once for the products: at B = 8, T = 1024 and GPT-2's
+ * vocabulary each of those is 1.6 GB, both alive at the backward, the step's largest live
+ * set. The loss's kernels read 16-bit logits themselves (widening in registers, as the
+ * cast does: exact) and its backward rounds once where it stores (as the cast down does),
+ * so: cross_entropy(cast_f32(x)) -> cross_entropy(x) (an f32 loss), and
+ * cast_low(cross_entropy_bwd(d, cast_f32(x), t)) -> cross_entropy_bwd(d, x, t) in the low
+ * dtype, when only casts to x's dtype read that gradient. Bit for bit the same values. */
+
+/* v's 16-bit operand when v is a cast up to f32 of one, else -1. */
+static int32_t low_source(const kn_graph *g, int32_t v) {
+    const kn_node *n = &g->nodes[v];
+    if (n->op != KN_OP_CAST || n->type.dtype != KN_DT_F32) return -1;
+    kn_dtype d = g->nodes[n->in[0]].type.dtype;
+    return d == KN_DT_BF16 || d == KN_DT_F16 ? n->in[0] : -1;
+}
+
+/* Whether every reader of v is a cast to dt and no output is v. */
+static bool only_cast_to(const kn_graph *g, int32_t v, kn_dtype dt) {
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i] == v) return false;
+    int readers = 0;
+    for (int32_t j = v + 1; j < g->nnodes; j++)
+        for (int k = 0; k < g->nodes[j].nin; k++)
+            if (g->nodes[j].in[k] == v) {
+                if (g->nodes[j].op != KN_OP_CAST || g->nodes[j].type.dtype != dt) return false;
+                readers++;
+            }
+    return readers > 0;
+}
+
+kn_status kn_pass_lowloss(kn_graph *g, kn_pass_stats *st) {
+    if (!g) return kn_error(KN_ERR_ARG, "lowloss: NULL graph");
+    size_t n = (size_t)g->nnodes + 1;
+    int32_t *repl = kn_malloc(n * sizeof *repl), *uses = kn_malloc(n * sizeof *uses);
+    bool *keep = kn_malloc(n * sizeof *keep);
+    kn_status s = repl && uses && keep ? KN_OK : kn_error(KN_ERR_OOM, "lowloss: out of memory");
+    for (int32_t i = 0; s == KN_OK && i < g->nnodes; i++) repl[i] = i;
+    for (int32_t i = 0; s == KN_OK && i < g->nnodes; i++) {
+        kn_node *nd = &g->nodes[i];
+        int32_t x;
+        if (nd->op == KN_OP_CROSS_ENTROPY && (x = low_source(g, nd->in[0])) >= 0) {
+            nd->in[0] = x; /* the loss stays f32 */
+            kn_pass_stats_fire(st, "loss", 1);
+        } else if (nd->op == KN_OP_CROSS_ENTROPY_BWD && (x = low_source(g, nd->in[1])) >= 0 &&
+                   only_cast_to(g, i, g->nodes[x].type.dtype)) {
+            nd->in[1] = x;
+            nd->type.dtype = g->nodes[x].type.dtype;
+            for (int32_t j = i + 1; j < g->nnodes; j++) /* the casts down become the gradient itself */
+                if (g->nodes[j].op == KN_OP_CAST && g->nodes[j].in[0] == i) repl[j] = i;
+            kn_pass_stats_fire(st, "loss_bwd", 1);
+        }
+    }
+    if (s == KN_OK) { /* the casts up that nothing reads any more go */
+        kn_graph_uses(g, uses);
+        for (int32_t i = 0; i < g->nnodes; i++)
+            keep[i] = repl[i] != i || uses[i] > 0 || g->nodes[i].op != KN_OP_CAST;
+        s = kn_graph_compact(g, repl, keep);
+    }
+    kn_free(repl);
+    kn_free(uses);
+    kn_free(keep);
+    return s;
 }

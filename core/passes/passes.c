@@ -32,6 +32,8 @@ static const kn_pass kn_pass_table[] = {
     {"lowparams", kn_pass_lowparams, "after autocast, lowparams:bf16 or lowparams:fp16: the weights' low copies "
      "(casts of params and of their views) become params NAME@bf16 that the optimizer writes", kn_lowparams_check_arg,
      true},
+    {"lowloss", kn_pass_lowloss, "after autocast: the loss reads the 16-bit logits and its backward writes the 16-bit "
+     "gradient (no f32 copy of the logits; bit for bit the same)", NULL, true},
     {"flash", kn_pass_flash, "flash attention: matmul_t -> causal_softmax -> matmul and its backward become "
      "flash_attn and flash_attn_bwd, no [.., T, T] value stored (equal to rounding: not in all)", NULL, true},
 };

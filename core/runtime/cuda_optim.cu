@@ -22,24 +22,6 @@
 
 #define KNC_NORM_BLOCKS 512
 
-/* kn_lowp_source's kn_bf16_store and kn_f16_store: round to nearest even from the bits,
- * NaN kept quiet, overflow to Inf, f16 subnormals exact. */
-__device__ static unsigned short knc_bf16_bits(float x) {
-    unsigned int u = __float_as_uint(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-__device__ static unsigned short knc_f16_bits(float x) {
-    unsigned int u = __float_as_uint(x), s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (unsigned short)(s | 0x7e00u | ((a >> 13) & 0x3ffu));
-    if (a >= 0x477ff000u) return (unsigned short)(s | 0x7c00u);
-    if (a >= 0x38800000u) return (unsigned short)(s | ((a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u) >> 13));
-    if (a <= 0x33000000u) return (unsigned short)s;
-    unsigned int sh = 126u - (a >> 23), m = (a & 0x7fffffu) | 0x800000u, q = m >> sh, r = m & ((1u << sh) - 1u);
-    unsigned int half = 1u << (sh - 1u);
-    if (r > half || (r == half && (q & 1u))) q++;
-    return (unsigned short)(s | q);
-}
 /* low_bf16: 1 for bf16 copies, 0 for f16; low NULL: none. */
 __device__ static inline void knc_store_low(unsigned short *low, int low_bf16, int64_t i, float x) {
     if (low) low[i] = low_bf16 ? knc_bf16_bits(x) : knc_f16_bits(x);

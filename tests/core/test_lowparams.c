@@ -6,10 +6,14 @@
  *     writes exactly the rounding of the updated slab (what a cast kernel would store);
  *   - lowparams on the GPT step: no cast of a param (or of a view of one) is left, one low
  *     param per matrix, and the graph computes exactly what autocast's did;
- *   - a bf16/fp16 trainer with lowparams (interpreted and compiled) trains bit for bit as
- *     one without: losses, gradient norms, weights, and the low slab is the rounded slab;
+ *   - lowloss: the loss reads the 16-bit logits and its backward writes the 16-bit
+ *     gradient, no f32 copy of the logits left, exactly autocast's values;
+ *   - a bf16/fp16 trainer with lowparams and lowloss (interpreted and compiled) trains bit
+ *     for bit as one without: losses, gradient norms, weights, and the low slab is the
+ *     rounded slab;
  *   - on a GPU the fused kernel's copies are the rounding of its own f32 results, and the
- *     compiled bf16 steps with and without lowparams give the same losses. */
+ *     compiled bf16 and fp16 steps with and without lowparams and lowloss give the same
+ *     losses (the loss kernels read 16-bit logits and round the gradient as the casts did). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +125,44 @@ KN_TEST(lowparams, the_weight_casts_become_params_and_nothing_else_changes) {
     kn_graph_free(g);
 }
 
+KN_TEST(lowparams, lowloss_reads_the_low_logits_exactly) {
+    kn_graph *g;
+    kn_gpt_config big_vocab = cfg; /* the logits dominate the live set, as GPT-2's do */
+    big_vocab.vocab = 1024;
+    KN_ASSERT_OK(kn_gpt_graph(&big_vocab, 2, 8, true, &g));
+    const char *lists[2][2] = {{"autocast:bf16", "autocast:bf16,lowloss"}, {"autocast:fp16", "autocast:fp16,lowloss"}};
+    const kn_dtype dts[2] = {KN_DT_BF16, KN_DT_F16};
+    for (int k = 0; k < 2; k++) {
+        kn_graph *a = passed(g, lists[k][0], NULL), *b = passed(g, lists[k][1], NULL);
+        int32_t ce = -1, bwd = -1;
+        for (int32_t i = 0; i < b->nnodes; i++) {
+            if (b->nodes[i].op == KN_OP_CROSS_ENTROPY) ce = i;
+            if (b->nodes[i].op == KN_OP_CROSS_ENTROPY_BWD) bwd = i;
+        }
+        cr_assert(ce >= 0 && bwd >= 0);
+        const kn_node *c = &b->nodes[ce], *d = &b->nodes[bwd];
+        cr_assert(b->nodes[c->in[0]].op == KN_OP_MATMUL && b->nodes[c->in[0]].type.dtype == dts[k],
+                  "%s: the loss reads the product's %s logits, not %s", lists[k][1], kn_dtype_name(dts[k]),
+                  kn_op_name(b->nodes[c->in[0]].op));
+        cr_assert_eq(c->type.dtype, KN_DT_F32, "the loss stays f32");
+        cr_assert(d->type.dtype == dts[k] && d->in[1] == c->in[0], "%s: the gradient of the logits is %s, from them",
+                  lists[k][1], kn_dtype_name(d->type.dtype));
+        for (int32_t i = 0; i < b->nnodes; i++)
+            cr_assert(!(b->nodes[i].op == KN_OP_CAST && (b->nodes[i].in[0] == c->in[0] || b->nodes[i].in[0] == bwd)),
+                      "%s: %%%d still casts the logits or their gradient", lists[k][1], i);
+        cr_assert_eq(b->nnodes, a->nnodes - 2, "the two casts go");
+        double delta = -1;
+        KN_ASSERT_OK(kn_graph_compare(a, b, 3, &delta));
+        cr_assert(delta == 0, "%s: max |delta| %g", lists[k][1], delta);
+        double la, lb;
+        KN_ASSERT_OK(kn_graph_live_bytes(a, &la, NULL));
+        KN_ASSERT_OK(kn_graph_live_bytes(b, &lb, NULL));
+        cr_assert_lt(lb, la, "the largest live set falls: %g -> %g bytes", la, lb);
+        kn_graph_free(a), kn_graph_free(b);
+    }
+    kn_graph_free(g);
+}
+
 enum { B = 2, T = 8, NTOK = 300 };
 
 static void batch(int s, int32_t *x, int32_t *y) {
@@ -182,9 +224,10 @@ KN_TEST(lowparams, training_is_bitwise_the_same, .timeout = 120) {
     char tmpl[] = "/tmp/kiln-lowp-XXXXXX";
     cr_assert_not_null(mkdtemp(tmpl));
     setenv("KILN_CACHE_DIR", tmpl, 1);
-    same_training(KN_CPU, false, "autocast:bf16", "autocast:bf16,lowparams:bf16");
+    same_training(KN_CPU, false, "autocast:bf16", "autocast:bf16,lowparams:bf16,lowloss");
     same_training(KN_CPU, true, "autocast:bf16", "autocast:bf16,lowparams:bf16");
-    same_training(KN_CPU, true, "autocast:fp16", "autocast:fp16,lowparams:fp16");
+    same_training(KN_CPU, true, "autocast:bf16", "autocast:bf16,lowparams:bf16,lowloss");
+    same_training(KN_CPU, true, "autocast:fp16", "autocast:fp16,lowparams:fp16,lowloss");
 }
 
 KN_TEST(lowparams, on_a_gpu, .timeout = 120) {
@@ -223,5 +266,6 @@ KN_TEST(lowparams, on_a_gpu, .timeout = 120) {
     char tmpl[] = "/tmp/kiln-lowpg-XXXXXX";
     cr_assert_not_null(mkdtemp(tmpl));
     setenv("KILN_CACHE_DIR", tmpl, 1);
-    same_training(gpu, true, "autocast:bf16", "autocast:bf16,lowparams:bf16");
+    same_training(gpu, true, "autocast:bf16", "autocast:bf16,lowparams:bf16,lowloss");
+    same_training(gpu, true, "autocast:fp16", "autocast:fp16,lowparams:fp16,lowloss");
 }
