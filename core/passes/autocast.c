@@ -289,7 +289,9 @@ kn_status kn_pass_lowparams(kn_graph *g, kn_pass_stats *st) {
  * cast does: exact) and its backward rounds once where it stores (as the cast down does),
  * so: cross_entropy(cast_f32(x)) -> cross_entropy(x) (an f32 loss), and
  * cast_low(cross_entropy_bwd(d, cast_f32(x), t)) -> cross_entropy_bwd(d, x, t) in the low
- * dtype, when only casts to x's dtype read that gradient. Bit for bit the same values. */
+ * dtype, when only casts to x's dtype read that gradient. Bit for bit the same values on
+ * the CPU; a GPU's loss kernel reads 16-bit rows in groups of 8 (not 4 floats), so it
+ * sums a row in another order: equal within rounding. */
 
 /* v's 16-bit operand when v is a cast up to f32 of one, else -1. */
 static int32_t low_source(const kn_graph *g, int32_t v) {

@@ -33,7 +33,7 @@ static const kn_pass kn_pass_table[] = {
      "(casts of params and of their views) become params NAME@bf16 that the optimizer writes", kn_lowparams_check_arg,
      true},
     {"lowloss", kn_pass_lowloss, "after autocast: the loss reads the 16-bit logits and its backward writes the 16-bit "
-     "gradient (no f32 copy of the logits; bit for bit the same)", NULL, true},
+     "gradient (no f32 copy of the logits; the same values, bit for bit on the CPU)", NULL, true},
     {"flash", kn_pass_flash, "flash attention: matmul_t -> causal_softmax -> matmul and its backward become "
      "flash_attn and flash_attn_bwd, no [.., T, T] value stored (equal to rounding: not in all)", NULL, true},
 };

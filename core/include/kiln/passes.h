@@ -246,8 +246,9 @@ kn_status kn_lowparams_check_arg(const char *arg);
  * logits x becomes cross_entropy(x) (an f32 loss: kiln/ir.h), and the cast down of
  * cross_entropy_bwd(d, cast_f32(x), t) becomes cross_entropy_bwd(d, x, t) in x's dtype
  * when only casts to that dtype read it; the casts up nothing reads go. The kernels widen
- * and round as the casts did: bit for bit the same values, without the two f32 copies of
- * the logits (GPT-2 at B = 8, T = 1024: 1.6 GB each). Stats: "loss", "loss_bwd". */
+ * and round as the casts did: the same values (bit for bit on the CPU; a GPU's loss kernel
+ * sums a row in another order), without the two f32 copies of the logits (GPT-2 at B = 8,
+ * T = 1024: 1.6 GB each). Stats: "loss", "loss_bwd". */
 kn_status kn_pass_lowloss(kn_graph *g, kn_pass_stats *st);
 /* "NAME@bf16" / "NAME@f16" into out (KN_NAME_MAX bytes); KN_ERR_ARG when too long. */
 kn_status kn_lowparam_name(const char *name, kn_dtype low, char *out);
