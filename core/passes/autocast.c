@@ -112,10 +112,28 @@ static kn_status rebuild(ac_plan *p) {
     return KN_OK;
 }
 
-kn_status kn_autocast(kn_graph *g, kn_dtype low, kn_pass_stats *st) {
-    if (!g) return kn_error(KN_ERR_ARG, "autocast: NULL graph");
+/* The arguments of a pass that takes a low dtype (autocast, lowparams). */
+static kn_status low_pass_args(const char *pass, const kn_graph *g, kn_dtype low) {
+    if (!g) return kn_error(KN_ERR_ARG, "%s: NULL graph", pass);
     if (low != KN_DT_BF16 && low != KN_DT_F16)
-        return kn_error(KN_ERR_ARG, "autocast: the low dtype must be bf16 or f16 (got %s)", kn_dtype_name(low));
+        return kn_error(KN_ERR_ARG, "%s: the low dtype must be bf16 or f16 (got %s)", pass, kn_dtype_name(low));
+    return KN_OK;
+}
+
+/* A rebuilt graph out replaces g when s is KN_OK (the arrays swap; the old ones go with
+ * out's shell); out is freed either way. */
+static kn_status adopt(kn_graph *g, kn_graph *out, kn_status s) {
+    if (s == KN_OK) {
+        kn_graph tmp = *g;
+        *g = *out;
+        *out = tmp;
+    }
+    kn_graph_free(out);
+    return s;
+}
+
+kn_status kn_autocast(kn_graph *g, kn_dtype low, kn_pass_stats *st) {
+    KN_TRY(low_pass_args("autocast", g, low));
     size_t n = (size_t)g->nnodes + 1;
     ac_plan p = {.g = g, .low = low, .st = st};
     p.dt = kn_malloc(n * sizeof *p.dt);
@@ -132,12 +150,7 @@ kn_status kn_autocast(kn_graph *g, kn_dtype low, kn_pass_stats *st) {
             s = kn_autocast_decide(g, i, low, p.dt, p.reads_low, p.early);
         if (s == KN_OK) s = rebuild(&p);
     }
-    if (s == KN_OK) { /* swap the new arrays into g; free the old ones with out's shell */
-        kn_graph tmp = *g;
-        *g = *p.out;
-        *p.out = tmp;
-    }
-    kn_graph_free(p.out);
+    s = adopt(g, p.out, s);
     kn_free(p.dt);
     kn_free(p.reads_low);
     kn_free(p.early);
@@ -243,9 +256,7 @@ static kn_status drop_dead_views(kn_graph *g) {
 }
 
 kn_status kn_lowparams(kn_graph *g, kn_dtype low, kn_pass_stats *st) {
-    if (!g) return kn_error(KN_ERR_ARG, "lowparams: NULL graph");
-    if (low != KN_DT_BF16 && low != KN_DT_F16)
-        return kn_error(KN_ERR_ARG, "lowparams: the low dtype must be bf16 or f16 (got %s)", kn_dtype_name(low));
+    KN_TRY(low_pass_args("lowparams", g, low));
     size_t n = (size_t)g->nnodes + 1;
     lp_state s = {.g = g, .low = low, .st = st};
     s.newid = kn_malloc(n * sizeof *s.newid);
@@ -256,12 +267,7 @@ kn_status kn_lowparams(kn_graph *g, kn_dtype low, kn_pass_stats *st) {
         r = lowparams_rebuild(&s);
     }
     if (r == KN_OK) r = drop_dead_views(s.out);
-    if (r == KN_OK) { /* swap the new arrays into g; free the old ones with out's shell */
-        kn_graph tmp = *g;
-        *g = *s.out;
-        *s.out = tmp;
-    }
-    kn_graph_free(s.out);
+    r = adopt(g, s.out, r);
     kn_free(s.newid);
     kn_free(s.lowid);
     return r;
