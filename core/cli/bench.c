@@ -94,7 +94,9 @@ static void usage(FILE *f) {
                "the backward (the remat pass, after the others): it prints the step's largest live set, the\n"
                "lower bound of its activation memory, beside the time (plots/remat.sh plots every policy).\n"
                "--cuda-graph (with --mode compiled on a GPU) replays the step as one CUDA graph.\n"
-               "--precision bf16|fp16 runs the autocast pass first (matmuls in 16 bits, f32 accumulation).\n"
+               "--precision bf16|fp16 runs the autocast pass first (matmuls in 16 bits, f32 accumulation), and\n"
+               "lowparams (the optimizer writes the weights' 16-bit copies in its update) and lowloss (the loss\n"
+               "reads the 16-bit logits: no f32 copy of them).\n"
                "The last line is JSON.\n");
 }
 
@@ -240,11 +242,14 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     if (st == KN_OK) st = kn_trainer_to_device(&tr, dev);
     /* the default: compiled on the CPU, node by node on a GPU (as kiln train --mode auto) */
     bool compiled = !strcmp(o->mode, "compiled") || (!o->mode[0] && dev.type == KN_DEVICE_CPU);
-    char list[256] = ""; /* the passes, flash, autocast, then remat: cse would merge its clones back */
-    const char *parts[4] = {o->passes, o->flash ? "flash" : "", strcmp(o->precision, "fp32") ? "autocast:" : "",
-                            strcmp(o->remat, "none") ? "remat:" : ""};
-    const char *args[4] = {"", "", strcmp(o->precision, "fp32") ? o->precision : "", strcmp(o->remat, "none") ? o->remat : ""};
-    for (int i = 0; i < 4; i++)
+    char list[256] = ""; /* the passes, flash, autocast (and the weights' copies the optimizer writes), then
+                          * remat: cse would merge its clones back */
+    bool low = strcmp(o->precision, "fp32") != 0;
+    const char *parts[6] = {o->passes, o->flash ? "flash" : "", low ? "autocast:" : "", low ? "lowparams:" : "",
+                            low ? "lowloss" : "", strcmp(o->remat, "none") ? "remat:" : ""};
+    const char *args[6] = {"", "", low ? o->precision : "", low ? o->precision : "", "",
+                           strcmp(o->remat, "none") ? o->remat : ""};
+    for (int i = 0; i < 6; i++)
         if (parts[i][0])
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s%s", list[0] ? "," : "", parts[i], args[i]);
     tr.passes = list[0] ? list : NULL;

@@ -397,8 +397,12 @@ static kn_status precision_passes(const kn_train_opts *o, kn_device dev, const c
                         o->precision);
     if (!strcmp(o->precision, "tf32") && dev.type != KN_DEVICE_CPU && setenv("KILN_TF32", "1", 1) != 0)
         return kn_error(KN_ERR_IO, "--precision tf32: cannot set KILN_TF32");
-    snprintf(list, cap, "%s%s%s%s", low ? "autocast:" : "", low ? o->precision : "", low && remat ? "," : "",
-             remat ? remat : "");
+    /* the optimizer writes the weights' low copies (lowparams), but ZeRO-3's ranks hold a
+     * shard of the weights, gathered bucket by bucket: there the step casts them itself */
+    bool copies = low && strcmp(o->dist, "zero3") != 0;
+    if (low) snprintf(list, cap, "autocast:%s%s%s,lowloss%s%s", o->precision, copies ? ",lowparams:" : "",
+                      copies ? o->precision : "", remat ? "," : "", remat ? remat : "");
+    else snprintf(list, cap, "%s", remat ? remat : "");
     return KN_OK;
 }
 

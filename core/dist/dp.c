@@ -257,6 +257,7 @@ static kn_status run_micro(kn_dp *d, const int32_t *x, const int32_t *y, int m, 
                         "pass its collectives need: set the trainer up (mode, loss scale, device) before kn_dp_new",
                         d->pass);
     d->ir_waits = 0;
+    KN_TRY(kn_trainer_low_refresh(t)); /* the weights' low copies (lowparams), after an update made here */
     kn_status st = kn_program_run(t->prog);
     kn_status zs = kn_dp_z3_end_run(d); /* ZeRO-3: the last gathered buckets go */
     KN_TRY(st);
@@ -315,6 +316,7 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
     } else {
         KN_TRY(kn_dp_shard_update(d, lr));
     }
+    t->low_fresh = false; /* the low copies (if any) are rounded again before the next run */
     double t1 = kn_time_now();
     d->stats.step_s = t1 - t0;
     d->stats.backward_s = d->t_backward_end - t0;

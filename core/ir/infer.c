@@ -472,7 +472,8 @@ static kn_status check_targets(const kn_type *lg, const kn_type *t, char *msg, s
 kn_status infer_cross_entropy(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
     (void)n;
     KN_TRY(check_targets(in[0], in[1], msg, msz));
-    out->dtype = in[0]->dtype;
+    /* the loss of 16-bit logits is f32: computed in f32 (a mean of many terms), kept so */
+    out->dtype = in[0]->dtype == KN_DT_BF16 || in[0]->dtype == KN_DT_F16 ? KN_DT_F32 : in[0]->dtype;
     out->ndim = 0;
     return KN_OK;
 }
@@ -481,8 +482,10 @@ kn_status infer_cross_entropy_bwd(const kn_node *n, const kn_type *const *in, kn
     char tb0[96];
     (void)n;
     KN_TRY(check_targets(in[1], in[2], msg, msz));
-    if (in[0]->ndim != 0 || in[0]->dtype != in[1]->dtype)
-        return fail(msg, msz, KN_ERR_SHAPE, "loss gradient %s is not a scalar of the logits' dtype", T(0));
+    bool low = in[1]->dtype == KN_DT_BF16 || in[1]->dtype == KN_DT_F16; /* then the loss, and its gradient, may be f32 */
+    if (in[0]->ndim != 0 || (in[0]->dtype != in[1]->dtype && !(low && in[0]->dtype == KN_DT_F32)))
+        return fail(msg, msz, KN_ERR_SHAPE, "loss gradient %s is not a scalar of the logits' dtype%s", T(0),
+                    low ? " or f32" : "");
     *out = *in[1];
     return KN_OK;
 }

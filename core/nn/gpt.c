@@ -129,8 +129,8 @@ static int gpt_param_count(const kn_gpt_config *c) { return 4 + 12 * c->layers; 
 
 kn_status kn_params_views(const kn_params *p, const kn_tensor *slab, kn_tensor ***out) {
     if (!p || !slab || !out) return kn_error(KN_ERR_ARG, "kn_params_views: a NULL argument");
-    if (slab->ndim != 1 || slab->shape[0] != p->n || slab->dtype != KN_DT_F32)
-        return kn_error(KN_ERR_SHAPE, "kn_params_views: the slab must be f32[%lld], got %s[%lld]",
+    if (slab->ndim != 1 || slab->shape[0] != p->n || !kn_dtype_is_float(slab->dtype))
+        return kn_error(KN_ERR_SHAPE, "kn_params_views: the slab must be a float [%lld], got %s[%lld]",
                         (long long)p->n, kn_dtype_name(slab->dtype), (long long)(slab->ndim == 1 ? slab->shape[0] : -1));
     kn_tensor **v = kn_calloc((size_t)p->count, sizeof *v);
     if (!v) return kn_error(KN_ERR_OOM, "kn_params_views: out of memory");

@@ -47,7 +47,12 @@ void kn_optim_free(kn_optim *o) {
     o->state_len = 0;
 }
 
-static void sgd_step(kn_optim *o, float *p, const float *g, float *buf, double lr) {
+/* The low copy of element i (see kn_optim_step_low): 16-bit words, or nothing. */
+static inline void store_low(kn_dtype dt, uint16_t *low, int64_t i, float x) {
+    if (low) low[i] = dt == KN_DT_BF16 ? kn_f32_to_bf16(x) : kn_f32_to_f16(x);
+}
+
+static void sgd_step(kn_optim *o, float *p, const float *g, float *buf, double lr, kn_dtype ldt, uint16_t *low) {
     const double mu = o->cfg.momentum, wd = o->cfg.weight_decay;
     bool first = o->step == 0;
     for (int64_t i = 0; i < o->n; i++) {
@@ -59,10 +64,11 @@ static void sgd_step(kn_optim *o, float *p, const float *g, float *buf, double l
             buf[i] = (float)b;
         }
         p[i] = (float)((double)p[i] - lr * b);
+        store_low(ldt, low, i, p[i]);
     }
 }
 
-static void adamw_step(kn_optim *o, float *p, const float *g, float *state, double lr) {
+static void adamw_step(kn_optim *o, float *p, const float *g, float *state, double lr, kn_dtype ldt, uint16_t *low) {
     const double b1 = o->cfg.beta1, b2 = o->cfg.beta2, eps = o->cfg.eps, wd = o->cfg.weight_decay;
     const double t = (double)(o->step + 1);
     const double c1 = 1.0 - pow(b1, t), c2 = 1.0 - pow(b2, t);
@@ -77,17 +83,26 @@ static void adamw_step(kn_optim *o, float *p, const float *g, float *state, doub
         /* the stored (rounded) moments are what a resumed run sees, so use them here too */
         pi -= lr * ((double)m[i] / c1) / (sqrt((double)v[i] / c2) + eps);
         p[i] = (float)pi;
+        store_low(ldt, low, i, p[i]);
     }
 }
 
-kn_status kn_optim_step_state(kn_optim *o, float *param, const float *grad, float *state, double lr) {
+kn_status kn_optim_step_low(kn_optim *o, float *param, const float *grad, float *state, double lr, kn_dtype low_dt,
+                            void *low) {
     if (!o || !state || (o->n && (!param || !grad)))
         return kn_error(KN_ERR_ARG, "kn_optim_step: optimizer not initialized or NULL slab");
     if (!isfinite(lr) || lr < 0.0) return kn_error(KN_ERR_ARG, "kn_optim_step: learning rate %g is not >= 0", lr);
-    if (o->cfg.kind == KN_OPTIM_SGD) sgd_step(o, param, grad, state, lr);
-    else adamw_step(o, param, grad, state, lr);
+    if (low && low_dt != KN_DT_BF16 && low_dt != KN_DT_F16)
+        return kn_error(KN_ERR_ARG, "kn_optim_step: the weights' low copies are bf16 or f16, not %s",
+                        kn_dtype_name(low_dt));
+    if (o->cfg.kind == KN_OPTIM_SGD) sgd_step(o, param, grad, state, lr, low_dt, low);
+    else adamw_step(o, param, grad, state, lr, low_dt, low);
     o->step++;
     return KN_OK;
+}
+
+kn_status kn_optim_step_state(kn_optim *o, float *param, const float *grad, float *state, double lr) {
+    return kn_optim_step_low(o, param, grad, state, lr, KN_DT_F32, NULL);
 }
 
 kn_status kn_optim_step(kn_optim *o, float *param, const float *grad, double lr) {

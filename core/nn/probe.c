@@ -39,6 +39,7 @@ static kn_status probe_grads(kn_trainer *t, double *loss, float *grad) {
     if (t->scale_in && grad)
         return kn_error(KN_ERR_UNSUPPORTED, "kn_trainer_probe: the step's gradients are loss-scaled; probe a trainer "
                         "without loss scaling (kn_trainer_set_loss_scale with mode none)");
+    KN_TRY(kn_trainer_low_refresh(t));
     KN_TRY(kn_program_run(t->prog));
     int64_t one[1] = {1};
     kn_tensor *l = NULL;

@@ -23,12 +23,80 @@
 #include "kiln/autograd.h"
 #include "kiln/device.h"
 #include "kiln/nn.h"
+#include "kiln/passes.h"
 #include "kiln/program.h"
 #include "nn/nn_impl.h"
 
 static kn_status bind_params(kn_interp *it, const kn_gpt *g) {
     for (int i = 0; i < g->p.count; i++) KN_TRY(kn_interp_bind(it, g->p.info[i].name, g->p.views[i]));
     return KN_OK;
+}
+
+static void low_free(kn_trainer *t) {
+    kn_params_views_free(t->model ? &t->model->p : NULL, t->low_views);
+    kn_tensor_free(t->low);
+    t->low = NULL;
+    t->low_views = NULL;
+    t->low_dt = KN_DT_F32;
+    t->low_fresh = false;
+}
+
+/* The dtype of the weights' low copies the programs read (params NAME@bf16 / NAME@f16 of
+ * the pass lowparams), KN_DT_F32 for none. */
+static kn_dtype low_copies_read(const kn_trainer *t) {
+    const kn_params *p = &t->model->p;
+    const kn_program *ps[2] = {t->prog, t->eval};
+    const kn_dtype dts[2] = {KN_DT_BF16, KN_DT_F16};
+    char name[KN_NAME_MAX];
+    for (int k = 0; k < 2; k++)
+        for (int d = 0; d < 2; d++)
+            for (int i = 0; i < p->count; i++)
+                if (kn_lowparam_name(p->info[i].name, dts[d], name) == KN_OK &&
+                    kn_graph_find(kn_program_graph(ps[k]), name) >= 0)
+                    return dts[d];
+    return KN_DT_F32;
+}
+
+/* When the programs read the weights' low copies: a slab of them on dev, its views bound
+ * by name in both programs, rounded from the f32 slab before the next run. */
+static kn_status bind_low_copies(kn_trainer *t, kn_device dev) {
+    low_free(t);
+    kn_dtype dt = low_copies_read(t);
+    if (dt == KN_DT_F32) return KN_OK;
+    const kn_params *p = &t->model->p;
+    int64_t n = p->n;
+    KN_TRY(kn_tensor_empty_on(&t->low, dev, dt, 1, &n));
+    t->low_dt = dt;
+    KN_TRY(kn_params_views(p, t->low, &t->low_views));
+    kn_program *ps[2] = {t->prog, t->eval};
+    char name[KN_NAME_MAX];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < p->count; i++) {
+            KN_TRY(kn_lowparam_name(p->info[i].name, dt, name));
+            if (kn_graph_find(kn_program_graph(ps[k]), name) >= 0) KN_TRY(kn_program_bind(ps[k], name, t->low_views[i]));
+        }
+    return KN_OK;
+}
+
+kn_status kn_trainer_low_refresh(kn_trainer *t) {
+    if (!t) return kn_error(KN_ERR_ARG, "kn_trainer_low_refresh: NULL trainer");
+    if (!t->low || t->low_fresh) return KN_OK;
+    if (!t->params)
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_trainer: the weights' low copies (the pass lowparams) are rounded "
+                        "from the parameter slab, which ZeRO-3 shards: drop lowparams from the pass list");
+    kn_node n = {.op = KN_OP_CAST, .nin = 1, .attrs = kn_attrs_default()};
+    n.attrs.dtype = n.type.dtype = t->low_dt;
+    n.type.ndim = 1;
+    n.type.shape[0] = t->model->p.n;
+    const kn_tensor *in[1] = {t->params};
+    kn_tensor *c = NULL;
+    kn_status st = kn_node_eval(&n, in, &c);
+    if (st == KN_OK)
+        st = kn_device_memcpy(t->dev, kn_tensor_data(t->low), c->storage->device, kn_tensor_data(c),
+                              (size_t)n.type.shape[0] * kn_dtype_size(t->low_dt));
+    kn_tensor_free(c);
+    if (st == KN_OK) t->low_fresh = true;
+    return st;
 }
 
 /* Compile the step (joint graph) and eval (forward graph) programs for dev and bind them
@@ -48,6 +116,7 @@ static kn_status compile_on(kn_trainer *t, kn_device dev) {
         KN_TRY(kn_program_bind(ps[k], "targets", t->y));
     }
     if (t->scale_in) KN_TRY(kn_program_bind(t->prog, "loss_scale", t->scale_in));
+    KN_TRY(bind_low_copies(t, dev));
     if (t->cuda_graph) KN_TRY(kn_program_set_cuda_graph(t->prog, true)); /* the step; eval runs too rarely */
     return KN_OK;
 }
@@ -176,6 +245,7 @@ void kn_trainer_free(kn_trainer *t) {
     }
     kn_tensor_free(t->state);
     kn_tensor_free(t->scale_in);
+    low_free(t);
     kn_optim_free(&t->opt);
     memset(t, 0, sizeof *t);
 }
@@ -218,6 +288,14 @@ static void slabs(kn_trainer *t, float **param, float **grad, float **state) {
     *state = t->state ? kn_tensor_data(t->state) : t->opt.state;
 }
 
+/* The optimizer, writing the weights' low copies in the same pass when there are any. */
+static kn_status optim_step(kn_trainer *t, float *param, float *grad, float *state, double lr) {
+    if (!t->low) return kn_device_optim_step(t->dev, &t->opt, param, grad, state, lr);
+    KN_TRY(kn_device_optim_step_low(t->dev, &t->opt, param, grad, state, lr, t->low_dt, kn_tensor_data(t->low)));
+    t->low_fresh = true;
+    return KN_OK;
+}
+
 /* The update, one path for every device, by its backend: the gradient-sync hook (where
  * distributed training plugs in: an all-reduce over the gradient slab, or the
  * reduce-scatter of a sharded optimizer), the unscaling, the clip, the loss scaler's
@@ -241,7 +319,7 @@ static kn_status update(kn_trainer *t, double l, double lr, double *loss, double
     if (!isfinite(l) || !isfinite(norm))
         return kn_error(KN_ERR_ARG, "kn_trainer_step: loss %g, gradient norm %g at optimizer step %lld (diverged: "
                         "lower the learning rate)", l, norm, (long long)t->opt.step);
-    KN_TRY(kn_device_optim_step(t->dev, &t->opt, param, grad, state, lr));
+    KN_TRY(optim_step(t, param, grad, state, lr));
     if (loss) *loss = l;
     if (gnorm) *gnorm = norm;
     return KN_OK;
@@ -262,6 +340,7 @@ kn_status kn_trainer_step(kn_trainer *t, const int32_t *x, const int32_t *y, dou
     if (t->eager) {
         KN_TRY(eager_grads(t, &l));
     } else {
+        KN_TRY(kn_trainer_low_refresh(t));
         KN_TRY(kn_program_run(t->prog));
         /* queue the gradient copies before reading the loss, which waits for a GPU */
         for (int i = 0; i < p->count; i++)
@@ -274,6 +353,7 @@ kn_status kn_trainer_step(kn_trainer *t, const int32_t *x, const int32_t *y, dou
 kn_status kn_trainer_eval(kn_trainer *t, const int32_t *x, const int32_t *y, double *loss) {
     if (!t || !t->eval || !x || !y || !loss) return kn_error(KN_ERR_ARG, "kn_trainer_eval: NULL argument");
     KN_TRY(load_batch(t, x, y));
+    KN_TRY(kn_trainer_low_refresh(t));
     KN_TRY(kn_program_run(t->eval));
     return output_item(kn_program_output(t->eval, 0), loss);
 }
@@ -306,7 +386,7 @@ kn_status kn_trainer_optimize(kn_trainer *t, double lr, double *gnorm) {
     slabs(t, &param, &grad, &state);
     double norm;
     KN_TRY(kn_device_clip_grad_norm(t->dev, grad, t->model->p.n, t->clip, &norm));
-    KN_TRY(kn_device_optim_step(t->dev, &t->opt, param, grad, state, lr));
+    KN_TRY(optim_step(t, param, grad, state, lr));
     if (gnorm) *gnorm = norm;
     return KN_OK;
 }

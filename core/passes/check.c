@@ -119,6 +119,15 @@ kn_status kn_graph_compare(const kn_graph *a, const kn_graph *b, uint64_t seed, 
         st = kn_graph_random_input(a, i, seed, &t);
         if (st == KN_OK) st = kn_interp_bind(ia, n->attrs.name, t);
         if (st == KN_OK && kn_graph_find(b, n->attrs.name) >= 0) st = kn_interp_bind(ib, n->attrs.name, t);
+        for (int k = 0; k < 2 && st == KN_OK && n->op == KN_OP_PARAM; k++) { /* lowparams' copies: the rounded param */
+            kn_dtype low = k ? KN_DT_F16 : KN_DT_BF16;
+            char name[KN_NAME_MAX];
+            kn_tensor *c = NULL;
+            if (kn_lowparam_name(n->attrs.name, low, name) != KN_OK || kn_graph_find(b, name) < 0) continue;
+            st = kn_tensor_cast(&c, t, low);
+            if (st == KN_OK) st = kn_interp_bind(ib, name, c);
+            kn_tensor_free(c);
+        }
         kn_tensor_free(t);
     }
     if (st == KN_OK) st = kn_interp_run(ia);

@@ -29,6 +29,11 @@ static const kn_pass kn_pass_table[] = {
      "recompute forward values in the backward instead of keeping them", kn_remat_check_arg, false},
     {"autocast", kn_pass_autocast, "mixed precision, autocast:bf16 or autocast:fp16: matmuls in the low dtype, "
      "reductions, norms, softmax and the loss in f32, elementwise ops follow their operands", kn_autocast_check_arg, true},
+    {"lowparams", kn_pass_lowparams, "after autocast, lowparams:bf16 or lowparams:fp16: the weights' low copies "
+     "(casts of params and of their views) become params NAME@bf16 that the optimizer writes", kn_lowparams_check_arg,
+     true},
+    {"lowloss", kn_pass_lowloss, "after autocast: the loss reads the 16-bit logits and its backward writes the 16-bit "
+     "gradient (no f32 copy of the logits; the same values, bit for bit on the CPU)", NULL, true},
     {"flash", kn_pass_flash, "flash attention: matmul_t -> causal_softmax -> matmul and its backward become "
      "flash_attn and flash_attn_bwd, no [.., T, T] value stored (equal to rounding: not in all)", NULL, true},
     {"ddp", kn_pass_ddp, "data parallelism, ddp:MB (bucket size, default 25): each gradient stored into the slab as it "

@@ -164,6 +164,50 @@ __device__ inline void knc_offsets(const knc_layout<I> &s, I i, I *off) {
 #define KNC_FOR_I(I, i, total) \
     for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < (total); i += (I)(gridDim.x * blockDim.x))
 
+/* 16-bit floats in hand-written kernels: kn_lowp_source's bit-level conversions (round
+ * to nearest even, NaN kept quiet, overflow to Inf, f16 subnormals exact), so a kernel
+ * that stores a 16-bit result stores what a generated kernel's cast would. knc_bf16 and
+ * knc_f16 are the storage types (distinct, so templates tell them apart). */
+struct knc_bf16 { unsigned short u; };
+struct knc_f16 { unsigned short u; };
+__device__ inline unsigned short knc_bf16_bits(float x) {
+    unsigned int u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+__device__ inline unsigned short knc_f16_bits(float x) {
+    unsigned int u = __float_as_uint(x), s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (unsigned short)(s | 0x7e00u | ((a >> 13) & 0x3ffu));
+    if (a >= 0x477ff000u) return (unsigned short)(s | 0x7c00u);
+    if (a >= 0x38800000u) return (unsigned short)(s | ((a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u) >> 13));
+    if (a <= 0x33000000u) return (unsigned short)s;
+    unsigned int sh = 126u - (a >> 23), m = (a & 0x7fffffu) | 0x800000u, q = m >> sh, r = m & ((1u << sh) - 1u);
+    unsigned int half = 1u << (sh - 1u);
+    if (r > half || (r == half && (q & 1u))) q++;
+    return (unsigned short)(s | q);
+}
+__device__ inline float knc_widen(knc_bf16 h) {
+    unsigned int u = (unsigned int)h.u << 16;
+    if ((u & 0x7fffffffu) > 0x7f800000u) u |= 0x400000u;
+    return __uint_as_float(u);
+}
+__device__ inline float knc_widen(knc_f16 h) {
+    unsigned int s = (unsigned int)(h.u & 0x8000u) << 16, e = (h.u >> 10) & 0x1fu, m = h.u & 0x3ffu;
+    if (e == 0x1fu) return __uint_as_float(s | 0x7f800000u | (m ? 0x400000u | (m << 13) : 0u));
+    if (e == 0u) return __uint_as_float(__float_as_uint((float)m * 5.9604644775390625e-8f) | s);
+    return __uint_as_float(s | ((e + 112u) << 23) | (m << 13));
+}
+__device__ inline float knc_widen(float x) { return x; }
+__device__ inline double knc_widen(double x) { return x; }
+/* The math type of a storage type: float for the 16-bit ones. */
+template <typename S> struct knc_math { typedef S type; };
+template <> struct knc_math<knc_bf16> { typedef float type; };
+template <> struct knc_math<knc_f16> { typedef float type; };
+/* x stored as S (rounded once for the 16-bit types). */
+template <typename S> __device__ inline S knc_narrow(typename knc_math<S>::type x) { return x; }
+template <> __device__ inline knc_bf16 knc_narrow<knc_bf16>(float x) { return knc_bf16{knc_bf16_bits(x)}; }
+template <> __device__ inline knc_f16 knc_narrow<knc_f16>(float x) { return knc_f16{knc_f16_bits(x)}; }
+
 /* W elements of T loaded or stored as one access (16 bytes for W = 16 / sizeof(T)). */
 template <typename T, int W>
 struct alignas(sizeof(T) * W) knc_pack {

@@ -244,21 +244,25 @@ KNC_KERNEL(knc_layernorm_dx) { return norm_any(n, in, out, 2); }
 
 /* ---------------------------------------------------------------- cross_entropy */
 
-/* A row is read in groups of KNC_CE_V(T) elements (16 bytes): group g is elements
+/* A row of storage type S (f32, f64, or bf16/f16 logits, whose math is f32:
+ * knc_math) is read in groups of KNC_CE_V(S) elements (16 bytes): group g is elements
  * [g V, g V + V) clipped to the row. */
-#define KNC_CE_V(T) ((int)(16 / sizeof(T)))
+#define KNC_CE_V(S) ((int)(16 / sizeof(S)))
 
-/* Group g of a row of v elements: one 16-byte load (VEC: v % V == 0, row 16-byte aligned),
- * else element by element with -inf past the end (-inf adds nothing to the statistics). */
-template <typename T, bool VEC>
-__device__ inline knc_pack<T, KNC_CE_V(T)> knc_ce_load(const T *row, int64_t g, int64_t v) {
-    constexpr int V = KNC_CE_V(T);
+/* Group g of a row of v elements, widened to the math type T: one 16-byte load (VEC: v %
+ * V == 0, row 16-byte aligned), else element by element with -inf past the end (-inf adds
+ * nothing to the statistics). */
+template <typename S, bool VEC, typename T = typename knc_math<S>::type>
+__device__ inline knc_pack<T, KNC_CE_V(S)> knc_ce_load(const S *row, int64_t g, int64_t v) {
+    constexpr int V = KNC_CE_V(S);
     knc_pack<T, V> p;
     if constexpr (VEC) {
-        p = *(const knc_pack<T, V> *)(row + g * V);
+        knc_pack<S, V> q = *(const knc_pack<S, V> *)(row + g * V);
+#pragma unroll
+        for (int i = 0; i < V; i++) p.v[i] = knc_widen(q.v[i]);
     } else {
 #pragma unroll
-        for (int i = 0; i < V; i++) p.v[i] = g * V + i < v ? row[g * V + i] : (T)-INFINITY;
+        for (int i = 0; i < V; i++) p.v[i] = g * V + i < v ? knc_widen(row[g * V + i]) : (T)-INFINITY;
     }
     return p;
 }
@@ -269,9 +273,8 @@ __device__ inline knc_pack<T, KNC_CE_V(T)> knc_ce_load(const T *row, int64_t g, 
  * x - m <= 0 and no exp overflows. A -inf element adds exactly 0 (exp(-inf - m) for every
  * m > -inf; m == -inf at the end is settled by knc_block_lse); NaN makes s NaN; an element
  * +inf makes m = +inf and adds exp(inf - inf) = NaN, as on the CPU. */
-template <typename T>
-__device__ inline void knc_lse_fold(const knc_pack<T, KNC_CE_V(T)> &p, T &m, double &s) {
-    constexpr int V = KNC_CE_V(T);
+template <typename T, int V>
+__device__ inline void knc_lse_fold(const knc_pack<T, V> &p, T &m, double &s) {
     T pm = m;
 #pragma unroll
     for (int i = 0; i < V; i++)
@@ -286,17 +289,18 @@ __device__ inline void knc_lse_fold(const knc_pack<T, KNC_CE_V(T)> &p, T &m, dou
 
 /* The running pair of thread threadIdx.x over its groups threadIdx.x, + blockDim.x, ...
  * of a row of v elements, two groups in flight, in group order. */
-template <typename T, bool VEC>
-__device__ inline void knc_lse_scan(const T *row, int64_t v, T &m, double &s) {
-    int64_t ng = (v + KNC_CE_V(T) - 1) / KNC_CE_V(T), step = blockDim.x, g = threadIdx.x;
+template <typename S, bool VEC, typename T = typename knc_math<S>::type>
+__device__ inline void knc_lse_scan(const S *row, int64_t v, T &m, double &s) {
+    constexpr int V = KNC_CE_V(S);
+    int64_t ng = (v + V - 1) / V, step = blockDim.x, g = threadIdx.x;
     m = (T)-INFINITY;
     s = 0;
     for (; g + step < ng; g += 2 * step) {
-        knc_pack<T, KNC_CE_V(T)> a = knc_ce_load<T, VEC>(row, g, v), b = knc_ce_load<T, VEC>(row, g + step, v);
-        knc_lse_fold<T>(a, m, s);
-        knc_lse_fold<T>(b, m, s);
+        knc_pack<T, V> a = knc_ce_load<S, VEC>(row, g, v), b = knc_ce_load<S, VEC>(row, g + step, v);
+        knc_lse_fold<T, V>(a, m, s);
+        knc_lse_fold<T, V>(b, m, s);
     }
-    if (g < ng) knc_lse_fold<T>(knc_ce_load<T, VEC>(row, g, v), m, s);
+    if (g < ng) knc_lse_fold<T, V>(knc_ce_load<S, VEC>(row, g, v), m, s);
 }
 
 /* (m, s) += (m2, s2): the max, and both sums taken to it; equal maxima (two -inf, two
@@ -340,19 +344,19 @@ __device__ inline int64_t knc_target(const void *t, bool i32, int64_t r) {
 }
 
 /* term[r] = lse(row r) - row r[target r], a block per row, one pass over the row. */
-template <typename T, bool VEC>
+template <typename S, bool VEC>
 __global__ void __launch_bounds__(KNC_THREADS)
-    knc_ce_rows(const T *__restrict__ logits, const void *__restrict__ t, bool i32, int64_t v, double *__restrict__ term) {
+    knc_ce_rows(const S *__restrict__ logits, const void *__restrict__ t, bool i32, int64_t v, double *__restrict__ term) {
     __shared__ double shm[32], shs[32];
-    const T *row = logits + blockIdx.x * v;
-    T m;
+    const S *row = logits + blockIdx.x * v;
+    typename knc_math<S>::type m;
     double s;
-    knc_lse_scan<T, VEC>(row, v, m, s);
+    knc_lse_scan<S, VEC>(row, v, m, s);
     double lse = knc_block_lse((double)m, s, shm, shs);
     /* a target outside the row (only possible in a captured graph, where the host does not
      * check them first) gives NaN, never a read outside the row */
     int64_t tg = knc_target(t, i32, blockIdx.x);
-    if (threadIdx.x == 0) term[blockIdx.x] = tg >= 0 && tg < v ? lse - (double)row[tg] : (double)NAN;
+    if (threadIdx.x == 0) term[blockIdx.x] = tg >= 0 && tg < v ? lse - (double)knc_widen(row[tg]) : (double)NAN;
 }
 
 /* loss = the mean of the rows' terms, one block, in a fixed order. */
@@ -366,10 +370,8 @@ __global__ void knc_ce_total(const double *term, int64_t rows, T *loss) {
 }
 
 /* Group g of dlogits: exp(x - lse) * scale, less scale at the target (element tg). */
-template <typename T>
-__device__ inline knc_pack<T, KNC_CE_V(T)> knc_ce_grad(const knc_pack<T, KNC_CE_V(T)> &p, int64_t g, T lse, T scale,
-                                                       int64_t tg) {
-    constexpr int V = KNC_CE_V(T);
+template <typename T, int V>
+__device__ inline knc_pack<T, V> knc_ce_grad(const knc_pack<T, V> &p, int64_t g, T lse, T scale, int64_t tg) {
     knc_pack<T, V> o;
 #pragma unroll
     for (int i = 0; i < V; i++) {
@@ -379,39 +381,44 @@ __device__ inline knc_pack<T, KNC_CE_V(T)> knc_ce_grad(const knc_pack<T, KNC_CE_
     return o;
 }
 
-template <typename T, bool VEC>
-__device__ inline void knc_ce_store(T *row, int64_t g, int64_t v, const knc_pack<T, KNC_CE_V(T)> &o) {
-    constexpr int V = KNC_CE_V(T);
+/* Group g of a dlogits row, narrowed to the storage type S (rounded once, as a cast). */
+template <typename S, bool VEC, typename T, int V>
+__device__ inline void knc_ce_store(S *row, int64_t g, int64_t v, const knc_pack<T, V> &o) {
     if constexpr (VEC) {
-        *(knc_pack<T, V> *)(row + g * V) = o;
+        knc_pack<S, V> q;
+#pragma unroll
+        for (int i = 0; i < V; i++) q.v[i] = knc_narrow<S>(o.v[i]);
+        *(knc_pack<S, V> *)(row + g * V) = q;
     } else {
 #pragma unroll
         for (int i = 0; i < V; i++)
-            if (g * V + i < v) row[g * V + i] = o.v[i];
+            if (g * V + i < v) row[g * V + i] = knc_narrow<S>(o.v[i]);
     }
 }
 
 /* dlogits = (softmax(row) - onehot(target)) * dloss / rows, a block per row: the one-pass
  * statistics, then a second pass that writes (VEC: dlogits rows 16-byte aligned too). */
-template <typename T, bool VEC>
+template <typename S, bool VEC>
 __global__ void __launch_bounds__(KNC_THREADS)
-    knc_ce_bwd_rows(const T *__restrict__ dloss, const T *__restrict__ logits, const void *__restrict__ t, bool i32,
-                    int64_t rows, int64_t v, T *__restrict__ dlogits) {
+    knc_ce_bwd_rows(const typename knc_math<S>::type *__restrict__ dloss, const S *__restrict__ logits,
+                    const void *__restrict__ t, bool i32, int64_t rows, int64_t v, S *__restrict__ dlogits) {
+    typedef typename knc_math<S>::type T;
+    constexpr int V = KNC_CE_V(S);
     __shared__ double shm[32], shs[32];
-    const T *row = logits + blockIdx.x * v;
-    T *dr = dlogits + blockIdx.x * v, m;
+    const S *row = logits + blockIdx.x * v;
+    S *dr = dlogits + blockIdx.x * v;
+    T m;
     T scale = (T)((double)*dloss / (double)rows);
     double s;
-    knc_lse_scan<T, VEC>(row, v, m, s);
+    knc_lse_scan<S, VEC>(row, v, m, s);
     T lse = (T)knc_block_lse((double)m, s, shm, shs);
-    int64_t tg = knc_target(t, i32, blockIdx.x), ng = (v + KNC_CE_V(T) - 1) / KNC_CE_V(T), step = blockDim.x,
-            g = threadIdx.x;
+    int64_t tg = knc_target(t, i32, blockIdx.x), ng = (v + V - 1) / V, step = blockDim.x, g = threadIdx.x;
     for (; g + step < ng; g += 2 * step) {
-        knc_pack<T, KNC_CE_V(T)> a = knc_ce_load<T, VEC>(row, g, v), b = knc_ce_load<T, VEC>(row, g + step, v);
-        knc_ce_store<T, VEC>(dr, g, v, knc_ce_grad<T>(a, g, lse, scale, tg));
-        knc_ce_store<T, VEC>(dr, g + step, v, knc_ce_grad<T>(b, g + step, lse, scale, tg));
+        knc_pack<T, V> a = knc_ce_load<S, VEC>(row, g, v), b = knc_ce_load<S, VEC>(row, g + step, v);
+        knc_ce_store<S, VEC>(dr, g, v, knc_ce_grad<T, V>(a, g, lse, scale, tg));
+        knc_ce_store<S, VEC>(dr, g + step, v, knc_ce_grad<T, V>(b, g + step, lse, scale, tg));
     }
-    if (g < ng) knc_ce_store<T, VEC>(dr, g, v, knc_ce_grad<T>(knc_ce_load<T, VEC>(row, g, v), g, lse, scale, tg));
+    if (g < ng) knc_ce_store<S, VEC>(dr, g, v, knc_ce_grad<T, V>(knc_ce_load<S, VEC>(row, g, v), g, lse, scale, tg));
 }
 
 /* Targets checked on the host (KN_ERR_ARG naming the first bad one, as the CPU does). */
@@ -431,20 +438,23 @@ static kn_status check_targets(const kn_node *n, const kn_tensor *t, int64_t v) 
 
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-template <typename T>
+/* S: the logits' storage type (the loss and its gradient are in knc_math<S>: f32 for
+ * 16-bit logits; the logits' gradient in S). */
+template <typename S>
 static kn_status ce_launch(const kn_tensor *const *in, kn_tensor *out, bool bwd) {
+    typedef typename knc_math<S>::type T;
     const kn_tensor *lg = bwd ? in[1] : in[0], *t = bwd ? in[2] : in[1];
     int64_t v = lg->shape[lg->ndim - 1], rows = kn_tensor_numel(t);
     bool i32 = t->dtype == KN_DT_I32;
-    const T *x = (const T *)kn_tensor_data(lg);
-    bool vec = v % KNC_CE_V(T) == 0 && aligned16(x);
+    const S *x = (const S *)kn_tensor_data(lg);
+    bool vec = v % KNC_CE_V(S) == 0 && aligned16(x);
     if (bwd) {
         if (rows * v == 0) return KN_OK;
         const T *dl = (const T *)kn_tensor_data(in[0]);
-        T *dx = (T *)kn_tensor_data(out);
+        S *dx = (S *)kn_tensor_data(out);
         if (vec && aligned16(dx))
-            knc_ce_bwd_rows<T, true><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);
-        else knc_ce_bwd_rows<T, false><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);
+            knc_ce_bwd_rows<S, true><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);
+        else knc_ce_bwd_rows<S, false><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);
         KNC_LAUNCHED(knc_ce_bwd_rows);
         return KN_OK;
     }
@@ -454,8 +464,8 @@ static kn_status ce_launch(const kn_tensor *const *in, kn_tensor *out, bool bwd)
     kn_status st = KN_OK;
     double *tp = (double *)kn_tensor_data(term);
     if (rows > 0) {
-        if (vec) knc_ce_rows<T, true><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(x, kn_tensor_data(t), i32, v, tp);
-        else knc_ce_rows<T, false><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(x, kn_tensor_data(t), i32, v, tp);
+        if (vec) knc_ce_rows<S, true><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(x, kn_tensor_data(t), i32, v, tp);
+        else knc_ce_rows<S, false><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(x, kn_tensor_data(t), i32, v, tp);
         st = knc_check_launch("knc_ce_rows", __FILE__, __LINE__);
     }
     if (st == KN_OK) {
@@ -468,11 +478,16 @@ static kn_status ce_launch(const kn_tensor *const *in, kn_tensor *out, bool bwd)
 
 static kn_status ce_any(const kn_node *n, const kn_tensor *const *in, kn_tensor **out, bool bwd) {
     const kn_tensor *lg = bwd ? in[1] : in[0], *t = bwd ? in[2] : in[1];
-    if (!is_float(lg->dtype)) return knc_unsupported(n, lg->dtype);
-    if (bwd && in[0]->dtype != lg->dtype) return knc_unsupported(n, in[0]->dtype);
+    kn_dtype dt = lg->dtype;
+    bool low = dt == KN_DT_BF16 || dt == KN_DT_F16; /* 16-bit logits: an f32 loss and loss gradient */
+    if (!is_float(dt) && !low) return knc_unsupported(n, dt);
+    if (bwd && in[0]->dtype != (low ? KN_DT_F32 : dt)) return knc_unsupported(n, in[0]->dtype);
     if (!knc_capturing()) KN_TRY(check_targets(n, t, lg->shape[lg->ndim - 1])); /* a sync: not in a graph */
     KN_TRY(knc_new_out(n, knc_dev(in), out));
-    kn_status st = lg->dtype == KN_DT_F32 ? ce_launch<float>(in, *out, bwd) : ce_launch<double>(in, *out, bwd);
+    kn_status st = dt == KN_DT_F32    ? ce_launch<float>(in, *out, bwd)
+                   : dt == KN_DT_F64  ? ce_launch<double>(in, *out, bwd)
+                   : dt == KN_DT_BF16 ? ce_launch<knc_bf16>(in, *out, bwd)
+                                      : ce_launch<knc_f16>(in, *out, bwd);
     if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
     return st;
 }

@@ -11,13 +11,25 @@
  * shuffle tree of knc_block_sum, and one block then sums the partials in the same fixed
  * order. The order differs from the CPU's left-to-right loop, so the norm agrees with the
  * CPU's to rounding (about 1e-15 relative), not bitwise. Reading the norm back is the one
- * synchronization of the clip. */
+ * synchronization of the clip.
+ *
+ * Mixed precision: given a low slab, the update also writes each updated weight rounded
+ * to bf16 or f16 (the weights' copies the step's products read), in the same kernel, so
+ * the f32 slab is read once per step, not once more by a cast. The rounding is the bit
+ * level of the generated kernels' kn_bf16_store / kn_f16_store (kn_lowp_source), so the
+ * copy is bitwise what a cast kernel of the updated slab would store. */
 #include "runtime/cuda_impl.h"
 
 #define KNC_NORM_BLOCKS 512
 
+/* low_bf16: 1 for bf16 copies, 0 for f16; low NULL: none. */
+__device__ static inline void knc_store_low(unsigned short *low, int low_bf16, int64_t i, float x) {
+    if (low) low[i] = low_bf16 ? knc_bf16_bits(x) : knc_f16_bits(x);
+}
+
 __global__ void knc_adamw_kernel(float *p, const float *g, float *m, float *v, int64_t n, int64_t n_decay, double lr,
-                                 double b1, double b2, double eps, double wd, double c1, double c2) {
+                                 double b1, double b2, double eps, double wd, double c1, double c2,
+                                 unsigned short *low, int low_bf16) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         double pi = (double)p[i], gi = (double)g[i];
         if (i < n_decay) pi -= lr * wd * pi;
@@ -27,12 +39,14 @@ __global__ void knc_adamw_kernel(float *p, const float *g, float *m, float *v, i
         m[i] = mf;
         v[i] = vf;
         pi -= lr * ((double)mf / c1) / (sqrt((double)vf / c2) + eps);
-        p[i] = (float)pi;
+        float pf = (float)pi;
+        p[i] = pf;
+        knc_store_low(low, low_bf16, i, pf);
     }
 }
 
 __global__ void knc_sgd_kernel(float *p, const float *g, float *buf, int64_t n, int64_t n_decay, double lr, double mu,
-                               double wd, int first) {
+                               double wd, int first, unsigned short *low, int low_bf16) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         double gi = (double)g[i];
         if (i < n_decay) gi += wd * (double)p[i];
@@ -41,7 +55,9 @@ __global__ void knc_sgd_kernel(float *p, const float *g, float *buf, int64_t n, 
             b = first ? gi : mu * (double)buf[i] + gi;
             buf[i] = (float)b;
         }
-        p[i] = (float)((double)p[i] - lr * b);
+        float pf = (float)((double)p[i] - lr * b);
+        p[i] = pf;
+        knc_store_low(low, low_bf16, i, pf);
     }
 }
 
@@ -68,9 +84,14 @@ __global__ void knc_scale_kernel(float *g, int64_t n, double s) {
 }
 
 extern "C" kn_status kn_cuda_optim_step(int device, kn_optim *o, float *param, const float *grad, float *state,
-                                        double lr) {
+                                        double lr, kn_dtype low_dt, void *low) {
     if (!o || (o->n && (!param || !grad || !state)))
         return kn_error(KN_ERR_ARG, "kn_cuda_optim_step: optimizer not initialized or NULL slab");
+    if (low && low_dt != KN_DT_BF16 && low_dt != KN_DT_F16)
+        return kn_error(KN_ERR_ARG, "kn_cuda_optim_step: the weights' low copies are bf16 or f16, not %s",
+                        kn_dtype_name(low_dt));
+    unsigned short *lw = (unsigned short *)low;
+    int lb = low_dt == KN_DT_BF16;
     if (!isfinite(lr) || lr < 0.0) return kn_error(KN_ERR_ARG, "kn_cuda_optim_step: learning rate %g is not >= 0", lr);
     if (device < 0) return kn_error(KN_ERR_ARG, "kn_cuda_optim_step: device index %d", device);
     KN_CUDA_TRY(cudaSetDevice(device));
@@ -78,14 +99,14 @@ extern "C" kn_status kn_cuda_optim_step(int device, kn_optim *o, float *param, c
         unsigned blocks = knc_blocks(o->n);
         if (o->cfg.kind == KN_OPTIM_SGD) {
             knc_sgd_kernel<<<blocks, KNC_THREADS, 0, knc_stream>>>(param, grad, state, o->n, o->n_decay, lr, o->cfg.momentum,
-                                                    o->cfg.weight_decay, o->step == 0);
+                                                    o->cfg.weight_decay, o->step == 0, lw, lb);
             KNC_LAUNCHED(knc_sgd_kernel);
         } else {
             const double t = (double)(o->step + 1);
             const double c1 = 1.0 - pow(o->cfg.beta1, t), c2 = 1.0 - pow(o->cfg.beta2, t);
             knc_adamw_kernel<<<blocks, KNC_THREADS, 0, knc_stream>>>(param, grad, state, state + o->n, o->n, o->n_decay, lr,
                                                       o->cfg.beta1, o->cfg.beta2, o->cfg.eps, o->cfg.weight_decay,
-                                                      c1, c2);
+                                                      c1, c2, lw, lb);
             KNC_LAUNCHED(knc_adamw_kernel);
         }
     }

@@ -343,11 +343,16 @@ kn_status kn_device_contiguous(const char *fn, const kn_tensor *t, kn_tensor **o
     return be->contiguous(be->ctx, fn, t, out);
 }
 
-kn_status kn_device_optim_step(kn_device dev, kn_optim *o, float *param, const float *grad, float *state,
-                               double lr) {
+kn_status kn_device_optim_step_low(kn_device dev, kn_optim *o, float *param, const float *grad, float *state,
+                                   double lr, kn_dtype low_dt, void *low) {
     KN_TRY(kn_device_check("kn_device_optim_step", dev));
     const kn_device_backend *be = kn_device_table[dev.type];
-    return be->optim_step(be->ctx, dev.index, o, param, grad, state, lr);
+    return be->optim_step(be->ctx, dev.index, o, param, grad, state, lr, low_dt, low);
+}
+
+kn_status kn_device_optim_step(kn_device dev, kn_optim *o, float *param, const float *grad, float *state,
+                               double lr) {
+    return kn_device_optim_step_low(dev, o, param, grad, state, lr, KN_DT_F32, NULL);
 }
 
 kn_status kn_device_clip_grad_norm(kn_device dev, float *grad, int64_t n, double max_norm, double *norm) {

@@ -147,9 +147,9 @@ static kn_status cpu_contiguous(void *ctx, const char *fn, const kn_tensor *t, k
 }
 
 static kn_status cpu_optim_step(void *ctx, int index, kn_optim *o, float *param, const float *grad, float *state,
-                                double lr) {
+                                double lr, kn_dtype low_dt, void *low) {
     (void)ctx; (void)index;
-    return kn_optim_step_state(o, param, grad, state, lr);
+    return kn_optim_step_low(o, param, grad, state, lr, low_dt, low);
 }
 
 static kn_status cpu_scale(void *ctx, int index, float *x, int64_t n, double s) {

@@ -350,8 +350,9 @@ static kn_status cuda_node_eval(void *, int, const kn_node *n, const kn_tensor *
 static kn_status cuda_contiguous(void *, const char *fn, const kn_tensor *t, kn_tensor **out) {
     return kn_cuda_contiguous(fn, t, out);
 }
-static kn_status cuda_optim(void *, int index, kn_optim *o, float *param, const float *grad, float *state, double lr) {
-    return kn_cuda_optim_step(index, o, param, grad, state, lr);
+static kn_status cuda_optim(void *, int index, kn_optim *o, float *param, const float *grad, float *state, double lr,
+                            kn_dtype low_dt, void *low) {
+    return kn_cuda_optim_step(index, o, param, grad, state, lr, low_dt, low);
 }
 static kn_status cuda_clip(void *, int index, float *grad, int64_t n, double max_norm, double *norm) {
     return kn_cuda_clip_grad_norm(index, grad, n, max_norm, norm);

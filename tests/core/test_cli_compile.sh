@@ -47,7 +47,7 @@ python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['input'].s
 python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['max_abs_delta'] is None" "$dir/n.json" || fail "--no-check report"
 
 # Usage errors: exit 2.
-expect 2 "unknown pass 'bogus' (known: fold, views, algebra, cse, dce, remat, autocast, flash, ddp, zero, all, none)" tests/passes/dce.in.ir --passes cse,bogus
+expect 2 "unknown pass 'bogus' (known: fold, views, algebra, cse, dce, remat, autocast, lowparams, lowloss, flash, ddp, zero, all, none)" tests/passes/dce.in.ir --passes cse,bogus
 expect 2 "unknown option '--frobnicate'" tests/passes/dce.in.ir --frobnicate
 expect 2 "give one input" --passes all
 expect 2 "give one input" tests/passes/dce.in.ir --gpt small

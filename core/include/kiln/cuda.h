@@ -112,8 +112,11 @@ kn_status kn_cuda_empty_cache(int device, size_t *released);
  * param[0..o->n) with grad on CUDA device `device`, the state slab (o->state_len floats:
  * SGD's momentum buffer, or AdamW's m then v) also on the device; o->state (host) is not
  * touched, o->step advances. Same formulas, per-element double arithmetic, as the CPU.
- * Asynchronous: queued on the default stream. */
-kn_status kn_cuda_optim_step(int device, kn_optim *o, float *param, const float *grad, float *state, double lr);
+ * low (may be NULL): o->n 16-bit words on the device that receive each updated parameter
+ * rounded to low_dt (bf16 or f16, the bit-level rounding of kn_lowp_source), in the same
+ * kernel (kn_optim_step_low). Asynchronous: queued on the default stream. */
+kn_status kn_cuda_optim_step(int device, kn_optim *o, float *param, const float *grad, float *state, double lr,
+                             kn_dtype low_dt, void *low);
 /* kn_clip_grad_norm on a device slab: *norm receives the norm before clipping (summed in
  * double in a fixed order: deterministic, equal to the CPU's to rounding); grad is scaled
  * by max_norm / (norm + 1e-6) when norm > max_norm > 0. Waits for the norm. */

@@ -71,7 +71,7 @@ typedef struct kn_device_backend {
      * node_eval: run node n on device `index`; in[] contiguous, on this device or (small
      * sources such as a `full`) on the host; *out a new contiguous tensor there.
      * contiguous: a contiguous tensor on t's device with t's contents (an alias when t is
-     * contiguous already). optim_step / clip_grad_norm: kn_optim_step and
+     * contiguous already). optim_step / clip_grad_norm: kn_optim_step_low and
      * kn_clip_grad_norm on slabs in this device's memory (state: o->state_len floats);
      * the same formulas and bits on every backend. profile_start / profile_report: the
      * per-op profile of node_eval (KN_ERR_UNSUPPORTED where the backend has none). */
@@ -79,7 +79,7 @@ typedef struct kn_device_backend {
     kn_status (*node_eval)(void *ctx, int index, const kn_node *n, const kn_tensor *const *in, kn_tensor **out);
     kn_status (*contiguous)(void *ctx, const char *fn, const kn_tensor *t, kn_tensor **out);
     kn_status (*optim_step)(void *ctx, int index, kn_optim *o, float *param, const float *grad, float *state,
-                            double lr);
+                            double lr, kn_dtype low_dt, void *low);
     kn_status (*clip_grad_norm)(void *ctx, int index, float *grad, int64_t n, double max_norm, double *norm);
     kn_status (*profile_start)(void *ctx, int index);
     kn_status (*profile_report)(void *ctx, FILE *f, FILE *tsv, double step_ms, int top);
@@ -141,6 +141,10 @@ kn_status kn_device_contiguous(const char *fn, const kn_tensor *t, kn_tensor **o
  * GPU (queued on the default stream). */
 kn_status kn_device_optim_step(kn_device dev, kn_optim *o, float *param, const float *grad, float *state,
                                double lr);
+/* The same, also writing the updated parameters rounded to low_dt (bf16 or f16) into low
+ * (o->n 16-bit words on dev) in the same pass: kn_optim_step_low on every backend. */
+kn_status kn_device_optim_step_low(kn_device dev, kn_optim *o, float *param, const float *grad, float *state,
+                                   double lr, kn_dtype low_dt, void *low);
 /* x[i] = (float)((double)x[i] * s) for a slab of n floats on dev (asynchronous on a GPU). */
 kn_status kn_device_scale(kn_device dev, float *x, int64_t n, double s);
 /* Global-norm clipping of a gradient slab on dev; *norm: the norm before clipping. Waits

@@ -357,7 +357,10 @@ kn_val kn_flash_attn(kn_builder *b, kn_val q, kn_val k, kn_val v, double scale);
 /* Over the last axis: (x - mean) / sqrt(var + eps) * w + bias; w, bias: [C]. */
 kn_val kn_layernorm(kn_builder *b, kn_val x, kn_val w, kn_val bias, double eps);
 /* Mean over all positions of -log_softmax(logits)[target]: logits [..., V] float,
- * targets [...] i32 or i64 in [0, V) (out of range: KN_ERR_ARG when run). 0-d result. */
+ * targets [...] i32 or i64 in [0, V) (out of range: KN_ERR_ARG when run). 0-d result, of
+ * the logits' dtype, but f32 for bf16/f16 logits (read as they are, computed in f32: no
+ * f32 copy of the logits is needed; its backward then takes the f32 loss gradient and
+ * gives the logits' dtype). */
 kn_val kn_cross_entropy(kn_builder *b, kn_val logits, kn_val targets);
 
 /* Append any op by hand: checks arity and attributes, infers the type (for sources the

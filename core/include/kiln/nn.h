@@ -62,9 +62,10 @@ typedef struct kn_params {
     float *data;             /* the slab's floats */
 } kn_params;
 
-/* One view per parameter (info[i].shape) into `slab`, a flat f32 tensor laid out like
- * p->slab on any device (the parameters, their gradients, a GPU copy). *out receives an
- * owned array of p->count tensors, freed with kn_params_views_free; nothing on failure. */
+/* One view per parameter (info[i].shape) into `slab`, a flat float tensor laid out like
+ * p->slab on any device (the parameters, their gradients, a GPU copy, the bf16 copies of
+ * mixed precision). *out receives an owned array of p->count tensors, freed with
+ * kn_params_views_free; nothing on failure. */
 kn_status kn_params_views(const kn_params *p, const kn_tensor *slab, kn_tensor ***out);
 void kn_params_views_free(const kn_params *p, kn_tensor **views); /* NULL is fine */
 
@@ -152,6 +153,17 @@ typedef struct kn_trainer {
     bool skipped;            /* the last kn_trainer_step found inf/NaN and skipped its update */
     bool inject_inf;         /* a test hook: the next step puts +inf into the first gradient
                               * (before the check), then clears it */
+    /* Mixed precision's weight copies (the pass lowparams in t->passes, kiln/passes.h): when
+     * the programs read params NAME@bf16 (or @f16), `low` holds every parameter rounded to
+     * low_dt, one slab laid out as the f32 one (owned, on dev), and its views are bound by
+     * those names. The update writes it in the same pass as the f32 slab
+     * (kn_device_optim_step_low). low_fresh: low is the rounded slab; a compile, a move or
+     * an update the trainer did not make (data parallelism's) clears it, and the next run
+     * rounds the slab first (kn_trainer_low_refresh). low NULL, low_dt f32: no copies. */
+    kn_dtype low_dt;
+    kn_tensor *low;
+    kn_tensor **low_views;
+    bool low_fresh;
 } kn_trainer;
 
 kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_optim_config *ocfg, double clip);
@@ -160,6 +172,9 @@ void kn_trainer_free(kn_trainer *t);
  * pass list t->passes. Only the CPU has a C renderer: on a GPU the programs stay node by
  * node. */
 kn_status kn_trainer_set_compiled(kn_trainer *t, bool on);
+/* Round the parameter slab into the weights' low copies unless they are fresh (see
+ * kn_trainer.low); nothing without copies. Every run of the trainer's programs calls it. */
+kn_status kn_trainer_low_refresh(kn_trainer *t);
 /* Forward + backward on the batch (x, y: B*T tokens each), clip, one optimizer step at lr.
  * *loss gets the batch's loss before the update, *gnorm (may be NULL) the gradient norm.
  * With t->eager set, the forward and backward run eagerly (the teaching and ablation

@@ -55,6 +55,14 @@ kn_status kn_optim_step(kn_optim *o, float *param, const float *grad, double lr)
 /* The same update with the state slab given (o->state_len floats; o->state is not
  * touched): the CPU backend's optimizer kernel (kn_device_optim_step). */
 kn_status kn_optim_step_state(kn_optim *o, float *param, const float *grad, float *state, double lr);
+/* Mixed precision's fused update: the same, and in the same pass over memory each updated
+ * parameter rounded to low_dt (KN_DT_BF16 or KN_DT_F16; lab 09's kn_f32_to_bf16 /
+ * kn_f32_to_f16 of the stored f32, so bitwise a cast of the updated slab) is written to
+ * low[0..n) (16-bit words): the low-precision copies of the weights a step reads (params
+ * NAME@bf16 of the pass lowparams, kiln/passes.h), made without a second pass over the f32
+ * slab. low NULL: kn_optim_step_state. KN_ERR_ARG for another low_dt. */
+kn_status kn_optim_step_low(kn_optim *o, float *param, const float *grad, float *state, double lr, kn_dtype low_dt,
+                            void *low);
 
 /* Global-norm clipping: norm = sqrt(sum grad^2) (accumulated in double); when norm >
  * max_norm, grad *= max_norm / (norm + 1e-6). max_norm <= 0 disables clipping (the norm

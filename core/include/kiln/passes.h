@@ -223,7 +223,8 @@ kn_status kn_passes_live_bytes(const kn_graph *g, const char *passes, double *by
  * (core/passes/autocast.c)
  *
  * autocast:bf16 / autocast:fp16 assigns dtypes to a graph's f32 computations from one
- * policy table, kn_autocast_policy (a unit of lab 09 to be: the one decision per op):
+ * policy table, kn_autocast_policy (lab 09's unit, with kn_autocast_decide: see "lab 09
+ * units" below):
  *   KN_AUTOCAST_LOW   the op runs in the low dtype, its operands cast down (matmul: the
  *                     linear layers and both attention products, forward and backward);
  *   KN_AUTOCAST_F32   the op runs in f32, low operands cast up (reductions, norms,
@@ -241,13 +242,35 @@ typedef enum kn_autocast_class {
     KN_AUTOCAST_F32,
 } kn_autocast_class;
 
-kn_autocast_class kn_autocast_policy(kn_op op);
 /* "bf16" -> KN_DT_BF16; "fp16" or "f16" -> KN_DT_F16; else KN_ERR_ARG naming both. */
 kn_status kn_autocast_parse(const char *text, kn_dtype *out);
 /* Rewrite g in place with low dtype `low` (bf16 or f16); st (may be NULL) counts rules. */
 kn_status kn_autocast(kn_graph *g, kn_dtype low, kn_pass_stats *st);
 kn_status kn_pass_autocast(kn_graph *g, kn_pass_stats *st);  /* the table's: dtype in st->arg */
 kn_status kn_autocast_check_arg(const char *arg);
+
+/* lowparams:bf16 / lowparams:fp16 (core/passes/autocast.c), after autocast: every cast to
+ * the low dtype of an f32 param, or of a chain of views of one (attention's slices of the
+ * fused q, k, v weight), becomes the same chain over a new param of the low dtype named
+ * kn_lowparam_name(NAME) = "NAME@bf16" ("NAME@f16"), one per param; the f32 views only
+ * the casts read are dropped (the f32 param stays, read by nothing in the step). The
+ * caller binds the new params to copies that the optimizer writes in its update
+ * (kn_optim_step_low, kiln/optim.h; the trainer does, kiln/nn.h), so the step no longer
+ * reads the f32 weights nor holds their copies as activations. Exact when the bound
+ * copies are the rounded params. Stats: "params" (new params), "casts" (casts replaced). */
+kn_status kn_lowparams(kn_graph *g, kn_dtype low, kn_pass_stats *st);
+kn_status kn_pass_lowparams(kn_graph *g, kn_pass_stats *st); /* the table's: dtype in st->arg */
+kn_status kn_lowparams_check_arg(const char *arg);
+/* lowloss (core/passes/autocast.c), after autocast: cross_entropy(cast_f32(x)) of 16-bit
+ * logits x becomes cross_entropy(x) (an f32 loss: kiln/ir.h), and the cast down of
+ * cross_entropy_bwd(d, cast_f32(x), t) becomes cross_entropy_bwd(d, x, t) in x's dtype
+ * when only casts to that dtype read it; the casts up nothing reads go. The kernels widen
+ * and round as the casts did: the same values (bit for bit on the CPU; a GPU's loss kernel
+ * sums a row in another order), without the two f32 copies of the logits (GPT-2 at B = 8,
+ * T = 1024: 1.6 GB each). Stats: "loss", "loss_bwd". */
+kn_status kn_pass_lowloss(kn_graph *g, kn_pass_stats *st);
+/* "NAME@bf16" / "NAME@f16" into out (KN_NAME_MAX bytes); KN_ERR_ARG when too long. */
+kn_status kn_lowparam_name(const char *name, kn_dtype low, char *out);
 
 /* ---------------------------------------------------------------- graph editing helpers */
 
@@ -469,6 +492,34 @@ typedef struct kn_mem_buffer {
 kn_status kn_mem_liveness(const kn_mem_step *steps, int nsteps, int nvalues, int32_t *first, int32_t *last);
 kn_status kn_mem_assign_offsets(const kn_mem_buffer *bufs, int n, size_t *offsets, size_t *arena);
 kn_status kn_remat_selective(const kn_graph *g, bool *recompute);
+
+/* ---------------------------------------------------------------- lab 09 units
+ * Declared here, called by the autocast pass (core/passes/autocast.c), written by students
+ * in labs/lab09-precision/autocast.c (the staff's units are linked for every other lab).
+ *
+ * kn_autocast_policy (autocast.c): op's class. KN_AUTOCAST_LOW: matmul, flash_attn,
+ * flash_attn_bwd (the pass keeps a flash node f32 where the GPU has no bf16 kernel for
+ * its head dim). KN_AUTOCAST_F32: sum, mean, max, softmax, softmax_bwd, log_softmax,
+ * log_softmax_bwd, causal_softmax, causal_softmax_bwd, layernorm, layernorm_dx,
+ * normalize, cross_entropy, cross_entropy_bwd, embedding_grad. KN_AUTOCAST_KEEP: every
+ * other op. A skeleton records "not implemented (lab09: ...)" and returns KEEP.
+ *
+ * kn_autocast_decide (autocast.c): the pass's decision for node i of g, the nodes before
+ * it decided: dt[j] (j < i) holds node j's dtype after the pass. Writes dt[i] and
+ * reads_low[i], and sets early[v] = true for some operands v < i (never clears one):
+ *   - dt[i] = node i's dtype and reads_low[i] = false, unless it goes low:
+ *   - it goes low when it is not a cast, its dtype is f32 or bool, and either its class
+ *     is LOW and its dtype f32, or its class is KEEP and the float operands that are not
+ *     a `full` are at least one and all low after the pass (dt[v] == low; so a source,
+ *     with no operands, never goes low, nor a node reading f64);
+ *   - going low: reads_low[i] = true, dt[i] = low if it was f32 (bool stays bool), and
+ *     early[v] = true for every float operand v with dt[v] != low (its low copy is then
+ *     made right after v, where it fuses with v's kernel; a weight's at the step's start).
+ * KN_ERR_ARG (nothing written) for a NULL argument, i outside g, or a low dtype that is
+ * not bf16 or f16. */
+kn_autocast_class kn_autocast_policy(kn_op op);
+kn_status kn_autocast_decide(const kn_graph *g, int32_t i, kn_dtype low, kn_dtype *dt, bool *reads_low,
+                             bool *early);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* check.h — helpers for lab 09's tests (public and hidden): the core's rounding from f64
  * (the reference your units must equal), f32 values from their bits, a reference model of
- * the loss scaler's rule, and a tiny GPT trainer with loss scaling. */
+ * the loss scaler's rule, a tiny GPT trainer with loss scaling, and graphs for the
+ * autocast pass (a builder, the pass run on a copy, the casts it made). */
 #ifndef LAB09_CHECK_H
 #define LAB09_CHECK_H
 
@@ -12,6 +13,7 @@
 #include "kiln/data.h"
 #include "kiln/nn.h"
 #include "kiln/optim.h"
+#include "kiln/passes.h"
 
 static inline float l9_f32(uint32_t u) {
     float x;
@@ -91,6 +93,60 @@ static inline void l9_step(kn_trainer *t, int s, double *loss, double *gn) {
     for (int i = 0; i < L9_NTOK; i++) toks[i] = (i * i + 3 * i) % 7;
     KN_ASSERT_OK(kn_batch_sample(toks, L9_NTOK, L9_B, L9_T, 77, 0, s, x, y));
     KN_ASSERT_OK(kn_trainer_step(t, x, y, 1e-2, loss, gn));
+}
+
+/* ---------------------------------------------------------------- autocast */
+
+static inline kn_builder *l9_builder(void) {
+    kn_builder *b;
+    KN_ASSERT_OK(kn_builder_new(&b, KN_MODE_GRAPH));
+    return b;
+}
+
+/* Finish b with the given outputs; the graph must verify. */
+static inline kn_graph *l9_finish(kn_builder *b, int nout, const kn_val *outs) {
+    for (int i = 0; i < nout; i++) kn_builder_output(b, outs[i]);
+    kn_graph *g;
+    KN_ASSERT_OK(kn_builder_finish(b, &g));
+    KN_ASSERT_OK(kn_graph_verify(g));
+    return g;
+}
+
+/* A copy of g after autocast:bf16 or autocast:fp16 (verified); *casts (may be NULL) gets
+ * the pass's count of casts inserted. */
+static inline kn_graph *l9_autocast(const kn_graph *g, const char *list, int64_t *casts) {
+    kn_graph *c;
+    kn_pass_report rep;
+    KN_ASSERT_OK(kn_graph_copy(&c, g));
+    kn_status st = kn_passes_run(c, list, &rep);
+    cr_assert_eq(st, KN_OK, "%s: %s", list, kn_last_error());
+    KN_ASSERT_OK(kn_graph_verify(c));
+    if (casts) {
+        *casts = 0;
+        for (int r = 0; r < rep.pass[0].nfired; r++)
+            if (!strcmp(rep.pass[0].rule[r], "casts")) *casts = rep.pass[0].count[r];
+    }
+    return c;
+}
+
+/* The node of g that is op `op`, the k-th such (k from 0); -1 if none. */
+static inline int32_t l9_nth(const kn_graph *g, kn_op op, int k) {
+    for (int32_t i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].op == op && k-- == 0) return i;
+    return -1;
+}
+
+/* The cast node of g that reads value v and makes dtype dt; -1 if none. Fails the test
+ * when there are two (one cast per value and dtype). */
+static inline int32_t l9_cast_of(const kn_graph *g, int32_t v, kn_dtype dt) {
+    int32_t found = -1;
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        const kn_node *n = &g->nodes[i];
+        if (n->op != KN_OP_CAST || n->in[0] != v || n->type.dtype != dt) continue;
+        cr_assert(found < 0, "%%%d and %%%d both cast %%%d to %s", found, i, v, kn_dtype_name(dt));
+        found = i;
+    }
+    return found;
 }
 
 #endif
