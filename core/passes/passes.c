@@ -31,6 +31,9 @@ static const kn_pass kn_pass_table[] = {
      "reductions, norms, softmax and the loss in f32, elementwise ops follow their operands", kn_autocast_check_arg, true},
     {"flash", kn_pass_flash, "flash attention: matmul_t -> causal_softmax -> matmul and its backward become "
      "flash_attn and flash_attn_bwd, no [.., T, T] value stored (equal to rounding: not in all)", NULL, true},
+    {"epilogue", kn_pass_epilogue, "matmul epilogues: matmul + bias [+ gelu], matmul + gelu_bwd, and a weight's "
+     "gradient + its bias's (a column sum) become one library call each (cuBLASLt's epilogues on a GPU; equal to "
+     "rounding there: not in all; run after autocast)", NULL, true},
 };
 #define KN_NPASSES ((int)(sizeof kn_pass_table / sizeof kn_pass_table[0]))
 

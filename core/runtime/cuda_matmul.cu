@@ -59,7 +59,7 @@ static kn_status get_handle(int dev, cublasHandle_t *out) {
     return KN_OK;
 }
 
-static bool tf32_allowed(void) {
+bool knc_tf32_allowed(void) {
     static int v = -1;
     if (v < 0) {
         const char *s = getenv("KILN_TF32");
@@ -133,7 +133,7 @@ KNC_KERNEL(knc_matmul) {
         bool f64 = dt == KN_DT_F64;
         cudaDataType_t ct = f64 ? CUDA_R_64F : dt == KN_DT_BF16 ? CUDA_R_16BF : dt == KN_DT_F16 ? CUDA_R_16F : CUDA_R_32F;
         cublasComputeType_t comp = f64 ? CUBLAS_COMPUTE_64F
-                                   : dt == KN_DT_F32 && tf32_allowed() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+                                   : dt == KN_DT_F32 && knc_tf32_allowed() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
         const void *alpha = f64 ? (const void *)&one64 : (const void *)&one32;
         const void *beta = f64 ? (const void *)&zero64 : (const void *)&zero32;
         cublasStatus_t s = cublasGemmStridedBatchedEx(h, opb, opa, (int)nn, (int)m, (int)k, alpha, kn_tensor_data(b), ct, ldb, sb,

@@ -124,6 +124,11 @@ kn_status kn_pass_decompose(kn_graph *g, kn_pass_stats *st);
  * left; a group whose probabilities anything else reads stays. Equal to rounding, not
  * exact: "all" does not run it. */
 kn_status kn_pass_flash(kn_graph *g, kn_pass_stats *st);
+/* The `epilogue` pass (core/passes/epilogue.c): matmul + bias -> matmul_bias, matmul + bias
+ * + gelu -> matmul_bias_gelu, matmul + gelu_bwd -> matmul_dgelu, a weight gradient and its
+ * bias's column sum -> matmul_bgrad (ops.def), each one cuBLASLt call with an epilogue on a
+ * GPU. Exact on the CPU (the same kernels run), equal to rounding on a GPU; by name only. */
+kn_status kn_pass_epilogue(kn_graph *g, kn_pass_stats *st);
 
 /* ---------------------------------------------------------------- activation checkpointing
  * (core/passes/remat.c, core/passes/mincut.c, core/passes/live.c)
