@@ -334,6 +334,9 @@ kn_status kern_slice(const kn_node *n, const kn_tensor *const *in, kn_tensor **o
     int nd = in[0]->ndim, ax = (int)(n->attrs.axis < 0 ? n->attrs.axis + nd : n->attrs.axis);
     contig_strides(nd, in[0]->shape, st);
     kn_ir_slice_range(in[0]->shape[ax], n->attrs.start, n->attrs.stop, n->attrs.step, &first, &len);
+    kn_type xt = {in[0]->dtype, nd, {0}};
+    memcpy(xt.shape, in[0]->shape, sizeof(int64_t) * (size_t)nd);
+    if (!*out && kn_ir_aliases(n, &xt)) return kn_tensor_slice(out, in[0], ax, first, first + len, 1); /* a block: a view */
     int64_t off = first * st[ax];
     st[ax] *= n->attrs.step;
     return strided_out(n, in[0], st, len ? off : 0, out);

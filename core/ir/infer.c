@@ -64,6 +64,15 @@ void kn_ir_slice_range(int64_t dim, int64_t start, int64_t stop, int64_t step, i
     *len = stop > start ? (stop - start - 1) / step + 1 : 0;
 }
 
+bool kn_ir_aliases(const kn_node *n, const kn_type *x) {
+    if (n->op == KN_OP_RESHAPE) return true;
+    if (n->op != KN_OP_SLICE || n->attrs.step != 1 || x->ndim < 1) return false;
+    int ax = (int)(n->attrs.axis < 0 ? n->attrs.axis + x->ndim : n->attrs.axis);
+    for (int i = 0; i < ax && i < x->ndim; i++)
+        if (x->shape[i] != 1) return false;
+    return ax >= 0 && ax < x->ndim;
+}
+
 bool kn_ir_reduce_mask(const kn_attrs *a, int ndim, unsigned *mask) {
     *mask = 0;
     if (a->naxes == 0) { *mask = (1u << ndim) - 1; return true; }
