@@ -177,16 +177,7 @@ static void match_backward(ep_plan *p) {
 /* Append a node of op with operands in[] to out; its type is inferred. */
 static kn_status emit(kn_graph *out, kn_op op, int nin, const int32_t *in, const kn_attrs *attrs, int32_t scope,
                       int32_t *id) {
-    kn_node n = {.op = op, .nin = nin, .attrs = attrs ? *attrs : kn_attrs_default(), .scope = scope};
-    const kn_type *tin[KN_MAX_OPERANDS];
-    for (int i = 0; i < nin; i++) {
-        n.in[i] = in[i];
-        tin[i] = &out->nodes[in[i]].type;
-    }
-    char msg[256];
-    kn_status st = kn_node_infer(&n, tin, &n.type, msg, sizeof msg);
-    if (st != KN_OK) return kn_error(st, "epilogue: %s: %s", kn_op_name(op), msg);
-    return kn_graph_add_node(out, &n, id);
+    return kn_graph_emit(out, "epilogue", op, nin, in, attrs, scope, id);
 }
 
 /* Rows [start, stop) of z, reshaped to like's type when the slice's differs (a sum
@@ -226,21 +217,11 @@ static kn_status rebuild(kn_graph *g, ep_plan *p) {
         case E_BOTTOM:
             st = emit_rows(out, t->z, t->rows, out->nodes[t->z].type.shape[0], &n->type, n->scope, &map[i]);
             break;
-        case E_NONE: {
-            kn_node nd = *n;
-            for (int k = 0; k < nd.nin; k++) nd.in[k] = map[nd.in[k]];
-            st = kn_graph_add_node(out, &nd, &map[i]);
-        }
+        case E_NONE: st = kn_graph_emit_copy(out, n, map, &map[i]); break;
         }
     }
-    for (int i = 0; st == KN_OK && i < g->noutputs; i++) st = kn_graph_add_output(out, map[g->outputs[i]]);
-    if (st == KN_OK) { /* swap the new arrays into g; free the old ones with out's shell */
-        kn_graph tmp = *g;
-        *g = *out;
-        *out = tmp;
-    }
+    st = kn_graph_take(g, out, map, st);
     kn_free(map);
-    kn_graph_free(out);
     return st;
 }
 

@@ -39,14 +39,6 @@
 #define KNC_LT_MAX_GPUS 64
 #define KNC_LT_WORKSPACE ((size_t)32 << 20)
 
-#define KN_LT_TRY(call)                                                                               \
-    do {                                                                                              \
-        cublasStatus_t kn_lt_s_ = (call);                                                             \
-        if (kn_lt_s_ != CUBLAS_STATUS_SUCCESS)                                                        \
-            return kn_error(KN_ERR_DEVICE, "%s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__,   \
-                            cublasLtGetStatusString(kn_lt_s_), cublasLtGetStatusName(kn_lt_s_));       \
-    } while (0)
-
 typedef struct lt_gpu {
     cublasLtHandle_t h;
     void *ws;
