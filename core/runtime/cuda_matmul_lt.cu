@@ -24,8 +24,8 @@
  * allocated while a CUDA graph is captured); every call on knc_stream. Where cuBLASLt has no
  * algorithm for an epilogue (f64, say, or a layout it does not fuse), or its matmul refuses
  * it, the product runs without the epilogue and small kernels here apply it (bias add, gelu
- * keeping the aux, gelu', a column sum in a fixed order): the same results, the speed of the
- * unfused step. KILN_LT_EPILOGUE=0 forces that path (the GPU test compares both). */
+ * keeping the aux, gelu', and sum's own column sum kernel): the same results, about the speed
+ * of the unfused step. KILN_LT_EPILOGUE=0 forces that path (the GPU test compares both). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wswitch-enum"
 #include <cublasLt.h>
@@ -114,20 +114,11 @@ __global__ void lt_dgelu_kernel(T *p, const T *pre, int64_t total) {
     KNC_FOR_I(int64_t, i, total) p[i] = p[i] * knc_sc_gelu_grad(pre[i]);
 }
 
-/* y[j] = sum over rows i of x[i, j], a thread per column, rows in order, in double. */
-template <typename T>
-__global__ void lt_colsum_kernel(const T *x, T *y, int64_t rows, int64_t n) {
-    KNC_FOR_I(int64_t, j, n) {
-        double s = 0;
-        for (int64_t i = 0; i < rows; i++) s += (double)x[i * n + j];
-        y[j] = (T)s;
-    }
-}
-
 /* The epilogue of op applied to the plain product in c (c's first m*n elements; for
- * matmul_bias_gelu the product goes to the aux rows first). */
+ * matmul_bias_gelu the product goes to the aux rows first); bt is kiln's b, whose column
+ * sum matmul_bgrad appends. */
 template <typename T>
-static kn_status lt_epilogue_by_hand(kn_op op, T *c, const T *b, const T *e, int64_t m, int64_t nn, int64_t k) {
+static kn_status lt_epilogue_by_hand(kn_op op, T *c, const kn_tensor *bt, const T *e, int64_t m, int64_t nn) {
     int64_t mn = m * nn;
     unsigned g = knc_blocks(mn);
     if (op == KN_OP_MATMUL_BIAS || op == KN_OP_MATMUL_BIAS_GELU) {
@@ -141,9 +132,25 @@ static kn_status lt_epilogue_by_hand(kn_op op, T *c, const T *b, const T *e, int
     } else if (op == KN_OP_MATMUL_DGELU) {
         lt_dgelu_kernel<T><<<g, KNC_THREADS, 0, knc_stream>>>(c, e, mn);
         KNC_LAUNCHED(lt_dgelu_kernel);
-    } else if (op == KN_OP_MATMUL_BGRAD) {
-        lt_colsum_kernel<T><<<knc_blocks(nn), KNC_THREADS, 0, knc_stream>>>(b, c + mn, k, nn);
-        KNC_LAUNCHED(lt_colsum_kernel);
+    } else if (op == KN_OP_MATMUL_BGRAD) { /* sum's own column sum (chunks of rows in a fixed order), then copied */
+        kn_node s;
+        memset(&s, 0, sizeof s);
+        s.op = KN_OP_SUM;
+        s.nin = 1;
+        s.attrs = kn_attrs_default();
+        s.attrs.naxes = 1;
+        s.type.dtype = bt->dtype;
+        s.type.ndim = 1;
+        s.type.shape[0] = nn;
+        kn_tensor *cs = NULL;
+        KN_TRY(knc_reduce(&s, &bt, &cs));
+        cudaError_t ce = cudaMemcpyAsync(c + mn, kn_tensor_data(cs), (size_t)nn * sizeof(T), cudaMemcpyDeviceToDevice,
+                                         knc_stream);
+        kn_tensor_free(cs); /* stream order: the copy reading it runs before any reuse */
+        if (ce != cudaSuccess) {
+            (void)cudaGetLastError();
+            return kn_error(KN_ERR_DEVICE, "matmul_bgrad: cudaMemcpyAsync failed: %s", cudaGetErrorString(ce));
+        }
     }
     return KN_OK;
 }
@@ -248,7 +255,9 @@ static kn_status lt_matmul(const lt_gpu &G, int dev, kn_op op, bool fused, kn_dt
         cublasStatus_t q = cublasLtMatmul(G.h, desc, alpha, A, la, B, lb, beta, d, ld, d, ld, &plan.algo, G.ws,
                                           KNC_LT_WORKSPACE, knc_stream);
         if (q == CUBLAS_STATUS_SUCCESS) *done = true;
-        else if (fused && q == CUBLAS_STATUS_NOT_SUPPORTED) { /* refused at run time: never ask again */
+        else if (fused) { /* refused before anything was queued: the epilogue by hand, from now on */
+            kn_log(KN_LOG_INFO, "%s: cublasLtMatmul refused the epilogue (%s); it runs as separate kernels",
+                   kn_op_name(op), cublasLtGetStatusName(q));
             std::lock_guard<std::mutex> lock(lt_mu);
             lt_plans[key].ok = false;
         } else
@@ -292,11 +301,11 @@ KNC_KERNEL(knc_matmul_ep) {
         }
         /* the epilogue of a zero product: a bias, gelu' of zeros, b's column sum (k rows) */
         bool ep = op == KN_OP_MATMUL_BGRAD ? k > 0 && nn > 0 : m * nn > 0;
-        const void *ev = e ? kn_tensor_data(e) : NULL, *bv = kn_tensor_data(b);
+        const void *ev = e ? kn_tensor_data(e) : NULL;
         if (st == KN_OK && ep && odt == KN_DT_F64)
-            st = lt_epilogue_by_hand<double>(op, (double *)c, (const double *)bv, (const double *)ev, m, nn, k);
+            st = lt_epilogue_by_hand<double>(op, (double *)c, b, (const double *)ev, m, nn);
         else if (st == KN_OK && ep)
-            st = lt_epilogue_by_hand<float>(op, (float *)c, (const float *)bv, (const float *)ev, m, nn, k);
+            st = lt_epilogue_by_hand<float>(op, (float *)c, b, (const float *)ev, m, nn);
     } else {
         lt_gpu G;
         bool done = false;
@@ -314,14 +323,9 @@ KNC_KERNEL(knc_matmul_ep) {
             done = false; /* the epilogue is still to apply */
         }
         if (st == KN_OK && !done) {
-            if (odt == KN_DT_F64)
-                st = lt_epilogue_by_hand<double>(op, (double *)c, (const double *)kn_tensor_data(b),
-                                                 e ? (const double *)kn_tensor_data(e) : NULL, m, nn, k);
-            else if (op == KN_OP_MATMUL_BGRAD && idt != odt)
-                st = knc_unsupported(n, idt); /* infer_matmul_ep: bgrad's result is its operands' dtype */
-            else
-                st = lt_epilogue_by_hand<float>(op, (float *)c, (const float *)kn_tensor_data(b),
-                                                e ? (const float *)kn_tensor_data(e) : NULL, m, nn, k);
+            const void *ev = e ? kn_tensor_data(e) : NULL;
+            if (odt == KN_DT_F64) st = lt_epilogue_by_hand<double>(op, (double *)c, b, (const double *)ev, m, nn);
+            else st = lt_epilogue_by_hand<float>(op, (float *)c, b, (const float *)ev, m, nn);
         }
     }
     if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
