@@ -15,6 +15,8 @@
  * --stop-after, --sample, --temperature, --eval-batches, --device, --mode, --remat, --flash, --epilogue,
  * --loss-scale) may be given (--remat recomputes activations without changing a bit of the
  * result; --flash computes attention without its [B, H, T, T] matrices, equal to rounding;
+ * --epilogue puts bias, gelu and the bias gradient into the matmuls' library calls, exact on
+ * the CPU and equal to rounding on a GPU;
  * the loss scaler's state and its skipped steps are in the checkpoint too).
  *
  * Data parallelism: under `mpiexec -n N`, --dist ddp|zero1|zero2|zero3 runs one process per rank;

@@ -197,7 +197,7 @@ kn_status kn_remat_mincut(const kn_graph *g, const bool *fwd, const bool *need, 
 
 /* The largest live set of g in definition order: each value a node makes (not an input,
  * param or output, which live outside the run) is live from its node to its last reader,
- * a reshape counting for the storage it aliases; *bytes receives the most bytes live at
+ * a reshape (or a block slice, kn_ir_aliases) counting for the storage it aliases; *bytes receives the most bytes live at
  * one node, *at (may be NULL) that node. A node-by-node run in this order can need no
  * less; that is the lower bound of a step's activation memory, the figure remat lowers. */
 kn_status kn_graph_live_bytes(const kn_graph *g, double *bytes, int32_t *at);
