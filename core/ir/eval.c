@@ -7,8 +7,9 @@
  * kernels: kn_cpu_node_eval widens their operands to f32, runs the f32 kernel and rounds
  * the result once as it stores it (eval_low_precision below), as a GPU kernel that loads
  * bf16 into float registers and stores bf16 does.
- * Views materialize a contiguous copy, except reshape, which aliases (values are never
- * written after they are defined, so sharing storage is safe). */
+ * Views materialize a contiguous copy, except reshape and a slice that keeps one contiguous
+ * block (kn_ir_aliases), which alias (values are never written after they are defined, so
+ * sharing storage is safe). */
 #include <string.h>
 
 #include "ir/ir_impl.h"
