@@ -134,7 +134,16 @@ kn_status kn_graph_emit_copy(kn_graph *out, const kn_node *n, const int32_t *map
     return kn_graph_add_node(out, &nd, id);
 }
 
-kn_status kn_graph_take(kn_graph *g, kn_graph *out, const int32_t *map, kn_status st) {
+kn_status kn_graph_rebuild_start(const kn_graph *g, const char *pass, kn_graph **out, int32_t **map) {
+    KN_TRY(kn_graph_new(out));
+    *map = kn_malloc((size_t)(g->nnodes > 0 ? g->nnodes : 1) * sizeof **map);
+    if (*map) return KN_OK;
+    kn_graph_free(*out);
+    *out = NULL;
+    return kn_error(KN_ERR_OOM, "%s: out of memory", pass);
+}
+
+kn_status kn_graph_take(kn_graph *g, kn_graph *out, int32_t *map, kn_status st) {
     for (int i = 0; st == KN_OK && i < g->noutputs; i++) st = kn_graph_add_output(out, map[g->outputs[i]]);
     if (st == KN_OK) { /* swap the new arrays into g; free the old ones with out's shell */
         kn_graph tmp = *g;
@@ -142,5 +151,6 @@ kn_status kn_graph_take(kn_graph *g, kn_graph *out, const int32_t *map, kn_statu
         *out = tmp;
     }
     kn_graph_free(out);
+    kn_free(map);
     return st;
 }

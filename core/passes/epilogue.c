@@ -214,9 +214,9 @@ static kn_status emit_rows(kn_graph *out, int32_t z, int64_t start, int64_t stop
 
 static kn_status rebuild(kn_graph *g, ep_plan *p) {
     kn_graph *out;
-    KN_TRY(kn_graph_new(&out));
-    int32_t *map = kn_malloc((size_t)g->nnodes * sizeof *map);
-    kn_status st = map ? KN_OK : kn_error(KN_ERR_OOM, "epilogue: out of memory");
+    int32_t *map;
+    KN_TRY(kn_graph_rebuild_start(g, "epilogue", &out, &map));
+    kn_status st = KN_OK;
     for (int32_t i = 0; st == KN_OK && i < g->nnodes; i++) {
         const kn_node *n = &g->nodes[i];
         ep_group *t = p->who[i] >= 0 ? &p->grp[p->who[i]] : NULL;
@@ -235,9 +235,7 @@ static kn_status rebuild(kn_graph *g, ep_plan *p) {
         case E_NONE: st = kn_graph_emit_copy(out, n, map, &map[i]); break;
         }
     }
-    st = kn_graph_take(g, out, map, st);
-    kn_free(map);
-    return st;
+    return kn_graph_take(g, out, map, st);
 }
 
 kn_status kn_pass_epilogue(kn_graph *g, kn_pass_stats *st) {

@@ -134,9 +134,9 @@ static kn_status emit_slice(kn_graph *out, int32_t x, int axis, int64_t start, i
 /* Rebuild g with every group of a[0..na) replaced; role/who say which group a node is in. */
 static kn_status rebuild(kn_graph *g, attn *a, const uint8_t *role, const int32_t *who) {
     kn_graph *out;
-    KN_TRY(kn_graph_new(&out));
-    int32_t *map = kn_malloc((size_t)g->nnodes * sizeof *map);
-    kn_status st = map ? KN_OK : kn_error(KN_ERR_OOM, "flash: out of memory");
+    int32_t *map;
+    KN_TRY(kn_graph_rebuild_start(g, "flash", &out, &map));
+    kn_status st = KN_OK;
     for (int32_t i = 0; st == KN_OK && i < g->nnodes; i++) {
         const kn_node *n = &g->nodes[i];
         attn *t = who[i] >= 0 ? &a[who[i]] : NULL;
@@ -166,9 +166,7 @@ static kn_status rebuild(kn_graph *g, attn *a, const uint8_t *role, const int32_
         case R_NONE: st = kn_graph_emit_copy(out, n, map, &map[i]); break; /* not part of a replaced attention */
         }
     }
-    st = kn_graph_take(g, out, map, st);
-    kn_free(map);
-    return st;
+    return kn_graph_take(g, out, map, st);
 }
 
 kn_status kn_pass_flash(kn_graph *g, kn_pass_stats *st) {

@@ -235,10 +235,11 @@ KN_TEST(epilogue, trainer_steps_follow_the_unfused_run, .timeout = 120) {
     }
 }
 
-static void check_same(const kn_graph *g, const kn_graph *c) {
+/* g and c on the same random inputs: max |delta| within [lo, hi] */
+static void check_delta(const kn_graph *g, const kn_graph *c, double lo, double hi) {
     double d = -1;
     KN_ASSERT_OK(kn_graph_compare(g, c, 3, &d));
-    cr_assert(d == 0, "max |delta| %.3g", d);
+    cr_assert(d >= lo && d <= hi, "max |delta| %.3g, expected in [%g, %g]", d, lo, hi);
 }
 
 KN_TEST(epilogue, pass_edge_cases) {
@@ -262,7 +263,7 @@ KN_TEST(epilogue, pass_edge_cases) {
     cr_assert_eq(count_ops(c, KN_OP_MATMUL_BIAS_GELU), 1);
     cr_assert_eq(count_ops(c, KN_OP_MATMUL_BIAS), 0, "a product read elsewhere was fused");
     cr_assert_eq(count_ops(c, KN_OP_MATMUL), 1);
-    check_same(g, c);
+    check_delta(g, c, 0, 0);
     kn_graph_free(c);
     /* "all" does not run it */
     c = fused(g, "all", &rep);
@@ -284,7 +285,7 @@ KN_TEST(epilogue, pass_edge_cases) {
     c = fused(g, "epilogue", &rep);
     cr_assert_eq(count_ops(c, KN_OP_MATMUL_BGRAD), 1);
     cr_assert_eq(count_ops(c, KN_OP_SUM), 1);
-    check_same(g, c);
+    check_delta(g, c, 0, 0);
     kn_graph_free(c);
     kn_graph_free(g);
 
@@ -304,9 +305,7 @@ KN_TEST(epilogue, pass_edge_cases) {
     c = fused(g, "epilogue", &rep);
     cr_assert_eq(count_ops(c, KN_OP_MATMUL_BIAS) + count_ops(c, KN_OP_MATMUL_DGELU), 2);
     cr_assert_eq(count_ops(c, KN_OP_CAST) + count_ops(c, KN_OP_MATMUL), 0);
-    double d = -1;
-    KN_ASSERT_OK(kn_graph_compare(g, c, 3, &d)); /* the product is no longer rounded to bf16 */
-    cr_assert(d > 0 && d < 0.05, "max |delta| %.3g", d);
+    check_delta(g, c, 1e-30, 0.05); /* the product is no longer rounded to bf16 */
     kn_graph_free(c);
     kn_graph_free(g);
 }

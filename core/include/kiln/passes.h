@@ -248,15 +248,17 @@ kn_status kn_graph_compact(kn_graph *g, const int32_t *repl, const bool *keep);
 /* uses[i] = how many operand slots and outputs refer to value i (an array of g->nnodes). */
 void kn_graph_uses(const kn_graph *g, int32_t *uses);
 /* Rebuilding g into a new graph out (passes that replace groups of nodes: flash, epilogue).
- * kn_graph_emit appends a node of op on out's values in[], its type inferred (the error
- * names pass, op and the rule's message); kn_graph_emit_copy appends a copy of g's node n
- * with its operands renumbered through map (old id -> out's id); kn_graph_take, given the
+ * kn_graph_rebuild_start makes out and map (old id -> out's id, g->nnodes entries; the
+ * error names pass); kn_graph_emit appends a node of op on out's values in[], its type
+ * inferred (the error names pass, op and the rule's message); kn_graph_emit_copy appends a
+ * copy of g's node n with its operands renumbered through map; kn_graph_take, given the
  * rebuild's status st, adds g's outputs through map, swaps out's arrays into g when all
- * went well, and frees out either way. */
+ * went well, and frees out and map either way. */
+kn_status kn_graph_rebuild_start(const kn_graph *g, const char *pass, kn_graph **out, int32_t **map);
 kn_status kn_graph_emit(kn_graph *out, const char *pass, kn_op op, int nin, const int32_t *in, const kn_attrs *attrs,
                         int32_t scope, int32_t *id);
 kn_status kn_graph_emit_copy(kn_graph *out, const kn_node *n, const int32_t *map, int32_t *id);
-kn_status kn_graph_take(kn_graph *g, kn_graph *out, const int32_t *map, kn_status st);
+kn_status kn_graph_take(kn_graph *g, kn_graph *out, int32_t *map, kn_status st);
 /* The attributes op `op` uses (its required and optional ones) are equal in a and b.
  * Floats compare bit for bit (so -0.0 != 0.0, and a NaN equals the same NaN). */
 bool kn_attrs_equal(kn_op op, const kn_attrs *a, const kn_attrs *b);
