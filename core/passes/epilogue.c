@@ -22,7 +22,8 @@
  * (and its cast) must have no other reader (it is dropped), the operands must be 2-D and
  * defined before the node the fused op takes the place of; anything else is left alone.
  * The bias and the gelu's output may have any readers (they read a slice of the fused
- * value, folded into their loads); so may the pre-activation.
+ * value: folded into a generated kernel's loads, a view for a library step); so may the
+ * pre-activation.
  *
  * Math: kiln's gelu is the tanh approximation (kiln/scalar.h), and so are cuBLASLt's GELU
  * and DGELU: the same function, fused. On the CPU the fused ops run kiln's GEMM and then the
