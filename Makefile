@@ -111,14 +111,24 @@ endif
 
 # A lab's units: sources from labs/ or solutions/, or the compiled staff/ objects.
 unit_dir = $(if $(filter $(1),$(LAB)),$(IMPL),$(PRIOR))
-unit_files = $(if $(filter staff,$(1)),$(wildcard staff/lab$(2)-*/*.o),$(wildcard $(1)/lab$(2)-*/*.c))
+# Units named cuda_*.c (lab 08's cuda_flash_fwd.c) are CUDA C in the emulator's subset: cc
+# compiles them for the emulator, as every unit, and nvcc, where it is, for the GPU as well
+# (unit.gpu.o, linked beside; staff/ has it when make dist-student ran where nvcc is).
+unit_files = $(if $(filter staff,$(1)),$(filter-out $(if $(filter 1,$(HAVE_CUDA)),,%.gpu.o),\
+  $(wildcard staff/lab$(2)-*/*.o)),$(wildcard $(1)/lab$(2)-*/*.c))
 UNIT_SRCS := $(foreach L,$(LAB_IDS),$(call unit_files,$(call unit_dir,$(L)),$(L)))
+cuda_units = $(foreach f,$(1),$(if $(filter cuda_%,$(notdir $(f))),$(f)))
+UNIT_GPU_SRCS := $(if $(filter 1,$(HAVE_CUDA)),$(call cuda_units,$(filter %.c,$(UNIT_SRCS))))
+$(if $(filter 1,$(HAVE_CUDA)),$(foreach o,$(call cuda_units,$(filter-out %.gpu.o,$(filter %.o,$(UNIT_SRCS)))),\
+  $(if $(wildcard $(o:.o=.gpu.o)),,$(error $(o:.o=.gpu.o): missing: this tree's staff units were compiled \
+  without nvcc, and nvcc is here; build without CUDA (make NVCC= ...), or ask for a tree made with nvcc))))
 $(foreach L,$(LAB_IDS),$(if $(filter staff,$(call unit_dir,$(L))),$(if $(wildcard staff/lab$(L)-*/*.o),,\
   $(error lab$(L): no staff units in staff/ (make dist-student writes them); use PRIOR=solutions or PRIOR=labs))))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(1)))
 CORE_OBJS := $(call obj,$(CORE_SRCS) $(CUDA_SRCS))
-UNIT_OBJS := $(call obj,$(filter %.c,$(UNIT_SRCS))) $(filter %.o,$(UNIT_SRCS))
+UNIT_OBJS := $(call obj,$(filter %.c,$(UNIT_SRCS))) $(filter %.o,$(UNIT_SRCS)) \
+  $(patsubst %.c,$(BUILD)/obj/%.gpu.o,$(UNIT_GPU_SRCS))
 LIB := $(CFG)/libkiln.a
 KILN := $(CFG)/kiln
 
@@ -139,6 +149,10 @@ $(BUILD)/obj/core/%.o: CFLAGS += -Wswitch-enum
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(call quiet,NVCC,$<)$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.gpu.o: %.c
+	@mkdir -p $(@D)
+	$(call quiet,NVCC,$<)$(NVCC) $(NVCCFLAGS) -x cu -MMD -MP -c $< -o $@
 
 # The archive is rebuilt whenever the unit selection changes (the .units stamp).
 $(CFG)/.units: FORCE

@@ -34,15 +34,21 @@ gpu-check:
 	 GPU_BENCH_FLAGS='$(GPU_BENCH_FLAGS)' COMPUTE_SANITIZER=$(COMPUTE_SANITIZER) MAKE='$(MAKE)' \
 	 bash core/mk/gpu-check.sh $(GPU_CHECK_LOGS) $(CFG) $(KILN)
 
-# make bench-gpu [BENCH_FLAGS="--layers 2 --steps 5"]: kiln eager fp32 against PyTorch eager
-# fp32 on the lent GPU (plots/bench.sh: `kiln bench` and plots/bench_torch.py in one call,
-# a table with the tokens/s ratio last). Default shape: GPT-2 124M, batch 8. Builds kiln
+# make bench-gpu [BENCH_FLAGS="--layers 2 --steps 5"]: the full table on the lent GPU, in one
+# call (plots/bench.sh): kiln node by node (TF32), kiln compiled in fp32, TF32 and bf16,
+# PyTorch eager (SDPA) in TF32 and bf16, and torch.compile bf16, each row with its tokens/s,
+# peak memory and compile seconds, then the ratio of every kiln row to every PyTorch row.
+# Default shape: GPT-2 124M, batch 8. BENCH_RUNS picks other rows (plots/bench.sh says how);
+# KILN_MODES / TORCH_RUNS set in the environment keep the older two-list form. Builds kiln
 # first unless GPU_CHECK_BUILD=0; logs go where gpu-check's go.
 BENCH_FLAGS ?=
+BENCH_FULL := kiln/interp/tf32 kiln/compiled/fp32 kiln/compiled/tf32 kiln/compiled/bf16 \
+              torch/sdpa/tf32 torch/sdpa/bf16 torch/compile/bf16
+BENCH_RUNS ?= $(if $(KILN_MODES)$(TORCH_RUNS),,$(BENCH_FULL))
 .PHONY: bench-gpu
 bench-gpu: $(if $(filter 1,$(GPU_CHECK_BUILD)),$(KILN))
 	@mkdir -p $(GPU_CHECK_LOGS)
-	@KILN=$(KILN) LOGS=$(GPU_CHECK_LOGS) bash plots/bench.sh $(BENCH_FLAGS)
+	@KILN=$(KILN) LOGS=$(GPU_CHECK_LOGS) BENCH_RUNS='$(BENCH_RUNS)' bash plots/bench.sh $(BENCH_FLAGS)
 
 # `kiln bench` on the CPU at a tiny shape, in `make test` (the GPU side runs in gpu-check).
 TEST_STEPS += test-step-bench-cli
@@ -56,3 +62,10 @@ TEST_STEPS += test-step-profile-plot
 .PHONY: test-step-profile-plot
 test-step-profile-plot:
 	@bash tests/harness/record.sh $(ALL_RESULTS) profile-plot bash tests/core/test_plot_profile.sh
+
+# plots/maxbatch.sh's doubling and bisection with a stand-in for kiln, in `make test` (the
+# real search runs on the lent GPU: `bash plots/maxbatch.sh`).
+TEST_STEPS += test-step-maxbatch
+.PHONY: test-step-maxbatch
+test-step-maxbatch:
+	@bash tests/harness/record.sh $(ALL_RESULTS) maxbatch bash tests/core/test_maxbatch.sh

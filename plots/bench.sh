@@ -10,7 +10,7 @@
 # LOGS a folder for the full outputs (default $OUT when set, else /tmp/kiln-bench). A side
 # that fails is reported as such; the others still run. PyTorch is skipped (with a line
 # saying so) when no python3 can import torch. BENCH_TIMEOUT (seconds, default 0: none)
-# bounds each of the three runs. --tf32 lets both sides' fp32 matmuls use TF32 tensor cores.
+# bounds each run. --tf32 lets both sides' fp32 matmuls use TF32 tensor cores.
 # KILN_MODES (default "interp compiled") lists the `kiln bench --mode` runs: the node-by-node
 # program and the compiled one (generated CUDA through NVRTC), both beside PyTorch; "graph"
 # is the compiled one replayed as a CUDA graph (--mode compiled --cuda-graph). The ratios
@@ -18,6 +18,12 @@
 # TORCH_RUNS (default "sdpa manual") lists the PyTorch runs: eager with SDPA, eager with
 # attention spelled out, and "compile" (torch.compile, SDPA). --precision bf16 or fp16 runs
 # kiln's autocast pass and torch.autocast.
+# BENCH_RUNS, when set, replaces both lists: words SIDE/HOW/PRECISION, with SIDE kiln (HOW a
+# mode as above) or torch (HOW a PyTorch run as above) and PRECISION fp32, tf32, bf16, fp16 or
+# "-" (as FLAGS say), run in that order; e.g. `make bench-gpu`'s full table is
+#   kiln/interp/tf32 kiln/compiled/fp32 kiln/compiled/tf32 kiln/compiled/bf16
+#   torch/sdpa/tf32 torch/sdpa/bf16 torch/compile/bf16
+# and the table then ends with the ratio of every kiln row to every PyTorch row.
 # The table and the ratios are also written to $LOGS/bench_summary.json.
 set -u
 KILN=${KILN:-build/solutions/kiln}
@@ -27,34 +33,53 @@ export PYTHONUNBUFFERED=1
 here=$(cd "$(dirname "$0")" && pwd)
 
 export KILN_MODES=${KILN_MODES:-interp compiled} TORCH_RUNS=${TORCH_RUNS:-sdpa manual}
-for mode in $KILN_MODES; do
-    flags="--mode $mode"
-    [ "$mode" = graph ] && flags="--mode compiled --cuda-graph"
-    echo "== kiln bench $flags $*"
-    # shellcheck disable=SC2086
-    timeout "${BENCH_TIMEOUT:-0}" "$KILN" bench $flags "$@" 2>&1 | tee "$LOGS/bench_kiln_$mode.log"
-done
+# The list of runs, SIDE/HOW/PRECISION each; PRECISION "-" takes FLAGS as they are.
+if [ -z "${BENCH_RUNS:-}" ]; then
+    BENCH_RUNS=
+    for mode in $KILN_MODES; do BENCH_RUNS="$BENCH_RUNS kiln/$mode/-"; done
+    for run in $TORCH_RUNS; do BENCH_RUNS="$BENCH_RUNS torch/$run/-"; done
+fi
+export BENCH_RUNS
 # PyTorch's interpreter (core/mk/python.sh torch: on the GPU machine the PATH's python3).
 torch_py=$(bash "$here/../core/mk/python.sh" torch) || torch_py=
-if [ -n "$torch_py" ]; then
-    for run in $TORCH_RUNS; do
-        flags="--attn $run"
-        [ "$run" = compile ] && flags="--attn sdpa --compile"
-        echo "== bench_torch.py $flags $*"
-        # shellcheck disable=SC2086
-        timeout "${BENCH_TIMEOUT:-0}" "$torch_py" "$here/bench_torch.py" $flags "$@" 2>&1 | tee "$LOGS/bench_torch_$run.log"
-    done
-else
-    echo "== PyTorch: no python3 here can import torch; the PyTorch side is skipped"
-fi
+case " $BENCH_RUNS" in *" torch/"*) [ -n "$torch_py" ] ||
+    echo "== PyTorch: no python3 here can import torch; the PyTorch side is skipped" ;; esac
+for spec in $BENCH_RUNS; do
+    IFS=/ read -r side how prec <<< "$spec"
+    case "$prec" in
+        -) pflags= ;;
+        fp32) pflags= ;;
+        tf32) pflags=--tf32 ;;
+        bf16 | fp16) pflags="--precision $prec" ;;
+        *) echo "bench.sh: run '$spec': the precision must be fp32, tf32, bf16, fp16 or -" >&2; exit 2 ;;
+    esac
+    log="$LOGS/bench_${side}_$how$([ "$prec" = - ] || echo "_$prec").log"
+    case "$side" in
+        kiln)
+            flags="--mode $how"
+            [ "$how" = graph ] && flags="--mode compiled --cuda-graph"
+            echo "== kiln bench $flags $pflags $*"
+            # shellcheck disable=SC2086
+            timeout "${BENCH_TIMEOUT:-0}" "$KILN" bench $flags $pflags "$@" 2>&1 | tee "$log" ;;
+        torch)
+            [ -n "$torch_py" ] || continue
+            flags="--attn $how"
+            [ "$how" = compile ] && flags="--attn sdpa --compile"
+            echo "== bench_torch.py $flags $pflags $*"
+            # shellcheck disable=SC2086
+            timeout "${BENCH_TIMEOUT:-0}" "$torch_py" "$here/bench_torch.py" $flags $pflags "$@" 2>&1 | tee "$log" ;;
+        *) echo "bench.sh: run '$spec': the side must be kiln or torch" >&2; exit 2 ;;
+    esac
+done
 
 "${PYTHON:-python3}" - "$LOGS" <<'PY'
 import json, os, sys
 logs = sys.argv[1]
-rows = []
-names = ["bench_kiln_%s.log" % m for m in os.environ["KILN_MODES"].split()]  # in the order run
-for name in names + ["bench_torch_%s.log" % t for t in os.environ["TORCH_RUNS"].split()]:
-    path = os.path.join(logs, name)
+rows = []  # (side, log name, result line or None), in the order run
+for spec in os.environ["BENCH_RUNS"].split():
+    side, how, prec = spec.split("/")
+    name = "bench_%s_%s%s" % (side, how, "" if prec == "-" else "_" + prec)
+    path = os.path.join(logs, name + ".log")
     if not os.path.exists(path):
         continue
     last = None
@@ -62,32 +87,46 @@ for name in names + ["bench_torch_%s.log" % t for t in os.environ["TORCH_RUNS"].
         if line.startswith("{"):
             try: last = json.loads(line)
             except ValueError: pass
-    rows.append((name, last))
-kilns = [(n, r) for n, r in rows if n.startswith("bench_kiln_") and r]
-kiln = kilns[-1][1] if kilns else None  # the last mode listed (compiled by default)
-label = lambda r: r["mode"] + ("+graph" if r.get("cuda_graph") else "")
+    rows.append((side, name, last))
+def label(r):
+    prec = r.get("precision", "fp32")
+    if prec == "fp32":
+        prec = "tf32" if r.get("tf32") else "fp32"
+    if r["impl"] == "kiln":
+        return "kiln-" + r["mode"] + ("+graph" if r.get("cuda_graph") else "") + " " + prec
+    return r["impl"].replace("-" + prec, "") + " " + prec
+kilns = [(n, r) for s, n, r in rows if s == "kiln" and r]
+torches = [(n, r) for s, n, r in rows if s == "torch" and r]
+kiln = kilns[-1][1] if kilns else None  # the last kiln run listed (compiled by default)
 print()
-print("%-18s %10s %12s %9s %9s %11s %10s %9s" % ("impl", "step ms", "tokens/s", "fwd ms", "optim ms", "peak MiB",
+print("%-26s %10s %12s %9s %9s %11s %10s %9s" % ("impl", "step ms", "tokens/s", "fwd ms", "optim ms", "peak MiB",
       "compile s", "kiln/x"))
-for name, r in rows:
+for side, name, r in rows:
     if not r:
-        print("%-18s %s" % (name.replace(".log", ""), "FAILED (no result line; see its log)"))
+        print("%-26s %s" % (name, "FAILED (no result line; see its log)"))
         continue
-    impl = r["impl"] + ("-" + label(r) if r["impl"] == "kiln" else "")
     ratio = "%.3f" % (kiln["tokens_per_s"] / r["tokens_per_s"]) if kiln else "-"
     comp = "%.2f" % (r["compile_ms"] / 1e3) if "compile_ms" in r else "-"
-    print("%-18s %10.2f %12.0f %9.2f %9.2f %11.0f %10s %9s" % (impl, r["step_ms_median"], r["tokens_per_s"],
+    print("%-26s %10.2f %12.0f %9.2f %9.2f %11.0f %10s %9s" % (label(r), r["step_ms_median"], r["tokens_per_s"],
           r["fwd_ms"], r["optim_ms"], r["peak_mem_mib"], comp, ratio))
-print("kiln/x: the tokens/s of kiln's last mode (%s) over each row's" % (label(kiln) if kiln else "-"))
+print("kiln/x: the tokens/s of kiln's last run (%s) over each row's" % (label(kiln) if kiln else "-"))
+if len(kilns) > 1 and torches:
+    print()
+    print("tokens/s ratios, kiln (rows) over PyTorch (columns), from this one run:")
+    print("%-26s" % "" + "".join(" %14s" % label(r)[-14:] for n, r in torches))
+    for n, k in kilns:
+        print("%-26s" % label(k) + "".join(" %14.3f" % (k["tokens_per_s"] / r["tokens_per_s"]) for m, r in torches))
 if kiln:
-    print("shape: vocab %d, context %d, %d layers, width %d, %d heads, batch %d (%d parameters); device %s; "
-          "fp32 matmuls with TF32 %s" % (kiln["vocab"], kiln["context"], kiln["layers"], kiln["width"], kiln["heads"],
-          kiln["batch"], kiln["params"], kiln["device"], "on" if kiln.get("tf32") else "off"))
+    print("shape: vocab %d, context %d, %d layers, width %d, %d heads, batch %d (%d parameters); device %s" %
+          (kiln["vocab"], kiln["context"], kiln["layers"], kiln["width"], kiln["heads"], kiln["batch"],
+           kiln["params"], kiln["device"]))
+    tname = lambda n: n.replace("bench_torch_", "")
     summary = {"kiln": kiln, "kiln_modes": {label(r): r for n, r in kilns},
-               "torch": {n.replace("bench_torch_", "").replace(".log", ""): r for n, r in rows
-                         if n.startswith("bench_torch_") and r}}
-    for name, r in summary["torch"].items():
-        summary["ratio_" + name] = round(kiln["tokens_per_s"] / r["tokens_per_s"], 4)
+               "torch": {tname(n): r for n, r in torches}}
+    for n, r in torches:
+        summary["ratio_" + tname(n)] = round(kiln["tokens_per_s"] / r["tokens_per_s"], 4)
+    summary["ratios"] = {label(k): {label(r): round(k["tokens_per_s"] / r["tokens_per_s"], 4) for n, r in torches}
+                         for n, k in kilns}
     with open(os.path.join(logs, "bench_summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
 PY

@@ -3,7 +3,7 @@
  *
  *   kiln compile FILE.ir | --gpt CONFIG [--graph forward|joint] [--batch B] [--seq T]
  *                [--passes LIST|all|none] [--report out.json] [--emit-ir out.ir]
- *                [--seed N] [--tol X] [--no-check]
+ *                [--seed N] [--tol X] [--no-check] [--dist ddp|zero1|zero2 [--bucket-mb X]]
  *
  * CONFIG names a GPT: "gpt2" (GPT-2 124M: 12 layers, width 768, 12 heads, context 1024,
  * vocabulary 50257), "small" (what `kiln train` builds by default, vocabulary 65), or
@@ -21,7 +21,12 @@
  * (--memory-plot, --schedule, --emit-kernels), its memory plan too: the arena, the arena
  * without in-place writes and the bytes in-place saved. Exit status: 0 ok, 1 a failure
  * (missing or malformed file, a pass or the check failed), 2 bad usage (unknown flag or
- * pass, bad config). */
+ * pass, bad config).
+ *
+ * --dist ddp (zero1, zero2) runs the data-parallel pass last (core/passes/ddp.c): the
+ * emitted IR then shows every bucket's grad_store, all_reduce_start (reduce_scatter_start)
+ * and comm_wait where the schedule runs them, and the check compares the gradients the
+ * graph stores into its slab (one process) with the original graph's gradient outputs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +56,9 @@ static void usage(FILE *f) {
             "                     as TSV (plots/memory.sh draws it with gnuplot); --report then holds\n"
             "                     the plan (arena, in-place savings, lower bound)\n"
             "  --emit-ir FILE     write the optimized graph as IR text\n"
+            "  --dist STRATEGY    ddp, zero1 or zero2: run the data-parallel pass after the others (ddp:MB,\n"
+            "                     zero:MB), so the graph holds its collectives where they run (a joint graph)\n"
+            "  --bucket-mb X      the buckets of --dist, in MB (default 25)\n"
             "  --seed N           seed of the random inputs of the check (default 0)\n"
             "  --tol X            largest |delta| the check accepts (default 1e-6)\n"
             "  --no-check         skip running the graphs before and after\n",
@@ -185,7 +193,8 @@ int kn_cli_compile(int argc, char **argv) {
     unsigned long long seed = 0;
     double tol = 1e-6;
     bool check = true, show_schedule = false;
-    const char *kernels_dir = NULL, *memory_tsv = NULL;
+    const char *kernels_dir = NULL, *memory_tsv = NULL, *dist = NULL;
+    double bucket_mb = 25;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
@@ -197,7 +206,8 @@ int kn_cli_compile(int argc, char **argv) {
             continue;
         }
         static const char *const with_value[] = {"--gpt", "--graph", "--batch", "--seq", "--passes", "--report",
-                                                 "--emit-ir", "--seed", "--tol", "--emit-kernels", "--memory-plot"};
+                                                 "--emit-ir", "--seed", "--tol", "--emit-kernels", "--memory-plot",
+                                                 "--dist", "--bucket-mb"};
         bool known = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) known |= !strcmp(a, with_value[k]);
         if (!known) { fprintf(stderr, "kiln compile: unknown option '%s'\n", a); usage(stderr); return 2; }
@@ -211,6 +221,11 @@ int kn_cli_compile(int argc, char **argv) {
         else if (!strcmp(a, "--emit-ir")) emit = v;
         else if (!strcmp(a, "--emit-kernels")) kernels_dir = v;
         else if (!strcmp(a, "--memory-plot")) memory_tsv = v;
+        else if (!strcmp(a, "--dist")) dist = v;
+        else if (!strcmp(a, "--bucket-mb")) {
+            bucket_mb = strtod(v, &end);
+            if (end == v || *end || !(bucket_mb > 0)) { fprintf(stderr, "kiln compile: --bucket-mb '%s' is not a number > 0\n", v); return 2; }
+        }
         else if (!strcmp(a, "--tol")) {
             tol = strtod(v, &end);
             if (end == v || *end || !(tol >= 0)) { fprintf(stderr, "kiln compile: --tol '%s' is not a number >= 0\n", v); return 2; }
@@ -233,6 +248,18 @@ int kn_cli_compile(int argc, char **argv) {
     if (strcmp(graph_kind, "joint") && strcmp(graph_kind, "forward")) {
         fprintf(stderr, "kiln compile: --graph '%s': use joint or forward\n", graph_kind);
         return 2;
+    }
+    char dist_passes[512];
+    if (dist) { /* the data-parallel pass after the others: collectives are placed last */
+        const char *pass = !strcmp(dist, "ddp") ? "ddp" : !strcmp(dist, "zero1") || !strcmp(dist, "zero2") ? "zero" : NULL;
+        if (!pass) {
+            fprintf(stderr, "kiln compile: --dist '%s': expected ddp, zero1 or zero2 (ZeRO-3 keeps its hooks: kiln train "
+                    "--dist zero3 --emit-ir prints its plan)\n", dist);
+            return 2;
+        }
+        bool none = !*passes || !strcmp(passes, "none");
+        snprintf(dist_passes, sizeof dist_passes, "%s%s%s:%.9g", none ? "" : passes, none ? "" : ",", pass, bucket_mb);
+        passes = dist_passes;
     }
     if (kn_passes_check(passes, NULL) != KN_OK) { fprintf(stderr, "kiln compile: %s\n", kn_last_error()); return 2; }
     kn_gpt_config cfg;
@@ -267,6 +294,13 @@ int kn_cli_compile(int argc, char **argv) {
         for (int r = 0; r < rep.pass[i].nfired; r++)
             printf("%s%s %lld", r ? ", " : "  ", rep.pass[i].rule[r], (long long)rep.pass[i].count[r]);
         printf("\n");
+    }
+    if (rc == 0 && dist) { /* where the pass placed the starts: the backward still to run after each */
+        kn_overlap_room room;
+        if (kn_dp_overlap_room(after, &room) == KN_OK)
+            printf("collectives: %d buckets; when one starts, %.0f%% of the backward's %.3g FLOPs is still to run "
+                   "on average (%.0f%% .. %.0f%%): the room to hide its communication\n", room.starts,
+                   100 * room.mean, room.backward_flops, 100 * room.least, 100 * room.most);
     }
     double live0 = 0, live1 = 0; /* the largest live set in node order: what remat lowers */
     if (rc == 0 && (kn_graph_live_bytes(before, &live0, NULL) != KN_OK || kn_graph_live_bytes(after, &live1, NULL) != KN_OK))

@@ -14,28 +14,23 @@
  *           is all-gathered for the steps that read it, in the forward and again in the
  *           backward, and freed after (zero3.c); the optimizer updates the shard in place,
  *           and no all_gather follows the step. (FSDP is PyTorch's name for it.)
- * Overlap: the trainer's program calls a hook after every node (kn_program_set_hook). When the
- * node is a parameter's gradient, the hook stores it; when it is the last missing gradient
- * of a bucket, the hook starts the bucket's nonblocking collective at once, and every
- * later node polls the requests in flight (MPI progresses inside MPI_Test), so
- * communication runs while the rest of the backward computes.
+ * This file sets a strategy up and runs the step; dp_buckets.c moves the gradients
+ * (buckets, the collectives, compression), dp_shard.c keeps ZeRO's shards and updates them.
+ *
+ * Overlap: on CPU ranks DDP, ZeRO-1 and ZeRO-2 recompile the trainer's step with the `ddp` or
+ * `zero` pass (core/passes/ddp.c), which makes communication part of the graph: each
+ * gradient is stored into the slab by a grad_store node right after the node that makes
+ * it, a bucket's all_reduce_start (reduce_scatter_start) node follows its last store, and
+ * comm_wait nodes end the graph. The program runs them through this strategy's
+ * kn_collectives context and polls it between steps (MPI progresses inside MPI_Test), so
+ * communication runs while the rest of the backward computes, where the IR says; the
+ * first comm_wait marks the backward's end for the overlap figure. On GPU ranks (NCCL) and
+ * for ZeRO-3 the program's hook does the same after every node (kn_program_set_hook).
  *
  * Buckets are contiguous ranges of whole parameters of the slab, formed from the last
  * parameter backwards, as PyTorch's DDP forms them in reverse registration order: roughly
  * the order in which backward produces gradients (the output layers first). A bucket
  * starts when its last gradient exists, whatever the order.
- *
- * Compression (--compress int8, DDP on CPU ranks): each bucket travels as one signed byte
- * per gradient plus a float scale per 256 of them, instead of four bytes. A rank adds its
- * error feedback (what quantization lost last time) to the bucket, scales each block of
- * 256 so its largest magnitude is 127, rounds, keeps the new error, and all-gathers
- * (scales, codes) from every rank; each
- * rank then sums scale_r x code_r over the ranks in rank order, so every rank gets the same
- * floats. Sums of int8 codes would overflow, hence an all-gather, which moves about N m
- * bytes per rank against the ring all-reduce's 2 (N-1)/N 4m: 4x less on 2 ranks, and it
- * stops paying from about 8 ranks (top-k or a reduce-scatter of codes would scale).
- * Error feedback makes the rounding errors cancel over steps instead of adding up
- * (1-bit SGD, Seide et al. 2014; EF-SGD, Karimireddy et al. 2019).
  *
  * Gradient accumulation: with K micro-batches, DDP and ZeRO-1 add the micro-batches'
  * gradients locally and communicate in the last one only; ZeRO-2 and ZeRO-3 have no full
@@ -63,31 +58,9 @@ kn_status kn_dp_strategy_parse(const char *s, kn_dp_strategy *out) {
 
 const char *kn_dp_strategy_name(kn_dp_strategy s) { return (int)s >= 0 && s < KN_DP_COUNT ? kn_dp_names[s] : "?"; }
 
-/* kn_dp_shard_ranges and kn_dp_buckets are lab 10 units (labs/lab10-dataparallel/). */
-
-void kn_dp_shard_counts(const kn_dp *d, int64_t lo, int64_t hi, int64_t *counts) {
-    for (int r = 0; r < d->comm->size; r++) {
-        int64_t a = lo > d->shard_lo[r] ? lo : d->shard_lo[r], b = hi < d->shard_lo[r + 1] ? hi : d->shard_lo[r + 1];
-        counts[r] = b > a ? b - a : 0;
-    }
-}
-
-/* (short names for this file) */
-#define my_lo kn_dp_my_lo
-#define my_len kn_dp_my_len
-
-/* The trainer's slabs, where its step runs (kiln/nn.h: one set, on tr->dev). DDP on a GPU
- * calls only the device table (copies, scale, clip, optimizer) and NCCL, so no gradient
- * crosses to the host. */
-static bool on_gpu(const kn_dp *d) { return d->tr->dev.type != KN_DEVICE_CPU; }
-static float *slab_param(const kn_dp *d) { return kn_tensor_data(d->tr->params); }
-static float *slab_grad(const kn_dp *d) { return d->tr->grad ? kn_tensor_data(d->tr->grad) : NULL; }
-static float *slab_state(const kn_dp *d) { return d->tr->state ? kn_tensor_data(d->tr->state) : d->tr->opt.state; }
-static float *shard_state(const kn_dp *d) { return on_gpu(d) ? d->dshard_state : d->shard_opt.state; }
-
 /* nb bytes (zeroed) where the step runs, and their release (nb as allocated). */
-static float *dp_alloc(const kn_dp *d, size_t nb) {
-    if (!on_gpu(d)) return kn_calloc(nb > 0 ? nb : 1, 1);
+float *kn_dp_alloc(const kn_dp *d, size_t nb) {
+    if (!kn_dp_on_gpu(d)) return kn_calloc(nb > 0 ? nb : 1, 1);
     void *p = NULL;
     if (kn_device_alloc(d->tr->dev, nb, &p) != KN_OK) return NULL;
     if (nb > 0 && kn_device_memset(d->tr->dev, p, 0, nb) != KN_OK) {
@@ -96,28 +69,22 @@ static float *dp_alloc(const kn_dp *d, size_t nb) {
     }
     return p;
 }
-static void dp_free(const kn_dp *d, void *p, size_t nb) {
+void kn_dp_release(const kn_dp *d, void *p, size_t nb) {
     if (!p) return;
-    if (on_gpu(d)) kn_device_free(d->tr->dev, p, nb);
+    if (kn_dp_on_gpu(d)) kn_device_free(d->tr->dev, p, nb);
     else kn_free(p);
 }
 
-/* Bytes of bucket b's ZeRO-2 staging buffer: its gradients, then the part this rank owns. */
-static size_t staging_size(const kn_dp *d, int b) {
-    const kn_dp_bucket *k = &d->buckets[b];
-    int64_t a = k->lo > my_lo(d) ? k->lo : my_lo(d), e = k->hi < my_lo(d) + my_len(d) ? k->hi : my_lo(d) + my_len(d);
-    return (size_t)((k->hi - k->lo) + (e > a ? e - a : 0)) * sizeof(float);
-}
 
 void kn_dp_free(kn_dp *d) {
     if (!d) return;
     if (d->tr && d->tr->prog) kn_program_set_hook(d->tr->prog, NULL, NULL);
     kn_dp_z3_free(d);
     for (int b = 0; d->staging && b < d->nbuckets; b++)
-        if (d->staging[b]) dp_free(d, d->staging[b], staging_size(d, b));
+        if (d->staging[b]) kn_dp_release(d, d->staging[b], kn_dp_staging_size(d, b));
     /* the sizes come from shard_lo, so these go before it */
-    if (d->grad_shard) dp_free(d, d->grad_shard, (size_t)my_len(d) * sizeof(float));
-    if (d->dshard_state) dp_free(d, d->dshard_state, (size_t)d->shard_opt.state_len * sizeof(float));
+    if (d->grad_shard) kn_dp_release(d, d->grad_shard, (size_t)kn_dp_my_len(d) * sizeof(float));
+    if (d->dshard_state) kn_dp_release(d, d->dshard_state, (size_t)d->shard_opt.state_len * sizeof(float));
     for (int b = 0; d->packed && b < d->nbuckets; b++) kn_free(d->packed[b]);
     kn_free(d->packed);
     kn_free(d->err);
@@ -137,7 +104,6 @@ void kn_dp_free(kn_dp *d) {
     memset(d, 0, sizeof *d);
 }
 
-static kn_status dp_hook(void *ctx, int32_t node, const kn_tensor *value);
 
 kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cfg) {
     if (!d || !c || !tr || !cfg || !tr->model || !tr->prog) return kn_error(KN_ERR_ARG, "kn_dp_new: NULL argument");
@@ -172,10 +138,18 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
     d->comm = c;
     d->tr = tr;
     d->cfg = *cfg;
+    /* DDP, ZeRO-1 and ZeRO-2 on CPU ranks: the collectives are ops of the step's graph,
+     * placed by a pass (ir_program); the bucket size the pass is given as text is the one
+     * the buckets here are made of */
+    d->ir = !gpu && cfg->strategy != KN_DP_ZERO3;
+    if (d->ir) {
+        snprintf(d->pass, sizeof d->pass, "%s:%.9g", cfg->strategy == KN_DP_DDP ? "ddp" : "zero", cfg->bucket_mb);
+        d->cfg.bucket_mb = strtod(strchr(d->pass, ':') + 1, NULL);
+    }
     const kn_params *p = &tr->model->p;
     const kn_graph *g = kn_program_graph(tr->prog); /* node ids as the program runs them */
     int N = c->size;
-    kn_status st = kn_dp_buckets(p, (size_t)(cfg->bucket_mb * 1048576.0), &d->buckets, &d->nbuckets);
+    kn_status st = kn_dp_buckets(p, (size_t)(d->cfg.bucket_mb * 1048576.0), &d->buckets, &d->nbuckets);
     if (st != KN_OK) return st;
     d->nnodes = g->nnodes;
     d->param_bucket = kn_malloc((size_t)p->count * sizeof(int));
@@ -206,40 +180,8 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
     st = kn_dp_shard_ranges(p->n, N, d->shard_lo);
     if (st == KN_OK && gpu) st = kn_device_alloc(tr->dev, sizeof(double), (void **)&d->dscalar);
     /* every rank starts from rank 0's parameters (on the trainer's device) */
-    if (st == KN_OK) st = kn_comm_broadcast(c, slab_param(d), p->n, KN_DT_F32, 0);
-    if (st == KN_OK && cfg->strategy != KN_DP_DDP) {
-        int64_t lo = my_lo(d), len = my_len(d), n = p->n;
-        int64_t decay = p->n_decay - lo;
-        decay = decay < 0 ? 0 : decay > len ? len : decay;
-        st = kn_optim_init(&d->shard_opt, &tr->opt.cfg, len, decay);
-        size_t state_bytes = (size_t)d->shard_opt.state_len * sizeof(float);
-        if (st == KN_OK && gpu && !(d->dshard_state = dp_alloc(d, state_bytes)))
-            st = kn_error(KN_ERR_OOM, "kn_dp_new: out of device memory for the shard's optimizer state");
-        int slabs = n > 0 ? (int)(tr->opt.state_len / n) : 0;
-        for (int k = 0; st == KN_OK && k < slabs; k++) /* this rank's range of each state slab */
-            st = kn_device_memcpy(tr->dev, shard_state(d) + k * len, tr->dev, slab_state(d) + k * n + lo,
-                                  (size_t)len * sizeof(float));
-        d->shard_opt.step = tr->opt.step;
-        d->grad_shard = st == KN_OK ? dp_alloc(d, (size_t)len * sizeof(float)) : NULL;
-        if (st == KN_OK && !d->grad_shard) st = kn_error(KN_ERR_OOM, "kn_dp_new: out of memory for the shard");
-        if (st == KN_OK) {
-            /* the full state is gone: this rank keeps its shard (kn_dp_gather_state brings it back) */
-            if (gpu) {
-                kn_tensor_free(tr->state);
-                tr->state = NULL;
-            } else {
-                kn_free(tr->opt.state);
-                tr->opt.state = NULL;
-            }
-        }
-    }
-    if (st == KN_OK && cfg->strategy >= KN_DP_ZERO2) {
-        /* no full gradient slab: gradients live in the buckets' staging buffers */
-        kn_params_views_free(p, tr->grad_views);
-        kn_tensor_free(tr->grad);
-        tr->grad_views = NULL;
-        tr->grad = NULL;
-    }
+    if (st == KN_OK) st = kn_comm_broadcast(c, kn_dp_slab_param(d), p->n, KN_DT_F32, 0);
+    if (st == KN_OK && cfg->strategy != KN_DP_DDP) st = kn_dp_shard_new(d);
     if (st == KN_OK && cfg->compress) {
         d->err = kn_calloc((size_t)(p->n > 0 ? p->n : 1), sizeof(float));
         d->packed = kn_calloc((size_t)d->nbuckets, sizeof *d->packed);
@@ -267,207 +209,29 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
     }
     /* ZeRO-3 last: it frees the model's slab, which everything above may read */
     if (st == KN_OK && cfg->strategy == KN_DP_ZERO3) st = kn_dp_z3_new(d);
+    if (st == KN_OK && d->ir) st = kn_dp_ir_program(d);
     if (st != KN_OK) {
         kn_dp_free(d);
         return st;
     }
-    kn_program_set_hook(tr->prog, dp_hook, d);
+    if (!d->ir) kn_program_set_hook(tr->prog, kn_dp_hook, d);
     return KN_OK;
-}
-
-/* ---------------------------------------------------------------- the hook */
-
-/* dst[0..n) = src (first micro-batch) or += src (CPU ranks only: kn_dp_new refuses
- * accumulation on a GPU). On a GPU the copy is queued on the compute stream, behind the
- * kernel that made src; the bucket's NCCL operation waits for it (comm_nccl.c). */
-static kn_status store(const kn_dp *d, float *dst, const float *src, int64_t n, bool add) {
-    if (on_gpu(d)) return kn_device_memcpy(d->tr->dev, dst, d->tr->dev, src, (size_t)n * sizeof(float));
-    if (add) {
-        for (int64_t i = 0; i < n; i++) dst[i] += src[i];
-    } else {
-        memcpy(dst, src, (size_t)n * sizeof(float));
-    }
-    return KN_OK;
-}
-
-/* --compress int8: one scale per KN_DP_QBLOCK gradients (a bucket mixes parameters whose
- * gradients differ by orders of magnitude; one scale per bucket would round the small
- * ones to zero). A rank's block of `packed`: the scales, then one signed byte a gradient. */
-#define KN_DP_QBLOCK 256
-static int64_t qblocks(int64_t m) { return (m + KN_DP_QBLOCK - 1) / KN_DP_QBLOCK; }
-static int64_t packed_size(int64_t m) { return qblocks(m) * (int64_t)sizeof(float) + m; }
-
-/* Bucket b's gradients g (m of them, slab offset lo) plus the error feedback, encoded into
- * this rank's block; the new error kept. */
-static void int8_encode(kn_dp *d, const float *g, int64_t lo, int64_t m, uint8_t *block) {
-    float *e = d->err + lo;
-    int8_t *q = (int8_t *)(block + qblocks(m) * (int64_t)sizeof(float));
-    for (int64_t c = 0; c < qblocks(m); c++) {
-        int64_t a = c * KN_DP_QBLOCK, z = a + KN_DP_QBLOCK < m ? a + KN_DP_QBLOCK : m;
-        float amax = 0;
-        for (int64_t i = a; i < z; i++) {
-            float v = fabsf(g[i] + e[i]);
-            if (v > amax) amax = v;
-        }
-        float s = amax > 0 ? amax / 127.0f : 1.0f;
-        memcpy(block + c * (int64_t)sizeof(float), &s, sizeof s);
-        for (int64_t i = a; i < z; i++) {
-            float v = g[i] + e[i];
-            long k = lrintf(v / s);
-            k = k > 127 ? 127 : k < -127 ? -127 : k;
-            q[i] = (int8_t)k;
-            e[i] = v - (float)k * s;
-        }
-    }
-}
-
-/* Every rank's blocks back into the bucket: g[i] = sum over ranks (in rank order) of
- * scale_r x code_r[i], the same floats on every rank. */
-static void int8_decode(const kn_dp *d, const uint8_t *packed, int64_t m, float *g) {
-    int64_t size = packed_size(m), nq = qblocks(m) * (int64_t)sizeof(float);
-    for (int64_t i = 0; i < m; i++) {
-        double acc = 0;
-        for (int r = 0; r < d->comm->size; r++) {
-            const uint8_t *blk = packed + r * size;
-            float s;
-            memcpy(&s, blk + (i / KN_DP_QBLOCK) * (int64_t)sizeof(float), sizeof s);
-            acc += (double)s * (double)((const int8_t *)(blk + nq))[i];
-        }
-        g[i] = (float)acc;
-    }
-}
-
-/* Start bucket b's collective. */
-static kn_status launch(kn_dp *d, int b) {
-    kn_dp_bucket *k = &d->buckets[b];
-    int64_t counts[1024];
-    char what[48];
-    snprintf(what, sizeof what, "bucket %d of %d", b, d->nbuckets);
-    if (d->launched++ == 0) d->t_first_launch = kn_time_now();
-    if (d->t_launch) d->t_launch[b] = kn_time_now();
-    if (d->cfg.strategy == KN_DP_DDP) {
-        float *g = slab_grad(d) + k->lo;
-        if (d->cfg.ring) {
-            /* kiln's ring is blocking: it runs here, between two nodes of the backward */
-            kn_status st = kn_ring_all_reduce(d->comm, g, k->hi - k->lo, KN_DT_F32, d->ring_scratch);
-            d->t_last_done = kn_time_now();
-            if (d->t_launch) d->t_launch[d->nbuckets + b] = d->t_last_done;
-            return st;
-        }
-        if (d->cfg.compress) {
-            int64_t m = k->hi - k->lo, block = packed_size(m), counts[1024];
-            if (d->comm->size > 1024) return kn_error(KN_ERR_ARG, "kn_dp: more than 1024 ranks");
-            d->packed[b] = kn_malloc((size_t)(block * d->comm->size));
-            if (!d->packed[b]) return kn_error(KN_ERR_OOM, "kn_dp_step: out of memory for bucket %d's codes", b);
-            uint8_t *mine = d->packed[b] + (size_t)(block * d->comm->rank);
-            int8_encode(d, g, k->lo, m, mine);
-            for (int r = 0; r < d->comm->size; r++) counts[r] = block;
-            d->bytes_sent += block;
-            KN_TRY(kn_comm_iall_gather(d->comm, mine, d->packed[b], counts, KN_DT_U8, what, &d->reqs[b]));
-        } else {
-            d->bytes_sent += (k->hi - k->lo) * (int64_t)sizeof(float);
-            KN_TRY(kn_comm_iall_reduce(d->comm, g, g, k->hi - k->lo, KN_DT_F32, what, &d->reqs[b]));
-        }
-    } else {
-        if (d->comm->size > 1024) return kn_error(KN_ERR_ARG, "kn_dp: more than 1024 ranks");
-        kn_dp_shard_counts(d, k->lo, k->hi, counts);
-        int64_t a = k->lo > my_lo(d) ? k->lo : my_lo(d);
-        const float *src = d->cfg.strategy == KN_DP_ZERO1 ? slab_grad(d) + k->lo : d->staging[b];
-        /* ZeRO-1 receives straight into its shard; ZeRO-2 behind the bucket in its staging
-         * buffer (added into the shard when done, for accumulation) */
-        float *dst = d->cfg.strategy == KN_DP_ZERO1 ? d->grad_shard + (a - my_lo(d)) : d->staging[b] + (k->hi - k->lo);
-        d->bytes_sent += (k->hi - k->lo) * (int64_t)sizeof(float);
-        KN_TRY(kn_comm_ireduce_scatter(d->comm, src, dst, counts, KN_DT_F32, what, &d->reqs[b]));
-    }
-    d->in_flight[b] = true;
-    return KN_OK;
-}
-
-/* Bucket b finished: ZeRO-2 moves its part into the shard and frees the staging buffer. */
-static void finished(kn_dp *d, int b) {
-    d->in_flight[b] = false;
-    d->t_last_done = kn_time_now();
-    if (d->t_launch) d->t_launch[d->nbuckets + b] = d->t_last_done;
-    if (d->cfg.compress && d->packed[b]) {
-        kn_dp_bucket *k = &d->buckets[b];
-        int8_decode(d, d->packed[b], k->hi - k->lo, slab_grad(d) + k->lo);
-        kn_free(d->packed[b]);
-        d->packed[b] = NULL;
-    }
-    if (d->cfg.strategy < KN_DP_ZERO2) return;
-    kn_dp_bucket *k = &d->buckets[b];
-    int64_t a = k->lo > my_lo(d) ? k->lo : my_lo(d), e = k->hi < my_lo(d) + my_len(d) ? k->hi : my_lo(d) + my_len(d);
-    if (e > a) (void)store(d, d->grad_shard + (a - my_lo(d)), d->staging[b] + (k->hi - k->lo), e - a, d->micro > 0);
-    dp_free(d, d->staging[b], staging_size(d, b));
-    d->staging[b] = NULL;
-    d->staging_bytes -= (int64_t)staging_size(d, b);
-}
-
-static kn_status poll_all(kn_dp *d) {
-    for (int b = 0; b < d->nbuckets; b++) {
-        if (!d->in_flight[b]) continue;
-        bool done = false;
-        KN_TRY(kn_comm_test(&d->reqs[b], &done));
-        if (done) finished(d, b);
-    }
-    return kn_dp_z3_poll(d);
-}
-
-static kn_status contiguous_f32(const kn_tensor *v, int64_t numel, int param, const float **out, kn_tensor **tmp) {
-    if (!v || v->dtype != KN_DT_F32 || kn_tensor_numel(v) != numel)
-        return kn_error(KN_ERR_SHAPE, "kn_dp_step: gradient of parameter %d is not f32 with %lld elements", param,
-                        (long long)numel);
-    KN_TRY(kn_device_contiguous("kn_dp_step", v, tmp)); /* an alias when v already is */
-    *out = kn_tensor_data(*tmp);
-    return KN_OK;
-}
-
-static kn_status dp_hook(void *ctx, int32_t node, const kn_tensor *value) {
-    kn_dp *d = ctx;
-    if (node < 0 || node >= d->nnodes) return KN_OK;
-    const kn_params *p = &d->tr->model->p;
-    bool comm_now = d->last_micro || d->cfg.strategy >= KN_DP_ZERO2;
-    for (int i = d->node_first[node]; i >= 0; i = d->param_next[i]) {
-        const kn_param_info *pi = &p->info[i];
-        const float *src = NULL;
-        kn_tensor *tmp = NULL;
-        KN_TRY(contiguous_f32(value, pi->numel, i, &src, &tmp));
-        int b = d->param_bucket[i];
-        kn_dp_bucket *k = &d->buckets[b];
-        kn_status st = KN_OK;
-        if (d->cfg.strategy >= KN_DP_ZERO2) {
-            if (!d->staging[b]) {
-                size_t nb = staging_size(d, b);
-                d->staging[b] = dp_alloc(d, nb);
-                if (!d->staging[b]) st = kn_error(KN_ERR_OOM, "kn_dp_step: out of memory for bucket %d", b);
-                d->staging_bytes += (int64_t)nb;
-                if (d->staging_bytes > d->staging_peak) d->staging_peak = d->staging_bytes;
-            }
-            if (st == KN_OK) st = store(d, d->staging[b] + (pi->offset - k->lo), src, pi->numel, false);
-        } else {
-            st = store(d, slab_grad(d) + pi->offset, src, pi->numel, d->micro > 0);
-        }
-        kn_tensor_free(tmp);
-        KN_TRY(st);
-        if (comm_now && --k->pending == 0) KN_TRY(launch(d, b));
-    }
-    /* drive the collectives in flight (MPI progresses inside MPI_Test) */
-    return poll_all(d);
 }
 
 /* ---------------------------------------------------------------- the step */
 
 /* A blocking all-reduce of one double with a label for the timeout message (NCCL moves
  * device memory only: on a GPU the value goes through d->dscalar). */
-static kn_status all_reduce_f64(kn_dp *d, double *v, const char *what) {
+kn_status kn_dp_all_reduce_f64(kn_dp *d, double *v, const char *what) {
     kn_comm_req r;
-    double *buf = on_gpu(d) ? d->dscalar : v;
-    if (on_gpu(d)) KN_TRY(kn_device_memcpy(d->tr->dev, buf, KN_CPU, v, sizeof *v));
+    double *buf = kn_dp_on_gpu(d) ? d->dscalar : v;
+    if (kn_dp_on_gpu(d)) KN_TRY(kn_device_memcpy(d->tr->dev, buf, KN_CPU, v, sizeof *v));
     KN_TRY(kn_comm_iall_reduce(d->comm, buf, buf, 1, KN_DT_F64, what, &r));
     KN_TRY(kn_comm_wait(&r));
-    if (on_gpu(d)) KN_TRY(kn_device_memcpy(KN_CPU, v, d->tr->dev, buf, sizeof *v));
+    if (kn_dp_on_gpu(d)) KN_TRY(kn_device_memcpy(KN_CPU, v, d->tr->dev, buf, sizeof *v));
     return KN_OK;
 }
+
 
 /* The value of the 0-d loss wherever it lives (reading it from a GPU waits for the
  * forward and backward: the copy is ordered behind them). */
@@ -488,6 +252,11 @@ static kn_status run_micro(kn_dp *d, const int32_t *x, const int32_t *y, int m, 
     d->last_micro = m == d->cfg.accum - 1;
     for (int b = 0; b < d->nbuckets; b++)
         d->buckets[b].pending = d->buckets[b].last_param - d->buckets[b].first_param + 1;
+    if (d->ir && t->prog != d->ir_prog)
+        return kn_error(KN_ERR_ARG, "kn_dp_step: the trainer's step was compiled again after kn_dp_new, without the %s "
+                        "pass its collectives need: set the trainer up (mode, loss scale, device) before kn_dp_new",
+                        d->pass);
+    d->ir_waits = 0;
     kn_status st = kn_program_run(t->prog);
     kn_status zs = kn_dp_z3_end_run(d); /* ZeRO-3: the last gathered buckets go */
     KN_TRY(st);
@@ -516,65 +285,35 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
         double l = 0;
         KN_TRY(run_micro(d, x, y, m, &l));
         lsum += l;
-        if (m == K - 1) d->t_backward_end = kn_time_now();
+        /* the backward's end: the IR's first comm_wait (after every computing step), or the
+         * hook path's end of the run */
+        if (m == K - 1) d->t_backward_end = d->ir && d->ir_waits ? d->t_ir_first_wait : kn_time_now();
         /* every bucket of this micro-batch must be done before the next one reuses them */
         for (int b = 0; b < d->nbuckets; b++)
             if (d->in_flight[b]) {
                 KN_TRY(kn_comm_wait(&d->reqs[b]));
-                finished(d, b);
+                kn_dp_finished(d, b);
             }
     }
     double t_comm_end = kn_time_now();
     /* the global batch's loss: the mean of every rank's micro-batch means */
     double gl = lsum / K;
-    KN_TRY(all_reduce_f64(d, &gl, "loss"));
+    KN_TRY(kn_dp_all_reduce_f64(d, &gl, "loss"));
     gl /= N;
     double scale = 1.0 / ((double)N * K), norm;
     if (d->cfg.strategy == KN_DP_DDP) {
-        KN_TRY(kn_device_scale(t->dev, slab_grad(d), p->n, scale));
-        KN_TRY(kn_device_clip_grad_norm(t->dev, slab_grad(d), p->n, t->clip, &norm));
-    } else if (on_gpu(d)) {
-        /* the shard's sum of squares (its norm, unclipped), summed over the ranks */
-        int64_t len = my_len(d);
-        double local = 0, ss;
-        KN_TRY(kn_device_scale(t->dev, d->grad_shard, len, scale));
-        KN_TRY(kn_device_clip_grad_norm(t->dev, d->grad_shard, len, 0.0, &local));
-        ss = local * local;
-        KN_TRY(all_reduce_f64(d, &ss, "gradient norm"));
-        norm = sqrt(ss);
-        if (t->clip > 0 && norm > t->clip) KN_TRY(kn_device_scale(t->dev, d->grad_shard, len, t->clip / (norm + 1e-6)));
+        KN_TRY(kn_device_scale(t->dev, kn_dp_slab_grad(d), p->n, scale));
+        KN_TRY(kn_device_clip_grad_norm(t->dev, kn_dp_slab_grad(d), p->n, t->clip, &norm));
     } else {
-        int64_t len = my_len(d);
-        double ss = 0;
-        for (int64_t i = 0; i < len; i++) {
-            d->grad_shard[i] = (float)((double)d->grad_shard[i] * scale);
-            ss += (double)d->grad_shard[i] * (double)d->grad_shard[i];
-        }
-        KN_TRY(all_reduce_f64(d, &ss, "gradient norm"));
-        norm = sqrt(ss);
-        if (t->clip > 0 && norm > t->clip) {
-            double s = t->clip / (norm + 1e-6);
-            for (int64_t i = 0; i < len; i++) d->grad_shard[i] = (float)((double)d->grad_shard[i] * s);
-        }
+        KN_TRY(kn_dp_shard_clip(d, scale, &norm));
     }
     if (!isfinite(gl) || !isfinite(norm))
         return kn_error(KN_ERR_ARG, "kn_dp_step: loss %g, gradient norm %g at optimizer step %lld (diverged: lower "
                         "the learning rate)", gl, norm, (long long)t->opt.step);
     if (d->cfg.strategy == KN_DP_DDP) {
-        KN_TRY(kn_device_optim_step(t->dev, &t->opt, slab_param(d), slab_grad(d), slab_state(d), lr));
-    } else if (d->cfg.strategy == KN_DP_ZERO3) {
-        /* the shard is the parameters: the next forward gathers it, bucket by bucket */
-        KN_TRY(kn_device_optim_step(t->dev, &d->shard_opt, d->param_shard, d->grad_shard, shard_state(d), lr));
-        t->opt.step = d->shard_opt.step;
+        KN_TRY(kn_device_optim_step(t->dev, &t->opt, kn_dp_slab_param(d), kn_dp_slab_grad(d), kn_dp_slab_state(d), lr));
     } else {
-        KN_TRY(kn_device_optim_step(t->dev, &d->shard_opt, slab_param(d) + my_lo(d), d->grad_shard, shard_state(d), lr));
-        t->opt.step = d->shard_opt.step;
-        int64_t counts[1024];
-        if (N > 1024) return kn_error(KN_ERR_ARG, "kn_dp: more than 1024 ranks");
-        for (int r = 0; r < N; r++) counts[r] = d->shard_lo[r + 1] - d->shard_lo[r];
-        kn_comm_req r;
-        KN_TRY(kn_comm_iall_gather(d->comm, slab_param(d) + my_lo(d), slab_param(d), counts, KN_DT_F32, "parameters", &r));
-        KN_TRY(kn_comm_wait(&r));
+        KN_TRY(kn_dp_shard_update(d, lr));
     }
     double t1 = kn_time_now();
     d->stats.step_s = t1 - t0;
@@ -595,50 +334,6 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
     return KN_OK;
 }
 
-kn_status kn_dp_gather_state(kn_dp *d) {
-    if (!d || !d->tr) return kn_error(KN_ERR_ARG, "kn_dp_gather_state: NULL argument");
-    if (d->cfg.strategy == KN_DP_DDP) return KN_OK;
-    kn_optim *o = &d->tr->opt;
-    int64_t n = d->tr->model->p.n, len = my_len(d), counts[1024];
-    int N = d->comm->size;
-    if (N > 1024) return kn_error(KN_ERR_ARG, "kn_dp: more than 1024 ranks");
-    for (int r = 0; r < N; r++) counts[r] = d->shard_lo[r + 1] - d->shard_lo[r];
-    if (on_gpu(d) && !d->tr->state) {
-        /* the trainer's state slab comes back on its device (kn_trainer_sync_host copies it) */
-        int64_t sn[1] = {o->state_len};
-        KN_TRY(kn_tensor_empty_on(&d->tr->state, d->tr->dev, KN_DT_F32, 1, sn));
-    }
-    if (!on_gpu(d) && !o->state) {
-        o->state = kn_malloc((size_t)(o->state_len > 0 ? o->state_len : 1) * sizeof(float));
-        if (!o->state) return kn_error(KN_ERR_OOM, "kn_dp_gather_state: out of memory");
-    }
-    int slabs = n > 0 ? (int)(o->state_len / n) : 0;
-    for (int k = 0; k < slabs; k++)
-        KN_TRY(kn_comm_all_gather(d->comm, shard_state(d) + k * len, slab_state(d) + k * n, counts, KN_DT_F32));
-    o->step = d->shard_opt.step;
-    return d->z3 ? kn_dp_z3_gather_params(d) : KN_OK;
-}
-
-kn_dp_memory kn_dp_memory_of(const kn_dp *d) {
-    kn_dp_memory m = {0};
-    if (!d || !d->tr) return m;
-    int64_t P = d->tr->model->p.n, f = (int64_t)sizeof(float);
-    m.params = d->cfg.strategy == KN_DP_ZERO3 ? my_len(d) * f : P * f;
-    m.grads = (slab_grad(d) ? P * f : 0) + (d->grad_shard ? my_len(d) * f : 0);
-    m.optim = (d->cfg.strategy == KN_DP_DDP ? d->tr->opt.state_len : d->shard_opt.state_len) * f;
-    m.staging_peak = d->staging_peak;
-    m.gathered_peak = d->gathered_peak;
-    return m;
-}
-
-kn_dp_memory kn_dp_memory_expected(kn_dp_strategy s, int64_t P, int n) {
-    kn_dp_memory m = {.params = 4 * P, .grads = 4 * P, .optim = 8 * P};
-    if (s != KN_DP_DDP) m.optim = 8 * P / n;
-    if (s >= KN_DP_ZERO2) m.grads = 4 * P / n;
-    if (s == KN_DP_ZERO3) m.params = 4 * P / n;
-    return m;
-}
-
 /* ---------------------------------------------------------------- the schedule, printed */
 
 kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d) {
@@ -652,18 +347,32 @@ kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d) {
         kn_free(done_at);
         return st;
     }
-    /* a bucket starts after the node that makes its last gradient */
+    /* a bucket starts after the node that makes its last gradient (the IR: its start node) */
     for (int b = 0; b < d->nbuckets; b++) {
         done_at[b] = -1;
-        for (int i = d->buckets[b].first_param; i <= d->buckets[b].last_param; i++)
+        for (int i = 0; d->ir && i < g->nnodes; i++)
+            if ((g->nodes[i].op == KN_OP_ALL_REDUCE_START || g->nodes[i].op == KN_OP_REDUCE_SCATTER_START) &&
+                g->nodes[i].attrs.start == d->buckets[b].lo)
+                done_at[b] = i;
+        for (int i = d->buckets[b].first_param; !d->ir && i <= d->buckets[b].last_param; i++)
             if (g->outputs[1 + i] > done_at[b]) done_at[b] = g->outputs[1 + i];
     }
     bool zero = d->cfg.strategy != KN_DP_DDP;
     const char *coll = zero ? "reduce_scatter" : d->cfg.ring ? "ring_all_reduce" : "all_reduce";
-    fprintf(f, "# kiln train --dist %s: the joint graph of one rank (%d rows) and where each collective starts.\n"
-            "# %d ranks, %d buckets; a bucket's %s starts (nonblocking) right after the node that makes its\n"
-            "# last gradient, and runs while the nodes below it compute.\n",
-            kn_dp_strategy_name(d->cfg.strategy), d->tr->B, d->comm->size, d->nbuckets, coll);
+    if (d->ir)
+        fprintf(f, "# kiln train --dist %s: the step's graph of one rank (%d rows) after the pass %s, with its\n"
+                "# collectives as ops. %d ranks, %d buckets: each gradient is stored into the slab (grad_store)\n"
+                "# right after the node that makes it; a bucket's %s_start runs right after its last\n"
+                "# store, nonblocking, while the nodes below it compute (%s);\n"
+                "# the comm_waits end the graph, where the optimizer takes over. A comment names each bucket.\n",
+                kn_dp_strategy_name(d->cfg.strategy), d->tr->B, d->pass, d->comm->size, d->nbuckets,
+                zero ? "reduce_scatter" : "all_reduce", d->cfg.ring ? "kiln's ring: blocking, between two nodes"
+                : "polled between the steps");
+    else
+        fprintf(f, "# kiln train --dist %s: the joint graph of one rank (%d rows) and where each collective starts.\n"
+                "# %d ranks, %d buckets; a bucket's %s starts (nonblocking) right after the node that makes its\n"
+                "# last gradient, and runs while the nodes below it compute.\n",
+                kn_dp_strategy_name(d->cfg.strategy), d->tr->B, d->comm->size, d->nbuckets, coll);
     if (d->z3)
         fprintf(f, "# ZeRO-3: the parameters are sharded; each bucket's all_gather is waited for before the first\n"
                 "# step (of the program's steps: a generated kernel is the step of its last node) that reads it in\n"
@@ -679,13 +388,13 @@ kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d) {
         for (int b = 0; id >= 0 && b < d->nbuckets; b++) {
             if (done_at[b] != id) continue;
             const kn_dp_bucket *k = &d->buckets[b];
-            fprintf(f, "#   <- %s bucket %d: slab [%lld, %lld), %lld bytes, %s .. %s\n", coll, b, (long long)k->lo,
-                    (long long)k->hi, (long long)((k->hi - k->lo) * 4), p->info[k->first_param].name,
+            fprintf(f, "#   %s %s bucket %d: slab [%lld, %lld), %lld bytes, %s .. %s\n", d->ir ? "^" : "<-", coll, b,
+                    (long long)k->lo, (long long)k->hi, (long long)((k->hi - k->lo) * 4), p->info[k->first_param].name,
                     p->info[k->last_param].name);
         }
         line = nl ? nl + 1 : NULL;
     }
-    fprintf(f, "# after the graph: wait for every bucket; loss all_reduce (8 bytes);\n");
+    fprintf(f, "# after the graph: %sloss all_reduce (8 bytes);\n", d->ir ? "" : "wait for every bucket; ");
     if (d->z3)
         fprintf(f, "# gradient-norm all_reduce (8 bytes); clip and update this rank's shard (parameters, gradients\n"
                 "# and optimizer state sharded); no all_gather after the update: the next forward gathers\n"

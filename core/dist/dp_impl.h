@@ -1,5 +1,10 @@
-/* dp_impl.h — what dp.c (the strategies and the step) and zero3.c (ZeRO-3's gathered
- * parameters) share. Internal to core/dist. */
+/* dp_impl.h — what the files of data parallelism share. Internal to core/dist:
+ *   dp.c          the strategies' setup, the step, the schedule printed
+ *   dp_buckets.c  the gradients' way out: buckets stored, compressed, launched and finished,
+ *                 from the program's hook or as the collective ops of the step's graph
+ *   dp_shard.c    ZeRO's shards: the optimizer state, the reduced gradients, the update, the
+ *                 parameters gathered after it, the state gathered for a checkpoint
+ *   zero3.c       ZeRO-3's gathered parameters */
 #ifndef KILN_DIST_DP_IMPL_H
 #define KILN_DIST_DP_IMPL_H
 
@@ -10,6 +15,40 @@ static inline int64_t kn_dp_my_lo(const kn_dp *d) { return d->shard_lo[d->comm->
 static inline int64_t kn_dp_my_len(const kn_dp *d) {
     return d->shard_lo[d->comm->rank + 1] - d->shard_lo[d->comm->rank];
 }
+/* The trainer's slabs, where its step runs (kiln/nn.h: one set, on tr->dev). DDP on a GPU
+ * calls only the device table (copies, scale, clip, optimizer) and NCCL, so no gradient
+ * crosses to the host. */
+static inline bool kn_dp_on_gpu(const kn_dp *d) { return d->tr->dev.type != KN_DEVICE_CPU; }
+static inline float *kn_dp_slab_param(const kn_dp *d) { return kn_tensor_data(d->tr->params); }
+static inline float *kn_dp_slab_grad(const kn_dp *d) { return d->tr->grad ? kn_tensor_data(d->tr->grad) : NULL; }
+static inline float *kn_dp_slab_state(const kn_dp *d) { return d->tr->state ? kn_tensor_data(d->tr->state) : d->tr->opt.state; }
+static inline float *kn_dp_shard_state(const kn_dp *d) { return kn_dp_on_gpu(d) ? d->dshard_state : d->shard_opt.state; }
+
+/* nb bytes (zeroed) where the step runs (kn_dp_alloc, NULL when out of memory), and their
+ * release (nb as allocated). */
+float *kn_dp_alloc(const kn_dp *d, size_t nb);
+void kn_dp_release(const kn_dp *d, void *p, size_t nb);
+/* A blocking all-reduce (sum) of one double, labelled for the timeout message. */
+kn_status kn_dp_all_reduce_f64(kn_dp *d, double *v, const char *what);
+
+/* dp_buckets.c. Bytes of bucket b's ZeRO-2 staging buffer; the program hook (a gradient
+ * stored, a bucket launched when complete, the requests polled); bucket b's request done
+ * (ZeRO-2 moves its part into the shard, int8 decodes); the step program recompiled with
+ * the ddp/zero pass and given the collectives context (DDP, ZeRO-1/2 on CPU ranks). */
+size_t kn_dp_staging_size(const kn_dp *d, int b);
+kn_status kn_dp_hook(void *ctx, int32_t node, const kn_tensor *value);
+void kn_dp_finished(kn_dp *d, int b);
+kn_status kn_dp_ir_program(kn_dp *d);
+
+/* dp_shard.c. kn_dp_shard_new (ZeRO, in kn_dp_new once the shard ranges exist): this rank's
+ * optimizer state and gradient shard, the full state (and for ZeRO-2 and -3 the gradient
+ * slab) freed. kn_dp_shard_clip: the reduced shard scaled by `scale`, the global norm from
+ * the ranks' sums of squares, clipped. kn_dp_shard_update: the optimizer on the shard, then
+ * (ZeRO-1/2) the parameters all-gathered. */
+kn_status kn_dp_shard_new(kn_dp *d);
+kn_status kn_dp_shard_clip(kn_dp *d, double scale, double *norm);
+kn_status kn_dp_shard_update(kn_dp *d, double lr);
+
 /* The part of slab range [lo, hi) each rank owns: counts[r] = |[lo, hi) ∩ shard r|
  * (counts holds comm->size entries). */
 void kn_dp_shard_counts(const kn_dp *d, int64_t lo, int64_t hi, int64_t *counts);

@@ -176,6 +176,30 @@ kn_status infer_same2(const kn_node *n, const kn_type *const *in, kn_type *out, 
     return KN_OK;
 }
 
+/* Collectives (kiln/ir.h): every one defines a 0-d f32 token. grad_store reads an f32
+ * gradient and the token before it; the others read a token and name a slab range. */
+static bool is_token(const kn_type *t) { return t->dtype == KN_DT_F32 && t->ndim == 0; }
+
+kn_status infer_grad_store(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
+    char tb0[96], tb1[96];
+    (void)n;
+    if (in[0]->dtype != KN_DT_F32)
+        return fail(msg, msz, KN_ERR_DTYPE, "gradient %s is not f32 (the gradient slab is f32)", T(0));
+    if (!is_token(in[1])) return fail(msg, msz, KN_ERR_SHAPE, "operand 1 %s is not a token (f32[])", T(1));
+    *out = *in[1];
+    return KN_OK;
+}
+
+kn_status infer_comm_token(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
+    char tb0[96];
+    if (!is_token(in[0])) return fail(msg, msz, KN_ERR_SHAPE, "operand %s is not a token (f32[])", T(0));
+    if (n->attrs.start < 0 || n->attrs.stop <= n->attrs.start)
+        return fail(msg, msz, KN_ERR_ARG, "slab range [%lld, %lld) is empty or negative", (long long)n->attrs.start,
+                    (long long)n->attrs.stop);
+    *out = *in[0];
+    return KN_OK;
+}
+
 kn_status infer_cast(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
     (void)msg; (void)msz;
     *out = *in[0];

@@ -21,7 +21,14 @@ struct kn_interp {
     kn_tensor **outs;       /* per output, after a run (owned aliases) */
     kn_interp_hook hook;    /* called after each node (core/dist/ overlaps communication) */
     void *hook_ctx;
+    kn_collectives coll;    /* runs the collective nodes (kiln/ir.h); coll.run NULL: none */
 };
+
+void kn_interp_set_collectives(kn_interp *it, const kn_collectives *c) {
+    if (!it) return;
+    if (c) it->coll = *c;
+    else memset(&it->coll, 0, sizeof it->coll);
+}
 
 void kn_interp_set_hook(kn_interp *it, kn_interp_hook fn, void *ctx) {
     if (!it) return;
@@ -110,7 +117,12 @@ kn_status kn_interp_run(kn_interp *it) {
         } else {
             const kn_tensor *in[KN_MAX_OPERANDS];
             for (int k = 0; k < n->nin; k++) in[k] = it->vals[n->in[k]];
-            st = kn_node_eval(n, in, &it->vals[i]);
+            if (kn_op_get(n->op)->category == KN_CAT_COLLECTIVE)
+                st = kn_collective_eval(it->coll.run ? &it->coll : NULL, i, n, in, &it->vals[i]);
+            else
+                st = kn_node_eval(n, in, &it->vals[i]);
+            /* requests in flight progress between nodes (MPI progresses inside MPI_Test) */
+            if (st == KN_OK && it->coll.poll) st = it->coll.poll(it->coll.ctx);
         }
         if (st != KN_OK) {
             char msg[512];

@@ -56,7 +56,7 @@ const kn_attr_meta kn_attr_metas[KN_ATTR_COUNT] = {
 };
 
 static const char *const kn_cat_names[KN_CAT_COUNT] = {
-    "source", "elementwise", "reduction", "matmul", "view", "movement", "other"};
+    "source", "elementwise", "reduction", "matmul", "view", "movement", "other", "collective"};
 
 const kn_op_info *kn_op_get(kn_op op) {
     return (unsigned)op < KN_OP_COUNT ? &kn_op_infos[op] : NULL;
@@ -215,6 +215,13 @@ kn_status kn_node_check_attrs(const kn_node *n, char *msg, size_t msz) {
 kn_status kern_none(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
     (void)in; (void)out;
     return kn_error(KN_ERR_ARG, "%s: has no kernel (its tensor is bound by name)", kn_op_name(n->op));
+}
+
+/* Collectives are run by the context of the run (kn_collective_eval), never alone. */
+kn_status kern_collective(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    (void)in; (void)out;
+    return kn_error(KN_ERR_UNSUPPORTED, "%s: a collective runs inside an interpreter or program given a collectives "
+                    "context (kn_interp_set_collectives, kn_program_set_collectives), not as a kernel", kn_op_name(n->op));
 }
 
 void bw_none(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {

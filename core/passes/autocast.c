@@ -52,6 +52,7 @@ kn_autocast_class kn_autocast_policy(kn_op op) {
     case KN_OP_FLASH_ATTN: case KN_OP_FLASH_ATTN_BWD: /* its kernels are f32/f64 (a bf16 one on tensor cores is to come) */
     case KN_OP_MATMUL_BIAS: case KN_OP_MATMUL_BIAS_GELU: case KN_OP_MATMUL_DGELU: case KN_OP_MATMUL_BGRAD:
         /* the epilogue pass runs after autocast and takes its 16-bit products in itself */
+    case KN_OP_GRAD_STORE: case KN_OP_ALL_REDUCE_START: case KN_OP_REDUCE_SCATTER_START: case KN_OP_COMM_WAIT: /* the gradient slab is f32 */
         return KN_AUTOCAST_F32;
     case KN_OP_INPUT: case KN_OP_PARAM: case KN_OP_FULL:
     case KN_OP_ADD: case KN_OP_SUB: case KN_OP_MUL: case KN_OP_DIV: case KN_OP_EQ: case KN_OP_WHERE:

@@ -58,7 +58,9 @@ kn_status kn_pass_fold(kn_graph *g, kn_pass_stats *st) {
     for (int i = 0; i < g->nnodes; i++) {
         kn_node *n = &g->nodes[i];
         const kn_op_info *info = kn_op_get(n->op);
-        if (!info || info->category == KN_CAT_SOURCE || kn_op_is_random(n->op) || n->nin == 0) continue;
+        if (!info || info->category == KN_CAT_SOURCE || info->category == KN_CAT_COLLECTIVE || kn_op_is_random(n->op) ||
+            n->nin == 0)
+            continue; /* a collective's token is not its operands' function: it talks to other ranks */
         bool all_full = true;
         for (int k = 0; k < n->nin; k++) all_full &= g->nodes[n->in[k]].op == KN_OP_FULL;
         if (!all_full) continue;

@@ -8,7 +8,8 @@
  * node_eval (or launching a generated kernel), and frees each value right after its last
  * reader; a COMPILED program on the CPU places the values in its memory plan's arena
  * instead. What reads a program without running it (profiles, kernel listings, the
- * memory TSV, the comparison with the interpreter) is in report.c. */
+ * memory TSV, the comparison with the interpreter) is in report.c; the replay of a step as
+ * one CUDA graph is in graph.c. */
 #define _GNU_SOURCE /* qsort_r */
 #include <math.h>
 #include <stdint.h>
@@ -27,12 +28,9 @@
 #include "kiln/program.h"
 #include "program/program_impl.h"
 
-static void graph_release(kn_program *p);
-static kn_status device_const(kn_program *p, int32_t v, const kn_tensor *host, kn_tensor **out);
-
 void kn_program_free(kn_program *p) {
     if (!p) return;
-    graph_release(p); /* first: it waits for the graph's last launch, which uses the arena */
+    kn_program_graph_release(p); /* first: it waits for the graph's last launch, which uses the arena */
     if (p->step_ms && p->runs > 0 && getenv("KILN_PROFILE_STEPS")) /* =N: the N costliest (1: 15) */
         kn_program_print_profile(stderr, p, atoi(getenv("KILN_PROFILE_STEPS")) > 1 ? atoi(getenv("KILN_PROFILE_STEPS")) : 15, 0);
     for (int i = 0; p->g && i < p->g->nnodes; i++) {
@@ -517,6 +515,14 @@ kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_progr
         st = kn_passes_run_with(codegen_passes, 1, p->g, "all", &rep);
     }
     if (st == KN_OK) st = kn_graph_verify(p->g);
+    for (int i = 0; st == KN_OK && i < p->g->nnodes; i++) /* collectives: CPU programs so far */
+        if (kn_op_get(p->g->nodes[i].op)->category == KN_CAT_COLLECTIVE && p->dev.type != KN_DEVICE_CPU) {
+            char ds[32];
+            st = kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: %%%d = %s: collectives in the graph run in CPU "
+                          "programs so far, not on %s (GPU ranks drive NCCL from the program's hooks: kiln train "
+                          "--dist on --comm nccl does)", i, kn_op_name(p->g->nodes[i].op),
+                          kn_device_str(p->dev, ds, sizeof ds));
+        }
     if (st != KN_OK) { kn_program_free(p); return st; }
     size_t nn = (size_t)p->g->nnodes;
     p->steps = kn_calloc(nn + 1, sizeof *p->steps);
@@ -695,7 +701,7 @@ static kn_status run_kernel(kn_program *p, const kn_program_step *sp) {
         if (!p->vals[v]) return missing_value(p, v);
         if (!kn_device_equal(p->vals[v]->storage->device, p->dev)) { /* made on the host (a constant's view) */
             kn_tensor *moved = NULL;
-            KN_TRY(p->graph_on ? device_const(p, v, p->vals[v], &moved) : kn_tensor_to(&moved, p->vals[v], p->dev));
+            KN_TRY(p->graph_on ? kn_program_device_const(p, v, p->vals[v], &moved) : kn_tensor_to(&moved, p->vals[v], p->dev));
             kn_tensor_free(p->vals[v]);
             p->vals[v] = moved;
         }
@@ -725,7 +731,7 @@ static kn_status run_kernel(kn_program *p, const kn_program_step *sp) {
 }
 
 /* Run every step once, in order (the body of kn_program_run; a CUDA graph's capture). */
-static kn_status run_steps(kn_program *p) {
+kn_status kn_program_run_steps(kn_program *p) {
     const kn_graph *g = p->g;
     for (int i = 0; i < g->noutputs; i++) { kn_tensor_free(p->outs[i]); p->outs[i] = NULL; }
     for (int32_t i = 0; i < g->nnodes; i++) { /* the bound sources first */
@@ -774,6 +780,10 @@ static kn_status run_steps(kn_program *p) {
                 release_run(p);
                 return kn_error(st, "kn_program_run: step %d (kernel %s): %s", s, p->kernels[sp->kernel].ir.name, msg);
             }
+            if (p->coll.poll && (st = p->coll.poll(p->coll.ctx)) != KN_OK) {
+                release_run(p);
+                return st;
+            }
             release_after(p, s);
             if (sync) (void)kn_device_synchronize(p->dev);
             if (p->step_ms) p->step_ms[s] += kn_now_ms() - t0;
@@ -798,14 +808,17 @@ static kn_status run_steps(kn_program *p) {
              * once on the device (the backend would copy it over in every run) */
             if (st == KN_OK && p->graph_on && sp->be->type != KN_DEVICE_CPU && in[k] &&
                 in[k]->storage->device.type == KN_DEVICE_CPU) {
-                st = device_const(p, n->in[k], in[k], &moved[k]);
+                st = kn_program_device_const(p, n->in[k], in[k], &moved[k]);
                 in[k] = moved[k];
             }
         }
         if (st == KN_OK && !(n->nin == 1 && kn_ir_aliases(n, &g->nodes[n->in[0]].type)))
             st = planned_tensor(p, sp->node, &p->vals[sp->node]);
         kn_tensor *placed = p->vals[sp->node];
-        if (st == KN_OK) st = sp->be->node_eval(sp->be->ctx, sp->index, n, in, &p->vals[sp->node]);
+        if (st == KN_OK && kn_op_get(n->op)->category == KN_CAT_COLLECTIVE)
+            st = kn_collective_eval(p->coll.run ? &p->coll : NULL, sp->node, n, in, &p->vals[sp->node]);
+        else if (st == KN_OK)
+            st = sp->be->node_eval(sp->be->ctx, sp->index, n, in, &p->vals[sp->node]);
         /* a kernel that made its own output (an alias of an operand, a view) replaced the
          * arena's wrapper, which owns no memory: drop it (a kernel that fails frees it) */
         if (st == KN_OK && placed && p->vals[sp->node] != placed) kn_tensor_free(placed);
@@ -817,6 +830,11 @@ static kn_status run_steps(kn_program *p) {
             return kn_error(st, "kn_program_run: step %d (%%%d = %s): %s", s, sp->node, kn_op_name(n->op), msg);
         }
         if (p->hook && (st = p->hook(p->hook_ctx, sp->node, p->vals[sp->node])) != KN_OK) {
+            release_run(p);
+            return st;
+        }
+        /* collectives in flight progress between steps (MPI progresses inside MPI_Test) */
+        if (p->coll.poll && (st = p->coll.poll(p->coll.ctx)) != KN_OK) {
             release_run(p);
             return st;
         }
@@ -837,158 +855,12 @@ static kn_status run_steps(kn_program *p) {
     return KN_OK;
 }
 
-/* ---- CUDA graphs (kn_program_set_cuda_graph)
- *
- * A compiled GPU step launches a few hundred kernels; on a small model the launches, not
- * the kernels, set the pace. A CUDA graph records them once and replays them with one
- * launch. The first run after turning it on is an ordinary run (it loads the kernels,
- * warms cuBLAS and the allocator, and puts the host's constants on the device once); the
- * second is captured: the same steps, recorded instead of run, then the graph is launched.
- * Every later run only refreshes the inputs (a bound tensor whose buffer is not the one the
- * graph reads is copied into it) and launches the graph. The graph owns every buffer it
- * touches: the arena, the blocks freed during the capture (held, kiln/cuda.h), the
- * sources it read and the outputs it writes, which each run hands out again. */
-#if KN_HAVE_CUDA
-static bool is_constant(const kn_program *p, int32_t v) {
-    const kn_node *n = &p->g->nodes[v];
-    if (n->op == KN_OP_INPUT || n->op == KN_OP_PARAM) return false;
-    for (int k = 0; k < n->nin; k++)
-        if (!is_constant(p, n->in[k])) return false;
-    return true;
-}
-#endif
-
-/* The device copy of host value v (made by a host step from constants only), made once
- * outside a capture and reused by every run of the graph. */
-static kn_status device_const(kn_program *p, int32_t v, const kn_tensor *host, kn_tensor **out) {
-#if KN_HAVE_CUDA
-    if (!p->dev_const[v]) {
-        if (!is_constant(p, v))
-            return kn_error(KN_ERR_UNSUPPORTED, "%%%d is computed on the host from the inputs in every run: a CUDA graph "
-                            "cannot hold that copy (run without --cuda-graph)", v);
-        if (p->capturing)
-            return kn_error(KN_ERR_INTERNAL, "%%%d: its device copy was not made in the warm-up run", v);
-        KN_TRY(kn_tensor_to(&p->dev_const[v], host, p->dev));
-    }
-    return kn_tensor_alias(out, p->dev_const[v]);
-#else
-    (void)p; (void)host; (void)out;
-    return kn_error(KN_ERR_UNSUPPORTED, "%%%d: CUDA graphs need a build with CUDA", v);
-#endif
-}
-
-kn_status kn_program_set_cuda_graph(kn_program *p, bool on) {
-    if (!p) return kn_error(KN_ERR_ARG, "kn_program_set_cuda_graph: program is NULL");
-    graph_release(p);
-    p->graph_on = false;
-    if (!on) return KN_OK;
-    if (p->target != KN_TARGET_CUDA || p->stats.mode != KN_PROGRAM_COMPILED)
-        return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: CUDA graphs need a compiled program on a GPU "
-                        "(--mode compiled --device cuda)");
-    if (p->hook || p->step_hook || p->step_ms)
-        return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: a program with a hook or a step profile runs host "
-                        "code between its steps, which a CUDA graph cannot replay");
-    for (int i = 0; i < p->g->nnodes; i++)
-        if (p->deferred[i])
-            return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: param \"%s\" is supplied during the run "
-                            "(ZeRO-3), which a CUDA graph cannot replay", p->g->nodes[i].attrs.name);
-    if (getenv("KILN_PROFILE_STEPS") || getenv("KILN_CUDA_SYNC"))
-        return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: KILN_PROFILE_STEPS and KILN_CUDA_SYNC synchronize "
-                        "between steps, which a CUDA graph cannot do: unset them");
-#if KN_HAVE_CUDA
-    size_t nn = (size_t)p->g->nnodes;
-    p->dev_const = kn_calloc(nn + 1, sizeof *p->dev_const);
-    p->graph_src = kn_calloc(nn + 1, sizeof *p->graph_src);
-    p->graph_outs = kn_calloc((size_t)p->g->noutputs + 1, sizeof *p->graph_outs);
-    if (!p->dev_const || !p->graph_src || !p->graph_outs) {
-        graph_release(p);
-        return kn_error(KN_ERR_OOM, "kn_program_set_cuda_graph: out of memory");
-    }
-    p->graph_on = true;
-    p->graph_runs = 0;
-    return KN_OK;
-#else
-    return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: this build has no CUDA");
-#endif
-}
-
-/* Forget the graph and what it holds (the next run with graphs on warms up again). */
-static void graph_release(kn_program *p) {
-#if KN_HAVE_CUDA
-    if (p->graph_exec || p->graph_hold) kn_cuda_graph_free(p->graph_exec, p->graph_hold);
-#endif
-    p->graph_exec = NULL;
-    p->graph_hold = NULL;
-    for (int i = 0; p->g && i < p->g->nnodes; i++) {
-        if (p->dev_const) kn_tensor_free(p->dev_const[i]);
-        if (p->graph_src) kn_tensor_free(p->graph_src[i]);
-    }
-    for (int i = 0; p->graph_outs && i < p->g->noutputs; i++) kn_tensor_free(p->graph_outs[i]);
-    kn_free(p->dev_const);
-    kn_free(p->graph_src);
-    kn_free(p->graph_outs);
-    p->dev_const = p->graph_src = p->graph_outs = NULL;
-}
-
-#if KN_HAVE_CUDA
-static bool is_source(const kn_program *p, int32_t i) {
-    const kn_node *n = &p->g->nodes[i];
-    return n->op == KN_OP_INPUT || n->op == KN_OP_PARAM;
-}
-
-static kn_status run_graph(kn_program *p) {
-    const kn_graph *g = p->g;
-    if (p->hook || p->step_hook)
-        return kn_error(KN_ERR_UNSUPPORTED, "kn_program_run: a hook was set after CUDA graphs were turned on; a graph "
-                        "cannot run host code between its steps (kn_program_set_cuda_graph(p, false) first)");
-    if (p->graph_runs++ == 0) return run_steps(p); /* the warm-up */
-    if (!p->graph_exec) {
-        KN_TRY(kn_cuda_graph_begin(p->dev.index));
-        p->capturing = true;
-        kn_status st = run_steps(p);
-        p->capturing = false;
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", st != KN_OK ? kn_last_error() : "");
-        kn_status se = kn_cuda_graph_end(st == KN_OK, &p->graph_exec, &p->graph_hold);
-        if (st == KN_OK && se != KN_OK) snprintf(msg, sizeof msg, "%s", kn_last_error());
-        if (st == KN_OK) st = se;
-        for (int32_t i = 0; st == KN_OK && i < g->nnodes; i++)
-            if (is_source(p, i) && p->bound[i]) st = kn_tensor_alias(&p->graph_src[i], p->bound[i]);
-        for (int i = 0; st == KN_OK && i < g->noutputs; i++) st = kn_tensor_alias(&p->graph_outs[i], p->outs[i]);
-        if (st != KN_OK) {
-            graph_release(p);
-            p->graph_on = false;
-            return kn_error(st, "kn_program_run: capturing the step as a CUDA graph failed: %s", msg);
-        }
-    } else {
-        for (int32_t i = 0; i < g->nnodes; i++) { /* the inputs, into the buffers the graph reads */
-            if (!is_source(p, i)) continue;
-            const kn_tensor *b = p->bound[i], *s = p->graph_src[i];
-            if (!b || !s)
-                return kn_error(KN_ERR_ARG, "kn_program_run: %s \"%s\" is not bound", kn_op_name(g->nodes[i].op),
-                                g->nodes[i].attrs.name);
-            if (kn_tensor_data(b) != kn_tensor_data(s))
-                KN_TRY(kn_cuda_copy_async(kn_tensor_data(s), kn_tensor_data(b),
-                                          (size_t)kn_tensor_numel(s) * kn_dtype_size(s->dtype)));
-        }
-    }
-    KN_TRY(kn_cuda_graph_launch(p->graph_exec));
-    p->stats.graph_launches++;
-    for (int i = 0; i < g->noutputs; i++) {
-        kn_tensor_free(p->outs[i]);
-        p->outs[i] = NULL;
-        KN_TRY(kn_tensor_alias(&p->outs[i], p->graph_outs[i]));
-    }
-    return KN_OK;
-}
-#endif
-
 kn_status kn_program_run(kn_program *p) {
     if (!p) return kn_error(KN_ERR_ARG, "kn_program_run: program is NULL");
 #if KN_HAVE_CUDA
-    if (p->graph_on) return run_graph(p);
+    if (p->graph_on) return kn_program_run_graph(p);
 #endif
-    return run_steps(p);
+    return kn_program_run_steps(p);
 }
 
 const kn_tensor *kn_program_output(const kn_program *p, int i) {
@@ -1002,6 +874,11 @@ void kn_program_set_hook(kn_program *p, kn_interp_hook fn, void *ctx) {
     if (!p) return;
     p->hook = fn;
     p->hook_ctx = ctx;
+}
+void kn_program_set_collectives(kn_program *p, const kn_collectives *c) {
+    if (!p) return;
+    if (c) p->coll = *c;
+    else memset(&p->coll, 0, sizeof p->coll);
 }
 int32_t kn_program_step_node(const kn_program *p, int step) {
     return p && step >= 0 && step < p->nsteps ? p->steps[step].node : -1;

@@ -1,5 +1,6 @@
 /* program_impl.h — what the files of core/program/ share: the program's private types
- * (program.c compiles and runs them; report.c prints and compares them). */
+ * (program.c compiles and runs them; report.c prints and compares them; graph.c replays
+ * them as a CUDA graph). */
 #ifndef KN_PROGRAM_IMPL_H
 #define KN_PROGRAM_IMPL_H
 
@@ -42,6 +43,7 @@ struct kn_program {
     bool *deferred;           /* per node: a param supplied during the run (kn_program_defer) */
     kn_program_step_hook step_hook; /* called before each step (kn_program_set_step_hook), or NULL */
     void *step_hook_ctx;
+    kn_collectives coll;      /* runs the collective steps (kn_program_set_collectives); run NULL: none */
     /* COMPILED */
     kn_schedule *sched;
     kn_program_kernel *kernels;
@@ -70,6 +72,16 @@ struct kn_program {
     kn_tensor **graph_src;    /* per node: the bound source the graph reads */
     kn_tensor **graph_outs;   /* per output: the tensor the graph writes */
 };
+
+/* program.c: run every step once, in order (kn_program_run's body; a CUDA graph's capture). */
+kn_status kn_program_run_steps(kn_program *p);
+
+/* graph.c: the device copy of host value v (a constant), made once for every run of the
+ * graph; forget the graph and what it holds; run the program through its graph (the first
+ * run warms up, the second captures, later ones only launch). */
+kn_status kn_program_device_const(kn_program *p, int32_t v, const kn_tensor *host, kn_tensor **out);
+void kn_program_graph_release(kn_program *p);
+kn_status kn_program_run_graph(kn_program *p);
 
 /* Bytes a value takes in the memory plan's arena (its size rounded up to 64). */
 size_t kn_program_plan_size(const kn_type *t);

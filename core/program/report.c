@@ -186,8 +186,18 @@ kn_status kn_program_compare(const kn_graph *g, const kn_program_opts *o, uint64
     kn_interp *it = NULL;
     kn_program *p = NULL;
     double *x = NULL, *y = NULL;
+    /* a graph with collectives (the ddp pass) runs with one process's context each; their
+     * slabs are compared too */
+    kn_collectives_local *la = NULL, *lb = NULL;
+    kn_collectives ca, cb;
     kn_status st = kn_interp_new(&it, g);
     if (st == KN_OK) st = kn_program_compile(&p, g, o);
+    if (st == KN_OK) st = kn_collectives_local_new(&la, &ca);
+    if (st == KN_OK) st = kn_collectives_local_new(&lb, &cb);
+    if (st == KN_OK) {
+        kn_interp_set_collectives(it, &ca);
+        kn_program_set_collectives(p, &cb);
+    }
     for (int i = 0; i < g->nnodes && st == KN_OK; i++) {
         const kn_node *n = &g->nodes[i];
         if (n->op != KN_OP_INPUT && n->op != KN_OP_PARAM) continue;
@@ -219,6 +229,17 @@ kn_status kn_program_compare(const kn_graph *g, const kn_program_opts *o, uint64
             if (d > worst || isnan(d)) worst = d;
         }
     }
+    int64_t na = 0, nb = 0;
+    const float *sa = st == KN_OK ? kn_collectives_local_slab(la, &na) : NULL;
+    const float *sb = st == KN_OK ? kn_collectives_local_slab(lb, &nb) : NULL;
+    if (st == KN_OK && na != nb)
+        st = kn_error(KN_ERR_INTERNAL, "kn_program_compare: the program stored %lld gradient floats, the interpreter "
+                      "%lld", (long long)nb, (long long)na);
+    for (int64_t e = 0; st == KN_OK && e < na; e++) {
+        double a = sa[e], b = sb[e], d = isnan(a) || isnan(b) ? (isnan(a) && isnan(b) ? 0 : INFINITY)
+                                       : a == b ? 0 : fabs(a - b) / (1 + fabs(a));
+        if (d > worst || isnan(d)) worst = d;
+    }
     if (st == KN_OK) {
         *maxrel = worst;
         if (stats) *stats = p->stats;
@@ -227,5 +248,7 @@ kn_status kn_program_compare(const kn_graph *g, const kn_program_opts *o, uint64
     kn_free(y);
     kn_program_free(p);
     kn_interp_free(it);
+    kn_collectives_local_free(la);
+    kn_collectives_local_free(lb);
     return st;
 }

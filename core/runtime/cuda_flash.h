@@ -6,7 +6,8 @@
  * bwd false: out = y [bh, t, d + 1] (flash_attn; y and dy unused, may be NULL). bwd true:
  * out = [3, bh, t, d] (flash_attn_bwd from y and dy [bh, t, dyc], dyc d or d + 1). Returns
  * 0, -1 when a launch failed (the emulator printed why), -2 for sizes the kernels do not
- * take (d > KN_FLASH_CUDA_DMAX, bh > 65535, t > 2^24). */
+ * take (d > KN_FLASH_CUDA_DMAX, bh > 65535, t > 2^24), -3 when the forward kernel is lab
+ * 08's skeleton (labs/lab08-memory/cuda_flash_fwd.c untouched; kn_last_error says so). */
 #ifndef KN_CUDA_FLASH_H
 #define KN_CUDA_FLASH_H
 

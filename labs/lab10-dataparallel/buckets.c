@@ -4,7 +4,8 @@
  * DDP does not all-reduce each gradient alone (thousands of small messages: the alpha term
  * of every one) nor the whole slab at the end (no overlap with the backward). It groups the
  * parameters into buckets of about `bucket_bytes` and starts a bucket's collective as soon
- * as its last gradient exists, while the backward goes on (core/dist/dp.c does that).
+ * as its last gradient exists, while the backward goes on (core/passes/ddp.c places that
+ * start in the graph; core/dist/dp_buckets.c runs it).
  *
  * A bucket is a contiguous range of whole parameters of the slab. They are formed from the
  * LAST parameter backwards, as PyTorch's DDP forms them in reverse registration order:

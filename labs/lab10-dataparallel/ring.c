@@ -15,7 +15,7 @@
  * messages. Sends and receives of a step are posted together (isend + irecv) so neighbours
  * never wait on each other's order.
  *
- * The core calls these: DDP with `--allreduce ring` (core/dist/dp.c), ZeRO's shard ranges
+ * The core calls these: DDP with `--allreduce ring` (core/dist/dp_buckets.c), ZeRO's shard ranges
  * (shard.c, through kn_ring_chunk) and `kiln bench-comm`.
  *
  * Rules (the tests check them):

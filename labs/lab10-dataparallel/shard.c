@@ -1,7 +1,7 @@
 /* shard.c — lab 10 unit: ZeRO's shard ranges over the parameter slab (kiln/dist.h,
  * "lab 10 units").
  *
- * ZeRO-1, ZeRO-2 and ZeRO-3 (core/dist/dp.c, zero3.c) give each of N ranks one contiguous
+ * ZeRO-1, ZeRO-2 and ZeRO-3 (core/dist/dp_shard.c, zero3.c) give each of N ranks one contiguous
  * 1/N of the parameter slab: the rank keeps the optimizer state (Adam's two moments) of its
  * shard only, receives the reduced gradient of its shard from each bucket's reduce-scatter,
  * updates its shard, and all-gathers the parameters (ZeRO-3 keeps only its shard of them

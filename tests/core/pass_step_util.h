@@ -1,6 +1,6 @@
 /* pass_step_util.h — for the tests of passes on a training step (test_remat.c,
- * test_flash.c): bind two interpreters of graphs with the same inputs and params to the
- * same random values, and run three AdamW steps of a GPT with a pass list. */
+ * test_flash.c): three AdamW steps of a GPT with a pass list. (Binding two interpreters
+ * to the same random inputs is graph_test_util.h's bind_same_random.) */
 #ifndef KN_PASS_STEP_UTIL_H
 #define KN_PASS_STEP_UTIL_H
 
@@ -9,20 +9,6 @@
 #include "kn_test.h"
 #include "kiln/nn.h"
 #include "kiln/passes.h"
-
-/* Every input and param of g, drawn with kn_graph_random_input(seed), bound by name in a
- * and in b (b's graph must have the same inputs and params). */
-static inline void kn_test_bind_same(const kn_graph *g, kn_interp *a, kn_interp *b, uint64_t seed) {
-    for (int32_t v = 0; v < g->nnodes; v++) {
-        const kn_node *n = &g->nodes[v];
-        if (n->op != KN_OP_INPUT && n->op != KN_OP_PARAM) continue;
-        kn_tensor *t;
-        KN_ASSERT_OK(kn_graph_random_input(g, v, seed, &t));
-        KN_ASSERT_OK(kn_interp_bind(a, n->attrs.name, t));
-        KN_ASSERT_OK(kn_interp_bind(b, n->attrs.name, t));
-        kn_tensor_free(t);
-    }
-}
 
 /* Three AdamW steps (lr 1e-2) of a GPT of cfg initialized with seed 3, batch B x T, with
  * the pass list `passes` (NULL: none), node by node or compiled: losses[3] and the final

@@ -52,4 +52,16 @@ KILN_CACHE_DIR="$dir/cache" "$kiln" bench --device cpu --vocab 64 --context 16 -
 for want in "copy bandwidth" "step profile over 3 runs" "of copy" "kernel k" '"mode": "compiled"' '"passes": "all"'; do
     grep -qF -- "$want" "$dir/prof.out" || { echo "FAIL: bench --profile: no '$want' in:"; cat "$dir/prof.out"; exit 1; }
 done
+# plots/bench.sh's run list (make bench-gpu's full table) on the CPU: every kiln row in the
+# table and in bench_summary.json, labelled by mode and precision; a bad run word is refused.
+here=$(cd "$(dirname "$0")/../.." && pwd)
+KILN=$kiln LOGS="$dir/bench" KILN_CACHE_DIR="$dir/cache" BENCH_RUNS="kiln/interp/fp32 kiln/compiled/bf16" \
+    bash "$here/plots/bench.sh" $tiny > "$dir/bench.out" 2>&1 || { echo "FAIL: plots/bench.sh"; cat "$dir/bench.out"; exit 1; }
+for want in "kiln-interp fp32" "kiln-compiled bf16" "kiln's last run (kiln-compiled bf16)"; do
+    grep -qF -- "$want" "$dir/bench.out" || { echo "FAIL: plots/bench.sh: no '$want' in:"; cat "$dir/bench.out"; exit 1; }
+done
+"${PYTHON:-python3}" -c 'import json, sys; d = json.load(open(sys.argv[1])); assert sorted(d["kiln_modes"]) == ["kiln-compiled bf16", "kiln-interp fp32"], d["kiln_modes"].keys(); assert d["kiln"]["precision"] == "bf16"' "$dir/bench/bench_summary.json" \
+    || { echo "FAIL: plots/bench.sh: bench_summary.json"; exit 1; }
+rc=0; KILN=$kiln LOGS="$dir/bench" BENCH_RUNS="kiln/interp/fp33" bash "$here/plots/bench.sh" $tiny > "$dir/bad.out" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "precision must be" "$dir/bad.out" || { echo "FAIL: plots/bench.sh with fp33: exit $rc"; cat "$dir/bad.out"; exit 1; }
 echo ok

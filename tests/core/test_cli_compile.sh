@@ -56,7 +56,7 @@ grep -q "max |delta| = 0" "$dir/out" || fail "epilogue is not exact on the CPU: 
 grep -q "matmul_bgrad" "$dir/e.ir" || fail "no matmul_bgrad in the emitted IR"
 
 # Usage errors: exit 2.
-expect 2 "unknown pass 'bogus' (known: fold, views, algebra, cse, dce, remat, autocast, flash, epilogue, all, none)" tests/passes/dce.in.ir --passes cse,bogus
+expect 2 "unknown pass 'bogus' (known: fold, views, algebra, cse, dce, remat, autocast, flash, epilogue, ddp, zero, all, none)" tests/passes/dce.in.ir --passes cse,bogus
 expect 2 "unknown option '--frobnicate'" tests/passes/dce.in.ir --frobnicate
 expect 2 "give one input" --passes all
 expect 2 "give one input" tests/passes/dce.in.ir --gpt small
@@ -107,6 +107,23 @@ if command -v gnuplot > /dev/null; then
     bash plots/memory.sh "$dir/m.tsv" "$dir/m.svg" > /dev/null || fail "plots/memory.sh failed"
     [ -s "$dir/m.svg" ] && [ -s "$dir/m.png" ] || fail "plots/memory.sh wrote no plot"
 fi
+# --dist: the data-parallel pass last; the emitted IR holds a start per bucket, each after a
+# grad_store and before a later matmul, and the waits at the end; the check compares the slab
+"$kiln" compile --gpt small,layers=2,width=32,heads=2,context=16,vocab=11 --batch 2 --dist ddp --bucket-mb 0.005 \
+    --emit-ir "$dir/d.ir" --schedule > "$dir/out" 2>&1 || fail "--dist ddp: $(cat "$dir/out")"
+grep -q "max |delta| = 0 " "$dir/out" || fail "--dist ddp: the slab differs: $(grep delta "$dir/out")"
+grep -q "compiled program against the interpreter" "$dir/out" || fail "--dist ddp --schedule: $(cat "$dir/out")"
+ns=$(grep -c '= all_reduce_start %' "$dir/d.ir"); nw=$(grep -c '= comm_wait %' "$dir/d.ir")
+[ "$ns" -gt 3 ] && [ "$ns" = "$nw" ] || fail "--dist ddp: $ns starts, $nw waits"
+awk '/= all_reduce_start %/ { if (prev !~ /= grad_store %/) bad = 1; if (!s) s = NR } /= matmul %/ { m = NR } { prev = $0 }
+     /= comm_wait %/ && !w { w = NR } END { exit !(s && m > s && w > m && !bad) }' "$dir/d.ir" \
+    || fail "--dist ddp: a start not right after a store, or no matmul between the first start and the waits"
+"$kiln" ir "$dir/d.ir" --verify > /dev/null || fail "--dist ddp: the emitted IR does not verify"
+"$kiln" compile --gpt small,layers=2,width=32,heads=2,context=16,vocab=11 --dist zero2 --emit-ir "$dir/z.ir" > /dev/null \
+    && grep -q '= reduce_scatter_start %' "$dir/z.ir" || fail "--dist zero2: no reduce_scatter_start"
+expect 2 "ZeRO-3 keeps its hooks" --gpt small --dist zero3
+expect 2 "--bucket-mb '0'" --gpt small --dist ddp --bucket-mb 0
+expect 1 "a joint graph has the loss" --gpt small --graph forward --dist ddp --no-check
 bash plots/memory.sh "$dir/out" "$dir/x.svg" > /dev/null 2> "$dir/err" && fail "memory.sh accepted a non-plan file"
 grep -q "not a kiln memory plan\|gnuplot is not installed" "$dir/err" || fail "memory.sh: $(cat "$dir/err")"
 echo ok

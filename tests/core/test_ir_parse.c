@@ -80,6 +80,10 @@ KN_TEST(ir_parse, good_files_round_trip_exactly_and_run) {
         /* it runs, with every input filled */
         kn_interp *it = NULL;
         KN_ASSERT_OK(kn_interp_new(&it, g));
+        kn_collectives coll; /* collectives.ir talks to the other ranks: here, none */
+        kn_collectives_local *local = NULL;
+        KN_ASSERT_OK(kn_collectives_local_new(&local, &coll));
+        kn_interp_set_collectives(it, &coll);
         for (int32_t k = 0; k < g->nnodes; k++) {
             const kn_node *nd = &g->nodes[k];
             if (nd->op != KN_OP_INPUT && nd->op != KN_OP_PARAM) continue;
@@ -99,6 +103,7 @@ KN_TEST(ir_parse, good_files_round_trip_exactly_and_run) {
         KN_ASSERT_OK(kn_tensor_item(kn_interp_output(it, 0), &v));
         cr_assert(isfinite(v), "%s: output %g", names[i], v);
         kn_interp_free(it);
+        kn_collectives_local_free(local);
         kn_graph_free(g);
         kn_free(out);
         free(text);

@@ -8,7 +8,7 @@
 # batch (compare.py; tolerance: a summation order). A checkpoint written by ZeRO-2 on 2
 # ranks resumes as ZeRO-1 on 4, and one of ZeRO-3 on 2 as ZeRO-3 on 4, exactly on course.
 # Then the memory table (ZeRO-3: parameters 4P/N, the gathered buckets below 4P) and the
-# overlap lines are printed and checked, and bad usage gets its message: --dist without
+# overlap lines (DDP, ZeRO-1/2: also the placement of their collective ops) are printed and checked, and bad usage gets its message: --dist without
 # mpiexec, a batch the ranks do not divide, NCCL without a GPU, ZeRO-3 on GPUs or with the
 # ring, a strategy that does not exist.
 set -euo pipefail
@@ -75,13 +75,20 @@ run $MPIEXEC -n 4 "$kiln" train --resume half3.st --dist zero3 --bucket-mb 0.01 
     --out res3.st --log res3.log > res3.txt 2>&1 || { cat res3.txt; exit 1; }
 r=$(python3 "$here/compare.py" one.log res3.log one.st res3.st $TOL); echo "zero3 x 2 ranks, resumed as zero3 x 4: $r"
 
-# the schedule: the joint graph with a comment after each node that starts a bucket; it parses
+# the schedule: the step's graph with its collectives as ops (the zero pass), a comment naming
+# each bucket after its start; it parses; the first start comes before the backward's last matmul
 run $MPIEXEC -n 2 "$kiln" train $A --steps 1 --dist zero1 --bucket-mb 0.01 --out none --emit-ir sched.ir > sched.txt 2>&1 \
     || { cat sched.txt; exit 1; }
 nb=$(sed -n 's/.* \([0-9]*\) buckets\{0,1\} of <=.*/\1/p' sched.txt)
-[ "$(grep -c '^#   <- reduce_scatter bucket' sched.ir)" = "$nb" ] || { cat sched.ir; echo "not $nb buckets in sched.ir"; exit 1; }
+[ "$(grep -c '= reduce_scatter_start %' sched.ir)" = "$nb" ] && [ "$(grep -c '= comm_wait %' sched.ir)" = "$nb" ] \
+    && [ "$(grep -c '^#   ^ reduce_scatter bucket' sched.ir)" = "$nb" ] || { cat sched.ir; echo "not $nb buckets in sched.ir"; exit 1; }
+awk '/= reduce_scatter_start %/ && !s { s = NR } /= matmul %/ { m = NR } END { exit !(s && m > s) }' sched.ir \
+    || { echo "sched.ir: no matmul after the first reduce_scatter_start"; exit 1; }
 "$kiln" ir sched.ir --verify > /dev/null
-echo "--emit-ir: $nb reduce_scatter lines, the file parses; e.g. $(grep -m1 '<- reduce_scatter' sched.ir)"
+echo "--emit-ir: $nb reduce_scatter_start ops, the file parses; e.g. $(grep -m1 '= reduce_scatter_start' sched.ir)"
+run $MPIEXEC -n 2 "$kiln" train $A --steps 1 --dist ddp --bucket-mb 0.01 --out none --emit-ir schedd.ir > schedd.txt 2>&1 \
+    || { cat schedd.txt; exit 1; }
+[ "$(grep -c '= all_reduce_start %' schedd.ir)" = "$nb" ] || { cat schedd.ir; echo "ddp: not $nb all_reduce_start"; exit 1; }
 # ZeRO-3's schedule: every bucket's all_gather waited for before a step, forward and backward
 run $MPIEXEC -n 2 "$kiln" train $A --steps 1 --dist zero3 --bucket-mb 0.01 --out none --emit-ir sched3.ir > sched3.txt 2>&1 \
     || { cat sched3.txt; exit 1; }
@@ -96,6 +103,9 @@ for s in ddp zero1 zero2 zero3; do
     echo "--- $s, 4 ranks:"
     sed -n '/memory per rank/,/overlap/p' ${s}4.txt
     grep -q "hidden behind the backward" ${s}4.txt
+    # DDP, ZeRO-1/2: the collectives are IR ops; the backward's end and the starts come from their places
+    if [ $s != zero3 ]; then grep -q "^  overlap (placement) .* bucket starts" ${s}4.txt || { cat ${s}4.txt; exit 1; }
+                            grep -q "^  pass  *\(ddp\|zero\):0.01" ${s}4.txt || { echo "$s: no pass line"; exit 1; }; fi
     # held == table for every row but ZeRO-1's gradients (the full slab plus the reduced shard)
     awk -v s=$s '/^    (parameters|optimizer state)/ { if ($(NF-1) != $NF) { print "memory row differs: " $0; bad=1 } }
                  /^    gradients/ && s != "zero1" { if ($(NF-1) != $NF) { print "memory row differs: " $0; bad=1 } }

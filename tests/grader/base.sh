@@ -33,6 +33,11 @@ bash "$repo/tests/grader/files.sh" > "$files" || {
 # KN_GRADE_CUDA=0 builds without CUDA even where nvcc is (the self-test: lab 01 has no GPU
 # test, and nvcc is most of the build's time); grade.sh relinks with the same make-args.
 margs=(); [ "${KN_GRADE_CUDA:-1}" = 0 ] && margs=(NVCC=)
+# A lab with CUDA C units (cuda_*.c, lab 08's flash kernel) is graded under the CUDA
+# emulator: with nvcc, make would compile the submission's unit for the GPU itself, as this
+# user and outside compile-units.sh's sandbox and checks. Its GPU tests skip (they earn
+# KN_GRADE_SKIP_WEIGHT); students run them with `make test-lab08` on a GPU.
+compgen -G "$repo/labs/lab$lab-*/cuda_*.c" > /dev/null && margs=(NVCC=)
 stamp=$( (tr '\0' '\n' < "$files" | grep -vE '^tests/lab[0-9]+/rubric\.txt$' | tr '\n' '\0' |
           xargs -0 -r sha256sum; echo "lab=$lab cc=${CC:-cc} ${margs[*]}") | sha256sum | cut -c1-64)
 if [ -f "$base/stamp" ] && [ -d "$base/tree" ] &&

@@ -100,6 +100,18 @@ make)
        ! make -C "$idx" --no-print-directory -j"$(nproc)" BUILD_ROOT=build SAN=0 NVCC= "${objs[@]}" > "$idx/staff.log" 2>&1; then
         echo "dist-student: the reference units do not compile:"; tail -n 20 "$idx/staff.log"; exit 1
     fi
+    # CUDA C units (cuda_*.c, lab 08's flash kernel): nvcc's build too, where nvcc is, so a
+    # student tree built with CUDA links the staff's GPU kernel (without it, such a build
+    # stops with a line saying so).
+    gobjs=()
+    if [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ] || command -v nvcc > /dev/null; then
+        for o in "${objs[@]}"; do [[ $(basename "$o") == cuda_*.o ]] && gobjs+=("${o%.o}.gpu.o"); done
+    fi
+    if [ ${#gobjs[@]} -gt 0 ] &&
+       ! make -C "$idx" --no-print-directory -j"$(nproc)" BUILD_ROOT=build SAN=0 "${gobjs[@]}" >> "$idx/staff.log" 2>&1; then
+        echo "dist-student: the reference CUDA units do not compile with nvcc:"; tail -n 20 "$idx/staff.log"; exit 1
+    fi
+    objs+=("${gobjs[@]}")
     rm -rf "$out" "$out.tar.gz"; mkdir -p "$out"
     shipped_files > "$idx.list"
     (cd "$idx" && tar --null -T "$idx.list" -cf -) | tar -xf - -C "$out"; rm -f "$idx.list"

@@ -236,10 +236,20 @@ typedef struct kn_dp {
     kn_dp_z3 *z3;            /* owned: the gather plan over the step program, the live buckets */
     int64_t gathered_bytes;  /* parameter bytes all-gathered in the last step (every bucket, each time) */
     int64_t gathered_live, gathered_peak; /* bytes of gathered buckets held now, and at the most */
+    /* DDP, ZeRO-1, ZeRO-2 on CPU ranks: the collectives are ops of the step's graph (the `ddp`
+     * or `zero` pass; the trainer's step program is recompiled with it), run by dp.c's
+     * kn_collectives context; otherwise (GPUs, ZeRO-3) the program's hooks drive them */
+    bool ir;
+    char pass[32];           /* the pass it ran: "ddp:0.05" */
+    const kn_program *ir_prog; /* the step program compiled with it (a later recompile is refused) */
+    int ir_waits;            /* comm_wait nodes run in this run */
+    double t_ir_first_wait;  /* when the first ran: the backward's end, as the IR places it */
 } kn_dp;
 
-/* Set up: checks the trainer's batch against the global one, builds the buckets, hooks
- * the trainer's joint graph, and shards the optimizer state (ZeRO), taking this rank's
+/* Set up: checks the trainer's batch against the global one, builds the buckets, puts the
+ * collectives into the trainer's step (CPU ranks, DDP and ZeRO-1/2: the step program is
+ * recompiled with the ddp/zero pass and given dp's kn_collectives context; GPU ranks and
+ * ZeRO-3: the program's hook), and shards the optimizer state (ZeRO), taking this rank's
  * range of the state the trainer holds (so a resumed run continues). The parameters of
  * every rank are made equal to rank 0's. ZeRO-3 then keeps this rank's range of them
  * (param_shard), frees the model's parameter slab (model->p.slab, data and views are NULL
@@ -263,9 +273,11 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
  * No-op for DDP. Collective: every rank calls it. */
 kn_status kn_dp_gather_state(kn_dp *d);
 
-/* The joint graph's text (kiln/ir.h) with a comment line after each node that starts a
- * bucket's collective, and the collectives of the optimizer step at the end: where the
- * communication runs (kiln train --dist ... --emit-ir FILE). The comments keep it parseable. */
+/* The step's graph (kiln/ir.h) and where the communication runs (kiln train --dist ...
+ * --emit-ir FILE): with the collectives as ops (DDP, ZeRO-1/2 on CPU ranks) the graph after
+ * the pass, a comment naming each bucket after its start; otherwise the joint graph with a
+ * comment after each node that starts a bucket from the hook (ZeRO-3: its gathers too); the
+ * collectives of the optimizer step at the end. The comments keep it parseable. */
 kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d);
 
 /* Bytes per rank held for parameters, gradients and optimizer state by the strategy during

@@ -96,6 +96,8 @@ typedef enum kn_op_category {
     KN_CAT_VIEW,          /* reshape, permute, broadcast_to, slice: no arithmetic */
     KN_CAT_MOVEMENT,      /* gathers and scatters: embedding, slice_grad, ... */
     KN_CAT_OTHER,         /* fused NN ops: softmax, layernorm, cross_entropy, ... */
+    KN_CAT_COLLECTIVE,    /* grad_store, all_reduce_start, ...: run by the program's
+                           * collectives (kn_collectives below), not by a device kernel */
     KN_CAT_COUNT
 } kn_op_category;
 
@@ -393,6 +395,44 @@ kn_status kn_interp_run(kn_interp *it);
  * exists, overlapped with the rest of the backward. fn NULL removes it. */
 typedef kn_status (*kn_interp_hook)(void *ctx, int32_t node, const kn_tensor *value);
 void kn_interp_set_hook(kn_interp *it, kn_interp_hook fn, void *ctx);
+/* ---- collectives in the graph (data parallelism as a pass: core/passes/ddp.c)
+ *
+ * The ops of category KN_CAT_COLLECTIVE talk to other ranks, so no device kernel computes
+ * them: whoever runs the graph (an interpreter, a program) hands each one to the
+ * kn_collectives it was given, the context of the run, never a global:
+ *   %s = grad_store %g, %t {offset=O}       g (f32) into the gradient slab at O; the
+ *                                           token t orders the stores of one bucket
+ *   %h = all_reduce_start %s {start=A, stop=B}  start the nonblocking all-reduce of the
+ *                                           slab's [A, B), once its last store is done
+ *   %h = reduce_scatter_start %s {start=A, stop=B}  the same, but each rank receives the
+ *                                           sum of the part of [A, B) its shard holds (ZeRO)
+ *   %w = comm_wait %h {start=A, stop=B}     wait for it (before the optimizer reads it)
+ * Each defines a 0-d f32 token (value 0) that orders it after what it depends on. The
+ * context decides what the ops mean in a run (kiln/dist.h: the rank's communicator;
+ * accumulation adds into the slab and communicates on the last micro-batch only), and is
+ * polled between the other nodes so that nonblocking requests progress. `run` gets the
+ * node and its operand tensors (contiguous, on the CPU); `poll` may be NULL. */
+typedef struct kn_collectives {
+    void *ctx;
+    kn_status (*run)(void *ctx, int32_t id, const kn_node *n, const kn_tensor *const *in);
+    kn_status (*poll)(void *ctx);
+} kn_collectives;
+/* The context of the following runs (copied; NULL: none, and a collective node fails
+ * naming itself: "%7 = all_reduce_start: no collectives context ..."). */
+void kn_interp_set_collectives(kn_interp *it, const kn_collectives *c);
+/* Run collective node `id` of g through c and make its token (in[] its operands); the
+ * one path the interpreter and programs take. */
+kn_status kn_collective_eval(const kn_collectives *c, int32_t id, const kn_node *n, const kn_tensor *const *in,
+                             kn_tensor **out);
+/* One process's collectives (no other ranks): grad_store writes into a slab of its own
+ * (grown to fit), an all-reduce over one rank leaves it unchanged; every start must be
+ * waited for before the run ends. For kiln compile's check and the tests. */
+typedef struct kn_collectives_local kn_collectives_local;
+kn_status kn_collectives_local_new(kn_collectives_local **out, kn_collectives *c);
+void kn_collectives_local_free(kn_collectives_local *l);
+/* The slab (NULL before a store) and its length in floats. */
+const float *kn_collectives_local_slab(const kn_collectives_local *l, int64_t *n);
+
 /* Output i (borrowed until the next run or kn_interp_free); NULL when out of range or
  * not run yet. */
 const kn_tensor *kn_interp_output(const kn_interp *it, int i);

@@ -129,6 +129,25 @@ kn_status kn_pass_flash(kn_graph *g, kn_pass_stats *st);
  * bias's column sum -> matmul_bgrad (ops.def), each one cuBLASLt call with an epilogue on a
  * GPU. Exact on the CPU (the same kernels run), equal to rounding on a GPU; by name only. */
 kn_status kn_pass_epilogue(kn_graph *g, kn_pass_stats *st);
+/* DDP as a pass (core/passes/ddp.c): on a joint graph (outputs: the loss, then one f32
+ * gradient per parameter in slab order), store each gradient into the gradient slab right
+ * after the node that makes it, start each bucket's all-reduce (lab 10's kn_dp_buckets of
+ * st->arg MB, 25 when none) right after its last store, and wait for every bucket at the
+ * end; the outputs become the loss and the buckets' wait tokens, in slab order. */
+kn_status kn_pass_ddp(kn_graph *g, kn_pass_stats *st);
+/* ZeRO-1/2 as a pass: the same, with reduce_scatter_start instead of all_reduce_start. */
+kn_status kn_pass_zero(kn_graph *g, kn_pass_stats *st);
+kn_status kn_ddp_check_arg(const char *arg); /* both: the bucket size in MB, > 0 */
+/* Where the pass placed the starts, as room to hide communication: for each bucket's
+ * start, the share of the backward's FLOPs (the nodes after the loss, kn_node_cost) that
+ * still run after it; their mean, least and most over the buckets. A start with 0 has
+ * nothing left to hide behind (its wait follows at once). */
+typedef struct kn_overlap_room {
+    int starts;
+    double mean, least, most;
+    double backward_flops;
+} kn_overlap_room;
+kn_status kn_dp_overlap_room(const kn_graph *g, kn_overlap_room *out);
 
 /* ---------------------------------------------------------------- activation checkpointing
  * (core/passes/remat.c, core/passes/mincut.c, core/passes/live.c)

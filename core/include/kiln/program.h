@@ -142,6 +142,10 @@ void kn_program_set_hook(kn_program *p, kn_interp_hook fn, void *ctx);
  * deferral. kn_program_step_reads lists the values step `step` reads (a library step's
  * operands, a generated kernel's loads): up to max into out, returning how many there are. */
 typedef kn_status (*kn_program_step_hook)(void *ctx, int step);
+/* The collectives context of the following runs (kiln/ir.h: grad_store, all_reduce_start,
+ * comm_wait are its steps; it is polled after every step; NULL: none). A program whose
+ * graph has collectives compiles for the CPU only (KN_ERR_UNSUPPORTED on a GPU, saying so). */
+void kn_program_set_collectives(kn_program *p, const kn_collectives *c);
 kn_status kn_program_defer(kn_program *p, const char *name);
 kn_status kn_program_supply(kn_program *p, int32_t node, const kn_tensor *t);
 void kn_program_set_step_hook(kn_program *p, kn_program_step_hook fn, void *ctx);

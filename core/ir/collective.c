@@ -1,0 +1,102 @@
+/* collective.c — running the collective nodes of a graph (kiln/ir.h, "collectives in the
+ * graph"), and the one-process context.
+ *
+ * A collective talks to other ranks, which no kernel can: the interpreter and programs
+ * send every node of category KN_CAT_COLLECTIVE here, with the kn_collectives context of
+ * the run (data parallelism's, core/dist/dp_ir.c, reaches the rank's communicator through
+ * it). The node's value is a 0-d f32 token, 0: what matters is the order the tokens
+ * impose (a bucket's all_reduce_start after its last grad_store, its comm_wait after the
+ * start) and what the context does.
+ *
+ * The local context is one process alone: grad_store copies into a slab of its own, an
+ * all-reduce over one rank changes nothing, and it checks the protocol: a range is started
+ * once before it is waited for, and every start is waited for before the next run starts.
+ * `kiln compile` checks a graph with collectives against the one without them with it. */
+#include <string.h>
+
+#include "ir/ir_impl.h"
+
+kn_status kn_collective_eval(const kn_collectives *c, int32_t id, const kn_node *n, const kn_tensor *const *in,
+                             kn_tensor **out) {
+    if (!n || !out) return kn_error(KN_ERR_ARG, "kn_collective_eval: NULL argument");
+    if (!c || !c->run)
+        return kn_error(KN_ERR_UNSUPPORTED, "%s: no collectives context: the graph talks to other ranks, so run it with "
+                        "one (kn_interp_set_collectives, kn_program_set_collectives; kiln train --dist, or "
+                        "kn_collectives_local_new for one process)", kn_op_name(n->op));
+    for (int k = 0; k < n->nin; k++)
+        if (!in[k] || in[k]->storage->device.type != KN_DEVICE_CPU || !kn_tensor_is_contiguous(in[k]))
+            return kn_error(KN_ERR_UNSUPPORTED, "%s: operand %d is not a contiguous CPU tensor (collectives in the graph "
+                            "run on CPU ranks so far)", kn_op_name(n->op), k);
+    KN_TRY(c->run(c->ctx, id, n, in));
+    if (*out) { /* a program placed the token in its arena */
+        if ((*out)->dtype != KN_DT_F32 || kn_tensor_numel(*out) != 1)
+            return kn_error(KN_ERR_INTERNAL, "%s: the token's slot is not one f32", kn_op_name(n->op));
+        *(float *)kn_tensor_data(*out) = 0.0f;
+        return KN_OK;
+    }
+    return kn_tensor_scalar(out, KN_DT_F32, 0.0);
+}
+
+/* ---------------------------------------------------------------- one process */
+
+struct kn_collectives_local {
+    float *slab;
+    int64_t n;
+    int64_t open_lo[64], open_hi[64]; /* ranges started and not yet waited for */
+    int nopen;
+};
+
+static kn_status local_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor *const *in) {
+    kn_collectives_local *l = ctx;
+    if (n->op == KN_OP_GRAD_STORE) {
+        int64_t m = kn_tensor_numel(in[0]), end = n->attrs.offset + m;
+        if (end > l->n) {
+            float *s = kn_realloc(l->slab, (size_t)end * sizeof(float));
+            if (!s) return kn_error(KN_ERR_OOM, "grad_store: out of memory for the local slab");
+            memset(s + l->n, 0, (size_t)(end - l->n) * sizeof(float));
+            l->slab = s;
+            l->n = end;
+        }
+        memcpy(l->slab + n->attrs.offset, kn_tensor_data(in[0]), (size_t)m * sizeof(float));
+        return KN_OK;
+    }
+    int k = 0;
+    while (k < l->nopen && (l->open_lo[k] != n->attrs.start || l->open_hi[k] != n->attrs.stop)) k++;
+    if (n->op == KN_OP_ALL_REDUCE_START || n->op == KN_OP_REDUCE_SCATTER_START) {
+        if (n->attrs.stop > l->n)
+            return kn_error(KN_ERR_ARG, "%s: %%%d: slab range [%lld, %lld) reaches past the %lld floats "
+                            "stored", kn_op_name(n->op), id, (long long)n->attrs.start, (long long)n->attrs.stop, (long long)l->n);
+        if (k < l->nopen) return kn_error(KN_ERR_ARG, "%s: %%%d: range [%lld, %lld) is already in flight",
+                                          kn_op_name(n->op), id, (long long)n->attrs.start, (long long)n->attrs.stop);
+        if (l->nopen == 64) return kn_error(KN_ERR_ARG, "%s: more than 64 requests in flight", kn_op_name(n->op));
+        l->open_lo[l->nopen] = n->attrs.start;
+        l->open_hi[l->nopen++] = n->attrs.stop;
+        return KN_OK; /* the sum over one rank is the slab itself (and its one shard the whole) */
+    }
+    if (k == l->nopen)
+        return kn_error(KN_ERR_ARG, "comm_wait: %%%d: range [%lld, %lld) was not started", id, (long long)n->attrs.start,
+                        (long long)n->attrs.stop);
+    l->open_lo[k] = l->open_lo[l->nopen - 1];
+    l->open_hi[k] = l->open_hi[--l->nopen];
+    return KN_OK;
+}
+
+kn_status kn_collectives_local_new(kn_collectives_local **out, kn_collectives *c) {
+    if (!out || !c) return kn_error(KN_ERR_ARG, "kn_collectives_local_new: NULL argument");
+    kn_collectives_local *l = kn_calloc(1, sizeof *l);
+    if (!l) return kn_error(KN_ERR_OOM, "kn_collectives_local_new: out of memory");
+    *c = (kn_collectives){l, local_run, NULL};
+    *out = l;
+    return KN_OK;
+}
+
+void kn_collectives_local_free(kn_collectives_local *l) {
+    if (!l) return;
+    kn_free(l->slab);
+    kn_free(l);
+}
+
+const float *kn_collectives_local_slab(const kn_collectives_local *l, int64_t *n) {
+    if (n) *n = l ? l->n : 0;
+    return l ? l->slab : NULL;
+}

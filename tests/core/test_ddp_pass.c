@@ -1,0 +1,255 @@
+/* test_ddp_pass.c — DDP as a pass (core/passes/ddp.c) and the collective ops (kiln/ir.h):
+ * where the pass places each bucket's all_reduce_start (right after its last gradient's
+ * store, before the backward matmuls of the layer below), that the slab then holds every
+ * gradient bit for bit, that programs (node by node and compiled) run the collectives as
+ * the interpreter does, the order a context sees, and clear errors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kn_test.h"
+#include "kiln/dist.h"
+#include "kiln/nn.h"
+#include "kiln/passes.h"
+#include "kiln/program.h"
+
+static const kn_gpt_config cfg = {.vocab = 17, .context = 8, .layers = 3, .width = 16, .heads = 2};
+
+static kn_graph *ddp_of(const kn_graph *g, const char *list) {
+    kn_graph *c;
+    KN_ASSERT_OK(kn_graph_copy(&c, g));
+    KN_ASSERT_OK(kn_passes_run(c, list, NULL));
+    KN_ASSERT_OK(kn_graph_verify(c));
+    return c;
+}
+
+static int count_op(const kn_graph *g, kn_op op) {
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++) n += g->nodes[i].op == op;
+    return n;
+}
+
+/* The param node called name, or -1. */
+static int32_t param_node(const kn_graph *g, const char *name) {
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].op == KN_OP_PARAM && !strcmp(g->nodes[i].attrs.name, name)) return i;
+    return -1;
+}
+
+KN_TEST(ddp_pass, each_start_follows_its_last_gradient_and_precedes_the_layer_below) {
+    kn_graph *g;
+    KN_ASSERT_OK(kn_gpt_graph(&cfg, 2, 8, true, &g));
+    kn_gpt m;
+    KN_ASSERT_OK(kn_gpt_new(&m, &cfg));
+    const kn_params *p = &m.p;
+    cr_assert_eq(g->noutputs, 1 + p->count);
+    /* 4 KB buckets: one or two matrices each at width 16 */
+    kn_graph *d = ddp_of(g, "ddp:0.004");
+    kn_dp_bucket *bk;
+    int nb;
+    KN_ASSERT_OK(kn_dp_buckets(p, (size_t)(0.004 * 1048576.0), &bk, &nb));
+    cr_assert_gt(nb, 4);
+    cr_assert_eq(count_op(d, KN_OP_GRAD_STORE), p->count);
+    cr_assert_eq(count_op(d, KN_OP_ALL_REDUCE_START), nb);
+    cr_assert_eq(count_op(d, KN_OP_COMM_WAIT), nb);
+    cr_assert_eq(d->noutputs, 1 + nb);
+    int checked_below = 0;
+    for (int b = 0; b < nb; b++) {
+        int32_t s = -1, w = d->outputs[1 + b];
+        for (int i = 0; i < d->nnodes; i++)
+            if (d->nodes[i].op == KN_OP_ALL_REDUCE_START && d->nodes[i].attrs.start == bk[b].lo) s = i;
+        cr_assert_geq(s, 0, "bucket %d has no start", b);
+        cr_assert_eq(d->nodes[s].attrs.stop, bk[b].hi);
+        /* the wait is the output in slab order, after every computing node */
+        cr_assert_eq(d->nodes[w].op, KN_OP_COMM_WAIT);
+        cr_assert_eq(d->nodes[w].in[0], s);
+        for (int i = w; i < d->nnodes; i++) cr_assert_eq(d->nodes[i].op, KN_OP_COMM_WAIT, "%%%d after a wait", i);
+        /* every store of the bucket comes before the start; the last producer's store is
+         * followed by nothing but collectives up to the start */
+        int stores = 0;
+        int32_t last_producer = -1;
+        for (int i = 0; i < s; i++) {
+            const kn_node *n = &d->nodes[i];
+            if (n->op != KN_OP_GRAD_STORE || n->attrs.offset < bk[b].lo || n->attrs.offset >= bk[b].hi) continue;
+            stores++;
+            if (n->in[0] > last_producer) last_producer = n->in[0];
+        }
+        cr_assert_eq(stores, bk[b].last_param - bk[b].first_param + 1, "bucket %d: %d stores before its start", b, stores);
+        for (int i = last_producer + 1; i < s; i++)
+            cr_assert(kn_op_get(d->nodes[i].op)->category == KN_CAT_COLLECTIVE || d->nodes[i].op == KN_OP_FULL,
+                      "bucket %d: %%%d = %s computes between its last gradient (%%%d) and its start (%%%d)", b, i,
+                      kn_op_name(d->nodes[i].op), last_producer, s);
+        /* a bucket of layer L >= 1's matrices starts before the backward matmuls of layer L - 1
+         * (the ones that read that layer's weights): that is the overlap */
+        const char *first = p->info[bk[b].first_param].name;
+        int layer;
+        if (sscanf(first, "h.%d.", &layer) == 1 && layer >= 1 && p->info[bk[b].first_param].decay) {
+            char below[64];
+            snprintf(below, sizeof below, "h.%d.mlp.c_fc.weight", layer - 1);
+            int32_t wb = param_node(d, below);
+            cr_assert_geq(wb, 0);
+            bool later = false;
+            for (int i = s + 1; i < d->nnodes; i++)
+                later |= d->nodes[i].op == KN_OP_MATMUL && (d->nodes[i].in[0] == wb || d->nodes[i].in[1] == wb);
+            cr_assert(later, "bucket %d (%s..) starts after every backward matmul of layer %d", b, first, layer - 1);
+            checked_below++;
+        }
+    }
+    cr_assert_geq(checked_below, 2);
+    kn_free(bk);
+    kn_gpt_free(&m);
+    kn_graph_free(d);
+    kn_graph_free(g);
+}
+
+KN_TEST(ddp_pass, the_slab_holds_every_gradient_bit_for_bit) {
+    kn_graph *g;
+    KN_ASSERT_OK(kn_gpt_graph(&cfg, 2, 8, true, &g));
+    const char *lists[] = {"ddp", "ddp:0.004", "ddp:0.0001"};
+    for (int k = 0; k < 3; k++) {
+        kn_graph *d = ddp_of(g, lists[k]);
+        double delta = -1;
+        KN_ASSERT_OK(kn_graph_compare(g, d, 3, &delta));
+        cr_assert_eq(delta, 0.0, "%s: max |delta| %g", lists[k], delta);
+        kn_graph_free(d);
+    }
+    kn_graph_free(g);
+}
+
+KN_TEST(ddp_pass, programs_run_the_collectives_as_the_interpreter_does) {
+    kn_graph *g;
+    KN_ASSERT_OK(kn_gpt_graph(&cfg, 2, 8, true, &g));
+    kn_graph *d = ddp_of(g, "ddp:0.004");
+    kn_program_opts modes[2] = {{KN_CPU, NULL, KN_PROGRAM_NODES, false}, {KN_CPU, NULL, KN_PROGRAM_COMPILED, false}};
+    for (int k = 0; k < 2; k++) {
+        double rel = -1;
+        KN_ASSERT_OK(kn_program_compare(d, &modes[k], 5, &rel, NULL));
+        cr_assert_lt(rel, k ? 1e-5 : 1e-12, "mode %d: %g", k, rel);
+    }
+    kn_graph_free(d);
+    kn_graph_free(g);
+}
+
+/* A context that checks what it is asked, in order: a start only once every float of its
+ * range was stored in this run, a wait only after its start, and counts the polls. */
+typedef struct order_ctx {
+    int64_t n;
+    int *stored;
+    int starts, waits, polls, polls_at_first_wait;
+    int64_t started_lo[64];
+} order_ctx;
+
+static kn_status order_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor *const *in) {
+    order_ctx *o = ctx;
+    (void)id;
+    if (n->op == KN_OP_GRAD_STORE) {
+        for (int64_t i = 0; i < kn_tensor_numel(in[0]); i++) o->stored[n->attrs.offset + i]++;
+        return KN_OK;
+    }
+    if (n->op == KN_OP_ALL_REDUCE_START) {
+        for (int64_t i = n->attrs.start; i < n->attrs.stop; i++)
+            if (o->stored[i] != 1) return kn_error(KN_ERR_INTERNAL, "start of [%lld, %lld) before float %lld was stored",
+                                                    (long long)n->attrs.start, (long long)n->attrs.stop, (long long)i);
+        o->started_lo[o->starts++] = n->attrs.start;
+        return KN_OK;
+    }
+    bool started = false;
+    for (int k = 0; k < o->starts; k++) started |= o->started_lo[k] == n->attrs.start;
+    if (!started) return kn_error(KN_ERR_INTERNAL, "wait before its start");
+    if (o->waits++ == 0) o->polls_at_first_wait = o->polls;
+    return KN_OK;
+}
+
+static kn_status order_poll(void *ctx) {
+    ((order_ctx *)ctx)->polls++;
+    return KN_OK;
+}
+
+KN_TEST(ddp_pass, a_context_sees_stores_then_starts_then_waits_and_is_polled_between) {
+    kn_graph *g;
+    KN_ASSERT_OK(kn_gpt_graph(&cfg, 2, 8, true, &g));
+    kn_graph *d = ddp_of(g, "ddp:0.004");
+    int64_t n = 0;
+    for (int i = 1; i < g->noutputs; i++) n += kn_type_numel(&g->nodes[g->outputs[i]].type);
+    for (int k = 0; k < 2; k++) {
+        order_ctx o = {.n = n, .stored = calloc((size_t)n, sizeof(int))};
+        kn_collectives c = {&o, order_run, order_poll};
+        kn_program *p;
+        kn_program_opts opts = {KN_CPU, NULL, k ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES, false};
+        KN_ASSERT_OK(kn_program_compile(&p, d, &opts));
+        for (int i = 0; i < d->nnodes; i++) {
+            const kn_node *nd = &d->nodes[i];
+            if (nd->op != KN_OP_INPUT && nd->op != KN_OP_PARAM) continue;
+            kn_tensor *t;
+            KN_ASSERT_OK(kn_graph_random_input(d, i, 1, &t));
+            KN_ASSERT_OK(kn_program_bind(p, nd->attrs.name, t));
+            kn_tensor_free(t);
+        }
+        KN_ASSERT_ERR(kn_program_run(p), KN_ERR_UNSUPPORTED); /* no context yet: refused, naming it */
+        cr_assert(strstr(kn_last_error(), "no collectives context"), "%s", kn_last_error());
+        kn_program_set_collectives(p, &c);
+        KN_ASSERT_OK(kn_program_run(p));
+        cr_assert_eq(o.starts, o.waits);
+        cr_assert_gt(o.starts, 4);
+        cr_assert_gt(o.polls_at_first_wait, o.starts, "polled %d times before the waits", o.polls_at_first_wait);
+        for (int64_t i = 0; i < n; i++) cr_assert_eq(o.stored[i], 1, "float %lld stored %d times", (long long)i, o.stored[i]);
+        kn_program_free(p);
+        free(o.stored);
+    }
+    kn_graph_free(d);
+    kn_graph_free(g);
+}
+
+KN_TEST(ddp_pass, bad_graphs_arguments_and_protocols_are_clear_errors) {
+    kn_graph *g;
+    KN_ASSERT_OK(kn_gpt_graph(&cfg, 2, 8, true, &g));
+    KN_ASSERT_ERR(kn_passes_run(g, "ddp:0", NULL), KN_ERR_ARG);
+    cr_assert(strstr(kn_last_error(), "bucket size '0'"), "%s", kn_last_error());
+    KN_ASSERT_ERR(kn_passes_run(g, "ddp:lots", NULL), KN_ERR_ARG);
+    kn_graph *d = ddp_of(g, "ddp");
+    KN_ASSERT_ERR(kn_passes_run(d, "ddp", NULL), KN_ERR_ARG);
+    cr_assert(strstr(kn_last_error(), "already has collectives"), "%s", kn_last_error());
+    /* a wait for a range that was never started */
+    kn_graph *h;
+    KN_ASSERT_OK(kn_graph_copy(&h, d));
+    int32_t w = h->outputs[1];
+    h->nodes[w].attrs.start += 1;
+    KN_ASSERT_OK(kn_graph_verify(h));
+    double delta;
+    KN_ASSERT_ERR(kn_graph_compare(g, h, 1, &delta), KN_ERR_ARG);
+    cr_assert(strstr(kn_last_error(), "was not started"), "%s", kn_last_error());
+    /* a graph with no gradient outputs */
+    kn_graph *one;
+    KN_ASSERT_OK(kn_graph_new(&one));
+    kn_node n = {0};
+    n.op = KN_OP_INPUT;
+    n.attrs = kn_attrs_default();
+    strcpy(n.attrs.name, "x");
+    n.type = (kn_type){KN_DT_F32, 0, {0}};
+    int32_t id;
+    KN_ASSERT_OK(kn_graph_add_node(one, &n, &id));
+    KN_ASSERT_OK(kn_graph_add_output(one, id));
+    KN_ASSERT_ERR(kn_passes_run(one, "ddp", NULL), KN_ERR_ARG);
+    cr_assert(strstr(kn_last_error(), "a joint graph has the loss"), "%s", kn_last_error());
+    kn_graph_free(one);
+    kn_graph_free(h);
+    kn_graph_free(d);
+    kn_graph_free(g);
+}
+
+/* A GPU program refuses collectives by name (GPU ranks drive NCCL from hooks so far). */
+KN_TEST(ddp_pass, a_gpu_program_refuses_collectives_clearly) {
+    if (kn_device_count(KN_DEVICE_CUDA) == 0) cr_skip_test("no CUDA device: GPU test skipped");
+    kn_graph *g;
+    KN_ASSERT_OK(kn_gpt_graph(&cfg, 2, 8, true, &g));
+    kn_graph *d = ddp_of(g, "ddp");
+    for (int mode = 0; mode < 2; mode++) {
+        kn_program_opts o = {{KN_DEVICE_CUDA, 0}, NULL, mode ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES, false};
+        kn_program *p = NULL;
+        KN_ASSERT_ERR(kn_program_compile(&p, d, &o), KN_ERR_UNSUPPORTED);
+        cr_assert_null(p);
+        cr_assert(strstr(kn_last_error(), "collectives in the graph run in CPU programs so far"), "%s", kn_last_error());
+    }
+    kn_graph_free(d);
+    kn_graph_free(g);
+}
