@@ -277,6 +277,13 @@ static void check_delta(const kn_graph *g, const kn_graph *c, double lo, double 
     cr_assert(d >= lo && d <= hi, "max |delta| %.3g, expected in [%g, %g]", d, lo, hi);
 }
 
+/* txt parsed into *g, and its copy after the pass */
+static kn_graph *parse_fused(const char *txt, kn_graph **g) {
+    kn_pass_report rep;
+    KN_ASSERT_OK(kn_graph_parse(txt, strlen(txt), g));
+    return fused(*g, "epilogue", &rep);
+}
+
 KN_TEST(epilogue, pass_edge_cases) {
     /* one bias read by two linears and by an output; the first product read elsewhere too
      * (left alone); the second's gelu output and pre-activation read elsewhere */
@@ -291,10 +298,8 @@ KN_TEST(epilogue, pass_edge_cases) {
                       "%8 = mul %7, %6 : f32[4,5]\n"
                       "%9 = exp %3 : f32[4,5]\n"
                       "output %4, %8, %9, %2, %7, %6\n";
-    kn_graph *g, *c;
-    KN_ASSERT_OK(kn_graph_parse(txt, strlen(txt), &g));
+    kn_graph *g, *c = parse_fused(txt, &g);
     kn_pass_report rep;
-    c = fused(g, "epilogue", &rep);
     cr_assert_eq(count_ops(c, KN_OP_MATMUL_BIAS_GELU), 1);
     cr_assert_eq(count_ops(c, KN_OP_MATMUL_BIAS), 0, "a product read elsewhere was fused");
     cr_assert_eq(count_ops(c, KN_OP_MATMUL), 1);
@@ -316,8 +321,7 @@ KN_TEST(epilogue, pass_edge_cases) {
           "%5 = sum %1 {axes=[0]} : f32[4]\n"
           "%6 = sum %1 {axes=[1]} : f32[6]\n"
           "output %3, %4, %5, %6\n";
-    KN_ASSERT_OK(kn_graph_parse(txt, strlen(txt), &g));
-    c = fused(g, "epilogue", &rep);
+    c = parse_fused(txt, &g);
     cr_assert_eq(count_ops(c, KN_OP_MATMUL_BGRAD), 1);
     cr_assert_eq(count_ops(c, KN_OP_SUM), 1);
     check_delta(g, c, 0, 0);
@@ -336,11 +340,28 @@ KN_TEST(epilogue, pass_edge_cases) {
           "%8 = cast %7 {dtype=f32} : f32[4,5]\n"
           "%9 = gelu_bwd %8, %3 : f32[4,5]\n"
           "output %6, %9\n";
-    KN_ASSERT_OK(kn_graph_parse(txt, strlen(txt), &g));
-    c = fused(g, "epilogue", &rep);
+    c = parse_fused(txt, &g);
     cr_assert_eq(count_ops(c, KN_OP_MATMUL_BIAS) + count_ops(c, KN_OP_MATMUL_DGELU), 2);
     cr_assert_eq(count_ops(c, KN_OP_CAST) + count_ops(c, KN_OP_MATMUL), 0);
     check_delta(g, c, 1e-30, 0.05); /* the product is no longer rounded to bf16 */
+    kn_graph_free(c);
+    kn_graph_free(g);
+
+    /* a gelu whose f32 output is only cast (autocast's form): the bias alone is fused, the
+     * gelu stays (a stacked value would keep its f32 output alive) */
+    txt = "%0 = input {name=\"x\"} : bf16[4,3]\n"
+          "%1 = input {name=\"w\"} : bf16[3,5]\n"
+          "%2 = param {name=\"b\"} : f32[5]\n"
+          "%3 = matmul %0, %1 : bf16[4,5]\n"
+          "%4 = cast %3 {dtype=f32} : f32[4,5]\n"
+          "%5 = add %4, %2 : f32[4,5]\n"
+          "%6 = gelu %5 : f32[4,5]\n"
+          "%7 = cast %6 {dtype=bf16} : bf16[4,5]\n"
+          "output %7, %5\n";
+    c = parse_fused(txt, &g);
+    cr_assert(count_ops(c, KN_OP_MATMUL_BIAS) == 1 && count_ops(c, KN_OP_MATMUL_BIAS_GELU) == 0 &&
+              count_ops(c, KN_OP_GELU) == 1);
+    check_delta(g, c, 0, 0.05);
     kn_graph_free(c);
     kn_graph_free(g);
 }
