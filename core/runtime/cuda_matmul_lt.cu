@@ -230,7 +230,13 @@ static kn_status lt_matmul(const lt_gpu &G, int dev, kn_op op, bool fused, kn_dt
         LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b));
         LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d));
         LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof al_d));
-        if (s == KN_OK) {
+        bool aligned = (!bias || lt_align(bias) >= 16) && (!aux || lt_align(aux) >= 16);
+        if (s == KN_OK && !aligned) { /* the epilogue's vectors are read 16 bytes at a time: by hand */
+            kn_log(KN_LOG_INFO, "%s: the bias or aux pointer is not 16-byte aligned; the epilogue runs as separate "
+                   "kernels", kn_op_name(op));
+            std::lock_guard<std::mutex> lock(lt_mu);
+            lt_plans[key] = plan;
+        } else if (s == KN_OK) {
             cublasLtMatmulHeuristicResult_t r = {};
             int nres = 0;
             cublasStatus_t q = cublasLtMatmulAlgoGetHeuristic(G.h, desc, la, lb, ld, ld, pref, 1, &r, &nres);
