@@ -68,7 +68,7 @@ ifneq ($(NVCC),)
   CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
   NVCCFLAGS := -std=c++17 -O2 -g $(CUDA_ARCH) -Icore/include -Icore -Xcompiler -Wall,-Wextra,-Wswitch-enum,-Werror -DKN_HAVE_CUDA=1
   CPPFLAGS += -DKN_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
 else
   HAVE_CUDA := 0
 endif

@@ -35,6 +35,7 @@
 typedef struct bench_opts {
     int vocab, context, layers, width, heads, batch, warmup, steps, profile;
     bool tf32, cuda_graph, flash; /* flash: the flash pass after --passes (before remat) */
+    bool epilogue;                /* the epilogue pass after autocast (before remat) */
     char profile_out[512];
     uint64_t seed;
     char device[16];
@@ -75,7 +76,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: kiln bench [--vocab N] [--context N] [--layers N] [--width N] [--heads N] [--batch N]\n"
                "                  [--warmup N] [--steps N] [--seed N] [--device auto|cpu|cuda|cuda:N] [--profile N]\n"
                "                  [--profile-out FILE.tsv] [--tf32] [--mode compiled|interp] [--passes LIST]\n"
-               "                  [--flash] [--remat none|selective|full|every:K|mincut] [--cuda-graph]\n"
+               "                  [--flash] [--epilogue] [--remat none|selective|full|every:K|mincut] [--cuda-graph]\n"
                "                  [--precision fp32|bf16|fp16]\n"
                "Times GPT training steps (fp32, AdamW, clip 1.0) on random tokens. Defaults: the GPT-2 124M\n"
                "shape: vocab 50304, context 1024, 12 layers, width 768, 12 heads, batch 8; 3 warm-up and\n"
@@ -90,7 +91,9 @@ static void usage(FILE *f) {
                "default is compiled. --passes LIST\n"
                "compiles the step with those graph passes (fold, views, algebra, cse, dce, all, flash; default\n"
                "none): with --mode, the rows of an ablation table. --flash adds the flash pass (flash\n"
-               "attention: no [B, H, T, T] matrix; kiln bench-attn times attention alone). --remat POLICY recomputes activations in\n"
+               "attention: no [B, H, T, T] matrix; kiln bench-attn times attention alone). --epilogue adds the\n"
+               "epilogue pass after autocast (matmul + bias [+ gelu], + gelu's gradient, + the bias gradient as one\n"
+               "cuBLASLt call each). --remat POLICY recomputes activations in\n"
                "the backward (the remat pass, after the others): it prints the step's largest live set, the\n"
                "lower bound of its activation memory, beside the time (plots/remat.sh plots every policy).\n"
                "--cuda-graph (with --mode compiled on a GPU) replays the step as one CUDA graph.\n"
@@ -122,6 +125,7 @@ static int parse(bench_opts *o, int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!strcmp(a, "--tf32")) { o->tf32 = true; continue; }
         if (!strcmp(a, "--flash")) { o->flash = true; continue; }
+        if (!strcmp(a, "--epilogue")) { o->epilogue = true; continue; }
         if (!strcmp(a, "--cuda-graph")) { o->cuda_graph = true; continue; }
         bool known = !strcmp(a, "--device") || !strcmp(a, "--seed") || !strcmp(a, "--profile-out") || !strcmp(a, "--mode") ||
                      !strcmp(a, "--passes") || !strcmp(a, "--remat") || !strcmp(a, "--precision");
@@ -242,14 +246,14 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     if (st == KN_OK) st = kn_trainer_to_device(&tr, dev);
     /* the default: compiled on the CPU, node by node on a GPU (as kiln train --mode auto) */
     bool compiled = !strcmp(o->mode, "compiled") || (!o->mode[0] && dev.type == KN_DEVICE_CPU);
-    char list[256] = ""; /* the passes, flash, autocast (and the weights' copies the optimizer writes), then
-                          * remat: cse would merge its clones back */
+    char list[256] = ""; /* the passes, flash, autocast (and the weights' copies the optimizer writes), epilogue,
+                          * then remat: cse would merge its clones back */
     bool low = strcmp(o->precision, "fp32") != 0;
-    const char *parts[6] = {o->passes, o->flash ? "flash" : "", low ? "autocast:" : "", low ? "lowparams:" : "",
-                            low ? "lowloss" : "", strcmp(o->remat, "none") ? "remat:" : ""};
-    const char *args[6] = {"", "", low ? o->precision : "", low ? o->precision : "", "",
+    const char *parts[7] = {o->passes, o->flash ? "flash" : "", low ? "autocast:" : "", low ? "lowparams:" : "",
+                            low ? "lowloss" : "", o->epilogue ? "epilogue" : "", strcmp(o->remat, "none") ? "remat:" : ""};
+    const char *args[7] = {"", "", low ? o->precision : "", low ? o->precision : "", "", "",
                            strcmp(o->remat, "none") ? o->remat : ""};
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         if (parts[i][0])
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s%s", list[0] ? "," : "", parts[i], args[i]);
     tr.passes = list[0] ? list : NULL;

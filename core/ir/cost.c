@@ -35,6 +35,16 @@ kn_cost cost_matmul(const kn_graph *g, const kn_node *n) {
     return (kn_cost){2.0 * (double)kn_type_numel(&n->type) * (double)k, io_bytes(g, n)};
 }
 
+/* A product with an epilogue: the product's flops (from the operands: the result stacks
+ * two values for matmul_bias_gelu and matmul_bgrad) plus one per element of the epilogue;
+ * bytes are operands and result, read and written once (no product stored in between). */
+kn_cost cost_matmul_ep(const kn_graph *g, const kn_node *n) {
+    const kn_type *a = &g->nodes[n->in[0]].type, *b = &g->nodes[n->in[1]].type;
+    double m = (double)(n->attrs.ta ? a->shape[1] : a->shape[0]), k = (double)(n->attrs.ta ? a->shape[0] : a->shape[1]);
+    double nn = (double)(n->attrs.tb ? b->shape[0] : b->shape[1]);
+    return (kn_cost){2.0 * m * nn * k + (double)kn_type_numel(&n->type), io_bytes(g, n)};
+}
+
 /* softmax-like: max, exp, sum, scale: about 5 flops per element of the widest operand. */
 kn_cost cost_softmax(const kn_graph *g, const kn_node *n) {
     double e = (double)kn_type_numel(&n->type);

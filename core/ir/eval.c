@@ -7,8 +7,9 @@
  * kernels: kn_cpu_node_eval widens their operands to f32, runs the f32 kernel and rounds
  * the result once as it stores it (eval_low_precision below), as a GPU kernel that loads
  * bf16 into float registers and stores bf16 does.
- * Views materialize a contiguous copy, except reshape, which aliases (values are never
- * written after they are defined, so sharing storage is safe). */
+ * Views materialize a contiguous copy, except reshape and a slice that keeps one contiguous
+ * block (kn_ir_aliases), which alias (values are never written after they are defined, so
+ * sharing storage is safe). */
 #include <string.h>
 
 #include "ir/ir_impl.h"
@@ -269,6 +270,40 @@ kn_status kern_matmul(const kn_node *n, const kn_tensor *const *in, kn_tensor **
     return KN_OK;
 }
 
+/* The products with an epilogue (the `epilogue` pass's ops; infer_matmul_ep has their
+ * shapes): kiln's GEMM, then the epilogue loop, with the very kernels the nodes they
+ * replace run (the bias add is add's sum, gelu and gelu_bwd are kn_k_unary and
+ * kn_k_gelu_bwd, the bias gradient is sum's kn_k_reduce), so on the CPU the fused step
+ * gives the unfused step's bits. This is the reference the CUDA kernel (cuBLASLt's
+ * epilogues, cuda_matmul_lt.cu) is tested against. */
+#define KN_MATMUL_EP(T, S)                                                                          \
+    static void matmul_ep_##S(kn_op op, const T *a, const T *b, const T *e, T *c, int64_t m, int64_t n, \
+                              int64_t k, bool ta, bool tb) {                                        \
+        T *p = op == KN_OP_MATMUL_BIAS_GELU ? c + m * n : c; /* the product (+ bias) */             \
+        kn_k_matmul_##S(a, b, p, m, n, k, ta, tb);                                                  \
+        if (op == KN_OP_MATMUL_BIAS || op == KN_OP_MATMUL_BIAS_GELU)                                \
+            for (int64_t i = 0; i < m; i++)                                                         \
+                for (int64_t j = 0; j < n; j++) p[i * n + j] = p[i * n + j] + e[j];                  \
+        if (op == KN_OP_MATMUL_BIAS_GELU) kn_k_unary_##S(KN_UNARY_GELU, p, c, m * n);               \
+        if (op == KN_OP_MATMUL_DGELU) kn_k_gelu_bwd_##S(p, e, p, m * n);                            \
+        if (op == KN_OP_MATMUL_BGRAD) kn_k_reduce_##S(KN_REDUCE_SUM, b, c + m * n, 1, k, n);         \
+    }
+KN_MATMUL_EP(float, f32)
+KN_MATMUL_EP(double, f64)
+#undef KN_MATMUL_EP
+
+kn_status kern_matmul_ep(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    const kn_tensor *a = in[0], *b = in[1];
+    bool ta = n->attrs.ta, tb = n->attrs.tb;
+    int64_t m = ta ? a->shape[1] : a->shape[0], k = ta ? a->shape[0] : a->shape[1], nn = tb ? b->shape[0] : b->shape[1];
+    const void *e = n->nin > 2 ? D(in[2]) : NULL;
+    if (n->op != KN_OP_MATMUL_BIAS && n->op != KN_OP_MATMUL_BIAS_GELU && n->op != KN_OP_MATMUL_DGELU &&
+        n->op != KN_OP_MATMUL_BGRAD)
+        return no_kernel(n, "kern_matmul_ep");
+    if (a->dtype != n->type.dtype) return unsupported(n, a->dtype); /* bf16 operands come widened */
+    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, matmul_ep, n->op, D(a), D(b), e, D(*out), m, nn, k, ta, tb));
+}
+
 kn_status kern_reshape(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
     return kn_tensor_view(out, in[0], n->type.ndim, n->type.shape);
 }
@@ -300,6 +335,9 @@ kn_status kern_slice(const kn_node *n, const kn_tensor *const *in, kn_tensor **o
     int nd = in[0]->ndim, ax = (int)(n->attrs.axis < 0 ? n->attrs.axis + nd : n->attrs.axis);
     contig_strides(nd, in[0]->shape, st);
     kn_ir_slice_range(in[0]->shape[ax], n->attrs.start, n->attrs.stop, n->attrs.step, &first, &len);
+    kn_type xt = {in[0]->dtype, nd, {0}};
+    memcpy(xt.shape, in[0]->shape, sizeof(int64_t) * (size_t)nd);
+    if (!*out && kn_ir_aliases(n, &xt)) return kn_tensor_slice(out, in[0], ax, first, first + len, 1); /* a block: a view */
     int64_t off = first * st[ax];
     st[ax] *= n->attrs.step;
     return strided_out(n, in[0], st, len ? off : 0, out);

@@ -64,6 +64,15 @@ void kn_ir_slice_range(int64_t dim, int64_t start, int64_t stop, int64_t step, i
     *len = stop > start ? (stop - start - 1) / step + 1 : 0;
 }
 
+bool kn_ir_aliases(const kn_node *n, const kn_type *x) {
+    if (n->op == KN_OP_RESHAPE) return true;
+    if (n->op != KN_OP_SLICE || n->attrs.step != 1 || x->ndim < 1) return false;
+    int ax = (int)(n->attrs.axis < 0 ? n->attrs.axis + x->ndim : n->attrs.axis);
+    for (int i = 0; i < ax && i < x->ndim; i++)
+        if (x->shape[i] != 1) return false;
+    return ax >= 0 && ax < x->ndim;
+}
+
 bool kn_ir_reduce_mask(const kn_attrs *a, int ndim, unsigned *mask) {
     *mask = 0;
     if (a->naxes == 0) { *mask = (1u << ndim) - 1; return true; }
@@ -289,6 +298,44 @@ kn_status infer_matmul(const kn_node *n, const kn_type *const *in, kn_type *out,
     out->shape[out->ndim++] = m;
     out->shape[out->ndim++] = nn;
     out->dtype = a->dtype;
+    return KN_OK;
+}
+
+/* The products with an epilogue (matmul_bias, matmul_bias_gelu, matmul_dgelu, matmul_bgrad):
+ * the product's rule on 2-D operands, then the epilogue's operand and the stacking. The
+ * result is f32 or f64 (the epilogue computes in it): the product's dtype, or f32 for a
+ * product of bf16/f16 operands (mixed precision: the cast up that followed the 16-bit matmul
+ * is taken into the epilogue). The bias is [N] and the pre-activation of matmul_dgelu
+ * [M, N], in the result's dtype; matmul_bgrad sums b's rows (tb = 0): b is [K, N]. */
+kn_status infer_matmul_ep(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
+    char tb0[96], tb1[96], tb2[96];
+    KN_TRY(infer_matmul(n, in, out, msg, msz));
+    if (in[0]->ndim != 2 || in[1]->ndim != 2)
+        return fail(msg, msz, KN_ERR_SHAPE, "operands %s and %s must be matrices (2 axes)", T(0), T(1));
+    kn_dtype pd = out->dtype, rd = n->op == KN_OP_MATMUL_BGRAD ? pd : in[2]->dtype;
+    bool low = pd == KN_DT_BF16 || pd == KN_DT_F16;
+    if ((rd != KN_DT_F32 && rd != KN_DT_F64) || (rd != pd && !(low && rd == KN_DT_F32)))
+        return fail(msg, msz, KN_ERR_DTYPE, "the result must be f32 or f64: the operands' dtype, or f32 for bf16/f16 "
+                    "operands (operands %s, %s%s%s)", T(0), T(1), n->op == KN_OP_MATMUL_BGRAD ? "" : ", epilogue ",
+                    n->op == KN_OP_MATMUL_BGRAD ? "" : T(2));
+    int64_t m = out->shape[0], nn = out->shape[1];
+    out->dtype = rd;
+    if (n->op == KN_OP_MATMUL_BIAS || n->op == KN_OP_MATMUL_BIAS_GELU) {
+        if (in[2]->ndim != 1 || in[2]->shape[0] != nn)
+            return fail(msg, msz, KN_ERR_SHAPE, "bias %s must be [%lld], one per column of the product", T(2),
+                        (long long)nn);
+        if (n->op == KN_OP_MATMUL_BIAS_GELU) out->shape[0] = 2 * m;
+        return KN_OK;
+    }
+    if (n->op == KN_OP_MATMUL_DGELU) {
+        if (in[2]->ndim != 2 || in[2]->shape[0] != m || in[2]->shape[1] != nn)
+            return fail(msg, msz, KN_ERR_SHAPE, "pre-activation %s must have the product's shape [%lld,%lld]", T(2),
+                        (long long)m, (long long)nn);
+        return KN_OK;
+    }
+    if (n->op != KN_OP_MATMUL_BGRAD) return fail(msg, msz, KN_ERR_ARG, "%s is not a product with an epilogue", kn_op_name(n->op));
+    if (n->attrs.tb) return fail(msg, msz, KN_ERR_ARG, "tb must be 0: the bias gradient sums the rows of b %s", T(1));
+    out->shape[0] = m + 1;
     return KN_OK;
 }
 

@@ -141,13 +141,17 @@ static kn_status adopt(kn_graph *g, kn_graph *out, kn_status s) {
  * across the row (a per-row scale of dq, dk, dv of well under 1% at GPT-2's T = 1024, not
  * a change of direction). */
 static bool flash_goes_low(const ac_plan *p, const kn_node *n) {
+    if (n->op == KN_OP_MATMUL_BIAS || n->op == KN_OP_MATMUL_BIAS_GELU || n->op == KN_OP_MATMUL_DGELU ||
+        n->op == KN_OP_MATMUL_BGRAD)
+        return false; /* the epilogue pass's products run after autocast and take its casts in themselves */
     if (n->op != KN_OP_FLASH_ATTN && n->op != KN_OP_FLASH_ATTN_BWD) return true;
     const kn_type *q = &p->g->nodes[n->in[0]].type;
     return p->low == KN_DT_BF16 && q->ndim >= 2 && kn_flash_tc_kernel(KN_FLASH_TC_BF16, (int)q->shape[q->ndim - 1]);
 }
 
-/* Node i decided by lab 09's unit, except a flash node the GPU has no low kernel for:
- * that one keeps its dtype, and its operands' early copies are as they were before. */
+/* Node i decided by lab 09's unit, except a flash node the GPU has no low kernel for, or a
+ * product of the epilogue pass (should autocast run after it): that one keeps its dtype,
+ * and its operands' early copies are as they were before. */
 static kn_status decide(ac_plan *p, int32_t i) {
     const kn_node *n = &p->g->nodes[i];
     bool was[KN_MAX_OPERANDS];

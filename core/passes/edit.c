@@ -110,3 +110,47 @@ kn_status kn_graph_compact(kn_graph *g, const int32_t *repl, const bool *keep) {
     kn_free(newid);
     return KN_OK;
 }
+
+/* Rebuilding a graph into a new one (the passes that replace groups of nodes: flash,
+ * epilogue) appends nodes whose types come from their rule, copies the others with their
+ * operands renumbered, and then takes the new arrays in place of the old. */
+kn_status kn_graph_emit(kn_graph *out, const char *pass, kn_op op, int nin, const int32_t *in, const kn_attrs *attrs,
+                        int32_t scope, int32_t *id) {
+    kn_node n = {.op = op, .nin = nin, .attrs = attrs ? *attrs : kn_attrs_default(), .scope = scope};
+    const kn_type *tin[KN_MAX_OPERANDS];
+    for (int i = 0; i < nin; i++) {
+        n.in[i] = in[i];
+        tin[i] = &out->nodes[in[i]].type;
+    }
+    char msg[256];
+    kn_status st = kn_node_infer(&n, tin, &n.type, msg, sizeof msg);
+    if (st != KN_OK) return kn_error(st, "%s: %s: %s", pass, kn_op_name(op), msg);
+    return kn_graph_add_node(out, &n, id);
+}
+
+kn_status kn_graph_emit_copy(kn_graph *out, const kn_node *n, const int32_t *map, int32_t *id) {
+    kn_node nd = *n;
+    for (int k = 0; k < nd.nin; k++) nd.in[k] = map[nd.in[k]];
+    return kn_graph_add_node(out, &nd, id);
+}
+
+kn_status kn_graph_rebuild_start(const kn_graph *g, const char *pass, kn_graph **out, int32_t **map) {
+    KN_TRY(kn_graph_new(out));
+    *map = kn_malloc((size_t)(g->nnodes > 0 ? g->nnodes : 1) * sizeof **map);
+    if (*map) return KN_OK;
+    kn_graph_free(*out);
+    *out = NULL;
+    return kn_error(KN_ERR_OOM, "%s: out of memory", pass);
+}
+
+kn_status kn_graph_take(kn_graph *g, kn_graph *out, int32_t *map, kn_status st) {
+    for (int i = 0; st == KN_OK && i < g->noutputs; i++) st = kn_graph_add_output(out, map[g->outputs[i]]);
+    if (st == KN_OK) { /* swap the new arrays into g; free the old ones with out's shell */
+        kn_graph tmp = *g;
+        *g = *out;
+        *out = tmp;
+    }
+    kn_graph_free(out);
+    kn_free(map);
+    return st;
+}

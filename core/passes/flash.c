@@ -112,16 +112,7 @@ static bool match_group(const kn_graph *g, const int32_t *uses, int32_t p, attn 
 /* Append a node of op with operands in[] to out; its type is inferred. */
 static kn_status emit(kn_graph *out, kn_op op, int nin, const int32_t *in, const kn_attrs *attrs, int32_t scope,
                       int32_t *id) {
-    kn_node n = {.op = op, .nin = nin, .attrs = attrs ? *attrs : kn_attrs_default(), .scope = scope};
-    const kn_type *tin[KN_MAX_OPERANDS];
-    for (int i = 0; i < nin; i++) {
-        n.in[i] = in[i];
-        tin[i] = &out->nodes[in[i]].type;
-    }
-    char msg[256];
-    kn_status st = kn_node_infer(&n, tin, &n.type, msg, sizeof msg);
-    if (st != KN_OK) return kn_error(st, "flash: %s: %s", kn_op_name(op), msg);
-    return kn_graph_add_node(out, &n, id);
+    return kn_graph_emit(out, "flash", op, nin, in, attrs, scope, id);
 }
 
 /* slice(x, axis, i, i + 1), reshaped to like's type when reshape is set. */
@@ -143,9 +134,9 @@ static kn_status emit_slice(kn_graph *out, int32_t x, int axis, int64_t start, i
 /* Rebuild g with every group of a[0..na) replaced; role/who say which group a node is in. */
 static kn_status rebuild(kn_graph *g, attn *a, const uint8_t *role, const int32_t *who) {
     kn_graph *out;
-    KN_TRY(kn_graph_new(&out));
-    int32_t *map = kn_malloc((size_t)g->nnodes * sizeof *map);
-    kn_status st = map ? KN_OK : kn_error(KN_ERR_OOM, "flash: out of memory");
+    int32_t *map;
+    KN_TRY(kn_graph_rebuild_start(g, "flash", &out, &map));
+    kn_status st = KN_OK;
     for (int32_t i = 0; st == KN_OK && i < g->nnodes; i++) {
         const kn_node *n = &g->nodes[i];
         attn *t = who[i] >= 0 ? &a[who[i]] : NULL;
@@ -172,22 +163,10 @@ static kn_status rebuild(kn_graph *g, attn *a, const uint8_t *role, const int32_
         case R_DQ: st = emit_slice(out, t->g, 0, 0, 1, tq, sc, &map[i]); break;
         case R_DK: st = emit_slice(out, t->g, 0, 1, 2, tq, sc, &map[i]); break;
         case R_DV: st = emit_slice(out, t->g, 0, 2, 3, tq, sc, &map[i]); break;
-        case R_NONE: { /* not part of a replaced attention: copied */
-            kn_node nd = *n;
-            for (int k = 0; k < nd.nin; k++) nd.in[k] = map[nd.in[k]];
-            st = kn_graph_add_node(out, &nd, &map[i]);
-        }
+        case R_NONE: st = kn_graph_emit_copy(out, n, map, &map[i]); break; /* not part of a replaced attention */
         }
     }
-    for (int i = 0; st == KN_OK && i < g->noutputs; i++) st = kn_graph_add_output(out, map[g->outputs[i]]);
-    if (st == KN_OK) { /* swap the new arrays into g; free the old ones with out's shell */
-        kn_graph tmp = *g;
-        *g = *out;
-        *out = tmp;
-    }
-    kn_free(map);
-    kn_graph_free(out);
-    return st;
+    return kn_graph_take(g, out, map, st);
 }
 
 kn_status kn_pass_flash(kn_graph *g, kn_pass_stats *st) {

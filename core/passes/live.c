@@ -8,9 +8,9 @@
  * measured in milliseconds, its run would take minutes on a CPU).
  *
  * One sweep: each value adds its bytes at its definition and removes them after its last
- * reader (a difference array), the running sum's maximum is the answer. A reshape
- * aliases its operand's storage, so it adds nothing and its readers keep the storage
- * alive. Inputs, params and outputs are not counted: they live outside the run (bound by
+ * reader (a difference array), the running sum's maximum is the answer. A reshape (and
+ * a slice that keeps one contiguous block, kn_ir_aliases) aliases its operand's storage,
+ * so it adds nothing and its readers keep the storage alive. Inputs, params and outputs are not counted: they live outside the run (bound by
  * the caller, or handed back to it), and every policy has the same ones. */
 #include <string.h>
 
@@ -37,7 +37,7 @@ kn_status kn_graph_live_bytes(const kn_graph *g, double *bytes, int32_t *at) {
                 return kn_error(KN_ERR_ARG, "kn_graph_live_bytes: %%%d = %s reads %%%d, which is not defined before "
                                 "it (verify the graph first)", i, kn_op_name(nd->op), nd->in[k]);
             }
-        root[i] = nd->op == KN_OP_RESHAPE ? root[nd->in[0]] : i;
+        root[i] = nd->nin == 1 && kn_ir_aliases(nd, &g->nodes[nd->in[0]].type) ? root[nd->in[0]] : i; /* a view */
         last[i] = i;
         outside[i] = nd->op == KN_OP_INPUT || nd->op == KN_OP_PARAM;
         for (int k = 0; k < nd->nin; k++)

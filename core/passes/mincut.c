@@ -146,8 +146,9 @@ kn_status kn_remat_mincut(const kn_graph *g, const bool *fwd, const bool *need, 
         const kn_node *nd = &g->nodes[i];
         int vin = 2 * vid[i], vout = vin + 1;
         int64_t bytes = kn_type_numel(&nd->type) * (int64_t)kn_dtype_size(nd->type.dtype);
-        /* a reshape is its operand's storage: keeping it would count those bytes twice */
-        add_edge(&f, vin, vout, nd->op == KN_OP_RESHAPE ? INF_CAP : bytes);
+        /* a reshape (or a block slice) is its operand's storage: keeping it would count those bytes twice */
+        bool alias = nd->nin == 1 && kn_ir_aliases(nd, &g->nodes[nd->in[0]].type);
+        add_edge(&f, vin, vout, alias ? INF_CAP : bytes);
         if (banned[i]) add_edge(&f, S, vin, INF_CAP);
         if (need[i]) add_edge(&f, vout, T, INF_CAP);
         for (int k = 0; k < nd->nin; k++)

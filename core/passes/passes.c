@@ -36,6 +36,9 @@ static const kn_pass kn_pass_table[] = {
      "gradient (no f32 copy of the logits; the same values, bit for bit on the CPU)", NULL, true},
     {"flash", kn_pass_flash, "flash attention: matmul_t -> causal_softmax -> matmul and its backward become "
      "flash_attn and flash_attn_bwd, no [.., T, T] value stored (equal to rounding: not in all)", NULL, true},
+    {"epilogue", kn_pass_epilogue, "matmul epilogues: matmul + bias [+ gelu], matmul + gelu_bwd, and a weight's "
+     "gradient + its bias's (a column sum) become one library call each (cuBLASLt's epilogues on a GPU; equal to "
+     "rounding there: not in all; run after autocast)", NULL, true},
     {"ddp", kn_pass_ddp, "data parallelism, ddp:MB (bucket size, default 25): each gradient stored into the slab as it "
      "is made, a bucket's all_reduce_start after its last store, its comm_wait at the end (not in all)", kn_ddp_check_arg, true},
     {"zero", kn_pass_zero, "ZeRO-1/2, zero:MB: as ddp, each bucket reduce-scattered over the ranks' shards "

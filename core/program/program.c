@@ -333,7 +333,7 @@ static kn_status mem_steps(const kn_program *p, const int32_t *root, kn_mem_step
         kn_mem_step m = {ids + at, 0, NULL, 0};
         if (sp->kernel < 0) {
             const kn_node *n = &g->nodes[sp->node];
-            if (n->op != KN_OP_RESHAPE) { ids[at++] = sp->node; m.ndefs = 1; }
+            if (!(n->nin == 1 && kn_ir_aliases(n, &g->nodes[n->in[0]].type))) { ids[at++] = sp->node; m.ndefs = 1; }
             m.uses = ids + at;
             for (int k = 0; k < n->nin; k++) ids[at++] = root[n->in[k]];
             m.nuses = n->nin;
@@ -394,7 +394,7 @@ static kn_status plan_memory(kn_program *p) {
         p->mem_from[i] = -1;
         group[i] = -1;
         const kn_node *n = &g->nodes[i];
-        root[i] = n->op == KN_OP_RESHAPE ? root[n->in[0]] : i;
+        root[i] = n->nin == 1 && kn_ir_aliases(n, &g->nodes[n->in[0]].type) ? root[n->in[0]] : i;
     }
     if (st == KN_OK) st = mem_steps(p, root, ms, ids);
     if (st == KN_OK) st = kn_mem_liveness(ms, p->nsteps, nn, p->mem_def, p->mem_last);
@@ -405,7 +405,7 @@ static kn_status plan_memory(kn_program *p) {
     for (int i = 0; st == KN_OK && i < nn; i++) {
         const kn_node *n = &g->nodes[i];
         if (p->is_output[i]) bad[root[i]] = true;
-        if (root[i] == i && n->op != KN_OP_INPUT && n->op != KN_OP_PARAM && n->op != KN_OP_RESHAPE)
+        if (root[i] == i && n->op != KN_OP_INPUT && n->op != KN_OP_PARAM)
             sz[i] = kn_program_plan_size(&n->type);
     }
     for (int i = 0; st == KN_OK && i < nn; i++) /* planned: made by a step, not an output, not empty */
@@ -861,7 +861,8 @@ kn_status kn_program_run_steps(kn_program *p) {
                 in[k] = moved[k];
             }
         }
-        if (st == KN_OK && n->op != KN_OP_RESHAPE) st = planned_tensor(p, sp->node, &p->vals[sp->node]);
+        if (st == KN_OK && !(n->nin == 1 && kn_ir_aliases(n, &g->nodes[n->in[0]].type)))
+            st = planned_tensor(p, sp->node, &p->vals[sp->node]);
         kn_tensor *placed = p->vals[sp->node];
         if (st == KN_OK && kn_op_get(n->op)->category == KN_CAT_COLLECTIVE)
             st = kn_collective_eval(p->coll.run ? &p->coll : NULL, sp->node, n, in, &p->vals[sp->node]);

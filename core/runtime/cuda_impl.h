@@ -312,6 +312,9 @@ KNC_KERNEL(knc_dropout);
 KNC_KERNEL(knc_causal_fill);
 KNC_KERNEL(knc_reduce);
 KNC_KERNEL(knc_matmul);
+KNC_KERNEL(knc_matmul_ep);       /* cuda_matmul_lt.cu */
+/* KILN_TF32=1: f32 products may use TF32 tensor cores (cuda_matmul.cu; read once). */
+bool knc_tf32_allowed(void);
 KNC_KERNEL(knc_reshape);
 KNC_KERNEL(knc_permute);
 KNC_KERNEL(knc_broadcast_to);

@@ -269,6 +269,9 @@ KNC_KERNEL(knc_slice) {
     int nd = in[0]->ndim, ax = (int)(n->attrs.axis < 0 ? n->attrs.axis + nd : n->attrs.axis);
     contig_strides(nd, in[0]->shape, st);
     kn_ir_slice_range(in[0]->shape[ax], n->attrs.start, n->attrs.stop, n->attrs.step, &first, &len);
+    kn_type xt = {in[0]->dtype, nd, {0}};
+    memcpy(xt.shape, in[0]->shape, sizeof(int64_t) * (size_t)nd);
+    if (!*out && kn_ir_aliases(n, &xt)) return kn_tensor_slice(out, in[0], ax, first, first + len, 1); /* a block: a view */
     int64_t off = first * st[ax];
     st[ax] *= n->attrs.step;
     return strided_out(n, in[0], st, len ? off : 0, out);
@@ -468,6 +471,7 @@ const knc_kernel_fn kern_causal_softmax_bwd = knc_causal_softmax_bwd, kern_layer
 const knc_kernel_fn kern_layernorm_dx = knc_layernorm_dx, kern_normalize = knc_normalize;
 const knc_kernel_fn kern_cross_entropy = knc_cross_entropy, kern_cross_entropy_bwd = knc_cross_entropy_bwd;
 const knc_kernel_fn kern_flash_attn = knc_flash_attn, kern_flash_attn_bwd = knc_flash_attn_bwd;
+const knc_kernel_fn kern_matmul_ep = knc_matmul_ep; /* cuda_matmul_lt.cu: cuBLASLt's epilogues */
 } // namespace knc_col
 
 static const knc_kernel_fn knc_kernels[KN_OP_COUNT] = {

@@ -114,10 +114,14 @@ kn_status knc_profile_end(const kn_node *n, const kn_tensor *const *in, const kn
         if (k < (int)sizeof key) k += shape_str(key + k, sizeof key - (size_t)k, in[i]);
         bytes += (double)kn_tensor_numel(in[i]) * (double)kn_dtype_size(in[i]->dtype);
     }
-    if (n->op == KN_OP_MATMUL && out) {
-        const kn_tensor *a = in[0];
+    bool ep = n->op == KN_OP_MATMUL_BIAS || n->op == KN_OP_MATMUL_BIAS_GELU || n->op == KN_OP_MATMUL_DGELU ||
+              n->op == KN_OP_MATMUL_BGRAD; /* a product with an epilogue: the product's flops */
+    if ((n->op == KN_OP_MATMUL || ep) && out) {
+        const kn_tensor *a = in[0], *b = in[1];
         int64_t kk = n->attrs.ta ? a->shape[a->ndim - 2] : a->shape[a->ndim - 1];
-        flops = 2.0 * (double)kn_tensor_numel(out) * (double)kk;
+        double mn = ep ? (double)(n->attrs.ta ? a->shape[1] : a->shape[0]) * (double)(n->attrs.tb ? b->shape[0] : b->shape[1])
+                         : (double)kn_tensor_numel(out);
+        flops = 2.0 * mn * (double)kk;
         if (k < (int)sizeof key) snprintf(key + k, sizeof key - (size_t)k, "%s%s", n->attrs.ta ? " ta" : "", n->attrs.tb ? " tb" : "");
     }
     prof_row *r = NULL;

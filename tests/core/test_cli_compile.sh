@@ -46,8 +46,17 @@ python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['input'].s
 "$kiln" compile --gpt layers=1,width=16,heads=2,context=8,vocab=11 --no-check --report "$dir/n.json" > /dev/null || fail "--no-check"
 python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['max_abs_delta'] is None" "$dir/n.json" || fail "--no-check report"
 
+# The epilogue pass on a small GPT: what it fused is printed, and on the CPU it is exact;
+# the emitted IR (with the fused ops) parses and verifies.
+"$kiln" compile --gpt small,layers=1,width=16,heads=2,context=8,vocab=11 --batch 2 --passes epilogue \
+    --emit-ir "$dir/e.ir" > "$dir/out" 2>&1 || fail "compile --passes epilogue failed: $(cat "$dir/out")"
+grep -q "matmul + bias + gelu -> matmul_bias_gelu 1" "$dir/out" || fail "epilogue: $(cat "$dir/out")"
+grep -q "max |delta| = 0" "$dir/out" || fail "epilogue is not exact on the CPU: $(cat "$dir/out")"
+"$kiln" ir "$dir/e.ir" --verify > /dev/null || fail "epilogue IR does not verify"
+grep -q "matmul_bgrad" "$dir/e.ir" || fail "no matmul_bgrad in the emitted IR"
+
 # Usage errors: exit 2.
-expect 2 "unknown pass 'bogus' (known: fold, views, algebra, cse, dce, remat, autocast, lowparams, lowloss, flash, ddp, zero, all, none)" tests/passes/dce.in.ir --passes cse,bogus
+expect 2 "unknown pass 'bogus' (known: fold, views, algebra, cse, dce, remat, autocast, lowparams, lowloss, flash, epilogue, ddp, zero, all, none)" tests/passes/dce.in.ir --passes cse,bogus
 expect 2 "unknown option '--frobnicate'" tests/passes/dce.in.ir --frobnicate
 expect 2 "give one input" --passes all
 expect 2 "give one input" tests/passes/dce.in.ir --gpt small

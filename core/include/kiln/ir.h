@@ -211,6 +211,11 @@ kn_status kn_graph_to_string(const kn_graph *g, char **out);
  * The result is NOT verified; call kn_graph_verify. */
 kn_status kn_graph_parse(const char *text, size_t len, kn_graph **out);
 
+/* Whether node n's value shares its operand's storage (operand type x): a reshape, or a
+ * slice that keeps one contiguous block of a contiguous operand (step 1, every axis before
+ * the sliced one of size 1: rows of a matrix, one entry of a stack). Its kernel returns a
+ * view when no output is given, and a compiled program plans no memory for it. */
+bool kn_ir_aliases(const kn_node *n, const kn_type *x);
 /* Check arity, attributes (required present, values in range), operand ids defined
  * before use, dtypes and shapes (each node's type equals what its op's rule infers), and
  * outputs. The message names the node: "%7 = add: operand shapes f32[2,3] and f32[4] do

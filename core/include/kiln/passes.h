@@ -124,6 +124,11 @@ kn_status kn_pass_decompose(kn_graph *g, kn_pass_stats *st);
  * left; a group whose probabilities anything else reads stays. Equal to rounding, not
  * exact: "all" does not run it. */
 kn_status kn_pass_flash(kn_graph *g, kn_pass_stats *st);
+/* The `epilogue` pass (core/passes/epilogue.c): matmul + bias -> matmul_bias, matmul + bias
+ * + gelu -> matmul_bias_gelu, matmul + gelu_bwd -> matmul_dgelu, a weight gradient and its
+ * bias's column sum -> matmul_bgrad (ops.def), each one cuBLASLt call with an epilogue on a
+ * GPU. Exact on the CPU (the same kernels run), equal to rounding on a GPU; by name only. */
+kn_status kn_pass_epilogue(kn_graph *g, kn_pass_stats *st);
 /* DDP as a pass (core/passes/ddp.c): on a joint graph (outputs: the loss, then one f32
  * gradient per parameter in slab order), store each gradient into the gradient slab right
  * after the node that makes it, start each bucket's all-reduce (lab 10's kn_dp_buckets of
@@ -211,7 +216,7 @@ kn_status kn_remat_mincut(const kn_graph *g, const bool *fwd, const bool *need, 
 
 /* The largest live set of g in definition order: each value a node makes (not an input,
  * param or output, which live outside the run) is live from its node to its last reader,
- * a reshape counting for the storage it aliases; *bytes receives the most bytes live at
+ * a reshape (or a block slice, kn_ir_aliases) counting for the storage it aliases; *bytes receives the most bytes live at
  * one node, *at (may be NULL) that node. A node-by-node run in this order can need no
  * less; that is the lower bound of a step's activation memory, the figure remat lowers. */
 kn_status kn_graph_live_bytes(const kn_graph *g, double *bytes, int32_t *at);
@@ -284,6 +289,18 @@ kn_status kn_lowparam_name(const char *name, kn_dtype low, char *out);
 kn_status kn_graph_compact(kn_graph *g, const int32_t *repl, const bool *keep);
 /* uses[i] = how many operand slots and outputs refer to value i (an array of g->nnodes). */
 void kn_graph_uses(const kn_graph *g, int32_t *uses);
+/* Rebuilding g into a new graph out (passes that replace groups of nodes: flash, epilogue).
+ * kn_graph_rebuild_start makes out and map (old id -> out's id, g->nnodes entries; the
+ * error names pass); kn_graph_emit appends a node of op on out's values in[], its type
+ * inferred (the error names pass, op and the rule's message); kn_graph_emit_copy appends a
+ * copy of g's node n with its operands renumbered through map; kn_graph_take, given the
+ * rebuild's status st, adds g's outputs through map, swaps out's arrays into g when all
+ * went well, and frees out and map either way. */
+kn_status kn_graph_rebuild_start(const kn_graph *g, const char *pass, kn_graph **out, int32_t **map);
+kn_status kn_graph_emit(kn_graph *out, const char *pass, kn_op op, int nin, const int32_t *in, const kn_attrs *attrs,
+                        int32_t scope, int32_t *id);
+kn_status kn_graph_emit_copy(kn_graph *out, const kn_node *n, const int32_t *map, int32_t *id);
+kn_status kn_graph_take(kn_graph *g, kn_graph *out, int32_t *map, kn_status st);
 /* The attributes op `op` uses (its required and optional ones) are equal in a and b.
  * Floats compare bit for bit (so -0.0 != 0.0, and a NaN equals the same NaN). */
 bool kn_attrs_equal(kn_op op, const kn_attrs *a, const kn_attrs *b);
