@@ -117,6 +117,8 @@ const char *kn_render_c_prelude(void) {
 bool kn_rc_low(kn_dtype dt) { return dt == KN_DT_F16 || dt == KN_DT_BF16; }
 
 const char *kn_rc_ctype(kn_dtype dt) {
+    if (dt == KN_DT_I32) return "int"; /* onehot's indices (no stdint.h under NVRTC) */
+    if (dt == KN_DT_I64) return "long long";
     return dt == KN_DT_F32 || kn_rc_low(dt) ? "float" : dt == KN_DT_F64 ? "double" : "unsigned char";
 }
 
@@ -184,6 +186,11 @@ static void expr_of(kn_rc *c, int i, char *buf, size_t cap) {
         if (x->dtype == KN_DT_BOOL) snprintf(buf, cap, "(unsigned char)((%s) != 0)", a[0]);
         else if (kn_rc_low(x->dtype)) snprintf(buf, cap, "kn_%s_round((float)(%s))", kn_dtype_name(x->dtype), a[0]);
         else snprintf(buf, cap, "(%s)(%s)", kn_rc_ctype(x->dtype), a[0]);
+        return;
+    } else if (x->op == KN_OP_ONEHOT) {
+        char col[16];
+        coord(c, (int)x->rows, col, sizeof col);
+        snprintf(buf, cap, "(unsigned char)((long long)(%s) == (long long)(%s))", a[0], col);
         return;
     } else if (x->op == KN_OP_CAUSAL_FILL) {
         char row[16], col[16], lit[64];

@@ -55,7 +55,7 @@ kn_autocast_class kn_autocast_policy(kn_op op) {
     case KN_OP_ADD: case KN_OP_SUB: case KN_OP_MUL: case KN_OP_DIV: case KN_OP_EQ: case KN_OP_WHERE:
     case KN_OP_NEG: case KN_OP_EXP: case KN_OP_LOG: case KN_OP_SQRT: case KN_OP_RSQRT: case KN_OP_TANH:
     case KN_OP_GELU: case KN_OP_RELU: case KN_OP_GELU_BWD: case KN_OP_RELU_BWD: case KN_OP_CAST:
-    case KN_OP_DROPOUT: case KN_OP_CAUSAL_FILL:
+    case KN_OP_DROPOUT: case KN_OP_CAUSAL_FILL: case KN_OP_ONEHOT:
     case KN_OP_RESHAPE: case KN_OP_PERMUTE: case KN_OP_BROADCAST_TO: case KN_OP_SLICE: case KN_OP_SLICE_GRAD:
     case KN_OP_EMBEDDING:
         return KN_AUTOCAST_KEEP;
