@@ -2,9 +2,10 @@
  * kernel, is responsible for them.
  *
  * softmax, log_softmax, their backwards, the causal attention softmax and its backward,
- * layernorm, normalize and layernorm's input gradient become max/sum/mean reductions over
- * the row axis (keepdim) and elementwise ops. The scheduler then fuses each back into one
- * row-wise kernel: a loop per reduction over the row, then the stores. Each formula is
+ * layernorm, normalize, layernorm's input gradient, cross_entropy and its backward become
+ * max/sum/mean reductions over the row axis (keepdim) and elementwise ops. The scheduler
+ * then fuses each back into one row-wise kernel: a loop per reduction over the row, then
+ * the stores (cross_entropy's mean over the rows is a second, small kernel). Each formula is
  * written in the order of operations of the interpreter's kernel (core/tensor/
  * kernels_train.inc), so the generated code differs from it only by where it rounds (the
  * kernels keep a row's statistics in double; here they are rounded to the row's dtype).
@@ -89,14 +90,25 @@ static int32_t r_log_softmax_bwd(kn_rewriter *rw, const kn_match *m) {
     return e2(rw, KN_OP_SUB, dy, e2(rw, KN_OP_MUL, e1(rw, KN_OP_EXP, y), s));
 }
 
-/* causal_softmax(x) = softmax(causal_fill(x * scale, -inf)) over the last axis */
+static int32_t causal_fill(kn_rewriter *rw, int32_t x, double v) {
+    kn_attrs a = kn_attrs_default();
+    a.value = v;
+    return kn_rw_emit(rw, KN_OP_CAUSAL_FILL, 1, &x, &a);
+}
+
+/* causal_softmax(x) = softmax(causal_fill(x * scale, -inf)) over the last axis. The masked
+ * entries are 0 after the exp instead of exp(-inf): the same values, but a vector exp
+ * (libmvec) sends every -inf lane to the scalar function, and half of a causal row is
+ * masked. */
 static int32_t r_causal_softmax(kn_rewriter *rw, const kn_match *m) {
     int32_t x = m->bind[1];
-    int32_t z = e2(rw, KN_OP_MUL, x, cst(rw, x, m->root->attrs.scale));
-    kn_attrs a = kn_attrs_default();
-    a.value = -INFINITY;
-    z = kn_rw_emit(rw, KN_OP_CAUSAL_FILL, 1, &z, &a);
-    return softmax_of(rw, z, -1);
+    int32_t zs = e2(rw, KN_OP_MUL, x, cst(rw, x, m->root->attrs.scale));
+    int32_t mraw, mx = row_max(rw, causal_fill(rw, zs, -INFINITY), -1, &mraw);
+    int32_t e = causal_fill(rw, e1(rw, KN_OP_EXP, causal_fill(rw, e2(rw, KN_OP_SUB, zs, mx), 0)), 0);
+    int32_t s = red(rw, KN_OP_SUM, e, -1);
+    int32_t y = e2(rw, KN_OP_MUL, e, e2(rw, KN_OP_DIV, cst(rw, s, 1), s));
+    int32_t masked = e2(rw, KN_OP_EQ, mraw, cst(rw, mraw, -INFINITY));
+    return e3(rw, KN_OP_WHERE, masked, cst(rw, y, 0), y);
 }
 
 /* causal_softmax_bwd(dy, y) = y * (dy - sum(dy * y)) * scale (masked entries have y = 0) */
