@@ -443,10 +443,13 @@ kn_status kn_render_c(const kn_kernel *k, char **src, size_t *len, size_t *cap) 
              * on the thread count. (Not the interpreter's order: equal within rounding.) */
             int64_t n = k->inner_n, n8 = n / KN_LANES * KN_LANES;
             kn_remit(o, "        %s l%d[%d];\n", at, i, KN_LANES);
+            if (is_max) kn_remit(o, "        int n%d[%d];\n", i, KN_LANES); /* a NaN seen, per lane */
             kn_remit(o, "        for (int l = 0; l < %d; l++) l%d[l] = %s;\n", KN_LANES, i, is_max ? ninf : "0");
+            if (is_max) kn_remit(o, "        for (int l = 0; l < %d; l++) n%d[l] = 0;\n", KN_LANES, i);
             for (int part = 0; part < 2; part++) {
                 if (part == 0)
                     kn_remit(o, "        for (int64_t r%d = 0; r%d < %lld; r%d += %d) {\n"
+                                "#pragma omp simd\n"
                                 "            for (int l = 0; l < %d; l++) {\n"
                                 "                const int64_t r = r%d + l;\n",
                              i, i, (long long)n8, i, KN_LANES, KN_LANES, i);
@@ -460,18 +463,20 @@ kn_status kn_render_c(const kn_kernel *k, char **src, size_t *len, size_t *cap) 
                     kn_rc_define(&c, x->in[0], true, 16);
                     kn_rc_name(&c, x->in[0], nm, sizeof nm);
                 }
-                if (is_max)
+                if (is_max) /* a select the compiler turns into a vector max; NaNs counted aside */
                     kn_remit(o, "                const %s v = %s;\n"
-                                "                l%d[l] = v > l%d[l] || v != v ? v : l%d[l];\n",
-                             at, nm, i, i, i);
+                                "                l%d[l] = l%d[l] > v ? l%d[l] : v;\n"
+                                "                n%d[l] |= v != v;\n",
+                             at, nm, i, i, i, i);
                 else kn_remit(o, "                l%d[l] += %s;\n", i, nm);
                 kn_remit(o, "            }\n        }\n");
                 kn_rc_close_scope(&c);
             }
-            if (is_max) {
-                kn_remit(o, "        %s s%d = l%d[0];\n", at, i, i);
-                kn_remit(o, "        for (int l = 1; l < %d; l++) s%d = l%d[l] > s%d || l%d[l] != l%d[l] ? l%d[l] : s%d;\n",
+            if (is_max) { /* the maximum, or NaN when the row holds one (the interpreter's rule) */
+                kn_remit(o, "        %s s%d = l%d[0];\n        int m%d = n%d[0];\n", at, i, i, i, i);
+                kn_remit(o, "        for (int l = 1; l < %d; l++) { s%d = s%d > l%d[l] ? s%d : l%d[l]; m%d |= n%d[l]; }\n",
                          KN_LANES, i, i, i, i, i, i, i);
+                kn_remit(o, "        if (m%d) s%d = (%s)NAN;\n", i, i, at);
             } else {
                 kn_remit(o, "        const double s%d = ((l%d[0] + l%d[1]) + (l%d[2] + l%d[3])) + "
                             "((l%d[4] + l%d[5]) + (l%d[6] + l%d[7]));\n",

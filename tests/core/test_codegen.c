@@ -236,6 +236,46 @@ KN_TEST(codegen, cross_entropy_and_its_backward_are_row_kernels) {
     kn_graph_free(g);
 }
 
+/* A row of 16 or more reduces in 8 lanes: the maximum still propagates a NaN (the
+ * interpreter's rule) wherever in the row it is, lane or tail, and the sum is the row's. */
+KN_TEST(codegen, laned_row_reductions_keep_the_nan_rule) {
+    private_cache();
+    kn_graph *g = parse("%0 = input {name=\"x\"} : f32[4,21]\n%1 = max %0 {axes=[1]} : f32[4]\n"
+                        "%2 = sum %0 {axes=[1]} : f32[4]\noutput %1, %2\n");
+    int64_t xs[2] = {4, 21};
+    kn_tensor *x = irt_randn(KN_DT_F32, 2, xs, 3);
+    float *xp = kn_tensor_data(x);
+    xp[1 * 21 + 5] = NAN;  /* a lane */
+    xp[2 * 21 + 20] = NAN; /* the tail (21 = 16 + 5) */
+    xp[3 * 21 + 9] = 1e30f;
+    kn_program_opts o = {KN_CPU, NULL, KN_PROGRAM_COMPILED, false};
+    kn_program *p = NULL;
+    KN_ASSERT_OK(kn_program_compile(&p, g, &o));
+    cr_assert_eq(kn_program_get_stats(p).mode, KN_PROGRAM_COMPILED);
+    KN_ASSERT_OK(kn_program_bind(p, "x", x));
+    KN_ASSERT_OK(kn_program_run(p));
+    const float *mx = kn_tensor_data(kn_program_output(p, 0)), *sm = kn_tensor_data(kn_program_output(p, 1));
+    for (int r = 0; r < 4; r++) {
+        float want = -INFINITY;
+        double sum = 0;
+        bool nan = false;
+        for (int j = 0; j < 21; j++) {
+            float v = xp[r * 21 + j];
+            nan |= v != v;
+            if (v > want) want = v;
+            sum += v;
+        }
+        if (nan) cr_assert(isnan(mx[r]) && isnan(sm[r]), "row %d: max %g, sum %g, not NaN", r, mx[r], sm[r]);
+        else {
+            cr_assert_eq(mx[r], want, "row %d: max %g, want %g", r, mx[r], want);
+            cr_assert_float_eq(sm[r], (float)sum, 1e-6 * fabs(sum) + 1e-6, "row %d: sum %g, want %g", r, sm[r], sum);
+        }
+    }
+    kn_program_free(p);
+    kn_tensor_free(x);
+    kn_graph_free(g);
+}
+
 KN_TEST(codegen, a_matmul_is_a_library_step_that_seals_its_operand_group) {
     kn_graph *g = parse("%0 = input {name=\"x\"} : f32[4,8]\n"
                         "%1 = param {name=\"w\"} : f32[8,8]\n"
