@@ -34,6 +34,7 @@
 #include "codegen/render_impl.h"
 
 #define KN_ROW_BUFFER 4096 /* longest row kept in a stack buffer between a row kernel's loops */
+#define KN_LANES 8         /* accumulators of a reduction over a row of 2 * KN_LANES or more */
 
 void kn_remit(kn_rout *o, const char *fmt, ...) {
     if (o->st != KN_OK) return;
@@ -116,6 +117,8 @@ const char *kn_render_c_prelude(void) {
 bool kn_rc_low(kn_dtype dt) { return dt == KN_DT_F16 || dt == KN_DT_BF16; }
 
 const char *kn_rc_ctype(kn_dtype dt) {
+    if (dt == KN_DT_I32) return "int"; /* onehot's indices (no stdint.h under NVRTC) */
+    if (dt == KN_DT_I64) return "long long";
     return dt == KN_DT_F32 || kn_rc_low(dt) ? "float" : dt == KN_DT_F64 ? "double" : "unsigned char";
 }
 
@@ -183,6 +186,11 @@ static void expr_of(kn_rc *c, int i, char *buf, size_t cap) {
         if (x->dtype == KN_DT_BOOL) snprintf(buf, cap, "(unsigned char)((%s) != 0)", a[0]);
         else if (kn_rc_low(x->dtype)) snprintf(buf, cap, "kn_%s_round((float)(%s))", kn_dtype_name(x->dtype), a[0]);
         else snprintf(buf, cap, "(%s)(%s)", kn_rc_ctype(x->dtype), a[0]);
+        return;
+    } else if (x->op == KN_OP_ONEHOT) {
+        char col[16];
+        coord(c, (int)x->rows, col, sizeof col);
+        snprintf(buf, cap, "(unsigned char)((long long)(%s) == (long long)(%s))", a[0], col);
         return;
     } else if (x->op == KN_OP_CAUSAL_FILL) {
         char row[16], col[16], lit[64];
@@ -399,11 +407,12 @@ kn_status kn_render_c(const kn_kernel *k, char **src, size_t *len, size_t *cap) 
         if (x->kind != KN_KX_ACC) continue;
         bool is_max = x->op == KN_OP_MAX;
         const char *at = is_max ? kn_rc_ctype(x->dtype) : "double";
-        kn_remit(o, "        %s s%d = %s;\n", at, i, is_max ? (strcmp(at, "float") == 0 ? "-INFINITY" : "-(double)INFINITY") : "0");
+        const char *ninf = strcmp(at, "float") == 0 ? "-INFINITY" : "-(double)INFINITY";
+        bool lanes = k->inner_n >= 2 * KN_LANES;
         char nm[48];
-        if (k->inner_n <= KN_ROW_BUFFER && k->x[x->in[0]].full && k->x[x->in[0]].kind != KN_KX_LOAD) {
-            /* A row buffer: the values are computed in a loop the compiler vectorizes (the
-             * accumulation itself is sequential: a double sum, a NaN-propagating max), and
+        bool rb = k->inner_n <= KN_ROW_BUFFER && k->x[x->in[0]].full && k->x[x->in[0]].kind != KN_KX_LOAD;
+        if (rb) {
+            /* A row buffer: the values are computed in a loop the compiler vectorizes, and
              * the later loops over this row read them back instead of recomputing. */
             kn_remit(o, "        %s rb%d[%lld];\n", kn_rc_ctype(k->x[x->in[0]].dtype), i, (long long)k->inner_n);
             open_inner(&c, 8);
@@ -413,16 +422,67 @@ kn_status kn_render_c(const kn_kernel *k, char **src, size_t *len, size_t *cap) 
             kn_rc_close_scope(&c);
             c.cached[x->in[0]] = i;
             snprintf(nm, sizeof nm, "rb%d[r]", i);
-            kn_remit(o, "        for (int64_t r = 0; r < %lld; r++) {\n", (long long)k->inner_n);
-        } else {
-            open_inner(&c, 8);
-            kn_rc_define(&c, x->in[0], true, 12);
-            kn_rc_name(&c, x->in[0], nm, sizeof nm);
         }
-        if (is_max) kn_remit(o, "            if (%s > s%d || %s != %s) s%d = %s;\n", nm, i, nm, nm, i, nm);
-        else kn_remit(o, "            s%d += %s;\n", i, nm);
-        kn_remit(o, "        }\n");
-        kn_rc_close_scope(&c);
+        if (!lanes) { /* a short row: one accumulator, in order */
+            kn_remit(o, "        %s s%d = %s;\n", at, i, is_max ? ninf : "0");
+            if (rb) kn_remit(o, "        for (int64_t r = 0; r < %lld; r++) {\n", (long long)k->inner_n);
+            else {
+                open_inner(&c, 8);
+                kn_rc_define(&c, x->in[0], true, 12);
+                kn_rc_name(&c, x->in[0], nm, sizeof nm);
+            }
+            if (is_max) kn_remit(o, "            if (%s > s%d || %s != %s) s%d = %s;\n", nm, i, nm, nm, i, nm);
+            else kn_remit(o, "            s%d += %s;\n", i, nm);
+            kn_remit(o, "        }\n");
+            kn_rc_close_scope(&c);
+        } else {
+            /* A long row: KN_LANES accumulators, element r into lane r % KN_LANES, combined
+             * in a fixed order. The lanes are independent, so the sum (in double) and the
+             * NaN-propagating maximum run as vector instructions instead of one dependent
+             * add or compare per element; the order depends only on the row length, never
+             * on the thread count. (Not the interpreter's order: equal within rounding.) */
+            int64_t n = k->inner_n, n8 = n / KN_LANES * KN_LANES;
+            kn_remit(o, "        %s l%d[%d];\n", at, i, KN_LANES);
+            if (is_max) kn_remit(o, "        int n%d[%d];\n", i, KN_LANES); /* a NaN seen, per lane */
+            kn_remit(o, "        for (int l = 0; l < %d; l++) l%d[l] = %s;\n", KN_LANES, i, is_max ? ninf : "0");
+            if (is_max) kn_remit(o, "        for (int l = 0; l < %d; l++) n%d[l] = 0;\n", KN_LANES, i);
+            for (int part = 0; part < 2; part++) {
+                if (part == 0)
+                    kn_remit(o, "        for (int64_t r%d = 0; r%d < %lld; r%d += %d) {\n"
+                                "#pragma omp simd\n"
+                                "            for (int l = 0; l < %d; l++) {\n"
+                                "                const int64_t r = r%d + l;\n",
+                             i, i, (long long)n8, i, KN_LANES, KN_LANES, i);
+                else if (n8 < n)
+                    kn_remit(o, "        {\n            for (int64_t r = %lld; r < %lld; r++) {\n"
+                                "                const int l = (int)(r - %lld);\n",
+                             (long long)n8, (long long)n, (long long)n8);
+                else break;
+                if (!rb) {
+                    kn_rc_inner_coords(&c, 16);
+                    kn_rc_define(&c, x->in[0], true, 16);
+                    kn_rc_name(&c, x->in[0], nm, sizeof nm);
+                }
+                if (is_max) /* a select the compiler turns into a vector max; NaNs counted aside */
+                    kn_remit(o, "                const %s v = %s;\n"
+                                "                l%d[l] = l%d[l] > v ? l%d[l] : v;\n"
+                                "                n%d[l] |= v != v;\n",
+                             at, nm, i, i, i, i);
+                else kn_remit(o, "                l%d[l] += %s;\n", i, nm);
+                kn_remit(o, "            }\n        }\n");
+                kn_rc_close_scope(&c);
+            }
+            if (is_max) { /* the maximum, or NaN when the row holds one (the interpreter's rule) */
+                kn_remit(o, "        %s s%d = l%d[0];\n        int m%d = n%d[0];\n", at, i, i, i, i);
+                kn_remit(o, "        for (int l = 1; l < %d; l++) { s%d = s%d > l%d[l] ? s%d : l%d[l]; m%d |= n%d[l]; }\n",
+                         KN_LANES, i, i, i, i, i, i, i);
+                kn_remit(o, "        if (m%d) s%d = (%s)NAN;\n", i, i, at);
+            } else {
+                kn_remit(o, "        const double s%d = ((l%d[0] + l%d[1]) + (l%d[2] + l%d[3])) + "
+                            "((l%d[4] + l%d[5]) + (l%d[6] + l%d[7]));\n",
+                         i, i, i, i, i, i, i, i, i);
+            }
+        }
         kn_rc_acc_value(&c, i, 8);
     }
     bool any_full = false;

@@ -365,6 +365,20 @@ static kn_status bad_index(const kn_node *n, const kn_tensor *idx, int64_t pos, 
                     (long long)kn_dtype_load(idx->dtype, D(idx), pos), (long long)pos, (long long)v);
 }
 
+kn_status kern_onehot(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    const kn_tensor *t = in[0];
+    int64_t v = n->type.shape[n->type.ndim - 1], rows = NUMEL(t);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t tg = (int64_t)kn_dtype_load(t->dtype, D(t), r);
+        if (tg < 0 || tg >= v) return bad_index(n, t, r, v);
+    }
+    KN_TRY(new_out(n, out));
+    unsigned char *o = D(*out);
+    memset(o, 0, (size_t)(rows * v));
+    for (int64_t r = 0; r < rows; r++) o[r * v + (int64_t)kn_dtype_load(t->dtype, D(t), r)] = 1;
+    return KN_OK;
+}
+
 kn_status kern_embedding(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
     const kn_tensor *w = in[0], *idx = in[1];
     int64_t bad = 0, v = w->shape[0], d = w->shape[1];

@@ -218,6 +218,24 @@ kn_status infer_causal(const kn_node *n, const kn_type *const *in, kn_type *out,
     return KN_OK;
 }
 
+/* onehot(t) with shape [..., V]: t integer of shape [..., 1]; bool, true where the last
+ * axis's index equals t (cross-entropy's target, decomposed). */
+kn_status infer_onehot(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
+    char tb0[96], sb[96];
+    const kn_attrs *a = &n->attrs;
+    if (in[0]->dtype != KN_DT_I32 && in[0]->dtype != KN_DT_I64)
+        return fail(msg, msz, KN_ERR_DTYPE, "indices %s are not i32 or i64", T(0));
+    bool ok = a->nshape == in[0]->ndim && a->nshape >= 1 && in[0]->shape[a->nshape - 1] == 1 && a->shape[a->nshape - 1] >= 1;
+    for (int i = 0; ok && i + 1 < a->nshape; i++) ok = a->shape[i] == in[0]->shape[i];
+    if (!ok)
+        return fail(msg, msz, KN_ERR_SHAPE, "indices %s are not shape %s with the last axis 1", T(0),
+                    kn_shape_str(a->nshape, a->shape, sb, sizeof sb));
+    out->dtype = KN_DT_BOOL;
+    out->ndim = a->nshape;
+    memcpy(out->shape, a->shape, sizeof(int64_t) * (size_t)a->nshape);
+    return KN_OK;
+}
+
 /* causal_softmax_bwd: dy and y of the same float type, at least 2 axes. */
 kn_status infer_causal_bwd(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
     KN_TRY(infer_same2(n, in, out, msg, msz));

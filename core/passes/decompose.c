@@ -2,17 +2,20 @@
  * kernel, is responsible for them.
  *
  * softmax, log_softmax, their backwards, the causal attention softmax and its backward,
- * layernorm, normalize and layernorm's input gradient become max/sum/mean reductions over
- * the row axis (keepdim) and elementwise ops. The scheduler then fuses each back into one
- * row-wise kernel: a loop per reduction over the row, then the stores. Each formula is
+ * layernorm, normalize, layernorm's input gradient, cross_entropy and its backward become
+ * max/sum/mean reductions over the row axis (keepdim) and elementwise ops. The scheduler
+ * then fuses each back into one row-wise kernel: a loop per reduction over the row, then
+ * the stores (cross_entropy's mean over the rows is a second, small kernel). Each formula is
  * written in the order of operations of the interpreter's kernel (core/tensor/
  * kernels_train.inc), so the generated code differs from it only by where it rounds (the
  * kernels keep a row's statistics in double; here they are rounded to the row's dtype).
  * The interpreter's special case of a row with no finite entry (a fully masked softmax row
  * gives 0, log_softmax -inf) is kept with a `where`.
  *
- * cross_entropy and its backward stay library ops: picking the target's logit is a gather,
- * which the kernel IR does not express yet. */
+ * cross_entropy and its backward pick the target's logit with `onehot` (true where the
+ * last axis's index equals the target), a compare against the column coordinate inside the
+ * row kernel rather than a gather; the program checks the indices before such a kernel runs,
+ * with the interpreter's message. */
 #include <math.h>
 #include <string.h>
 
@@ -87,14 +90,25 @@ static int32_t r_log_softmax_bwd(kn_rewriter *rw, const kn_match *m) {
     return e2(rw, KN_OP_SUB, dy, e2(rw, KN_OP_MUL, e1(rw, KN_OP_EXP, y), s));
 }
 
-/* causal_softmax(x) = softmax(causal_fill(x * scale, -inf)) over the last axis */
+static int32_t causal_fill(kn_rewriter *rw, int32_t x, double v) {
+    kn_attrs a = kn_attrs_default();
+    a.value = v;
+    return kn_rw_emit(rw, KN_OP_CAUSAL_FILL, 1, &x, &a);
+}
+
+/* causal_softmax(x) = softmax(causal_fill(x * scale, -inf)) over the last axis. The masked
+ * entries are 0 after the exp instead of exp(-inf): the same values, but a vector exp
+ * (libmvec) sends every -inf lane to the scalar function, and half of a causal row is
+ * masked. */
 static int32_t r_causal_softmax(kn_rewriter *rw, const kn_match *m) {
     int32_t x = m->bind[1];
-    int32_t z = e2(rw, KN_OP_MUL, x, cst(rw, x, m->root->attrs.scale));
-    kn_attrs a = kn_attrs_default();
-    a.value = -INFINITY;
-    z = kn_rw_emit(rw, KN_OP_CAUSAL_FILL, 1, &z, &a);
-    return softmax_of(rw, z, -1);
+    int32_t zs = e2(rw, KN_OP_MUL, x, cst(rw, x, m->root->attrs.scale));
+    int32_t mraw, mx = row_max(rw, causal_fill(rw, zs, -INFINITY), -1, &mraw);
+    int32_t e = causal_fill(rw, e1(rw, KN_OP_EXP, causal_fill(rw, e2(rw, KN_OP_SUB, zs, mx), 0)), 0);
+    int32_t s = red(rw, KN_OP_SUM, e, -1);
+    int32_t y = e2(rw, KN_OP_MUL, e, e2(rw, KN_OP_DIV, cst(rw, s, 1), s));
+    int32_t masked = e2(rw, KN_OP_EQ, mraw, cst(rw, mraw, -INFINITY));
+    return e3(rw, KN_OP_WHERE, masked, cst(rw, y, 0), y);
 }
 
 /* causal_softmax_bwd(dy, y) = y * (dy - sum(dy * y)) * scale (masked entries have y = 0) */
@@ -139,9 +153,53 @@ static int32_t r_layernorm_dx(kn_rewriter *rw, const kn_match *m) {
     return e2(rw, KN_OP_MUL, rstd, t);
 }
 
+/* t ([...], integer) as [..., 1], and onehot(t) over x's shape [..., V]. */
+static int32_t onehot_of(kn_rewriter *rw, int32_t x, int32_t t) {
+    const kn_type *xt = &kn_rw_node(rw, x)->type;
+    kn_attrs a = kn_attrs_default();
+    a.nshape = xt->ndim;
+    memcpy(a.shape, xt->shape, sizeof(int64_t) * (size_t)xt->ndim);
+    a.shape[xt->ndim - 1] = 1;
+    int32_t tk = kn_rw_emit(rw, KN_OP_RESHAPE, 1, &t, &a);
+    a.shape[xt->ndim - 1] = xt->shape[xt->ndim - 1];
+    return kn_rw_emit(rw, KN_OP_ONEHOT, 1, &tk, &a);
+}
+
+/* log(sum(exp(x - max))) + max over the last axis (keepdim), the interpreter's row_lse. */
+static int32_t row_lse(kn_rewriter *rw, int32_t x) {
+    int32_t mx = red(rw, KN_OP_MAX, x, -1);
+    int32_t s = red(rw, KN_OP_SUM, e1(rw, KN_OP_EXP, e2(rw, KN_OP_SUB, x, mx)), -1);
+    return e2(rw, KN_OP_ADD, e1(rw, KN_OP_LOG, s), mx);
+}
+
+/* cross_entropy(x, t) = mean over rows of lse(row) - row[t] */
+static int32_t r_cross_entropy(kn_rewriter *rw, const kn_match *m) {
+    int32_t x = m->bind[1], t = m->bind[2];
+    int32_t picked = red(rw, KN_OP_SUM, e3(rw, KN_OP_WHERE, onehot_of(rw, x, t), x, cst(rw, x, 0)), -1);
+    int32_t l = e2(rw, KN_OP_SUB, row_lse(rw, x), picked);
+    kn_attrs a = kn_attrs_default(); /* over every axis, to a scalar */
+    a.naxes = kn_rw_node(rw, l)->type.ndim;
+    for (int i = 0; i < a.naxes; i++) a.axes[i] = i;
+    return kn_rw_emit(rw, KN_OP_MEAN, 1, &l, &a);
+}
+
+/* cross_entropy_bwd(dl, x, t) = exp(x - lse) * s - onehot(t) * s, s = dl / rows */
+static int32_t r_cross_entropy_bwd(kn_rewriter *rw, const kn_match *m) {
+    int32_t dl = m->bind[1], x = m->bind[2], t = m->bind[3];
+    int32_t sc = e2(rw, KN_OP_DIV, dl, cst(rw, dl, (double)kn_type_numel(&kn_rw_node(rw, t)->type)));
+    int32_t p = e2(rw, KN_OP_MUL, e1(rw, KN_OP_EXP, e2(rw, KN_OP_SUB, x, row_lse(rw, x))), sc);
+    return e2(rw, KN_OP_SUB, p, e3(rw, KN_OP_WHERE, onehot_of(rw, x, t), sc, cst(rw, x, 0)));
+}
+
 static bool float_row(const kn_graph *g, const kn_node *n) {
     (void)g;
     return kn_dtype_is_float(n->type.dtype) && n->type.ndim >= 1;
+}
+
+/* cross-entropy's logits (the last operand but the targets) are a float row. */
+static bool float_logits(const kn_graph *g, const kn_node *n) {
+    const kn_node *x = &g->nodes[n->in[n->nin - 2]];
+    return kn_dtype_is_float(x->type.dtype) && x->type.ndim >= 1;
 }
 
 static const kn_pat a1 = {.op = KN_PAT_ANY, .bind = 1};
@@ -156,6 +214,8 @@ static const kn_pat p_causal_bwd = {.op = KN_OP_CAUSAL_SOFTMAX_BWD, .in = {&a1, 
 static const kn_pat p_layernorm = {.op = KN_OP_LAYERNORM, .in = {&a1, &a2, &a3}, .where = float_row};
 static const kn_pat p_normalize = {.op = KN_OP_NORMALIZE, .in = {&a1}, .where = float_row};
 static const kn_pat p_layernorm_dx = {.op = KN_OP_LAYERNORM_DX, .in = {&a1, &a2, &a3}, .where = float_row};
+static const kn_pat p_cross_entropy = {.op = KN_OP_CROSS_ENTROPY, .in = {&a1, &a2}, .where = float_logits};
+static const kn_pat p_cross_entropy_bwd = {.op = KN_OP_CROSS_ENTROPY_BWD, .in = {&a1, &a2, &a3}, .where = float_logits};
 
 static const kn_rule kn_decompose_rules[] = {
     {"softmax", &p_softmax, r_softmax},
@@ -167,6 +227,8 @@ static const kn_rule kn_decompose_rules[] = {
     {"layernorm", &p_layernorm, r_layernorm},
     {"normalize", &p_normalize, r_normalize},
     {"layernorm_dx", &p_layernorm_dx, r_layernorm_dx},
+    {"cross_entropy", &p_cross_entropy, r_cross_entropy},
+    {"cross_entropy_bwd", &p_cross_entropy_bwd, r_cross_entropy_bwd},
 };
 
 kn_status kn_pass_decompose(kn_graph *g, kn_pass_stats *st) {

@@ -689,6 +689,50 @@ static void release_after(kn_program *p, int s) {
     }
 }
 
+/* A kernel with a onehot (cross-entropy's target, decomposed) first checks its indices as
+ * the interpreter's kernel does, with the same message: a generated kernel cannot fail, and
+ * an index outside [0, V) would otherwise pick no logit. The index is constant along the
+ * onehot's axis, so the walk covers the other axes of the space, in order. On a GPU it reads
+ * a host copy (a sync), skipped while a CUDA graph is captured, as the library kernels do. */
+static kn_status check_onehots(kn_program *p, const kn_kernel *k) {
+    for (int i = 0; i < k->nx; i++) {
+        const kn_kx *x = &k->x[i];
+        if (x->kind != KN_KX_OP || x->op != KN_OP_ONEHOT) continue;
+        const kn_kx *ld = &k->x[x->in[0]];
+        if (ld->kind != KN_KX_LOAD)
+            return kn_error(KN_ERR_INTERNAL, "%s: onehot x%d reads x%d, not a load of its indices", k->name, i, x->in[0]);
+        const kn_kbuf *b = &k->bufs[ld->buf];
+        const kn_tensor *t = p->vals[b->value];
+        kn_tensor *host = NULL;
+        if (t->storage->device.type != KN_DEVICE_CPU) {
+            if (p->capturing) continue;
+            KN_TRY(kn_tensor_to(&host, t, KN_CPU));
+            t = host;
+        }
+        const void *d = kn_tensor_data(t);
+        int ax = (int)x->rows, nd = k->ndim;
+        int64_t n = 1, c[KN_MAX_DIMS] = {0};
+        for (int a = 0; a < nd; a++) n *= a == ax ? 1 : k->shape[a];
+        kn_status st = KN_OK;
+        for (int64_t r = 0; r < n && st == KN_OK; r++) {
+            int64_t off = b->offset;
+            for (int a = 0; a < nd; a++) off += c[a] * b->stride[a];
+            int64_t tg = (int64_t)kn_dtype_load(b->dtype, d, off);
+            if (tg < 0 || tg >= x->cols)
+                st = kn_error(KN_ERR_ARG, "%%%d = onehot: index %lld at position %lld is outside [0, %lld)", x->node,
+                              (long long)tg, (long long)r, (long long)x->cols);
+            for (int a = nd - 1; a >= 0; a--) { /* the next coordinate, the onehot axis held at 0 */
+                if (a == ax) continue;
+                if (++c[a] < k->shape[a]) break;
+                c[a] = 0;
+            }
+        }
+        kn_tensor_free(host);
+        KN_TRY(st);
+    }
+    return KN_OK;
+}
+
 /* Run generated kernel step sp: allocate what it stores, call it over the outer range
  * (split over kiln's threads when there is enough work), then the hook per stored value. */
 static kn_status run_kernel(kn_program *p, const kn_program_step *sp) {
@@ -710,6 +754,7 @@ static kn_status run_kernel(kn_program *p, const kn_program_step *sp) {
         }
         p->ptrs[b] = kn_tensor_data(p->vals[v]);
     }
+    KN_TRY(check_onehots(p, k));
     if (p->target == KN_TARGET_C) kn_k_parallel(k->outer_n, k->outer_n * k->inner_n >= (1 << 15), pk->fn, p->ptrs);
     else {
         /* cudaLaunchKernel's argument form: one pointer to each argument (the buffer

@@ -404,3 +404,43 @@ KNC_KERNEL(knc_causal_fill) {
     if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
     return st;
 }
+
+/* ---------------------------------------------------------------- onehot */
+
+/* Element i of [rows, v] is 1 where its column is row i / v's index (i32 or i64). */
+template <typename I>
+__global__ void knc_onehot_kernel(const void *t, bool i32, unsigned char *y, I total, I v) {
+    KNC_FOR_I(I, i, total) {
+        I r = i / v;
+        long long tg = i32 ? (long long)((const int32_t *)t)[r] : (long long)((const int64_t *)t)[r];
+        y[i] = (unsigned char)((long long)(i - r * v) == tg);
+    }
+}
+
+KNC_KERNEL(knc_onehot) {
+    const kn_tensor *t = in[0];
+    int64_t v = n->type.shape[n->type.ndim - 1], rows = kn_tensor_numel(t);
+    if (!knc_capturing()) { /* the interpreter's check, on a host copy (a sync: not in a graph) */
+        int64_t *h = NULL;
+        KN_TRY(knc_indices_to_host(t, &h));
+        kn_status bad = KN_OK;
+        for (int64_t r = 0; r < rows && bad == KN_OK; r++)
+            if (h[r] < 0 || h[r] >= v)
+                bad = kn_error(KN_ERR_ARG, "%s: index %lld at position %lld is outside [0, %lld)", kn_op_name(n->op),
+                               (long long)h[r], (long long)r, (long long)v);
+        kn_free(h);
+        KN_TRY(bad);
+    }
+    KN_TRY(knc_new_out(n, knc_dev(in), out));
+    int64_t total = rows * v;
+    if (total == 0) return KN_OK;
+    unsigned g = knc_blocks(total);
+    bool i32 = t->dtype == KN_DT_I32;
+    unsigned char *y = (unsigned char *)kn_tensor_data(*out);
+    if (flat_u32(total))
+        knc_onehot_kernel<uint32_t><<<g, KNC_THREADS, 0, knc_stream>>>(kn_tensor_data(t), i32, y, (uint32_t)total, (uint32_t)v);
+    else knc_onehot_kernel<int64_t><<<g, KNC_THREADS, 0, knc_stream>>>(kn_tensor_data(t), i32, y, total, v);
+    kn_status st = knc_check_launch("knc_onehot_kernel", __FILE__, __LINE__);
+    if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
+    return st;
+}

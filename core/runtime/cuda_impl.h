@@ -310,6 +310,7 @@ KNC_KERNEL(knc_act_bwd);
 KNC_KERNEL(knc_cast);
 KNC_KERNEL(knc_dropout);
 KNC_KERNEL(knc_causal_fill);
+KNC_KERNEL(knc_onehot);
 KNC_KERNEL(knc_reduce);
 KNC_KERNEL(knc_matmul);
 KNC_KERNEL(knc_matmul_ep);       /* cuda_matmul_lt.cu */

@@ -462,7 +462,7 @@ const knc_kernel_fn kern_full = nullptr; /* runs on the host; its consumer copie
 const knc_kernel_fn kern_collective = nullptr;
 const knc_kernel_fn kern_binary = knc_binary, kern_eq = knc_eq, kern_where = knc_where, kern_unary = knc_unary;
 const knc_kernel_fn kern_act_bwd = knc_act_bwd, kern_cast = knc_cast, kern_dropout = knc_dropout;
-const knc_kernel_fn kern_causal_fill = knc_causal_fill, kern_reduce = knc_reduce, kern_matmul = knc_matmul;
+const knc_kernel_fn kern_causal_fill = knc_causal_fill, kern_onehot = knc_onehot, kern_reduce = knc_reduce, kern_matmul = knc_matmul;
 const knc_kernel_fn kern_reshape = knc_reshape, kern_permute = knc_permute, kern_broadcast_to = knc_broadcast_to;
 const knc_kernel_fn kern_slice = knc_slice, kern_slice_grad = knc_slice_grad, kern_embedding = knc_embedding;
 const knc_kernel_fn kern_embedding_grad = knc_embedding_grad, kern_softmax = knc_softmax;

@@ -71,13 +71,14 @@ static bool fusible_dtype(kn_dtype dt) {
 }
 
 /* An op the kernel IR can express: elementwise (but dropout, whose Philox stream is the
- * library's) and sum/mean/max, on float or bool values. */
+ * library's) and sum/mean/max, on float or bool values; onehot reads integer indices. */
 static bool fusible(const kn_graph *g, const kn_node *n) {
     kn_op_category c = kn_op_get(n->op)->category;
     if (c != KN_CAT_ELEMENTWISE && c != KN_CAT_REDUCTION) return false;
     if (n->op == KN_OP_DROPOUT) return false;
     if (n->op == KN_OP_CAUSAL_FILL && n->type.ndim < 2) return false;
     if (!fusible_dtype(n->type.dtype)) return false;
+    if (n->op == KN_OP_ONEHOT) return true; /* its operand is an index (i32, i64), read as a load */
     for (int k = 0; k < n->nin; k++)
         if (!fusible_dtype(g->nodes[n->in[k]].type.dtype)) return false;
     if (c == KN_CAT_REDUCTION) {

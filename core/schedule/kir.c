@@ -170,6 +170,16 @@ kn_status kn_kernel_lower(const kn_graph *g, const kn_schedule *s, int gi, kn_ke
             x.cols = n->type.shape[n->type.ndim - 1];
             x.fill = n->attrs.value;
         }
+        if (n->op == KN_OP_ONEHOT) { /* compares the coordinate of its last axis: axes stay as they are */
+            causal = true;
+            x.cols = n->type.shape[n->type.ndim - 1];
+            x.rows = space_axis(G, n->type.ndim, s->level[m] == 1, n->type.ndim - 1);
+            if (x.rows < 0 || G->shape[x.rows] != x.cols) {
+                w.st = kn_error(KN_ERR_INTERNAL, "kn_kernel_lower: %%%d = onehot: its last axis is not an axis of the "
+                                "kernel's space", m);
+                break;
+            }
+        }
         for (int k = 0; k < n->nin && w.st == KN_OK; k++) x.in[k] = operand(&w, g, s, G, gi, node_kx, m, n->in[k]);
         if (w.st != KN_OK) break;
         node_kx[m] = add_x(&w, &x);

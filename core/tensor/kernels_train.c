@@ -43,14 +43,17 @@ int kn_k_threads(void) {
 }
 
 /* The worker pool behind kn_k_parallel. Threads are started once (on first use, again
- * after a fork: a child has none of its parent's threads) and wait for work; a call hands
- * chunk t of [0, n) to worker t - 1, runs chunk 0 itself and waits for the others. The
- * chunks are n * t / nt .. n * (t + 1) / nt, as before the pool, so results do not change.
- * A call made while the pool is busy (a kernel that calls kn_k_parallel inside its own
- * chunk, or another thread of the application) runs its chunks one after the other on the
- * calling thread: no deadlock, the same results. Creating threads per call cost tens of
- * microseconds per kernel, which a compiled program with many small kernels paid on every
- * one of them. */
+ * after a fork: a child has none of its parent's threads) and wait for work. A call cuts
+ * [0, n) into nt chunks, n * t / nt .. n * (t + 1) / nt, as before the pool, so results do
+ * not change; the caller runs chunk 0, and every other chunk goes to whoever claims it
+ * first: a worker that wakes up, or the caller once its own chunk is done. So on a loaded
+ * machine, where a worker may not be scheduled for milliseconds, a kernel never waits for
+ * a worker that has not started: the caller runs the chunk itself, and waits only for
+ * chunks already running. A call made while the pool is busy (a kernel that calls
+ * kn_k_parallel inside its own chunk, or another thread of the application) runs its
+ * chunks one after the other on the calling thread: no deadlock, the same results.
+ * Creating threads per call cost tens of microseconds per kernel, which a compiled program
+ * with many small kernels paid on every one of them. */
 typedef struct kn_k_pool {
     pthread_mutex_t mu;
     pthread_cond_t go, done;
@@ -63,29 +66,38 @@ typedef struct kn_k_pool {
     void *ctx;
     int64_t n;
     int nt;                  /* chunks of the current job */
-    int pending;             /* workers still running a chunk of it */
+    int next;                /* its first chunk nobody has claimed */
+    int running;             /* chunks of it that workers are running */
     unsigned long born[16];  /* per worker: the job generation when it was created */
 } kn_k_pool;
 
 static kn_k_pool kn_k_pool_state = {.mu = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_INITIALIZER,
                                     .done = PTHREAD_COND_INITIALIZER};
 
+/* Run chunk t of the current job with the pool's lock held on entry and on return. */
+static void kn_k_run_chunk(kn_k_pool *p, int t) {
+    void (*fn)(void *, int64_t, int64_t) = p->fn;
+    void *ctx = p->ctx;
+    int64_t n = p->n, nt = p->nt;
+    pthread_mutex_unlock(&p->mu);
+    fn(ctx, n * t / nt, n * (t + 1) / nt);
+    pthread_mutex_lock(&p->mu);
+}
+
 static void *kn_k_worker(void *arg) {
     kn_k_pool *p = &kn_k_pool_state;
-    int me = (int)(intptr_t)arg; /* runs chunk me + 1 */
+    int me = (int)(intptr_t)arg;
     pthread_mutex_lock(&p->mu);
     unsigned long seen = p->born[me]; /* a job posted after its creation is for it too */
     for (;;) {
         while (p->gen == seen) pthread_cond_wait(&p->go, &p->mu);
         seen = p->gen;
-        if (me + 1 >= p->nt) continue; /* not needed for this job */
-        void (*fn)(void *, int64_t, int64_t) = p->fn;
-        void *ctx = p->ctx;
-        int64_t n = p->n, nt = p->nt;
-        pthread_mutex_unlock(&p->mu);
-        fn(ctx, n * (me + 1) / nt, n * (me + 2) / nt);
-        pthread_mutex_lock(&p->mu);
-        if (--p->pending == 0) pthread_cond_signal(&p->done);
+        while (p->busy && p->next < p->nt) { /* claim what is left of the job (nothing: too late) */
+            int t = p->next++;
+            p->running++;
+            kn_k_run_chunk(p, t);
+            if (--p->running == 0) pthread_cond_signal(&p->done);
+        }
     }
     return NULL;
 }
@@ -122,13 +134,13 @@ void kn_k_parallel(int64_t n, bool worth_it, void (*fn)(void *ctx, int64_t lo, i
     p->ctx = ctx;
     p->n = n;
     p->nt = nt;
-    p->pending = nt - 1;
+    p->next = 1;
+    p->running = 0;
     p->gen++;
     pthread_cond_broadcast(&p->go);
-    pthread_mutex_unlock(&p->mu);
-    fn(ctx, 0, n / nt);
-    pthread_mutex_lock(&p->mu);
-    while (p->pending > 0) pthread_cond_wait(&p->done, &p->mu);
+    kn_k_run_chunk(p, 0);
+    while (p->next < p->nt) kn_k_run_chunk(p, p->next++); /* chunks no worker has claimed yet */
+    while (p->running > 0) pthread_cond_wait(&p->done, &p->mu);
     p->busy = false;
     pthread_mutex_unlock(&p->mu);
 }

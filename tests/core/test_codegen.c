@@ -25,6 +25,7 @@
 
 #include "kn_test.h"
 #include "lowp_test_util.h"
+#include "test_ir_util.h"
 #include "train_modes.h"
 #include "kiln/codegen.h"
 #include "kiln/nn.h"
@@ -167,6 +168,111 @@ KN_TEST(codegen, layernorm_then_softmax_is_one_row_kernel) {
     cr_assert_leq(compare(g, KN_PROGRAM_COMPILED, 9, NULL), 1e-12);
     kn_schedule_free(s);
     kn_graph_free(d);
+    kn_graph_free(g);
+}
+
+/* Cross-entropy and its backward are decomposed (row max, exp-sum, log, the target's logit
+ * picked with onehot; softmax - onehot) and generated as row kernels: no library step is
+ * left, the results equal the interpreter's, and a target outside [0, V) is the
+ * interpreter's error, not a loss without its logit. */
+static const char *ce_text(const char *dt) {
+    static char buf[640];
+    snprintf(buf, sizeof buf,
+             "%%0 = input {name=\"x\"} : %s[2,3,7]\n"
+             "%%1 = input {name=\"t\"} : i32[2,3]\n"
+             "%%2 = input {name=\"g\"} : %s[]\n"
+             "%%3 = cross_entropy %%0, %%1 : %s[]\n"
+             "%%4 = cross_entropy_bwd %%2, %%0, %%1 : %s[2,3,7]\n"
+             "output %%3, %%4\n",
+             dt, dt, dt, dt);
+    return buf;
+}
+
+KN_TEST(codegen, cross_entropy_and_its_backward_are_row_kernels) {
+    private_cache();
+    kn_graph *g = parse(ce_text("f64"));
+    kn_graph *d = NULL;
+    KN_ASSERT_OK(kn_graph_copy(&d, g));
+    KN_ASSERT_OK(kn_pass_decompose(d, NULL));
+    kn_pass_report rep;
+    KN_ASSERT_OK(kn_passes_run(d, "cse,dce", &rep));
+    for (int i = 0; i < d->nnodes; i++)
+        cr_assert(d->nodes[i].op != KN_OP_CROSS_ENTROPY && d->nodes[i].op != KN_OP_CROSS_ENTROPY_BWD, "decomposed");
+    kn_schedule *s = sched(d);
+    int views = 0, onehots = 0;
+    for (int i = 0; i < s->ngroups; i++) {
+        const kn_group *G = &s->groups[i];
+        if (!G->fused) views += G->nnodes == 1 && d->nodes[G->nodes[0]].op == KN_OP_RESHAPE;
+        for (int j = 0; G->fused && j < G->nnodes; j++) onehots += d->nodes[G->nodes[j]].op == KN_OP_ONEHOT;
+    }
+    cr_assert_eq(s->nlibrary, views, "no library step but the targets' reshape (%d library steps):\n%s", s->nlibrary, s->log);
+    cr_assert_geq(onehots, 1, "onehot is fused into a row kernel");
+    cr_assert_leq(compare(g, KN_PROGRAM_COMPILED, 4, NULL), 1e-12);
+    kn_schedule_free(s);
+    kn_graph_free(d);
+    kn_graph_free(g);
+    g = parse(ce_text("f32"));
+    cr_assert_leq(compare(g, KN_PROGRAM_COMPILED, 5, NULL), 2e-5);
+
+    /* a bad target: the same error in both programs */
+    int64_t xs[3] = {2, 3, 7}, ts[2] = {2, 3};
+    kn_tensor *x = irt_randn(KN_DT_F32, 3, xs, 1), *gr = irt_randn(KN_DT_F32, 0, xs, 2), *t = NULL;
+    KN_ASSERT_OK(kn_tensor_zeros(&t, KN_DT_I32, 2, ts));
+    ((int32_t *)kn_tensor_data(t))[4] = 7;
+    for (int m = 0; m < 2; m++) {
+        kn_program_opts o = {KN_CPU, NULL, m ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES, false};
+        kn_program *p = NULL;
+        KN_ASSERT_OK(kn_program_compile(&p, g, &o));
+        KN_ASSERT_OK(kn_program_bind(p, "x", x));
+        KN_ASSERT_OK(kn_program_bind(p, "t", t));
+        KN_ASSERT_OK(kn_program_bind(p, "g", gr));
+        cr_assert_eq(kn_program_run(p), KN_ERR_ARG, "mode %d runs with target 7 of 7 classes", m);
+        cr_assert(strstr(kn_last_error(), "index 7 at position 4 is outside [0, 7)"), "mode %d: %s", m, kn_last_error());
+        kn_program_free(p);
+    }
+    kn_tensor_free(x);
+    kn_tensor_free(gr);
+    kn_tensor_free(t);
+    kn_graph_free(g);
+}
+
+/* A row of 16 or more reduces in 8 lanes: the maximum still propagates a NaN (the
+ * interpreter's rule) wherever in the row it is, lane or tail, and the sum is the row's. */
+KN_TEST(codegen, laned_row_reductions_keep_the_nan_rule) {
+    private_cache();
+    kn_graph *g = parse("%0 = input {name=\"x\"} : f32[4,21]\n%1 = max %0 {axes=[1]} : f32[4]\n"
+                        "%2 = sum %0 {axes=[1]} : f32[4]\noutput %1, %2\n");
+    int64_t xs[2] = {4, 21};
+    kn_tensor *x = irt_randn(KN_DT_F32, 2, xs, 3);
+    float *xp = kn_tensor_data(x);
+    xp[1 * 21 + 5] = NAN;  /* a lane */
+    xp[2 * 21 + 20] = NAN; /* the tail (21 = 16 + 5) */
+    xp[3 * 21 + 9] = 1e30f;
+    kn_program_opts o = {KN_CPU, NULL, KN_PROGRAM_COMPILED, false};
+    kn_program *p = NULL;
+    KN_ASSERT_OK(kn_program_compile(&p, g, &o));
+    cr_assert_eq(kn_program_get_stats(p).mode, KN_PROGRAM_COMPILED);
+    KN_ASSERT_OK(kn_program_bind(p, "x", x));
+    KN_ASSERT_OK(kn_program_run(p));
+    const float *mx = kn_tensor_data(kn_program_output(p, 0)), *sm = kn_tensor_data(kn_program_output(p, 1));
+    for (int r = 0; r < 4; r++) {
+        float want = -INFINITY;
+        double sum = 0;
+        bool nan = false;
+        for (int j = 0; j < 21; j++) {
+            float v = xp[r * 21 + j];
+            nan |= v != v;
+            if (v > want) want = v;
+            sum += v;
+        }
+        if (nan) cr_assert(isnan(mx[r]) && isnan(sm[r]), "row %d: max %g, sum %g, not NaN", r, mx[r], sm[r]);
+        else {
+            cr_assert_eq(mx[r], want, "row %d: max %g, want %g", r, mx[r], want);
+            cr_assert_float_eq(sm[r], (float)sum, 1e-6 * fabs(sum) + 1e-6, "row %d: sum %g, want %g", r, sm[r], sum);
+        }
+    }
+    kn_program_free(p);
+    kn_tensor_free(x);
     kn_graph_free(g);
 }
 

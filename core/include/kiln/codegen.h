@@ -110,7 +110,8 @@ typedef struct kn_kx {
     kn_op op;                    /* OP: the node's op; ACC: sum, mean or max */
     int nin;
     int in[KN_MAX_OPERANDS];     /* earlier entries */
-    int64_t rows, cols;          /* OP causal_fill: its last two axes (axes ndim-2, ndim-1) */
+    int64_t rows, cols;          /* OP causal_fill: its last two axes (axes ndim-2, ndim-1); OP onehot: the
+                                    space axis of its last axis, and that axis's length */
     double fill;                 /* OP causal_fill: the fill value */
 } kn_kx;
 
