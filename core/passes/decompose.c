@@ -172,9 +172,21 @@ static int32_t row_lse(kn_rewriter *rw, int32_t x) {
     return e2(rw, KN_OP_ADD, e1(rw, KN_OP_LOG, s), mx);
 }
 
+/* x in f32 when it is bf16 or f16: cross-entropy of 16-bit logits (the lowloss pass) is
+ * computed in f32, its loss f32 and its gradient rounded to the logits' dtype once, at
+ * the end (kiln/ir.h), as the casts it replaced did; the cast up fuses into the row
+ * kernels that read x. */
+static int32_t widened(kn_rewriter *rw, int32_t x) {
+    kn_dtype d = kn_rw_node(rw, x)->type.dtype;
+    if (d != KN_DT_BF16 && d != KN_DT_F16) return x;
+    kn_attrs a = kn_attrs_default();
+    a.dtype = KN_DT_F32;
+    return kn_rw_emit(rw, KN_OP_CAST, 1, &x, &a);
+}
+
 /* cross_entropy(x, t) = mean over rows of lse(row) - row[t] */
 static int32_t r_cross_entropy(kn_rewriter *rw, const kn_match *m) {
-    int32_t x = m->bind[1], t = m->bind[2];
+    int32_t x = widened(rw, m->bind[1]), t = m->bind[2];
     int32_t picked = red(rw, KN_OP_SUM, e3(rw, KN_OP_WHERE, onehot_of(rw, x, t), x, cst(rw, x, 0)), -1);
     int32_t l = e2(rw, KN_OP_SUB, row_lse(rw, x), picked);
     kn_attrs a = kn_attrs_default(); /* over every axis, to a scalar */
@@ -185,10 +197,14 @@ static int32_t r_cross_entropy(kn_rewriter *rw, const kn_match *m) {
 
 /* cross_entropy_bwd(dl, x, t) = exp(x - lse) * s - onehot(t) * s, s = dl / rows */
 static int32_t r_cross_entropy_bwd(kn_rewriter *rw, const kn_match *m) {
-    int32_t dl = m->bind[1], x = m->bind[2], t = m->bind[3];
+    int32_t dl = m->bind[1], x = widened(rw, m->bind[2]), t = m->bind[3];
     int32_t sc = e2(rw, KN_OP_DIV, dl, cst(rw, dl, (double)kn_type_numel(&kn_rw_node(rw, t)->type)));
     int32_t p = e2(rw, KN_OP_MUL, e1(rw, KN_OP_EXP, e2(rw, KN_OP_SUB, x, row_lse(rw, x))), sc);
-    return e2(rw, KN_OP_SUB, p, e3(rw, KN_OP_WHERE, onehot_of(rw, x, t), sc, cst(rw, x, 0)));
+    int32_t g = e2(rw, KN_OP_SUB, p, e3(rw, KN_OP_WHERE, onehot_of(rw, x, t), sc, cst(rw, x, 0)));
+    if (x == m->bind[2]) return g;
+    kn_attrs a = kn_attrs_default(); /* the gradient in the logits' dtype */
+    a.dtype = kn_rw_node(rw, m->bind[2])->type.dtype;
+    return kn_rw_emit(rw, KN_OP_CAST, 1, &g, &a);
 }
 
 static bool float_row(const kn_graph *g, const kn_node *n) {
