@@ -512,10 +512,10 @@ kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_progr
          * student and a compiled program. The nodes decompose bypasses are dead; the
          * scheduler never schedules a dead node. */
         static const kn_pass codegen_passes[] = {
-            {"decompose", kn_pass_decompose, "composite ops into primitives", NULL, false},
+            {"decompose", kn_pass_decompose, "composite ops into primitives", kn_decompose_check_arg, false},
         };
-        kn_pass_report rep;
-        st = kn_passes_run_with(codegen_passes, 1, p->g, "all", &rep);
+        kn_pass_report rep; /* a GPU keeps the loss's library kernel (decompose.c says why) */
+        st = kn_passes_run_with(codegen_passes, 1, p->g, target == KN_TARGET_CUDA ? "decompose:gpu" : "decompose", &rep);
     }
     if (st == KN_OK) st = kn_graph_verify(p->g);
     for (int i = 0; st == KN_OK && i < p->g->nnodes; i++) /* collectives: CPU programs so far */

@@ -116,8 +116,10 @@ kn_status kn_pass_algebra(kn_graph *g, kn_pass_stats *st);
 kn_status kn_pass_views(kn_graph *g, kn_pass_stats *st);
 /* Composite ops (softmax, layernorm, ... and their backwards) into primitives, for the
  * compiled program (core/passes/decompose.c). Not in the table: "all" keeps the composite
- * ops, which are the fast path of the node-by-node backends. */
+ * ops, which are the fast path of the node-by-node backends. decompose:gpu keeps
+ * cross_entropy and its backward (vocabulary-wide rows: the library kernel is faster). */
 kn_status kn_pass_decompose(kn_graph *g, kn_pass_stats *st);
+kn_status kn_decompose_check_arg(const char *arg);
 /* Flash attention (core/passes/flash.c): each causal attention group of the joint graph
  * (matmul(q, k, tb) -> causal_softmax -> matmul with v, and the five nodes of its
  * backward) becomes flash_attn and flash_attn_bwd (kiln/ir.h), so no [..., T, T] value is
