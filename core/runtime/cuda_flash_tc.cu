@@ -162,13 +162,15 @@ static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned 
 #define KNT_P 36
 #define KNT_BC 64
 #define KNT_BQ 64
+#define KNT_DYN 0
 #include "runtime/cuda_flash_tc.inc"
 
 #define KNT_S tf32_64
 #define KNT_D 64
 #define KNT_P 68
 #define KNT_BC 64
-#define KNT_BQ 16 /* 64 keys' K and V (34 KiB) + 16 rows of Q and dO stay under 48 KiB */
+#define KNT_BQ 64 /* 64 keys' K and V (34 KiB) + 64 rows of Q and dO: 68 KiB, dynamic shared memory */
+#define KNT_DYN 1
 #include "runtime/cuda_flash_tc.inc"
 
 #undef KNT_E
@@ -204,6 +206,7 @@ static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned 
 #define KNT_P 72
 #define KNT_BC 64
 #define KNT_BQ 64
+#define KNT_DYN 0
 #include "runtime/cuda_flash_tc.inc"
 
 #define KNT_S bf16_128
@@ -211,6 +214,7 @@ static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned 
 #define KNT_P 136
 #define KNT_BC 64
 #define KNT_BQ 16
+#define KNT_DYN 0
 #include "runtime/cuda_flash_tc.inc"
 
 /* ---------------------------------------------------------------- the entry */
