@@ -136,7 +136,12 @@ static const l3_ir_case l3_good_ir[] = {
     "%44 = cross_entropy_bwd %43, %42, %2 : f32[2,3,4]\n"
     "%45 = sum %44 : f32[]\n"
     "%46 = add %45, %26 : f32[]\n"
-    "output %46, %24, %29, %32\n"},
+    "%47 = reshape %2 {shape=[2,3,1]} : i32[2,3,1]\n"
+    "%48 = onehot %47 {shape=[2,3,4]} : bool[2,3,4]\n"
+    "%49 = where %48, %44, %3 : f32[2,3,4]\n"
+    "%50 = sum %49 : f32[]\n"
+    "%51 = add %46, %50 : f32[]\n"
+    "output %51, %24, %29, %32\n"},
     {"attention.ir", "",
     "%0 = input {name=\"x\"} : f64[2,3,4]\n"
     "%1 = param {name=\"w\"} : f64[4]\n"
