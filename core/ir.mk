@@ -43,4 +43,4 @@ $(BUILD)/obj/core/tensor/kernels_train.o: CFLAGS += -O3 -ffp-contract=fast
 # Lab 06's f32 units are that hot path too (kn_k_matmul_f32 runs them): the same flags, for
 # the staff's units and the students' (without them the x86-64-v3 clone multiplies and adds
 # separately instead of fusing, and the loops stay at -O2).
-$(BUILD)/obj/solutions/lab06-gemm/%.o $(BUILD)/obj/labs/lab06-gemm/%.o: CFLAGS += -O3 -ffp-contract=fast
+$(foreach d,solutions labs,$(BUILD)/obj/$(d)/lab06-gemm/%.o): CFLAGS += -O3 -ffp-contract=fast

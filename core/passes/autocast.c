@@ -6,7 +6,7 @@
  * products; F32: reductions, norms, softmaxes, the loss and their backwards; KEEP:
  * elementwise ops and views follow their operands), and kn_autocast_decide says, node
  * by node in order, what the node's dtype becomes and which operands need a low copy
- * made right after them. Both are lab 09's unit (solutions/lab09-precision/autocast.c);
+ * made right after them. Both are lab 09's unit (labs/lab09-precision/autocast.c);
  * this file parses the argument and rebuilds the graph from the decisions.
  *
  * Only f32 computations change (f64 stays f64; an op with an f64 operand is left alone).
