@@ -314,8 +314,15 @@ KNC_KERNEL(knc_onehot);
 KNC_KERNEL(knc_reduce);
 KNC_KERNEL(knc_matmul);
 KNC_KERNEL(knc_matmul_ep);       /* cuda_matmul_lt.cu */
-/* KILN_TF32=1: f32 products may use TF32 tensor cores (cuda_matmul.cu; read once). */
-bool knc_tf32_allowed(void);
+/* The matmul op's product, autotuned (cuda_matmul_lt.cu): cuBLAS's own choice (base, which
+ * queues cublasGemmStridedBatchedEx on ctx) against cuBLASLt's candidates for the problem,
+ * timed once per problem and remembered (in memory and in the kernel cache), then run.
+ * a, b, c as knc_matmul passes them: batch products, sa/sb the operands' batch strides
+ * (0: shared), c contiguous. KILN_MATMUL_TUNE=0 turns it off (knc_matmul_tune_on). */
+bool knc_matmul_tune_on(void);
+kn_status knc_matmul_tuned(int dev, kn_dtype dt, bool ta, bool tb, int64_t m, int64_t nn, int64_t k, int64_t batch,
+                           int64_t sa, int64_t sb, const void *a, const void *b, void *c,
+                           kn_status (*base)(void *ctx), void *ctx);
 KNC_KERNEL(knc_reshape);
 KNC_KERNEL(knc_permute);
 KNC_KERNEL(knc_broadcast_to);

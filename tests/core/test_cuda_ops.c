@@ -416,3 +416,45 @@ KN_TEST(cuda_ops, bad_input_is_an_error_not_a_crash) {
     cr_assert(strstr(kn_last_error(), "add") && strstr(kn_last_error(), "f16"), "message: %s", kn_last_error());
     kn_tensor_free(h); kn_tensor_free(dh); kn_tensor_free(w); kn_tensor_free(idx); kn_tensor_free(dw); kn_tensor_free(di);
 }
+
+/* The matmul autotuner (cuda_matmul_lt.cu): the tuned product agrees with the CPU, in f32
+ * and in a batch with a shared operand, and each problem's choice is written to
+ * <KILN_CACHE_DIR>/matmul-tune as one integer (-1: cuBLAS's own; i >= 0: cuBLASLt's i-th),
+ * which a later process reads instead of timing again. */
+#include <dirent.h>
+#include <unistd.h>
+#include <stdlib.h>
+KN_TEST(cuda_ops, matmul_autotune_agrees_and_remembers) {
+    SKIP_WITHOUT_GPU();
+    char dir[] = "/tmp/kiln-tune-XXXXXX";
+    cr_assert(mkdtemp(dir) != NULL, "mkdtemp failed");
+    setenv("KILN_CACHE_DIR", dir, 1);
+    setenv("KILN_MATMUL_TUNE", "1", 1);
+    kn_rng r = kn_rng_new(18);
+    int64_t sa[3] = {3, 70, 50}, sb[2] = {50, 40}, pa[2] = {300, 260}, pb[2] = {260, 200};
+    kn_node n = node(KN_OP_MATMUL);
+    kn_tensor *in[2] = {randn(&r, KN_DT_F32, 2, pa), randn(&r, KN_DT_F32, 2, pb)};
+    check(&n, 2, in, TOL_REDUCE);
+    kn_tensor *in2[2] = {randn(&r, KN_DT_F32, 3, sa), randn(&r, KN_DT_F32, 2, sb)};
+    check(&n, 2, in2, TOL_REDUCE);
+    char sub[128];
+    snprintf(sub, sizeof sub, "%s/matmul-tune", dir);
+    DIR *d = opendir(sub);
+    cr_assert(d != NULL, "no %s after two tuned products", sub);
+    int files = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.') continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
+        FILE *f = fopen(path, "r");
+        int choice = -9;
+        cr_assert(f && fscanf(f, "%d", &choice) == 1 && choice >= -1 && choice < 8, "%s does not hold a choice", path);
+        fclose(f);
+        remove(path);
+        files++;
+    }
+    closedir(d);
+    cr_assert_eq(files, 2, "%d choices in %s, expected 2", files, sub);
+    rmdir(sub);
+    rmdir(dir);
+}
