@@ -95,7 +95,7 @@ def label(r):
     if prec == "fp32":
         prec = "tf32" if r.get("tf32") else "fp32"
     if r["impl"] == "kiln":
-        flash = "flash" in r.get("passes", "").split(",")
+        flash = r.get("flash") or "flash" in r.get("passes", "").split(",")
         return "kiln-" + r["mode"] + ("+graph" if r.get("cuda_graph") else "") + ("+flash" if flash else "") + " " + prec
     return r["impl"].replace("-" + prec, "") + " " + prec
 kilns = [(n, r) for s, n, r in rows if s == "kiln" and r]
