@@ -353,41 +353,30 @@ KNC_KERNEL(knc_matmul_ep) {
  * a heuristic's guess, and for some of a GPT step's shapes a poor one: on the H100 (TF32,
  * 2026-11-25) the weight gradients X^T dY with k = 8192 and a [768, 768] result ran at 122
  * TFLOP/s, where [768, 3072] products reached 310. So the matmul op's product is tuned, as
- * compilers tune kernels. The first time a problem is seen (shape, transposes, batch, dtypes,
- * compute type, pointer alignment), these candidates each run once to warm up and then
- * KNC_TUNE_RUNS times between two events, on the problem's own operands (the output is
- * written each time; the real run writes it again), and the fastest runs from then on:
- *   - cuBLAS's own choice;
- *   - up to KNC_TUNE_CANDIDATES of cuBLASLt's heuristic answers;
- *   - split-K by s = 2, 4 or 8 (f32 and bf16/f16 products of one matrix, k a multiple of s
- *     with k / s >= 256): a small result over a long k leaves most multiprocessors idle (a
- *     [768, 768] result is 36 tiles of 128 x 128 for 132 SMs), so the k axis is cut in s
- *     chunks, computed as one strided batch of s products into f32 partials (cuBLASLt's first
- *     answer for that batch), which a second kernel sums in a fixed order (deterministic)
- *     and rounds once to the result's type. The partials live in a buffer of
- *     KNC_SPLIT_WORKSPACE per GPU, made when first needed (never inside a capture).
- * The choice (-1: cuBLAS's own; i: the heuristic's i-th answer, a list that is the same for
- * the same cuBLAS, GPU and problem; 100 + s: split-K by s) is remembered in memory and written
- * to <cache>/matmul-tune/, so later processes take the same algorithm without timing: each
- * candidate is deterministic (cuBLAS gives the same bits on the same GPU model), so a run
- * stays bit for bit reproducible across processes as long as the cache holds the choice.
- * Nothing is timed while a CUDA graph is captured (events and waits are not allowed): a
- * problem first seen there runs cuBLAS's own choice, unremembered (a graph's warm-up run,
- * uncaptured, tunes first). KILN_MATMUL_TUNE=0 keeps cuBLAS's own choice everywhere. */
+ * compilers tune kernels: the first time a problem is seen (shape, transposes, batch, dtypes,
+ * compute type, pointer alignment), cuBLAS's own choice and up to KNC_TUNE_CANDIDATES of
+ * cuBLASLt's heuristic answers are each run once to warm up and then KNC_TUNE_RUNS times
+ * between two events on the problem's own operands (the output is written each time; the
+ * last, real run writes it again), and the fastest runs from then on. The choice (-1:
+ * cuBLAS's own; i: the heuristic's i-th answer, a list that is the same for the same cuBLAS,
+ * GPU and problem) is remembered in memory and written to <cache>/matmul-tune/, so later
+ * processes take the same algorithm without timing: every algorithm is deterministic (cuBLAS
+ * gives the same bits on the same GPU model), so a run stays bit for bit reproducible across
+ * processes as long as the cache holds the choice. Nothing is timed while a CUDA graph is
+ * captured (events and waits are not allowed): a problem first seen there runs cuBLAS's own
+ * choice, unremembered (a graph's warm-up run, uncaptured, tunes first). KILN_MATMUL_TUNE=0
+ * keeps cuBLAS's own choice everywhere. */
 #define KNC_TUNE_CANDIDATES 8
 #define KNC_TUNE_RUNS 3
-#define KNC_SPLIT_WORKSPACE ((size_t)64 << 20)
 
 typedef struct tune_plan {
-    int choice; /* -1: cuBLAS's own; 0..: the heuristic's answer of that index; 100 + s: split-K by s */
-    int split;  /* s, or 0 */
+    int choice; /* -1: cuBLAS's own; else the heuristic's answer of that index */
     cublasLtMatmulAlgo_t algo;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld;
 } tune_plan;
 typedef std::array<int64_t, 14> tune_key;
 static std::map<tune_key, tune_plan> tune_plans;
-static void *split_ws[KNC_LT_MAX_GPUS];
 
 bool knc_matmul_tune_on(void) {
     static int v = -1;
@@ -398,14 +387,11 @@ bool knc_matmul_tune_on(void) {
     return v == 1;
 }
 
-/* The cache file of a problem: <cache>/matmul-tune/<GPU>-cublas<version>-<key>; false when
- * there is none to use (no cache directory: the choice then lives in memory only). */
+/* The cache file of a problem: <cache>/matmul-tune/<GPU>-<key>; false when there is none to
+ * use (no cache directory: the choice then lives in memory only). */
 static bool tune_path(int dev, const tune_key &key, char *out, size_t cap) {
     char dir[640], sub[704];
-    if (kn_gemm_cache_dir(dir, sizeof dir) != KN_OK) {
-        kn_clear_error();
-        return false;
-    }
+    if (kn_gemm_cache_dir(dir, sizeof dir) != KN_OK) return false;
     cudaDeviceProp pr;
     if (cudaGetDeviceProperties(&pr, dev) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -416,24 +402,18 @@ static bool tune_path(int dev, const tune_key &key, char *out, size_t cap) {
     for (char *p = name; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9'))) *p = '_';
     snprintf(sub, sizeof sub, "%s/matmul-tune", dir);
-    if (kn_cache_mkdirs(sub) != KN_OK) {
-        kn_clear_error();
-        return false;
-    }
+    if (kn_cache_mkdirs(sub) != KN_OK) return false;
     int w = snprintf(out, cap, "%s/%s-cublas%d", sub, name, (int)cublasLtGetVersion());
-    for (size_t i = 1; i < key.size() && w > 0 && (size_t)w < cap; i++)
-        w += snprintf(out + w, cap - (size_t)w, "-%lld", (long long)key[i]);
+    for (size_t i = 1; i < key.size() && w > 0 && (size_t)w < cap; i++) w += snprintf(out + w, cap - (size_t)w, "-%lld", (long long)key[i]);
     return w > 0 && (size_t)w < cap;
 }
 
-/* The descriptors of batch products of k-long sums (column-major, as lt_matmul: kiln's b is
- * cuBLASLt's A), out of matrices whose full sums are kfull long (the leading dimensions),
- * batch strides sa, sb (kiln's a and b) and sd, the result of type ot. */
-static kn_status tune_describe(kn_dtype dt, cudaDataType_t ot, cublasComputeType_t comp, bool ta, bool tb, int64_t m,
-                               int64_t nn, int64_t k, int64_t kfull, int64_t batch, int64_t sa, int64_t sb, int64_t sd,
-                               tune_plan *p) {
+/* The descriptors of a problem (column-major, as lt_matmul: kiln's b is cuBLASLt's A). */
+static kn_status tune_describe(kn_dtype dt, cublasComputeType_t comp, bool ta, bool tb, int64_t m, int64_t nn,
+                               int64_t k, int64_t batch, int64_t sa, int64_t sb, tune_plan *p) {
     cudaDataType_t t = lt_type(dt);
     int32_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N, nb = (int32_t)batch;
+    int64_t sd = m * nn;
     kn_status s = KN_OK;
 #define TL(call)                                                                                                       \
     do {                                                                                                               \
@@ -446,9 +426,9 @@ static kn_status tune_describe(kn_dtype dt, cudaDataType_t ot, cublasComputeType
     if (s != KN_OK) return s;
     TL(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     TL(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    TL(cublasLtMatrixLayoutCreate(&p->la, t, (uint64_t)(tb ? k : nn), (uint64_t)(tb ? nn : k), tb ? kfull : nn));
-    TL(cublasLtMatrixLayoutCreate(&p->lb, t, (uint64_t)(ta ? m : k), (uint64_t)(ta ? k : m), ta ? m : kfull));
-    TL(cublasLtMatrixLayoutCreate(&p->ld, ot, (uint64_t)nn, (uint64_t)m, nn));
+    TL(cublasLtMatrixLayoutCreate(&p->la, t, (uint64_t)(tb ? k : nn), (uint64_t)(tb ? nn : k), tb ? k : nn));
+    TL(cublasLtMatrixLayoutCreate(&p->lb, t, (uint64_t)(ta ? m : k), (uint64_t)(ta ? k : m), ta ? m : k));
+    TL(cublasLtMatrixLayoutCreate(&p->ld, t, (uint64_t)nn, (uint64_t)m, nn));
     if (s == KN_OK && batch > 1) {
         TL(cublasLtMatrixLayoutSetAttribute(p->la, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &nb, sizeof nb));
         TL(cublasLtMatrixLayoutSetAttribute(p->la, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sb, sizeof sb));
@@ -469,60 +449,24 @@ static void tune_forget(tune_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
-/* Up to cap heuristic answers for plan p's problem (alignments of kiln's a, b and the result). */
-static int tune_answers(const lt_gpu &G, const tune_plan &p, const void *a, const void *b, const void *c,
-                        cublasLtMatmulHeuristicResult_t *r, int cap) {
-    cublasLtMatmulPreference_t pref = NULL;
-    int nres = 0;
-    if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return 0;
-    uint64_t wsz = KNC_LT_WORKSPACE;
-    uint32_t al[3] = {(uint32_t)lt_align(b), (uint32_t)lt_align(a), (uint32_t)lt_align(c)};
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], sizeof al[0]);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof al[1]);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof al[2]);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2], sizeof al[2]);
-    if (cublasLtMatmulAlgoGetHeuristic(G.h, p.desc, p.la, p.lb, p.ld, p.ld, pref, cap, r, &nres) != CUBLAS_STATUS_SUCCESS)
-        nres = 0;
-    cublasLtMatmulPreferenceDestroy(pref);
-    return nres;
-}
-
-/* The split-K partials summed in order: c[i] = sum over j < s of ws[j n + i], rounded once. */
-template <typename T>
-__global__ void tune_split_sum(const float *__restrict__ ws, T *__restrict__ c, int64_t n, int s) {
-    KNC_FOR_I(int64_t, i, n) {
-        float acc = ws[i];
-        for (int j = 1; j < s; j++) acc += ws[(int64_t)j * n + i];
-        c[i] = knc_narrow<T>(acc);
-    }
-}
-
-/* One run of plan p (not cuBLAS's own choice): cuBLASLt's product, and for split-K the sum. */
-static kn_status tune_run(const lt_gpu &G, int dev, const tune_plan &p, kn_dtype dt, int64_t mn, const void *a,
+static kn_status tune_run(const lt_gpu &G, const tune_plan &p, const cublasLtMatmulAlgo_t *algo, const void *a,
                           const void *b, void *c) {
     float one = 1.0f, zero = 0.0f;
-    void *d = p.split ? split_ws[dev] : c;
-    cublasStatus_t q = cublasLtMatmul(G.h, p.desc, &one, b, p.la, a, p.lb, &zero, d, p.ld, d, p.ld, &p.algo, G.ws,
+    cublasStatus_t q = cublasLtMatmul(G.h, p.desc, &one, b, p.la, a, p.lb, &zero, c, p.ld, c, p.ld, algo, G.ws,
                                       KNC_LT_WORKSPACE, knc_stream);
     if (q != CUBLAS_STATUS_SUCCESS)
         return kn_error(KN_ERR_DEVICE, "matmul: cublasLtMatmul failed: %s (%s)", cublasLtGetStatusString(q),
                         cublasLtGetStatusName(q));
-    if (!p.split) return KN_OK;
-    unsigned g = knc_blocks(mn);
-    if (dt == KN_DT_F32) tune_split_sum<float><<<g, KNC_THREADS, 0, knc_stream>>>((const float *)d, (float *)c, mn, p.split);
-    else if (dt == KN_DT_BF16) tune_split_sum<knc_bf16><<<g, KNC_THREADS, 0, knc_stream>>>((const float *)d, (knc_bf16 *)c, mn, p.split);
-    else tune_split_sum<knc_f16><<<g, KNC_THREADS, 0, knc_stream>>>((const float *)d, (knc_f16 *)c, mn, p.split);
-    return knc_check_launch("tune_split_sum", __FILE__, __LINE__);
+    return KN_OK;
 }
 
-/* Milliseconds of KNC_TUNE_RUNS runs of a candidate (p NULL: cuBLAS's own choice, base) after
- * one warm-up; a candidate that fails (cuBLASLt may refuse an answer at run time) gets +inf. */
-static double tune_time(const lt_gpu &G, int dev, const tune_plan *p, kn_dtype dt, int64_t mn, const void *a,
+/* Milliseconds of KNC_TUNE_RUNS runs of candidate i (-1: base) after one warm-up; a
+ * candidate that fails (cuBLASLt may refuse an answer at run time) gets +inf. */
+static double tune_time(const lt_gpu &G, const tune_plan &p, const cublasLtMatmulAlgo_t *algo, const void *a,
                         const void *b, void *c, kn_status (*base)(void *), void *ctx, cudaEvent_t e0, cudaEvent_t e1) {
-    kn_status s = p ? tune_run(G, dev, *p, dt, mn, a, b, c) : base(ctx);
+    kn_status s = algo ? tune_run(G, p, algo, a, b, c) : base(ctx);
     if (s == KN_OK && cudaEventRecord(e0, knc_stream) != cudaSuccess) s = KN_ERR_DEVICE;
-    for (int r = 0; s == KN_OK && r < KNC_TUNE_RUNS; r++) s = p ? tune_run(G, dev, *p, dt, mn, a, b, c) : base(ctx);
+    for (int r = 0; s == KN_OK && r < KNC_TUNE_RUNS; r++) s = algo ? tune_run(G, p, algo, a, b, c) : base(ctx);
     float ms = 0;
     if (s == KN_OK && (cudaEventRecord(e1, knc_stream) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
                        cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess))
@@ -533,38 +477,6 @@ static double tune_time(const lt_gpu &G, int dev, const tune_plan *p, kn_dtype d
         return INFINITY;
     }
     return ms;
-}
-
-/* The split-K plan by s for this problem, when it applies (plan->choice stays 0 otherwise). */
-static bool tune_split_plan(const lt_gpu &G, int dev, kn_dtype dt, cublasComputeType_t comp, bool ta, bool tb,
-                            int64_t m, int64_t nn, int64_t k, int s, const void *a, const void *b, tune_plan *p) {
-    int64_t kk = k / s;
-    if (k % s || kk < 256 || (size_t)(m * nn * s) * sizeof(float) > KNC_SPLIT_WORKSPACE) return false;
-    if (!split_ws[dev]) {
-        if (cudaMalloc(&split_ws[dev], KNC_SPLIT_WORKSPACE) != cudaSuccess) {
-            (void)cudaGetLastError();
-            split_ws[dev] = NULL;
-            return false;
-        }
-    }
-    memset(p, 0, sizeof *p);
-    /* chunk j of the k axis: kiln's a moves by kk columns (or kk rows of length m when
-     * transposed), b by kk rows of length nn (or kk columns) */
-    if (tune_describe(dt, CUDA_R_32F, comp, ta, tb, m, nn, kk, k, s, ta ? kk * m : kk, tb ? kk : kk * nn, m * nn, p) !=
-        KN_OK) {
-        kn_clear_error();
-        tune_forget(p);
-        return false;
-    }
-    cublasLtMatmulHeuristicResult_t r[1];
-    if (tune_answers(G, *p, a, b, split_ws[dev], r, 1) < 1 || r[0].state != CUBLAS_STATUS_SUCCESS) {
-        tune_forget(p);
-        return false;
-    }
-    p->algo = r[0].algo;
-    p->split = s;
-    p->choice = 100 + s;
-    return true;
 }
 
 kn_status knc_matmul_tuned(int dev, kn_dtype dt, bool ta, bool tb, int64_t m, int64_t nn, int64_t k, int64_t batch,
@@ -582,89 +494,72 @@ kn_status knc_matmul_tuned(int dev, kn_dtype dt, bool ta, bool tb, int64_t m, in
         if (f != tune_plans.end()) { plan = f->second; known = true; }
     }
     if (!known && knc_capturing()) return base(ctx); /* no timing inside a capture */
-    if (dev < 0 || dev >= KNC_LT_MAX_GPUS) return base(ctx);
     lt_gpu G;
     KN_TRY(lt_get(dev, &G));
     if (!known) {
-        /* the candidates: [0, nres) cuBLASLt's answers (sharing one descriptor set), then the splits */
-        tune_plan cand[KNC_TUNE_CANDIDATES + 3];
-        memset(cand, 0, sizeof cand);
+        memset(&plan, 0, sizeof plan);
+        plan.choice = -1;
+        kn_status s = tune_describe(dt, comp, ta, tb, m, nn, k, batch, sa, sb, &plan);
         cublasLtMatmulHeuristicResult_t r[KNC_TUNE_CANDIDATES];
-        int nres = 0, ncand = 0;
-        tune_plan desc;
-        memset(&desc, 0, sizeof desc);
-        if (tune_describe(dt, lt_type(dt), comp, ta, tb, m, nn, k, k, batch, sa, sb, m * nn, &desc) == KN_OK)
-            nres = tune_answers(G, desc, a, b, c, r, KNC_TUNE_CANDIDATES);
-        else kn_clear_error();
-        for (int i = 0; i < nres; i++) {
-            cand[ncand] = desc;
-            cand[ncand].choice = i;
-            cand[ncand].algo = r[i].algo;
-            ncand++;
+        int nres = 0;
+        cublasLtMatmulPreference_t pref = NULL;
+        if (s == KN_OK && cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS) {
+            uint64_t wsz = KNC_LT_WORKSPACE;
+            uint32_t al[3] = {(uint32_t)lt_align(b), (uint32_t)lt_align(a), (uint32_t)lt_align(c)};
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz);
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], sizeof al[0]);
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof al[1]);
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al[2], sizeof al[2]);
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al[2], sizeof al[2]);
+            if (cublasLtMatmulAlgoGetHeuristic(G.h, plan.desc, plan.la, plan.lb, plan.ld, plan.ld, pref,
+                                               KNC_TUNE_CANDIDATES, r, &nres) != CUBLAS_STATUS_SUCCESS)
+                nres = 0;
+            cublasLtMatmulPreferenceDestroy(pref);
         }
-        int nsplit = 0;
-        if (batch == 1)
-            for (int s = 2; s <= 8; s *= 2)
-                if (tune_split_plan(G, dev, dt, comp, ta, tb, m, nn, k, s, a, b, &cand[ncand])) ncand++, nsplit++;
+        if (s != KN_OK) nres = 0; /* no cuBLASLt descriptors: cuBLAS's own choice */
         char path[1024];
-        int choice = -2; /* -2: not decided yet */
-        bool has_path = tune_path(dev, key, path, sizeof path);
-        if (has_path) { /* an earlier process's choice, if it is still a candidate here */
+        bool cached = false, has_path = tune_path(dev, key, path, sizeof path);
+        if (has_path) { /* an earlier process's choice */
             FILE *fp = fopen(path, "r");
             int i = -2;
             if (fp) {
-                if (fscanf(fp, "%d", &i) == 1) {
-                    if (i == -1) choice = -1;
-                    for (int j = 0; j < ncand; j++)
-                        if (cand[j].choice == i && (i >= 100 || r[i].state == CUBLAS_STATUS_SUCCESS)) choice = i;
+                if (fscanf(fp, "%d", &i) == 1 && i >= -1 && i < nres && (i < 0 || r[i].state == CUBLAS_STATUS_SUCCESS)) {
+                    plan.choice = i;
+                    cached = true;
                 }
                 fclose(fp);
             }
         }
-        if (choice == -2) { /* time cuBLAS's own choice and every candidate */
-            choice = -1;
+        if (!cached && nres > 0) { /* time cuBLAS's own choice and every answer */
             cudaEvent_t e0 = NULL, e1 = NULL;
-            if (ncand > 0 && cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess) {
-                double own = tune_time(G, dev, NULL, dt, m * nn, a, b, c, base, ctx, e0, e1), best = own;
-                for (int j = 0; j < ncand; j++) {
-                    if (cand[j].choice < 100 && r[cand[j].choice].state != CUBLAS_STATUS_SUCCESS) continue;
-                    double t = tune_time(G, dev, &cand[j], dt, m * nn, a, b, c, base, ctx, e0, e1);
-                    if (t < best) { best = t; choice = cand[j].choice; }
+            if (cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess) {
+                double best = tune_time(G, plan, NULL, a, b, c, base, ctx, e0, e1), own = best;
+                for (int i = 0; i < nres; i++) {
+                    if (r[i].state != CUBLAS_STATUS_SUCCESS) continue;
+                    double t = tune_time(G, plan, &r[i].algo, a, b, c, base, ctx, e0, e1);
+                    if (t < best) { best = t; plan.choice = i; }
                 }
-                kn_log(KN_LOG_INFO, "matmul m=%lld n=%lld k=%lld batch=%lld ta=%d tb=%d %s: %s%d (%.4f ms; cuBLAS's own "
-                       "choice %.4f ms; %d cuBLASLt answers, %d splits)", (long long)m, (long long)nn, (long long)k,
-                       (long long)batch, (int)ta, (int)tb, kn_dtype_name(dt),
-                       choice < 0 ? "cuBLAS's own choice " : choice >= 100 ? "split-K by " : "cuBLASLt's answer ",
-                       choice < 0 ? 0 : choice >= 100 ? choice - 100 : choice, best / KNC_TUNE_RUNS, own / KNC_TUNE_RUNS,
-                       nres, nsplit);
+                kn_log(KN_LOG_INFO, "matmul m=%lld n=%lld k=%lld batch=%lld ta=%d tb=%d %s: %s (%.4f ms; cuBLAS's own "
+                       "choice %.4f ms; %d candidates)", (long long)m, (long long)nn, (long long)k, (long long)batch,
+                       (int)ta, (int)tb, kn_dtype_name(dt), plan.choice < 0 ? "cuBLAS's own choice" : "a cuBLASLt answer",
+                       best / KNC_TUNE_RUNS, own / KNC_TUNE_RUNS, nres);
             } else (void)cudaGetLastError();
             if (e0) cudaEventDestroy(e0);
             if (e1) cudaEventDestroy(e1);
             FILE *fp = has_path ? fopen(path, "w") : NULL;
             if (fp) {
-                fprintf(fp, "%d\n", choice);
+                fprintf(fp, "%d\n", plan.choice);
                 fclose(fp);
             }
         }
-        /* keep the chosen plan, free the others (the answers share desc's descriptors) */
-        memset(&plan, 0, sizeof plan);
-        plan.choice = -1;
-        bool keep_desc = false;
-        for (int j = 0; j < ncand; j++)
-            if (cand[j].choice == choice) {
-                plan = cand[j];
-                keep_desc = choice < 100;
-            }
-        for (int j = nres; j < ncand; j++)
-            if (cand[j].choice != choice) tune_forget(&cand[j]);
-        if (!keep_desc) tune_forget(&desc);
+        if (plan.choice >= 0) plan.algo = r[plan.choice].algo;
         std::lock_guard<std::mutex> lock(lt_mu);
         auto f = tune_plans.find(key);
         if (f == tune_plans.end()) tune_plans[key] = plan;
         else { /* another thread tuned it meanwhile: keep the first */
-            if (plan.choice >= 0) tune_forget(&plan);
+            tune_forget(&plan);
             plan = f->second;
         }
     }
-    return plan.choice < 0 ? base(ctx) : tune_run(G, dev, plan, dt, m * nn, a, b, c);
+    return plan.choice < 0 ? base(ctx) : tune_run(G, plan, &plan.algo, a, b, c);
 }
