@@ -5,8 +5,9 @@
  *
  * Protocol: compile the step, move it to the device, run --warmup steps (not timed: the
  * caching allocator fills, cuBLAS picks its kernels), then --steps timed steps, each on a
- * fresh random batch (drawn on the host before its timer starts; never zeros). A step is
- * timed with CUDA events around kn_trainer_step (batch upload, forward and backward graph,
+ * fresh random batch (drawn on the host before its timer starts; never zeros; --tokens
+ * picks how the ids are distributed, which the embedding gradient's time depends on). A
+ * step is timed with CUDA events around kn_trainer_step (batch upload, forward and backward graph,
  * gradient copies, clip, AdamW, loss read-back); on the CPU with the wall clock. Reported:
  * median step ms (and min, max), tokens/s from the median, the median forward-only ms
  * (kn_trainer_eval) and the median clip+optimizer ms, so step - forward - optimizer is
@@ -41,6 +42,7 @@ typedef struct bench_opts {
     char passes[128];   /* the pass list (kiln/passes.h); "" none */
     char remat[32];     /* activation checkpointing policy, run after the passes ("none": off) */
     char precision[8];  /* fp32 | bf16 | fp16: the autocast pass first (kiln/passes.h) */
+    char tokens[8];     /* uniform | same | zipf: how the batches' ids are drawn */
 } bench_opts;
 
 /* STREAM-style copy bandwidth of this machine: bytes read + written per second by memcpy
@@ -75,7 +77,7 @@ static void usage(FILE *f) {
                "                  [--warmup N] [--steps N] [--seed N] [--device auto|cpu|cuda|cuda:N] [--profile N]\n"
                "                  [--profile-out FILE.tsv] [--tf32] [--mode compiled|interp] [--passes LIST]\n"
                "                  [--flash] [--epilogue] [--remat none|selective|full|every:K|mincut] [--cuda-graph]\n"
-               "                  [--precision fp32|bf16|fp16]\n"
+               "                  [--precision fp32|bf16|fp16] [--tokens uniform|same|zipf]\n"
                "Times GPT training steps (fp32, AdamW, clip 1.0) on random tokens. Defaults: the GPT-2 124M\n"
                "shape: vocab 50304, context 1024, 12 layers, width 768, 12 heads, batch 8; 3 warm-up and\n"
                "10 timed steps; device auto (the first GPU when one is usable). --profile N adds one step\n"
@@ -98,12 +100,16 @@ static void usage(FILE *f) {
                "--precision bf16|fp16 runs the autocast pass first (matmuls in 16 bits, f32 accumulation), and\n"
                "lowparams (the optimizer writes the weights' 16-bit copies in its update) and lowloss (the loss\n"
                "reads the 16-bit logits: no f32 copy of them).\n"
+               "--tokens draws the batches' ids uniformly (the default), all the same id, or by Zipf's law\n"
+               "(log-uniform ranks: a few ids take most positions, as words in text); the embedding gradient's\n"
+               "cost depends on it.\n"
                "The last line is JSON.\n");
 }
 
 static int parse(bench_opts *o, int argc, char **argv) {
     *o = (bench_opts){.vocab = 50304, .context = 1024, .layers = 12, .width = 768, .heads = 12, .batch = 8,
-                      .warmup = 3, .steps = 10, .seed = 1, .remat = "none", .precision = "fp32"};
+                      .warmup = 3, .steps = 10, .seed = 1, .remat = "none", .precision = "fp32",
+                      .tokens = "uniform"};
     snprintf(o->device, sizeof o->device, "auto");
     struct { const char *name; int *v; int lo; } ints[] = {
         {"--vocab", &o->vocab, 2}, {"--context", &o->context, 1}, {"--layers", &o->layers, 1},
@@ -117,7 +123,8 @@ static int parse(bench_opts *o, int argc, char **argv) {
         if (!strcmp(a, "--epilogue")) { o->epilogue = true; continue; }
         if (!strcmp(a, "--cuda-graph")) { o->cuda_graph = true; continue; }
         bool known = !strcmp(a, "--device") || !strcmp(a, "--seed") || !strcmp(a, "--profile-out") || !strcmp(a, "--mode") ||
-                     !strcmp(a, "--passes") || !strcmp(a, "--remat") || !strcmp(a, "--precision");
+                     !strcmp(a, "--passes") || !strcmp(a, "--remat") || !strcmp(a, "--precision") ||
+                     !strcmp(a, "--tokens");
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) known = known || !strcmp(a, ints[k].name);
         if (!known) { fprintf(stderr, "kiln bench: unknown option '%s'\n", a); usage(stderr); return 2; }
         if (i + 1 >= argc) { fprintf(stderr, "kiln bench: %s needs a value\n", a); usage(stderr); return 2; }
@@ -150,6 +157,14 @@ static int parse(bench_opts *o, int argc, char **argv) {
                 return 2;
             }
             snprintf(o->precision, sizeof o->precision, "%s", v);
+            continue;
+        }
+        if (!strcmp(a, "--tokens")) {
+            if (strcmp(v, "uniform") && strcmp(v, "same") && strcmp(v, "zipf")) {
+                fprintf(stderr, "kiln bench: --tokens '%s': use uniform, same or zipf\n", v);
+                return 2;
+            }
+            snprintf(o->tokens, sizeof o->tokens, "%s", v);
             continue;
         }
         if (!strcmp(a, "--mode")) {
@@ -186,10 +201,21 @@ static int parse(bench_opts *o, int argc, char **argv) {
     return -1;
 }
 
-static void random_batch(kn_rng *r, int32_t *x, int32_t *y, size_t n, int vocab) {
+/* One token id of --tokens: uniform over the vocabulary; the same id (vocab / 2) every
+ * time; or Zipf's law with exponent 1, drawn as a log-uniform rank: id k with probability
+ * ~ ln((k + 2) / (k + 1)) / ln(vocab + 1), 6% of the positions on id 0 at GPT-2's vocab. */
+static int32_t draw_token(kn_rng *r, const char *tokens, int vocab) {
+    uint32_t u = kn_rng_u32(r);
+    if (tokens[0] == 's') return vocab / 2;
+    if (tokens[0] == 'u') return (int32_t)(u % (uint32_t)vocab);
+    int32_t k = (int32_t)floor(pow((double)vocab + 1.0, u / 4294967296.0)) - 1;
+    return k < 0 ? 0 : k >= vocab ? vocab - 1 : k;
+}
+
+static void random_batch(kn_rng *r, int32_t *x, int32_t *y, size_t n, int vocab, const char *tokens) {
     for (size_t i = 0; i < n; i++) {
-        x[i] = (int32_t)(kn_rng_u32(r) % (uint32_t)vocab);
-        y[i] = (int32_t)(kn_rng_u32(r) % (uint32_t)vocab);
+        x[i] = draw_token(r, tokens, vocab);
+        y[i] = draw_token(r, tokens, vocab);
     }
 }
 
@@ -258,7 +284,7 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     kn_alloc_reset_peak();
     for (int s = 0; st == KN_OK && s < o->warmup + nt; s++) {
         double l = 0, m = 0;
-        random_batch(&r, x, y, bt, o->vocab);
+        random_batch(&r, x, y, bt, o->vocab, o->tokens);
         st = kn_stopwatch_start(&w, dev);
         if (st == KN_OK) st = kn_trainer_step(&tr, x, y, 1e-4, &l, NULL);
         if (st == KN_OK) st = kn_stopwatch_stop(&w, &m);
@@ -272,7 +298,7 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     size_t cpu_peak = kn_alloc_peak_bytes(); /* of the training steps only */
     for (int k = 0; st == KN_OK && k < nf; k++) {
         double l;
-        random_batch(&r, x, y, bt, o->vocab);
+        random_batch(&r, x, y, bt, o->vocab, o->tokens);
         st = kn_stopwatch_start(&w, dev);
         if (st == KN_OK) st = kn_trainer_eval(&tr, x, y, &l);
         if (st == KN_OK) st = kn_stopwatch_stop(&w, &fwd[k]);
@@ -286,7 +312,7 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
         double copy = copy_bandwidth(), l;
         kn_program_set_profile(tr.prog, true);
         for (int k = 0; st == KN_OK && k < 3; k++) {
-            random_batch(&r, x, y, bt, o->vocab);
+            random_batch(&r, x, y, bt, o->vocab, o->tokens);
             st = kn_trainer_step(&tr, x, y, 1e-4, &l, NULL);
         }
         if (st == KN_OK) {
@@ -298,7 +324,7 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     }
     if (st == KN_OK && o->profile > 0 && dev.type != KN_DEVICE_CPU) { /* one extra step, profiled */
         double l, m = 0;
-        random_batch(&r, x, y, bt, o->vocab);
+        random_batch(&r, x, y, bt, o->vocab, o->tokens);
         FILE *tsv = NULL;
         st = kn_device_profile_start(dev);
         if (st == KN_OK) st = kn_stopwatch_start(&w, dev);
@@ -318,7 +344,7 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
         if (st == KN_OK && compiled) {
             kn_program_set_profile(tr.prog, true);
             for (int k = 0; st == KN_OK && k < 3; k++) {
-                random_batch(&r, x, y, bt, o->vocab);
+                random_batch(&r, x, y, bt, o->vocab, o->tokens);
                 st = kn_trainer_step(&tr, x, y, 1e-4, &l, NULL);
             }
             if (st == KN_OK) {
@@ -361,12 +387,12 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
                    "\"loss_first\": %.5f, \"loss_last\": %.5f, \"tf32\": %s, \"mode\": \"%s\", \"nsteps\": %d, "
                    "\"nkernels\": %d, \"nodes\": %d, \"compile_ms\": %.1f, \"compile_cached\": %s, \"passes\": \"%s\", "
                    "\"remat\": \"%s\", \"live_bytes\": %.0f, \"live_bytes_none\": %.0f, \"mem_planned\": %.0f, "
-                   "\"mem_lower\": %.0f, \"cuda_graph\": %s, \"precision\": \"%s\"}\n",
+                   "\"mem_lower\": %.0f, \"cuda_graph\": %s, \"precision\": \"%s\", \"tokens\": \"%s\"}\n",
                    devname, o->vocab, o->context, o->layers, o->width, o->heads, o->batch, (long long)g.p.n,
                    o->warmup, nt, med, lo, hi, tps, mf, mo, peak, peak_res, loss0, loss1, o->tf32 ? "true" : "false",
                    compiled ? "compiled" : "interp", ps.nsteps, ps.nkernels, ps.nodes_computing, ps.compile_ms,
                    ps.cached ? "true" : "false", o->passes[0] ? o->passes : "none", o->remat, live, live_none,
-                   ps.mem_planned, ps.mem_lower, o->cuda_graph ? "true" : "false", o->precision);
+                   ps.mem_planned, ps.mem_lower, o->cuda_graph ? "true" : "false", o->precision, o->tokens);
         }
     }
     kn_stopwatch_free(&w);
