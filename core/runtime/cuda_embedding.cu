@@ -206,6 +206,7 @@ kn_status kn_embedding_grad_emu(kn_dtype dt, const void *dy, const void *idx, bo
         return kn_error(KN_ERR_OOM, "kn_embedding_grad_emu: out of memory for %lld indices", n);
     }
     long long *keys = lists, *pos = keys + n, *skeys = pos + n, *order = skeys + n, *start = order + n, *at = start + v + 1;
+    memset(parts, 0xFF, (size_t)(kne_tiles(n) * d) * es); /* NaN: a slot read but never written shows */
     struct kne_index_args ia = {idx, keys, pos, skeys, start, n, v, i32};
     int rc = KN_LAUNCH(kne_keys, kne_grid(n), kne_block(), ia);
     if (rc == 0) { /* step 2, CUB's stand-in: a stable counting sort by key */

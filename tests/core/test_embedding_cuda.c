@@ -29,8 +29,19 @@ static double value(uint64_t *s) {
     return 2.0 * (double)(*s >> 11) / 9007199254740992.0 - 1.0;
 }
 
-/* n indices over [0, v) drawn from the distribution (EDGES: rows named L - 1, L, L + 1,
- * 2 L, 2 L + 1 times, shuffled), then `bad` of them (all when bad >= n) replaced by -1 or v
+/* EDGES: row r is named edge_counts[r] times: one less, exactly and one more than a chunk
+ * or two, and long rows whose first position falls at different offsets within a tile. */
+static const int64_t edge_counts[] = {10, 190, KN_EMBEDDING_CHUNK - 1, KN_EMBEDDING_CHUNK, KN_EMBEDDING_CHUNK + 1,
+                                      2 * KN_EMBEDDING_CHUNK, 2 * KN_EMBEDDING_CHUNK + 1, 1, 200, 77, 333};
+#define EDGE_ROWS ((int64_t)(sizeof edge_counts / sizeof edge_counts[0]))
+static int64_t edge_total(void) {
+    int64_t n = 0;
+    for (int64_t r = 0; r < EDGE_ROWS; r++) n += edge_counts[r];
+    return n;
+}
+
+/* n indices over [0, v) drawn from the distribution (EDGES: edge_total() of them over
+ * EDGE_ROWS rows, shuffled), then `bad` of them (all when bad >= n) replaced by -1 or v
  * (outside the table). */
 static void indices(int dist, int64_t *idx, int64_t n, int64_t v, int bad, uint64_t seed) {
     uint64_t s = seed;
@@ -40,10 +51,8 @@ static void indices(int dist, int64_t *idx, int64_t n, int64_t v, int bad, uint6
         else if (dist == SAME) idx[i] = v / 2;
         else if (dist == SKEWED) idx[i] = u < 0.5 ? 0 : u < 0.7 ? 1 : u < 0.8 ? 2 : (int64_t)(u * 1e6) % v; /* Zipf-like */
         else {
-            static const int64_t counts[] = {KN_EMBEDDING_CHUNK - 1, KN_EMBEDDING_CHUNK, KN_EMBEDDING_CHUNK + 1,
-                                              2 * KN_EMBEDDING_CHUNK, 2 * KN_EMBEDDING_CHUNK + 1};
             int64_t k = i, r = 0;
-            while (r < 4 && k >= counts[r]) k -= counts[r++];
+            while (r < EDGE_ROWS - 1 && k >= edge_counts[r]) k -= edge_counts[r++];
             idx[i] = r % v;
         }
     }
@@ -145,7 +154,7 @@ KN_TEST(embedding_emu, uniform_same_and_skewed_indices, .timeout = 240) {
         emu_case(t, UNIFORM, 2000, 1500, 37, dt == 0, 0, 1);
         emu_case(t, SAME, 1000, 5, 130, dt == 1, 0, 2);   /* 16 chunks; two column groups */
         emu_case(t, SKEWED, 3001, 300, 20, dt == 0, 0, 3);
-        emu_case(t, EDGES, 6 * KN_EMBEDDING_CHUNK + 3, 5, 9, dt == 1, 0, 4);
+        emu_case(t, EDGES, edge_total(), EDGE_ROWS, 9, dt == 1, 0, 4);
     }
 }
 
