@@ -8,14 +8,13 @@
  * node_eval (or launching a generated kernel), and frees each value right after its last
  * reader; a COMPILED program on the CPU places the values in its memory plan's arena
  * instead. What reads a program without running it (profiles, kernel listings, the
- * memory TSV, the comparison with the interpreter) is in report.c; the replay of a step as
- * one CUDA graph is in graph.c. */
+ * memory TSV, the comparison with the interpreter) is in report.c; the step profile's
+ * clock is in profile.c; the replay of a step as one CUDA graph is in graph.c. */
 #define _GNU_SOURCE /* qsort_r */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "kiln/codegen.h"
 #include "kiln/kernels.h"
@@ -28,13 +27,10 @@
 #include "kiln/program.h"
 #include "program/program_impl.h"
 
-static void prof_events_free(kn_program *p);
-
 void kn_program_free(kn_program *p) {
     if (!p) return;
     kn_program_graph_release(p); /* first: it waits for the graph's last launch, which uses the arena */
-    if (p->step_ms && p->runs > 0 && getenv("KILN_PROFILE_STEPS")) /* =N: the N costliest (1: 15) */
-        kn_program_print_profile(stderr, p, atoi(getenv("KILN_PROFILE_STEPS")) > 1 ? atoi(getenv("KILN_PROFILE_STEPS")) : 15, 0);
+    kn_program_profile_free(p); /* prints it first under KILN_PROFILE_STEPS */
     for (int i = 0; p->g && i < p->g->nnodes; i++) {
         if (p->bound) kn_tensor_free(p->bound[i]);
         if (p->vals) kn_tensor_free(p->vals[i]);
@@ -55,8 +51,6 @@ void kn_program_free(kn_program *p) {
 #endif
     kn_free(p->last_step);
     kn_free(p->ptrs);
-    kn_free(p->step_ms);
-    prof_events_free(p);
     kn_free(p->mem_off);
     kn_free(p->mem_def);
     kn_free(p->mem_last);
@@ -102,12 +96,6 @@ static kn_status schedule(kn_program *p) {
     }
     kn_free(on_host);
     return st;
-}
-
-static double kn_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
 }
 
 /* Append text to the growing source. */
@@ -502,7 +490,7 @@ kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_progr
     p->dev = o.device;
     p->target = target;
     p->stats.mode = o.mode;
-    double t0 = kn_now_ms();
+    double t0 = kn_program_now_ms();
     kn_status st = kn_graph_copy(&p->g, g);
     if (st == KN_OK) st = run_passes(p->g, o.passes);
     for (int i = 0; st == KN_OK && i < p->g->nnodes; i++) /* the unfused step count */
@@ -550,7 +538,7 @@ kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_progr
     }
     p->stats.nsteps = p->nsteps;
     p->stats.nkernels = p->nkernels;
-    p->stats.compile_ms = kn_now_ms() - t0;
+    p->stats.compile_ms = kn_program_now_ms() - t0;
     *out = p;
     return KN_OK;
 }
@@ -778,55 +766,6 @@ static kn_status run_kernel(kn_program *p, const kn_program_step *sp) {
     return KN_OK;
 }
 
-/* A profiled step's clock: events (kiln/device.h) recorded on the device's default stream
- * before the first step and after every step, without holding the run up: a GPU runs the
- * steps back to back as in an unprofiled run, and after the last step prof_collect waits
- * once and adds the time between consecutive events to each step (no launch latency or
- * host wait in a kernel's time). On the CPU an event is the wall clock, so the same code
- * times the steps there. Without events (they could not be made) the wall clock, the host
- * waiting for a GPU on both sides of a step. prof_begin returns the start, prof_end the
- * step's ms (0 with events: prof_collect adds them). */
-static double prof_begin(kn_program *p, int s) {
-    if (p->prof_ev) {
-        if (s == 0 && kn_event_record(p->prof_ev[0], NULL) != KN_OK) kn_clear_error(); /* collect then fails: 0 ms */
-        return 0;
-    }
-    if (p->dev.type != KN_DEVICE_CPU) (void)kn_device_synchronize(p->dev);
-    return kn_now_ms();
-}
-static double prof_end(kn_program *p, int s, double t0) {
-    if (p->prof_ev) {
-        if (kn_event_record(p->prof_ev[s + 1], NULL) != KN_OK) kn_clear_error();
-        return 0;
-    }
-    if (p->dev.type != KN_DEVICE_CPU) (void)kn_device_synchronize(p->dev);
-    return kn_now_ms() - t0;
-}
-static void prof_collect(kn_program *p) {
-    if (!p->prof_ev || !p->step_ms) return;
-    for (int s = 0; s < p->nsteps; s++) {
-        double ms = 0;
-        if (kn_event_elapsed_ms(p->prof_ev[s], p->prof_ev[s + 1], &ms) == KN_OK) p->step_ms[s] += ms;
-        else kn_clear_error();
-    }
-}
-static void prof_events_free(kn_program *p) {
-    for (int i = 0; p->prof_ev && i <= p->nsteps; i++) kn_event_free(p->prof_ev[i]);
-    kn_free(p->prof_ev);
-    p->prof_ev = NULL;
-}
-/* The events of a GPU program's profile, made once; false (and none) when they cannot be. */
-static bool prof_events(kn_program *p) {
-    if (p->prof_ev) return true;
-    p->prof_ev = kn_calloc((size_t)p->nsteps + 1, sizeof *p->prof_ev);
-    for (int i = 0; p->prof_ev && i <= p->nsteps; i++)
-        if (kn_event_new(p->dev, &p->prof_ev[i]) != KN_OK) {
-            prof_events_free(p);
-            kn_clear_error();
-        }
-    return p->prof_ev != NULL;
-}
-
 /* Run every step once, in order (the body of kn_program_run; a CUDA graph's capture). */
 kn_status kn_program_run_steps(kn_program *p) {
     const kn_graph *g = p->g;
@@ -853,12 +792,8 @@ kn_status kn_program_run_steps(kn_program *p) {
         }
         p->arena = p->arena_raw = mem;
     }
-    if (!p->step_ms && getenv("KILN_PROFILE_STEPS")) {
-        p->step_ms = kn_calloc((size_t)p->nsteps + 1, sizeof *p->step_ms);
-        p->env_profile = true;
-    }
+    kn_program_profile_run_begin(p);
     p->runs++;
-    if (p->step_ms) (void)prof_events(p); /* a step profile: events between the steps (prof_begin) */
     for (int s = 0; s < p->nsteps; s++) {
         const kn_program_step *sp = &p->steps[s];
         kn_status hs = p->step_hook ? p->step_hook(p->step_hook_ctx, s) : KN_OK; /* not in the step's time */
@@ -866,7 +801,7 @@ kn_status kn_program_run_steps(kn_program *p) {
             release_run(p);
             return hs;
         }
-        double t0 = p->step_ms ? prof_begin(p, s) : 0;
+        double t0 = p->step_ms ? kn_program_profile_begin(p, s) : 0;
         if (sp->kernel >= 0) {
             kn_status st = run_kernel(p, sp);
             if (st != KN_OK) {
@@ -880,7 +815,7 @@ kn_status kn_program_run_steps(kn_program *p) {
                 return st;
             }
             release_after(p, s);
-            if (p->step_ms) p->step_ms[s] += prof_end(p, s, t0);
+            if (p->step_ms) p->step_ms[s] += kn_program_profile_end(p, s, t0);
             continue;
         }
         const kn_node *n = &g->nodes[sp->node];
@@ -933,14 +868,9 @@ kn_status kn_program_run_steps(kn_program *p) {
             return st;
         }
         release_after(p, s);
-        if (p->step_ms) p->step_ms[s] += prof_end(p, s, t0);
+        if (p->step_ms) p->step_ms[s] += kn_program_profile_end(p, s, t0);
     }
-    prof_collect(p);
-    if (p->env_profile) { /* the first run warms up cuBLAS and the allocators: not counted */
-        memset(p->step_ms, 0, sizeof *p->step_ms * (size_t)p->nsteps);
-        p->runs = 0;
-        p->env_profile = false;
-    }
+    kn_program_profile_run_end(p);
     for (int i = 0; i < g->noutputs; i++) {
         kn_status st = kn_tensor_alias(&p->outs[i], p->vals[g->outputs[i]]);
         if (st != KN_OK) { release_run(p); return st; }
@@ -976,11 +906,4 @@ void kn_program_set_collectives(kn_program *p, const kn_collectives *c) {
 }
 int32_t kn_program_step_node(const kn_program *p, int step) {
     return p && step >= 0 && step < p->nsteps ? p->steps[step].node : -1;
-}
-
-void kn_program_set_profile(kn_program *p, bool on) {
-    if (!p) return;
-    kn_free(p->step_ms);
-    p->step_ms = on ? kn_calloc((size_t)p->nsteps + 1, sizeof *p->step_ms) : NULL;
-    p->runs = 0;
 }

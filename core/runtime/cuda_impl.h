@@ -330,6 +330,8 @@ KNC_KERNEL(knc_slice);
 KNC_KERNEL(knc_slice_grad);
 KNC_KERNEL(knc_embedding);
 KNC_KERNEL(knc_embedding_grad);
+/* cuda_embedding.cu: dw (zeroed here) = embedding_grad of dy and idx, on dw's GPU (dy, idx contiguous there). */
+kn_status knc_embedding_grad_sum(const kn_tensor *dy, const kn_tensor *idx, kn_tensor *dw);
 KNC_KERNEL(knc_softmax);
 KNC_KERNEL(knc_softmax_bwd);
 KNC_KERNEL(knc_causal_softmax);     /* cuda_attn.cu */
