@@ -216,7 +216,8 @@ static kn_status load_kernels(kn_program *p, const char *src) {
 static kn_status schedule_compiled(kn_program *p) {
     const kn_graph *g = p->g;
     const kn_device_backend *be = kn_device_backend_get(p->dev.type), *host = kn_device_backend_get(KN_DEVICE_CPU);
-    KN_TRY(kn_schedule_build(g, &p->sched));
+    kn_schedule_opts so = {.gpu = p->target != KN_TARGET_C}; /* the CUDA target and its emulator */
+    KN_TRY(kn_schedule_build_opts(g, &so, &p->sched));
     const kn_schedule *sc = p->sched;
     p->kernels = kn_calloc((size_t)sc->nfused + 1, sizeof *p->kernels);
     if (!p->kernels) return kn_error(KN_ERR_OOM, "kn_program_compile: out of memory");
