@@ -141,6 +141,25 @@ static kn_status bench_attn(const attn_opts *o, kn_device dev) {
         if (st == KN_OK && i >= o->warmup) ms[i - o->warmup] = t;
     }
     if (st == KN_OK) st = kn_device_mem_stats_get(dev, &m1);
+    /* One more run with the device's per-op profile (what kiln bench --profile uses): the GPU
+     * time of the ops alone, kernel-accurate, beside the wall time (which also holds launch
+     * gaps and host work). Generated kernels (bf16's compiled program) are not ops: they
+     * show in the report's "outside ops". */
+    double gpu_ms = -1;
+    char *rep = NULL;
+    size_t replen = 0;
+    if (st == KN_OK && dev.type == KN_DEVICE_CUDA) {
+        FILE *mf = open_memstream(&rep, &replen);
+        double t = 0;
+        st = mf ? kn_device_profile_start(dev) : kn_error(KN_ERR_OOM, "kiln bench-attn: out of memory");
+        if (st == KN_OK) st = kn_stopwatch_start(&w, dev);
+        if (st == KN_OK) st = kn_program_run(prog);
+        if (st == KN_OK) st = kn_stopwatch_stop(&w, &t);
+        if (st == KN_OK) st = kn_device_profile_report(dev, mf, NULL, t, 6);
+        if (mf) fclose(mf);
+        const char *at = rep ? strstr(rep, "groups, ") : NULL;
+        if (st == KN_OK && at) gpu_ms = atof(at + strlen("groups, "));
+    }
     if (st == KN_OK) {
         char devname[32];
         kn_device_str(dev, devname, sizeof devname);
@@ -151,6 +170,7 @@ static kn_status bench_attn(const attn_opts *o, kn_device dev) {
                o->batch, o->heads, o->seq, o->dim, prec, variant, devname);
         printf("  %.3f ms median of %d runs; peak %.2f MiB above the inputs; largest live set %.2f MiB\n", med,
                o->steps, peak / 1048576.0, live / 1048576.0);
+        if (gpu_ms >= 0) printf("  %.3f ms GPU time of the ops of one profiled run (wall median %.3f ms):\n%s", gpu_ms, med, rep);
 #if KN_HAVE_CUDA
         if (o->flash && dev.type == KN_DEVICE_CUDA) printf("  flash kernel: %s\n", kn_flash_cuda_kernel());
 #endif
@@ -158,6 +178,7 @@ static kn_status bench_attn(const attn_opts *o, kn_device dev) {
                o->dim, devname, prec);
     }
     kn_stopwatch_free(&w);
+    free(rep); /* open_memstream's buffer */
     for (int i = 0; i < 4; i++) {
         kn_tensor_free(host[i]);
         kn_tensor_free(dv[i]);

@@ -72,8 +72,11 @@ static kn_status schedule(kn_program *p) {
     const kn_graph *g = p->g;
     const kn_device_backend *be = kn_device_backend_get(p->dev.type), *host = kn_device_backend_get(KN_DEVICE_CPU);
     char ds[32];
-    /* on_host: made by a host step; a step whose operands all are (a view of a `full`) runs
-     * on the host too, since a device kernel finds no operand on its device */
+    /* on_host: made by a host step (a source the device does not compute: a `full`). A step
+     * reading one runs on the device all the same, on the device copy made in the first run
+     * (kn_program_device_const): computing a view of it on the host (the broadcast of a
+     * loss's gradient) would make and upload the whole tensor in every run. Only an op the
+     * device lacks, all of whose operands are host values, runs on the host. */
     bool *on_host = kn_calloc((size_t)g->nnodes + 1, sizeof *on_host);
     if (!on_host) return kn_error(KN_ERR_OOM, "kn_program_compile: out of memory");
     kn_status st = KN_OK;
@@ -83,7 +86,7 @@ static kn_status schedule(kn_program *p) {
         kn_program_step s = {i, be, p->dev.index, -1};
         bool host_operands = be != host && n->nin > 0;
         for (int j = 0; j < n->nin; j++) host_operands &= on_host[n->in[j]];
-        if (!be->supports_op(be->ctx, n->op) || (host_operands && host->supports_op(host->ctx, n->op))) {
+        if (!be->supports_op(be->ctx, n->op)) {
             if ((n->nin != 0 && !host_operands) || !host->supports_op(host->ctx, n->op)) {
                 st = kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: %%%d = %s: the %s backend has no kernel for it",
                               i, kn_op_name(n->op), kn_device_str(p->dev, ds, sizeof ds));
@@ -204,7 +207,8 @@ static kn_status load_kernels(kn_program *p, const char *src) {
 static kn_status schedule_compiled(kn_program *p) {
     const kn_graph *g = p->g;
     const kn_device_backend *be = kn_device_backend_get(p->dev.type), *host = kn_device_backend_get(KN_DEVICE_CPU);
-    KN_TRY(kn_schedule_build(g, &p->sched));
+    kn_schedule_opts so = {.gpu = p->target != KN_TARGET_C}; /* the CUDA target and its emulator */
+    KN_TRY(kn_schedule_build_opts(g, &so, &p->sched));
     const kn_schedule *sc = p->sched;
     p->kernels = kn_calloc((size_t)sc->nfused + 1, sizeof *p->kernels);
     if (!p->kernels) return kn_error(KN_ERR_OOM, "kn_program_compile: out of memory");
@@ -736,7 +740,7 @@ static kn_status run_kernel(kn_program *p, const kn_program_step *sp) {
         if (!p->vals[v]) return missing_value(p, v);
         if (!kn_device_equal(p->vals[v]->storage->device, p->dev)) { /* made on the host (a constant's view) */
             kn_tensor *moved = NULL;
-            KN_TRY(p->graph_on ? kn_program_device_const(p, v, p->vals[v], &moved) : kn_tensor_to(&moved, p->vals[v], p->dev));
+            KN_TRY(kn_program_device_const(p, v, p->vals[v], &moved)); /* a constant: copied once */
             kn_tensor_free(p->vals[v]);
             p->vals[v] = moved;
         }
@@ -833,9 +837,9 @@ kn_status kn_program_run_steps(kn_program *p) {
                                   : kn_tensor_to(&moved[k], in[k], KN_CPU);
                 in[k] = moved[k];
             }
-            /* a GPU step reading a host value (a `full`): a graph's step reads the copy made
-             * once on the device (the backend would copy it over in every run) */
-            if (st == KN_OK && p->graph_on && sp->be->type != KN_DEVICE_CPU && in[k] &&
+            /* a GPU step reading a host value (a `full`): it reads the copy made once on the
+             * device (the backend would copy it over in every run) */
+            if (st == KN_OK && sp->be->type != KN_DEVICE_CPU && in[k] &&
                 in[k]->storage->device.type == KN_DEVICE_CPU) {
                 st = kn_program_device_const(p, n->in[k], in[k], &moved[k]);
                 in[k] = moved[k];

@@ -269,26 +269,46 @@ KNC_KERNEL(knc_slice) {
     return strided_out(n, in[0], st, len ? off : 0, out);
 }
 
+/* slice_grad: out (the parent's shape) is zero but where the slice came from, which holds
+ * the gradient. One pass over out, a thread per element: [outer, n, inner] around the
+ * sliced axis, element (o, c, i) takes g[o, (c - first) / step, i] when c is one of the
+ * slice's indices, else 0. (It was a memset of out and a strided copy: two launches, which
+ * for a bias-sized slice cost more than the bytes.) */
+template <typename E, typename I>
+__global__ void knc_slice_grad_kernel(const E *g, E *out, I total, I n, I inner, I first, I len, I step) {
+    KNC_FOR_I(I, e, total) {
+        I i = e % inner, oc = e / inner, c = oc % n, o = oc / n, q = c - first;
+        bool hit = c >= first && q % step == 0 && q / step < len;
+        out[e] = hit ? g[(o * len + q / step) * inner + i] : (E)0;
+    }
+}
+
+template <typename E>
+static void slice_grad_launch(const E *g, E *out, int64_t total, int64_t n, int64_t inner, int64_t first, int64_t len,
+                              int64_t step) {
+    if (total < ((int64_t)1 << 31))
+        knc_slice_grad_kernel<E, uint32_t><<<knc_blocks(total), KNC_THREADS, 0, knc_stream>>>(
+            g, out, (uint32_t)total, (uint32_t)n, (uint32_t)inner, (uint32_t)first, (uint32_t)len, (uint32_t)step);
+    else knc_slice_grad_kernel<E, int64_t><<<knc_blocks(total), KNC_THREADS, 0, knc_stream>>>(g, out, total, n, inner, first, len, step);
+}
+
 KNC_KERNEL(knc_slice_grad) {
-    int64_t st[KN_MAX_DIMS], sst[KN_MAX_DIMS], first, len;
+    int64_t first, len;
     const kn_type *t = &n->type;
     int ax = (int)(n->attrs.axis < 0 ? n->attrs.axis + t->ndim : n->attrs.axis);
     KN_TRY(knc_new_out(n, knc_dev(in), out));
-    size_t es = kn_dtype_size(t->dtype);
-    kn_status s = KN_OK;
-    cudaError_t e = cudaMemsetAsync(kn_tensor_data(*out), 0, (size_t)kn_tensor_numel(*out) * es, knc_stream);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        s = kn_error(KN_ERR_DEVICE, "slice_grad: cudaMemsetAsync failed: %s", cudaGetErrorString(e));
-    }
-    contig_strides(t->ndim, t->shape, st);
-    contig_strides(in[0]->ndim, in[0]->shape, sst);
     kn_ir_slice_range(t->shape[ax], n->attrs.start, n->attrs.stop, n->attrs.step, &first, &len);
-    if (s == KN_OK && len > 0) {
-        char *dst = (char *)kn_tensor_data(*out) + first * st[ax] * (int64_t)es;
-        st[ax] *= n->attrs.step;
-        s = knc_strided_copy(es, in[0]->ndim, in[0]->shape, kn_tensor_data(in[0]), sst, dst, st);
-    }
+    int64_t inner = 1, total = kn_tensor_numel(*out);
+    for (int d = ax + 1; d < t->ndim; d++) inner *= t->shape[d];
+    if (total == 0) return KN_OK;
+    const void *g = kn_tensor_data(in[0]);
+    void *o = kn_tensor_data(*out);
+    size_t es = kn_dtype_size(t->dtype); /* a copy moves bits: an unsigned type of the element's size */
+    if (es == 8) slice_grad_launch((const uint64_t *)g, (uint64_t *)o, total, t->shape[ax], inner, first, len, n->attrs.step);
+    else if (es == 4) slice_grad_launch((const uint32_t *)g, (uint32_t *)o, total, t->shape[ax], inner, first, len, n->attrs.step);
+    else if (es == 2) slice_grad_launch((const uint16_t *)g, (uint16_t *)o, total, t->shape[ax], inner, first, len, n->attrs.step);
+    else slice_grad_launch((const uint8_t *)g, (uint8_t *)o, total, t->shape[ax], inner, first, len, n->attrs.step);
+    kn_status s = knc_check_launch("knc_slice_grad", __FILE__, __LINE__);
     if (s != KN_OK) { kn_tensor_free(*out); *out = NULL; }
     return s;
 }

@@ -121,6 +121,54 @@ KN_TEST(program, gpu_program_agrees_with_the_cpu) {
     irt_model_free(&m);
 }
 
+static kn_status device_of_views(void *ctx, int32_t node, const kn_tensor *value) {
+    int *on_gpu = ctx; /* [0]: broadcasts seen, [1]: of them on the GPU */
+    (void)node;
+    if (value && value->ndim == 2) on_gpu[0]++, on_gpu[1] += value->storage->device.type == KN_DEVICE_CUDA;
+    return KN_OK;
+}
+
+/* loss = sum(x * r): its gradient is broadcast_to(full 1) * r. Node by node on a GPU, the
+ * broadcast of the host constant runs on the GPU (from the constant's device copy, made
+ * once), not on the host and uploaded in every run; the gradient is r in every run. */
+KN_TEST(program, gpu_steps_read_host_constants_copied_once) {
+    if (kn_device_count(KN_DEVICE_CUDA) == 0) { cr_log_info("program: no GPU, skipped"); return; }
+    int64_t s[2] = {64, 33};
+    kn_builder *b;
+    KN_ASSERT_OK(kn_builder_new(&b, KN_MODE_GRAPH));
+    kn_val x = kn_param_typed(b, "x", KN_DT_F32, 2, s), r = kn_input_typed(b, "r", KN_DT_F32, 2, s);
+    kn_val loss = kn_sum(b, kn_mul(b, x, r), 0, NULL, false);
+    kn_builder_output(b, loss);
+    kn_graph *fwd = NULL, *g = NULL;
+    KN_ASSERT_OK(kn_builder_finish(b, &fwd));
+    kn_builder_free(b);
+    KN_ASSERT_OK(kn_autograd(fwd, loss, 1, &x, &g, NULL));
+    kn_program *p = NULL;
+    kn_program_opts o = {{KN_DEVICE_CUDA, 0}, NULL, KN_PROGRAM_NODES, false};
+    KN_ASSERT_OK(kn_program_compile(&p, g, &o));
+    kn_rng rng = kn_rng_new(3);
+    kn_tensor *hx = NULL, *hr = NULL;
+    KN_ASSERT_OK(kn_tensor_randn(&hx, KN_DT_F32, 2, s, &rng));
+    KN_ASSERT_OK(kn_tensor_randn(&hr, KN_DT_F32, 2, s, &rng));
+    KN_ASSERT_OK(kn_program_bind(p, "x", hx));
+    KN_ASSERT_OK(kn_program_bind(p, "r", hr));
+    int seen[2] = {0, 0};
+    kn_program_set_hook(p, device_of_views, seen);
+    for (int run = 0; run < 3; run++) {
+        KN_ASSERT_OK(kn_program_run(p));
+        kn_tensor *dx = NULL;
+        KN_ASSERT_OK(kn_tensor_to(&dx, kn_program_output(p, 1), KN_CPU));
+        cr_assert(!memcmp(kn_tensor_data(dx), kn_tensor_data(hr), sizeof(float) * 64 * 33), "run %d: dx is not r", run);
+        kn_tensor_free(dx);
+    }
+    cr_assert(seen[0] >= 3 && seen[1] == seen[0], "%d of %d [64, 33] values on the GPU", seen[1], seen[0]);
+    kn_tensor_free(hx);
+    kn_tensor_free(hr);
+    kn_program_free(p);
+    kn_graph_free(fwd);
+    kn_graph_free(g);
+}
+
 /* The tiny model's joint graph (f64), its interpreter run and a bound program of it. */
 typedef struct fixture {
     irt_model m;
