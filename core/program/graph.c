@@ -60,6 +60,11 @@ kn_status kn_program_set_cuda_graph(kn_program *p, bool on) {
         return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: a program with a hook or a step profile runs host "
                         "code between its steps, which a CUDA graph cannot replay");
     for (int i = 0; i < p->g->nnodes; i++)
+        if (kn_op_get(p->g->nodes[i].op)->category == KN_CAT_COLLECTIVE)
+            return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: %%%d = %s talks to other ranks from the host "
+                            "between the steps (a wait polls), which a CUDA graph cannot replay", i,
+                            kn_op_name(p->g->nodes[i].op));
+    for (int i = 0; i < p->g->nnodes; i++)
         if (p->deferred[i])
             return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: param \"%s\" is supplied during the run "
                             "(ZeRO-3), which a CUDA graph cannot replay", p->g->nodes[i].attrs.name);

@@ -87,6 +87,10 @@ static kn_status schedule(kn_program *p) {
         const kn_node *n = &g->nodes[i];
         if (n->op == KN_OP_INPUT || n->op == KN_OP_PARAM) continue;
         kn_program_step s = {i, be, p->dev.index, -1};
+        if (kn_op_get(n->op)->category == KN_CAT_COLLECTIVE) { /* the context runs it, on the device's values */
+            p->steps[p->nsteps++] = s;
+            continue;
+        }
         bool host_operands = be != host && n->nin > 0;
         for (int j = 0; j < n->nin; j++) host_operands &= on_host[n->in[j]];
         if (!be->supports_op(be->ctx, n->op) || (host_operands && host->supports_op(host->ctx, n->op))) {
@@ -239,12 +243,12 @@ static kn_status schedule_compiled(kn_program *p) {
         if (!G->fused) {
             const kn_node *n = &g->nodes[G->nodes[0]];
             kn_program_step step = {G->nodes[0], be, p->dev.index, -1};
-            bool host_operands = be != host;
+            bool host_operands = be != host && kn_op_get(n->op)->category != KN_CAT_COLLECTIVE;
             for (int j = 0; j < n->nin; j++) host_operands &= on_host[n->in[j]];
             if (host_operands && host->supports_op(host->ctx, n->op)) {
                 step = (kn_program_step){G->nodes[0], host, 0, -1};
                 on_host[G->nodes[0]] = true;
-            } else if (!be->supports_op(be->ctx, n->op))
+            } else if (!be->supports_op(be->ctx, n->op) && kn_op_get(n->op)->category != KN_CAT_COLLECTIVE)
                 st = kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: %%%d = %s: the %s backend has no kernel for it",
                               G->nodes[0], kn_op_name(n->op), kn_device_str(p->dev, ds, sizeof ds));
             p->steps[p->nsteps++] = step;
@@ -518,14 +522,6 @@ kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_progr
         st = kn_passes_run_with(codegen_passes, 1, p->g, target == KN_TARGET_CUDA ? "decompose:gpu" : "decompose", &rep);
     }
     if (st == KN_OK) st = kn_graph_verify(p->g);
-    for (int i = 0; st == KN_OK && i < p->g->nnodes; i++) /* collectives: CPU programs so far */
-        if (kn_op_get(p->g->nodes[i].op)->category == KN_CAT_COLLECTIVE && p->dev.type != KN_DEVICE_CPU) {
-            char ds[32];
-            st = kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: %%%d = %s: collectives in the graph run in CPU "
-                          "programs so far, not on %s (GPU ranks drive NCCL from the program's hooks: kiln train "
-                          "--dist on --comm nccl does)", i, kn_op_name(p->g->nodes[i].op),
-                          kn_device_str(p->dev, ds, sizeof ds));
-        }
     if (st != KN_OK) { kn_program_free(p); return st; }
     size_t nn = (size_t)p->g->nnodes;
     p->steps = kn_calloc(nn + 1, sizeof *p->steps);
@@ -910,7 +906,7 @@ kn_status kn_program_run_steps(kn_program *p) {
             st = planned_tensor(p, sp->node, &p->vals[sp->node]);
         kn_tensor *placed = p->vals[sp->node];
         if (st == KN_OK && kn_op_get(n->op)->category == KN_CAT_COLLECTIVE)
-            st = kn_collective_eval(p->coll.run ? &p->coll : NULL, sp->node, n, in, &p->vals[sp->node]);
+            st = kn_collective_eval(p->coll.run ? &p->coll : NULL, p->dev, sp->node, n, in, &p->vals[sp->node]);
         else if (st == KN_OK)
             st = sp->be->node_eval(sp->be->ctx, sp->index, n, in, &p->vals[sp->node]);
         /* a kernel that made its own output (an alias of an operand, a view) replaced the
