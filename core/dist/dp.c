@@ -327,12 +327,15 @@ kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d) {
     if (!f || !d || !d->tr || !d->tr->prog) return kn_error(KN_ERR_ARG, "kn_dp_schedule_print: NULL argument");
     const kn_graph *g = kn_program_graph(d->tr->prog);
     const kn_params *p = &d->tr->model->p;
-    int32_t *last = kn_malloc((size_t)(g->nnodes + 1) * sizeof *last), *root = kn_malloc((size_t)(g->nnodes + 1) * sizeof *root);
+    size_t nn = (size_t)g->nnodes + 1;
+    int32_t *last = kn_malloc(nn * sizeof *last), *root = kn_malloc(nn * sizeof *root), *waited_at = kn_calloc(nn, sizeof *waited_at);
     char *text = NULL;
-    kn_status st = last && root ? kn_graph_to_string(g, &text) : kn_error(KN_ERR_OOM, "kn_dp_schedule_print: out of memory");
+    kn_status st = last && root && waited_at ? kn_graph_to_string(g, &text)
+                                             : kn_error(KN_ERR_OOM, "kn_dp_schedule_print: out of memory");
     if (st != KN_OK) {
         kn_free(last);
         kn_free(root);
+        kn_free(waited_at);
         return st;
     }
     /* a gathered buffer's last reader (through its views): where it is freed */
@@ -341,6 +344,7 @@ kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d) {
         last[i] = -1;
         root[i] = n->nin == 1 && kn_ir_aliases(n, &g->nodes[n->in[0]].type) ? root[n->in[0]] : i;
         for (int k = 0; k < n->nin; k++) last[root[n->in[k]]] = i;
+        if (n->op == KN_OP_COMM_WAIT && n->type.ndim == 1) waited_at[n->in[0]] = i; /* its phase is its wait's */
     }
     bool zero = d->cfg.strategy != KN_DP_DDP;
     const char *coll = zero ? "reduce_scatter" : d->cfg.ring ? "ring_all_reduce" : "all_reduce";
@@ -373,7 +377,7 @@ kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d) {
                     p->info[k->last_param].name);
         if (k && n->op == KN_OP_ALL_GATHER_START)
             fprintf(f, "#   ^ all_gather bucket %d's parameters (%s): slab [%lld, %lld), %lld bytes, %s .. %s\n", b,
-                    id > g->outputs[0] ? "backward" : "forward", (long long)k->lo, (long long)k->hi,
+                    waited_at[id] > g->outputs[0] ? "backward" : "forward", (long long)k->lo, (long long)k->hi,
                     (long long)((k->hi - k->lo) * 4), p->info[k->first_param].name, p->info[k->last_param].name);
         if (k && n->op == KN_OP_COMM_WAIT && n->type.ndim == 1)
             fprintf(f, "#   ^ wait for bucket %d's parameters; freed after %%%d, their last reader\n", b, last[root[id]]);
@@ -395,5 +399,6 @@ kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d) {
     kn_free(text);
     kn_free(last);
     kn_free(root);
+    kn_free(waited_at);
     return KN_OK;
 }
