@@ -138,12 +138,12 @@ int kn_program_nsteps(const kn_program *p);
 int32_t kn_program_step_node(const kn_program *p, int step);
 /* Call fn(ctx, node, value) after each step's node has its value, before values are freed
  * after their last use (NULL fn: none). The same contract as kn_interp_set_hook: an error
- * from fn stops the run with that status. Distributed training (core/dist/dp.c) starts a
- * bucket's collective the moment its last gradient exists, overlapping the backward. */
+ * from fn stops the run with that status (tests/core/test_program.c). */
 void kn_program_set_hook(kn_program *p, kn_interp_hook fn, void *ctx);
 
-/* Parameters supplied during the run (ZeRO-3: core/dist/dp.c keeps 1/N of each parameter
- * and gathers a bucket of them only for the steps that read it). kn_program_defer drops
+/* Parameters supplied during the run (ZeRO-3's evaluation program holds deferred params
+ * until kn_dp_gather_state binds the gathered slab; its step gathers through collective
+ * ops instead, kiln/ir.h). kn_program_defer drops
  * param `name`'s binding (and the binding's reference to its memory) and marks it deferred:
  * runs then start without a value for it, and the step hook (called before each step,
  * with the step's index) gives it one with kn_program_supply(p, node, t) (aliased; t must
@@ -154,8 +154,9 @@ void kn_program_set_hook(kn_program *p, kn_interp_hook fn, void *ctx);
  * operands, a generated kernel's loads): up to max into out, returning how many there are. */
 typedef kn_status (*kn_program_step_hook)(void *ctx, int step);
 /* The collectives context of the following runs (kiln/ir.h: grad_store, all_reduce_start,
- * comm_wait are its steps; it is polled after every step; NULL: none). A program whose
- * graph has collectives compiles for the CPU only (KN_ERR_UNSUPPORTED on a GPU, saying so). */
+ * reduce_scatter_start, all_gather_start, comm_wait are its steps; it is polled after every
+ * step; NULL: none). CPU and GPU programs alike (a GPU rank's context drives NCCL); a CUDA
+ * graph refuses them. */
 void kn_program_set_collectives(kn_program *p, const kn_collectives *c);
 kn_status kn_program_defer(kn_program *p, const char *name);
 kn_status kn_program_supply(kn_program *p, int32_t node, const kn_tensor *t);
