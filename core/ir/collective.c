@@ -17,18 +17,9 @@
 #include "ir/ir_impl.h"
 #include "kiln/device.h"
 
-kn_status kn_collective_eval(const kn_collectives *c, kn_device dev, int32_t id, const kn_node *n,
-                             const kn_tensor *const *in, kn_tensor **out) {
-    if (!n || !out) return kn_error(KN_ERR_ARG, "kn_collective_eval: NULL argument");
-    if (!c || !c->run)
-        return kn_error(KN_ERR_UNSUPPORTED, "%s: no collectives context: the graph talks to other ranks, so run it with "
-                        "one (kn_interp_set_collectives, kn_program_set_collectives; kiln train --dist, or "
-                        "kn_collectives_local_new for one process)", kn_op_name(n->op));
-    /* operands on any device: the context's communicator reads them where they are (MPI
-     * host memory, NCCL the rank's GPU) */
-    for (int k = 0; k < n->nin; k++)
-        if (!in[k] || !kn_tensor_is_contiguous(in[k]))
-            return kn_error(KN_ERR_UNSUPPORTED, "%s: operand %d is not a contiguous tensor", kn_op_name(n->op), k);
+/* The node's value, its operands contiguous. */
+static kn_status eval_contiguous(const kn_collectives *c, kn_device dev, int32_t id, const kn_node *n,
+                                 const kn_tensor *const *in, kn_tensor **out) {
     if (n->op == KN_OP_COMM_WAIT && in[0]->ndim == 1) { /* an all_gather's buffer, complete: given back */
         KN_TRY(c->run(c->ctx, id, n, in, NULL));
         kn_tensor_free(*out);
@@ -55,6 +46,28 @@ kn_status kn_collective_eval(const kn_collectives *c, kn_device dev, int32_t id,
         return kn_device_memcpy((*out)->storage->device, kn_tensor_data(*out), KN_CPU, &zero, sizeof zero);
     }
     return kn_tensor_scalar(out, KN_DT_F32, 0.0);
+}
+
+kn_status kn_collective_eval(const kn_collectives *c, kn_device dev, int32_t id, const kn_node *n,
+                             const kn_tensor *const *in, kn_tensor **out) {
+    if (!n || !out) return kn_error(KN_ERR_ARG, "kn_collective_eval: NULL argument");
+    if (!c || !c->run)
+        return kn_error(KN_ERR_UNSUPPORTED, "%s: no collectives context: the graph talks to other ranks, so run it with "
+                        "one (kn_interp_set_collectives, kn_program_set_collectives; kiln train --dist, or "
+                        "kn_collectives_local_new for one process)", kn_op_name(n->op));
+    /* operands on any device: the context's communicator reads them where they are (MPI
+     * host memory, NCCL the rank's GPU); a strided one is first copied contiguous there */
+    const kn_tensor *args[KN_MAX_OPERANDS];
+    kn_tensor *tmp[KN_MAX_OPERANDS] = {0};
+    kn_status st = KN_OK;
+    for (int k = 0; k < n->nin && st == KN_OK; k++) {
+        if (!in[k]) st = kn_error(KN_ERR_ARG, "%s: operand %d has no value", kn_op_name(n->op), k);
+        else st = kn_device_contiguous(kn_op_name(n->op), in[k], &tmp[k]); /* an alias when it already is */
+        args[k] = tmp[k];
+    }
+    if (st == KN_OK) st = eval_contiguous(c, dev, id, n, args, out);
+    for (int k = 0; k < n->nin; k++) kn_tensor_free(tmp[k]);
+    return st;
 }
 
 /* ---------------------------------------------------------------- one process */
