@@ -603,56 +603,13 @@ kn_status kn_program_defer(kn_program *p, const char *name) {
     return KN_OK;
 }
 
-kn_status kn_program_supply(kn_program *p, int32_t node, const kn_tensor *t) {
-    if (!p) return kn_error(KN_ERR_ARG, "kn_program_supply: NULL program");
-    if (node < 0 || node >= p->g->nnodes || !p->deferred[node])
-        return kn_error(KN_ERR_ARG, "kn_program_supply: %%%d is not a deferred param (kn_program_defer)", node);
-    if (t) {
-        char ds[32];
-        KN_TRY(check_type(p, node, t, "kn_program_supply"));
-        if (!kn_device_equal(t->storage->device, p->dev) || !kn_tensor_is_contiguous(t))
-            return kn_error(KN_ERR_ARG, "kn_program_supply: \"%s\" must be contiguous on %s, the program's device "
-                            "(no copy is made during a run)", p->g->nodes[node].attrs.name,
-                            kn_device_str(p->dev, ds, sizeof ds));
-    }
-    kn_tensor_free(p->vals[node]);
-    p->vals[node] = NULL;
-    return t ? kn_tensor_alias(&p->vals[node], t) : KN_OK;
-}
-
-void kn_program_set_step_hook(kn_program *p, kn_program_step_hook fn, void *ctx) {
-    if (!p) return;
-    p->step_hook = fn;
-    p->step_hook_ctx = ctx;
-}
-
-int kn_program_step_reads(const kn_program *p, int step, int32_t *out, int max) {
-    if (!p || step < 0 || step >= p->nsteps) return 0;
-    const kn_program_step *sp = &p->steps[step];
-    int n = 0;
-    if (sp->kernel < 0) {
-        const kn_node *nd = &p->g->nodes[sp->node];
-        for (int k = 0; k < nd->nin; k++, n++)
-            if (out && n < max) out[n] = nd->in[k];
-        return n;
-    }
-    const kn_kernel *k = &p->kernels[sp->kernel].ir;
-    for (int b = 0; b < k->nbufs; b++)
-        if (!k->bufs[b].store) {
-            if (out && n < max) out[n] = k->bufs[b].value;
-            n++;
-        }
-    return n;
-}
-
-/* The error for a step reading value v, which has none: a deferred param not supplied (the
- * caller puts "kn_program_run: step S (...)" in front). */
+/* The error for a step reading value v, which has none: a deferred param (the caller puts
+ * "kn_program_run: step S (...)" in front). */
 static kn_status missing_value(const kn_program *p, int32_t v) {
     const kn_node *n = &p->g->nodes[v];
     if (p->deferred[v])
         return kn_error(KN_ERR_ARG, "it reads param \"%s\" (%%%d), which is deferred and was not supplied "
-                        "(kn_program_supply from the step hook; under ZeRO-3, gather the parameters first)",
-                        n->attrs.name, v);
+                        "(bind it; under ZeRO-3, gather the parameters first: kn_dp_gather_state)", n->attrs.name, v);
     return kn_error(KN_ERR_INTERNAL, "it reads %%%d (%s), which no step made", v, kn_op_name(n->op));
 }
 
@@ -857,11 +814,6 @@ kn_status kn_program_run_steps(kn_program *p) {
     if (p->step_ms) (void)prof_events(p); /* a step profile: events between the steps (prof_begin) */
     for (int s = 0; s < p->nsteps; s++) {
         const kn_program_step *sp = &p->steps[s];
-        kn_status hs = p->step_hook ? p->step_hook(p->step_hook_ctx, s) : KN_OK; /* not in the step's time */
-        if (hs != KN_OK) {
-            release_run(p);
-            return hs;
-        }
         double t0 = p->step_ms ? prof_begin(p, s) : 0;
         if (sp->kernel >= 0) {
             kn_status st = run_kernel(p, sp);
