@@ -113,9 +113,8 @@ kn_status kn_train_dist_attach(const kn_train_opts *o, kn_train_dist *rd, kn_tra
            "bucket%s of <= %g MiB\n", o->dist, rd->size, o->comm, o->allreduce,
            c.compress ? ", int8 gradients with error feedback" : "", rd->rows, o->accum, rd->dp.nbuckets,
            rd->dp.nbuckets == 1 ? "" : "s", o->bucket_mb);
-    printf("  collectives           %s\n", rd->dp.ir ? "ops of the step's graph, placed by the pass below (--emit-ir "
-           "shows where)" : "started from the program's hooks (GPU ranks, ZeRO-3)");
-    if (rd->dp.ir) printf("  pass                  %s\n", rd->dp.pass);
+    printf("  collectives           ops of the step's graph, placed by the pass below (--emit-ir shows where)\n");
+    printf("  pass                  %s\n", rd->dp.pass);
     if (o->emit_ir[0] && rd->rank == 0) {
         FILE *f = fopen(o->emit_ir, "w");
         if (!f) return kn_error(KN_ERR_IO, "--emit-ir %s: cannot open: %s", o->emit_ir, strerror(errno));
@@ -162,7 +161,7 @@ void kn_train_dist_report(const kn_train_dist *rd, int64_t P) {
     printf("  overlap (last step)   communication %.2f ms, %.2f ms of it after the backward: %.0f%% hidden behind "
            "the backward (%.2f ms)\n", 1e3 * s->comm_s, 1e3 * s->exposed_s, 100 * hidden, 1e3 * s->backward_s);
     kn_overlap_room room; /* the IR's placement: where the backward ends (the first comm_wait) and the starts */
-    if (rd->dp.ir && kn_dp_overlap_room(kn_program_graph(rd->dp.tr->prog), &room) == KN_OK)
+    if (kn_dp_overlap_room(kn_program_graph(rd->dp.tr->prog), &room) == KN_OK)
         printf("  overlap (placement)   the backward ends at the step's first comm_wait; %d bucket starts, each with "
                "%.0f%% of the backward's FLOPs still to run on average (%.0f%% .. %.0f%%)\n", room.starts,
                100 * room.mean, 100 * room.least, 100 * room.most);

@@ -64,9 +64,14 @@ kn_status kn_program_set_cuda_graph(kn_program *p, bool on) {
     if (p->target != KN_TARGET_CUDA || p->stats.mode != KN_PROGRAM_COMPILED)
         return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: CUDA graphs need a compiled program on a GPU "
                         "(--mode compiled --device cuda)");
-    if (p->hook || p->step_hook || p->step_ms)
+    if (p->hook || p->step_ms)
         return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: a program with a hook or a step profile runs host "
                         "code between its steps, which a CUDA graph cannot replay");
+    for (int i = 0; i < p->g->nnodes; i++)
+        if (kn_op_get(p->g->nodes[i].op)->category == KN_CAT_COLLECTIVE)
+            return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: %%%d = %s talks to other ranks from the host "
+                            "between the steps (a wait polls), which a CUDA graph cannot replay", i,
+                            kn_op_name(p->g->nodes[i].op));
     for (int i = 0; i < p->g->nnodes; i++)
         if (p->deferred[i])
             return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: param \"%s\" is supplied during the run "
@@ -117,7 +122,7 @@ static bool is_source(const kn_program *p, int32_t i) {
 
 kn_status kn_program_run_graph(kn_program *p) {
     const kn_graph *g = p->g;
-    if (p->hook || p->step_hook)
+    if (p->hook)
         return kn_error(KN_ERR_UNSUPPORTED, "kn_program_run: a hook was set after CUDA graphs were turned on; a graph "
                         "cannot run host code between its steps (kn_program_set_cuda_graph(p, false) first)");
     if (p->graph_runs++ == 0) return kn_program_run_steps(p); /* the warm-up */

@@ -84,6 +84,10 @@ static kn_status schedule(kn_program *p) {
         const kn_node *n = &g->nodes[i];
         if (n->op == KN_OP_INPUT || n->op == KN_OP_PARAM) continue;
         kn_program_step s = {i, be, p->dev.index, -1};
+        if (kn_op_get(n->op)->category == KN_CAT_COLLECTIVE) { /* the context runs it, on the device's values */
+            p->steps[p->nsteps++] = s;
+            continue;
+        }
         bool host_operands = be != host && n->nin > 0;
         for (int j = 0; j < n->nin; j++) host_operands &= on_host[n->in[j]];
         if (!be->supports_op(be->ctx, n->op)) {
@@ -231,12 +235,12 @@ static kn_status schedule_compiled(kn_program *p) {
         if (!G->fused) {
             const kn_node *n = &g->nodes[G->nodes[0]];
             kn_program_step step = {G->nodes[0], be, p->dev.index, -1};
-            bool host_operands = be != host;
+            bool host_operands = be != host && kn_op_get(n->op)->category != KN_CAT_COLLECTIVE;
             for (int j = 0; j < n->nin; j++) host_operands &= on_host[n->in[j]];
             if (host_operands && host->supports_op(host->ctx, n->op)) {
                 step = (kn_program_step){G->nodes[0], host, 0, -1};
                 on_host[G->nodes[0]] = true;
-            } else if (!be->supports_op(be->ctx, n->op))
+            } else if (!be->supports_op(be->ctx, n->op) && kn_op_get(n->op)->category != KN_CAT_COLLECTIVE)
                 st = kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: %%%d = %s: the %s backend has no kernel for it",
                               G->nodes[0], kn_op_name(n->op), kn_device_str(p->dev, ds, sizeof ds));
             p->steps[p->nsteps++] = step;
@@ -510,14 +514,6 @@ kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_progr
         st = kn_passes_run_with(codegen_passes, 1, p->g, target == KN_TARGET_CUDA ? "decompose:gpu" : "decompose", &rep);
     }
     if (st == KN_OK) st = kn_graph_verify(p->g);
-    for (int i = 0; st == KN_OK && i < p->g->nnodes; i++) /* collectives: CPU programs so far */
-        if (kn_op_get(p->g->nodes[i].op)->category == KN_CAT_COLLECTIVE && p->dev.type != KN_DEVICE_CPU) {
-            char ds[32];
-            st = kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: %%%d = %s: collectives in the graph run in CPU "
-                          "programs so far, not on %s (GPU ranks drive NCCL from the program's hooks: kiln train "
-                          "--dist on --comm nccl does)", i, kn_op_name(p->g->nodes[i].op),
-                          kn_device_str(p->dev, ds, sizeof ds));
-        }
     if (st != KN_OK) { kn_program_free(p); return st; }
     size_t nn = (size_t)p->g->nnodes;
     p->steps = kn_calloc(nn + 1, sizeof *p->steps);
@@ -599,56 +595,13 @@ kn_status kn_program_defer(kn_program *p, const char *name) {
     return KN_OK;
 }
 
-kn_status kn_program_supply(kn_program *p, int32_t node, const kn_tensor *t) {
-    if (!p) return kn_error(KN_ERR_ARG, "kn_program_supply: NULL program");
-    if (node < 0 || node >= p->g->nnodes || !p->deferred[node])
-        return kn_error(KN_ERR_ARG, "kn_program_supply: %%%d is not a deferred param (kn_program_defer)", node);
-    if (t) {
-        char ds[32];
-        KN_TRY(check_type(p, node, t, "kn_program_supply"));
-        if (!kn_device_equal(t->storage->device, p->dev) || !kn_tensor_is_contiguous(t))
-            return kn_error(KN_ERR_ARG, "kn_program_supply: \"%s\" must be contiguous on %s, the program's device "
-                            "(no copy is made during a run)", p->g->nodes[node].attrs.name,
-                            kn_device_str(p->dev, ds, sizeof ds));
-    }
-    kn_tensor_free(p->vals[node]);
-    p->vals[node] = NULL;
-    return t ? kn_tensor_alias(&p->vals[node], t) : KN_OK;
-}
-
-void kn_program_set_step_hook(kn_program *p, kn_program_step_hook fn, void *ctx) {
-    if (!p) return;
-    p->step_hook = fn;
-    p->step_hook_ctx = ctx;
-}
-
-int kn_program_step_reads(const kn_program *p, int step, int32_t *out, int max) {
-    if (!p || step < 0 || step >= p->nsteps) return 0;
-    const kn_program_step *sp = &p->steps[step];
-    int n = 0;
-    if (sp->kernel < 0) {
-        const kn_node *nd = &p->g->nodes[sp->node];
-        for (int k = 0; k < nd->nin; k++, n++)
-            if (out && n < max) out[n] = nd->in[k];
-        return n;
-    }
-    const kn_kernel *k = &p->kernels[sp->kernel].ir;
-    for (int b = 0; b < k->nbufs; b++)
-        if (!k->bufs[b].store) {
-            if (out && n < max) out[n] = k->bufs[b].value;
-            n++;
-        }
-    return n;
-}
-
-/* The error for a step reading value v, which has none: a deferred param not supplied (the
- * caller puts "kn_program_run: step S (...)" in front). */
+/* The error for a step reading value v, which has none: a deferred param (the caller puts
+ * "kn_program_run: step S (...)" in front). */
 static kn_status missing_value(const kn_program *p, int32_t v) {
     const kn_node *n = &p->g->nodes[v];
     if (p->deferred[v])
         return kn_error(KN_ERR_ARG, "it reads param \"%s\" (%%%d), which is deferred and was not supplied "
-                        "(kn_program_supply from the step hook; under ZeRO-3, gather the parameters first)",
-                        n->attrs.name, v);
+                        "(bind it; under ZeRO-3, gather the parameters first: kn_dp_gather_state)", n->attrs.name, v);
     return kn_error(KN_ERR_INTERNAL, "it reads %%%d (%s), which no step made", v, kn_op_name(n->op));
 }
 
@@ -800,11 +753,6 @@ kn_status kn_program_run_steps(kn_program *p) {
     p->runs++;
     for (int s = 0; s < p->nsteps; s++) {
         const kn_program_step *sp = &p->steps[s];
-        kn_status hs = p->step_hook ? p->step_hook(p->step_hook_ctx, s) : KN_OK; /* not in the step's time */
-        if (hs != KN_OK) {
-            release_run(p);
-            return hs;
-        }
         double t0 = p->step_ms ? kn_program_profile_begin(p, s) : 0;
         if (sp->kernel >= 0) {
             kn_status st = run_kernel(p, sp);
@@ -849,7 +797,7 @@ kn_status kn_program_run_steps(kn_program *p) {
             st = planned_tensor(p, sp->node, &p->vals[sp->node]);
         kn_tensor *placed = p->vals[sp->node];
         if (st == KN_OK && kn_op_get(n->op)->category == KN_CAT_COLLECTIVE)
-            st = kn_collective_eval(p->coll.run ? &p->coll : NULL, sp->node, n, in, &p->vals[sp->node]);
+            st = kn_collective_eval(p->coll.run ? &p->coll : NULL, p->dev, sp->node, n, in, &p->vals[sp->node]);
         else if (st == KN_OK)
             st = sp->be->node_eval(sp->be->ctx, sp->index, n, in, &p->vals[sp->node]);
         /* a kernel that made its own output (an alias of an operand, a view) replaced the

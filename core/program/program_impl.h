@@ -41,8 +41,6 @@ struct kn_program {
     kn_interp_hook hook;      /* called after each step (kn_program_set_hook), or NULL */
     void *hook_ctx;
     bool *deferred;           /* per node: a param supplied during the run (kn_program_defer) */
-    kn_program_step_hook step_hook; /* called before each step (kn_program_set_step_hook), or NULL */
-    void *step_hook_ctx;
     kn_collectives coll;      /* runs the collective steps (kn_program_set_collectives); run NULL: none */
     /* COMPILED */
     kn_schedule *sched;

@@ -397,8 +397,8 @@ typedef kn_status (*knc_kernel_fn)(const kn_node *, const kn_tensor *const *, kn
 namespace knc_col {
 const knc_kernel_fn kern_none = nullptr; /* input, param: bound, never evaluated */
 const knc_kernel_fn kern_full = nullptr; /* runs on the host; its consumer copies it over */
-/* grad_store, all_reduce_start, comm_wait: run by the program's collectives context, never a
- * device kernel; kn_program_compile refuses them on a GPU (the NCCL ranks run DDP from hooks) */
+/* grad_store, all_reduce_start, all_gather_start, comm_wait: run by the program's collectives
+ * context (kn_collective_eval: NCCL on GPU ranks), never a device kernel */
 const knc_kernel_fn kern_collective = nullptr;
 const knc_kernel_fn kern_binary = knc_binary, kern_eq = knc_eq, kern_where = knc_where, kern_unary = knc_unary;
 const knc_kernel_fn kern_act_bwd = knc_act_bwd, kern_cast = knc_cast, kern_dropout = knc_dropout;
