@@ -70,7 +70,6 @@ knr_plan knr_cols_plan(long long outer, long long r, long long inner) {
         if (p.nchunk > r / KNR_MIN_CHUNK) p.nchunk = r / KNR_MIN_CHUNK;
     }
     p.chunk = (r + p.nchunk - 1) / p.nchunk;
-    if (p.nchunk > 1) p.chunk = (p.chunk + 4 * KNR_BY - 1) / (4 * KNR_BY) * (4 * KNR_BY); /* whole batches of loads */
     if (p.chunk < 1) p.chunk = 1;
     p.nchunk = (r + p.chunk - 1) / p.chunk; /* no empty chunk */
     if (p.nchunk < 1) p.nchunk = 1;
