@@ -32,10 +32,8 @@
 
 #ifdef __CUDACC__
 #define KNR_LDCG(p) __ldcg(p) /* the other blocks' partials: from L2, not a stale L1 line */
-#define KNR_UNROLL _Pragma("unroll")
 #else
 #define KNR_LDCG(p) (*(p))
-#define KNR_UNROLL
 #define __threadfence() ((void)0) /* the emulator runs one block at a time */
 #endif
 
