@@ -294,9 +294,6 @@ kn_status knc_profile_begin(void);
 kn_status knc_profile_end(const kn_node *n, const kn_tensor *const *in, const kn_tensor *out);
 /* Strided copy of es-byte elements on the device: dst (contiguous strides dstr) from src
  * (strides sstr, 0 where broadcast), over shape. Pointers already include offsets. */
-/* The column reduction (cuda_colsum.cu): y [outer, inner] = sum, mean or max (op) of x
- * [outer, r, inner] over r, f32 or f64 (dt); deterministic, one launch. */
-kn_status knc_colsum(kn_device dev, kn_dtype dt, int op, const void *x, void *y, int64_t outer, int64_t r, int64_t inner);
 kn_status knc_strided_copy(size_t es, int ndim, const int64_t *shape, const void *src, const int64_t *sstr,
                            void *dst, const int64_t *dstr);
 /* Copy of an index tensor (i32 or i64) to a host array of int64 (kn_malloc'd). */
