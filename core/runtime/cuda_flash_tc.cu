@@ -64,6 +64,20 @@
 
 static inline int knt_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
+/* 2^x for the softmax: one ex2.approx.ftz under nvcc (2 ulp; results below 2^-126 flush to
+ * 0, where p is negligible next to the row's max term 1 anyway; 2^-inf = 0, which the masks
+ * and the +inf stand-in for a missing L rely on), exp2f on the CPU. exp2f under nvcc
+ * without --use_fast_math is ex2.approx without .ftz plus a rescaling around it. */
+#ifdef __CUDACC__
+static __device__ __forceinline__ float knt_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+#else
+static inline float knt_ex2(float x) { return exp2f(x); }
+#endif
+
 /* ---------------------------------------------------------------- fragments, tf32 (float tiles)
  * A [16, 8] at s (pitch p): a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4).
  * B [8, 8] "n-major" (B[k][n] = s[n p + k], rows of K as columns): b0 (t, g), b1 (t + 4, g).
