@@ -92,17 +92,23 @@ static inline float knt_ex2(float x) { return exp2f(x); }
  * t and t + 4, exactly its A fragment (a0 = c0, a1 = c2, a2 = c1, a3 = c3): P never moves
  * between lanes. KNT_SCOL names the key (or, in dk/dv, the query) of accumulator e. */
 #define KNT_SCOL_TF32(t, e) ((t) + 4 * ((e) & 1))
+/* The tiles hold the f32 operands as they are in memory (cp.async copies them verbatim), so
+ * each fragment is rounded to tf32 as it is loaded (cvt.rna, which mma.tf32 would not do:
+ * it reads the top 19 bits of whatever it gets). */
+static __device__ inline unsigned knt_rna(unsigned u) { return kn_tf32_bits(kn_bits_f32(u)); }
 static __device__ inline void knt_lda_tf32(unsigned a[4], const float *s, int p, int g, int t) {
     int l = 4 * g + t;
     kn_ldmatrix_x4(a, (const unsigned short *)(s + l % 16 * p + l / 16 * 4));
+    KN_UNROLL for (int i = 0; i < 4; i++) a[i] = knt_rna(a[i]);
 }
 static __device__ inline void knt_ldbn_tf32(unsigned b[2], const float *s, int p, int g, int t) {
     int l = 4 * g + t, c = l % 8;
     kn_ldmatrix_x2(b, (const unsigned short *)(s + (c / 2 + 4 * (c % 2)) * p + (l >> 3 & 1) * 4));
+    b[0] = knt_rna(b[0]), b[1] = knt_rna(b[1]);
 }
 static __device__ inline void knt_ldbk_tf32(unsigned b[2], const float *s, int p, int g, int t) {
-    b[0] = kn_f32_bits(s[t * p + g]);
-    b[1] = kn_f32_bits(s[(t + 4) * p + g]);
+    b[0] = kn_tf32_bits(s[t * p + g]);
+    b[1] = kn_tf32_bits(s[(t + 4) * p + g]);
 }
 /* Accumulators c (one [16, 8] tile, columns permuted as above) to the A fragment of the
  * next product: the same lane's values, rounded to tf32. */
@@ -112,16 +118,6 @@ static __device__ inline void knt_c2a_tf32(unsigned a[4], const float *c, int la
     a[1] = kn_tf32_bits(c[2]);
     a[2] = kn_tf32_bits(c[1]);
     a[3] = kn_tf32_bits(c[3]);
-}
-static __device__ inline float knt_stage_tf32(float x) { return kn_bits_f32(kn_tf32_bits(x)); }
-static __device__ inline void knt_copy16_tf32(float *d, const float *s) {
-#ifdef __CUDACC__
-    float4 v = *(const float4 *)s;
-    v.x = knt_stage_tf32(v.x), v.y = knt_stage_tf32(v.y), v.z = knt_stage_tf32(v.z), v.w = knt_stage_tf32(v.w);
-    *(float4 *)d = v;
-#else
-    for (int i = 0; i < 4; i++) d[i] = knt_stage_tf32(s[i]);
-#endif
 }
 
 /* ---------------------------------------------------------------- fragments, bf16 (16-bit tiles)
@@ -151,13 +147,6 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
     a[2] = kn_bf16x2(c[4], c[5]);
     a[3] = kn_bf16x2(c[6], c[7]);
 }
-static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned short *s) {
-#ifdef __CUDACC__
-    *(uint4 *)d = *(const uint4 *)s;
-#else
-    for (int i = 0; i < 8; i++) d[i] = s[i];
-#endif
-}
 
 /* ---------------------------------------------------------------- the instances */
 #define KNT_E float
@@ -169,8 +158,6 @@ static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned 
 #define KNT_LDBK knt_ldbk_tf32
 #define KNT_C2A knt_c2a_tf32
 #define KNT_MMA KN_MMA_TF32_16x8x8
-#define KNT_COPY16 knt_copy16_tf32
-#define KNT_STAGE knt_stage_tf32
 #define KNT_TOF(x) (x)
 #define KNT_FROMF(x) (x)
 
@@ -199,8 +186,6 @@ static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned 
 #undef KNT_LDBK
 #undef KNT_C2A
 #undef KNT_MMA
-#undef KNT_COPY16
-#undef KNT_STAGE
 #undef KNT_TOF
 #undef KNT_FROMF
 
@@ -213,8 +198,6 @@ static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned 
 #define KNT_LDBK knt_ldbk_bf16
 #define KNT_C2A knt_c2a_bf16
 #define KNT_MMA KN_MMA_BF16_16x8x16
-#define KNT_COPY16 knt_copy16_bf16
-#define KNT_STAGE(x) (x)
 #define KNT_TOF(x) kn_bf16_f32(x)
 #define KNT_FROMF(x) kn_bf16_bits(x)
 
