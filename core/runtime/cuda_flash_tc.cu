@@ -40,8 +40,8 @@
  * asked for at the launch (cudaFuncAttributeMaxDynamicSharedMemorySize); under the
  * emulator the same arrays are static, which has no such limit there. With 16-row tiles it
  * took 11.3 ms of a 1024-token attention on the H100, with 64 9.15 (2026-11-25).
- * Fragments come from shared memory by ldmatrix (x4 for A, x2 and x2.trans for B), except
- * tf32's k-major B (32-bit loads). No cp.async double buffering yet: the next step. */
+ * Fragments come from shared memory by ldmatrix (x4 for A; x4 and x4.trans for the B of two
+ * 8-column slices), except tf32's k-major B (32-bit loads). No cp.async double buffering yet: the next step. */
 #include <math.h>
 #include <stdint.h>
 
@@ -51,7 +51,12 @@
 #define KNT_NT 128 /* threads a block: 4 warps of 16 rows */
 #define KNT_FN_(name, s) name##_##s
 #define KNT_FN(name, s) KNT_FN_(name, s)
-#define KNT_KERNEL(name, args) KN_KERNEL_DEF(name, args)
+#ifdef __CUDACC__
+/* minb blocks of KNT_NT threads an SM: ptxas keeps the registers under 65536 / (minb KNT_NT) */
+#define KNT_KERNEL(name, args, minb) __global__ void __launch_bounds__(KNT_NT, minb) name(args a)
+#else
+#define KNT_KERNEL(name, args, minb) KN_KERNEL_DEF(name, args)
+#endif
 #ifdef __CUDACC__
 #include "runtime/cuda_impl.h"
 #define KN_UNROLL _Pragma("unroll")
@@ -101,12 +106,22 @@ static __device__ inline void knt_lda_tf32(unsigned a[4], const float *s, int p,
     kn_ldmatrix_x4(a, (const unsigned short *)(s + l % 16 * p + l / 16 * 4));
     KN_UNROLL for (int i = 0; i < 4; i++) a[i] = knt_rna(a[i]);
 }
-static __device__ inline void knt_ldbn_tf32(unsigned b[2], const float *s, int p, int g, int t) {
+/* B fragments come two at a time, for the 8-column slices n (b[0], b[1]) and n + 1 (b[2],
+ * b[3]) from s at slice n: one ldmatrix.x4 (lanes 16-31 address slice n + 1's rows). */
+static __device__ inline void knt_ldbn_tf32(unsigned b[4], const float *s, int p, int g, int t) {
+    int l = 4 * g + t, c = l % 8;
+    kn_ldmatrix_x4(b, (const unsigned short *)(s + (l / 16 * 8 + c / 2 + 4 * (c % 2)) * p + (l >> 3 & 1) * 4));
+    KN_UNROLL for (int i = 0; i < 4; i++) b[i] = knt_rna(b[i]);
+}
+static __device__ inline void knt_ldbn1_tf32(unsigned b[2], const float *s, int p, int g, int t) {
     int l = 4 * g + t, c = l % 8;
     kn_ldmatrix_x2(b, (const unsigned short *)(s + (c / 2 + 4 * (c % 2)) * p + (l >> 3 & 1) * 4));
     b[0] = knt_rna(b[0]), b[1] = knt_rna(b[1]);
 }
-static __device__ inline void knt_ldbk_tf32(unsigned b[2], const float *s, int p, int g, int t) {
+static __device__ inline void knt_ldbk_tf32(unsigned b[4], const float *s, int p, int g, int t) {
+    KN_UNROLL for (int i = 0; i < 4; i++) b[i] = kn_tf32_bits(s[(t + 4 * (i & 1)) * p + 8 * (i >> 1) + g]);
+}
+static __device__ inline void knt_ldbk1_tf32(unsigned b[2], const float *s, int p, int g, int t) {
     b[0] = kn_tf32_bits(s[t * p + g]);
     b[1] = kn_tf32_bits(s[(t + 4) * p + g]);
 }
@@ -126,17 +141,26 @@ static __device__ inline void knt_c2a_tf32(unsigned a[4], const float *c, int la
  * b1 (2t+8..2t+9, g). Each is one ldmatrix (cuda_mma.h), lane 4g + t naming one row of 8
  * elements: A's four 8 x 8 quarters (rows 0-7 and 8-15 at column 0, then at column 8);
  * n-major B's two (columns k 0-7 and 8-15 of rows n 0-7); k-major B's two transposed
- * (rows k 0-7 and 8-15). Rows of 16 bytes at a pitch of D + 8 elements: the 8 rows of one
- * matrix fall in 8 distinct 4-bank groups. */
+ * (rows k 0-7 and 8-15). B is loaded for two 8-column slices at once, as the tf32 B is: the
+ * same two matrices for the next slice in r[2], r[3] (x4, x4.trans). Rows of 16 bytes at a
+ * pitch of D + 8 elements: the 8 rows of one matrix fall in 8 distinct 4-bank groups. */
 static __device__ inline void knt_lda_bf16(unsigned a[4], const unsigned short *s, int p, int g, int t) {
     int l = 4 * g + t;
     kn_ldmatrix_x4(a, s + l % 16 * p + l / 16 * 8);
 }
-static __device__ inline void knt_ldbn_bf16(unsigned b[2], const unsigned short *s, int p, int g, int t) {
+static __device__ inline void knt_ldbn_bf16(unsigned b[4], const unsigned short *s, int p, int g, int t) {
+    int l = 4 * g + t;
+    kn_ldmatrix_x4(b, s + (l / 16 * 8 + l % 8) * p + (l >> 3 & 1) * 8);
+}
+static __device__ inline void knt_ldbn1_bf16(unsigned b[2], const unsigned short *s, int p, int g, int t) {
     int l = 4 * g + t;
     kn_ldmatrix_x2(b, s + l % 8 * p + (l >> 3 & 1) * 8);
 }
-static __device__ inline void knt_ldbk_bf16(unsigned b[2], const unsigned short *s, int p, int g, int t) {
+static __device__ inline void knt_ldbk_bf16(unsigned b[4], const unsigned short *s, int p, int g, int t) {
+    int l = 4 * g + t;
+    kn_ldmatrix_x4_trans(b, s + l % 16 * p + l / 16 * 8);
+}
+static __device__ inline void knt_ldbk1_bf16(unsigned b[2], const unsigned short *s, int p, int g, int t) {
     kn_ldmatrix_x2_trans(b, s + (4 * g + t) % 16 * p);
 }
 /* Two accumulator tiles (16 columns) are exactly one A fragment: pack them. */
@@ -155,7 +179,9 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_LDA knt_lda_tf32
 #define KNT_SCOL KNT_SCOL_TF32
 #define KNT_LDBN knt_ldbn_tf32
+#define KNT_LDBN1 knt_ldbn1_tf32
 #define KNT_LDBK knt_ldbk_tf32
+#define KNT_LDBK1 knt_ldbk1_tf32
 #define KNT_C2A knt_c2a_tf32
 #define KNT_MMA KN_MMA_TF32_16x8x8
 #define KNT_TOF(x) (x)
@@ -167,6 +193,9 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_BC 64
 #define KNT_BQ 64
 #define KNT_DYN 0
+#define KNT_MB_FWD 4 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
+#define KNT_MB_DKDV 3
+#define KNT_MB_DQ 3
 #include "runtime/cuda_flash_tc.inc"
 
 #define KNT_S tf32_64
@@ -175,6 +204,9 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_BC 64
 #define KNT_BQ 64 /* 64 keys' K and V (34 KiB) + 64 rows of Q and dO: 68 KiB, dynamic shared memory */
 #define KNT_DYN 1
+#define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
+#define KNT_MB_DKDV 2
+#define KNT_MB_DQ 2
 #include "runtime/cuda_flash_tc.inc"
 
 #undef KNT_E
@@ -183,7 +215,9 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #undef KNT_LDA
 #undef KNT_SCOL
 #undef KNT_LDBN
+#undef KNT_LDBN1
 #undef KNT_LDBK
+#undef KNT_LDBK1
 #undef KNT_C2A
 #undef KNT_MMA
 #undef KNT_TOF
@@ -195,7 +229,9 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_LDA knt_lda_bf16
 #define KNT_SCOL(t, e) (2 * (t) + ((e) & 1))
 #define KNT_LDBN knt_ldbn_bf16
+#define KNT_LDBN1 knt_ldbn1_bf16
 #define KNT_LDBK knt_ldbk_bf16
+#define KNT_LDBK1 knt_ldbk1_bf16
 #define KNT_C2A knt_c2a_bf16
 #define KNT_MMA KN_MMA_BF16_16x8x16
 #define KNT_TOF(x) kn_bf16_f32(x)
@@ -207,6 +243,9 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_BC 64
 #define KNT_BQ 64
 #define KNT_DYN 0
+#define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
+#define KNT_MB_DKDV 3
+#define KNT_MB_DQ 3
 #include "runtime/cuda_flash_tc.inc"
 
 #define KNT_S bf16_128
@@ -215,6 +254,9 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_BC 64
 #define KNT_BQ 16
 #define KNT_DYN 0
+#define KNT_MB_FWD 2 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
+#define KNT_MB_DKDV 2
+#define KNT_MB_DQ 2
 #include "runtime/cuda_flash_tc.inc"
 
 /* ---------------------------------------------------------------- the entry */

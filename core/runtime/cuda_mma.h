@@ -11,9 +11,9 @@
  * for mma.m16n8k8" and "...m16n8k16" are the reference). Every lane of the warp executes
  * the same call. sm_80 and later (the Makefile builds sm_80 and sm_90).
  *
- *   kn_ldmatrix_x4(r, row), kn_ldmatrix_x2(r, row), kn_ldmatrix_x2_trans(r, row)
+ *   kn_ldmatrix_x4(r, row), kn_ldmatrix_x2(r, row), kn_ldmatrix_x4_trans(r, row), kn_ldmatrix_x2_trans(r, row)
  *
- * ldmatrix.sync.aligned.m8n8.{x4,x2,x2.trans}.shared.b16: lane l passes the address (shared
+ * ldmatrix.sync.aligned.m8n8.{x4,x2,x4.trans,x2.trans}.shared.b16: lane l passes the address (shared
  * memory, 16-byte aligned) of row l % 8 of matrix l / 8; lane (g, t) gets r[i] = matrix i's
  * elements (g, 2t..2t+1), or (2t..2t+1, g) transposed: exactly an A or B fragment of the
  * bf16 mma when the rows are chosen as cuda_flash_tc.cu does.
@@ -81,6 +81,12 @@ static __device__ __forceinline__ void kn_ldmatrix_x2(unsigned r[2], const unsig
     unsigned a = (unsigned)__cvta_generic_to_shared(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
 }
+static __device__ __forceinline__ void kn_ldmatrix_x4_trans(unsigned r[4], const unsigned short *row) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
 static __device__ __forceinline__ void kn_ldmatrix_x2_trans(unsigned r[2], const unsigned short *row) {
     unsigned a = (unsigned)__cvta_generic_to_shared(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
@@ -121,6 +127,7 @@ static inline unsigned kn_bf16x2(float lo, float hi) {
 #define KN_MMA_BF16_16x8x16(d, a, b, c) kn_emu_mma(KN_EMU_MMA_BF16_16x8x16, (d), (a), (b), (c))
 static inline void kn_ldmatrix_x4(unsigned r[4], const unsigned short *row) { kn_emu_ldmatrix(r, 4, 0, row); }
 static inline void kn_ldmatrix_x2(unsigned r[2], const unsigned short *row) { kn_emu_ldmatrix(r, 2, 0, row); }
+static inline void kn_ldmatrix_x4_trans(unsigned r[4], const unsigned short *row) { kn_emu_ldmatrix(r, 4, 1, row); }
 static inline void kn_ldmatrix_x2_trans(unsigned r[2], const unsigned short *row) { kn_emu_ldmatrix(r, 2, 1, row); }
 static inline void kn_cp_async16(void *dst, const void *src) { memcpy(dst, src, 16); }
 #define KN_CP_ASYNC_COMMIT() ((void)0)
