@@ -44,6 +44,7 @@
  * 8-column slices), except tf32's k-major B (32-bit loads). No cp.async double buffering yet: the next step. */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "runtime/cuda_flash_tc.h"
 #include "runtime/cuda_mma.h"
@@ -68,6 +69,19 @@
 #define KNT_LAUNCH KN_LAUNCH /* on knc_stream under nvcc */
 
 static inline int knt_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* The forward's rows a block where an instance has both (KNT_MT2): KILN_FLASH_TC_ROWS=64 or
+ * 128 (the default), read once. 128: each warp owns two m16 tiles, so each B fragment
+ * loaded from shared memory serves two products, at the price of registers (2 blocks an SM
+ * instead of 3). A knob so both can be timed on one machine. */
+static int knt_fwd_rows(void) {
+    static int v = 0;
+    if (v == 0) {
+        const char *s = getenv("KILN_FLASH_TC_ROWS");
+        v = s && atoi(s) == 64 ? 64 : 128;
+    }
+    return v;
+}
 
 /* 2^x for the softmax: one ex2.approx.ftz under nvcc (2 ulp; results below 2^-126 flush to
  * 0, where p is negligible next to the row's max term 1 anyway; 2^-inf = 0, which the masks
@@ -193,7 +207,8 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_BC 64
 #define KNT_BQ 64
 #define KNT_DYN 0
-#define KNT_MB_FWD 4 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
+#define KNT_MT2 1 /* and a forward of 128-row blocks (KILN_FLASH_TC_ROWS) */
+#define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
 #define KNT_MB_DKDV 3
 #define KNT_MB_DQ 3
 #include "runtime/cuda_flash_tc.inc"
@@ -204,6 +219,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_BC 64
 #define KNT_BQ 64 /* 64 keys' K and V (34 KiB) + 64 rows of Q and dO: 68 KiB, dynamic shared memory */
 #define KNT_DYN 1
+#define KNT_MT2 0
 #define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
 #define KNT_MB_DKDV 2
 #define KNT_MB_DQ 2
@@ -243,6 +259,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_BC 64
 #define KNT_BQ 64
 #define KNT_DYN 0
+#define KNT_MT2 1 /* and a forward of 128-row blocks (KILN_FLASH_TC_ROWS) */
 #define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
 #define KNT_MB_DKDV 3
 #define KNT_MB_DQ 3
@@ -254,6 +271,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_BC 64
 #define KNT_BQ 16
 #define KNT_DYN 0
+#define KNT_MT2 0
 #define KNT_MB_FWD 2 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
 #define KNT_MB_DKDV 2
 #define KNT_MB_DQ 2
