@@ -10,26 +10,41 @@
  * with the tensor-core products spelled KN_MMA_TF32_16x8x8 / KN_MMA_BF16_16x8x16
  * (core/runtime/cuda_mma.h: inline PTX under nvcc, the emulator's warp-collective
  * kn_emu_mma on the CPU), so cuda_flash_tc_emu.c runs these very kernels in `make test`
- * (tests/core/test_flash_tc.c). The text (cuda_flash_tc.inc) is instantiated per operand
+ * (tests/core/test_flash_tc.c). The text (cuda_flash_tc.inc; its forward, cuda_flash_tc_fwd.inc) is instantiated per operand
  * type and head dim, a compile-time constant so every fragment array is registers: tf32
  * at D 32 and 64, bf16 at D 64 and 128 (anything else falls back, or is refused in bf16).
  *
- * The tiling (FA2): a block is 4 warps (128 threads) and 64 rows; a warp owns 16 rows, the
- * m of the m16n8 products. Forward: Q's 16 x D slice is staged through shared memory once
- * into A fragments held in registers; per key tile of KNT_BC rows, K and V are staged
- * (16-byte global loads, tf32 rounding on the way in), S = Q K^T lands in accumulator
- * fragments (each lane: 2 rows x 2 columns of each 8-column slice), masked and scaled in
- * registers; the row max and (at the end) the row sum meet over the 4 lanes of a row with
- * __shfl_xor_sync(1, 2); the online softmax rescales the O accumulators; P goes from
- * accumulator to A fragments without shared memory or shuffles (bf16: the layouts line up,
- * two f32 pack into one register; tf32: the S product's key columns are permuted so that
- * they do, see knt_ldbn_tf32) and O += P V. Exponentials are exp2 of log2(e)-scaled scores. Backward
- * (no atomics, deterministic, as cuda_flash.cu): (1) delta = dO . O - dL per row, parked
- * as an f32 in dq's row; (2) dk, dv: a warp owns 16 keys, K and V stay in shared memory
- * as A operands, per query tile S^T = K Q^T and dP^T = V dO^T, P^T and dS^T in registers,
- * dV += P^T dO and dK += dS^T Q with Q and dO read column-major (B "k-major"); (3) dq: a
- * warp owns 16 query rows (Q and dO as register A fragments), per key tile S, dP, dS,
- * dQ += dS K. P is recomputed twice, as in the SIMT version and FA2's deterministic mode.
+ * The tiling (FA2): a block is 4 warps (128 threads); a warp owns 16 rows, the m of the
+ * m16n8 products, or 32 (two m16 tiles, KNT_MT 2: the forward of bf16 D 64 and tf32 D 32,
+ * 128-row blocks, so each B fragment read from shared memory serves two products; 64-row
+ * blocks with KILN_FLASH_TC_ROWS=64). Forward: Q's rows are staged through shared memory
+ * once into A fragments held in registers; per key tile of KNT_BC rows, S = Q K^T lands in
+ * accumulator fragments (each lane: 2 rows x 2 columns of each 8-column slice), scaled in
+ * registers and masked only in the tile that straddles the diagonal (the others lie wholly
+ * at or before every row of the warp; 8-key slices past all of the warp's rows are not
+ * multiplied at all); the row max and (at the end) the row sum meet over the 4 lanes of a
+ * row with __shfl_xor_sync(1, 2); the online softmax rescales the O accumulators; P goes
+ * from accumulator to A fragments without shared memory or shuffles (bf16: the layouts
+ * line up, two f32 pack into one register; tf32: the S product's key columns are permuted
+ * so that they do, see knt_ldbn_tf32) and O += P V. Exponentials are exp2 of
+ * log2(e)-scaled scores, one ex2.approx.ftz each (knt_ex2), 2^-inf = 0 standing in for
+ * every masked or missing term. The blocks of the forward and of dq are numbered from the
+ * last query tile, so the longest start first. Backward (no atomics, deterministic, as
+ * cuda_flash.cu): (1) delta = dO . O - dL per row, parked as an f32 in dq's row; (2) dk,
+ * dv: a warp owns 16 keys, K and V stay in shared memory as A operands, per query tile
+ * S^T = K Q^T and dP^T = V dO^T, P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q
+ * with Q and dO read column-major (B "k-major"); (3) dq: a warp owns 16 query rows (Q and
+ * dO as register A fragments), per key tile S, dP, dS, dQ += dS K. P is recomputed twice,
+ * as in the SIMT version and FA2's deterministic mode.
+ *
+ * Loads overlap products: tiles go global -> shared by cp.async (kn_cp_async16, 16 bytes,
+ * no registers; a plain copy under the emulator), one buffer per operand, and each kernel
+ * orders its two products so that one operand's next tile lands while the other operand is
+ * read: forward, V(j) during S = Q K(j)^T and K(j + 1) during softmax and P V(j); dq, K(j)
+ * during dP = dO V(j)^T and V(j + 1) during S, dS, dQ += dS K(j); dk/dv, Q(i) during
+ * dP^T = V dO(i)^T and dO(i + 1) during dK += dS^T Q(i). A barrier separates a buffer's
+ * last read from its next copy (two to four a tile). The tiles hold the operands as they
+ * are in memory; tf32 fragments are rounded (cvt.rna) as they are loaded from them.
  *
  * Shared tiles: rows padded to KNT_P = D + 8 (bf16) or D + 4 (f32) elements, so the 32
  * lanes of a fragment load hit 32 banks (row-major "n-major" loads: lane (g, t) reads
@@ -41,7 +56,9 @@
  * emulator the same arrays are static, which has no such limit there. With 16-row tiles it
  * took 11.3 ms of a 1024-token attention on the H100, with 64 9.15 (2026-11-25).
  * Fragments come from shared memory by ldmatrix (x4 for A; x4 and x4.trans for the B of two
- * 8-column slices), except tf32's k-major B (32-bit loads). No cp.async double buffering yet: the next step. */
+ * 8-column slices, x2 in dk/dv, whose registers allow no more at 3 blocks an SM), except
+ * tf32's k-major B (32-bit loads). __launch_bounds__ (KNT_MB_*) holds each kernel to the
+ * registers of its blocks an SM, without spills (ptxas -v). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
