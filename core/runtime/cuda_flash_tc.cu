@@ -10,9 +10,10 @@
  * with the tensor-core products spelled KN_MMA_TF32_16x8x8 / KN_MMA_BF16_16x8x16
  * (core/runtime/cuda_mma.h: inline PTX under nvcc, the emulator's warp-collective
  * kn_emu_mma on the CPU), so cuda_flash_tc_emu.c runs these very kernels in `make test`
- * (tests/core/test_flash_tc.c). The text (cuda_flash_tc.inc; its forward, cuda_flash_tc_fwd.inc) is instantiated per operand
- * type and head dim, a compile-time constant so every fragment array is registers: tf32
- * at D 32 and 64, bf16 at D 64 and 128 (anything else falls back, or is refused in bf16).
+ * (tests/core/test_flash_tc.c). The text (cuda_flash_tc.inc; its forward,
+ * cuda_flash_tc_fwd.inc) is instantiated per operand type and head dim, a compile-time
+ * constant so every fragment array is registers: tf32 at D 32 and 64, bf16 at D 64 and 128
+ * (anything else falls back, or is refused in bf16).
  *
  * The tiling (FA2): a block is 4 warps (128 threads); a warp owns 16 rows, the m of the
  * m16n8 products, or 32 (two m16 tiles, KNT_MT 2: the forward of bf16 D 64 and tf32 D 32,
