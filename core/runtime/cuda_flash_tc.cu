@@ -57,7 +57,7 @@
  * emulator the same arrays are static, which has no such limit there. With 16-row tiles it
  * took 11.3 ms of a 1024-token attention on the H100, with 64 9.15 (2026-11-25).
  * Fragments come from shared memory by ldmatrix (x4 for A; x4 and x4.trans for the B of two
- * 8-column slices, x2 in dk/dv, whose registers allow no more at 3 blocks an SM), except
+ * 8-column slices), except
  * tf32's k-major B (32-bit loads). __launch_bounds__ (KNT_MB_*) holds each kernel to the
  * registers of its blocks an SM, without spills (ptxas -v). */
 #include <math.h>
@@ -145,18 +145,10 @@ static __device__ inline void knt_ldbn_tf32(unsigned b[4], const float *s, int p
     kn_ldmatrix_x4(b, (const unsigned short *)(s + (l / 16 * 8 + c / 2 + 4 * (c % 2)) * p + (l >> 3 & 1) * 4));
     KN_UNROLL for (int i = 0; i < 4; i++) b[i] = knt_rna(b[i]);
 }
-static __device__ inline void knt_ldbn1_tf32(unsigned b[2], const float *s, int p, int g, int t) {
-    int l = 4 * g + t, c = l % 8;
-    kn_ldmatrix_x2(b, (const unsigned short *)(s + (c / 2 + 4 * (c % 2)) * p + (l >> 3 & 1) * 4));
-    b[0] = knt_rna(b[0]), b[1] = knt_rna(b[1]);
-}
 static __device__ inline void knt_ldbk_tf32(unsigned b[4], const float *s, int p, int g, int t) {
     KN_UNROLL for (int i = 0; i < 4; i++) b[i] = kn_tf32_bits(s[(t + 4 * (i & 1)) * p + 8 * (i >> 1) + g]);
 }
-static __device__ inline void knt_ldbk1_tf32(unsigned b[2], const float *s, int p, int g, int t) {
-    b[0] = kn_tf32_bits(s[t * p + g]);
-    b[1] = kn_tf32_bits(s[(t + 4) * p + g]);
-}
+
 /* Accumulators c (one [16, 8] tile, columns permuted as above) to the A fragment of the
  * next product: the same lane's values, rounded to tf32. */
 static __device__ inline void knt_c2a_tf32(unsigned a[4], const float *c, int lane) {
@@ -184,16 +176,9 @@ static __device__ inline void knt_ldbn_bf16(unsigned b[4], const unsigned short 
     int l = 4 * g + t;
     kn_ldmatrix_x4(b, s + (l / 16 * 8 + l % 8) * p + (l >> 3 & 1) * 8);
 }
-static __device__ inline void knt_ldbn1_bf16(unsigned b[2], const unsigned short *s, int p, int g, int t) {
-    int l = 4 * g + t;
-    kn_ldmatrix_x2(b, s + l % 8 * p + (l >> 3 & 1) * 8);
-}
 static __device__ inline void knt_ldbk_bf16(unsigned b[4], const unsigned short *s, int p, int g, int t) {
     int l = 4 * g + t;
     kn_ldmatrix_x4_trans(b, s + l % 16 * p + l / 16 * 8);
-}
-static __device__ inline void knt_ldbk1_bf16(unsigned b[2], const unsigned short *s, int p, int g, int t) {
-    kn_ldmatrix_x2_trans(b, s + (4 * g + t) % 16 * p);
 }
 /* Two accumulator tiles (16 columns) are exactly one A fragment: pack them. */
 static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int lane) {
@@ -211,9 +196,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_LDA knt_lda_tf32
 #define KNT_SCOL KNT_SCOL_TF32
 #define KNT_LDBN knt_ldbn_tf32
-#define KNT_LDBN1 knt_ldbn1_tf32
 #define KNT_LDBK knt_ldbk_tf32
-#define KNT_LDBK1 knt_ldbk1_tf32
 #define KNT_C2A knt_c2a_tf32
 #define KNT_MMA KN_MMA_TF32_16x8x8
 #define KNT_TOF(x) (x)
@@ -249,9 +232,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #undef KNT_LDA
 #undef KNT_SCOL
 #undef KNT_LDBN
-#undef KNT_LDBN1
 #undef KNT_LDBK
-#undef KNT_LDBK1
 #undef KNT_C2A
 #undef KNT_MMA
 #undef KNT_TOF
@@ -263,9 +244,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_LDA knt_lda_bf16
 #define KNT_SCOL(t, e) (2 * (t) + ((e) & 1))
 #define KNT_LDBN knt_ldbn_bf16
-#define KNT_LDBN1 knt_ldbn1_bf16
 #define KNT_LDBK knt_ldbk_bf16
-#define KNT_LDBK1 knt_ldbk1_bf16
 #define KNT_C2A knt_c2a_bf16
 #define KNT_MMA KN_MMA_BF16_16x8x16
 #define KNT_TOF(x) kn_bf16_f32(x)
