@@ -41,10 +41,11 @@
  * Loads overlap products: tiles go global -> shared by cp.async (kn_cp_async16, 16 bytes,
  * no registers; a plain copy under the emulator), one buffer per operand, and each kernel
  * orders its two products so that one operand's next tile lands while the other operand is
- * read: forward, V(j) during S = Q K(j)^T and K(j + 1) during softmax and P V(j) (bf16 D 64
- * and tf32 D 32, with room for a second V buffer: V(j + 1) during all of tile j); dq, K(j)
+ * read: forward, V(j) during S = Q K(j)^T and K(j + 1) during softmax and P V(j); dq, K(j)
  * during dP = dO V(j)^T and V(j + 1) during S, dS, dQ += dS K(j); dk/dv, Q(i) during
- * dP^T = V dO(i)^T and dO(i + 1) during dK += dS^T Q(i). A barrier separates a buffer's
+ * dP^T = V dO(i)^T and dO(i + 1) during dK += dS^T Q(i). Where a third 64-row tile fits the
+ * 48 KiB (KNT_TILE3: bf16 D 64, tf32 D 32) the forward's V and dq's K have two buffers, so
+ * V(j + 1), K(j + 1) are copied from the start of tile j. A barrier separates a buffer's
  * last read from its next copy (two to four a tile). The tiles hold the operands as they
  * are in memory; tf32 fragments are rounded (cvt.rna) as they are loaded from them.
  *
@@ -210,7 +211,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_BQ 64
 #define KNT_DYN 0
 #define KNT_MT2 1 /* and a forward of 128-row blocks (KILN_FLASH_TC_ROWS) */
-#define KNT_FWD_VB 2 /* V buffers of the forward */
+#define KNT_TILE3 1 /* a third 64-row tile fits: forward's V, dq's K double-buffered */
 #define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
 #define KNT_MB_DKDV 3
 #define KNT_MB_DQ 3
@@ -223,7 +224,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_BQ 64 /* 64 keys' K and V (34 KiB) + 64 rows of Q and dO: 68 KiB, dynamic shared memory */
 #define KNT_DYN 1
 #define KNT_MT2 0
-#define KNT_FWD_VB 1
+#define KNT_TILE3 0
 #define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
 #define KNT_MB_DKDV 2
 #define KNT_MB_DQ 2
@@ -260,7 +261,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_BQ 64
 #define KNT_DYN 0
 #define KNT_MT2 1 /* and a forward of 128-row blocks (KILN_FLASH_TC_ROWS) */
-#define KNT_FWD_VB 2
+#define KNT_TILE3 1
 #define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
 #define KNT_MB_DKDV 3
 #define KNT_MB_DQ 3
@@ -273,7 +274,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_BQ 16
 #define KNT_DYN 0
 #define KNT_MT2 0
-#define KNT_FWD_VB 1
+#define KNT_TILE3 0
 #define KNT_MB_FWD 2 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
 #define KNT_MB_DKDV 2
 #define KNT_MB_DQ 2
