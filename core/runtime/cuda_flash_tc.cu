@@ -18,7 +18,8 @@
  * The tiling (FA2): a block is 4 warps (128 threads); a warp owns 16 rows, the m of the
  * m16n8 products, or 32 (two m16 tiles, KNT_MT 2: the forward of bf16 D 64 and tf32 D 32,
  * 128-row blocks, so each B fragment read from shared memory serves two products; 64-row
- * blocks with KILN_FLASH_TC_ROWS=64). Forward: Q's rows are staged through shared memory
+ * blocks with KILN_FLASH_TC_ROWS=64; tf32 D 64 has one too, with 32-key tiles, used only
+ * with KILN_FLASH_TC_ROWS=128). Forward: Q's rows are staged through shared memory
  * once into A fragments held in registers; per key tile of KNT_BC rows, S = Q K^T lands in
  * accumulator fragments (each lane: 2 rows x 2 columns of each 8-column slice), scaled in
  * registers and masked only in the tile that straddles the diagonal (the others lie wholly
@@ -91,14 +92,15 @@
 static inline int knt_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 /* The forward's rows a block where an instance has both (KNT_MT2): KILN_FLASH_TC_ROWS=64 or
- * 128 (the default), read once. 128: each warp owns two m16 tiles, so each B fragment
- * loaded from shared memory serves two products, at the price of registers (2 blocks an SM
- * instead of 3). A knob so both can be timed on one machine. */
+ * 128, read once; else 0, the instance's default (KNT_MT2 2: 128, 1: 64). 128: each warp
+ * owns two m16 tiles, so each B fragment loaded from shared memory serves two products, at
+ * the price of registers (2 blocks an SM instead of 3). A knob so both can be timed on one
+ * machine. */
 static int knt_fwd_rows(void) {
-    static int v = 0;
-    if (v == 0) {
+    static int v = -1;
+    if (v < 0) {
         const char *s = getenv("KILN_FLASH_TC_ROWS");
-        v = s && atoi(s) == 64 ? 64 : 128;
+        v = s && atoi(s) == 64 ? 64 : s && atoi(s) == 128 ? 128 : 0;
     }
     return v;
 }
@@ -210,7 +212,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_BC 64
 #define KNT_BQ 64
 #define KNT_DYN 0
-#define KNT_MT2 1 /* and a forward of 128-row blocks (KILN_FLASH_TC_ROWS) */
+#define KNT_MT2 2 /* and a forward of 128-row blocks, the default (KILN_FLASH_TC_ROWS) */
 #define KNT_TILE3 1 /* a third 64-row tile fits: forward's V, dq's K double-buffered */
 #define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
 #define KNT_MB_DKDV 3
@@ -223,7 +225,8 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_BC 64
 #define KNT_BQ 64 /* 64 keys' K and V (34 KiB) + 64 rows of Q and dO: 68 KiB, dynamic shared memory */
 #define KNT_DYN 1
-#define KNT_MT2 0
+#define KNT_MT2 1 /* a 128-row forward too, not the default (untimed) */
+#define KNT_BC_MT2 32 /* its key tile */
 #define KNT_TILE3 0
 #define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
 #define KNT_MB_DKDV 2
@@ -260,7 +263,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_BC 64
 #define KNT_BQ 64
 #define KNT_DYN 0
-#define KNT_MT2 1 /* and a forward of 128-row blocks (KILN_FLASH_TC_ROWS) */
+#define KNT_MT2 2 /* and a forward of 128-row blocks, the default (KILN_FLASH_TC_ROWS) */
 #define KNT_TILE3 1
 #define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
 #define KNT_MB_DKDV 3
