@@ -13,16 +13,17 @@
 # bounds each run. --tf32 lets both sides' fp32 matmuls use TF32 tensor cores.
 # KILN_MODES (default "interp compiled") lists the `kiln bench --mode` runs: the node-by-node
 # program and the compiled one (generated CUDA through NVRTC), both beside PyTorch; "graph"
-# is the compiled one replayed as a CUDA graph (--mode compiled --cuda-graph). The ratios
-# are those of the last mode listed.
+# is the compiled one replayed as a CUDA graph (--mode compiled --cuda-graph); "best" is
+# kiln's fastest configuration, the graph with flash attention (--mode compiled --cuda-graph
+# --flash). The ratios are those of the last mode listed.
 # TORCH_RUNS (default "sdpa manual") lists the PyTorch runs: eager with SDPA, eager with
 # attention spelled out, and "compile" (torch.compile, SDPA). --precision bf16 or fp16 runs
 # kiln's autocast pass and torch.autocast.
 # BENCH_RUNS, when set, replaces both lists: words SIDE/HOW/PRECISION, with SIDE kiln (HOW a
 # mode as above) or torch (HOW a PyTorch run as above) and PRECISION fp32, tf32, bf16, fp16 or
 # "-" (as FLAGS say), run in that order; e.g. `make bench-gpu`'s full table is
-#   kiln/interp/tf32 kiln/compiled/fp32 kiln/compiled/tf32 kiln/compiled/bf16
-#   torch/sdpa/tf32 torch/sdpa/bf16 torch/compile/bf16
+#   kiln/interp/tf32 kiln/compiled/fp32 kiln/compiled/tf32 kiln/best/tf32 kiln/compiled/bf16
+#   kiln/best/bf16 torch/sdpa/tf32 torch/sdpa/bf16 torch/compile/bf16
 # and the table then ends with the ratio of every kiln row to every PyTorch row.
 # The table and the ratios are also written to $LOGS/bench_summary.json.
 set -u
@@ -58,6 +59,7 @@ for spec in $BENCH_RUNS; do
         kiln)
             flags="--mode $how"
             [ "$how" = graph ] && flags="--mode compiled --cuda-graph"
+            [ "$how" = best ] && flags="--mode compiled --cuda-graph --flash"
             echo "== kiln bench $flags $pflags $*"
             # shellcheck disable=SC2086
             timeout "${BENCH_TIMEOUT:-0}" "$KILN" bench $flags $pflags "$@" 2>&1 | tee "$log" ;;
@@ -93,7 +95,8 @@ def label(r):
     if prec == "fp32":
         prec = "tf32" if r.get("tf32") else "fp32"
     if r["impl"] == "kiln":
-        return "kiln-" + r["mode"] + ("+graph" if r.get("cuda_graph") else "") + " " + prec
+        flash = r.get("flash") or "flash" in r.get("passes", "").split(",")
+        return "kiln-" + r["mode"] + ("+graph" if r.get("cuda_graph") else "") + ("+flash" if flash else "") + " " + prec
     return r["impl"].replace("-" + prec, "") + " " + prec
 kilns = [(n, r) for s, n, r in rows if s == "kiln" and r]
 torches = [(n, r) for s, n, r in rows if s == "torch" and r]

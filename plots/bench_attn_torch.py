@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench_attn_torch.py - the PyTorch side of plots/flash.sh: causal attention alone, forward
 and backward, with torch.nn.functional.scaled_dot_product_attention (SDPA), measured the way
-`kiln bench-attn` measures kiln's (core/cli/bench.c): q, k, v [B, H, T, D] f32 that need
+`kiln bench-attn` measures kiln's (core/cli/bench_attn.c): q, k, v [B, H, T, D] f32 that need
 gradients, o = SDPA(q, k, v, is_causal=True), loss = sum(o * r) with a random r (so dO = r),
 loss.backward(). TF32 is off unless --tf32 (as kiln's); in f32 PyTorch picks its
 memory-efficient SDPA kernel on a GPU (the flash one takes only 16-bit types).

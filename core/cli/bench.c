@@ -5,32 +5,31 @@
  *
  * Protocol: compile the step, move it to the device, run --warmup steps (not timed: the
  * caching allocator fills, cuBLAS picks its kernels), then --steps timed steps, each on a
- * fresh random batch (drawn on the host before its timer starts; never zeros). A step is
- * timed with CUDA events around kn_trainer_step (batch upload, forward and backward graph,
+ * fresh random batch (drawn on the host before its timer starts; never zeros; --tokens
+ * picks how the ids are distributed, which the embedding gradient's time depends on). A
+ * step is timed with CUDA events around kn_trainer_step (batch upload, forward and backward graph,
  * gradient copies, clip, AdamW, loss read-back); on the CPU with the wall clock. Reported:
  * median step ms (and min, max), tokens/s from the median, the median forward-only ms
  * (kn_trainer_eval) and the median clip+optimizer ms, so step - forward - optimizer is
  * roughly the backward, and the peak of kiln's live GPU allocations from the caching
  * allocator. The last line is one JSON object with the same fields (plots/bench.sh reads
- * it beside plots/bench_torch.py's). `kiln bench-attn` (below) times attention alone. */
+ * it beside plots/bench_torch.py's). `kiln bench-attn` (bench_attn.c) times attention
+ * alone; both time with timing.c's stopwatch. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/timing.h"
 #if KN_HAVE_CUDA
 #include "kiln/cuda.h"
 #endif
-#include "kiln/autograd.h"
 #include "kiln/device.h"
 #include "kiln/kernels.h"
 #include "kiln/nn.h"
 #include "kiln/passes.h"
 #include "kiln/program.h"
-#if KN_HAVE_CUDA
-#include "runtime/cuda_flash_tc.h"
-#endif
 
 typedef struct bench_opts {
     int vocab, context, layers, width, heads, batch, warmup, steps, profile;
@@ -43,6 +42,7 @@ typedef struct bench_opts {
     char passes[128];   /* the pass list (kiln/passes.h); "" none */
     char remat[32];     /* activation checkpointing policy, run after the passes ("none": off) */
     char precision[8];  /* fp32 | bf16 | fp16: the autocast pass first (kiln/passes.h) */
+    char tokens[8];     /* uniform | same | zipf: how the batches' ids are drawn */
 } bench_opts;
 
 /* STREAM-style copy bandwidth of this machine: bytes read + written per second by memcpy
@@ -77,7 +77,7 @@ static void usage(FILE *f) {
                "                  [--warmup N] [--steps N] [--seed N] [--device auto|cpu|cuda|cuda:N] [--profile N]\n"
                "                  [--profile-out FILE.tsv] [--tf32] [--mode compiled|interp] [--passes LIST]\n"
                "                  [--flash] [--epilogue] [--remat none|selective|full|every:K|mincut] [--cuda-graph]\n"
-               "                  [--precision fp32|bf16|fp16]\n"
+               "                  [--precision fp32|bf16|fp16] [--tokens uniform|same|zipf]\n"
                "Times GPT training steps (fp32, AdamW, clip 1.0) on random tokens. Defaults: the GPT-2 124M\n"
                "shape: vocab 50304, context 1024, 12 layers, width 768, 12 heads, batch 8; 3 warm-up and\n"
                "10 timed steps; device auto (the first GPU when one is usable). --profile N adds one step\n"
@@ -100,21 +100,16 @@ static void usage(FILE *f) {
                "--precision bf16|fp16 runs the autocast pass first (matmuls in 16 bits, f32 accumulation), and\n"
                "lowparams (the optimizer writes the weights' 16-bit copies in its update) and lowloss (the loss\n"
                "reads the 16-bit logits: no f32 copy of them).\n"
+               "--tokens draws the batches' ids uniformly (the default), all the same id, or by Zipf's law\n"
+               "(log-uniform ranks: a few ids take most positions, as words in text); the embedding gradient's\n"
+               "cost depends on it.\n"
                "The last line is JSON.\n");
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static int parse(bench_opts *o, int argc, char **argv) {
     *o = (bench_opts){.vocab = 50304, .context = 1024, .layers = 12, .width = 768, .heads = 12, .batch = 8,
-                      .warmup = 3, .steps = 10, .seed = 1, .remat = "none", .precision = "fp32"};
+                      .warmup = 3, .steps = 10, .seed = 1, .remat = "none", .precision = "fp32",
+                      .tokens = "uniform"};
     snprintf(o->device, sizeof o->device, "auto");
     struct { const char *name; int *v; int lo; } ints[] = {
         {"--vocab", &o->vocab, 2}, {"--context", &o->context, 1}, {"--layers", &o->layers, 1},
@@ -128,7 +123,8 @@ static int parse(bench_opts *o, int argc, char **argv) {
         if (!strcmp(a, "--epilogue")) { o->epilogue = true; continue; }
         if (!strcmp(a, "--cuda-graph")) { o->cuda_graph = true; continue; }
         bool known = !strcmp(a, "--device") || !strcmp(a, "--seed") || !strcmp(a, "--profile-out") || !strcmp(a, "--mode") ||
-                     !strcmp(a, "--passes") || !strcmp(a, "--remat") || !strcmp(a, "--precision");
+                     !strcmp(a, "--passes") || !strcmp(a, "--remat") || !strcmp(a, "--precision") ||
+                     !strcmp(a, "--tokens");
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) known = known || !strcmp(a, ints[k].name);
         if (!known) { fprintf(stderr, "kiln bench: unknown option '%s'\n", a); usage(stderr); return 2; }
         if (i + 1 >= argc) { fprintf(stderr, "kiln bench: %s needs a value\n", a); usage(stderr); return 2; }
@@ -161,6 +157,14 @@ static int parse(bench_opts *o, int argc, char **argv) {
                 return 2;
             }
             snprintf(o->precision, sizeof o->precision, "%s", v);
+            continue;
+        }
+        if (!strcmp(a, "--tokens")) {
+            if (strcmp(v, "uniform") && strcmp(v, "same") && strcmp(v, "zipf")) {
+                fprintf(stderr, "kiln bench: --tokens '%s': use uniform, same or zipf\n", v);
+                return 2;
+            }
+            snprintf(o->tokens, sizeof o->tokens, "%s", v);
             continue;
         }
         if (!strcmp(a, "--mode")) {
@@ -197,33 +201,21 @@ static int parse(bench_opts *o, int argc, char **argv) {
     return -1;
 }
 
-/* A stopwatch of two kn_events on dev's default stream: device time on a GPU (everything
- * queued in between), the wall clock on the CPU. The device is synchronized first, so
- * nothing queued before start counts. */
-typedef struct stopwatch {
-    kn_event *start, *stop;
-} stopwatch;
-static void sw_free(stopwatch *w) {
-    kn_event_free(w->start);
-    kn_event_free(w->stop);
-    w->start = w->stop = NULL;
-}
-static kn_status sw_start(stopwatch *w, kn_device dev) {
-    sw_free(w);
-    KN_TRY(kn_device_synchronize(dev));
-    KN_TRY(kn_event_new(dev, &w->start));
-    KN_TRY(kn_event_new(dev, &w->stop));
-    return kn_event_record(w->start, NULL);
-}
-static kn_status sw_stop(stopwatch *w, double *ms) {
-    KN_TRY(kn_event_record(w->stop, NULL));
-    return kn_event_elapsed_ms(w->start, w->stop, ms);
+/* One token id of --tokens: uniform over the vocabulary; the same id (vocab / 2) every
+ * time; or Zipf's law with exponent 1, drawn as a log-uniform rank: id k with probability
+ * ~ ln((k + 2) / (k + 1)) / ln(vocab + 1), 6% of the positions on id 0 at GPT-2's vocab. */
+static int32_t draw_token(kn_rng *r, const char *tokens, int vocab) {
+    uint32_t u = kn_rng_u32(r);
+    if (tokens[0] == 's') return vocab / 2;
+    if (tokens[0] == 'u') return (int32_t)(u % (uint32_t)vocab);
+    int32_t k = (int32_t)floor(pow((double)vocab + 1.0, u / 4294967296.0)) - 1;
+    return k < 0 ? 0 : k >= vocab ? vocab - 1 : k;
 }
 
-static void random_batch(kn_rng *r, int32_t *x, int32_t *y, size_t n, int vocab) {
+static void random_batch(kn_rng *r, int32_t *x, int32_t *y, size_t n, int vocab, const char *tokens) {
     for (size_t i = 0; i < n; i++) {
-        x[i] = (int32_t)(kn_rng_u32(r) % (uint32_t)vocab);
-        y[i] = (int32_t)(kn_rng_u32(r) % (uint32_t)vocab);
+        x[i] = draw_token(r, tokens, vocab);
+        y[i] = draw_token(r, tokens, vocab);
     }
 }
 
@@ -287,15 +279,15 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
         fflush(stdout);
     }
     kn_rng r = kn_rng_new(o->seed + 1000);
-    stopwatch w = {NULL, NULL};
+    kn_stopwatch w = {NULL, NULL};
     size_t cpu_base = kn_alloc_bytes(); /* the CPU's peak: kiln's allocations during the steps */
     kn_alloc_reset_peak();
     for (int s = 0; st == KN_OK && s < o->warmup + nt; s++) {
         double l = 0, m = 0;
-        random_batch(&r, x, y, bt, o->vocab);
-        st = sw_start(&w, dev);
+        random_batch(&r, x, y, bt, o->vocab, o->tokens);
+        st = kn_stopwatch_start(&w, dev);
         if (st == KN_OK) st = kn_trainer_step(&tr, x, y, 1e-4, &l, NULL);
-        if (st == KN_OK) st = sw_stop(&w, &m);
+        if (st == KN_OK) st = kn_stopwatch_stop(&w, &m);
         if (st != KN_OK) break;
         if (s == 0) loss0 = l;
         loss1 = l;
@@ -306,21 +298,21 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     size_t cpu_peak = kn_alloc_peak_bytes(); /* of the training steps only */
     for (int k = 0; st == KN_OK && k < nf; k++) {
         double l;
-        random_batch(&r, x, y, bt, o->vocab);
-        st = sw_start(&w, dev);
+        random_batch(&r, x, y, bt, o->vocab, o->tokens);
+        st = kn_stopwatch_start(&w, dev);
         if (st == KN_OK) st = kn_trainer_eval(&tr, x, y, &l);
-        if (st == KN_OK) st = sw_stop(&w, &fwd[k]);
+        if (st == KN_OK) st = kn_stopwatch_stop(&w, &fwd[k]);
     }
     for (int k = 0; st == KN_OK && k < nf; k++) {
-        st = sw_start(&w, dev);
+        st = kn_stopwatch_start(&w, dev);
         if (st == KN_OK) st = kn_trainer_optimize(&tr, 1e-4, NULL);
-        if (st == KN_OK) st = sw_stop(&w, &opt[k]);
+        if (st == KN_OK) st = kn_stopwatch_stop(&w, &opt[k]);
     }
     if (st == KN_OK && o->profile > 0 && dev.type == KN_DEVICE_CPU) { /* three extra steps, every step timed */
         double copy = copy_bandwidth(), l;
         kn_program_set_profile(tr.prog, true);
         for (int k = 0; st == KN_OK && k < 3; k++) {
-            random_batch(&r, x, y, bt, o->vocab);
+            random_batch(&r, x, y, bt, o->vocab, o->tokens);
             st = kn_trainer_step(&tr, x, y, 1e-4, &l, NULL);
         }
         if (st == KN_OK) {
@@ -332,12 +324,12 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     }
     if (st == KN_OK && o->profile > 0 && dev.type != KN_DEVICE_CPU) { /* one extra step, profiled */
         double l, m = 0;
-        random_batch(&r, x, y, bt, o->vocab);
+        random_batch(&r, x, y, bt, o->vocab, o->tokens);
         FILE *tsv = NULL;
         st = kn_device_profile_start(dev);
-        if (st == KN_OK) st = sw_start(&w, dev);
+        if (st == KN_OK) st = kn_stopwatch_start(&w, dev);
         if (st == KN_OK) st = kn_trainer_step(&tr, x, y, 1e-4, &l, NULL);
-        if (st == KN_OK) st = sw_stop(&w, &m);
+        if (st == KN_OK) st = kn_stopwatch_stop(&w, &m);
         if (st == KN_OK && o->profile_out[0] && !(tsv = fopen(o->profile_out, "w")))
             st = kn_error(KN_ERR_IO, "--profile-out %s: %s", o->profile_out, strerror(errno));
         if (st == KN_OK) st = kn_device_profile_report(dev, stdout, tsv, m, o->profile);
@@ -352,7 +344,7 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
         if (st == KN_OK && compiled) {
             kn_program_set_profile(tr.prog, true);
             for (int k = 0; st == KN_OK && k < 3; k++) {
-                random_batch(&r, x, y, bt, o->vocab);
+                random_batch(&r, x, y, bt, o->vocab, o->tokens);
                 st = kn_trainer_step(&tr, x, y, 1e-4, &l, NULL);
             }
             if (st == KN_OK) {
@@ -367,7 +359,7 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     if (st == KN_OK) {
         double lo = ms[0], hi = ms[0];
         for (int i = 1; i < nt; i++) { lo = ms[i] < lo ? ms[i] : lo; hi = ms[i] > hi ? ms[i] : hi; }
-        double med = median(ms, nt), mf = median(fwd, nf), mo = median(opt, nf);
+        double med = kn_median(ms, nt), mf = kn_median(fwd, nf), mo = kn_median(opt, nf);
         double tps = (double)bt / (med / 1e3), peak = 0, peak_res = 0;
         bool gpu = dev.type != KN_DEVICE_CPU;
         if (gpu) {
@@ -395,15 +387,16 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
                    "\"loss_first\": %.5f, \"loss_last\": %.5f, \"tf32\": %s, \"mode\": \"%s\", \"nsteps\": %d, "
                    "\"nkernels\": %d, \"nodes\": %d, \"compile_ms\": %.1f, \"compile_cached\": %s, \"passes\": \"%s\", "
                    "\"remat\": \"%s\", \"live_bytes\": %.0f, \"live_bytes_none\": %.0f, \"mem_planned\": %.0f, "
-                   "\"mem_lower\": %.0f, \"cuda_graph\": %s, \"precision\": \"%s\"}\n",
+                   "\"mem_lower\": %.0f, \"cuda_graph\": %s, \"flash\": %s, \"precision\": \"%s\", \"tokens\": \"%s\"}\n",
                    devname, o->vocab, o->context, o->layers, o->width, o->heads, o->batch, (long long)g.p.n,
                    o->warmup, nt, med, lo, hi, tps, mf, mo, peak, peak_res, loss0, loss1, o->tf32 ? "true" : "false",
                    compiled ? "compiled" : "interp", ps.nsteps, ps.nkernels, ps.nodes_computing, ps.compile_ms,
                    ps.cached ? "true" : "false", o->passes[0] ? o->passes : "none", o->remat, live, live_none,
-                   ps.mem_planned, ps.mem_lower, o->cuda_graph ? "true" : "false", o->precision);
+                   ps.mem_planned, ps.mem_lower, o->cuda_graph ? "true" : "false", o->flash ? "true" : "false",
+                   o->precision, o->tokens);
         }
     }
-    sw_free(&w);
+    kn_stopwatch_free(&w);
     kn_trainer_free(&tr);
     kn_gpt_free(&g);
     kn_free(x);
@@ -432,182 +425,6 @@ int kn_cli_bench(int argc, char **argv) {
     char name[32];
     if (bench(&o, dev, name, sizeof name) != KN_OK) {
         fprintf(stderr, "kiln bench: %s\n", kn_last_error());
-        return 1;
-    }
-    return 0;
-}
-
-/* ---------------------------------------------------------------- kiln bench-attn
- *
- * Attention alone, forward and backward: q, k, v [B, H, T, D] (params, so the joint graph
- * has their gradients), o = causal_softmax(q k^T / sqrt(D)) v, loss = sum(o * r) with a
- * random r (so do = r: a gradient of realistic size), compiled node by node on the device,
- * materialized or with the flash pass (--flash). Reported: the median time of a run
- * (forward + backward), the peak of kiln's allocations during the runs above what was live
- * before them (the inputs), and the graph's largest live set in node order. Its last line
- * is one TSV row (plots/flash.sh collects them): T, variant, median ms, peak bytes,
- * live-set bytes, B, H, D, device, precision. --tf32 allows TF32 tensor cores (cuBLAS and
- * flash's mma kernels); --precision bf16 adds autocast:bf16 and compiles the program. */
-
-typedef struct attn_opts {
-    int batch, heads, dim, seq, warmup, steps;
-    bool flash, tf32, bf16;
-    char device[16];
-} attn_opts;
-
-static void attn_usage(FILE *f) {
-    fprintf(f, "usage: kiln bench-attn [--batch B] [--heads H] [--head-dim D] [--seq T] [--warmup N] [--steps N]\n"
-               "                       [--device auto|cpu|cuda|cuda:N] [--flash] [--tf32] [--precision fp32|bf16]\n"
-               "Times causal attention alone, forward + backward (q, k, v [B, H, T, D] and their gradients),\n"
-               "materialized (matmul, causal_softmax, matmul: [B, H, T, T] values) or with --flash (the flash\n"
-               "pass: flash_attn and flash_attn_bwd). --tf32 (KILN_TF32=1) lets a GPU use TF32 tensor cores:\n"
-               "cuBLAS's matmuls, and flash attention's mma kernels (D 32 or 64; others run the SIMT ones).\n"
-               "--precision bf16 runs the autocast:bf16 pass after flash and compiles the program (the products\n"
-               "in bf16 with f32 accumulation, flash attention's on bf16 tensor cores at D 64 and 128).\n"
-               "Defaults: B 8, H 12, D 64, T 1024, 2 warm-up and 5 timed runs, device auto. Prints the median\n"
-               "time, the peak memory of the runs above the inputs, the graph's largest live set and, for flash\n"
-               "on a GPU, the kernel that ran; the last line is a TSV row: T, variant, ms, peak bytes, live\n"
-               "bytes, B, H, D, device, precision (plots/flash.sh).\n");
-}
-
-static int attn_parse(attn_opts *o, int argc, char **argv) {
-    *o = (attn_opts){.batch = 8, .heads = 12, .dim = 64, .seq = 1024, .warmup = 2, .steps = 5};
-    snprintf(o->device, sizeof o->device, "auto");
-    struct { const char *name; int *v; int lo; } ints[] = {
-        {"--batch", &o->batch, 1}, {"--heads", &o->heads, 1}, {"--head-dim", &o->dim, 1}, {"--seq", &o->seq, 1},
-        {"--warmup", &o->warmup, 0}, {"--steps", &o->steps, 1}};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { attn_usage(stdout); return 0; }
-        if (!strcmp(a, "--flash")) { o->flash = true; continue; }
-        if (!strcmp(a, "--tf32")) { o->tf32 = true; continue; }
-        bool known = !strcmp(a, "--device") || !strcmp(a, "--precision");
-        for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) known = known || !strcmp(a, ints[k].name);
-        if (!known) { fprintf(stderr, "kiln bench-attn: unknown option '%s' (kiln bench-attn --help)\n", a); return 2; }
-        if (i + 1 >= argc) { fprintf(stderr, "kiln bench-attn: %s needs a value\n", a); return 2; }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--precision")) {
-            if (strcmp(v, "fp32") && strcmp(v, "bf16")) {
-                fprintf(stderr, "kiln bench-attn: --precision '%s': use fp32 or bf16 (--tf32 for TF32)\n", v);
-                return 2;
-            }
-            o->bf16 = !strcmp(v, "bf16");
-            continue;
-        }
-        if (!strcmp(a, "--device")) {
-            if (strlen(v) >= sizeof o->device) { fprintf(stderr, "kiln bench-attn: --device '%s' is too long\n", v); return 2; }
-            snprintf(o->device, sizeof o->device, "%s", v);
-            continue;
-        }
-        for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
-            if (strcmp(a, ints[k].name) != 0) continue;
-            char *end;
-            errno = 0;
-            long x = strtol(v, &end, 10);
-            if (!*v || *end || errno || x < ints[k].lo || x > 1000000) {
-                fprintf(stderr, "kiln bench-attn: %s '%s': expected an integer in [%d, 1000000]\n", a, v, ints[k].lo);
-                return 2;
-            }
-            *ints[k].v = (int)x;
-        }
-    }
-    return -1;
-}
-
-/* The joint graph of loss = sum(attention(q, k, v) * r). */
-static kn_status attn_graph(const attn_opts *o, kn_graph **out) {
-    int64_t s[4] = {o->batch, o->heads, o->seq, o->dim};
-    kn_builder *b;
-    KN_TRY(kn_builder_new(&b, KN_MODE_GRAPH));
-    kn_val q = kn_param_typed(b, "q", KN_DT_F32, 4, s), k = kn_param_typed(b, "k", KN_DT_F32, 4, s);
-    kn_val v = kn_param_typed(b, "v", KN_DT_F32, 4, s), r = kn_input_typed(b, "r", KN_DT_F32, 4, s);
-    kn_val p = kn_causal_softmax(b, kn_matmul_t(b, q, k, false, true), 1.0 / sqrt((double)o->dim));
-    kn_val loss = kn_sum(b, kn_mul(b, kn_matmul(b, p, v), r), 0, NULL, false);
-    kn_builder_output(b, loss);
-    kn_graph *fwd = NULL;
-    kn_status st = kn_builder_finish(b, &fwd);
-    kn_builder_free(b);
-    kn_val ps[3] = {q, k, v};
-    if (st == KN_OK) st = kn_autograd(fwd, loss, 3, ps, out, NULL);
-    kn_graph_free(fwd);
-    return st;
-}
-
-static kn_status bench_attn(const attn_opts *o, kn_device dev) {
-    kn_graph *g = NULL;
-    kn_program *prog = NULL;
-    kn_tensor *host[4] = {NULL}, *dv[4] = {NULL};
-    double *ms = kn_calloc((size_t)o->steps, sizeof *ms), live = 0;
-    static const char *const names[4] = {"q", "k", "v", "r"};
-    int64_t s[4] = {o->batch, o->heads, o->seq, o->dim};
-    kn_status st = ms ? attn_graph(o, &g) : kn_error(KN_ERR_OOM, "kiln bench-attn: out of memory");
-    const char *passes = o->bf16 ? (o->flash ? "flash,autocast:bf16" : "autocast:bf16") : o->flash ? "flash" : NULL;
-    if (st == KN_OK) st = kn_passes_live_bytes(g, passes, &live);
-    kn_program_opts po = {.device = dev, .passes = passes, .mode = o->bf16 ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES};
-    if (st == KN_OK) st = kn_program_compile(&prog, g, &po);
-    kn_rng rng = kn_rng_new(7);
-    for (int i = 0; st == KN_OK && i < 4; i++) {
-        st = kn_tensor_randn(&host[i], KN_DT_F32, 4, s, &rng);
-        if (st == KN_OK) st = kn_tensor_to(&dv[i], host[i], dev);
-        if (st == KN_OK) st = kn_program_bind(prog, names[i], dv[i]);
-    }
-    stopwatch w = {NULL, NULL};
-    kn_device_mem_stats m0 = {0}, m1 = {0};
-    for (int i = 0; st == KN_OK && i < o->warmup + o->steps; i++) {
-        if (i == o->warmup) { /* the peak of the timed runs, above what is live now */
-            st = kn_device_synchronize(dev);
-            if (st == KN_OK) st = kn_device_mem_reset_peak(dev);
-            if (st == KN_OK) st = kn_device_mem_stats_get(dev, &m0);
-        }
-        double t = 0;
-        if (st == KN_OK) st = sw_start(&w, dev);
-        if (st == KN_OK) st = kn_program_run(prog);
-        if (st == KN_OK) st = sw_stop(&w, &t);
-        if (st == KN_OK && i >= o->warmup) ms[i - o->warmup] = t;
-    }
-    if (st == KN_OK) st = kn_device_mem_stats_get(dev, &m1);
-    if (st == KN_OK) {
-        char devname[32];
-        kn_device_str(dev, devname, sizeof devname);
-        const char *variant = o->flash ? "flash" : "materialized";
-        double med = median(ms, o->steps), peak = (double)m1.peak - (double)m0.current;
-        const char *prec = o->bf16 ? "bf16" : o->tf32 && dev.type == KN_DEVICE_CUDA ? "tf32" : "f32";
-        printf("kiln bench-attn: causal attention, B %d, H %d, T %d, D %d, %s, forward + backward, %s, on %s\n",
-               o->batch, o->heads, o->seq, o->dim, prec, variant, devname);
-        printf("  %.3f ms median of %d runs; peak %.2f MiB above the inputs; largest live set %.2f MiB\n", med,
-               o->steps, peak / 1048576.0, live / 1048576.0);
-#if KN_HAVE_CUDA
-        if (o->flash && dev.type == KN_DEVICE_CUDA) printf("  flash kernel: %s\n", kn_flash_cuda_kernel());
-#endif
-        printf("%d\t%s\t%.4f\t%.0f\t%.0f\t%d\t%d\t%d\t%s\t%s\n", o->seq, variant, med, peak, live, o->batch, o->heads,
-               o->dim, devname, prec);
-    }
-    sw_free(&w);
-    for (int i = 0; i < 4; i++) {
-        kn_tensor_free(host[i]);
-        kn_tensor_free(dv[i]);
-    }
-    kn_program_free(prog);
-    kn_graph_free(g);
-    kn_free(ms);
-    return st;
-}
-
-int kn_cli_bench_attn(int argc, char **argv) {
-    attn_opts o;
-    int rc = attn_parse(&o, argc, argv);
-    if (rc >= 0) return rc;
-    kn_device dev;
-    if (kn_device_parse(o.device, &dev) != KN_OK) {
-        fprintf(stderr, "kiln bench-attn: --device: %s\n", kn_last_error());
-        return 2;
-    }
-    if (o.tf32 && setenv("KILN_TF32", "1", 1) != 0) { /* read by the first matmul or flash kernel */
-        fprintf(stderr, "kiln bench-attn: --tf32: cannot set KILN_TF32\n");
-        return 1;
-    }
-    if (bench_attn(&o, dev) != KN_OK) {
-        fprintf(stderr, "kiln bench-attn: %s\n", kn_last_error());
         return 1;
     }
     return 0;

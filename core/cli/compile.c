@@ -3,7 +3,7 @@
  *
  *   kiln compile FILE.ir | --gpt CONFIG [--graph forward|joint] [--batch B] [--seq T]
  *                [--passes LIST|all|none] [--report out.json] [--emit-ir out.ir]
- *                [--seed N] [--tol X] [--no-check] [--dist ddp|zero1|zero2 [--bucket-mb X]]
+ *                [--seed N] [--tol X] [--no-check] [--dist ddp|zero1|zero2|zero3 [--bucket-mb X]]
  *
  * CONFIG names a GPT: "gpt2" (GPT-2 124M: 12 layers, width 768, 12 heads, context 1024,
  * vocabulary 50257), "small" (what `kiln train` builds by default, vocabulary 65), or
@@ -23,10 +23,12 @@
  * (missing or malformed file, a pass or the check failed), 2 bad usage (unknown flag or
  * pass, bad config).
  *
- * --dist ddp (zero1, zero2) runs the data-parallel pass last (core/passes/ddp.c): the
- * emitted IR then shows every bucket's grad_store, all_reduce_start (reduce_scatter_start)
- * and comm_wait where the schedule runs them, and the check compares the gradients the
- * graph stores into its slab (one process) with the original graph's gradient outputs. */
+ * --dist ddp (zero1, zero2, zero3) runs the data-parallel pass last (core/passes/ddp.c):
+ * the emitted IR then shows every bucket's grad_store, all_reduce_start (reduce_scatter_start)
+ * and comm_wait where the schedule runs them (zero3: and each parameter bucket's
+ * all_gather_start and comm_wait, forward and backward), and the check compares the
+ * gradients the graph stores into its slab (one process, whose all_gather is its own
+ * parameters) with the original graph's gradient outputs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,8 +58,9 @@ static void usage(FILE *f) {
             "                     as TSV (plots/memory.sh draws it with gnuplot); --report then holds\n"
             "                     the plan (arena, in-place savings, lower bound)\n"
             "  --emit-ir FILE     write the optimized graph as IR text\n"
-            "  --dist STRATEGY    ddp, zero1 or zero2: run the data-parallel pass after the others (ddp:MB,\n"
-            "                     zero:MB), so the graph holds its collectives where they run (a joint graph)\n"
+            "  --dist STRATEGY    ddp, zero1, zero2 or zero3: run the data-parallel pass after the others\n"
+            "                     (ddp:MB, zero:MB, zero3:MB), so the graph holds its collectives where\n"
+            "                     they run (a joint graph; zero3: the parameters' gathers too)\n"
             "  --bucket-mb X      the buckets of --dist, in MB (default 25)\n"
             "  --seed N           seed of the random inputs of the check (default 0)\n"
             "  --tol X            largest |delta| the check accepts (default 1e-6)\n"
@@ -251,10 +254,10 @@ int kn_cli_compile(int argc, char **argv) {
     }
     char dist_passes[512];
     if (dist) { /* the data-parallel pass after the others: collectives are placed last */
-        const char *pass = !strcmp(dist, "ddp") ? "ddp" : !strcmp(dist, "zero1") || !strcmp(dist, "zero2") ? "zero" : NULL;
+        const char *pass = !strcmp(dist, "ddp") ? "ddp" : !strcmp(dist, "zero1") || !strcmp(dist, "zero2") ? "zero"
+                           : !strcmp(dist, "zero3") || !strcmp(dist, "fsdp") ? "zero3" : NULL;
         if (!pass) {
-            fprintf(stderr, "kiln compile: --dist '%s': expected ddp, zero1 or zero2 (ZeRO-3 keeps its hooks: kiln train "
-                    "--dist zero3 --emit-ir prints its plan)\n", dist);
+            fprintf(stderr, "kiln compile: --dist '%s': expected ddp, zero1, zero2 or zero3 (also called fsdp)\n", dist);
             return 2;
         }
         bool none = !*passes || !strcmp(passes, "none");

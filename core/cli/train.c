@@ -17,9 +17,10 @@
  * result; --flash computes attention without its [B, H, T, T] matrices, equal to rounding;
  * --epilogue puts bias, gelu and the bias gradient into the matmuls' library calls, exact on
  * the CPU and equal to rounding on a GPU;
- * the loss scaler's state and its skipped steps are in the checkpoint too).
+ * the loss scaler's state and its skipped steps are in the checkpoint too). The data and
+ * the checkpoint's metadata are train_data.c's.
  *
- * Data parallelism: under `mpiexec -n N`, --dist ddp|zero1|zero2|zero3 runs one process per rank;
+ * Data parallelism (train_dist.c): under `mpiexec -n N`, --dist ddp|zero1|zero2|zero3 runs one process per rank;
  * each rank's trainer takes batch / (N x --accum) rows of the same global batch, and the
  * step is kn_dp_step (core/dist/dp.c). Rank 0 alone prints, logs and writes checkpoints. */
 #include <errno.h>
@@ -29,6 +30,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/train_impl.h"
 #include "kiln/data.h"
 #include "kiln/device.h"
 #include "kiln/dist.h"
@@ -41,96 +43,9 @@
  * ARCHITECTURE.md, "The compiled GPU program"). */
 #define KN_AUTO_GPU_COMPILED 0
 
-/* ---------------------------------------------------------------- data */
-
-typedef struct run_data {
-    int32_t *tokens;   /* owned */
-    int64_t n, n_train;
-    kn_tokenizer tok;
-    bool has_tok;
-    int vocab;
-    double unigram;    /* nats, over the whole corpus */
-} run_data;
-
-static kn_status load_data(const kn_train_opts *o, run_data *d) {
-    memset(d, 0, sizeof *d);
-    uint8_t *text = NULL;
-    size_t len = 0;
-    if (!strcmp(o->data, "grammar")) {
-        char *t;
-        KN_TRY(kn_corpus_generate(o->data_seed, (size_t)o->data_bytes, &t, &len));
-        text = (uint8_t *)t;
-    } else {
-        KN_TRY(kn_file_read_all(o->data, &text, &len));
-        if (len >= 4 && !memcmp(text, KN_TOKENS_MAGIC, 4)) {
-            kn_token_data td;
-            kn_status st = kn_tokens_parse(text, len, o->data, &td);
-            kn_free(text);
-            KN_TRY(st);
-            d->tokens = td.tokens;
-            d->n = td.count;
-            d->vocab = td.vocab_size;
-            d->has_tok = td.has_tokenizer;
-            d->tok = td.tok;
-            goto split;
-        }
-    }
-    if (len < 16) {
-        kn_free(text);
-        return kn_error(KN_ERR_ARG, "--data %s: %zu bytes is too little text to train on", o->data, len);
-    }
-    kn_status st = kn_tokenizer_fit(&d->tok, text, len);
-    d->tokens = st == KN_OK ? kn_malloc(len * sizeof(int32_t)) : NULL;
-    if (st == KN_OK && !d->tokens) st = kn_error(KN_ERR_OOM, "out of memory for %zu tokens", len);
-    if (st == KN_OK) st = kn_tokenizer_encode(&d->tok, text, len, d->tokens);
-    kn_free(text);
-    if (st != KN_OK) { kn_free(d->tokens); return st; }
-    d->n = (int64_t)len;
-    d->vocab = d->tok.vocab_size;
-    d->has_tok = true;
-split:
-    d->n_train = d->n - d->n / 10; /* the last 10% is held out */
-    KN_TRY(kn_unigram_entropy(d->tokens, d->n, d->vocab, &d->unigram));
-    if (d->n - d->n_train < (int64_t)o->context + 1 || d->n_train < (int64_t)o->context + 1) {
-        kn_free(d->tokens);
-        return kn_error(KN_ERR_ARG, "--data %s: %lld tokens are too few for context %d (10%% is held out)", o->data,
-                        (long long)d->n, o->context);
-    }
-    return KN_OK;
-}
-
-/* The tokenizer table as hex, for the checkpoint ("0a2021..."); buf holds 513 bytes. */
-static void tok_hex(const run_data *d, char *buf) {
-    buf[0] = '\0';
-    if (!d->has_tok) return;
-    for (int i = 0; i < d->tok.vocab_size; i++) snprintf(buf + 2 * i, 3, "%02x", d->tok.id_to_byte[i]);
-}
-
-/* ---------------------------------------------------------------- checkpoint metadata */
-
-static kn_status save(const kn_train_opts *o, const kn_trainer *tr, const run_data *d, int64_t step) {
-    char vals[KN_TRAIN_META_MAX][600];
-    const char *keys[KN_TRAIN_META_MAX], *pv[KN_TRAIN_META_MAX];
-    int n = kn_train_opts_to_meta(o, keys, vals);
-    snprintf(vals[n], sizeof vals[n], "%lld", (long long)step);
-    keys[n++] = "kiln.train.step";
-    tok_hex(d, vals[n]);
-    keys[n++] = "kiln.tokenizer";
-    snprintf(vals[n], sizeof vals[n], "philox seed=%llu stream=0 word=%lld (batch positions; 2 words per window)",
-             (unsigned long long)o->seed, (long long)(2 * step * o->batch));
-    keys[n++] = "kiln.rng.data";
-    if (tr->scaler.mode != KN_LOSS_SCALE_NONE || tr->scaler.skipped > 0) { /* the scaler's state, for --resume */
-        snprintf(vals[n], sizeof vals[n], "%.17g %lld %lld", tr->scaler.scale, (long long)tr->scaler.good_steps,
-                 (long long)tr->scaler.skipped);
-        keys[n++] = "kiln.loss_scale";
-    }
-    for (int i = 0; i < n; i++) pv[i] = vals[i];
-    return kn_checkpoint_save(o->out, tr->model, &tr->opt, n, keys, pv);
-}
-
 /* ---------------------------------------------------------------- the run */
 
-static void print_sample(const kn_train_opts *o, const kn_gpt *g, const run_data *d) {
+static void print_sample(const kn_train_opts *o, const kn_gpt *g, const kn_train_data *d) {
     if (o->sample <= 0) return;
     int n = o->sample + 1;
     int32_t *ids = kn_malloc((size_t)n * sizeof *ids);
@@ -154,7 +69,7 @@ static void print_sample(const kn_train_opts *o, const kn_gpt *g, const run_data
     kn_free(text);
 }
 
-static kn_status evaluate(const kn_train_opts *o, kn_trainer *tr, const run_data *d, double *loss) {
+static kn_status evaluate(const kn_train_opts *o, kn_trainer *tr, const kn_train_data *d, double *loss) {
     size_t bt = (size_t)o->batch * (size_t)o->context;
     int32_t *x = kn_malloc(bt * sizeof *x), *y = kn_malloc(bt * sizeof *y);
     kn_status st = x && y ? KN_OK : kn_error(KN_ERR_OOM, "out of memory");
@@ -177,179 +92,13 @@ static kn_status evaluate(const kn_train_opts *o, kn_trainer *tr, const run_data
     return st;
 }
 
-/* ---------------------------------------------------------------- data parallelism */
-
-typedef struct run_dist {
-    bool on;
-    kn_comm *comm;
-    kn_dp dp;
-    int rank, size, rows;   /* rows: the trainer's batch, batch / (size x accum) */
-} run_dist;
-
-/* Before the run: --dist needs mpiexec and a batch the ranks and micro-batches divide.
- * Returns -1 to go on, else the exit status (a message printed). */
-static int dist_begin(kn_train_opts *o, run_dist *rd) {
-    memset(rd, 0, sizeof *rd);
-    rd->size = 1;
-    if (!o->dist[0]) return -1;
-    kn_dp_strategy s;
-    if (kn_dp_strategy_parse(o->dist, &s) != KN_OK) {
-        fprintf(stderr, "kiln train: %s\n", kn_last_error());
-        return 2;
-    }
-    if (strcmp(o->comm, "mpi") != 0 && strcmp(o->comm, "nccl") != 0) {
-        fprintf(stderr, "kiln train: --comm '%s': expected mpi or nccl\n", o->comm);
-        return 2;
-    }
-    if (strcmp(o->compress, "none") != 0 && strcmp(o->compress, "int8") != 0) {
-        fprintf(stderr, "kiln train: --compress '%s': expected none or int8\n", o->compress);
-        return 2;
-    }
-    if (!strcmp(o->compress, "int8") && (s != KN_DP_DDP || strcmp(o->comm, "mpi") != 0 || !strcmp(o->allreduce, "ring"))) {
-        /* decided here, the same on every rank, so the job ends cleanly (not by MPI_Abort) */
-        fprintf(stderr, "kiln train: --compress int8 compresses DDP's buckets on CPU ranks with the library's "
-                "all-gather (asked: --dist %s, --comm %s, --allreduce %s)\n", o->dist, o->comm, o->allreduce);
-        return 2;
-    }
-    if (strcmp(o->allreduce, "library") != 0 && strcmp(o->allreduce, "ring") != 0) {
-        fprintf(stderr, "kiln train: --allreduce '%s': expected library or ring\n", o->allreduce);
-        return 2;
-    }
-    if (s != KN_DP_DDP && !strcmp(o->allreduce, "ring")) {
-        fprintf(stderr, "kiln train: --allreduce ring is DDP's all-reduce; --dist %s reduce-scatters the gradients "
-                "(use --dist ddp, or drop --allreduce)\n", o->dist);
-        return 2;
-    }
-    if (s == KN_DP_ZERO3 && !strcmp(o->comm, "nccl")) {
-        fprintf(stderr, "kiln train: --dist %s runs on CPU ranks (--comm mpi) so far; on GPUs use --dist zero2\n",
-                o->dist);
-        return 2;
-    }
-    char who[64];
-    snprintf(who, sizeof who, "kiln train --dist %s", o->dist);
-    if (kn_dist_init(who) != KN_OK) {
-        fprintf(stderr, "kiln train: %s\n", kn_last_error());
-        return 2;
-    }
-    rd->on = true;
-    rd->rank = kn_dist_rank();
-    rd->size = kn_dist_size();
-    if (o->batch % (rd->size * o->accum) != 0) {
-        if (rd->rank == 0)
-            fprintf(stderr, "kiln train: --batch %d is not divisible by %d ranks x --accum %d: each rank takes an "
-                    "equal share of the global batch (try --batch %d)\n", o->batch, rd->size, o->accum,
-                    rd->size * o->accum * (o->batch / (rd->size * o->accum) + 1));
-        return 2;
-    }
-    rd->rows = o->batch / (rd->size * o->accum);
-    if (!strcmp(o->comm, "nccl")) {
-        /* GPU ranks: one GPU per rank, the rank's index on its host (as kn_comm_world(nccl)) */
-        int local = kn_dist_local_rank();
-        if (kn_device_count(KN_DEVICE_CUDA) == 0) {
-            if (rd->rank == 0)
-                fprintf(stderr, "kiln train: --comm nccl: NCCL was asked for, but this machine has no usable GPU (CPU "
-                        "ranks use --comm mpi)\n");
-            return 2;
-        }
-        char want[16];
-        snprintf(want, sizeof want, "cuda:%d", local & 0xffff);
-        if (!strcmp(o->device, "auto") || !strcmp(o->device, "cuda")) snprintf(o->device, sizeof o->device, "%s", want);
-        if (strcmp(o->device, want) != 0) {
-            fprintf(stderr, "kiln train: rank %d: --comm nccl runs one rank per GPU, and this rank (local index %d) "
-                    "takes %s, not --device %s\n", rd->rank, local, want, o->device);
-            return 2;
-        }
-    } else if (!strcmp(o->device, "auto")) {
-        snprintf(o->device, sizeof o->device, "cpu"); /* CPU ranks (MPI) */
-    } else if (strcmp(o->device, "cpu") != 0) {
-        if (rd->rank == 0)
-            fprintf(stderr, "kiln train: --device %s with --comm mpi: GPU ranks talk over NCCL (add --comm nccl)\n",
-                    o->device);
-        return 2;
-    }
-    if (rd->rank > 0) {
-        /* one voice: rank 0 prints (errors still reach stderr with the rank's name) */
-        if (!freopen("/dev/null", "w", stdout)) return 1;
-        o->log[0] = '\0';
-    }
-    return -1;
-}
-
-/* After the trainer is built (and loaded): the communicator and the strategy. */
-static kn_status dist_attach(const kn_train_opts *o, run_dist *rd, kn_trainer *tr) {
-    if (!rd->on) return KN_OK;
-    KN_TRY(kn_comm_world(&rd->comm, !strcmp(o->comm, "nccl") ? KN_COMM_NCCL : KN_COMM_MPI));
-    kn_dp_config c = {.bucket_mb = o->bucket_mb, .accum = o->accum, .ring = !strcmp(o->allreduce, "ring"),
-                      .compress = !strcmp(o->compress, "int8")};
-    KN_TRY(kn_dp_strategy_parse(o->dist, &c.strategy));
-    KN_TRY(kn_dp_new(&rd->dp, rd->comm, tr, &c));
-    printf("  data parallel: %s on %d ranks (%s, %s all-reduce%s), %d rows x %d micro-batches per rank, %d "
-           "bucket%s of <= %g MiB\n", o->dist, rd->size, o->comm, o->allreduce,
-           c.compress ? ", int8 gradients with error feedback" : "", rd->rows, o->accum, rd->dp.nbuckets,
-           rd->dp.nbuckets == 1 ? "" : "s", o->bucket_mb);
-    printf("  collectives           %s\n", rd->dp.ir ? "ops of the step's graph, placed by the pass below (--emit-ir "
-           "shows where)" : "started from the program's hooks (GPU ranks, ZeRO-3)");
-    if (rd->dp.ir) printf("  pass                  %s\n", rd->dp.pass);
-    if (o->emit_ir[0] && rd->rank == 0) {
-        FILE *f = fopen(o->emit_ir, "w");
-        if (!f) return kn_error(KN_ERR_IO, "--emit-ir %s: cannot open: %s", o->emit_ir, strerror(errno));
-        kn_status st = kn_dp_schedule_print(f, &rd->dp);
-        if (fclose(f) != 0 && st == KN_OK) st = kn_error(KN_ERR_IO, "--emit-ir %s: write failed", o->emit_ir);
-        KN_TRY(st);
-        printf("  schedule              %s (the joint graph with its collectives)\n", o->emit_ir);
-    }
-    return KN_OK;
-}
-
-/* Rank 0's report: memory per rank against distributed.md's table, and the overlap. */
-static void dist_report(const run_dist *rd, int64_t P) {
-    if (!rd->on) return;
-    kn_dp_memory m = kn_dp_memory_of(&rd->dp), e = kn_dp_memory_expected(rd->dp.cfg.strategy, P, rd->size);
-    printf("  memory per rank (bytes)   held        table (fp32 Adam, P=%lld, N=%d)\n", (long long)P, rd->size);
-    printf("    parameters              %-11lld %lld\n", (long long)m.params, (long long)e.params);
-    printf("    gradients               %-11lld %lld\n", (long long)m.grads, (long long)e.grads);
-    printf("    optimizer state         %-11lld %lld\n", (long long)m.optim, (long long)e.optim);
-    printf("    total                   %-11lld %lld%s\n", (long long)(m.params + m.grads + m.optim),
-           (long long)(e.params + e.grads + e.optim), "");
-    if (m.staging_peak) printf("    + buckets in flight     %lld at the peak\n", (long long)m.staging_peak);
-    if (m.gathered_peak)
-        printf("    + parameters gathered   %lld at the peak (the table's \"one layer gathered\": here buckets)\n",
-               (long long)m.gathered_peak);
-    printf("  gradients sent        %lld bytes per step by this rank (%s)\n", (long long)rd->dp.bytes_sent,
-           rd->dp.cfg.compress ? "int8 codes and a scale per 256" : "f32");
-    const kn_dp_stats *s = &rd->dp.stats;
-    if (rd->dp.z3) {
-        double hid = s->gather_s > 0 ? 1.0 - s->gather_wait_s / s->gather_s : 0;
-        printf("  parameters gathered   %lld bytes per step (%d all_gathers: forward and backward of every "
-               "micro-batch); %.2f ms in flight, %.2f ms of it waited for: %.0f%% hidden by the prefetch\n",
-               (long long)rd->dp.gathered_bytes, s->gathers, 1e3 * s->gather_s, 1e3 * s->gather_wait_s,
-               100 * (hid < 0 ? 0 : hid));
-    }
-    if (rd->dp.tr && rd->dp.tr->dev.type != KN_DEVICE_CPU) {
-        /* the host runs ahead of a GPU: its clock knows when the backward ended (the loss was
-         * read) and when the last bucket was done, not when each collective really ran */
-        printf("  overlap (last step)   %.2f ms of communication after the backward (%.2f ms); the collectives' "
-               "own time: kiln bench-comm --comm nccl\n", 1e3 * s->exposed_s, 1e3 * s->backward_s);
-        return;
-    }
-    double hidden = s->comm_s > 0 ? 1.0 - s->exposed_s / s->comm_s : 0;
-    if (hidden < 0) hidden = 0;
-    printf("  overlap (last step)   communication %.2f ms, %.2f ms of it after the backward: %.0f%% hidden behind "
-           "the backward (%.2f ms)\n", 1e3 * s->comm_s, 1e3 * s->exposed_s, 100 * hidden, 1e3 * s->backward_s);
-    kn_overlap_room room; /* the IR's placement: where the backward ends (the first comm_wait) and the starts */
-    if (rd->dp.ir && kn_dp_overlap_room(kn_program_graph(rd->dp.tr->prog), &room) == KN_OK)
-        printf("  overlap (placement)   the backward ends at the step's first comm_wait; %d bucket starts, each with "
-               "%.0f%% of the backward's FLOPs still to run on average (%.0f%% .. %.0f%%)\n", room.starts,
-               100 * room.mean, 100 * room.least, 100 * room.most);
-}
-
 /* ---------------------------------------------------------------- loss scaling */
 
 /* --loss-scale: the trainer's scaler (kiln/optim.h), after the trainer has its device and
  * mode; on resume its scale (dynamic) and clean streak continue from the checkpoint
  * ("kiln.loss_scale": scale, good steps, skipped; the skip count was restored already).
  * `auto` is dynamic only for fp16, which kiln train does not run yet: so far it is none. */
-static kn_status loss_scale_attach(const kn_train_opts *o, const run_dist *rd, kn_trainer *tr, const char *saved) {
+static kn_status loss_scale_attach(const kn_train_opts *o, const kn_train_dist *rd, kn_trainer *tr, const char *saved) {
     kn_loss_scaler s;
     KN_TRY(kn_loss_scaler_parse(o->loss_scale, !strcmp(o->precision, "fp16"), &s)); /* auto: dynamic for fp16 */
     if (s.mode == KN_LOSS_SCALE_NONE) return KN_OK;
@@ -376,13 +125,6 @@ static bool inject_at(int64_t step) {
         if (n == step) return true;
     }
     return false;
-}
-
-static void dist_end(run_dist *rd) {
-    if (!rd->on) return;
-    kn_dp_free(&rd->dp);
-    kn_comm_free(rd->comm);
-    kn_dist_finalize();
 }
 
 /* kn:region precision */
@@ -424,15 +166,15 @@ static void precision_note(const kn_train_opts *o, kn_device dev) {
 }
 /* kn:endregion precision */
 
-static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
-    run_data d;
+static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
+    kn_train_data d;
     kn_gpt g = {0};
     kn_trainer tr = {0};
     kn_safetensors ck = {0};
     bool have_ck = false;
     int64_t start = 0;
     int rc = 1;
-    if (load_data(o, &d) != KN_OK) {
+    if (kn_train_data_load(o, &d) != KN_OK) {
         fprintf(stderr, "kiln train: %s\n", kn_last_error());
         return 1;
     }
@@ -464,7 +206,7 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
         have_ck = true;
         char hex[600];
         const char *want = kn_safetensors_meta(&ck, "kiln.tokenizer");
-        tok_hex(&d, hex);
+        kn_train_tok_hex(&d, hex);
         long long s = -1;
         const char *sv = kn_safetensors_meta(&ck, "kiln.train.step");
         if (sv) s = strtoll(sv, NULL, 10);
@@ -520,7 +262,7 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
         tr.cuda_graph = true;
         if (kn_program_set_cuda_graph(tr.prog, true) != KN_OK) goto fail;
     }
-    if (dist_attach(o, rd, &tr) != KN_OK) goto fail;
+    if (kn_train_dist_attach(o, rd, &tr) != KN_OK) goto fail;
     /* the peak reported at the end is the training steps' (ZeRO has freed what it shards) */
     if (kn_device_mem_reset_peak(dev) != KN_OK) goto fail;
     int64_t end = o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
@@ -636,9 +378,9 @@ static int run(kn_train_opts *o, kn_device dev, run_dist *rd) {
                (long long)tr.scaler.skipped, tr.scaler.skipped == 1 ? "" : "s");
     printf("  held-out loss         %.4f nats/token (%d batches)%s\n", val, o->eval_batches,
            val < d.unigram ? "  -> below the unigram baseline" : "  -> NOT below the unigram baseline");
-    dist_report(rd, g.p.n);
+    kn_train_dist_report(rd, g.p.n);
     if (strcmp(o->out, "none") != 0 && rd->rank == 0) {
-        if (save(o, &tr, &d, end) != KN_OK) goto fail;
+        if (kn_train_save(o, &tr, &d, end) != KN_OK) goto fail;
         printf("  checkpoint            %s (step %lld of %lld%s)\n", o->out, (long long)end, (long long)o->steps,
                end < o->steps ? "; continue with --resume" : "");
     }
@@ -679,8 +421,8 @@ int kn_cli_train(int argc, char **argv) {
     kn_train_opts o;
     int rc = kn_train_opts_parse(&o, argc, argv);
     if (rc >= 0) return rc; /* --help (0) or bad usage (2) */
-    run_dist rd;
-    if ((rc = dist_begin(&o, &rd)) >= 0) {
+    kn_train_dist rd;
+    if ((rc = kn_train_dist_begin(&o, &rd)) >= 0) {
         if (rd.on) kn_dist_finalize(); /* every rank made the same decision */
         return rc;
     }
@@ -688,6 +430,6 @@ int kn_cli_train(int argc, char **argv) {
     rc = pick_device(&o, &dev);
     if (rc == 0) rc = run(&o, dev, &rd);
     if (rc != 0 && rd.on && rd.size > 1) kn_dist_abort(rc); /* a failing rank ends the job, not a hang */
-    dist_end(&rd);
+    kn_train_dist_end(&rd);
     return rc;
 }

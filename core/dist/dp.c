@@ -17,15 +17,16 @@
  * This file sets a strategy up and runs the step; dp_buckets.c moves the gradients
  * (buckets, the collectives, compression), dp_shard.c keeps ZeRO's shards and updates them.
  *
- * Overlap: on CPU ranks DDP, ZeRO-1 and ZeRO-2 recompile the trainer's step with the `ddp` or
- * `zero` pass (core/passes/ddp.c), which makes communication part of the graph: each
- * gradient is stored into the slab by a grad_store node right after the node that makes
- * it, a bucket's all_reduce_start (reduce_scatter_start) node follows its last store, and
- * comm_wait nodes end the graph. The program runs them through this strategy's
- * kn_collectives context and polls it between steps (MPI progresses inside MPI_Test), so
- * communication runs while the rest of the backward computes, where the IR says; the
- * first comm_wait marks the backward's end for the overlap figure. On GPU ranks (NCCL) and
- * for ZeRO-3 the program's hook does the same after every node (kn_program_set_hook).
+ * Overlap: every strategy recompiles the trainer's step with its pass (`ddp`, `zero`,
+ * `zero3`: core/passes/ddp.c), which makes communication part of the graph: each gradient
+ * is stored into the slab by a grad_store node right after the node that makes it, a
+ * bucket's all_reduce_start (reduce_scatter_start) node follows its last store, and
+ * comm_wait nodes end the graph (ZeRO-3: and each parameter bucket's all_gather_start and
+ * comm_wait come before its readers, zero3.c). The program runs them through this
+ * strategy's kn_collectives context and polls it between steps (MPI progresses inside
+ * MPI_Test), on CPU ranks (MPI) and GPU ranks (NCCL) alike, so communication runs while
+ * the rest of the backward computes, where the IR says; the first gradient comm_wait
+ * marks the backward's end for the overlap figure.
  *
  * Buckets are contiguous ranges of whole parameters of the slab, formed from the last
  * parameter backwards, as PyTorch's DDP forms them in reverse registration order: roughly
@@ -78,7 +79,6 @@ void kn_dp_release(const kn_dp *d, void *p, size_t nb) {
 
 void kn_dp_free(kn_dp *d) {
     if (!d) return;
-    if (d->tr && d->tr->prog) kn_program_set_hook(d->tr->prog, NULL, NULL);
     kn_dp_z3_free(d);
     for (int b = 0; d->staging && b < d->nbuckets; b++)
         if (d->staging[b]) kn_dp_release(d, d->staging[b], kn_dp_staging_size(d, b));
@@ -92,8 +92,6 @@ void kn_dp_free(kn_dp *d) {
     kn_free(d->in_flight);
     kn_free(d->buckets);
     kn_free(d->param_bucket);
-    kn_free(d->node_first);
-    kn_free(d->param_next);
     kn_free(d->reqs);
     kn_free(d->shard_lo);
     kn_free(d->t_launch);
@@ -130,36 +128,31 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
                         "collectives (asked: --accum %d%s); accumulation and the ring run on CPU ranks", cfg->accum,
                         cfg->ring ? ", the ring" : "");
     if (gpu && cfg->strategy == KN_DP_ZERO3)
-        return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: --dist zero3 runs on CPU ranks (--comm mpi) so far: its gathered "
-                        "parameter buckets are host tensors; on GPUs use --dist zero2");
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: --dist zero3 runs on CPU ranks (--comm mpi) so far: its "
+                        "parameter shard and its update are host memory; on GPUs use --dist zero2");
     if (cfg->ring && cfg->strategy != KN_DP_DDP)
         return kn_error(KN_ERR_ARG, "kn_dp_new: the ring all-reduce is DDP's alternative (ZeRO reduce-scatters)");
     memset(d, 0, sizeof *d);
     d->comm = c;
     d->tr = tr;
     d->cfg = *cfg;
-    /* DDP, ZeRO-1 and ZeRO-2 on CPU ranks: the collectives are ops of the step's graph,
-     * placed by a pass (ir_program); the bucket size the pass is given as text is the one
-     * the buckets here are made of */
-    d->ir = !gpu && cfg->strategy != KN_DP_ZERO3;
-    if (d->ir) {
-        snprintf(d->pass, sizeof d->pass, "%s:%.9g", cfg->strategy == KN_DP_DDP ? "ddp" : "zero", cfg->bucket_mb);
-        d->cfg.bucket_mb = strtod(strchr(d->pass, ':') + 1, NULL);
-    }
+    /* the collectives are ops of the step's graph, placed by the strategy's pass
+     * (ir_program); the bucket size the pass is given as text is the one the buckets here
+     * are made of */
+    snprintf(d->pass, sizeof d->pass, "%s:%.9g", cfg->strategy == KN_DP_DDP ? "ddp" : cfg->strategy == KN_DP_ZERO3
+             ? "zero3" : "zero", cfg->bucket_mb);
+    d->cfg.bucket_mb = strtod(strchr(d->pass, ':') + 1, NULL);
     const kn_params *p = &tr->model->p;
     const kn_graph *g = kn_program_graph(tr->prog); /* node ids as the program runs them */
     int N = c->size;
     kn_status st = kn_dp_buckets(p, (size_t)(d->cfg.bucket_mb * 1048576.0), &d->buckets, &d->nbuckets);
     if (st != KN_OK) return st;
-    d->nnodes = g->nnodes;
     d->param_bucket = kn_malloc((size_t)p->count * sizeof(int));
-    d->param_next = kn_malloc((size_t)p->count * sizeof(int));
-    d->node_first = kn_malloc((size_t)g->nnodes * sizeof(int));
     d->reqs = kn_calloc((size_t)d->nbuckets, sizeof *d->reqs);
     d->in_flight = kn_calloc((size_t)d->nbuckets, sizeof *d->in_flight);
     d->staging = kn_calloc((size_t)d->nbuckets, sizeof *d->staging);
     d->shard_lo = kn_malloc((size_t)(N + 1) * sizeof(int64_t));
-    if (!d->param_bucket || !d->param_next || !d->node_first || !d->reqs || !d->in_flight || !d->staging ||
+    if (!d->param_bucket || !d->reqs || !d->in_flight || !d->staging ||
         !d->shard_lo) {
         kn_dp_free(d);
         return kn_error(KN_ERR_OOM, "kn_dp_new: out of memory");
@@ -171,12 +164,6 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
     }
     for (int b = 0; b < d->nbuckets; b++)
         for (int i = d->buckets[b].first_param; i <= d->buckets[b].last_param; i++) d->param_bucket[i] = b;
-    for (int i = 0; i < g->nnodes; i++) d->node_first[i] = -1;
-    for (int i = p->count - 1; i >= 0; i--) {
-        int32_t node = g->outputs[1 + i];
-        d->param_next[i] = d->node_first[node];
-        d->node_first[node] = i;
-    }
     st = kn_dp_shard_ranges(p->n, N, d->shard_lo);
     if (st == KN_OK && gpu) st = kn_device_alloc(tr->dev, sizeof(double), (void **)&d->dscalar);
     /* every rank starts from rank 0's parameters (on the trainer's device) */
@@ -209,12 +196,11 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
     }
     /* ZeRO-3 last: it frees the model's slab, which everything above may read */
     if (st == KN_OK && cfg->strategy == KN_DP_ZERO3) st = kn_dp_z3_new(d);
-    if (st == KN_OK && d->ir) st = kn_dp_ir_program(d);
+    if (st == KN_OK) st = kn_dp_ir_program(d);
     if (st != KN_OK) {
         kn_dp_free(d);
         return st;
     }
-    if (!d->ir) kn_program_set_hook(tr->prog, kn_dp_hook, d);
     return KN_OK;
 }
 
@@ -252,14 +238,14 @@ static kn_status run_micro(kn_dp *d, const int32_t *x, const int32_t *y, int m, 
     d->last_micro = m == d->cfg.accum - 1;
     for (int b = 0; b < d->nbuckets; b++)
         d->buckets[b].pending = d->buckets[b].last_param - d->buckets[b].first_param + 1;
-    if (d->ir && t->prog != d->ir_prog)
+    if (t->prog != d->ir_prog)
         return kn_error(KN_ERR_ARG, "kn_dp_step: the trainer's step was compiled again after kn_dp_new, without the %s "
                         "pass its collectives need: set the trainer up (mode, loss scale, device) before kn_dp_new",
                         d->pass);
     d->ir_waits = 0;
     KN_TRY(kn_trainer_low_refresh(t)); /* the weights' low copies (lowparams), after an update made here */
     kn_status st = kn_program_run(t->prog);
-    kn_status zs = kn_dp_z3_end_run(d); /* ZeRO-3: the last gathered buckets go */
+    kn_status zs = kn_dp_z3_end_run(d); /* ZeRO-3: a gather a failed run left in flight */
     KN_TRY(st);
     KN_TRY(zs);
     return loss_item(kn_program_output(t->prog, 0), loss);
@@ -286,9 +272,8 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
         double l = 0;
         KN_TRY(run_micro(d, x, y, m, &l));
         lsum += l;
-        /* the backward's end: the IR's first comm_wait (after every computing step), or the
-         * hook path's end of the run */
-        if (m == K - 1) d->t_backward_end = d->ir && d->ir_waits ? d->t_ir_first_wait : kn_time_now();
+        /* the backward's end: the IR's first gradient comm_wait (after every computing step) */
+        if (m == K - 1) d->t_backward_end = d->ir_waits ? d->t_ir_first_wait : kn_time_now();
         /* every bucket of this micro-batch must be done before the next one reuses them */
         for (int b = 0; b < d->nbuckets; b++)
             if (d->in_flight[b]) {
@@ -342,61 +327,63 @@ kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d) {
     if (!f || !d || !d->tr || !d->tr->prog) return kn_error(KN_ERR_ARG, "kn_dp_schedule_print: NULL argument");
     const kn_graph *g = kn_program_graph(d->tr->prog);
     const kn_params *p = &d->tr->model->p;
-    int32_t *done_at = kn_malloc((size_t)d->nbuckets * sizeof *done_at);
+    size_t nn = (size_t)g->nnodes + 1;
+    int32_t *last = kn_malloc(nn * sizeof *last), *root = kn_malloc(nn * sizeof *root), *waited_at = kn_calloc(nn, sizeof *waited_at);
     char *text = NULL;
-    kn_status st = done_at ? kn_graph_to_string(g, &text) : kn_error(KN_ERR_OOM, "kn_dp_schedule_print: out of memory");
+    kn_status st = last && root && waited_at ? kn_graph_to_string(g, &text)
+                                             : kn_error(KN_ERR_OOM, "kn_dp_schedule_print: out of memory");
     if (st != KN_OK) {
-        kn_free(done_at);
+        kn_free(last);
+        kn_free(root);
+        kn_free(waited_at);
         return st;
     }
-    /* a bucket starts after the node that makes its last gradient (the IR: its start node) */
-    for (int b = 0; b < d->nbuckets; b++) {
-        done_at[b] = -1;
-        for (int i = 0; d->ir && i < g->nnodes; i++)
-            if ((g->nodes[i].op == KN_OP_ALL_REDUCE_START || g->nodes[i].op == KN_OP_REDUCE_SCATTER_START) &&
-                g->nodes[i].attrs.start == d->buckets[b].lo)
-                done_at[b] = i;
-        for (int i = d->buckets[b].first_param; !d->ir && i <= d->buckets[b].last_param; i++)
-            if (g->outputs[1 + i] > done_at[b]) done_at[b] = g->outputs[1 + i];
+    /* a gathered buffer's last reader (through its views): where it is freed */
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        const kn_node *n = &g->nodes[i];
+        last[i] = -1;
+        root[i] = n->nin == 1 && kn_ir_aliases(n, &g->nodes[n->in[0]].type) ? root[n->in[0]] : i;
+        for (int k = 0; k < n->nin; k++) last[root[n->in[k]]] = i;
+        if (n->op == KN_OP_COMM_WAIT && n->type.ndim == 1) waited_at[n->in[0]] = i; /* its phase is its wait's */
     }
     bool zero = d->cfg.strategy != KN_DP_DDP;
     const char *coll = zero ? "reduce_scatter" : d->cfg.ring ? "ring_all_reduce" : "all_reduce";
-    if (d->ir)
-        fprintf(f, "# kiln train --dist %s: the step's graph of one rank (%d rows) after the pass %s, with its\n"
-                "# collectives as ops. %d ranks, %d buckets: each gradient is stored into the slab (grad_store)\n"
-                "# right after the node that makes it; a bucket's %s_start runs right after its last\n"
-                "# store, nonblocking, while the nodes below it compute (%s);\n"
-                "# the comm_waits end the graph, where the optimizer takes over. A comment names each bucket.\n",
-                kn_dp_strategy_name(d->cfg.strategy), d->tr->B, d->pass, d->comm->size, d->nbuckets,
-                zero ? "reduce_scatter" : "all_reduce", d->cfg.ring ? "kiln's ring: blocking, between two nodes"
-                : "polled between the steps");
-    else
-        fprintf(f, "# kiln train --dist %s: the joint graph of one rank (%d rows) and where each collective starts.\n"
-                "# %d ranks, %d buckets; a bucket's %s starts (nonblocking) right after the node that makes its\n"
-                "# last gradient, and runs while the nodes below it compute.\n",
-                kn_dp_strategy_name(d->cfg.strategy), d->tr->B, d->comm->size, d->nbuckets, coll);
+    fprintf(f, "# kiln train --dist %s: the step's graph of one rank (%d rows) after the pass %s, with its\n"
+            "# collectives as ops. %d ranks, %d buckets: each gradient is stored into the slab (grad_store)\n"
+            "# right after the node that makes it; a bucket's %s_start runs right after its last\n"
+            "# store, nonblocking, while the nodes below it compute (%s);\n"
+            "# the comm_waits end the graph, where the optimizer takes over. A comment names each bucket.\n",
+            kn_dp_strategy_name(d->cfg.strategy), d->tr->B, d->pass, d->comm->size, d->nbuckets,
+            zero ? "reduce_scatter" : "all_reduce", d->cfg.ring ? "kiln's ring: blocking, between two nodes"
+            : "polled between the steps");
     if (d->z3)
-        fprintf(f, "# ZeRO-3: the parameters are sharded; each bucket's all_gather is waited for before the first\n"
-                "# step (of the program's steps: a generated kernel is the step of its last node) that reads it in\n"
-                "# the forward, and again in the backward, and freed after its last reader; the next one is\n"
-                "# prefetched while the steps before its use compute.\n");
+        fprintf(f, "# ZeRO-3: the parameters are sharded; each bucket's all_gather_start fills a buffer that a\n"
+                "# comm_wait gives back right before the bucket's first reader in the forward, and again in the\n"
+                "# backward; the next bucket's gather starts right after each wait (the prefetch); the readers\n"
+                "# read views of the buffer (slice, reshape), which is freed after its last reader.\n");
     for (char *line = text; line && *line;) {
         char *nl = strchr(line, '\n');
         if (nl) *nl = '\0';
-        int id = -1;
-        if (line[0] == '%') id = atoi(line + 1);
-        if (id >= 0 && d->z3) kn_dp_z3_print_notes(f, d, id);
+        int id = line[0] == '%' ? atoi(line + 1) : -1;
         fprintf(f, "%s\n", line);
-        for (int b = 0; id >= 0 && b < d->nbuckets; b++) {
-            if (done_at[b] != id) continue;
-            const kn_dp_bucket *k = &d->buckets[b];
-            fprintf(f, "#   %s %s bucket %d: slab [%lld, %lld), %lld bytes, %s .. %s\n", d->ir ? "^" : "<-", coll, b,
-                    (long long)k->lo, (long long)k->hi, (long long)((k->hi - k->lo) * 4), p->info[k->first_param].name,
+        const kn_node *n = id >= 0 && id < g->nnodes ? &g->nodes[id] : NULL;
+        int b = -1;
+        for (int k = 0; n && k < d->nbuckets; k++)
+            if (d->buckets[k].lo == n->attrs.start && d->buckets[k].hi == n->attrs.stop) b = k;
+        const kn_dp_bucket *k = b >= 0 ? &d->buckets[b] : NULL;
+        if (k && (n->op == KN_OP_ALL_REDUCE_START || n->op == KN_OP_REDUCE_SCATTER_START))
+            fprintf(f, "#   ^ %s bucket %d: slab [%lld, %lld), %lld bytes, %s .. %s\n", coll, b, (long long)k->lo,
+                    (long long)k->hi, (long long)((k->hi - k->lo) * 4), p->info[k->first_param].name,
                     p->info[k->last_param].name);
-        }
+        if (k && n->op == KN_OP_ALL_GATHER_START)
+            fprintf(f, "#   ^ all_gather bucket %d's parameters (%s): slab [%lld, %lld), %lld bytes, %s .. %s\n", b,
+                    waited_at[id] > g->outputs[0] ? "backward" : "forward", (long long)k->lo, (long long)k->hi,
+                    (long long)((k->hi - k->lo) * 4), p->info[k->first_param].name, p->info[k->last_param].name);
+        if (k && n->op == KN_OP_COMM_WAIT && n->type.ndim == 1)
+            fprintf(f, "#   ^ wait for bucket %d's parameters; freed after %%%d, their last reader\n", b, last[root[id]]);
         line = nl ? nl + 1 : NULL;
     }
-    fprintf(f, "# after the graph: %sloss all_reduce (8 bytes);\n", d->ir ? "" : "wait for every bucket; ");
+    fprintf(f, "# after the graph: loss all_reduce (8 bytes);\n");
     if (d->z3)
         fprintf(f, "# gradient-norm all_reduce (8 bytes); clip and update this rank's shard (parameters, gradients\n"
                 "# and optimizer state sharded); no all_gather after the update: the next forward gathers\n"
@@ -410,6 +397,8 @@ kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d) {
     else
         fprintf(f, "# clip by the global norm and update the whole slab (every rank the same)\n");
     kn_free(text);
-    kn_free(done_at);
+    kn_free(last);
+    kn_free(root);
+    kn_free(waited_at);
     return KN_OK;
 }

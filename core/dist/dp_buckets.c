@@ -7,15 +7,12 @@
  * it over the ranks' shards; requests in flight are polled between the steps of the
  * program (MPI progresses inside MPI_Test) and finished when waited for.
  *
- * Two drivers, one set of functions:
- *   - the collectives in the graph (DDP, ZeRO-1, ZeRO-2 on CPU ranks): the step program is
- *     compiled with the `ddp` or `zero` pass (core/passes/ddp.c), whose grad_store,
- *     all_reduce_start / reduce_scatter_start and comm_wait nodes the program hands to this
- *     file's kn_collectives context. Where each collective runs is then the schedule's
- *     doing, printed by kiln compile --emit-ir --dist;
- *   - the program's hook (GPU ranks over NCCL, whose programs refuse collective ops so far,
- *     and ZeRO-3, whose parameter gathers also run from hooks: zero3.c): after every step
- *     the hook stores a gradient that was just made and launches a bucket that is complete.
+ * The driver is the step's graph: the step program is compiled with the `ddp`, `zero` or
+ * `zero3` pass (core/passes/ddp.c), whose grad_store, all_reduce_start /
+ * reduce_scatter_start and comm_wait nodes (and ZeRO-3's all_gather_start, zero3.c) the
+ * program hands to this file's kn_collectives context, on CPU ranks (MPI) and GPU ranks
+ * (NCCL) alike. Where each collective runs is then the schedule's doing, printed by kiln
+ * compile --emit-ir --dist and kiln train --dist --emit-ir.
  *
  * Compression (--compress int8, DDP on CPU ranks): each bucket travels as one signed byte
  * per gradient plus a float scale per 256 of them, instead of four bytes. A rank adds its
@@ -40,8 +37,6 @@ size_t kn_dp_staging_size(const kn_dp *d, int b) {
     int64_t a = k->lo > kn_dp_my_lo(d) ? k->lo : kn_dp_my_lo(d), e = k->hi < kn_dp_my_lo(d) + kn_dp_my_len(d) ? k->hi : kn_dp_my_lo(d) + kn_dp_my_len(d);
     return (size_t)((k->hi - k->lo) + (e > a ? e - a : 0)) * sizeof(float);
 }
-
-/* ---------------------------------------------------------------- the hook */
 
 /* dst[0..n) = src (first micro-batch) or += src (CPU ranks only: kn_dp_new refuses
  * accumulation on a GPU). On a GPU the copy is queued on the compute stream, behind the
@@ -179,15 +174,6 @@ static kn_status poll_all(kn_dp *d) {
     return kn_dp_z3_poll(d);
 }
 
-static kn_status contiguous_f32(const kn_tensor *v, int64_t numel, int param, const float **out, kn_tensor **tmp) {
-    if (!v || v->dtype != KN_DT_F32 || kn_tensor_numel(v) != numel)
-        return kn_error(KN_ERR_SHAPE, "kn_dp_step: gradient of parameter %d is not f32 with %lld elements", param,
-                        (long long)numel);
-    KN_TRY(kn_device_contiguous("kn_dp_step", v, tmp)); /* an alias when v already is */
-    *out = kn_tensor_data(*tmp);
-    return KN_OK;
-}
-
 /* A gradient of bucket b (n floats for slab offset off) where the strategy keeps it: ZeRO-2
  * in the bucket's staging buffer (made at its first gradient), the others in the slab
  * (added to after the first micro-batch). */
@@ -204,36 +190,14 @@ static kn_status store_grad(kn_dp *d, int b, int64_t off, const float *src, int6
     return store(d, d->staging[b] + (off - k->lo), src, n, false);
 }
 
-kn_status kn_dp_hook(void *ctx, int32_t node, const kn_tensor *value) {
-    kn_dp *d = ctx;
-    if (node < 0 || node >= d->nnodes) return KN_OK;
-    const kn_params *p = &d->tr->model->p;
-    bool comm_now = d->last_micro || d->cfg.strategy >= KN_DP_ZERO2;
-    for (int i = d->node_first[node]; i >= 0; i = d->param_next[i]) {
-        const kn_param_info *pi = &p->info[i];
-        const float *src = NULL;
-        kn_tensor *tmp = NULL;
-        KN_TRY(contiguous_f32(value, pi->numel, i, &src, &tmp));
-        int b = d->param_bucket[i];
-        kn_dp_bucket *k = &d->buckets[b];
-        kn_status st = store_grad(d, b, pi->offset, src, pi->numel);
-        kn_tensor_free(tmp);
-        KN_TRY(st);
-        if (comm_now && --k->pending == 0) KN_TRY(launch(d, b));
-    }
-    /* drive the collectives in flight (MPI progresses inside MPI_Test) */
-    return poll_all(d);
-}
-
 /* ---------------------------------------------------------------- the collectives in the graph
  *
- * On CPU ranks DDP, ZeRO-1 and ZeRO-2 need no hook: the step program is compiled with the
- * `ddp` or `zero` pass (core/passes/ddp.c), whose grad_store, all_reduce_start or
- * reduce_scatter_start and comm_wait nodes the program hands to this context. A store
- * goes where the hook would put the gradient (the slab, added to after the first
- * micro-batch, or ZeRO-2's staging buffer); a start launches the bucket (only in the last
- * micro-batch, except ZeRO-2, which communicates in every one); a wait waits for it. The
- * first wait of a run is where the backward ends: the overlap figure comes from there. */
+ * A store goes where the strategy keeps the gradient (the slab, added to after the first
+ * micro-batch, or ZeRO-2/3's staging buffer); a start launches the bucket (only in the last
+ * micro-batch, except ZeRO-2/3, which communicate in every one); a wait waits for it. On a
+ * GPU the store is a copy queued on the compute stream and the bucket's NCCL operation
+ * waits for it (comm_nccl.c): no gradient crosses to the host. The first gradient wait of
+ * a run is where the backward ends: the overlap figure comes from there. */
 
 /* The bucket holding slab offset off (buckets are sorted and contiguous), or -1. */
 static int bucket_at(const kn_dp *d, int64_t off) {
@@ -257,7 +221,7 @@ static kn_status bucket_of_node(const kn_dp *d, int32_t id, const kn_node *n, in
     return KN_OK;
 }
 
-static kn_status ir_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor *const *in) {
+static kn_status ir_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor *const *in, kn_tensor *out) {
     kn_dp *d = ctx;
     bool comm_now = d->last_micro || d->cfg.strategy >= KN_DP_ZERO2;
     int b;
@@ -270,6 +234,8 @@ static kn_status ir_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor
         return store_grad(d, b, off, kn_tensor_data(in[0]), m);
     }
     KN_TRY(bucket_of_node(d, id, n, &b));
+    if (n->op == KN_OP_ALL_GATHER_START) return kn_dp_z3_start(d, b, out);
+    if (n->op == KN_OP_COMM_WAIT && in[0]->ndim == 1) return kn_dp_z3_wait(d, b); /* a gather's */
     if (n->op == KN_OP_COMM_WAIT) {
         if (d->ir_waits++ == 0) d->t_ir_first_wait = kn_time_now(); /* the backward's end, as placed */
         if (!d->in_flight[b]) return KN_OK; /* a micro-batch that does not communicate */
@@ -298,7 +264,7 @@ kn_status kn_dp_ir_program(kn_dp *d) {
     KN_TRY(kn_program_compile(&p, t->joint, &o));
     kn_status st = KN_OK;
     const kn_params *pr = &t->model->p;
-    for (int i = 0; st == KN_OK && i < pr->count; i++) st = kn_program_bind(p, pr->info[i].name, t->views[i]);
+    for (int i = 0; st == KN_OK && !d->z3 && i < pr->count; i++) st = kn_program_bind(p, pr->info[i].name, t->views[i]);
     if (st == KN_OK) st = kn_program_bind(p, "idx", t->x);
     if (st == KN_OK) st = kn_program_bind(p, "targets", t->y);
     const kn_graph *g = kn_program_graph(p);
@@ -320,6 +286,6 @@ kn_status kn_dp_ir_program(kn_dp *d) {
     d->ir_prog = p;
     kn_collectives c = {d, ir_run, ir_poll};
     kn_program_set_collectives(p, &c);
-    return KN_OK;
+    return d->z3 ? kn_dp_z3_plan(d) : KN_OK;
 }
 

@@ -1,10 +1,10 @@
 /* dp_impl.h — what the files of data parallelism share. Internal to core/dist:
  *   dp.c          the strategies' setup, the step, the schedule printed
  *   dp_buckets.c  the gradients' way out: buckets stored, compressed, launched and finished,
- *                 from the program's hook or as the collective ops of the step's graph
+ *                 as the collective ops of the step's graph (the collectives context)
  *   dp_shard.c    ZeRO's shards: the optimizer state, the reduced gradients, the update, the
  *                 parameters gathered after it, the state gathered for a checkpoint
- *   zero3.c       ZeRO-3's gathered parameters */
+ *   zero3.c       ZeRO-3's gathered parameters (the all_gather ops of the step's graph) */
 #ifndef KILN_DIST_DP_IMPL_H
 #define KILN_DIST_DP_IMPL_H
 
@@ -31,12 +31,10 @@ void kn_dp_release(const kn_dp *d, void *p, size_t nb);
 /* A blocking all-reduce (sum) of one double, labelled for the timeout message. */
 kn_status kn_dp_all_reduce_f64(kn_dp *d, double *v, const char *what);
 
-/* dp_buckets.c. Bytes of bucket b's ZeRO-2 staging buffer; the program hook (a gradient
- * stored, a bucket launched when complete, the requests polled); bucket b's request done
- * (ZeRO-2 moves its part into the shard, int8 decodes); the step program recompiled with
- * the ddp/zero pass and given the collectives context (DDP, ZeRO-1/2 on CPU ranks). */
+/* dp_buckets.c. Bytes of bucket b's ZeRO-2 staging buffer; bucket b's request done (ZeRO-2
+ * moves its part into the shard, int8 decodes); the step program recompiled with the
+ * strategy's pass (ddp, zero, zero3) and given the collectives context. */
 size_t kn_dp_staging_size(const kn_dp *d, int b);
-kn_status kn_dp_hook(void *ctx, int32_t node, const kn_tensor *value);
 void kn_dp_finished(kn_dp *d, int b);
 kn_status kn_dp_ir_program(kn_dp *d);
 
@@ -54,21 +52,24 @@ kn_status kn_dp_shard_update(kn_dp *d, double lr);
 void kn_dp_shard_counts(const kn_dp *d, int64_t lo, int64_t hi, int64_t *counts);
 
 /* ZeRO-3 (zero3.c). kn_dp_z3_new runs last in kn_dp_new, once the shards exist: it copies
- * this rank's parameters into d->param_shard, plans the gathers over the step program,
- * defers both programs' parameters and frees the model's slab. */
+ * this rank's parameters into d->param_shard, defers the evaluation program's parameters
+ * and frees the model's slab; kn_dp_z3_plan reads the step program's gathers (bytes per
+ * run, the most gathered at once) once it is compiled with the zero3 pass. */
 kn_status kn_dp_z3_new(kn_dp *d);
+kn_status kn_dp_z3_plan(kn_dp *d);
 void kn_dp_z3_free(kn_dp *d);
+/* The collectives context's all_gather_start (bucket b into the program's buffer out) and
+ * its comm_wait; the gathers in flight polled (MPI progresses inside MPI_Test). */
+kn_status kn_dp_z3_start(kn_dp *d, int b, const kn_tensor *out);
+kn_status kn_dp_z3_wait(kn_dp *d, int b);
+kn_status kn_dp_z3_poll(kn_dp *d);
 /* Before a step's micro-batches: the slab kn_dp_gather_state brought back goes again. */
 kn_status kn_dp_z3_begin_step(kn_dp *d);
-/* After the step program ran (ok or not): every gather finished, every bucket dropped. */
+/* After the step program ran (ok or not): every gather finished. */
 kn_status kn_dp_z3_end_run(kn_dp *d);
-/* Poll the gathers in flight (from the node hook: MPI progresses inside MPI_Test). */
-kn_status kn_dp_z3_poll(kn_dp *d);
 /* The full parameter slab back into the model, bound to the evaluation program. */
 kn_status kn_dp_z3_gather_params(kn_dp *d);
-/* Bytes all-gathered by one run of the step program (each window's bucket). */
+/* Bytes all-gathered by one run of the step program (each gather's bucket). */
 int64_t kn_dp_z3_bytes_per_run(const kn_dp *d);
-/* kn_dp_schedule_print's lines for the steps whose node is `node`. */
-void kn_dp_z3_print_notes(FILE *f, const kn_dp *d, int32_t node);
 
 #endif /* KILN_DIST_DP_IMPL_H */

@@ -15,26 +15,59 @@
 #include <string.h>
 
 #include "ir/ir_impl.h"
+#include "kiln/device.h"
 
-kn_status kn_collective_eval(const kn_collectives *c, int32_t id, const kn_node *n, const kn_tensor *const *in,
-                             kn_tensor **out) {
+/* The node's value, its operands contiguous. */
+static kn_status eval_contiguous(const kn_collectives *c, kn_device dev, int32_t id, const kn_node *n,
+                                 const kn_tensor *const *in, kn_tensor **out) {
+    if (n->op == KN_OP_COMM_WAIT && in[0]->ndim == 1) { /* an all_gather's buffer, complete: given back */
+        KN_TRY(c->run(c->ctx, id, n, in, NULL));
+        kn_tensor_free(*out);
+        *out = NULL;
+        return kn_tensor_alias(out, in[0]);
+    }
+    if (n->op == KN_OP_ALL_GATHER_START) { /* the buffer the gather fills (the program's slot, or new) */
+        int64_t len = n->attrs.stop - n->attrs.start;
+        if (*out && ((*out)->dtype != KN_DT_F32 || kn_tensor_numel(*out) != len))
+            return kn_error(KN_ERR_INTERNAL, "%s: the buffer's slot is not f32[%lld]", kn_op_name(n->op), (long long)len);
+        if (!*out) KN_TRY(kn_tensor_empty_on(out, dev, KN_DT_F32, 1, &len));
+        kn_status st = c->run(c->ctx, id, n, in, *out);
+        if (st != KN_OK) {
+            kn_tensor_free(*out);
+            *out = NULL;
+        }
+        return st;
+    }
+    KN_TRY(c->run(c->ctx, id, n, in, NULL));
+    if (*out) { /* a program placed the token in its arena (on its device) */
+        static const float zero = 0.0f;
+        if ((*out)->dtype != KN_DT_F32 || kn_tensor_numel(*out) != 1)
+            return kn_error(KN_ERR_INTERNAL, "%s: the token's slot is not one f32", kn_op_name(n->op));
+        return kn_device_memcpy((*out)->storage->device, kn_tensor_data(*out), KN_CPU, &zero, sizeof zero);
+    }
+    return kn_tensor_scalar(out, KN_DT_F32, 0.0);
+}
+
+kn_status kn_collective_eval(const kn_collectives *c, kn_device dev, int32_t id, const kn_node *n,
+                             const kn_tensor *const *in, kn_tensor **out) {
     if (!n || !out) return kn_error(KN_ERR_ARG, "kn_collective_eval: NULL argument");
     if (!c || !c->run)
         return kn_error(KN_ERR_UNSUPPORTED, "%s: no collectives context: the graph talks to other ranks, so run it with "
                         "one (kn_interp_set_collectives, kn_program_set_collectives; kiln train --dist, or "
                         "kn_collectives_local_new for one process)", kn_op_name(n->op));
-    for (int k = 0; k < n->nin; k++)
-        if (!in[k] || in[k]->storage->device.type != KN_DEVICE_CPU || !kn_tensor_is_contiguous(in[k]))
-            return kn_error(KN_ERR_UNSUPPORTED, "%s: operand %d is not a contiguous CPU tensor (collectives in the graph "
-                            "run on CPU ranks so far)", kn_op_name(n->op), k);
-    KN_TRY(c->run(c->ctx, id, n, in));
-    if (*out) { /* a program placed the token in its arena */
-        if ((*out)->dtype != KN_DT_F32 || kn_tensor_numel(*out) != 1)
-            return kn_error(KN_ERR_INTERNAL, "%s: the token's slot is not one f32", kn_op_name(n->op));
-        *(float *)kn_tensor_data(*out) = 0.0f;
-        return KN_OK;
+    /* operands on any device: the context's communicator reads them where they are (MPI
+     * host memory, NCCL the rank's GPU); a strided one is first copied contiguous there */
+    const kn_tensor *args[KN_MAX_OPERANDS];
+    kn_tensor *tmp[KN_MAX_OPERANDS] = {0};
+    kn_status st = KN_OK;
+    for (int k = 0; k < n->nin && st == KN_OK; k++) {
+        if (!in[k]) st = kn_error(KN_ERR_ARG, "%s: operand %d has no value", kn_op_name(n->op), k);
+        else st = kn_device_contiguous(kn_op_name(n->op), in[k], &tmp[k]); /* an alias when it already is */
+        args[k] = tmp[k];
     }
-    return kn_tensor_scalar(out, KN_DT_F32, 0.0);
+    if (st == KN_OK) st = eval_contiguous(c, dev, id, n, args, out);
+    for (int k = 0; k < n->nin; k++) kn_tensor_free(tmp[k]);
+    return st;
 }
 
 /* ---------------------------------------------------------------- one process */
@@ -42,12 +75,19 @@ kn_status kn_collective_eval(const kn_collectives *c, int32_t id, const kn_node 
 struct kn_collectives_local {
     float *slab;
     int64_t n;
+    float *params;  /* the parameter slab an all_gather reads (kn_collectives_local_params) */
+    int64_t nparams;
     int64_t open_lo[64], open_hi[64]; /* ranges started and not yet waited for */
+    bool open_gather[64];             /* ... by an all_gather (a range may be reduced and gathered at once) */
     int nopen;
 };
 
-static kn_status local_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor *const *in) {
+static kn_status local_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor *const *in, kn_tensor *out) {
     kn_collectives_local *l = ctx;
+    for (int k = 0; k < n->nin; k++)
+        if (in[k]->storage->device.type != KN_DEVICE_CPU)
+            return kn_error(KN_ERR_UNSUPPORTED, "%s: %%%d: the one-process context runs on the CPU (operand %d is not "
+                            "there)", kn_op_name(n->op), id, k);
     if (n->op == KN_OP_GRAD_STORE) {
         int64_t m = kn_tensor_numel(in[0]), end = n->attrs.offset + m;
         if (end > l->n) {
@@ -60,16 +100,25 @@ static kn_status local_run(void *ctx, int32_t id, const kn_node *n, const kn_ten
         memcpy(l->slab + n->attrs.offset, kn_tensor_data(in[0]), (size_t)m * sizeof(float));
         return KN_OK;
     }
+    bool gather = n->op == KN_OP_ALL_GATHER_START || in[0]->ndim == 1;
     int k = 0;
-    while (k < l->nopen && (l->open_lo[k] != n->attrs.start || l->open_hi[k] != n->attrs.stop)) k++;
-    if (n->op == KN_OP_ALL_REDUCE_START || n->op == KN_OP_REDUCE_SCATTER_START) {
-        if (n->attrs.stop > l->n)
+    while (k < l->nopen && (l->open_lo[k] != n->attrs.start || l->open_hi[k] != n->attrs.stop || l->open_gather[k] != gather)) k++;
+    if (n->op == KN_OP_ALL_GATHER_START) { /* one rank's shard is the whole: the parameters themselves */
+        if (n->attrs.stop > l->nparams)
+            return kn_error(KN_ERR_ARG, "all_gather_start: %%%d: slab range [%lld, %lld) reaches past the %lld "
+                            "parameters given (kn_collectives_local_params)", id, (long long)n->attrs.start,
+                            (long long)n->attrs.stop, (long long)l->nparams);
+        memcpy(kn_tensor_data(out), l->params + n->attrs.start, (size_t)(n->attrs.stop - n->attrs.start) * sizeof(float));
+    }
+    if (n->op == KN_OP_ALL_REDUCE_START || n->op == KN_OP_REDUCE_SCATTER_START || n->op == KN_OP_ALL_GATHER_START) {
+        if (n->op != KN_OP_ALL_GATHER_START && n->attrs.stop > l->n)
             return kn_error(KN_ERR_ARG, "%s: %%%d: slab range [%lld, %lld) reaches past the %lld floats "
                             "stored", kn_op_name(n->op), id, (long long)n->attrs.start, (long long)n->attrs.stop, (long long)l->n);
         if (k < l->nopen) return kn_error(KN_ERR_ARG, "%s: %%%d: range [%lld, %lld) is already in flight",
                                           kn_op_name(n->op), id, (long long)n->attrs.start, (long long)n->attrs.stop);
         if (l->nopen == 64) return kn_error(KN_ERR_ARG, "%s: more than 64 requests in flight", kn_op_name(n->op));
         l->open_lo[l->nopen] = n->attrs.start;
+        l->open_gather[l->nopen] = gather;
         l->open_hi[l->nopen++] = n->attrs.stop;
         return KN_OK; /* the sum over one rank is the slab itself (and its one shard the whole) */
     }
@@ -77,6 +126,7 @@ static kn_status local_run(void *ctx, int32_t id, const kn_node *n, const kn_ten
         return kn_error(KN_ERR_ARG, "comm_wait: %%%d: range [%lld, %lld) was not started", id, (long long)n->attrs.start,
                         (long long)n->attrs.stop);
     l->open_lo[k] = l->open_lo[l->nopen - 1];
+    l->open_gather[k] = l->open_gather[l->nopen - 1];
     l->open_hi[k] = l->open_hi[--l->nopen];
     return KN_OK;
 }
@@ -90,8 +140,20 @@ kn_status kn_collectives_local_new(kn_collectives_local **out, kn_collectives *c
     return KN_OK;
 }
 
+kn_status kn_collectives_local_params(kn_collectives_local *l, const float *params, int64_t n) {
+    if (!l || (!params && n > 0) || n < 0) return kn_error(KN_ERR_ARG, "kn_collectives_local_params: NULL argument");
+    float *c = kn_malloc((size_t)(n > 0 ? n : 1) * sizeof *c);
+    if (!c) return kn_error(KN_ERR_OOM, "kn_collectives_local_params: out of memory for %lld floats", (long long)n);
+    if (n > 0) memcpy(c, params, (size_t)n * sizeof *c);
+    kn_free(l->params);
+    l->params = c;
+    l->nparams = n;
+    return KN_OK;
+}
+
 void kn_collectives_local_free(kn_collectives_local *l) {
     if (!l) return;
+    kn_free(l->params);
     kn_free(l->slab);
     kn_free(l);
 }

@@ -66,6 +66,7 @@ void kn_ir_slice_range(int64_t dim, int64_t start, int64_t stop, int64_t step, i
 
 bool kn_ir_aliases(const kn_node *n, const kn_type *x) {
     if (n->op == KN_OP_RESHAPE) return true;
+    if (n->op == KN_OP_COMM_WAIT) return x->ndim == 1; /* an all_gather's buffer, given back */
     if (n->op != KN_OP_SLICE || n->attrs.step != 1 || x->ndim < 1) return false;
     int ax = (int)(n->attrs.axis < 0 ? n->attrs.axis + x->ndim : n->attrs.axis);
     for (int i = 0; i < ax && i < x->ndim; i++)
@@ -195,6 +196,26 @@ kn_status infer_comm_token(const kn_node *n, const kn_type *const *in, kn_type *
     if (!is_token(in[0])) return fail(msg, msz, KN_ERR_SHAPE, "operand %s is not a token (f32[])", T(0));
     if (n->attrs.start < 0 || n->attrs.stop <= n->attrs.start)
         return fail(msg, msz, KN_ERR_ARG, "slab range [%lld, %lld) is empty or negative", (long long)n->attrs.start,
+                    (long long)n->attrs.stop);
+    *out = *in[0];
+    return KN_OK;
+}
+
+/* all_gather_start %t {start, stop}: the gathered slab range [start, stop), f32. */
+kn_status infer_all_gather(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
+    KN_TRY(infer_comm_token(n, in, out, msg, msz));
+    *out = (kn_type){KN_DT_F32, 1, {n->attrs.stop - n->attrs.start}};
+    return KN_OK;
+}
+
+/* comm_wait %h: h's value, complete (a token, or an all_gather's buffer, which the wait
+ * gives back: its readers read the wait, so none runs before the data is in). */
+kn_status infer_comm_wait(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
+    char tb0[96];
+    if (is_token(in[0])) return infer_comm_token(n, in, out, msg, msz);
+    if (in[0]->dtype != KN_DT_F32 || in[0]->ndim != 1 || in[0]->shape[0] != n->attrs.stop - n->attrs.start)
+        return fail(msg, msz, KN_ERR_SHAPE, "operand %s is neither a token (f32[]) nor the f32[%lld] an all_gather of "
+                    "[%lld, %lld) makes", T(0), (long long)(n->attrs.stop - n->attrs.start), (long long)n->attrs.start,
                     (long long)n->attrs.stop);
     *out = *in[0];
     return KN_OK;

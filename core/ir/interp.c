@@ -118,7 +118,7 @@ kn_status kn_interp_run(kn_interp *it) {
             const kn_tensor *in[KN_MAX_OPERANDS];
             for (int k = 0; k < n->nin; k++) in[k] = it->vals[n->in[k]];
             if (kn_op_get(n->op)->category == KN_CAT_COLLECTIVE)
-                st = kn_collective_eval(it->coll.run ? &it->coll : NULL, i, n, in, &it->vals[i]);
+                st = kn_collective_eval(it->coll.run ? &it->coll : NULL, KN_CPU, i, n, in, &it->vals[i]);
             else
                 st = kn_node_eval(n, in, &it->vals[i]);
             /* requests in flight progress between nodes (MPI progresses inside MPI_Test) */

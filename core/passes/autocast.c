@@ -133,31 +133,36 @@ static kn_status adopt(kn_graph *g, kn_graph *out, kn_status s) {
     return s;
 }
 
-/* flash_attn(_bwd) is a product, LOW in the policy, but it goes low only in bf16 and at
- * the head dims the GPU's bf16 tensor-core kernels take (core/runtime/cuda_flash_tc.cu:
- * 64, 128), so a program that runs on the CPU also runs on a GPU (f16 and other head dims
- * keep the f32 kernels). Low, its y holds O and the logsumexp L in bf16: the backward's
- * P = exp(s - L) then carries a relative error up to |L| 2^-9 per row, the same factor
- * across the row (a per-row scale of dq, dk, dv of well under 1% at GPT-2's T = 1024, not
- * a change of direction). */
-static bool flash_goes_low(const ac_plan *p, const kn_node *n) {
+/* Whether node n takes lab 09's decision (true for most nodes), or keeps its own dtype.
+ * Two kinds keep theirs:
+ * - flash_attn(_bwd) is a product, LOW in the policy, but it goes low only in bf16 and at
+ *   the head dims the GPU's bf16 tensor-core kernels take (core/runtime/cuda_flash_tc.cu:
+ *   64, 128), so a program that runs on the CPU also runs on a GPU (f16 and other head
+ *   dims keep the f32 kernels). Low, its y holds O and the logsumexp L in bf16: the
+ *   backward's P = exp(s - L) then carries a relative error up to |L| 2^-9 per row, the
+ *   same factor across the row (a per-row scale of dq, dk, dv of well under 1% at GPT-2's
+ *   T = 1024, not a change of direction).
+ * - the cuBLASLt epilogue products (matmul_bias, matmul_bias_gelu, matmul_dgelu,
+ *   matmul_bgrad) come from the epilogue pass, which runs after autocast and takes
+ *   autocast's casts into the products themselves; should autocast run after it, they
+ *   stay as they are. */
+static bool follows_policy(const ac_plan *p, const kn_node *n) {
     if (n->op == KN_OP_MATMUL_BIAS || n->op == KN_OP_MATMUL_BIAS_GELU || n->op == KN_OP_MATMUL_DGELU ||
         n->op == KN_OP_MATMUL_BGRAD)
-        return false; /* the epilogue pass's products run after autocast and take its casts in themselves */
+        return false;
     if (n->op != KN_OP_FLASH_ATTN && n->op != KN_OP_FLASH_ATTN_BWD) return true;
     const kn_type *q = &p->g->nodes[n->in[0]].type;
     return p->low == KN_DT_BF16 && q->ndim >= 2 && kn_flash_tc_kernel(KN_FLASH_TC_BF16, (int)q->shape[q->ndim - 1]);
 }
 
-/* Node i decided by lab 09's unit, except a flash node the GPU has no low kernel for, or a
- * product of the epilogue pass (should autocast run after it): that one keeps its dtype,
- * and its operands' early copies are as they were before. */
+/* Node i decided by lab 09's unit, unless it does not follow the policy (above): then it
+ * keeps its dtype, and its operands' early copies are as they were before. */
 static kn_status decide(ac_plan *p, int32_t i) {
     const kn_node *n = &p->g->nodes[i];
     bool was[KN_MAX_OPERANDS];
     for (int k = 0; k < n->nin; k++) was[k] = p->early[n->in[k]];
     KN_TRY(kn_autocast_decide(p->g, i, p->low, p->dt, p->reads_low, p->early));
-    if (flash_goes_low(p, n)) return KN_OK;
+    if (follows_policy(p, n)) return KN_OK;
     p->dt[i] = n->type.dtype;
     p->reads_low[i] = false;
     for (int k = 0; k < n->nin; k++) p->early[n->in[k]] = was[k];

@@ -86,6 +86,27 @@ static kn_status diff_into(const kn_tensor *ta, const kn_tensor *tb, const float
     return st;
 }
 
+/* The parameter slab of a's f32 params in definition order (their random values), which
+ * one process's all_gathers give a graph whose params the zero3 pass sharded. */
+static kn_status local_params(const kn_graph *a, uint64_t seed, kn_collectives_local *l) {
+    int64_t n = 0, at = 0;
+    for (int i = 0; i < a->nnodes; i++)
+        if (a->nodes[i].op == KN_OP_PARAM && a->nodes[i].type.dtype == KN_DT_F32) n += kn_type_numel(&a->nodes[i].type);
+    float *slab = kn_malloc((size_t)(n > 0 ? n : 1) * sizeof *slab);
+    kn_status st = slab ? KN_OK : kn_error(KN_ERR_OOM, "kn_graph_compare: out of memory");
+    for (int i = 0; st == KN_OK && i < a->nnodes; i++) {
+        if (a->nodes[i].op != KN_OP_PARAM || a->nodes[i].type.dtype != KN_DT_F32) continue;
+        kn_tensor *t = NULL;
+        st = kn_graph_random_input(a, i, seed, &t);
+        if (st == KN_OK) memcpy(slab + at, kn_tensor_data(t), (size_t)kn_tensor_numel(t) * sizeof(float));
+        at += kn_type_numel(&a->nodes[i].type);
+        kn_tensor_free(t);
+    }
+    if (st == KN_OK) st = kn_collectives_local_params(l, slab, n);
+    kn_free(slab);
+    return st;
+}
+
 /* A graph with collectives (the ddp pass) runs with one process's context
  * (kn_collectives_local); against a graph without them, its gradients are the slab's:
  * output i >= 1 of a is compared with the slab's floats at the sum of the earlier
@@ -130,6 +151,7 @@ kn_status kn_graph_compare(const kn_graph *a, const kn_graph *b, uint64_t seed, 
         }
         kn_tensor_free(t);
     }
+    if (st == KN_OK && lb) st = local_params(a, seed, lb);
     if (st == KN_OK) st = kn_interp_run(ia);
     if (st == KN_OK) st = kn_interp_run(ib);
     double m = 0;

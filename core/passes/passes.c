@@ -43,6 +43,9 @@ static const kn_pass kn_pass_table[] = {
      "is made, a bucket's all_reduce_start after its last store, its comm_wait at the end (not in all)", kn_ddp_check_arg, true},
     {"zero", kn_pass_zero, "ZeRO-1/2, zero:MB: as ddp, each bucket reduce-scattered over the ranks' shards "
      "(reduce_scatter_start) instead of all-reduced (not in all)", kn_ddp_check_arg, true},
+    {"zero3", kn_pass_zero3, "ZeRO-3/FSDP, zero3:MB: as zero, and each bucket of parameters all-gathered before its "
+     "first reader in the forward and again in the backward, the next one prefetched, freed after its last reader "
+     "(not in all)", kn_ddp_check_arg, true},
 };
 #define KN_NPASSES ((int)(sizeof kn_pass_table / sizeof kn_pass_table[0]))
 

@@ -29,14 +29,22 @@ static bool is_constant(const kn_program *p, int32_t v) {
 }
 #endif
 
-/* The device copy of host value v (made by a host step from constants only), made once
- * outside a capture and reused by every run of the graph. */
+/* The device copy of host value v (made by a host step: a `full`, or what is computed from
+ * one) for a step on the device. A constant (made from constants only) is copied once and
+ * kept for every later run, with or without a CUDA graph: copying it in every run cost the
+ * node-by-node attention benchmark a [B, H, T, D] upload per run. Anything else is copied
+ * in every run, which a CUDA graph cannot replay. */
 kn_status kn_program_device_const(kn_program *p, int32_t v, const kn_tensor *host, kn_tensor **out) {
 #if KN_HAVE_CUDA
+    if (!p->dev_const && !(p->dev_const = kn_calloc((size_t)p->g->nnodes + 1, sizeof *p->dev_const)))
+        return kn_error(KN_ERR_OOM, "kn_program_run: out of memory");
     if (!p->dev_const[v]) {
-        if (!is_constant(p, v))
-            return kn_error(KN_ERR_UNSUPPORTED, "%%%d is computed on the host from the inputs in every run: a CUDA graph "
-                            "cannot hold that copy (run without --cuda-graph)", v);
+        if (!is_constant(p, v)) {
+            if (p->graph_on)
+                return kn_error(KN_ERR_UNSUPPORTED, "%%%d is computed on the host from the inputs in every run: a "
+                                "CUDA graph cannot hold that copy (run without --cuda-graph)", v);
+            return kn_tensor_to(out, host, p->dev);
+        }
         if (p->capturing)
             return kn_error(KN_ERR_INTERNAL, "%%%d: its device copy was not made in the warm-up run", v);
         KN_TRY(kn_tensor_to(&p->dev_const[v], host, p->dev));
@@ -44,7 +52,7 @@ kn_status kn_program_device_const(kn_program *p, int32_t v, const kn_tensor *hos
     return kn_tensor_alias(out, p->dev_const[v]);
 #else
     (void)p; (void)host; (void)out;
-    return kn_error(KN_ERR_UNSUPPORTED, "%%%d: CUDA graphs need a build with CUDA", v);
+    return kn_error(KN_ERR_UNSUPPORTED, "%%%d: a host value for a device step needs a build with CUDA", v);
 #endif
 }
 
@@ -56,9 +64,14 @@ kn_status kn_program_set_cuda_graph(kn_program *p, bool on) {
     if (p->target != KN_TARGET_CUDA || p->stats.mode != KN_PROGRAM_COMPILED)
         return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: CUDA graphs need a compiled program on a GPU "
                         "(--mode compiled --device cuda)");
-    if (p->hook || p->step_hook || p->step_ms)
+    if (p->hook || p->step_ms)
         return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: a program with a hook or a step profile runs host "
                         "code between its steps, which a CUDA graph cannot replay");
+    for (int i = 0; i < p->g->nnodes; i++)
+        if (kn_op_get(p->g->nodes[i].op)->category == KN_CAT_COLLECTIVE)
+            return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: %%%d = %s talks to other ranks from the host "
+                            "between the steps (a wait polls), which a CUDA graph cannot replay", i,
+                            kn_op_name(p->g->nodes[i].op));
     for (int i = 0; i < p->g->nnodes; i++)
         if (p->deferred[i])
             return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: param \"%s\" is supplied during the run "
@@ -109,7 +122,7 @@ static bool is_source(const kn_program *p, int32_t i) {
 
 kn_status kn_program_run_graph(kn_program *p) {
     const kn_graph *g = p->g;
-    if (p->hook || p->step_hook)
+    if (p->hook)
         return kn_error(KN_ERR_UNSUPPORTED, "kn_program_run: a hook was set after CUDA graphs were turned on; a graph "
                         "cannot run host code between its steps (kn_program_set_cuda_graph(p, false) first)");
     if (p->graph_runs++ == 0) return kn_program_run_steps(p); /* the warm-up */

@@ -8,14 +8,13 @@
  * node_eval (or launching a generated kernel), and frees each value right after its last
  * reader; a COMPILED program on the CPU places the values in its memory plan's arena
  * instead. What reads a program without running it (profiles, kernel listings, the
- * memory TSV, the comparison with the interpreter) is in report.c; the replay of a step as
- * one CUDA graph is in graph.c. */
+ * memory TSV, the comparison with the interpreter) is in report.c; the step profile's
+ * clock is in profile.c; the replay of a step as one CUDA graph is in graph.c. */
 #define _GNU_SOURCE /* qsort_r */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "kiln/codegen.h"
 #include "kiln/kernels.h"
@@ -28,13 +27,10 @@
 #include "kiln/program.h"
 #include "program/program_impl.h"
 
-static void prof_events_free(kn_program *p);
-
 void kn_program_free(kn_program *p) {
     if (!p) return;
     kn_program_graph_release(p); /* first: it waits for the graph's last launch, which uses the arena */
-    if (p->step_ms && p->runs > 0 && getenv("KILN_PROFILE_STEPS")) /* =N: the N costliest (1: 15) */
-        kn_program_print_profile(stderr, p, atoi(getenv("KILN_PROFILE_STEPS")) > 1 ? atoi(getenv("KILN_PROFILE_STEPS")) : 15, 0);
+    kn_program_profile_free(p); /* prints it first under KILN_PROFILE_STEPS */
     for (int i = 0; p->g && i < p->g->nnodes; i++) {
         if (p->bound) kn_tensor_free(p->bound[i]);
         if (p->vals) kn_tensor_free(p->vals[i]);
@@ -55,8 +51,6 @@ void kn_program_free(kn_program *p) {
 #endif
     kn_free(p->last_step);
     kn_free(p->ptrs);
-    kn_free(p->step_ms);
-    prof_events_free(p);
     kn_free(p->mem_off);
     kn_free(p->mem_def);
     kn_free(p->mem_last);
@@ -78,8 +72,11 @@ static kn_status schedule(kn_program *p) {
     const kn_graph *g = p->g;
     const kn_device_backend *be = kn_device_backend_get(p->dev.type), *host = kn_device_backend_get(KN_DEVICE_CPU);
     char ds[32];
-    /* on_host: made by a host step; a step whose operands all are (a view of a `full`) runs
-     * on the host too, since a device kernel finds no operand on its device */
+    /* on_host: made by a host step (a source the device does not compute: a `full`). A step
+     * reading one runs on the device all the same, on the device copy made in the first run
+     * (kn_program_device_const): computing a view of it on the host (the broadcast of a
+     * loss's gradient) would make and upload the whole tensor in every run. Only an op the
+     * device lacks, all of whose operands are host values, runs on the host. */
     bool *on_host = kn_calloc((size_t)g->nnodes + 1, sizeof *on_host);
     if (!on_host) return kn_error(KN_ERR_OOM, "kn_program_compile: out of memory");
     kn_status st = KN_OK;
@@ -87,9 +84,13 @@ static kn_status schedule(kn_program *p) {
         const kn_node *n = &g->nodes[i];
         if (n->op == KN_OP_INPUT || n->op == KN_OP_PARAM) continue;
         kn_program_step s = {i, be, p->dev.index, -1};
+        if (kn_op_get(n->op)->category == KN_CAT_COLLECTIVE) { /* the context runs it, on the device's values */
+            p->steps[p->nsteps++] = s;
+            continue;
+        }
         bool host_operands = be != host && n->nin > 0;
         for (int j = 0; j < n->nin; j++) host_operands &= on_host[n->in[j]];
-        if (!be->supports_op(be->ctx, n->op) || (host_operands && host->supports_op(host->ctx, n->op))) {
+        if (!be->supports_op(be->ctx, n->op)) {
             if ((n->nin != 0 && !host_operands) || !host->supports_op(host->ctx, n->op)) {
                 st = kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: %%%d = %s: the %s backend has no kernel for it",
                               i, kn_op_name(n->op), kn_device_str(p->dev, ds, sizeof ds));
@@ -102,12 +103,6 @@ static kn_status schedule(kn_program *p) {
     }
     kn_free(on_host);
     return st;
-}
-
-static double kn_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
 }
 
 /* Append text to the growing source. */
@@ -216,7 +211,8 @@ static kn_status load_kernels(kn_program *p, const char *src) {
 static kn_status schedule_compiled(kn_program *p) {
     const kn_graph *g = p->g;
     const kn_device_backend *be = kn_device_backend_get(p->dev.type), *host = kn_device_backend_get(KN_DEVICE_CPU);
-    KN_TRY(kn_schedule_build(g, &p->sched));
+    kn_schedule_opts so = {.gpu = p->target != KN_TARGET_C}; /* the CUDA target and its emulator */
+    KN_TRY(kn_schedule_build_opts(g, &so, &p->sched));
     const kn_schedule *sc = p->sched;
     p->kernels = kn_calloc((size_t)sc->nfused + 1, sizeof *p->kernels);
     if (!p->kernels) return kn_error(KN_ERR_OOM, "kn_program_compile: out of memory");
@@ -239,12 +235,12 @@ static kn_status schedule_compiled(kn_program *p) {
         if (!G->fused) {
             const kn_node *n = &g->nodes[G->nodes[0]];
             kn_program_step step = {G->nodes[0], be, p->dev.index, -1};
-            bool host_operands = be != host;
+            bool host_operands = be != host && kn_op_get(n->op)->category != KN_CAT_COLLECTIVE;
             for (int j = 0; j < n->nin; j++) host_operands &= on_host[n->in[j]];
             if (host_operands && host->supports_op(host->ctx, n->op)) {
                 step = (kn_program_step){G->nodes[0], host, 0, -1};
                 on_host[G->nodes[0]] = true;
-            } else if (!be->supports_op(be->ctx, n->op))
+            } else if (!be->supports_op(be->ctx, n->op) && kn_op_get(n->op)->category != KN_CAT_COLLECTIVE)
                 st = kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: %%%d = %s: the %s backend has no kernel for it",
                               G->nodes[0], kn_op_name(n->op), kn_device_str(p->dev, ds, sizeof ds));
             p->steps[p->nsteps++] = step;
@@ -502,7 +498,7 @@ kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_progr
     p->dev = o.device;
     p->target = target;
     p->stats.mode = o.mode;
-    double t0 = kn_now_ms();
+    double t0 = kn_program_now_ms();
     kn_status st = kn_graph_copy(&p->g, g);
     if (st == KN_OK) st = run_passes(p->g, o.passes);
     for (int i = 0; st == KN_OK && i < p->g->nnodes; i++) /* the unfused step count */
@@ -518,14 +514,6 @@ kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_progr
         st = kn_passes_run_with(codegen_passes, 1, p->g, target == KN_TARGET_CUDA ? "decompose:gpu" : "decompose", &rep);
     }
     if (st == KN_OK) st = kn_graph_verify(p->g);
-    for (int i = 0; st == KN_OK && i < p->g->nnodes; i++) /* collectives: CPU programs so far */
-        if (kn_op_get(p->g->nodes[i].op)->category == KN_CAT_COLLECTIVE && p->dev.type != KN_DEVICE_CPU) {
-            char ds[32];
-            st = kn_error(KN_ERR_UNSUPPORTED, "kn_program_compile: %%%d = %s: collectives in the graph run in CPU "
-                          "programs so far, not on %s (GPU ranks drive NCCL from the program's hooks: kiln train "
-                          "--dist on --comm nccl does)", i, kn_op_name(p->g->nodes[i].op),
-                          kn_device_str(p->dev, ds, sizeof ds));
-        }
     if (st != KN_OK) { kn_program_free(p); return st; }
     size_t nn = (size_t)p->g->nnodes;
     p->steps = kn_calloc(nn + 1, sizeof *p->steps);
@@ -550,7 +538,7 @@ kn_status kn_program_compile(kn_program **out, const kn_graph *g, const kn_progr
     }
     p->stats.nsteps = p->nsteps;
     p->stats.nkernels = p->nkernels;
-    p->stats.compile_ms = kn_now_ms() - t0;
+    p->stats.compile_ms = kn_program_now_ms() - t0;
     *out = p;
     return KN_OK;
 }
@@ -607,56 +595,13 @@ kn_status kn_program_defer(kn_program *p, const char *name) {
     return KN_OK;
 }
 
-kn_status kn_program_supply(kn_program *p, int32_t node, const kn_tensor *t) {
-    if (!p) return kn_error(KN_ERR_ARG, "kn_program_supply: NULL program");
-    if (node < 0 || node >= p->g->nnodes || !p->deferred[node])
-        return kn_error(KN_ERR_ARG, "kn_program_supply: %%%d is not a deferred param (kn_program_defer)", node);
-    if (t) {
-        char ds[32];
-        KN_TRY(check_type(p, node, t, "kn_program_supply"));
-        if (!kn_device_equal(t->storage->device, p->dev) || !kn_tensor_is_contiguous(t))
-            return kn_error(KN_ERR_ARG, "kn_program_supply: \"%s\" must be contiguous on %s, the program's device "
-                            "(no copy is made during a run)", p->g->nodes[node].attrs.name,
-                            kn_device_str(p->dev, ds, sizeof ds));
-    }
-    kn_tensor_free(p->vals[node]);
-    p->vals[node] = NULL;
-    return t ? kn_tensor_alias(&p->vals[node], t) : KN_OK;
-}
-
-void kn_program_set_step_hook(kn_program *p, kn_program_step_hook fn, void *ctx) {
-    if (!p) return;
-    p->step_hook = fn;
-    p->step_hook_ctx = ctx;
-}
-
-int kn_program_step_reads(const kn_program *p, int step, int32_t *out, int max) {
-    if (!p || step < 0 || step >= p->nsteps) return 0;
-    const kn_program_step *sp = &p->steps[step];
-    int n = 0;
-    if (sp->kernel < 0) {
-        const kn_node *nd = &p->g->nodes[sp->node];
-        for (int k = 0; k < nd->nin; k++, n++)
-            if (out && n < max) out[n] = nd->in[k];
-        return n;
-    }
-    const kn_kernel *k = &p->kernels[sp->kernel].ir;
-    for (int b = 0; b < k->nbufs; b++)
-        if (!k->bufs[b].store) {
-            if (out && n < max) out[n] = k->bufs[b].value;
-            n++;
-        }
-    return n;
-}
-
-/* The error for a step reading value v, which has none: a deferred param not supplied (the
- * caller puts "kn_program_run: step S (...)" in front). */
+/* The error for a step reading value v, which has none: a deferred param (the caller puts
+ * "kn_program_run: step S (...)" in front). */
 static kn_status missing_value(const kn_program *p, int32_t v) {
     const kn_node *n = &p->g->nodes[v];
     if (p->deferred[v])
         return kn_error(KN_ERR_ARG, "it reads param \"%s\" (%%%d), which is deferred and was not supplied "
-                        "(kn_program_supply from the step hook; under ZeRO-3, gather the parameters first)",
-                        n->attrs.name, v);
+                        "(bind it; under ZeRO-3, gather the parameters first: kn_dp_gather_state)", n->attrs.name, v);
     return kn_error(KN_ERR_INTERNAL, "it reads %%%d (%s), which no step made", v, kn_op_name(n->op));
 }
 
@@ -748,7 +693,7 @@ static kn_status run_kernel(kn_program *p, const kn_program_step *sp) {
         if (!p->vals[v]) return missing_value(p, v);
         if (!kn_device_equal(p->vals[v]->storage->device, p->dev)) { /* made on the host (a constant's view) */
             kn_tensor *moved = NULL;
-            KN_TRY(p->graph_on ? kn_program_device_const(p, v, p->vals[v], &moved) : kn_tensor_to(&moved, p->vals[v], p->dev));
+            KN_TRY(kn_program_device_const(p, v, p->vals[v], &moved)); /* a constant: copied once */
             kn_tensor_free(p->vals[v]);
             p->vals[v] = moved;
         }
@@ -778,55 +723,6 @@ static kn_status run_kernel(kn_program *p, const kn_program_step *sp) {
     return KN_OK;
 }
 
-/* A profiled step's clock: events (kiln/device.h) recorded on the device's default stream
- * before the first step and after every step, without holding the run up: a GPU runs the
- * steps back to back as in an unprofiled run, and after the last step prof_collect waits
- * once and adds the time between consecutive events to each step (no launch latency or
- * host wait in a kernel's time). On the CPU an event is the wall clock, so the same code
- * times the steps there. Without events (they could not be made) the wall clock, the host
- * waiting for a GPU on both sides of a step. prof_begin returns the start, prof_end the
- * step's ms (0 with events: prof_collect adds them). */
-static double prof_begin(kn_program *p, int s) {
-    if (p->prof_ev) {
-        if (s == 0 && kn_event_record(p->prof_ev[0], NULL) != KN_OK) kn_clear_error(); /* collect then fails: 0 ms */
-        return 0;
-    }
-    if (p->dev.type != KN_DEVICE_CPU) (void)kn_device_synchronize(p->dev);
-    return kn_now_ms();
-}
-static double prof_end(kn_program *p, int s, double t0) {
-    if (p->prof_ev) {
-        if (kn_event_record(p->prof_ev[s + 1], NULL) != KN_OK) kn_clear_error();
-        return 0;
-    }
-    if (p->dev.type != KN_DEVICE_CPU) (void)kn_device_synchronize(p->dev);
-    return kn_now_ms() - t0;
-}
-static void prof_collect(kn_program *p) {
-    if (!p->prof_ev || !p->step_ms) return;
-    for (int s = 0; s < p->nsteps; s++) {
-        double ms = 0;
-        if (kn_event_elapsed_ms(p->prof_ev[s], p->prof_ev[s + 1], &ms) == KN_OK) p->step_ms[s] += ms;
-        else kn_clear_error();
-    }
-}
-static void prof_events_free(kn_program *p) {
-    for (int i = 0; p->prof_ev && i <= p->nsteps; i++) kn_event_free(p->prof_ev[i]);
-    kn_free(p->prof_ev);
-    p->prof_ev = NULL;
-}
-/* The events of a GPU program's profile, made once; false (and none) when they cannot be. */
-static bool prof_events(kn_program *p) {
-    if (p->prof_ev) return true;
-    p->prof_ev = kn_calloc((size_t)p->nsteps + 1, sizeof *p->prof_ev);
-    for (int i = 0; p->prof_ev && i <= p->nsteps; i++)
-        if (kn_event_new(p->dev, &p->prof_ev[i]) != KN_OK) {
-            prof_events_free(p);
-            kn_clear_error();
-        }
-    return p->prof_ev != NULL;
-}
-
 /* Run every step once, in order (the body of kn_program_run; a CUDA graph's capture). */
 kn_status kn_program_run_steps(kn_program *p) {
     const kn_graph *g = p->g;
@@ -853,20 +749,11 @@ kn_status kn_program_run_steps(kn_program *p) {
         }
         p->arena = p->arena_raw = mem;
     }
-    if (!p->step_ms && getenv("KILN_PROFILE_STEPS")) {
-        p->step_ms = kn_calloc((size_t)p->nsteps + 1, sizeof *p->step_ms);
-        p->env_profile = true;
-    }
+    kn_program_profile_run_begin(p);
     p->runs++;
-    if (p->step_ms) (void)prof_events(p); /* a step profile: events between the steps (prof_begin) */
     for (int s = 0; s < p->nsteps; s++) {
         const kn_program_step *sp = &p->steps[s];
-        kn_status hs = p->step_hook ? p->step_hook(p->step_hook_ctx, s) : KN_OK; /* not in the step's time */
-        if (hs != KN_OK) {
-            release_run(p);
-            return hs;
-        }
-        double t0 = p->step_ms ? prof_begin(p, s) : 0;
+        double t0 = p->step_ms ? kn_program_profile_begin(p, s) : 0;
         if (sp->kernel >= 0) {
             kn_status st = run_kernel(p, sp);
             if (st != KN_OK) {
@@ -880,7 +767,7 @@ kn_status kn_program_run_steps(kn_program *p) {
                 return st;
             }
             release_after(p, s);
-            if (p->step_ms) p->step_ms[s] += prof_end(p, s, t0);
+            if (p->step_ms) p->step_ms[s] += kn_program_profile_end(p, s, t0);
             continue;
         }
         const kn_node *n = &g->nodes[sp->node];
@@ -898,9 +785,9 @@ kn_status kn_program_run_steps(kn_program *p) {
                                   : kn_tensor_to(&moved[k], in[k], KN_CPU);
                 in[k] = moved[k];
             }
-            /* a GPU step reading a host value (a `full`): a graph's step reads the copy made
-             * once on the device (the backend would copy it over in every run) */
-            if (st == KN_OK && p->graph_on && sp->be->type != KN_DEVICE_CPU && in[k] &&
+            /* a GPU step reading a host value (a `full`): it reads the copy made once on the
+             * device (the backend would copy it over in every run) */
+            if (st == KN_OK && sp->be->type != KN_DEVICE_CPU && in[k] &&
                 in[k]->storage->device.type == KN_DEVICE_CPU) {
                 st = kn_program_device_const(p, n->in[k], in[k], &moved[k]);
                 in[k] = moved[k];
@@ -910,7 +797,7 @@ kn_status kn_program_run_steps(kn_program *p) {
             st = planned_tensor(p, sp->node, &p->vals[sp->node]);
         kn_tensor *placed = p->vals[sp->node];
         if (st == KN_OK && kn_op_get(n->op)->category == KN_CAT_COLLECTIVE)
-            st = kn_collective_eval(p->coll.run ? &p->coll : NULL, sp->node, n, in, &p->vals[sp->node]);
+            st = kn_collective_eval(p->coll.run ? &p->coll : NULL, p->dev, sp->node, n, in, &p->vals[sp->node]);
         else if (st == KN_OK)
             st = sp->be->node_eval(sp->be->ctx, sp->index, n, in, &p->vals[sp->node]);
         /* a kernel that made its own output (an alias of an operand, a view) replaced the
@@ -933,14 +820,9 @@ kn_status kn_program_run_steps(kn_program *p) {
             return st;
         }
         release_after(p, s);
-        if (p->step_ms) p->step_ms[s] += prof_end(p, s, t0);
+        if (p->step_ms) p->step_ms[s] += kn_program_profile_end(p, s, t0);
     }
-    prof_collect(p);
-    if (p->env_profile) { /* the first run warms up cuBLAS and the allocators: not counted */
-        memset(p->step_ms, 0, sizeof *p->step_ms * (size_t)p->nsteps);
-        p->runs = 0;
-        p->env_profile = false;
-    }
+    kn_program_profile_run_end(p);
     for (int i = 0; i < g->noutputs; i++) {
         kn_status st = kn_tensor_alias(&p->outs[i], p->vals[g->outputs[i]]);
         if (st != KN_OK) { release_run(p); return st; }
@@ -976,11 +858,4 @@ void kn_program_set_collectives(kn_program *p, const kn_collectives *c) {
 }
 int32_t kn_program_step_node(const kn_program *p, int step) {
     return p && step >= 0 && step < p->nsteps ? p->steps[step].node : -1;
-}
-
-void kn_program_set_profile(kn_program *p, bool on) {
-    if (!p) return;
-    kn_free(p->step_ms);
-    p->step_ms = on ? kn_calloc((size_t)p->nsteps + 1, sizeof *p->step_ms) : NULL;
-    p->runs = 0;
 }

@@ -1,6 +1,6 @@
 /* program_impl.h — what the files of core/program/ share: the program's private types
- * (program.c compiles and runs them; report.c prints and compares them; graph.c replays
- * them as a CUDA graph). */
+ * (program.c compiles and runs them; report.c prints and compares them; profile.c times
+ * their steps; graph.c replays them as a CUDA graph). */
 #ifndef KN_PROGRAM_IMPL_H
 #define KN_PROGRAM_IMPL_H
 
@@ -41,8 +41,6 @@ struct kn_program {
     kn_interp_hook hook;      /* called after each step (kn_program_set_hook), or NULL */
     void *hook_ctx;
     bool *deferred;           /* per node: a param supplied during the run (kn_program_defer) */
-    kn_program_step_hook step_hook; /* called before each step (kn_program_set_step_hook), or NULL */
-    void *step_hook_ctx;
     kn_collectives coll;      /* runs the collective steps (kn_program_set_collectives); run NULL: none */
     /* COMPILED */
     kn_schedule *sched;
@@ -83,6 +81,18 @@ kn_status kn_program_run_steps(kn_program *p);
 kn_status kn_program_device_const(kn_program *p, int32_t v, const kn_tensor *host, kn_tensor **out);
 void kn_program_graph_release(kn_program *p);
 kn_status kn_program_run_graph(kn_program *p);
+
+/* profile.c: the step profile's clock around a run (see the file). The wall clock in ms;
+ * at the start of a run (KILN_PROFILE_STEPS turns the profile on; a profiled program gets
+ * its events); around step s (begin returns the start, end the step's ms to add: 0 with
+ * events, whose times the run's end adds); at the end of a run; when the program is freed
+ * (printing the profile under KILN_PROFILE_STEPS first). */
+double kn_program_now_ms(void);
+void kn_program_profile_run_begin(kn_program *p);
+double kn_program_profile_begin(kn_program *p, int s);
+double kn_program_profile_end(kn_program *p, int s, double t0);
+void kn_program_profile_run_end(kn_program *p);
+void kn_program_profile_free(kn_program *p);
 
 /* Bytes a value takes in the memory plan's arena (its size rounded up to 64). */
 size_t kn_program_plan_size(const kn_type *t);

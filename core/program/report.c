@@ -198,6 +198,19 @@ kn_status kn_program_compare(const kn_graph *g, const kn_program_opts *o, uint64
         kn_interp_set_collectives(it, &ca);
         kn_program_set_collectives(p, &cb);
     }
+    /* the zero3 pass took the params away: both gather the same random parameter slab */
+    int64_t np = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].op == KN_OP_ALL_GATHER_START && g->nodes[i].attrs.stop > np) np = g->nodes[i].attrs.stop;
+    float *params = st == KN_OK && np > 0 ? kn_malloc((size_t)np * sizeof *params) : NULL;
+    if (st == KN_OK && np > 0 && !params) st = kn_error(KN_ERR_OOM, "kn_program_compare: out of memory");
+    if (params) {
+        kn_rng r = kn_rng_new(seed);
+        kn_rng_normal_f32(&r, params, np);
+        st = kn_collectives_local_params(la, params, np);
+        if (st == KN_OK) st = kn_collectives_local_params(lb, params, np);
+        kn_free(params);
+    }
     for (int i = 0; i < g->nnodes && st == KN_OK; i++) {
         const kn_node *n = &g->nodes[i];
         if (n->op != KN_OP_INPUT && n->op != KN_OP_PARAM) continue;

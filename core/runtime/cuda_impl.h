@@ -294,6 +294,9 @@ kn_status knc_profile_begin(void);
 kn_status knc_profile_end(const kn_node *n, const kn_tensor *const *in, const kn_tensor *out);
 /* Strided copy of es-byte elements on the device: dst (contiguous strides dstr) from src
  * (strides sstr, 0 where broadcast), over shape. Pointers already include offsets. */
+/* The column reduction (cuda_colsum.cu): y [outer, inner] = sum, mean or max (op) of x
+ * [outer, r, inner] over r, f32 or f64 (dt); deterministic, one launch. */
+kn_status knc_colsum(kn_device dev, kn_dtype dt, int op, const void *x, void *y, int64_t outer, int64_t r, int64_t inner);
 kn_status knc_strided_copy(size_t es, int ndim, const int64_t *shape, const void *src, const int64_t *sstr,
                            void *dst, const int64_t *dstr);
 /* Copy of an index tensor (i32 or i64) to a host array of int64 (kn_malloc'd). */
@@ -314,8 +317,15 @@ KNC_KERNEL(knc_onehot);
 KNC_KERNEL(knc_reduce);
 KNC_KERNEL(knc_matmul);
 KNC_KERNEL(knc_matmul_ep);       /* cuda_matmul_lt.cu */
-/* KILN_TF32=1: f32 products may use TF32 tensor cores (cuda_matmul.cu; read once). */
-bool knc_tf32_allowed(void);
+/* The matmul op's product, autotuned (cuda_matmul_lt.cu): cuBLAS's own choice (base, which
+ * queues cublasGemmStridedBatchedEx on ctx) against cuBLASLt's candidates for the problem,
+ * timed once per problem and remembered (in memory and in the kernel cache), then run.
+ * a, b, c as knc_matmul passes them: batch products, sa/sb the operands' batch strides
+ * (0: shared), c contiguous. KILN_MATMUL_TUNE=0 turns it off (knc_matmul_tune_on). */
+bool knc_matmul_tune_on(void);
+kn_status knc_matmul_tuned(int dev, kn_dtype dt, bool ta, bool tb, int64_t m, int64_t nn, int64_t k, int64_t batch,
+                           int64_t sa, int64_t sb, const void *a, const void *b, void *c,
+                           kn_status (*base)(void *ctx), void *ctx);
 KNC_KERNEL(knc_reshape);
 KNC_KERNEL(knc_permute);
 KNC_KERNEL(knc_broadcast_to);
@@ -323,6 +333,8 @@ KNC_KERNEL(knc_slice);
 KNC_KERNEL(knc_slice_grad);
 KNC_KERNEL(knc_embedding);
 KNC_KERNEL(knc_embedding_grad);
+/* cuda_embedding.cu: dw (zeroed here) = embedding_grad of dy and idx, on dw's GPU (dy, idx contiguous there). */
+kn_status knc_embedding_grad_sum(const kn_tensor *dy, const kn_tensor *idx, kn_tensor *dw);
 KNC_KERNEL(knc_softmax);
 KNC_KERNEL(knc_softmax_bwd);
 KNC_KERNEL(knc_causal_softmax);     /* cuda_attn.cu */

@@ -14,7 +14,9 @@
  * pedantic enough to keep TF32 off) unless KILN_TF32=1, which allows TF32 tensor cores
  * (CUBLAS_COMPUTE_32F_FAST_TF32: ~1e-3 relative error). bf16 and f16 operands and results
  * (mixed precision) accumulate in f32 on the tensor cores (CUBLAS_COMPUTE_32F), rounded once
- * to the low precision on the store. One cuBLAS handle per GPU, made on first use, on kiln's
+ * to the low precision on the store. Except in f64, the product goes through the autotuner
+ * (cuda_matmul_lt.cu, knc_matmul_tuned): cuBLAS's own choice is one candidate beside
+ * cuBLASLt's, and the fastest for the problem runs from then on. One cuBLAS handle per GPU, made on first use, on kiln's
  * stream (knc_stream). Every cuBLAS call is checked (KN_CUBLAS_TRY, cuda_impl.h) and its
  * failure reported with cublasGetStatusString. */
 /* cuBLAS's own header has switches that -Wswitch-enum (kiln's rule, not cuBLAS's) rejects */
@@ -85,6 +87,42 @@ static kn_status materialize(const kn_tensor *x, int nb, const int64_t *oshape, 
     return st;
 }
 
+/* One cublasGemmStridedBatchedEx, its arguments kept so that the autotuner
+ * (knc_matmul_tuned) can time it beside cuBLASLt's candidates. */
+typedef struct gemm_call {
+    cublasHandle_t h;
+    cublasOperation_t opb, opa;
+    int n, m, k;
+    const void *alpha, *b;
+    cudaDataType_t ct;
+    int ldb;
+    long long sb;
+    const void *a;
+    int lda;
+    long long sa;
+    const void *beta;
+    void *c;
+    int ldc;
+    long long sc;
+    int batch;
+    cublasComputeType_t comp;
+    int64_t mm, nn, kk, nbatch; /* for the message */
+    bool ta, tb;
+} gemm_call;
+
+static kn_status gemm_run(void *ctx) {
+    const gemm_call *g = (const gemm_call *)ctx;
+    cublasStatus_t s = cublasGemmStridedBatchedEx(g->h, g->opb, g->opa, g->n, g->m, g->k, g->alpha, g->b, g->ct, g->ldb,
+                                                  g->sb, g->a, g->ct, g->lda, g->sa, g->beta, g->c, g->ct, g->ldc, g->sc,
+                                                  g->batch, g->comp, CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return kn_error(KN_ERR_DEVICE, "matmul: cublasGemmStridedBatchedEx(m=%lld, n=%lld, k=%lld, batch=%lld, ta=%d, tb=%d) "
+                        "failed at %s:%d: %s (%s)", (long long)g->mm, (long long)g->nn, (long long)g->kk,
+                        (long long)g->nbatch, (int)g->ta, (int)g->tb, __FILE__, __LINE__, cublasGetStatusString(s),
+                        cublasGetStatusName(s));
+    return KN_OK;
+}
+
 KNC_KERNEL(knc_matmul) {
     const kn_tensor *a = in[0], *b = in[1];
     const kn_type *t = &n->type;
@@ -126,15 +164,15 @@ KNC_KERNEL(knc_matmul) {
         cudaDataType_t ct = f64 ? CUDA_R_64F : dt == KN_DT_BF16 ? CUDA_R_16BF : dt == KN_DT_F16 ? CUDA_R_16F : CUDA_R_32F;
         cublasComputeType_t comp = f64 ? CUBLAS_COMPUTE_64F
                                    : dt == KN_DT_F32 && knc_tf32_allowed() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-        const void *alpha = f64 ? (const void *)&one64 : (const void *)&one32;
-        const void *beta = f64 ? (const void *)&zero64 : (const void *)&zero32;
-        cublasStatus_t s = cublasGemmStridedBatchedEx(h, opb, opa, (int)nn, (int)m, (int)k, alpha, kn_tensor_data(b), ct, ldb, sb,
-                                                      kn_tensor_data(a), ct, lda, sa, beta, kn_tensor_data(*out), ct, ldc, sc,
-                                                      (int)nbatch, comp, CUBLAS_GEMM_DEFAULT);
-        if (s != CUBLAS_STATUS_SUCCESS)
-            st = kn_error(KN_ERR_DEVICE, "matmul: cublasGemmStridedBatchedEx(m=%lld, n=%lld, k=%lld, batch=%lld, ta=%d, tb=%d) "
-                          "failed at %s:%d: %s (%s)", (long long)m, (long long)nn, (long long)k, (long long)nbatch, (int)ta,
-                          (int)tb, __FILE__, __LINE__, cublasGetStatusString(s), cublasGetStatusName(s));
+        gemm_call g = {h, opb, opa, (int)nn, (int)m, (int)k, f64 ? (const void *)&one64 : (const void *)&one32,
+                       kn_tensor_data(b), ct, ldb, sb, kn_tensor_data(a), lda, sa,
+                       f64 ? (const void *)&zero64 : (const void *)&zero32, kn_tensor_data(*out), ldc, sc, (int)nbatch, comp,
+                       m, nn, k, nbatch, ta, tb};
+        /* f64, kiln's reference precision, keeps cuBLAS's own choice; the others are tuned */
+        if (!f64 && knc_matmul_tune_on())
+            st = knc_matmul_tuned(knc_dev(in).index, dt, ta, tb, m, nn, k, nbatch, sa, sb, kn_tensor_data(a),
+                                  kn_tensor_data(b), kn_tensor_data(*out), gemm_run, &g);
+        else st = gemm_run(&g);
     }
     kn_tensor_free(ma);
     kn_tensor_free(mb);

@@ -268,7 +268,8 @@ __device__ inline knc_pack<T, KNC_CE_V(S)> knc_ce_load(const S *row, int64_t g, 
 }
 
 /* Fold a group into a thread's running pair: m, the max of the elements seen (NaN never
- * wins a `>`), and s, the sum of exp(x - m) over them, in double. m first rises to the
+ * wins a `>`), and s, the sum of exp(x - m) over them, in double (each group's terms summed
+ * in the math type first). m first rises to the
  * group's max (s rescaled by exp(m_old - m_new), never inf - inf: m_new > m_old), so every
  * x - m <= 0 and no exp overflows. A -inf element adds exactly 0 (exp(-inf - m) for every
  * m > -inf; m == -inf at the end is settled by knc_block_lse); NaN makes s NaN; an element
@@ -283,8 +284,11 @@ __device__ inline void knc_lse_fold(const knc_pack<T, V> &p, T &m, double &s) {
         s *= exp((double)m - (double)pm);
         m = pm;
     }
+    T part = 0; /* the group's V terms (each <= 1) in T, then one widening add: a double add and a
+                 * conversion per element made the bf16 scan compute-bound on the H100 */
 #pragma unroll
-    for (int i = 0; i < V; i++) s += p.v[i] == (T)-INFINITY ? 0.0 : (double)knc_exp(p.v[i] - m);
+    for (int i = 0; i < V; i++) part += p.v[i] == (T)-INFINITY ? (T)0 : knc_exp(p.v[i] - m);
+    s += (double)part;
 }
 
 /* The running pair of thread threadIdx.x over its groups threadIdx.x, + blockDim.x, ...

@@ -1,21 +1,13 @@
 /* cuda_ops.cu — the CUDA op table and kn_cuda_node_eval, the helpers every CUDA op kernel
  * shares, and the data-movement ops: views (materialized by one strided-copy kernel),
- * slice_grad, embedding and its deterministic gradient.
+ * slice_grad, embedding and its gradient (whose kernels are cuda_embedding.cu's).
  *
  * The table maps each kn_op to its CUDA entry point (cuda_impl.h). It is generated from
  * ops.def's CPU-kernel column, so an op added to ops.def whose kernel the CUDA column
  * does not name fails to compile; the shared kernels (knc_unary, knc_binary, knc_reduce,
  * ...) check the op they are given and report KN_ERR_UNSUPPORTED naming it and the
- * backend, never compute another op.
- *
- * embedding_grad without float atomics: the indices are copied to the host and bucketed by
- * row with a counting sort (stable, so each row's list is in index order); one block per
- * touched row then sums its gradient rows in that order into the row, which was zeroed.
- * Every output element is the same sum in the same order as the CPU kernel's, so the two
- * agree bitwise. The host round trip (n indices) also validates them. */
+ * backend, never compute another op. */
 #include <string.h>
-
-#include <cub/device/device_radix_sort.cuh>
 
 #include "runtime/cuda_impl.h"
 
@@ -277,26 +269,46 @@ KNC_KERNEL(knc_slice) {
     return strided_out(n, in[0], st, len ? off : 0, out);
 }
 
+/* slice_grad: out (the parent's shape) is zero but where the slice came from, which holds
+ * the gradient. One pass over out, a thread per element: [outer, n, inner] around the
+ * sliced axis, element (o, c, i) takes g[o, (c - first) / step, i] when c is one of the
+ * slice's indices, else 0. (It was a memset of out and a strided copy: two launches, which
+ * for a bias-sized slice cost more than the bytes.) */
+template <typename E, typename I>
+__global__ void knc_slice_grad_kernel(const E *g, E *out, I total, I n, I inner, I first, I len, I step) {
+    KNC_FOR_I(I, e, total) {
+        I i = e % inner, oc = e / inner, c = oc % n, o = oc / n, q = c - first;
+        bool hit = c >= first && q % step == 0 && q / step < len;
+        out[e] = hit ? g[(o * len + q / step) * inner + i] : (E)0;
+    }
+}
+
+template <typename E>
+static void slice_grad_launch(const E *g, E *out, int64_t total, int64_t n, int64_t inner, int64_t first, int64_t len,
+                              int64_t step) {
+    if (total < ((int64_t)1 << 31))
+        knc_slice_grad_kernel<E, uint32_t><<<knc_blocks(total), KNC_THREADS, 0, knc_stream>>>(
+            g, out, (uint32_t)total, (uint32_t)n, (uint32_t)inner, (uint32_t)first, (uint32_t)len, (uint32_t)step);
+    else knc_slice_grad_kernel<E, int64_t><<<knc_blocks(total), KNC_THREADS, 0, knc_stream>>>(g, out, total, n, inner, first, len, step);
+}
+
 KNC_KERNEL(knc_slice_grad) {
-    int64_t st[KN_MAX_DIMS], sst[KN_MAX_DIMS], first, len;
+    int64_t first, len;
     const kn_type *t = &n->type;
     int ax = (int)(n->attrs.axis < 0 ? n->attrs.axis + t->ndim : n->attrs.axis);
     KN_TRY(knc_new_out(n, knc_dev(in), out));
-    size_t es = kn_dtype_size(t->dtype);
-    kn_status s = KN_OK;
-    cudaError_t e = cudaMemsetAsync(kn_tensor_data(*out), 0, (size_t)kn_tensor_numel(*out) * es, knc_stream);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        s = kn_error(KN_ERR_DEVICE, "slice_grad: cudaMemsetAsync failed: %s", cudaGetErrorString(e));
-    }
-    contig_strides(t->ndim, t->shape, st);
-    contig_strides(in[0]->ndim, in[0]->shape, sst);
     kn_ir_slice_range(t->shape[ax], n->attrs.start, n->attrs.stop, n->attrs.step, &first, &len);
-    if (s == KN_OK && len > 0) {
-        char *dst = (char *)kn_tensor_data(*out) + first * st[ax] * (int64_t)es;
-        st[ax] *= n->attrs.step;
-        s = knc_strided_copy(es, in[0]->ndim, in[0]->shape, kn_tensor_data(in[0]), sst, dst, st);
-    }
+    int64_t inner = 1, total = kn_tensor_numel(*out);
+    for (int d = ax + 1; d < t->ndim; d++) inner *= t->shape[d];
+    if (total == 0) return KN_OK;
+    const void *g = kn_tensor_data(in[0]);
+    void *o = kn_tensor_data(*out);
+    size_t es = kn_dtype_size(t->dtype); /* a copy moves bits: an unsigned type of the element's size */
+    if (es == 8) slice_grad_launch((const uint64_t *)g, (uint64_t *)o, total, t->shape[ax], inner, first, len, n->attrs.step);
+    else if (es == 4) slice_grad_launch((const uint32_t *)g, (uint32_t *)o, total, t->shape[ax], inner, first, len, n->attrs.step);
+    else if (es == 2) slice_grad_launch((const uint16_t *)g, (uint16_t *)o, total, t->shape[ax], inner, first, len, n->attrs.step);
+    else slice_grad_launch((const uint8_t *)g, (uint8_t *)o, total, t->shape[ax], inner, first, len, n->attrs.step);
+    kn_status s = knc_check_launch("knc_slice_grad", __FILE__, __LINE__);
     if (s != KN_OK) { kn_tensor_free(*out); *out = NULL; }
     return s;
 }
@@ -363,85 +375,13 @@ KNC_KERNEL(knc_embedding) {
     return st;
 }
 
-/* embedding_grad, all on the device (no copy to the host, so a CUDA graph can hold it) and
- * deterministic: dw[r, :] is the sum of dy over the positions whose index is r, added in
- * increasing position order, whatever the launch.
- *   1. keys[i] = idx[i] (v for an index outside the table: sorted last, read by no row),
- *      values[i] = i;
- *   2. a stable radix sort by key (CUB): the positions grouped by row, in increasing order;
- *   3. start[r] = the first sorted position whose key is >= r, for r in [0, v];
- *   4. a block per row sums its positions in order (zero for a row no position names). */
-__global__ void knc_eg_keys(const void *idx, bool i32, int64_t cnt, int64_t v, int64_t *keys, int64_t *pos) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < cnt; i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t r = knc_index_at(idx, i32, i);
-        keys[i] = r >= 0 && r < v ? r : v;
-        pos[i] = i;
-    }
-}
-
-__global__ void knc_eg_starts(const int64_t *keys, int64_t cnt, int64_t v, int64_t *start) {
-    for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r <= v; r += (int64_t)gridDim.x * blockDim.x) {
-        int64_t lo = 0, hi = cnt;
-        while (lo < hi) {
-            int64_t mid = lo + (hi - lo) / 2;
-            if (keys[mid] < r) lo = mid + 1;
-            else hi = mid;
-        }
-        start[r] = lo;
-    }
-}
-
-template <typename T>
-__global__ void knc_embedding_grad_kernel(const T *dy, const int64_t *order, const int64_t *start, int64_t v, int64_t d,
-                                          T *dw) {
-    for (int64_t r = blockIdx.x; r < v; r += gridDim.x) {
-        int64_t p0 = start[r], p1 = start[r + 1];
-        for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-            T s = 0;
-            for (int64_t p = p0; p < p1; p++) s += dy[order[p] * d + j];
-            dw[r * d + j] = s;
-        }
-    }
-}
-
+/* embedding_grad: its kernels are cuda_embedding.cu's (deterministic, all on the device). */
 KNC_KERNEL(knc_embedding_grad) {
     const kn_tensor *dy = in[0], *idx = in[1];
-    int64_t v = n->type.shape[0], d = n->type.shape[1], cnt = kn_tensor_numel(idx);
     if (dy->dtype != KN_DT_F32 && dy->dtype != KN_DT_F64) return knc_unsupported(n, dy->dtype);
-    if (cnt > INT32_MAX) return kn_error(KN_ERR_UNSUPPORTED, "embedding_grad: %lld indices exceed the sort's int range", (long long)cnt);
-    KN_TRY(check_indices(n, idx, v));
+    KN_TRY(check_indices(n, idx, n->type.shape[0]));
     KN_TRY(knc_new_out(n, knc_dev(in), out));
-    if (v * d == 0) return KN_OK;
-    int end_bit = 64 - __builtin_clzll((unsigned long long)v); /* keys lie in [0, v] */
-    size_t sort_bytes = 0;
-    cudaError_t e = cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, (const int64_t *)nullptr, (int64_t *)nullptr,
-                                                    (const int64_t *)nullptr, (int64_t *)nullptr, (int)cnt, 0, end_bit, knc_stream);
-    /* one scratch block: keys and positions in and out, v + 1 starts, CUB's own bytes */
-    size_t lists = (size_t)(4 * cnt + v + 1) * sizeof(int64_t);
-    int64_t sshape[1] = {(int64_t)(lists + sort_bytes)};
-    kn_tensor *scratch = NULL;
-    kn_status st = e == cudaSuccess ? kn_tensor_empty_on(&scratch, knc_dev(in), KN_DT_U8, 1, sshape)
-                                    : kn_error(KN_ERR_DEVICE, "embedding_grad: CUB's sort size query failed: %s", cudaGetErrorString(e));
-    if (st == KN_OK) {
-        int64_t *keys = (int64_t *)kn_tensor_data(scratch), *pos = keys + cnt, *skeys = pos + cnt, *order = skeys + cnt,
-                *start = order + cnt;
-        void *tmp = (char *)kn_tensor_data(scratch) + lists;
-        bool i32 = idx->dtype == KN_DT_I32;
-        if (cnt > 0) knc_eg_keys<<<knc_blocks(cnt), KNC_THREADS, 0, knc_stream>>>(kn_tensor_data(idx), i32, cnt, v, keys, pos);
-        e = cnt > 0 ? cub::DeviceRadixSort::SortPairs(tmp, sort_bytes, keys, skeys, pos, order, (int)cnt, 0, end_bit, knc_stream)
-                    : cudaSuccess;
-        if (e != cudaSuccess) st = kn_error(KN_ERR_DEVICE, "embedding_grad: CUB's radix sort failed: %s", cudaGetErrorString(e));
-        if (st == KN_OK) {
-            knc_eg_starts<<<knc_blocks(v + 1), KNC_THREADS, 0, knc_stream>>>(skeys, cnt, v, start);
-            unsigned rows = (unsigned)(v < (1 << 30) ? v : (1 << 30));
-            if (dy->dtype == KN_DT_F32)
-                knc_embedding_grad_kernel<float><<<rows, 128, 0, knc_stream>>>((const float *)kn_tensor_data(dy), order, start, v, d, (float *)kn_tensor_data(*out));
-            else
-                knc_embedding_grad_kernel<double><<<rows, 128, 0, knc_stream>>>((const double *)kn_tensor_data(dy), order, start, v, d, (double *)kn_tensor_data(*out));
-            st = knc_check_launch("knc_embedding_grad_kernel", __FILE__, __LINE__);
-        }
-    }
-    kn_tensor_free(scratch); /* stream order: the kernels reading it run before any reuse */
+    kn_status st = knc_embedding_grad_sum(dy, idx, *out);
     if (st != KN_OK) { kn_tensor_free(*out); *out = NULL; }
     return st;
 }
@@ -457,8 +397,8 @@ typedef kn_status (*knc_kernel_fn)(const kn_node *, const kn_tensor *const *, kn
 namespace knc_col {
 const knc_kernel_fn kern_none = nullptr; /* input, param: bound, never evaluated */
 const knc_kernel_fn kern_full = nullptr; /* runs on the host; its consumer copies it over */
-/* grad_store, all_reduce_start, comm_wait: run by the program's collectives context, never a
- * device kernel; kn_program_compile refuses them on a GPU (the NCCL ranks run DDP from hooks) */
+/* grad_store, all_reduce_start, all_gather_start, comm_wait: run by the program's collectives
+ * context (kn_collective_eval: NCCL on GPU ranks), never a device kernel */
 const knc_kernel_fn kern_collective = nullptr;
 const knc_kernel_fn kern_binary = knc_binary, kern_eq = knc_eq, kern_where = knc_where, kern_unary = knc_unary;
 const knc_kernel_fn kern_act_bwd = knc_act_bwd, kern_cast = knc_cast, kern_dropout = knc_dropout;

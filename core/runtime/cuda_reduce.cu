@@ -8,13 +8,12 @@
  * threads owns a row: each thread sums a fixed, strided subset, then knc_block_sum adds the
  * partials with warp shuffles in a fixed tree (a sum/mean/max over rows of at most 1024
  * elements gives a warp a row instead). Otherwise the reduced axis has a stride: a
- * reduction gives each 32 adjacent columns (or 32 groups of 4 floats or 2 doubles, read
- * with 16-byte loads) a block whose thread rows split the columns and add their partials
- * in a fixed tree; softmax gives one thread a column, walked sequentially (adjacent
- * threads read adjacent addresses: coalesced either way). A sum/mean/max that would
- * launch too few blocks to fill the GPU (the bias gradient [8192,768] summed over rows:
- * 6 blocks of 128 columns) splits the reduced axis into chunks and adds the chunks'
- * partials in a second pass (see red_chunks).
+ * reduction (a bias gradient: columns summed over rows) is cuda_colsum.cu's, which splits
+ * the rows over enough blocks and combines the chunks in the last block, in a fixed order,
+ * in one launch; softmax gives one thread a column, walked sequentially (adjacent
+ * threads read adjacent addresses: coalesced either way). A row sum/mean/max that would
+ * launch too few blocks to fill the GPU (a loss summed to a scalar: one row) splits its
+ * rows into chunks and adds the chunks' partials in a second pass (see red_chunks).
  * Either way each output is one fixed sequence of operations: deterministic.
  *
  * Precision follows the CPU template: sums and softmax's sum of exponentials
@@ -33,16 +32,14 @@ static bool is_float(kn_dtype dt) { return dt == KN_DT_F32 || dt == KN_DT_F64; }
 
 /* ---------------------------------------------------------------- sum / mean / max */
 
-/* Splitting the reduced axis: when one pass would launch fewer than KNC_RED_TARGET blocks
- * (about 4 per SM of a 132-SM H100), the reduced axis is cut into nchunk chunks of
- * `chunk` elements, pass 1 writes each chunk's partial (a sum or a max, in double) to a
- * temporary [outer, nchunk, inner], and pass 2 (knc_reduce_parts) combines each output's
- * partials in a fixed order (a warp per output). The split depends on the shape alone (constants, not the
- * GPU's SM count), so a given reduction is the same sequence of additions on every run
- * and every GPU. Chunks are at least KNC_RED_COL_CHUNK rows of a column reduction and
- * KNC_RED_ROW_CHUNK elements of a row. */
+/* Splitting a row: when one pass would launch fewer than KNC_RED_TARGET blocks (about 4
+ * per SM of a 132-SM H100), each row is cut into nchunk chunks of `chunk` elements (at
+ * least KNC_RED_ROW_CHUNK), pass 1 writes each chunk's partial (a sum or a max, in double)
+ * to a temporary [outer, nchunk], and pass 2 (knc_reduce_parts) combines each output's
+ * partials in a fixed order (a warp per output). The split depends on the shape alone
+ * (constants, not the GPU's SM count), so a given reduction is the same sequence of
+ * additions on every run and every GPU. */
 #define KNC_RED_TARGET 512
-#define KNC_RED_COL_CHUNK 64
 #define KNC_RED_ROW_CHUNK 8192
 /* Rows up to this length get one warp each (8 rows per block) instead of a block. */
 #define KNC_RED_WARP_ROW 1024
@@ -89,63 +86,6 @@ __global__ void knc_reduce_rows_warp(int op, const T *x, T *y, int64_t rows, int
     if (lane == 0) y[row] = knc_red_final<T>(op, acc, r);
 }
 
-/* Columns (inner > 1): block (bx, by, c) covers 32 * V adjacent columns of chunk c (rows
- * [c * chunk, min(r, (c + 1) * chunk))) for outer indices by, by + gridDim.y, ...; each
- * thread owns V adjacent columns (V = 16 bytes / element size when inner is a multiple of
- * it and x is 16-byte aligned: one 16-byte load per row, else V = 1). Thread row ty sums
- * rows q0 + ty, q0 + ty + blockDim.y, ... of its columns, four loads in flight, added in
- * row order; then the blockDim.y partials (a power of 2) meet in a fixed tree in shared
- * memory. Fixed shapes, fixed order: deterministic. part == NULL (one chunk): final values to y; else partials
- * to part[o][c][i]. */
-template <typename T, int V>
-__global__ void knc_reduce_cols(int op, const T *x, T *y, double *part, int64_t outer, int64_t r, int64_t inner,
-                                int64_t chunk) {
-    typedef knc_pack<T, V> P;
-    __shared__ double sh[32][32 * V + 1];
-    bool is_max = op == KN_OP_MAX;
-    int64_t i = (blockIdx.x * (int64_t)32 + threadIdx.x) * V, c = blockIdx.z, nchunk = gridDim.z;
-    int64_t q0 = c * chunk, q1 = q0 + chunk < r ? q0 + chunk : r;
-    for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
-        double acc[V];
-        for (int j = 0; j < V; j++) acc[j] = is_max ? -INFINITY : 0.0;
-        if (i < inner) { /* i + V <= inner: inner is a multiple of V */
-            const T *col = x + o * r * inner + i;
-            int64_t q = q0 + threadIdx.y, step = blockDim.y;
-            for (; q + 3 * step < q1; q += 4 * step) {
-                P v0 = *(const P *)(col + q * inner), v1 = *(const P *)(col + (q + step) * inner),
-                  v2 = *(const P *)(col + (q + 2 * step) * inner), v3 = *(const P *)(col + (q + 3 * step) * inner);
-                for (int j = 0; j < V; j++) {
-                    acc[j] = knc_red_add(is_max, acc[j], (double)v0.v[j]);
-                    acc[j] = knc_red_add(is_max, acc[j], (double)v1.v[j]);
-                    acc[j] = knc_red_add(is_max, acc[j], (double)v2.v[j]);
-                    acc[j] = knc_red_add(is_max, acc[j], (double)v3.v[j]);
-                }
-            }
-            for (; q < q1; q += step) {
-                P v0 = *(const P *)(col + q * inner);
-                for (int j = 0; j < V; j++) acc[j] = knc_red_add(is_max, acc[j], (double)v0.v[j]);
-            }
-        }
-        for (int j = 0; j < V; j++) sh[threadIdx.y][j * 32 + threadIdx.x] = acc[j];
-        for (unsigned h = blockDim.y / 2; h > 0; h >>= 1) { /* blockDim.y is a power of 2 */
-            __syncthreads();
-            if (threadIdx.y < h)
-                for (int j = 0; j < V; j++)
-                    sh[threadIdx.y][j * 32 + threadIdx.x] =
-                        knc_red_add(is_max, sh[threadIdx.y][j * 32 + threadIdx.x], sh[threadIdx.y + h][j * 32 + threadIdx.x]);
-        }
-        __syncthreads();
-        if (threadIdx.y == 0 && i < inner) {
-            for (int j = 0; j < V; j++) {
-                double a = sh[0][j * 32 + threadIdx.x];
-                if (part) part[(o * nchunk + c) * inner + i + j] = a;
-                else y[o * inner + i + j] = knc_red_final<T>(op, a, r);
-            }
-        }
-        __syncthreads();
-    }
-}
-
 /* Pass 2: a warp per output e = (o, i) of the nout = outer * inner; lane l combines the
  * partials of chunks l, l + 32, ... in order, then the lanes meet in a fixed shuffle tree
  * (whole warps leave together, as in knc_reduce_rows_warp). */
@@ -181,37 +121,25 @@ static int64_t red_chunks(int64_t blocks, int64_t r, int64_t min_chunk, int64_t 
  * partials on dev when the reduced axis is split. */
 template <typename T>
 static kn_status reduce_launch(int op, kn_device dev, const T *x, T *y, int64_t outer, int64_t r, int64_t inner) {
-    constexpr int W = 16 / sizeof(T);
-    int64_t chunk, nchunk, v = inner % W == 0 && ((uintptr_t)x & 15u) == 0 ? W : 1;
-    unsigned gy = (unsigned)(outer < 65535 ? outer : 65535), gx = (unsigned)((inner + 32 * v - 1) / (32 * v));
-    if (inner == 1 && r <= KNC_RED_WARP_ROW) {
+    if (inner > 1) return knc_colsum(dev, sizeof(T) == 4 ? KN_DT_F32 : KN_DT_F64, op, x, y, outer, r, inner);
+    if (r <= KNC_RED_WARP_ROW) {
         knc_reduce_rows_warp<T><<<(unsigned)((outer + 7) / 8), KNC_THREADS, 0, knc_stream>>>(op, x, y, outer, r);
         KNC_LAUNCHED(knc_reduce_rows_warp);
         return KN_OK;
     }
-    if (inner == 1) nchunk = red_chunks(outer, r, KNC_RED_ROW_CHUNK, &chunk);
-    else nchunk = red_chunks((int64_t)gx * gy, r, KNC_RED_COL_CHUNK, &chunk);
+    int64_t chunk, nchunk = red_chunks(outer, r, KNC_RED_ROW_CHUNK, &chunk);
     kn_tensor *tmp = NULL;
     double *part = NULL;
     if (nchunk > 1) {
-        int64_t pshape[1] = {outer * nchunk * inner};
+        int64_t pshape[1] = {outer * nchunk};
         KN_TRY(kn_tensor_empty_on(&tmp, dev, KN_DT_F64, 1, pshape));
         part = (double *)kn_tensor_data(tmp);
     }
-    kn_status st;
-    if (inner == 1) {
-        knc_reduce_rows<T><<<(unsigned)(outer * nchunk), KNC_THREADS, 0, knc_stream>>>(op, x, y, part, r, chunk, nchunk);
-        st = knc_check_launch("knc_reduce_rows", __FILE__, __LINE__);
-    } else {
-        unsigned by = chunk >= 256 ? 32 : chunk >= 128 ? 16 : chunk >= 32 ? 8 : 1;
-        dim3 grid(gx, gy, (unsigned)nchunk), block(32, by);
-        if (v > 1) knc_reduce_cols<T, W><<<grid, block, 0, knc_stream>>>(op, x, y, part, outer, r, inner, chunk);
-        else knc_reduce_cols<T, 1><<<grid, block, 0, knc_stream>>>(op, x, y, part, outer, r, inner, chunk);
-        st = knc_check_launch("knc_reduce_cols", __FILE__, __LINE__);
-    }
+    knc_reduce_rows<T><<<(unsigned)(outer * nchunk), KNC_THREADS, 0, knc_stream>>>(op, x, y, part, r, chunk, nchunk);
+    kn_status st = knc_check_launch("knc_reduce_rows", __FILE__, __LINE__);
     if (st == KN_OK && part) {
-        unsigned g = (unsigned)((outer * inner + KNC_THREADS / 32 - 1) / (KNC_THREADS / 32));
-        knc_reduce_parts<T><<<g, KNC_THREADS, 0, knc_stream>>>(op, part, y, outer * inner, nchunk, inner, r);
+        unsigned g = (unsigned)((outer + KNC_THREADS / 32 - 1) / (KNC_THREADS / 32));
+        knc_reduce_parts<T><<<g, KNC_THREADS, 0, knc_stream>>>(op, part, y, outer, nchunk, 1, r);
         st = knc_check_launch("knc_reduce_parts", __FILE__, __LINE__);
     }
     kn_tensor_free(tmp); /* stream order: the kernels reading it run before any reuse */

@@ -97,6 +97,19 @@ static bool fusible(const kn_graph *g, const kn_node *n) {
     return true;
 }
 
+/* On a GPU: a reduction the library should run instead (kiln/codegen.h, kn_schedule_opts).
+ * rows x len: the rows it would make and their length. */
+static bool gpu_library_reduction(const kn_graph *g, const kn_node *n, int64_t *rows, int64_t *len) {
+    if (kn_op_get(n->op)->category != KN_CAT_REDUCTION) return false;
+    const kn_type *xt = &g->nodes[n->in[0]].type;
+    if (xt->dtype != KN_DT_F32 && xt->dtype != KN_DT_F64) return false; /* the library's dtypes */
+    unsigned mask;
+    kn_ir_reduce_mask(&n->attrs, xt->ndim, &mask);
+    *rows = *len = 1;
+    for (int k = 0; k < xt->ndim; k++) *(mask & (1u << k) ? len : rows) *= xt->shape[k];
+    return *rows < KN_FUSE_GPU_FEW_ROWS && *len >= KN_FUSE_GPU_LONG_ROW;
+}
+
 static void contig(int nd, const int64_t *shape, int64_t *st) {
     int64_t s = 1;
     for (int i = nd - 1; i >= 0; i--) { st[i] = s; s *= shape[i] > 0 ? shape[i] : 1; }
@@ -395,7 +408,9 @@ static kn_status build_failed(fz *z, kn_schedule *s) {
     return z->st;
 }
 
-kn_status kn_schedule_build(const kn_graph *g, kn_schedule **out) {
+kn_status kn_schedule_build(const kn_graph *g, kn_schedule **out) { return kn_schedule_build_opts(g, NULL, out); }
+
+kn_status kn_schedule_build_opts(const kn_graph *g, const kn_schedule_opts *o, kn_schedule **out) {
     if (!g || !out) return kn_error(KN_ERR_ARG, "kn_schedule_build: NULL argument");
     *out = NULL;
     size_t nn = (size_t)g->nnodes + 1;
@@ -416,6 +431,13 @@ kn_status kn_schedule_build(const kn_graph *g, kn_schedule **out) {
     for (int i = 0; i < g->nnodes; i++) {
         s->group_of[i] = -1;
         s->fusible[i] = fusible(g, &g->nodes[i]);
+        int64_t rows, len;
+        if (s->fusible[i] && o && o->gpu && gpu_library_reduction(g, &g->nodes[i], &rows, &len)) {
+            s->fusible[i] = false;
+            logf_(&z, "keep %%%d = %s a library step: %lld row(s) of %lld would be %lld block(s) of a generated "
+                  "kernel on a GPU; the library splits the rows", i, kn_op_name(g->nodes[i].op), (long long)rows,
+                  (long long)len, (long long)rows);
+        }
     }
     decide_materialize(g, s->materialize, s->fusible);
     /* Dead nodes (no output depends on them: what a rewrite bypassed) get no step. */

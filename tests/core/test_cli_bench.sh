@@ -2,7 +2,7 @@
 # test_cli_bench.sh KILN — `kiln bench` on the CPU at a tiny shape: it prints its step
 # lines and ends with one JSON object holding the fields plots/bench.sh reads (finite,
 # positive times and tokens/s; the loss of random tokens near ln(vocab); the tf32 flag as
-# asked); bad flags are usage errors (exit 2) with a message naming the flag. The GPU side
+# asked; --tokens as asked); bad flags are usage errors (exit 2) with a message naming the flag. The GPU side
 # (timing, --profile, --tf32 on cuBLAS) runs in `make gpu-check`. Prints "ok" or what failed.
 set -eu
 kiln=${1:?usage: test_cli_bench.sh PATH/TO/kiln}
@@ -38,6 +38,8 @@ bad() { # bad EXPECTED_WORD FLAGS...: exit 2 and the word in the message
 bad "--steps" --steps 0
 bad "--width" --width 30 --heads 4 --device cpu
 bad "--device" --device gpu
+bad "--tokens" --tokens text
+"$kiln" bench $tiny --tokens same | tail -1 | grep -qF '"tokens": "same"' || { echo "FAIL: bench --tokens same"; exit 1; }
 bad "unknown option" --fast
 bad "needs a value" --batch
 bad "needs a value" --profile-out

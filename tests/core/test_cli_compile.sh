@@ -56,7 +56,7 @@ grep -q "max |delta| = 0" "$dir/out" || fail "epilogue is not exact on the CPU: 
 grep -q "matmul_bgrad" "$dir/e.ir" || fail "no matmul_bgrad in the emitted IR"
 
 # Usage errors: exit 2.
-expect 2 "unknown pass 'bogus' (known: fold, views, algebra, cse, dce, remat, autocast, lowparams, lowloss, flash, epilogue, ddp, zero, all, none)" tests/passes/dce.in.ir --passes cse,bogus
+expect 2 "unknown pass 'bogus' (known: fold, views, algebra, cse, dce, remat, autocast, lowparams, lowloss, flash, epilogue, ddp, zero, zero3, all, none)" tests/passes/dce.in.ir --passes cse,bogus
 expect 2 "unknown option '--frobnicate'" tests/passes/dce.in.ir --frobnicate
 expect 2 "give one input" --passes all
 expect 2 "give one input" tests/passes/dce.in.ir --gpt small
@@ -121,7 +121,20 @@ awk '/= all_reduce_start %/ { if (prev !~ /= grad_store %/) bad = 1; if (!s) s =
 "$kiln" ir "$dir/d.ir" --verify > /dev/null || fail "--dist ddp: the emitted IR does not verify"
 "$kiln" compile --gpt small,layers=2,width=32,heads=2,context=16,vocab=11 --dist zero2 --emit-ir "$dir/z.ir" > /dev/null \
     && grep -q '= reduce_scatter_start %' "$dir/z.ir" || fail "--dist zero2: no reduce_scatter_start"
-expect 2 "ZeRO-3 keeps its hooks" --gpt small --dist zero3
+# --dist zero3: the params gone, every bucket gathered (forward and backward) and waited for
+# right before a view of it is read; the slab equal, the compiled program too
+"$kiln" compile --gpt small,layers=2,width=32,heads=2,context=16,vocab=11 --batch 2 --dist zero3 --bucket-mb 0.005 \
+    --emit-ir "$dir/z3.ir" --schedule > "$dir/out" 2>&1 || fail "--dist zero3: $(cat "$dir/out")"
+grep -q "max |delta| = 0 " "$dir/out" || fail "--dist zero3: the slab differs: $(grep delta "$dir/out")"
+grep -q "compiled program against the interpreter" "$dir/out" || fail "--dist zero3 --schedule: $(cat "$dir/out")"
+ng=$(grep -c '= all_gather_start %' "$dir/z3.ir"); nr=$(grep -c '= reduce_scatter_start %' "$dir/z3.ir")
+[ "$ng" -gt "$nr" ] && [ "$ng" -le $((2 * nr)) ] && ! grep -q '= param ' "$dir/z3.ir" \
+    || fail "--dist zero3: $ng gathers for $nr buckets, or params left"
+awk '/= comm_wait %[0-9]* {[^}]*} : f32\[[0-9]/ { w = $1; next } /= all_gather_start %/ { next }
+     w != "" { if ($0 !~ ("= slice " w " ")) bad = 1; w = "" } END { exit bad }' "$dir/z3.ir" \
+    || fail "--dist zero3: a gather's wait not right before a view of it"
+"$kiln" ir "$dir/z3.ir" --verify > /dev/null || fail "--dist zero3: the emitted IR does not verify"
+expect 2 "expected ddp, zero1, zero2 or zero3" --gpt small --dist zero4
 expect 2 "--bucket-mb '0'" --gpt small --dist ddp --bucket-mb 0
 expect 1 "a joint graph has the loss" --gpt small --graph forward --dist ddp --no-check
 bash plots/memory.sh "$dir/out" "$dir/x.svg" > /dev/null 2> "$dir/err" && fail "memory.sh accepted a non-plan file"

@@ -114,6 +114,54 @@ KN_TEST(cudagen, row_kernels_in_slots_and_strided, .timeout = 120) {
     }
 }
 
+/* loss = red(x * y) over `naxes` trailing axes (all when 0) of f32[rows, len]. */
+static kn_graph *long_reduction(int64_t rows, int64_t len, int naxes, bool mean) {
+    kn_builder *b;
+    KN_ASSERT_OK(kn_builder_new(&b, KN_MODE_GRAPH));
+    int64_t s[2] = {rows, len};
+    kn_val x = kn_input_typed(b, "x", KN_DT_F32, 2, s), y = kn_input_typed(b, "y", KN_DT_F32, 2, s);
+    int ax[1] = {-1};
+    kn_val m = kn_mul(b, kn_exp(b, x), y);
+    kn_val r = mean ? kn_mean(b, m, naxes, ax, false) : kn_sum(b, m, naxes, ax, false);
+    kn_builder_output(b, kn_mul(b, r, r));
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_builder_finish(b, &g));
+    kn_builder_free(b);
+    return g;
+}
+
+/* A reduction with few, long rows (a loss summed to a scalar) is a library step on a GPU
+ * target (the library splits the rows over many blocks), its operand chain a kernel of its
+ * own; on the C target, or with many rows or short ones, it stays fused. Under the
+ * emulator the program still equals the interpreter. */
+KN_TEST(cudagen, few_long_rows_reduce_in_the_library_on_a_gpu, .timeout = 120) {
+    private_cache();
+    struct { int64_t rows, len; int naxes; bool mean, library; } c[] = {
+        {4, 65536, 0, false, true},        /* a full reduction to a scalar: 262144 elements */
+        {3, 70000, 1, true, true},         /* 3 rows of 70000 */
+        {KN_FUSE_GPU_FEW_ROWS, 256, 1, false, false},   /* many rows: a block each */
+        {2, 4096, 0, false, false},        /* short: one block is enough */
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        kn_graph *g = long_reduction(c[i].rows, c[i].len, c[i].naxes, c[i].mean);
+        kn_schedule *cpu = NULL, *gpu = NULL;
+        kn_schedule_opts so = {.gpu = true};
+        KN_ASSERT_OK(kn_schedule_build(g, &cpu));
+        KN_ASSERT_OK(kn_schedule_build_opts(g, &so, &gpu));
+        cr_assert_eq(cpu->nlibrary, 0, "case %zu: the C target fuses every node", i);
+        cr_assert_eq(gpu->nlibrary, c[i].library ? 1 : 0, "case %zu: %d library steps\n%s", i, gpu->nlibrary, gpu->log);
+        cr_assert_eq(gpu->nfused, c[i].library ? 2 : 1, "case %zu: %d kernels", i, gpu->nfused);
+        if (c[i].library) cr_assert(strstr(gpu->log, "a library step"), "the decision is logged:\n%s", gpu->log);
+        kn_schedule_free(cpu);
+        kn_schedule_free(gpu);
+        kn_program_stats st;
+        double err = compare_on(g, KN_CPU, true, 11 + i, &st);
+        cr_assert(err <= 2e-5, "case %zu: %.3g", i, err);
+        cr_assert_eq(st.nkernels, c[i].library ? 2 : 1, "case %zu: %d kernels", i, st.nkernels);
+        kn_graph_free(g);
+    }
+}
+
 /* The launch shapes: warps whole, within the limits, a block per row for reductions with
  * about 8 elements a thread, no more blocks than fit at once. */
 KN_TEST(cudagen, launch_configuration) {

@@ -1,8 +1,11 @@
 /* test_ddp_pass.c — DDP as a pass (core/passes/ddp.c) and the collective ops (kiln/ir.h):
  * where the pass places each bucket's all_reduce_start (right after its last gradient's
  * store, before the backward matmuls of the layer below), that the slab then holds every
- * gradient bit for bit, that programs (node by node and compiled) run the collectives as
- * the interpreter does, the order a context sees, and clear errors. */
+ * gradient bit for bit, that programs (node by node and compiled, on the CPU and a GPU) run
+ * the collectives as the interpreter does, the order a context sees, and clear errors;
+ * ZeRO-3's pass: the params gone, each bucket gathered before its first reader in the
+ * forward and again in the backward, the next one prefetched, the same gradients. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,9 +142,10 @@ typedef struct order_ctx {
     int64_t started_lo[64];
 } order_ctx;
 
-static kn_status order_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor *const *in) {
+static kn_status order_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor *const *in, kn_tensor *out) {
     order_ctx *o = ctx;
     (void)id;
+    (void)out;
     if (n->op == KN_OP_GRAD_STORE) {
         for (int64_t i = 0; i < kn_tensor_numel(in[0]); i++) o->stored[n->attrs.offset + i]++;
         return KN_OK;
@@ -237,19 +241,136 @@ KN_TEST(ddp_pass, bad_graphs_arguments_and_protocols_are_clear_errors) {
     kn_graph_free(g);
 }
 
-/* A GPU program refuses collectives by name (GPU ranks drive NCCL from hooks so far). */
-KN_TEST(ddp_pass, a_gpu_program_refuses_collectives_clearly) {
-    if (kn_device_count(KN_DEVICE_CUDA) == 0) cr_skip_test("no CUDA device: GPU test skipped");
+/* ZeRO-3's pass: no params left; per bucket and phase one all_gather_start, whose wait
+ * comes right before the first node reading a view of it, and the next gather right after
+ * each wait; the slab holds the same gradients bit for bit, and programs agree. */
+KN_TEST(ddp_pass, zero3_gathers_each_bucket_before_its_first_reader_forward_and_backward) {
     kn_graph *g;
     KN_ASSERT_OK(kn_gpt_graph(&cfg, 2, 8, true, &g));
-    kn_graph *d = ddp_of(g, "ddp");
-    for (int mode = 0; mode < 2; mode++) {
-        kn_program_opts o = {{KN_DEVICE_CUDA, 0}, NULL, mode ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES, false};
-        kn_program *p = NULL;
-        KN_ASSERT_ERR(kn_program_compile(&p, d, &o), KN_ERR_UNSUPPORTED);
-        cr_assert_null(p);
-        cr_assert(strstr(kn_last_error(), "collectives in the graph run in CPU programs so far"), "%s", kn_last_error());
+    const char *lists[] = {"zero3", "zero3:0.004", "zero3:0.0001"};
+    for (int k = 0; k < 3; k++) {
+        kn_graph *d = ddp_of(g, lists[k]);
+        int starts = count_op(d, KN_OP_ALL_GATHER_START), rs = count_op(d, KN_OP_REDUCE_SCATTER_START);
+        cr_assert_eq(count_op(d, KN_OP_PARAM), 0, "%s: params left", lists[k]);
+        /* every bucket is read in the forward; in the backward, those whose readers' gradients need them */
+        cr_assert(starts > rs && starts <= 2 * rs, "%s: %d gathers for %d buckets", lists[k], starts, rs);
+        int32_t loss = d->outputs[0];
+        int forward = 0;
+        for (int32_t i = 0; i < d->nnodes; i++) {
+            const kn_node *n = &d->nodes[i];
+            if (n->op != KN_OP_COMM_WAIT || n->type.ndim != 1) continue;
+            forward += i < loss;
+            /* the next node that is not the prefetch reads the wait (a view of the bucket) */
+            int32_t j = i + 1;
+            if (j < d->nnodes && d->nodes[j].op == KN_OP_ALL_GATHER_START) j++;
+            cr_assert(j < d->nnodes && d->nodes[j].nin == 1 && d->nodes[j].in[0] == i, "%s: %%%d = %s does not read "
+                      "the wait %%%d", lists[k], j, kn_op_name(d->nodes[j].op), i);
+            cr_assert(kn_ir_aliases(&d->nodes[j], &n->type), "%s: %%%d is a view of the bucket", lists[k], j);
+        }
+        cr_assert_eq(forward, rs, "%s: %d gathers waited for before the loss for %d buckets", lists[k], forward, rs);
+        double delta = -1;
+        KN_ASSERT_OK(kn_graph_compare(g, d, 3, &delta));
+        cr_assert_eq(delta, 0.0, "%s: max |delta| %g", lists[k], delta);
+        kn_program_opts modes[2] = {{KN_CPU, NULL, KN_PROGRAM_NODES, false}, {KN_CPU, NULL, KN_PROGRAM_COMPILED, false}};
+        for (int m = 0; m < 2; m++) {
+            double rel = -1;
+            KN_ASSERT_OK(kn_program_compare(d, &modes[m], 5, &rel, NULL));
+            cr_assert_lt(rel, m ? 1e-5 : 1e-12, "%s mode %d: %g", lists[k], m, rel);
+        }
+        kn_graph_free(d);
     }
+    /* a graph whose params are not its gradients' (a forward graph) is refused by name */
+    kn_graph *f;
+    KN_ASSERT_OK(kn_gpt_graph(&cfg, 2, 8, false, &f));
+    KN_ASSERT_ERR(kn_passes_run(f, "zero3", NULL), KN_ERR_ARG);
+    kn_graph_free(f);
+    kn_graph_free(g);
+}
+
+/* A context that works on any device: stores copied to a host slab, gathers filled from a
+ * host parameter slab (a GPU rank's NCCL reads and writes device memory the same way). */
+typedef struct host_ctx {
+    float *slab, *params;
+    int starts, waits;
+} host_ctx;
+
+static kn_status host_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor *const *in, kn_tensor *out) {
+    host_ctx *h = ctx;
+    (void)id;
+    if (n->op == KN_OP_GRAD_STORE) {
+        kn_tensor *c = NULL;
+        KN_TRY(kn_tensor_to(&c, in[0], KN_CPU));
+        memcpy(h->slab + n->attrs.offset, kn_tensor_data(c), (size_t)kn_tensor_numel(c) * sizeof(float));
+        kn_tensor_free(c);
+        return KN_OK;
+    }
+    if (n->op == KN_OP_ALL_GATHER_START && ++h->starts)
+        return kn_device_memcpy(out->storage->device, kn_tensor_data(out), KN_CPU, h->params + n->attrs.start,
+                                (size_t)(n->attrs.stop - n->attrs.start) * sizeof(float));
+    if (n->op == KN_OP_COMM_WAIT) h->waits++;
+    else h->starts++;
+    return KN_OK;
+}
+
+/* Run d (ZeRO-3's graph: inputs only) on dev in a mode; the loss and the slab come back. */
+static void run_on(const kn_graph *d, kn_device dev, kn_program_mode mode, const float *params, int64_t n, double *loss,
+                   float *slab) {
+    host_ctx h = {slab, (float *)params, 0, 0};
+    kn_collectives c = {&h, host_run, NULL};
+    kn_program *p;
+    kn_program_opts o = {dev, NULL, mode, false};
+    KN_ASSERT_OK(kn_program_compile(&p, d, &o));
+    for (int i = 0; i < d->nnodes; i++) {
+        if (d->nodes[i].op != KN_OP_INPUT) continue;
+        kn_tensor *t, *on;
+        KN_ASSERT_OK(kn_graph_random_input(d, i, 1, &t));
+        KN_ASSERT_OK(kn_tensor_to(&on, t, dev));
+        KN_ASSERT_OK(kn_program_bind(p, d->nodes[i].attrs.name, on));
+        kn_tensor_free(t);
+        kn_tensor_free(on);
+    }
+    memset(slab, 0, (size_t)n * sizeof(float));
+    kn_program_set_collectives(p, &c);
+    KN_ASSERT_OK(kn_program_run(p));
+    KN_ASSERT_OK(kn_tensor_item_any(kn_program_output(p, 0), loss));
+    cr_assert_eq(h.starts, h.waits, "every start waited for");
+    cr_assert_gt(h.starts, 4);
+    kn_program_free(p);
+}
+
+/* Programs on a GPU run the collectives through their context as CPU programs do (GPU
+ * ranks drive NCCL this way): node by node and compiled, the same loss and gradients. */
+KN_TEST(ddp_pass, gpu_programs_run_the_collectives_through_their_context) {
+    kn_graph *g;
+    KN_ASSERT_OK(kn_gpt_graph(&cfg, 2, 8, true, &g));
+    kn_graph *d = ddp_of(g, "zero3:0.004");
+    int64_t n = 0;
+    for (int i = 1; i < g->noutputs; i++) n += kn_type_numel(&g->nodes[g->outputs[i]].type);
+    float *params = malloc((size_t)n * sizeof(float)), *ref = malloc((size_t)n * sizeof(float)),
+          *got = malloc((size_t)n * sizeof(float));
+    kn_rng r = kn_rng_new(7);
+    kn_rng_normal_f32(&r, params, n);
+    for (int64_t i = 0; i < n; i++) params[i] *= 0.1f;
+    double lref, l;
+    run_on(d, KN_CPU, KN_PROGRAM_NODES, params, n, &lref, ref);
+    run_on(d, KN_CPU, KN_PROGRAM_COMPILED, params, n, &l, got); /* the context's path on the CPU */
+    cr_assert_float_eq(l, lref, 1e-5);
+    bool gpu = kn_device_count(KN_DEVICE_CUDA) > 0;
+    for (int mode = 0; gpu && mode < 2; mode++) {
+        run_on(d, (kn_device){KN_DEVICE_CUDA, 0}, mode ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES, params, n, &l, got);
+        cr_assert_float_eq(l, lref, 1e-3, "mode %d: loss %g on the GPU, %g on the CPU", mode, l, lref);
+        double worst = 0, big = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double e = fabs((double)got[i] - ref[i]);
+            if (e > worst) worst = e;
+            if (fabs(ref[i]) > big) big = fabs(ref[i]);
+        }
+        cr_assert_lt(worst, 1e-2 * big, "mode %d: gradients differ by %g (largest %g)", mode, worst, big);
+    }
+    free(params);
+    free(ref);
+    free(got);
     kn_graph_free(d);
     kn_graph_free(g);
+    if (!gpu) cr_skip_test("no CUDA device: the GPU half skipped (the CPU half ran)");
 }

@@ -83,6 +83,8 @@ KN_TEST(ir_parse, good_files_round_trip_exactly_and_run) {
         kn_collectives coll; /* collectives.ir talks to the other ranks: here, none */
         kn_collectives_local *local = NULL;
         KN_ASSERT_OK(kn_collectives_local_new(&local, &coll));
+        static const float params[16] = {1, 2, 3, 4, 5, 6}; /* what its all_gather gathers */
+        KN_ASSERT_OK(kn_collectives_local_params(local, params, 16));
         kn_interp_set_collectives(it, &coll);
         for (int32_t k = 0; k < g->nnodes; k++) {
             const kn_node *nd = &g->nodes[k];

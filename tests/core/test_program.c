@@ -3,8 +3,8 @@
  * outputs (bitwise on the CPU), a run can be repeated after rebinding, and the
  * compile-time errors (an unknown pass, an unbound input, a bad binding, a device that is
  * absent) are clear errors. A program compiled with every pass still computes the same
- * outputs, and the per-step hook sees every step's value in order. Deferred params
- * (ZeRO-3's) supplied by the step hook give the same bits, and their memory goes back. The
+ * outputs, and the per-step hook sees every step's value in order. A deferred param
+ * fails by name until bound again. The
  * roofline table of a profiled compiled program accounts for every FLOP of its graph. */
 #include <string.h>
 
@@ -121,6 +121,54 @@ KN_TEST(program, gpu_program_agrees_with_the_cpu) {
     irt_model_free(&m);
 }
 
+static kn_status device_of_views(void *ctx, int32_t node, const kn_tensor *value) {
+    int *on_gpu = ctx; /* [0]: broadcasts seen, [1]: of them on the GPU */
+    (void)node;
+    if (value && value->ndim == 2) on_gpu[0]++, on_gpu[1] += value->storage->device.type == KN_DEVICE_CUDA;
+    return KN_OK;
+}
+
+/* loss = sum(x * r): its gradient is broadcast_to(full 1) * r. Node by node on a GPU, the
+ * broadcast of the host constant runs on the GPU (from the constant's device copy, made
+ * once), not on the host and uploaded in every run; the gradient is r in every run. */
+KN_TEST(program, gpu_steps_read_host_constants_copied_once) {
+    if (kn_device_count(KN_DEVICE_CUDA) == 0) { cr_log_info("program: no GPU, skipped"); return; }
+    int64_t s[2] = {64, 33};
+    kn_builder *b;
+    KN_ASSERT_OK(kn_builder_new(&b, KN_MODE_GRAPH));
+    kn_val x = kn_param_typed(b, "x", KN_DT_F32, 2, s), r = kn_input_typed(b, "r", KN_DT_F32, 2, s);
+    kn_val loss = kn_sum(b, kn_mul(b, x, r), 0, NULL, false);
+    kn_builder_output(b, loss);
+    kn_graph *fwd = NULL, *g = NULL;
+    KN_ASSERT_OK(kn_builder_finish(b, &fwd));
+    kn_builder_free(b);
+    KN_ASSERT_OK(kn_autograd(fwd, loss, 1, &x, &g, NULL));
+    kn_program *p = NULL;
+    kn_program_opts o = {{KN_DEVICE_CUDA, 0}, NULL, KN_PROGRAM_NODES, false};
+    KN_ASSERT_OK(kn_program_compile(&p, g, &o));
+    kn_rng rng = kn_rng_new(3);
+    kn_tensor *hx = NULL, *hr = NULL;
+    KN_ASSERT_OK(kn_tensor_randn(&hx, KN_DT_F32, 2, s, &rng));
+    KN_ASSERT_OK(kn_tensor_randn(&hr, KN_DT_F32, 2, s, &rng));
+    KN_ASSERT_OK(kn_program_bind(p, "x", hx));
+    KN_ASSERT_OK(kn_program_bind(p, "r", hr));
+    int seen[2] = {0, 0};
+    kn_program_set_hook(p, device_of_views, seen);
+    for (int run = 0; run < 3; run++) {
+        KN_ASSERT_OK(kn_program_run(p));
+        kn_tensor *dx = NULL;
+        KN_ASSERT_OK(kn_tensor_to(&dx, kn_program_output(p, 1), KN_CPU));
+        cr_assert(!memcmp(kn_tensor_data(dx), kn_tensor_data(hr), sizeof(float) * 64 * 33), "run %d: dx is not r", run);
+        kn_tensor_free(dx);
+    }
+    cr_assert(seen[0] >= 3 && seen[1] == seen[0], "%d of %d [64, 33] values on the GPU", seen[1], seen[0]);
+    kn_tensor_free(hx);
+    kn_tensor_free(hr);
+    kn_program_free(p);
+    kn_graph_free(fwd);
+    kn_graph_free(g);
+}
+
 /* The tiny model's joint graph (f64), its interpreter run and a bound program of it. */
 typedef struct fixture {
     irt_model m;
@@ -180,81 +228,24 @@ KN_TEST(program, passes_keep_the_outputs_and_the_hook_sees_every_step) {
     fixture_free(&f);
 }
 
-/* A step hook that plays ZeRO-3 with whole parameters: before each step it supplies a
- * fresh copy of every deferred param the step reads and takes away the ones whose last
- * reader has run, checking that the program then held no other reference to the copy. */
-typedef struct supplier {
-    kn_program *p;
-    const irt_model *m;
-    int32_t node[IRT_NP];  /* each param's node */
-    int last[IRT_NP];      /* the last step reading it */
-    kn_tensor *copy[IRT_NP];
-    int supplies, drops, held_elsewhere;
-} supplier;
-
-static kn_status supply_hook(void *ctx, int s) {
-    supplier *u = ctx;
-    int32_t reads[64];
-    int n = kn_program_step_reads(u->p, s, reads, 64);
-    cr_assert_leq(n, 64);
-    for (int i = 0; i < IRT_NP; i++) {
-        if (u->copy[i] && u->last[i] < s) {
-            KN_TRY(kn_program_supply(u->p, u->node[i], NULL));
-            u->held_elsewhere += u->copy[i]->storage->refcount != 1;
-            kn_tensor_free(u->copy[i]);
-            u->copy[i] = NULL;
-            u->drops++;
-        }
-        for (int k = 0; k < n && !u->copy[i]; k++)
-            if (reads[k] == u->node[i]) {
-                KN_TRY(kn_tensor_clone(&u->copy[i], u->m->p[i]));
-                KN_TRY(kn_program_supply(u->p, u->node[i], u->copy[i]));
-                u->supplies++;
-            }
-    }
-    return KN_OK;
-}
-
-KN_TEST(program, deferred_params_are_supplied_by_the_step_hook) {
+/* A deferred param (ZeRO-3's evaluation program) has no binding and no memory of the
+ * program's: a run fails naming it, and binding it again gives the same bits. */
+KN_TEST(program, deferred_params_fail_by_name_until_bound_again) {
     fixture f;
     fixture_init(&f, 9, "none");
     kn_program *p = f.p;
-    kn_interp *it = f.it;
     const irt_model *mm = &f.m;
-    const kn_graph *pg = kn_program_graph(p);
-    supplier u = {.p = p, .m = mm};
-    for (int i = 0; i < IRT_NP; i++) {
-        KN_ASSERT_OK(kn_program_defer(p, irt_pnames[i]));
-        u.node[i] = -1;
-        for (int32_t v = 0; v < pg->nnodes; v++)
-            if (pg->nodes[v].op == KN_OP_PARAM && !strcmp(pg->nodes[v].attrs.name, irt_pnames[i])) u.node[i] = v;
-        u.last[i] = -1;
-        for (int s = 0; s < kn_program_nsteps(p); s++) {
-            int32_t reads[64];
-            int n = kn_program_step_reads(p, s, reads, 64);
-            for (int k = 0; k < n && k < 64; k++)
-                if (reads[k] == u.node[i]) u.last[i] = s;
-        }
-        cr_assert_geq(u.last[i], 0, "a step reads %s", irt_pnames[i]);
-    }
-    /* deferred and nobody supplies: the first step that reads one names it */
+    int64_t before = mm->p[0]->storage->refcount;
+    for (int i = 0; i < IRT_NP; i++) KN_ASSERT_OK(kn_program_defer(p, irt_pnames[i]));
+    cr_assert_eq(mm->p[0]->storage->refcount, before - 1, "the binding's reference to the memory went");
     KN_ASSERT_ERR(kn_program_run(p), KN_ERR_ARG);
     cr_assert(strstr(kn_last_error(), "deferred and was not supplied"), "%s", kn_last_error());
     KN_ASSERT_ERR(kn_program_defer(p, "tok"), KN_ERR_ARG); /* inputs are bound, not deferred */
-    KN_ASSERT_ERR(kn_program_supply(p, u.node[0], mm->p[1]), KN_ERR_SHAPE);
-    kn_program_set_step_hook(p, supply_hook, &u);
+    KN_ASSERT_ERR(kn_program_defer(p, "nope"), KN_ERR_ARG);
+    bind_all(p, mm); /* binding undoes the deferral */
     KN_ASSERT_OK(kn_program_run(p));
     for (int i = 0; i <= IRT_NP; i++)
-        cr_assert(irt_same_bits(kn_program_output(p, i), kn_interp_output(it, i)), "output %d, params supplied", i);
-    cr_assert_eq(u.supplies, IRT_NP, "each param supplied once");
-    cr_assert_gt(u.drops, 0, "params whose last reader ran were taken away during the run");
-    cr_assert_eq(u.held_elsewhere, 0, "a dropped param's memory is the supplier's alone");
-    for (int i = 0; i < IRT_NP; i++) kn_tensor_free(u.copy[i]);
-    /* binding undoes the deferral: the program runs without the hook */
-    kn_program_set_step_hook(p, NULL, NULL);
-    bind_all(p, mm);
-    KN_ASSERT_OK(kn_program_run(p));
-    cr_assert(irt_same_bits(kn_program_output(p, 0), kn_interp_output(it, 0)), "bound again");
+        cr_assert(irt_same_bits(kn_program_output(p, i), kn_interp_output(f.it, i)), "output %d, bound again", i);
     fixture_free(&f);
 }
 

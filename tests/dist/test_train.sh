@@ -8,7 +8,7 @@
 # batch (compare.py; tolerance: a summation order). A checkpoint written by ZeRO-2 on 2
 # ranks resumes as ZeRO-1 on 4, and one of ZeRO-3 on 2 as ZeRO-3 on 4, exactly on course.
 # Then the memory table (ZeRO-3: parameters 4P/N, the gathered buckets below 4P) and the
-# overlap lines (DDP, ZeRO-1/2: also the placement of their collective ops) are printed and checked, and bad usage gets its message: --dist without
+# overlap lines (also the placement of the collective ops) are printed and checked, and bad usage gets its message: --dist without
 # mpiexec, a batch the ranks do not divide, NCCL without a GPU, ZeRO-3 on GPUs or with the
 # ring, a strategy that does not exist.
 set -euo pipefail
@@ -89,23 +89,34 @@ echo "--emit-ir: $nb reduce_scatter_start ops, the file parses; e.g. $(grep -m1 
 run $MPIEXEC -n 2 "$kiln" train $A --steps 1 --dist ddp --bucket-mb 0.01 --out none --emit-ir schedd.ir > schedd.txt 2>&1 \
     || { cat schedd.txt; exit 1; }
 [ "$(grep -c '= all_reduce_start %' schedd.ir)" = "$nb" ] || { cat schedd.ir; echo "ddp: not $nb all_reduce_start"; exit 1; }
-# ZeRO-3's schedule: every bucket's all_gather waited for before a step, forward and backward
+# ZeRO-3's schedule (the zero3 pass): every bucket's all_gather_start, forward and backward,
+# its comm_wait right before the first node that reads the bucket (a view of it), the next
+# bucket's gather right after each wait (the prefetch), the buffer freed after its last reader
 run $MPIEXEC -n 2 "$kiln" train $A --steps 1 --dist zero3 --bucket-mb 0.01 --out none --emit-ir sched3.ir > sched3.txt 2>&1 \
     || { cat sched3.txt; exit 1; }
 "$kiln" ir sched3.ir --verify > /dev/null
-nf=$(grep -c 'wait for all_gather bucket [0-9]* (forward)' sched3.ir); nw=$(grep -c 'wait for all_gather' sched3.ir)
-[ "$nf" = "$nb" ] && [ "$nw" -gt "$nb" ] && [ "$(grep -c 'free bucket' sched3.ir)" -gt 0 ] \
-    || { cat sched3.ir; echo "zero3: $nf forward gathers, $nw in all, for $nb buckets"; exit 1; }
-echo "--emit-ir zero3: $nw all_gathers ($nf in the forward) for $nb buckets; e.g. $(grep -m1 'the prefetch for' sched3.ir)"
+nf=$(grep -c "all_gather bucket [0-9]*'s parameters (forward)" sched3.ir); nw=$(grep -c '= all_gather_start %' sched3.ir)
+ng=$(grep -c '= comm_wait %[0-9]* {[^}]*} : f32\[[0-9]' sched3.ir)
+[ "$nf" = "$nb" ] && [ "$nw" -gt "$nb" ] && [ "$ng" = "$nw" ] && [ "$(grep -c 'freed after %' sched3.ir)" = "$nw" ] \
+    || { cat sched3.ir; echo "zero3: $nf forward gathers, $nw in all, $ng waited for, for $nb buckets"; exit 1; }
+awk '/^%/ { id = $1 }
+     /= comm_wait %[0-9]* {[^}]*} : f32\[[0-9]/ { w = $1; next }
+     /^#/ || /= all_gather_start %/ { next }
+     w != "" { if (index($0, w " ") == 0 && index($0, w ",") == 0) { print "not read right after its wait: " w ": " $0; bad = 1 } w = "" }
+     END { exit bad }' sched3.ir || exit 1
+awk '/= comm_wait %[0-9]* {[^}]*} : f32\[[0-9]/ { w = 1; next } /^#/ { next }
+     w { if ($0 !~ /= all_gather_start %/ && !last) nope++; w = 0 } END { exit nope > 1 }' sched3.ir \
+    || { echo "zero3: a wait not followed by the next gather"; exit 1; }
+echo "--emit-ir zero3: $nw all_gather_start ops ($nf in the forward) for $nb buckets, each waited for right before its first reader"
 
 # memory per rank against distributed.md's table (P = the parameter count, N = 4)
 for s in ddp zero1 zero2 zero3; do
     echo "--- $s, 4 ranks:"
     sed -n '/memory per rank/,/overlap/p' ${s}4.txt
     grep -q "hidden behind the backward" ${s}4.txt
-    # DDP, ZeRO-1/2: the collectives are IR ops; the backward's end and the starts come from their places
-    if [ $s != zero3 ]; then grep -q "^  overlap (placement) .* bucket starts" ${s}4.txt || { cat ${s}4.txt; exit 1; }
-                            grep -q "^  pass  *\(ddp\|zero\):0.01" ${s}4.txt || { echo "$s: no pass line"; exit 1; }; fi
+    # the collectives are IR ops; the backward's end and the starts come from their places
+    grep -q "^  overlap (placement) .* bucket starts" ${s}4.txt || { cat ${s}4.txt; exit 1; }
+    grep -q "^  pass  *\(ddp\|zero\|zero3\):0.01" ${s}4.txt || { echo "$s: no pass line"; exit 1; }
     # held == table for every row but ZeRO-1's gradients (the full slab plus the reduced shard)
     awk -v s=$s '/^    (parameters|optimizer state)/ { if ($(NF-1) != $NF) { print "memory row differs: " $0; bad=1 } }
                  /^    gradients/ && s != "zero1" { if ($(NF-1) != $NF) { print "memory row differs: " $0; bad=1 } }

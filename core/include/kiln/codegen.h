@@ -78,6 +78,20 @@ typedef struct kn_schedule {
 
 /* Group g's nodes (g must verify). *out is owned by the caller (kn_schedule_free). */
 kn_status kn_schedule_build(const kn_graph *g, kn_schedule **out);
+
+/* What the target changes in a schedule. gpu: the kernels run on a GPU (the CUDA target
+ * and its emulator), where a generated reduction runs a block per row: a reduction with
+ * few, long rows (fewer than KN_FUSE_GPU_FEW_ROWS rows of at least KN_FUSE_GPU_LONG_ROW
+ * elements: a loss summed to a scalar) would keep a handful of SMs busy and the rest idle,
+ * so it stays a library step (the backend's reduction splits each row over many blocks and
+ * adds the parts in a fixed order) when the library computes its dtype (f32, f64); its
+ * operand chain becomes a kernel of its own. Logged as a decision. */
+#define KN_FUSE_GPU_FEW_ROWS 256
+#define KN_FUSE_GPU_LONG_ROW 65536
+typedef struct kn_schedule_opts {
+    bool gpu;
+} kn_schedule_opts;
+kn_status kn_schedule_build_opts(const kn_graph *g, const kn_schedule_opts *o, kn_schedule **out); /* o NULL: the CPU's */
 void kn_schedule_free(kn_schedule *s); /* NULL is fine */
 /* The groups, one per line ("k3 fused %4 %5 %7 -> stores %7"), then the log. */
 kn_status kn_schedule_print(FILE *f, const kn_graph *g, const kn_schedule *s);

@@ -202,9 +202,6 @@ typedef struct kn_dp {
     int nbuckets;
     kn_dp_bucket *buckets;   /* owned, in slab order (launched from the last) */
     int *param_bucket;       /* owned: bucket of each parameter */
-    int *node_first;         /* owned: per joint-graph node, the first parameter whose gradient it is (-1) */
-    int *param_next;         /* owned: the next parameter with the same gradient node (-1) */
-    int nnodes;
     kn_comm_req *reqs;       /* owned: one per bucket */
     int64_t *shard_lo;       /* owned: size+1 bounds; rank r owns slab [shard_lo[r], shard_lo[r+1]) */
     kn_optim shard_opt;      /* ZeRO: the optimizer of this rank's shard */
@@ -233,13 +230,12 @@ typedef struct kn_dp {
     /* ZeRO-3: the parameters live as this rank's shard; the model's full slab is gone while
      * training (kn_dp_gather_state brings it back for evaluation, sampling and checkpoints) */
     float *param_shard;      /* owned: this rank's range of the parameter slab */
-    kn_dp_z3 *z3;            /* owned: the gather plan over the step program, the live buckets */
+    kn_dp_z3 *z3;            /* owned: the gathers in flight (zero3.c) */
     int64_t gathered_bytes;  /* parameter bytes all-gathered in the last step (every bucket, each time) */
-    int64_t gathered_live, gathered_peak; /* bytes of gathered buckets held now, and at the most */
-    /* DDP, ZeRO-1, ZeRO-2 on CPU ranks: the collectives are ops of the step's graph (the `ddp`
-     * or `zero` pass; the trainer's step program is recompiled with it), run by dp.c's
-     * kn_collectives context; otherwise (GPUs, ZeRO-3) the program's hooks drive them */
-    bool ir;
+    int64_t gathered_peak;   /* bytes of gathered buckets live at once at the most (the step's graph) */
+    /* The collectives are ops of the step's graph (the `ddp`, `zero` or `zero3` pass; the
+     * trainer's step program is recompiled with it), run by dp_buckets.c's kn_collectives
+     * context, on CPU and GPU ranks */
     char pass[32];           /* the pass it ran: "ddp:0.05" */
     const kn_program *ir_prog; /* the step program compiled with it (a later recompile is refused) */
     int ir_waits;            /* comm_wait nodes run in this run */
@@ -247,15 +243,15 @@ typedef struct kn_dp {
 } kn_dp;
 
 /* Set up: checks the trainer's batch against the global one, builds the buckets, puts the
- * collectives into the trainer's step (CPU ranks, DDP and ZeRO-1/2: the step program is
- * recompiled with the ddp/zero pass and given dp's kn_collectives context; GPU ranks and
- * ZeRO-3: the program's hook), and shards the optimizer state (ZeRO), taking this rank's
- * range of the state the trainer holds (so a resumed run continues). The parameters of
- * every rank are made equal to rank 0's. ZeRO-3 then keeps this rank's range of them
- * (param_shard), frees the model's parameter slab (model->p.slab, data and views are NULL
- * until kn_dp_gather_state) and defers the trainer's programs' parameters
- * (kn_program_defer): the step program gets each bucket gathered for the steps that read
- * it; the evaluation program fails with a clear message until the slab is gathered.
+ * collectives into the trainer's step (the step program is recompiled with the strategy's
+ * pass, ddp, zero or zero3, and given dp's kn_collectives context: MPI on CPU ranks, NCCL
+ * on GPU ranks), and shards the optimizer state (ZeRO), taking this rank's range of the
+ * state the trainer holds (so a resumed run continues). The parameters of every rank are
+ * made equal to rank 0's. ZeRO-3 then keeps this rank's range of them (param_shard), frees
+ * the model's parameter slab (model->p.slab, data and views are NULL until
+ * kn_dp_gather_state) and defers the evaluation program's parameters (kn_program_defer):
+ * the step program, whose pass removed its params, gathers each bucket for the nodes that
+ * read it; the evaluation program fails with a clear message until the slab is gathered.
  * ZeRO-3 runs on CPU ranks (KN_ERR_UNSUPPORTED on a GPU). */
 kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cfg);
 void kn_dp_free(kn_dp *d);
@@ -274,10 +270,10 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
 kn_status kn_dp_gather_state(kn_dp *d);
 
 /* The step's graph (kiln/ir.h) and where the communication runs (kiln train --dist ...
- * --emit-ir FILE): with the collectives as ops (DDP, ZeRO-1/2 on CPU ranks) the graph after
- * the pass, a comment naming each bucket after its start; otherwise the joint graph with a
- * comment after each node that starts a bucket from the hook (ZeRO-3: its gathers too); the
- * collectives of the optimizer step at the end. The comments keep it parseable. */
+ * --emit-ir FILE): the graph after the strategy's pass, with its collectives as ops and a
+ * comment naming each bucket after its start (ZeRO-3: each gather and its wait, with the
+ * last reader after which the buffer is freed); the collectives of the optimizer step at
+ * the end. The comments keep it parseable. */
 kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d);
 
 /* Bytes per rank held for parameters, gradients and optimizer state by the strategy during

@@ -410,29 +410,39 @@ void kn_interp_set_hook(kn_interp *it, kn_interp_hook fn, void *ctx);
  *   %h = reduce_scatter_start %s {start=A, stop=B}  the same, but each rank receives the
  *                                           sum of the part of [A, B) its shard holds (ZeRO)
  *   %w = comm_wait %h {start=A, stop=B}     wait for it (before the optimizer reads it)
- * Each defines a 0-d f32 token (value 0) that orders it after what it depends on. The
- * context decides what the ops mean in a run (kiln/dist.h: the rank's communicator;
+ *   %b = all_gather_start %t {start=A, stop=B}  start gathering the parameter slab's [A, B)
+ *                                           from the ranks' shards (ZeRO-3) into %b, f32[B-A]
+ *   %p = comm_wait %b {start=A, stop=B}     wait for it: %p is %b, complete (an alias); the
+ *                                           parameters' readers read views of %p, so the
+ *                                           buffer lives until its last reader (then freed)
+ * Each other one defines a 0-d f32 token (value 0) that orders it after what it depends on.
+ * The context decides what the ops mean in a run (kiln/dist.h: the rank's communicator;
  * accumulation adds into the slab and communicates on the last micro-batch only), and is
  * polled between the other nodes so that nonblocking requests progress. `run` gets the
- * node and its operand tensors (contiguous, on the CPU); `poll` may be NULL. */
+ * node, its operand tensors (contiguous, on the run's device: a GPU rank's NCCL reads
+ * them there) and, for an all_gather_start, the buffer to fill (NULL otherwise); `poll`
+ * may be NULL. */
 typedef struct kn_collectives {
     void *ctx;
-    kn_status (*run)(void *ctx, int32_t id, const kn_node *n, const kn_tensor *const *in);
+    kn_status (*run)(void *ctx, int32_t id, const kn_node *n, const kn_tensor *const *in, kn_tensor *out);
     kn_status (*poll)(void *ctx);
 } kn_collectives;
 /* The context of the following runs (copied; NULL: none, and a collective node fails
  * naming itself: "%7 = all_reduce_start: no collectives context ..."). */
 void kn_interp_set_collectives(kn_interp *it, const kn_collectives *c);
-/* Run collective node `id` of g through c and make its token (in[] its operands); the
- * one path the interpreter and programs take. */
-kn_status kn_collective_eval(const kn_collectives *c, int32_t id, const kn_node *n, const kn_tensor *const *in,
-                             kn_tensor **out);
+/* Run collective node `id` of g through c and make its value (in[] its operands; *out the
+ * program's slot for it, or NULL: made on `dev`); the one path the interpreter and programs
+ * take. */
+kn_status kn_collective_eval(const kn_collectives *c, kn_device dev, int32_t id, const kn_node *n,
+                             const kn_tensor *const *in, kn_tensor **out);
 /* One process's collectives (no other ranks): grad_store writes into a slab of its own
  * (grown to fit), an all-reduce over one rank leaves it unchanged; every start must be
  * waited for before the run ends. For kiln compile's check and the tests. */
 typedef struct kn_collectives_local kn_collectives_local;
 kn_status kn_collectives_local_new(kn_collectives_local **out, kn_collectives *c);
 void kn_collectives_local_free(kn_collectives_local *l);
+/* The parameter slab (n floats, copied) its all_gathers read: one rank's shard is all of it. */
+kn_status kn_collectives_local_params(kn_collectives_local *l, const float *params, int64_t n);
 /* The slab (NULL before a store) and its length in floats. */
 const float *kn_collectives_local_slab(const kn_collectives_local *l, int64_t *n);
 

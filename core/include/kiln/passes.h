@@ -139,7 +139,14 @@ kn_status kn_pass_epilogue(kn_graph *g, kn_pass_stats *st);
 kn_status kn_pass_ddp(kn_graph *g, kn_pass_stats *st);
 /* ZeRO-1/2 as a pass: the same, with reduce_scatter_start instead of all_reduce_start. */
 kn_status kn_pass_zero(kn_graph *g, kn_pass_stats *st);
-kn_status kn_ddp_check_arg(const char *arg); /* both: the bucket size in MB, > 0 */
+/* ZeRO-3 / FSDP as a pass: as zero, and the parameters are sharded too: the graph's params
+ * (parameter i is the i-th param, in slab order) go; per bucket, an all_gather_start fills
+ * a buffer that a comm_wait gives back right before the bucket's first reader in the
+ * forward, and again in the backward; the next bucket's gather starts right after each
+ * wait (the prefetch); the readers read views (slice, reshape) of the wait, so the buffer
+ * dies after its last reader and a program's memory plan reuses it. */
+kn_status kn_pass_zero3(kn_graph *g, kn_pass_stats *st);
+kn_status kn_ddp_check_arg(const char *arg); /* all three: the bucket size in MB, > 0 */
 /* Where the pass placed the starts, as room to hide communication: for each bucket's
  * start, the share of the backward's FLOPs (the nodes after the loss, kn_node_cost) that
  * still run after it; their mean, least and most over the buckets. A start with 0 has

@@ -138,29 +138,19 @@ int kn_program_nsteps(const kn_program *p);
 int32_t kn_program_step_node(const kn_program *p, int step);
 /* Call fn(ctx, node, value) after each step's node has its value, before values are freed
  * after their last use (NULL fn: none). The same contract as kn_interp_set_hook: an error
- * from fn stops the run with that status. Distributed training (core/dist/dp.c) starts a
- * bucket's collective the moment its last gradient exists, overlapping the backward. */
+ * from fn stops the run with that status (tests/core/test_program.c). */
 void kn_program_set_hook(kn_program *p, kn_interp_hook fn, void *ctx);
 
-/* Parameters supplied during the run (ZeRO-3: core/dist/dp.c keeps 1/N of each parameter
- * and gathers a bucket of them only for the steps that read it). kn_program_defer drops
- * param `name`'s binding (and the binding's reference to its memory) and marks it deferred:
- * runs then start without a value for it, and the step hook (called before each step,
- * with the step's index) gives it one with kn_program_supply(p, node, t) (aliased; t must
- * be contiguous on the program's device), or takes it away again with t NULL, so the
- * memory lives only from the step that needs it to the step after its last reader. A step
- * reading a deferred param that has no value fails, naming it. kn_program_bind undoes the
- * deferral. kn_program_step_reads lists the values step `step` reads (a library step's
- * operands, a generated kernel's loads): up to max into out, returning how many there are. */
-typedef kn_status (*kn_program_step_hook)(void *ctx, int step);
-/* The collectives context of the following runs (kiln/ir.h: grad_store, all_reduce_start,
- * comm_wait are its steps; it is polled after every step; NULL: none). A program whose
- * graph has collectives compiles for the CPU only (KN_ERR_UNSUPPORTED on a GPU, saying so). */
-void kn_program_set_collectives(kn_program *p, const kn_collectives *c);
+/* A param without a binding: kn_program_defer drops param `name`'s binding (and the
+ * binding's reference to its memory) and marks it deferred; a step reading it then fails,
+ * naming it, until kn_program_bind binds it again (ZeRO-3's evaluation program between a
+ * step and kn_dp_gather_state: the model's slab is gone). */
 kn_status kn_program_defer(kn_program *p, const char *name);
-kn_status kn_program_supply(kn_program *p, int32_t node, const kn_tensor *t);
-void kn_program_set_step_hook(kn_program *p, kn_program_step_hook fn, void *ctx);
-int kn_program_step_reads(const kn_program *p, int step, int32_t *out, int max);
+/* The collectives context of the following runs (kiln/ir.h: grad_store, all_reduce_start,
+ * reduce_scatter_start, all_gather_start, comm_wait are its steps; it is polled after every
+ * step; NULL: none). CPU and GPU programs alike (a GPU rank's context drives NCCL); a CUDA
+ * graph refuses them. */
+void kn_program_set_collectives(kn_program *p, const kn_collectives *c);
 
 #ifdef __cplusplus
 }

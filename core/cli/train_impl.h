@@ -1,0 +1,53 @@
+/* train_impl.h — what the files of `kiln train` share: train.c runs the training,
+ * train_data.c loads the tokens it trains on and writes the checkpoint's metadata,
+ * train_dist.c sets up data parallelism (--dist) around the run. */
+#ifndef KILN_CLI_TRAIN_IMPL_H
+#define KILN_CLI_TRAIN_IMPL_H
+
+#include "kiln/data.h"
+#include "kiln/dist.h"
+#include "kiln/nn.h"
+#include "nn/train_opts.h"
+
+/* ---------------------------------------------------------------- train_data.c */
+
+/* The tokens of --data: a text (the bundled grammar's or a file's, tokenized by a fitted
+ * byte tokenizer) or a token file; the last 10% is held out. */
+typedef struct kn_train_data {
+    int32_t *tokens;   /* owned */
+    int64_t n, n_train;
+    kn_tokenizer tok;
+    bool has_tok;
+    int vocab;
+    double unigram;    /* nats, over the whole corpus */
+} kn_train_data;
+
+/* Load --data into d (owned: free d->tokens); an error when it is too short for the context. */
+kn_status kn_train_data_load(const kn_train_opts *o, kn_train_data *d);
+/* The tokenizer table as hex, for the checkpoint ("0a2021..."); buf holds 513 bytes. */
+void kn_train_tok_hex(const kn_train_data *d, char *buf);
+/* Write the checkpoint --out at step: the model, the optimizer state and the run's settings
+ * as metadata (what --resume reads back). */
+kn_status kn_train_save(const kn_train_opts *o, const kn_trainer *tr, const kn_train_data *d, int64_t step);
+
+/* ---------------------------------------------------------------- train_dist.c */
+
+/* --dist: this process's rank and the data-parallel step (off: on is false, size 1). */
+typedef struct kn_train_dist {
+    bool on;
+    kn_comm *comm;
+    kn_dp dp;
+    int rank, size, rows;   /* rows: the trainer's batch, batch / (size x accum) */
+} kn_train_dist;
+
+/* Before the run: --dist needs mpiexec and a batch the ranks and micro-batches divide.
+ * Returns -1 to go on, else the exit status (a message printed). */
+int kn_train_dist_begin(kn_train_opts *o, kn_train_dist *rd);
+/* After the trainer is built (and loaded): the communicator and the strategy. */
+kn_status kn_train_dist_attach(const kn_train_opts *o, kn_train_dist *rd, kn_trainer *tr);
+/* Rank 0's report: memory per rank against distributed.md's table, and the overlap. */
+void kn_train_dist_report(const kn_train_dist *rd, int64_t P);
+/* After the run: the strategy, the communicator, MPI. */
+void kn_train_dist_end(kn_train_dist *rd);
+
+#endif
