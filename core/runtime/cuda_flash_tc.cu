@@ -43,22 +43,24 @@
  * no registers; a plain copy under the emulator), one buffer per operand, and each kernel
  * orders its two products so that one operand's next tile lands while the other operand is
  * read: forward, V(j) during S = Q K(j)^T and K(j + 1) during softmax and P V(j); dq, K(j)
- * during dP = dO V(j)^T and V(j + 1) during S, dS, dQ += dS K(j); dk/dv, Q(i) during
- * dP^T = V dO(i)^T and dO(i + 1) during dK += dS^T Q(i). Where a third 64-row tile fits the
- * 48 KiB (KNT_TILE3: bf16 D 64, tf32 D 32) the forward's V and dq's K have two buffers, so
- * V(j + 1), K(j + 1) are copied from the start of tile j. A barrier separates a buffer's
- * last read from its next copy (two to four a tile). The tiles hold the operands as they
+ * during dP = dO V(j)^T and V(j + 1) during S, dS, dQ += dS K(j). Where a third 64-row
+ * tile fits the 48 KiB (KNT_TILE3: bf16 D 64, tf32 D 32) the forward's V and dq's K have two
+ * buffers, so V(j + 1), K(j + 1) are copied from the start of tile j. dk/dv has two buffers
+ * of its Q and dO tiles (and of their rows' L and delta): tile i + 1's are copied from the
+ * start of tile i. A barrier separates a buffer's last read from its next copy (one to three
+ * a tile). The tiles hold the operands as they
  * are in memory; tf32 fragments are rounded (cvt.rna) as they are loaded from them.
  *
  * Shared tiles: rows padded to KNT_P = D + 8 (bf16) or D + 4 (f32) elements, so the 32
  * lanes of a fragment load hit 32 banks (row-major "n-major" loads: lane (g, t) reads
  * word g * P/wordsize + t); tf32's column-major loads (B k-major) keep a 2-way conflict at
  * pitch D + 4, which D + 8 would remove at the price of the row-major ones. Every kernel
- * fits the 48 KiB of static shared memory but tf32's dk/dv at D 64 (KNT_DYN): its 128 K/V
- * rows and 64-row Q/dO tiles take 68 KiB, declared as dynamic shared memory under nvcc and
- * asked for at the launch (cudaFuncAttributeMaxDynamicSharedMemorySize); under the
- * emulator the same arrays are static, which has no such limit there. With 16-row tiles it
- * took 11.3 ms of a 1024-token attention on the H100, with 64 9.15 (2026-11-25).
+ * fits the 48 KiB of static shared memory but the dk/dv of tf32 D 64 and bf16 D 128
+ * (KNT_DYN): 128 K/V rows and two 32-row (16-row) Q/dO tiles take 68 (52) KiB, declared as
+ * dynamic shared memory under nvcc and asked for at the launch
+ * (cudaFuncAttributeMaxDynamicSharedMemorySize); under the emulator the same arrays are
+ * static, which has no such limit there. With 16-row tiles (one buffer) tf32 took 11.3 ms of
+ * a 1024-token attention on the H100, with 64 9.15 (2026-11-25).
  * Fragments come from shared memory by ldmatrix (x4 for A; x4 and x4.trans for the B of two
  * 8-column slices), except
  * tf32's k-major B (32-bit loads). __launch_bounds__ (KNT_MB_*) holds each kernel to the
@@ -210,12 +212,12 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_D 32
 #define KNT_P 36
 #define KNT_BC 64
-#define KNT_BQ 64
+#define KNT_BQ 32
 #define KNT_DYN 0
 #define KNT_MT2 2 /* and a forward of 128-row blocks, the default (KILN_FLASH_TC_ROWS) */
 #define KNT_TILE3 1 /* a third 64-row tile fits: forward's V, dq's K double-buffered */
 #define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
-#define KNT_MB_DKDV 3
+#define KNT_MB_DKDV 4
 #define KNT_MB_DQ 3
 #include "runtime/cuda_flash_tc.inc"
 
@@ -223,13 +225,13 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_D 64
 #define KNT_P 68
 #define KNT_BC 64
-#define KNT_BQ 64 /* 64 keys' K and V (34 KiB) + 64 rows of Q and dO: 68 KiB, dynamic shared memory */
+#define KNT_BQ 32 /* 64 keys' K and V (34 KiB) + two 32-row tiles of Q and dO: 68 KiB, dynamic shared memory */
 #define KNT_DYN 1
 #define KNT_MT2 1 /* a 128-row forward too, not the default (untimed) */
 #define KNT_BC_MT2 32 /* its key tile */
 #define KNT_TILE3 0
 #define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
-#define KNT_MB_DKDV 2
+#define KNT_MB_DKDV 3
 #define KNT_MB_DQ 2
 #include "runtime/cuda_flash_tc.inc"
 
@@ -261,7 +263,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_D 64
 #define KNT_P 72
 #define KNT_BC 64
-#define KNT_BQ 64
+#define KNT_BQ 32
 #define KNT_DYN 0
 #define KNT_MT2 2 /* and a forward of 128-row blocks, the default (KILN_FLASH_TC_ROWS) */
 #define KNT_TILE3 1
@@ -274,8 +276,8 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_D 128
 #define KNT_P 136
 #define KNT_BC 64
-#define KNT_BQ 16
-#define KNT_DYN 0
+#define KNT_BQ 16 /* K and V (34 KiB) + two 16-row tiles of Q and dO: 52 KiB, dynamic */
+#define KNT_DYN 1
 #define KNT_MT2 0
 #define KNT_TILE3 0
 #define KNT_MB_FWD 2 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
