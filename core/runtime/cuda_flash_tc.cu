@@ -40,16 +40,16 @@
  * as in the SIMT version and FA2's deterministic mode.
  *
  * Loads overlap products: tiles go global -> shared by cp.async (kn_cp_async16, 16 bytes,
- * no registers; a plain copy under the emulator), one buffer per operand, and each kernel
- * orders its two products so that one operand's next tile lands while the other operand is
- * read: forward, V(j) during S = Q K(j)^T and K(j + 1) during softmax and P V(j); dq, K(j)
- * during dP = dO V(j)^T and V(j + 1) during S, dS, dQ += dS K(j). Where a third 64-row
- * tile fits the 48 KiB (KNT_TILE3: bf16 D 64, tf32 D 32) the forward's V and dq's K have two
- * buffers, so V(j + 1), K(j + 1) are copied from the start of tile j. dk/dv has two buffers
- * of its Q and dO tiles (and of their rows' L and delta): tile i + 1's are copied from the
- * start of tile i. A barrier separates a buffer's last read from its next copy (one to three
- * a tile). The tiles hold the operands as they
- * are in memory; tf32 fragments are rounded (cvt.rna) as they are loaded from them.
+ * no registers; a plain copy under the emulator). The forward has one K and one V buffer
+ * and orders its two products so that one operand's next tile lands while the other is
+ * read: V(j) during S = Q K(j)^T, K(j + 1) during softmax and P V(j); where a third 64-row
+ * tile fits the 48 KiB (KNT_TILE3: bf16 D 64, tf32 D 32) V has two buffers, so V(j + 1) is
+ * copied from the start of tile j. dq (32-key tiles, KNT_BCQ) and dk/dv (32-query tiles,
+ * KNT_BQ; 16 at bf16 D 128) have two buffers of each operand they stream (K and V; Q, dO
+ * and the rows' L and delta): tile j + 1's are copied from the start of tile j, one barrier
+ * a tile. A barrier separates a buffer's last read from its next copy. The tiles hold the
+ * operands as they are in memory; tf32 fragments are rounded (cvt.rna) as they are loaded
+ * from them.
  *
  * Shared tiles: rows padded to KNT_P = D + 8 (bf16) or D + 4 (f32) elements, so the 32
  * lanes of a fragment load hit 32 banks (row-major "n-major" loads: lane (g, t) reads
@@ -212,19 +212,21 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_D 32
 #define KNT_P 36
 #define KNT_BC 64
+#define KNT_BCQ 32 /* dq's key tile */
 #define KNT_BQ 32
 #define KNT_DYN 0
 #define KNT_MT2 2 /* and a forward of 128-row blocks, the default (KILN_FLASH_TC_ROWS) */
-#define KNT_TILE3 1 /* a third 64-row tile fits: forward's V, dq's K double-buffered */
+#define KNT_TILE3 1 /* a third 64-row tile fits: the forward's V double-buffered */
 #define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
 #define KNT_MB_DKDV 4
-#define KNT_MB_DQ 3
+#define KNT_MB_DQ 4
 #include "runtime/cuda_flash_tc.inc"
 
 #define KNT_S tf32_64
 #define KNT_D 64
 #define KNT_P 68
 #define KNT_BC 64
+#define KNT_BCQ 32
 #define KNT_BQ 32 /* 64 keys' K and V (34 KiB) + two 32-row tiles of Q and dO: 68 KiB, dynamic shared memory */
 #define KNT_DYN 1
 #define KNT_MT2 1 /* a 128-row forward too, not the default (untimed) */
@@ -232,7 +234,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_TILE3 0
 #define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
 #define KNT_MB_DKDV 3
-#define KNT_MB_DQ 2
+#define KNT_MB_DQ 3
 #include "runtime/cuda_flash_tc.inc"
 
 #undef KNT_E
@@ -263,19 +265,21 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_D 64
 #define KNT_P 72
 #define KNT_BC 64
+#define KNT_BCQ 32
 #define KNT_BQ 32
 #define KNT_DYN 0
 #define KNT_MT2 2 /* and a forward of 128-row blocks, the default (KILN_FLASH_TC_ROWS) */
 #define KNT_TILE3 1
 #define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
 #define KNT_MB_DKDV 3
-#define KNT_MB_DQ 3
+#define KNT_MB_DQ 4
 #include "runtime/cuda_flash_tc.inc"
 
 #define KNT_S bf16_128
 #define KNT_D 128
 #define KNT_P 136
 #define KNT_BC 64
+#define KNT_BCQ 32
 #define KNT_BQ 16 /* K and V (34 KiB) + two 16-row tiles of Q and dO: 52 KiB, dynamic */
 #define KNT_DYN 1
 #define KNT_MT2 0
