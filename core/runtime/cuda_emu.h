@@ -20,7 +20,8 @@
  * also compile under nvcc): every lane deposits its A and B fragment registers (the PTX
  * ISA's fragment layouts), the warp meets as at a shuffle, each lane computes its four
  * D elements from the deposited fragments, and the warp meets again; ldmatrix (x1, x2, x4,
- * .trans) of 16-bit matrices the same way (kn_emu_ldmatrix). __shared__
+ * .trans) of 16-bit matrices the same way (kn_emu_ldmatrix). cp.async of 16 bytes (kn_cp_async16
+ * in cuda_mma.h) as a plain copy at once, its commit_group and wait_group as nothing. __shared__
  * arrays (static storage: one block runs at a time). The launch macro:
  *
  *     KN_KERNEL_DEF(scale, struct scale_args)     // a kernel taking one struct by value, a

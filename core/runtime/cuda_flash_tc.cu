@@ -10,40 +10,64 @@
  * with the tensor-core products spelled KN_MMA_TF32_16x8x8 / KN_MMA_BF16_16x8x16
  * (core/runtime/cuda_mma.h: inline PTX under nvcc, the emulator's warp-collective
  * kn_emu_mma on the CPU), so cuda_flash_tc_emu.c runs these very kernels in `make test`
- * (tests/core/test_flash_tc.c). The text (cuda_flash_tc.inc) is instantiated per operand
- * type and head dim, a compile-time constant so every fragment array is registers: tf32
- * at D 32 and 64, bf16 at D 64 and 128 (anything else falls back, or is refused in bf16).
+ * (tests/core/test_flash_tc.c). The text (cuda_flash_tc.inc; its forward,
+ * cuda_flash_tc_fwd.inc) is instantiated per operand type and head dim, a compile-time
+ * constant so every fragment array is registers: tf32 at D 32 and 64, bf16 at D 64 and 128
+ * (anything else falls back, or is refused in bf16).
  *
- * The tiling (FA2): a block is 4 warps (128 threads) and 64 rows; a warp owns 16 rows, the
- * m of the m16n8 products. Forward: Q's 16 x D slice is staged through shared memory once
- * into A fragments held in registers; per key tile of KNT_BC rows, K and V are staged
- * (16-byte global loads, tf32 rounding on the way in), S = Q K^T lands in accumulator
- * fragments (each lane: 2 rows x 2 columns of each 8-column slice), masked and scaled in
- * registers; the row max and (at the end) the row sum meet over the 4 lanes of a row with
- * __shfl_xor_sync(1, 2); the online softmax rescales the O accumulators; P goes from
- * accumulator to A fragments without shared memory or shuffles (bf16: the layouts line up,
- * two f32 pack into one register; tf32: the S product's key columns are permuted so that
- * they do, see knt_ldbn_tf32) and O += P V. Exponentials are exp2 of log2(e)-scaled scores. Backward
- * (no atomics, deterministic, as cuda_flash.cu): (1) delta = dO . O - dL per row, parked
- * as an f32 in dq's row; (2) dk, dv: a warp owns 16 keys, K and V stay in shared memory
- * as A operands, per query tile S^T = K Q^T and dP^T = V dO^T, P^T and dS^T in registers,
- * dV += P^T dO and dK += dS^T Q with Q and dO read column-major (B "k-major"); (3) dq: a
- * warp owns 16 query rows (Q and dO as register A fragments), per key tile S, dP, dS,
- * dQ += dS K. P is recomputed twice, as in the SIMT version and FA2's deterministic mode.
+ * The tiling (FA2): a block is 4 warps (128 threads); a warp owns 16 rows, the m of the
+ * m16n8 products, or 32 (two m16 tiles, KNT_MT 2: the forward of bf16 D 64 and tf32 D 32,
+ * 128-row blocks, so each B fragment read from shared memory serves two products; 64-row
+ * blocks with KILN_FLASH_TC_ROWS=64; tf32 D 64 has one too, with 32-key tiles, used only
+ * with KILN_FLASH_TC_ROWS=128). Forward: Q's rows are staged through shared memory
+ * once into A fragments held in registers; per key tile of KNT_BC rows, S = Q K^T lands in
+ * accumulator fragments (each lane: 2 rows x 2 columns of each 8-column slice), scaled in
+ * registers and masked only in the tile that straddles the diagonal (the others lie wholly
+ * at or before every row of the warp; 8-key slices past all of the warp's rows are not
+ * multiplied at all); the row max and (at the end) the row sum meet over the 4 lanes of a
+ * row with __shfl_xor_sync(1, 2); the online softmax rescales the O accumulators; P goes
+ * from accumulator to A fragments without shared memory or shuffles (bf16: the layouts
+ * line up, two f32 pack into one register; tf32: the S product's key columns are permuted
+ * so that they do, see knt_ldbn_tf32) and O += P V. Exponentials are exp2 of
+ * log2(e)-scaled scores, one ex2.approx.ftz each (knt_ex2), 2^-inf = 0 standing in for
+ * every masked or missing term. The blocks of the forward and of dq are numbered from the
+ * last query tile, so the longest start first. Backward (no atomics, deterministic, as
+ * cuda_flash.cu): (1) delta = dO . O - dL per row, parked as an f32 in dq's row; (2) dk,
+ * dv: a warp owns 16 keys, K and V stay in shared memory as A operands, per query tile
+ * S^T = K Q^T and dP^T = V dO^T, P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q
+ * with Q and dO read column-major (B "k-major"); (3) dq: a warp owns 16 query rows (Q and
+ * dO as register A fragments), per key tile S, dP, dS, dQ += dS K. P is recomputed twice,
+ * as in the SIMT version and FA2's deterministic mode.
+ *
+ * Loads overlap products: tiles go global -> shared by cp.async (kn_cp_async16, 16 bytes,
+ * no registers; a plain copy under the emulator). The forward has one K and one V buffer
+ * and orders its two products so that one operand's next tile lands while the other is
+ * read: V(j) during S = Q K(j)^T, K(j + 1) during softmax and P V(j); where a third 64-row
+ * tile fits the 48 KiB (KNT_TILE3: bf16 D 64, tf32 D 32) V has two buffers, so V(j + 1) is
+ * copied from the start of tile j. dq (32-key tiles, KNT_BCQ) and dk/dv (32-query tiles,
+ * KNT_BQ; 16 at bf16 D 128) have two buffers of each operand they stream (K and V; Q, dO
+ * and the rows' L and delta): tile j + 1's are copied from the start of tile j, one barrier
+ * a tile. A barrier separates a buffer's last read from its next copy. The tiles hold the
+ * operands as they are in memory; tf32 fragments are rounded (cvt.rna) as they are loaded
+ * from them.
  *
  * Shared tiles: rows padded to KNT_P = D + 8 (bf16) or D + 4 (f32) elements, so the 32
  * lanes of a fragment load hit 32 banks (row-major "n-major" loads: lane (g, t) reads
  * word g * P/wordsize + t); tf32's column-major loads (B k-major) keep a 2-way conflict at
  * pitch D + 4, which D + 8 would remove at the price of the row-major ones. Every kernel
- * fits the 48 KiB of static shared memory but tf32's dk/dv at D 64 (KNT_DYN): its 128 K/V
- * rows and 64-row Q/dO tiles take 68 KiB, declared as dynamic shared memory under nvcc and
- * asked for at the launch (cudaFuncAttributeMaxDynamicSharedMemorySize); under the
- * emulator the same arrays are static, which has no such limit there. With 16-row tiles it
- * took 11.3 ms of a 1024-token attention on the H100, with 64 9.15 (2026-11-25).
- * Fragments come from shared memory by ldmatrix (x4 for A, x2 and x2.trans for B), except
- * tf32's k-major B (32-bit loads). No cp.async double buffering yet: the next step. */
+ * fits the 48 KiB of static shared memory but the dk/dv of tf32 D 64 and bf16 D 128
+ * (KNT_DYN): 128 K/V rows and two 32-row (16-row) Q/dO tiles take 68 (52) KiB, declared as
+ * dynamic shared memory under nvcc and asked for at the launch
+ * (cudaFuncAttributeMaxDynamicSharedMemorySize); under the emulator the same arrays are
+ * static, which has no such limit there. With 16-row tiles (one buffer) tf32 took 11.3 ms of
+ * a 1024-token attention on the H100, with 64 9.15 (2026-11-25).
+ * Fragments come from shared memory by ldmatrix (x4 for A; x4 and x4.trans for the B of two
+ * 8-column slices), except
+ * tf32's k-major B (32-bit loads). __launch_bounds__ (KNT_MB_*) holds each kernel to the
+ * registers of its blocks an SM, without spills (ptxas -v). */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "runtime/cuda_flash_tc.h"
 #include "runtime/cuda_mma.h"
@@ -51,7 +75,12 @@
 #define KNT_NT 128 /* threads a block: 4 warps of 16 rows */
 #define KNT_FN_(name, s) name##_##s
 #define KNT_FN(name, s) KNT_FN_(name, s)
-#define KNT_KERNEL(name, args) KN_KERNEL_DEF(name, args)
+#ifdef __CUDACC__
+/* minb blocks of KNT_NT threads an SM: ptxas keeps the registers under 65536 / (minb KNT_NT) */
+#define KNT_KERNEL(name, args, minb) __global__ void __launch_bounds__(KNT_NT, minb) name(args a)
+#else
+#define KNT_KERNEL(name, args, minb) KN_KERNEL_DEF(name, args)
+#endif
 #ifdef __CUDACC__
 #include "runtime/cuda_impl.h"
 #define KN_UNROLL _Pragma("unroll")
@@ -63,6 +92,34 @@
 #define KNT_LAUNCH KN_LAUNCH /* on knc_stream under nvcc */
 
 static inline int knt_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* The forward's rows a block where an instance has both (KNT_MT2): KILN_FLASH_TC_ROWS=64 or
+ * 128, read once; else 0, the instance's default (KNT_MT2 2: 128, 1: 64). 128: each warp
+ * owns two m16 tiles, so each B fragment loaded from shared memory serves two products, at
+ * the price of registers (2 blocks an SM instead of 3). A knob so both can be timed on one
+ * machine. */
+static int knt_fwd_rows(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *s = getenv("KILN_FLASH_TC_ROWS");
+        v = s && atoi(s) == 64 ? 64 : s && atoi(s) == 128 ? 128 : 0;
+    }
+    return v;
+}
+
+/* 2^x for the softmax: one ex2.approx.ftz under nvcc (2 ulp; results below 2^-126 flush to
+ * 0, where p is negligible next to the row's max term 1 anyway; 2^-inf = 0, which the masks
+ * and the +inf stand-in for a missing L rely on), exp2f on the CPU. exp2f under nvcc
+ * without --use_fast_math is ex2.approx without .ftz plus a rescaling around it. */
+#ifdef __CUDACC__
+static __device__ __forceinline__ float knt_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+#else
+static inline float knt_ex2(float x) { return exp2f(x); }
+#endif
 
 /* ---------------------------------------------------------------- fragments, tf32 (float tiles)
  * A [16, 8] at s (pitch p): a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4).
@@ -78,18 +135,26 @@ static inline int knt_aligned(const void *p) { return ((uintptr_t)p & 15u) == 0;
  * t and t + 4, exactly its A fragment (a0 = c0, a1 = c2, a2 = c1, a3 = c3): P never moves
  * between lanes. KNT_SCOL names the key (or, in dk/dv, the query) of accumulator e. */
 #define KNT_SCOL_TF32(t, e) ((t) + 4 * ((e) & 1))
+/* The tiles hold the f32 operands as they are in memory (cp.async copies them verbatim), so
+ * each fragment is rounded to tf32 as it is loaded (cvt.rna, which mma.tf32 would not do:
+ * it reads the top 19 bits of whatever it gets). */
+static __device__ inline unsigned knt_rna(unsigned u) { return kn_tf32_bits(kn_bits_f32(u)); }
 static __device__ inline void knt_lda_tf32(unsigned a[4], const float *s, int p, int g, int t) {
     int l = 4 * g + t;
     kn_ldmatrix_x4(a, (const unsigned short *)(s + l % 16 * p + l / 16 * 4));
+    KN_UNROLL for (int i = 0; i < 4; i++) a[i] = knt_rna(a[i]);
 }
-static __device__ inline void knt_ldbn_tf32(unsigned b[2], const float *s, int p, int g, int t) {
+/* B fragments come two at a time, for the 8-column slices n (b[0], b[1]) and n + 1 (b[2],
+ * b[3]) from s at slice n: one ldmatrix.x4 (lanes 16-31 address slice n + 1's rows). */
+static __device__ inline void knt_ldbn_tf32(unsigned b[4], const float *s, int p, int g, int t) {
     int l = 4 * g + t, c = l % 8;
-    kn_ldmatrix_x2(b, (const unsigned short *)(s + (c / 2 + 4 * (c % 2)) * p + (l >> 3 & 1) * 4));
+    kn_ldmatrix_x4(b, (const unsigned short *)(s + (l / 16 * 8 + c / 2 + 4 * (c % 2)) * p + (l >> 3 & 1) * 4));
+    KN_UNROLL for (int i = 0; i < 4; i++) b[i] = knt_rna(b[i]);
 }
-static __device__ inline void knt_ldbk_tf32(unsigned b[2], const float *s, int p, int g, int t) {
-    b[0] = kn_f32_bits(s[t * p + g]);
-    b[1] = kn_f32_bits(s[(t + 4) * p + g]);
+static __device__ inline void knt_ldbk_tf32(unsigned b[4], const float *s, int p, int g, int t) {
+    KN_UNROLL for (int i = 0; i < 4; i++) b[i] = kn_tf32_bits(s[(t + 4 * (i & 1)) * p + 8 * (i >> 1) + g]);
 }
+
 /* Accumulators c (one [16, 8] tile, columns permuted as above) to the A fragment of the
  * next product: the same lane's values, rounded to tf32. */
 static __device__ inline void knt_c2a_tf32(unsigned a[4], const float *c, int lane) {
@@ -99,16 +164,6 @@ static __device__ inline void knt_c2a_tf32(unsigned a[4], const float *c, int la
     a[2] = kn_tf32_bits(c[1]);
     a[3] = kn_tf32_bits(c[3]);
 }
-static __device__ inline float knt_stage_tf32(float x) { return kn_bits_f32(kn_tf32_bits(x)); }
-static __device__ inline void knt_copy16_tf32(float *d, const float *s) {
-#ifdef __CUDACC__
-    float4 v = *(const float4 *)s;
-    v.x = knt_stage_tf32(v.x), v.y = knt_stage_tf32(v.y), v.z = knt_stage_tf32(v.z), v.w = knt_stage_tf32(v.w);
-    *(float4 *)d = v;
-#else
-    for (int i = 0; i < 4; i++) d[i] = knt_stage_tf32(s[i]);
-#endif
-}
 
 /* ---------------------------------------------------------------- fragments, bf16 (16-bit tiles)
  * A [16, 16]: a0 (g, 2t..2t+1), a1 (g + 8, 2t..), a2 (g, 2t+8..), a3 (g + 8, 2t+8..), two
@@ -116,18 +171,20 @@ static __device__ inline void knt_copy16_tf32(float *d, const float *s) {
  * b1 (2t+8..2t+9, g). Each is one ldmatrix (cuda_mma.h), lane 4g + t naming one row of 8
  * elements: A's four 8 x 8 quarters (rows 0-7 and 8-15 at column 0, then at column 8);
  * n-major B's two (columns k 0-7 and 8-15 of rows n 0-7); k-major B's two transposed
- * (rows k 0-7 and 8-15). Rows of 16 bytes at a pitch of D + 8 elements: the 8 rows of one
- * matrix fall in 8 distinct 4-bank groups. */
+ * (rows k 0-7 and 8-15). B is loaded for two 8-column slices at once, as the tf32 B is: the
+ * same two matrices for the next slice in r[2], r[3] (x4, x4.trans). Rows of 16 bytes at a
+ * pitch of D + 8 elements: the 8 rows of one matrix fall in 8 distinct 4-bank groups. */
 static __device__ inline void knt_lda_bf16(unsigned a[4], const unsigned short *s, int p, int g, int t) {
     int l = 4 * g + t;
     kn_ldmatrix_x4(a, s + l % 16 * p + l / 16 * 8);
 }
-static __device__ inline void knt_ldbn_bf16(unsigned b[2], const unsigned short *s, int p, int g, int t) {
+static __device__ inline void knt_ldbn_bf16(unsigned b[4], const unsigned short *s, int p, int g, int t) {
     int l = 4 * g + t;
-    kn_ldmatrix_x2(b, s + l % 8 * p + (l >> 3 & 1) * 8);
+    kn_ldmatrix_x4(b, s + (l / 16 * 8 + l % 8) * p + (l >> 3 & 1) * 8);
 }
-static __device__ inline void knt_ldbk_bf16(unsigned b[2], const unsigned short *s, int p, int g, int t) {
-    kn_ldmatrix_x2_trans(b, s + (4 * g + t) % 16 * p);
+static __device__ inline void knt_ldbk_bf16(unsigned b[4], const unsigned short *s, int p, int g, int t) {
+    int l = 4 * g + t;
+    kn_ldmatrix_x4_trans(b, s + l % 16 * p + l / 16 * 8);
 }
 /* Two accumulator tiles (16 columns) are exactly one A fragment: pack them. */
 static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int lane) {
@@ -136,13 +193,6 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
     a[1] = kn_bf16x2(c[2], c[3]);
     a[2] = kn_bf16x2(c[4], c[5]);
     a[3] = kn_bf16x2(c[6], c[7]);
-}
-static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned short *s) {
-#ifdef __CUDACC__
-    *(uint4 *)d = *(const uint4 *)s;
-#else
-    for (int i = 0; i < 8; i++) d[i] = s[i];
-#endif
 }
 
 /* ---------------------------------------------------------------- the instances */
@@ -155,8 +205,6 @@ static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned 
 #define KNT_LDBK knt_ldbk_tf32
 #define KNT_C2A knt_c2a_tf32
 #define KNT_MMA KN_MMA_TF32_16x8x8
-#define KNT_COPY16 knt_copy16_tf32
-#define KNT_STAGE knt_stage_tf32
 #define KNT_TOF(x) (x)
 #define KNT_FROMF(x) (x)
 
@@ -164,16 +212,29 @@ static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned 
 #define KNT_D 32
 #define KNT_P 36
 #define KNT_BC 64
-#define KNT_BQ 64
+#define KNT_BCQ 32 /* dq's key tile */
+#define KNT_BQ 32
 #define KNT_DYN 0
+#define KNT_MT2 2 /* and a forward of 128-row blocks, the default (KILN_FLASH_TC_ROWS) */
+#define KNT_TILE3 1 /* a third 64-row tile fits: the forward's V double-buffered */
+#define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
+#define KNT_MB_DKDV 4
+#define KNT_MB_DQ 4
 #include "runtime/cuda_flash_tc.inc"
 
 #define KNT_S tf32_64
 #define KNT_D 64
 #define KNT_P 68
 #define KNT_BC 64
-#define KNT_BQ 64 /* 64 keys' K and V (34 KiB) + 64 rows of Q and dO: 68 KiB, dynamic shared memory */
+#define KNT_BCQ 32
+#define KNT_BQ 32 /* 64 keys' K and V (34 KiB) + two 32-row tiles of Q and dO: 68 KiB, dynamic shared memory */
 #define KNT_DYN 1
+#define KNT_MT2 1 /* a 128-row forward too, not the default (untimed) */
+#define KNT_BC_MT2 32 /* its key tile */
+#define KNT_TILE3 0
+#define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
+#define KNT_MB_DKDV 3
+#define KNT_MB_DQ 3
 #include "runtime/cuda_flash_tc.inc"
 
 #undef KNT_E
@@ -185,8 +246,6 @@ static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned 
 #undef KNT_LDBK
 #undef KNT_C2A
 #undef KNT_MMA
-#undef KNT_COPY16
-#undef KNT_STAGE
 #undef KNT_TOF
 #undef KNT_FROMF
 
@@ -199,8 +258,6 @@ static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned 
 #define KNT_LDBK knt_ldbk_bf16
 #define KNT_C2A knt_c2a_bf16
 #define KNT_MMA KN_MMA_BF16_16x8x16
-#define KNT_COPY16 knt_copy16_bf16
-#define KNT_STAGE(x) (x)
 #define KNT_TOF(x) kn_bf16_f32(x)
 #define KNT_FROMF(x) kn_bf16_bits(x)
 
@@ -208,16 +265,28 @@ static __device__ inline void knt_copy16_bf16(unsigned short *d, const unsigned 
 #define KNT_D 64
 #define KNT_P 72
 #define KNT_BC 64
-#define KNT_BQ 64
+#define KNT_BCQ 32
+#define KNT_BQ 32
 #define KNT_DYN 0
+#define KNT_MT2 2 /* and a forward of 128-row blocks, the default (KILN_FLASH_TC_ROWS) */
+#define KNT_TILE3 1
+#define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
+#define KNT_MB_DKDV 3
+#define KNT_MB_DQ 4
 #include "runtime/cuda_flash_tc.inc"
 
 #define KNT_S bf16_128
 #define KNT_D 128
 #define KNT_P 136
 #define KNT_BC 64
-#define KNT_BQ 16
-#define KNT_DYN 0
+#define KNT_BCQ 32
+#define KNT_BQ 16 /* K and V (34 KiB) + two 16-row tiles of Q and dO: 52 KiB, dynamic */
+#define KNT_DYN 1
+#define KNT_MT2 0
+#define KNT_TILE3 0
+#define KNT_MB_FWD 2 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
+#define KNT_MB_DKDV 2
+#define KNT_MB_DQ 2
 #include "runtime/cuda_flash_tc.inc"
 
 /* ---------------------------------------------------------------- the entry */

@@ -11,9 +11,9 @@
  * for mma.m16n8k8" and "...m16n8k16" are the reference). Every lane of the warp executes
  * the same call. sm_80 and later (the Makefile builds sm_80 and sm_90).
  *
- *   kn_ldmatrix_x4(r, row), kn_ldmatrix_x2(r, row), kn_ldmatrix_x2_trans(r, row)
+ *   kn_ldmatrix_x4(r, row), kn_ldmatrix_x2(r, row), kn_ldmatrix_x4_trans(r, row), kn_ldmatrix_x2_trans(r, row)
  *
- * ldmatrix.sync.aligned.m8n8.{x4,x2,x2.trans}.shared.b16: lane l passes the address (shared
+ * ldmatrix.sync.aligned.m8n8.{x4,x2,x4.trans,x2.trans}.shared.b16: lane l passes the address (shared
  * memory, 16-byte aligned) of row l % 8 of matrix l / 8; lane (g, t) gets r[i] = matrix i's
  * elements (g, 2t..2t+1), or (2t..2t+1, g) transposed: exactly an A or B fragment of the
  * bf16 mma when the rows are chosen as cuda_flash_tc.cu does.
@@ -21,7 +21,19 @@
  * Conversions: kn_tf32_bits(x) rounds an f32 to tf32 (cvt.rna.tf32.f32: ties away from
  * zero) and returns its bits, the register an mma.tf32 operand is; kn_bf16x2(lo, hi)
  * packs two f32s rounded to bf16 (cvt.rn.bf16x2.f32: nearest, ties to even) with lo in the
- * low half; kn_bf16_bits(x) one bf16 as 16 bits; kn_bf16_f32(h) widens (exact). */
+ * low half; kn_bf16_bits(x) one bf16 as 16 bits; kn_bf16_f32(h) widens (exact).
+ *
+ *   kn_cp_async16(dst, src), KN_CP_ASYNC_COMMIT(), KN_CP_ASYNC_WAIT(n)
+ *
+ * cp.async.cg.shared.global: 16 bytes (both addresses 16-byte aligned) from global to shared
+ * memory without passing through registers, the thread going on at once; commit_group closes
+ * the thread's copies issued since the last commit into a group, and wait_group n (n a
+ * constant) waits until at most the n most recent groups are still in flight. A thread's
+ * copies are then in shared memory; a __syncthreads() after the wait shows them to the block.
+ * So a kernel issues the next tile's copies and computes on the current one meanwhile. The
+ * emulator copies at once (and commit and wait do nothing): its threads switch only at
+ * barriers, so a kernel that overwrites a tile another thread still reads, for want of a
+ * barrier between, reads the wrong tile there too. */
 #ifndef KN_CUDA_MMA_H
 #define KN_CUDA_MMA_H
 
@@ -69,10 +81,22 @@ static __device__ __forceinline__ void kn_ldmatrix_x2(unsigned r[2], const unsig
     unsigned a = (unsigned)__cvta_generic_to_shared(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
 }
+static __device__ __forceinline__ void kn_ldmatrix_x4_trans(unsigned r[4], const unsigned short *row) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
 static __device__ __forceinline__ void kn_ldmatrix_x2_trans(unsigned r[2], const unsigned short *row) {
     unsigned a = (unsigned)__cvta_generic_to_shared(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
 }
+static __device__ __forceinline__ void kn_cp_async16(void *dst, const void *src) {
+    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(__cvta_generic_to_global(src)) : "memory");
+}
+#define KN_CP_ASYNC_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
+#define KN_CP_ASYNC_WAIT(n) asm volatile("cp.async.wait_group %0;" ::"n"(n) : "memory")
 
 #else /* the emulator */
 #include <string.h>
@@ -103,7 +127,11 @@ static inline unsigned kn_bf16x2(float lo, float hi) {
 #define KN_MMA_BF16_16x8x16(d, a, b, c) kn_emu_mma(KN_EMU_MMA_BF16_16x8x16, (d), (a), (b), (c))
 static inline void kn_ldmatrix_x4(unsigned r[4], const unsigned short *row) { kn_emu_ldmatrix(r, 4, 0, row); }
 static inline void kn_ldmatrix_x2(unsigned r[2], const unsigned short *row) { kn_emu_ldmatrix(r, 2, 0, row); }
+static inline void kn_ldmatrix_x4_trans(unsigned r[4], const unsigned short *row) { kn_emu_ldmatrix(r, 4, 1, row); }
 static inline void kn_ldmatrix_x2_trans(unsigned r[2], const unsigned short *row) { kn_emu_ldmatrix(r, 2, 1, row); }
+static inline void kn_cp_async16(void *dst, const void *src) { memcpy(dst, src, 16); }
+#define KN_CP_ASYNC_COMMIT() ((void)0)
+#define KN_CP_ASYNC_WAIT(n) ((void)(n))
 #endif
 
 static __device__ inline float kn_bf16_f32(unsigned short h) { return kn_bits_f32((unsigned)h << 16); }
