@@ -16,10 +16,11 @@
  * (anything else falls back, or is refused in bf16).
  *
  * The tiling (FA2): a block is 4 warps (128 threads); a warp owns 16 rows, the m of the
- * m16n8 products, or 32 (two m16 tiles, KNT_MT 2: the forward of bf16 D 64 and tf32 D 32,
- * 128-row blocks, so each B fragment read from shared memory serves two products; 64-row
- * blocks with KILN_FLASH_TC_ROWS=64; tf32 D 64 has one too, with 32-key tiles, used only
- * with KILN_FLASH_TC_ROWS=128). Forward: Q's rows are staged through shared memory
+ * m16n8 products, or 32 (two m16 tiles, KNT_MT 2: 128-row blocks, so each B fragment read
+ * from shared memory serves two products, at the price of registers: the forward of tf32 D
+ * 32 and D 64 (with 32-key tiles) by default, of bf16 D 64 with KILN_FLASH_TC_ROWS=128; the
+ * defaults are what timed faster on the H100, 2026-11-25: bf16 D 64's 64-row forward 113.5
+ * against 123.8 us, tf32 D 64's 128-row one 206.8 against 218.6). Forward: Q's rows are staged through shared memory
  * once into A fragments held in registers; per key tile of KNT_BC rows, S = Q K^T lands in
  * accumulator fragments (each lane: 2 rows x 2 columns of each 8-column slice), scaled in
  * registers and masked only in the tile that straddles the diagonal (the others lie wholly
@@ -229,7 +230,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_BCQ 32
 #define KNT_BQ 32 /* 64 keys' K and V (34 KiB) + two 32-row tiles of Q and dO: 68 KiB, dynamic shared memory */
 #define KNT_DYN 1
-#define KNT_MT2 1 /* a 128-row forward too, not the default (untimed) */
+#define KNT_MT2 2 /* and a 128-row forward, the default: 206.8 against 218.6 us for 64 rows (H100, B 8, H 12, T 1024, 2026-11-25) */
 #define KNT_BC_MT2 32 /* its key tile */
 #define KNT_TILE3 0
 #define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
@@ -268,7 +269,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_BCQ 32
 #define KNT_BQ 32
 #define KNT_DYN 0
-#define KNT_MT2 2 /* and a forward of 128-row blocks, the default (KILN_FLASH_TC_ROWS) */
+#define KNT_MT2 1 /* and a 128-row forward, not the default: 123.8 against 113.5 us for 64 rows (H100, B 8, H 12, T 1024, 2026-11-25) */
 #define KNT_TILE3 1
 #define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
 #define KNT_MB_DKDV 3
