@@ -11,9 +11,11 @@
  * 1e-12 for f64; integer, bool, movement and dropout results must match exactly.
  *
  * Without a GPU each test skips with one line (the harness counts it as skipped). */
+#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kiln/cuda.h"
 #include "kiln/device.h"
@@ -466,9 +468,6 @@ KN_TEST(cuda_ops, bad_input_is_an_error_not_a_crash) {
  * and in a batch with a shared operand, and each problem's choice is written to
  * <KILN_CACHE_DIR>/matmul-tune as one integer (-1: cuBLAS's own; i >= 0: cuBLASLt's i-th),
  * which a later process reads instead of timing again. */
-#include <dirent.h>
-#include <unistd.h>
-#include <stdlib.h>
 KN_TEST(cuda_ops, matmul_autotune_agrees_and_remembers) {
     SKIP_WITHOUT_GPU();
     char dir[] = "/tmp/kiln-tune-XXXXXX";
