@@ -116,8 +116,11 @@ static kn_status compile_on(kn_trainer *t, kn_device dev) {
         KN_TRY(kn_program_bind(ps[k], "targets", t->y));
     }
     if (t->scale_in) KN_TRY(kn_program_bind(t->prog, "loss_scale", t->scale_in));
+    /* the gradients are written straight into the slab (no copy, no memory of their own) */
+    for (int i = 0; i < t->model->p.count; i++) KN_TRY(kn_program_bind_output(t->prog, 1 + i, t->grad_views[i]));
     KN_TRY(bind_low_copies(t, dev));
     if (t->cuda_graph) KN_TRY(kn_program_set_cuda_graph(t->prog, true)); /* the step; eval runs too rarely */
+    KN_TRY(kn_program_share_arena(t->eval, t->prog)); /* the graph's arena is idle while eval runs */
     return KN_OK;
 }
 
@@ -220,9 +223,9 @@ kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_op
     if (st == KN_OK) st = kn_tensor_zeros(&t->y, KN_DT_I32, 2, bt);
     if (st == KN_OK) st = record_forward(model, t->x, t->y, false, &t->fwd, pvals, &loss);
     if (st == KN_OK) st = kn_autograd(t->fwd, loss, p->count, pvals, &t->joint, NULL);
-    if (st == KN_OK) st = compile_on(t, KN_CPU);
     if (st == KN_OK) st = kn_tensor_zeros(&t->grad, KN_DT_F32, 1, n);
     if (st == KN_OK) st = kn_params_views(p, t->grad, &t->grad_views);
+    if (st == KN_OK) st = compile_on(t, KN_CPU); /* binds the gradient outputs to the views */
     if (st == KN_OK) st = kn_optim_init(&t->opt, ocfg, p->n, p->n_decay);
     kn_free(pvals);
     if (st != KN_OK) kn_trainer_free(t);
@@ -325,7 +328,6 @@ static kn_status update(kn_trainer *t, double l, double lr, double *loss, double
     return KN_OK;
 }
 static kn_status output_item(const kn_tensor *o, double *out);
-static kn_status grad_into_slab(kn_trainer *t, const kn_tensor *o, int64_t off, int64_t numel, int i);
 
 /* One path for every device: batch in, the joint graph (or the eager tape on the CPU),
  * the gradients into the slab, the loss out, the update. */
@@ -334,17 +336,13 @@ kn_status kn_trainer_step(kn_trainer *t, const int32_t *x, const int32_t *y, dou
     if (t->eager && t->dev.type != KN_DEVICE_CPU)
         return kn_error(KN_ERR_UNSUPPORTED, "kn_trainer_step: eager mode runs on the CPU only (use graph mode on a GPU)");
     KN_TRY(check_slabs(t, "kn_trainer_step"));
-    const kn_params *p = &t->model->p;
     double l;
     KN_TRY(load_batch(t, x, y));
     if (t->eager) {
         KN_TRY(eager_grads(t, &l));
     } else {
         KN_TRY(kn_trainer_low_refresh(t));
-        KN_TRY(kn_program_run(t->prog));
-        /* queue the gradient copies before reading the loss, which waits for a GPU */
-        for (int i = 0; i < p->count; i++)
-            KN_TRY(grad_into_slab(t, kn_program_output(t->prog, 1 + i), p->info[i].offset, p->info[i].numel, i));
+        KN_TRY(kn_program_run(t->prog)); /* the gradients are in the slab: bound in compile_on */
         KN_TRY(output_item(kn_program_output(t->prog, 0), &l));
     }
     return update(t, l, lr, loss, gnorm);
@@ -362,21 +360,6 @@ kn_status kn_trainer_eval(kn_trainer *t, const int32_t *x, const int32_t *y, dou
 static kn_status output_item(const kn_tensor *o, double *out) {
     if (!o) return kn_error(KN_ERR_ARG, "kn_trainer: the graph has no loss output");
     return kn_tensor_item_any(o, out);
-}
-
-/* Copy output o (a gradient, f32, numel floats) into the gradient slab at float offset off. */
-static kn_status grad_into_slab(kn_trainer *t, const kn_tensor *o, int64_t off, int64_t numel, int i) {
-    if (!o || o->dtype != KN_DT_F32 || kn_tensor_numel(o) != numel)
-        return kn_error(KN_ERR_SHAPE, "kn_trainer_step: gradient %d is not f32 with %lld elements", i,
-                        (long long)numel);
-    float *dst = (float *)kn_tensor_data(t->grad) + off;
-    size_t bytes = (size_t)numel * sizeof(float);
-    kn_tensor *c = NULL;
-    kn_status st;
-    st = kn_device_contiguous("kn_trainer_step", o, &c);
-    if (st == KN_OK) st = kn_device_memcpy(t->dev, dst, o->storage->device, kn_tensor_data(c), bytes);
-    kn_tensor_free(c);
-    return st;
 }
 
 kn_status kn_trainer_optimize(kn_trainer *t, double lr, double *gnorm) {

@@ -36,6 +36,7 @@ void kn_program_free(kn_program *p) {
         if (p->vals) kn_tensor_free(p->vals[i]);
     }
     for (int i = 0; p->outs && p->g && i < p->g->noutputs; i++) kn_tensor_free(p->outs[i]);
+    kn_program_outputs_free(p);
     kn_free(p->bound);
     kn_free(p->deferred);
     kn_free(p->vals);
@@ -607,7 +608,10 @@ static kn_status missing_value(const kn_program *p, int32_t v) {
 
 static void release_run(kn_program *p) {
     for (int i = 0; i < p->g->nnodes; i++) { kn_tensor_free(p->vals[i]); p->vals[i] = NULL; }
-    if (p->arena_bytes && p->arena_raw && !p->graph_on) { /* a GPU arena lives for one run */
+    if (p->arena_borrowed) { /* the owner's: it stays the owner's */
+        p->arena = NULL;
+        p->arena_borrowed = false;
+    } else if (p->arena_bytes && p->arena_raw && !p->graph_on) { /* a GPU arena lives for one run */
         kn_device_free(p->dev, p->arena_raw, p->arena_bytes);
         p->arena = p->arena_raw = NULL;
     }
@@ -738,7 +742,12 @@ kn_status kn_program_run_steps(kn_program *p) {
         kn_status st = kn_tensor_alias(&p->vals[i], p->bound[i]);
         if (st != KN_OK) { release_run(p); return st; }
     }
-    if (p->arena_bytes && !p->arena_raw) {
+    const kn_program *own = p->arena_owner;
+    if (p->arena_bytes && !p->arena_raw && own && own->arena_raw && own->arena_bytes >= p->arena_bytes &&
+        kn_device_equal(own->dev, p->dev)) { /* held by a graph between its runs, idle now */
+        p->arena = own->arena;
+        p->arena_borrowed = true;
+    } else if (p->arena_bytes && !p->arena_raw) {
         void *mem = NULL;
         kn_status st = kn_device_alloc(p->dev, p->arena_bytes, &mem);
         if (st != KN_OK) {
@@ -749,6 +758,8 @@ kn_status kn_program_run_steps(kn_program *p) {
         }
         p->arena = p->arena_raw = mem;
     }
+    kn_status placed = kn_program_outputs_place(p); /* outputs written where the caller bound them */
+    if (placed != KN_OK) { release_run(p); return placed; }
     kn_program_profile_run_begin(p);
     p->runs++;
     for (int s = 0; s < p->nsteps; s++) {
@@ -827,7 +838,9 @@ kn_status kn_program_run_steps(kn_program *p) {
         kn_status st = kn_tensor_alias(&p->outs[i], p->vals[g->outputs[i]]);
         if (st != KN_OK) { release_run(p); return st; }
     }
+    kn_status st = kn_program_outputs_finish(p);
     release_run(p);
+    if (st != KN_OK) return st;
     return KN_OK;
 }
 
@@ -837,6 +850,13 @@ kn_status kn_program_run(kn_program *p) {
     if (p->graph_on) return kn_program_run_graph(p);
 #endif
     return kn_program_run_steps(p);
+}
+
+kn_status kn_program_share_arena(kn_program *p, const kn_program *owner) {
+    if (!p) return kn_error(KN_ERR_ARG, "kn_program_share_arena: program is NULL");
+    if (owner == p) return kn_error(KN_ERR_ARG, "kn_program_share_arena: a program cannot borrow its own arena");
+    p->arena_owner = owner;
+    return KN_OK;
 }
 
 const kn_tensor *kn_program_output(const kn_program *p, int i) {

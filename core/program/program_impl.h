@@ -38,6 +38,8 @@ struct kn_program {
     kn_tensor **vals;         /* per node, during a run */
     bool *is_output;
     kn_tensor **outs;         /* per output, after a run (owned aliases) */
+    kn_tensor **out_bound;    /* per output: where the caller wants it written (kn_program_bind_output), or NULL */
+    int32_t *out_place;       /* per output: the value placed in out_bound's memory before a run, or -1 */
     kn_interp_hook hook;      /* called after each step (kn_program_set_hook), or NULL */
     void *hook_ctx;
     bool *deferred;           /* per node: a param supplied during the run (kn_program_defer) */
@@ -62,6 +64,8 @@ struct kn_program {
     int32_t *mem_from;        /* per node: the value whose bytes it was written over (in place), or -1 */
     char *arena_raw, *arena;  /* owned; arena is arena_raw aligned to 64 bytes (host) */
     size_t arena_bytes;       /* CUDA: the arena is GPU memory of this size (kn_device_free) */
+    const struct kn_program *arena_owner; /* CUDA: whose held arena a run may borrow (kn_program_share_arena) */
+    bool arena_borrowed;      /* this run's arena is arena_owner's */
     /* CUDA graphs (kn_program_set_cuda_graph) */
     bool graph_on, capturing;
     int graph_runs;           /* runs since graphs were turned on: the first warms up, the second captures */
@@ -81,6 +85,13 @@ kn_status kn_program_run_steps(kn_program *p);
 kn_status kn_program_device_const(kn_program *p, int32_t v, const kn_tensor *host, kn_tensor **out);
 void kn_program_graph_release(kn_program *p);
 kn_status kn_program_run_graph(kn_program *p);
+
+/* outputs.c: bound outputs' values placed in the caller's memory before the steps (after
+ * the sources are bound), then the rest copied there and kn_program_output pointed at it
+ * (after the steps, before the values are freed); what the program frees. */
+kn_status kn_program_outputs_place(kn_program *p);
+kn_status kn_program_outputs_finish(kn_program *p);
+void kn_program_outputs_free(kn_program *p);
 
 /* profile.c: the step profile's clock around a run (see the file). The wall clock in ms;
  * at the start of a run (KILN_PROFILE_STEPS turns the profile on; a profiled program gets

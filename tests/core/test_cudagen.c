@@ -324,13 +324,14 @@ KN_TEST(cuda_codegen, compiled_training_on_the_gpu_follows_node_by_node, .timeou
 }
 /* The step replayed as a CUDA graph gives the same numbers as the same compiled step run
  * kernel by kernel, bit for bit, over ten AdamW steps whose batches change (the inputs are
- * copied into the buffers the graph reads); the graph was launched for the runs after the
+ * copied into the buffers the graph reads), with evaluations between them (run in the
+ * graph's arena, which they share); the graph was launched for the runs after the
  * warm-up and the capture, and freeing it leaves no allocation behind. */
 KN_TEST(cuda_codegen, a_cuda_graph_replays_the_step_bit_for_bit, .timeout = 240) {
     SKIP_WITHOUT_GPU();
     private_cache();
     kn_gpt_config c = tiny();
-    double loss[2][10];
+    double loss[2][10], evals[2][2];
     float *params[2] = {NULL, NULL};
     int64_t np = 0;
     for (int graph = 0; graph < 2; graph++) {
@@ -347,6 +348,8 @@ KN_TEST(cuda_codegen, a_cuda_graph_replays_the_step_bit_for_bit, .timeout = 240)
         for (int step = 0; step < 10; step++) {
             for (int i = 0; i < 16; i++) { x[i] = (i * 7 + step * 3) % c.vocab; y[i] = (i * 5 + step) % c.vocab; }
             KN_ASSERT_OK(kn_trainer_step(&t, x, y, 1e-2, &loss[graph][step], NULL));
+            /* an evaluation between steps runs in the graph's idle arena (shared) */
+            if (step % 4 == 3) KN_ASSERT_OK(kn_trainer_eval(&t, y, x, &evals[graph][step / 4]));
         }
         cr_assert_eq(kn_program_get_stats(t.prog).graph_launches, graph ? 9 : 0, "graph launches");
         kn_tensor *host = NULL;
@@ -361,6 +364,9 @@ KN_TEST(cuda_codegen, a_cuda_graph_replays_the_step_bit_for_bit, .timeout = 240)
     for (int s = 0; s < 10; s++)
         cr_assert(loss[0][s] == loss[1][s], "step %d: loss %.17g kernel by kernel, %.17g as a CUDA graph", s, loss[0][s],
                   loss[1][s]);
+    for (int e = 0; e < 2; e++)
+        cr_assert(evals[0][e] == evals[1][e], "evaluation %d: %.17g, %.17g beside a CUDA graph", e, evals[0][e],
+                  evals[1][e]);
     cr_assert(memcmp(params[0], params[1], sizeof(float) * (size_t)np) == 0, "the parameters after ten steps differ");
     kn_free(params[0]);
     kn_free(params[1]);

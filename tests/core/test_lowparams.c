@@ -273,8 +273,11 @@ KN_TEST(lowparams, on_a_gpu, .timeout = 120) {
     setenv("KILN_CACHE_DIR", tmpl, 1);
     /* lowparams alone changes no kernel but the weights' casts: bit for bit. lowloss's loss
      * kernels read 16-bit rows in groups of 8, not the f32 copy's 4: the row sums (double)
-     * are added in another order, so within rounding, not bitwise. */
+     * are added in another order, so within rounding, not bitwise. A softmax that moves by
+     * an ulp of f32 can round a gradient element to the neighbouring 16-bit value (2^-11
+     * relative in fp16), and five steps carry that: on an H200 (2026-11-27) the fp16 norm
+     * moved 2.1e-5 relative at step 3 (1e-5 had passed on the H100). */
     same_training(gpu, true, "autocast:bf16", "autocast:bf16,lowparams:bf16", 0);
-    same_training(gpu, true, "autocast:bf16", "autocast:bf16,lowparams:bf16,lowloss", 1e-5);
-    same_training(gpu, true, "autocast:fp16", "autocast:fp16,lowparams:fp16,lowloss", 1e-5);
+    same_training(gpu, true, "autocast:bf16", "autocast:bf16,lowparams:bf16,lowloss", 1e-4);
+    same_training(gpu, true, "autocast:fp16", "autocast:fp16,lowparams:fp16,lowloss", 1e-4);
 }

@@ -69,6 +69,7 @@ typedef struct kn_program_stats {
     double mem_planned_separate; /* bytes: the arena with no value written in place */
     int mem_inplace;         /* values an elementwise kernel wrote over an operand that died there */
     double mem_inplace_bytes;    /* their bytes */
+    int outputs_copied;      /* bound outputs (kn_program_bind_output) the last run copied, not placed */
 } kn_program_stats;
 
 typedef struct kn_program kn_program;
@@ -93,6 +94,20 @@ kn_status kn_program_run(kn_program *p);
  * tensors from run to run. KN_ERR_UNSUPPORTED says why a program cannot; off releases the
  * graph. */
 kn_status kn_program_set_cuda_graph(kn_program *p, bool on);
+/* Write output i into t from the next run on (t: contiguous, the output's dtype and shape,
+ * on the program's device; NULL unbinds). The step that makes the value writes straight into
+ * t, as a planned value into the arena: a trainer's gradients land in its slab with no copy
+ * and no memory of their own. A value that cannot be placed (an input or param, a view of
+ * part of a value, a host value of a GPU program) is copied into t at the end of the run. After
+ * a run kn_program_output(p, i) is t. Bind before the first run of a CUDA graph (it writes
+ * where it recorded): KN_ERR_ARG after the capture. */
+kn_status kn_program_bind_output(kn_program *p, int i, const kn_tensor *t);
+/* Let p's runs use owner's memory-plan arena while owner holds one that is large enough (a
+ * GPU program replayed as a CUDA graph keeps its arena between runs; NULL: no owner). For
+ * two programs that never run at the same time on one device, in stream order: a trainer's
+ * step and its evaluation need one arena between them, not two. owner must outlive p's
+ * runs. */
+kn_status kn_program_share_arena(kn_program *p, const kn_program *owner);
 /* Output i of the last run (on the program's device), NULL when none. */
 const kn_tensor *kn_program_output(const kn_program *p, int i);
 
