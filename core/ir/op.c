@@ -62,6 +62,20 @@ const kn_op_info *kn_op_get(kn_op op) {
     return (unsigned)op < KN_OP_COUNT ? &kn_op_infos[op] : NULL;
 }
 
+/* An op belongs here only when every backend's kernel for it (the CPU's in core/tensor/,
+ * eval_low_precision's widening path, the CUDA kernel) is correct with out == in[k]: each
+ * output element is written after every read of the elements that still need the input
+ * (a row kernel finishes its row's statistics before it writes any of the row, and reads
+ * no other row), and no pointer of the two is `restrict`. Tested in tests/core/
+ * test_inplace.c and test_cuda_inplace.c.
+ *   cross_entropy_bwd(dloss, logits, targets): the logits (operand 1). The CPU kernel
+ *   reads a row for its logsumexp, then writes each element right after reading it; the
+ *   CUDA kernel (cuda_norm.cu, knc_ce_bwd_rows_inplace) is a block per row that takes the
+ *   row's statistics through __syncthreads before its first store. */
+int kn_op_inplace_operand(kn_op op) {
+    return op == KN_OP_CROSS_ENTROPY_BWD ? 1 : -1;
+}
+
 const char *kn_op_name(kn_op op) { return (unsigned)op < KN_OP_COUNT ? kn_op_infos[op].name : "?"; }
 
 kn_op kn_op_from_name(const char *name, size_t len) {

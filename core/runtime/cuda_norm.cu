@@ -400,12 +400,15 @@ __device__ inline void knc_ce_store(S *row, int64_t g, int64_t v, const knc_pack
     }
 }
 
-/* dlogits = (softmax(row) - onehot(target)) * dloss / rows, a block per row: the one-pass
- * statistics, then a second pass that writes (VEC: dlogits rows 16-byte aligned too). */
+/* dlogits = (softmax(row) - onehot(target)) * dloss / rows for row blockIdx.x: the
+ * one-pass statistics, then a second pass that writes (VEC: dlogits rows 16-byte aligned
+ * too). logits and dlogits may be one buffer (knc_ce_bwd_rows_inplace): the block reads
+ * only its own row; every thread's first pass ends in knc_block_lse's __syncthreads before
+ * any thread stores; in the second pass a thread stores a group only after loading it, and
+ * no other thread touches that group. */
 template <typename S, bool VEC>
-__global__ void __launch_bounds__(KNC_THREADS)
-    knc_ce_bwd_rows(const typename knc_math<S>::type *__restrict__ dloss, const S *__restrict__ logits,
-                    const void *__restrict__ t, bool i32, int64_t rows, int64_t v, S *__restrict__ dlogits) {
+__device__ __forceinline__ void knc_ce_bwd_row(const typename knc_math<S>::type *dloss, const S *logits,
+                                               const void *t, bool i32, int64_t rows, int64_t v, S *dlogits) {
     typedef typename knc_math<S>::type T;
     constexpr int V = KNC_CE_V(S);
     __shared__ double shm[32], shs[32];
@@ -423,6 +426,24 @@ __global__ void __launch_bounds__(KNC_THREADS)
         knc_ce_store<S, VEC>(dr, g + step, v, knc_ce_grad<T, V>(b, g + step, lse, scale, tg));
     }
     if (g < ng) knc_ce_store<S, VEC>(dr, g, v, knc_ce_grad<T, V>(knc_ce_load<S, VEC>(row, g, v), g, lse, scale, tg));
+}
+
+/* Two buffers: __restrict__ lets the compiler take the logits through the read-only path. */
+template <typename S, bool VEC>
+__global__ void __launch_bounds__(KNC_THREADS)
+    knc_ce_bwd_rows(const typename knc_math<S>::type *__restrict__ dloss, const S *__restrict__ logits,
+                    const void *__restrict__ t, bool i32, int64_t rows, int64_t v, S *__restrict__ dlogits) {
+    knc_ce_bwd_row<S, VEC>(dloss, logits, t, i32, rows, v, dlogits);
+}
+
+/* The gradient written over the logits (the memory plan's in place, kn_op_inplace_operand):
+ * one pointer, never restrict, so no load may be moved past a store to the same bytes nor
+ * served from a cache the stores bypass. */
+template <typename S, bool VEC>
+__global__ void __launch_bounds__(KNC_THREADS)
+    knc_ce_bwd_rows_inplace(const typename knc_math<S>::type *__restrict__ dloss, S *x, const void *__restrict__ t,
+                            bool i32, int64_t rows, int64_t v) {
+    knc_ce_bwd_row<S, VEC>(dloss, x, t, i32, rows, v, x);
 }
 
 /* Targets checked on the host (KN_ERR_ARG naming the first bad one, as the CPU does). */
@@ -456,6 +477,12 @@ static kn_status ce_launch(const kn_tensor *const *in, kn_tensor *out, bool bwd)
         if (rows * v == 0) return KN_OK;
         const T *dl = (const T *)kn_tensor_data(in[0]);
         S *dx = (S *)kn_tensor_data(out);
+        if ((const S *)dx == x) { /* in place (the memory plan): a partial overlap is never planned */
+            if (vec) knc_ce_bwd_rows_inplace<S, true><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(dl, dx, kn_tensor_data(t), i32, rows, v);
+            else knc_ce_bwd_rows_inplace<S, false><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(dl, dx, kn_tensor_data(t), i32, rows, v);
+            KNC_LAUNCHED(knc_ce_bwd_rows_inplace);
+            return KN_OK;
+        }
         if (vec && aligned16(dx))
             knc_ce_bwd_rows<S, true><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);
         else knc_ce_bwd_rows<S, false><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);

@@ -194,3 +194,42 @@ KN_TEST(cuda_norm, cross_entropy_is_deterministic) {
     ce_case(&r, KN_DT_F32, KN_DT_I64, 8, 50304, false, false, true);
     ce_case(&r, KN_DT_F64, KN_DT_I32, 8, 50305, false, false, true);
 }
+
+/* cross_entropy_bwd with its output placed over the logits (the memory plan's in place,
+ * kn_op_inplace_operand: knc_ce_bwd_rows_inplace) gives the bits of the kernel that writes
+ * a buffer of its own; misaligned: the logits through a one_past view (element loads). */
+static void ce_bwd_inplace_case(kn_rng *r, kn_dtype dt, kn_dtype it, int64_t rows, int64_t v, bool misaligned) {
+    kn_tensor *lg = NULL, *tg = NULL, *dl = NULL, *d[3] = {NULL}, *back = NULL;
+    bool low = dt == KN_DT_BF16 || dt == KN_DT_F16;
+    ce_operands(r, dt, it, rows, v, true, &lg, &tg);
+    KN_ASSERT_OK(kn_tensor_scalar(&dl, low ? KN_DT_F32 : dt, 0.5 + (double)(kn_rng_u32(r) % 4)));
+    kn_node n = node(KN_OP_CROSS_ENTROPY_BWD);
+    kn_tensor *host[3] = {dl, lg, tg}, *dev[3] = {NULL, misaligned ? one_past(lg) : NULL, NULL};
+    gpu_operands(&n, 3, host, dev, d);
+    kn_tensor *want = on_gpu(&n, d), *over = NULL;
+    KN_ASSERT_OK(kn_tensor_wrap(&over, CUDA0, kn_tensor_data(d[1]), dt, d[1]->ndim, d[1]->shape));
+    kn_tensor *placed = over;
+    KN_ASSERT_OK(kn_node_eval(&n, (const kn_tensor *const *)d, &over));
+    cr_assert_eq(over, placed, "the kernel kept the output it was given");
+    KN_ASSERT_OK(kn_tensor_to(&back, d[1], KN_CPU));
+    KN_ASSERT_OK(kn_device_synchronize(CUDA0));
+    char ts[96];
+    cr_assert(irt_same_bits(back, want), "%s%s: in place differs from out of place", kn_type_str(&n.type, ts, sizeof ts),
+              misaligned ? " (misaligned)" : "");
+    kn_tensor_free(back);
+    kn_tensor_free(over);
+    kn_tensor_free(want);
+    for (int i = 0; i < 3; i++) { kn_tensor_free(d[i]); kn_tensor_free(host[i]); }
+}
+
+KN_TEST(cuda_norm, cross_entropy_bwd_over_its_logits_is_bitwise_out_of_place) {
+    SKIP_WITHOUT_GPU();
+    kn_rng r = kn_rng_new(65);
+    const kn_dtype dts[4] = {KN_DT_F32, KN_DT_F64, KN_DT_BF16, KN_DT_F16};
+    const int64_t vs[3] = {5, 50304, 50305};
+    for (int d = 0; d < 4; d++)
+        for (int k = 0; k < 3; k++) {
+            ce_bwd_inplace_case(&r, dts[d], (k + d) % 2 ? KN_DT_I32 : KN_DT_I64, 6, vs[k], false);
+            if (k > 0) ce_bwd_inplace_case(&r, dts[d], KN_DT_I64, 5, vs[k], true);
+        }
+}

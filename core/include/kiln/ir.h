@@ -137,6 +137,11 @@ typedef struct kn_op_info {
 } kn_op_info;
 
 const kn_op_info *kn_op_get(kn_op op);           /* NULL for an invalid op */
+/* The operand whose bytes op's library kernels may write their result over, or -1 for
+ * none: the one statement of it (core/ir/op.c lists the ops and why each is safe). The
+ * memory plan (core/program/program.c) uses it for library steps, only when that operand
+ * has the result's dtype and size, is contiguous from its storage's start, and dies there. */
+int kn_op_inplace_operand(kn_op op);
 const char *kn_op_name(kn_op op);                /* "?" for an invalid op */
 /* KN_OP_COUNT when the name is unknown. */
 kn_op kn_op_from_name(const char *name, size_t len);
