@@ -31,14 +31,6 @@ static kn_graph *gpt_joint(const kn_gpt_config *c) {
     return g;
 }
 
-static kn_graph *after(const kn_graph *g, const char *list, kn_pass_report *rep) {
-    kn_graph *c;
-    KN_ASSERT_OK(kn_graph_copy(&c, g));
-    KN_ASSERT_OK(kn_passes_run(c, list, rep));
-    KN_ASSERT_OK(kn_graph_verify(c));
-    return c;
-}
-
 /* The count of rule `rule` in pass `p` of the report (0 when it did not fire). */
 static int64_t fired(const kn_pass_report *rep, int p, const char *rule) {
     for (int r = 0; r < rep->pass[p].nfired; r++)
@@ -88,7 +80,7 @@ KN_TEST(lowsave, the_rule_on_small_graphs) {
     cr_assert_eq(saved_on("bf16", "%7 = sum %3 {axes=[0]} : f32[8]", "%7"), 0, "a reduction's backward keeps f32");
     cr_assert_eq(saved_on("bf16", "%7 = eq %3, %6 : bool[4,8]", "%7"), 0, "an equality test is what a rounding breaks");
     cr_assert_eq(saved_on("bf16", "%7 = gelu_bwd %6, %3 : f32[4,8]", "%7, %3"), 0, "an output keeps its dtype");
-    kn_graph *g = gpt_joint(&cfg), *a = after(g, "lowsave", NULL); /* f32: nothing to do */
+    kn_graph *g = gpt_joint(&cfg), *a = graph_after_passes(g, "lowsave", NULL); /* f32: nothing to do */
     cr_assert_eq(a->nnodes, g->nnodes);
     kn_graph_free(a);
     kn_graph_free(g);
@@ -99,7 +91,7 @@ KN_TEST(lowsave, the_rule_on_small_graphs) {
 KN_TEST(lowsave, the_gpt_step_saves_the_mlp_pre_activation_in_16_bits) {
     kn_graph *g = gpt_joint(&cfg);
     kn_pass_report rep;
-    kn_graph *a = after(g, "autocast:bf16,lowloss,lowsave", &rep);
+    kn_graph *a = graph_after_passes(g, "autocast:bf16,lowloss,lowsave", &rep);
     cr_assert_eq(fired(&rep, 2, "saved"), cfg.layers, "one value a layer");
     int ngelu_bwd = 0;
     for (int32_t i = 0; i < a->nnodes; i++) {
@@ -120,7 +112,7 @@ KN_TEST(lowsave, the_gpt_step_saves_the_mlp_pre_activation_in_16_bits) {
 }
 
 KN_TEST(lowsave, the_copies_fuse_into_the_kernels_around_them) {
-    kn_graph *g = gpt_joint(&cfg), *a = after(g, "autocast:bf16,lowloss,lowsave", NULL);
+    kn_graph *g = gpt_joint(&cfg), *a = graph_after_passes(g, "autocast:bf16,lowloss,lowsave", NULL);
     KN_ASSERT_OK(kn_pass_decompose(a, NULL));
     kn_schedule *s = NULL;
     KN_ASSERT_OK(kn_schedule_build(a, &s));
@@ -140,49 +132,15 @@ KN_TEST(lowsave, the_copies_fuse_into_the_kernels_around_them) {
     kn_graph_free(g);
 }
 
-/* Per output of a and b on the same random inputs: max |a - b| / max |b| into err[]. */
-static void outputs_apart(const kn_graph *a, const kn_graph *b, uint64_t seed, double *err) {
-    kn_interp *ia, *ib;
-    KN_ASSERT_OK(kn_interp_new(&ia, a));
-    KN_ASSERT_OK(kn_interp_new(&ib, b));
-    bind_same_random(a, (kn_interp *const[]){ia, ib}, 2, seed, 0.2); /* weights in [-0.2, 0.2]: tame logits */
-    KN_ASSERT_OK(kn_interp_run(ia));
-    KN_ASSERT_OK(kn_interp_run(ib));
-    cr_assert_eq(a->noutputs, b->noutputs);
-    for (int i = 0; i < a->noutputs; i++) {
-        const kn_tensor *x = kn_interp_output(ia, i), *y = kn_interp_output(ib, i);
-        int64_t n = kn_tensor_numel(y);
-        double *px = malloc((size_t)n * sizeof *px), *py = malloc((size_t)n * sizeof *py), d = 0, m = 0;
-        KN_ASSERT_OK(kn_tensor_to_f64(x, px));
-        KN_ASSERT_OK(kn_tensor_to_f64(y, py));
-        for (int64_t e = 0; e < n; e++) {
-            d = fmax(d, fabs(px[e] - py[e]));
-            m = fmax(m, fabs(py[e]));
-        }
-        err[i] = m > 0 ? d / m : d;
-        free(px);
-        free(py);
-    }
-    kn_interp_free(ia);
-    kn_interp_free(ib);
-}
-
-static double worst_of(const double *err, int n) {
-    double w = 0;
-    for (int i = 0; i < n; i++) w = fmax(w, err[i]);
-    return w;
-}
-
 /* list with lowsave against the same list without it and against f32 (the graph g as it
  * is): the loss bit for bit, some gradient moved, every output within tol of f32. */
 static void follows_f32(const kn_graph *g, const char *with, const char *without, double tol) {
-    kn_graph *a = after(g, with, NULL), *b = after(g, without, NULL);
-    double *e = malloc((size_t)g->noutputs * sizeof *e);
-    outputs_apart(a, b, 3, e);
+    kn_graph *a = graph_after_passes(g, with, NULL), *b = graph_after_passes(g, without, NULL);
+    double *e = malloc((size_t)g->noutputs * sizeof *e), moved = outputs_normwise(a, b, 3, e);
     cr_assert_eq(e[0], 0, "%s: the loss is not what %s gives (%.3g)", with, without, e[0]);
-    cr_assert_gt(worst_of(e, g->noutputs), 0, "%s: no gradient moved", with);
-    outputs_apart(a, g, 3, e);
-    cr_assert(worst_of(e, g->noutputs) <= tol, "%s: %.3g from f32 (tolerance %.3g)", with, worst_of(e, g->noutputs), tol);
+    cr_assert_gt(moved, 0, "%s: no gradient moved", with);
+    double err = outputs_normwise(a, g, 3, NULL);
+    cr_assert(err <= tol, "%s: %.3g from f32 (tolerance %.3g)", with, err, tol);
     free(e);
     kn_graph_free(a);
     kn_graph_free(b);
