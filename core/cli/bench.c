@@ -98,8 +98,9 @@ static void usage(FILE *f) {
                "lower bound of its activation memory, beside the time (plots/remat.sh plots every policy).\n"
                "--cuda-graph (with --mode compiled on a GPU) replays the step as one CUDA graph.\n"
                "--precision bf16|fp16 runs the autocast pass first (matmuls in 16 bits, f32 accumulation), and\n"
-               "lowparams (the optimizer writes the weights' 16-bit copies in its update) and lowloss (the loss\n"
-               "reads the 16-bit logits: no f32 copy of them).\n"
+               "lowparams (the optimizer writes the weights' 16-bit copies in its update), lowloss (the loss\n"
+               "reads the 16-bit logits: no f32 copy of them) and lowsave (the backward keeps the MLP's\n"
+               "pre-activation in 16 bits, as PyTorch's autocast does).\n"
                "--tokens draws the batches' ids uniformly (the default), all the same id, or by Zipf's law\n"
                "(log-uniform ranks: a few ids take most positions, as words in text); the embedding gradient's\n"
                "cost depends on it.\n"
@@ -241,11 +242,12 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     char list[256] = ""; /* the passes, flash, autocast (and the weights' copies the optimizer writes), epilogue,
                           * then remat: cse would merge its clones back */
     bool low = strcmp(o->precision, "fp32") != 0;
-    const char *parts[7] = {o->passes, o->flash ? "flash" : "", low ? "autocast:" : "", low ? "lowparams:" : "",
-                            low ? "lowloss" : "", o->epilogue ? "epilogue" : "", strcmp(o->remat, "none") ? "remat:" : ""};
-    const char *args[7] = {"", "", low ? o->precision : "", low ? o->precision : "", "", "",
+    const char *parts[8] = {o->passes, o->flash ? "flash" : "", low ? "autocast:" : "", low ? "lowparams:" : "",
+                            low ? "lowloss" : "", low ? "lowsave" : "", o->epilogue ? "epilogue" : "",
+                            strcmp(o->remat, "none") ? "remat:" : ""};
+    const char *args[8] = {"", "", low ? o->precision : "", low ? o->precision : "", "", "", "",
                            strcmp(o->remat, "none") ? o->remat : ""};
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 8; i++)
         if (parts[i][0])
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s%s", list[0] ? "," : "", parts[i], args[i]);
     tr.passes = list[0] ? list : NULL;

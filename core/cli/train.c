@@ -128,7 +128,8 @@ static bool inject_at(int64_t step) {
 }
 
 /* kn:region precision */
-/* --precision: the pass list of the programs (autocast for bf16 and fp16, then remat:P when
+/* --precision: the pass list of the programs (autocast, lowparams, lowloss and lowsave for
+ * bf16 and fp16, then remat:P when
  * remat is not NULL) into list; tf32 sets KILN_TF32 for the GPU's matmuls. bf16 and fp16
  * run on the CPU (compiled and interpreted) and, compiled, on a GPU (generated kernels and
  * cuBLAS in 16 bits); the GPU's node-by-node kernels are f32/f64, so a GPU refuses --mode
@@ -144,7 +145,7 @@ static kn_status precision_passes(const kn_train_opts *o, kn_device dev, const c
     /* the optimizer writes the weights' low copies (lowparams), but ZeRO-3's ranks hold a
      * shard of the weights, gathered bucket by bucket: there the step casts them itself */
     bool copies = low && strcmp(o->dist, "zero3") != 0;
-    if (low) snprintf(list, cap, "autocast:%s%s%s,lowloss%s%s", o->precision, copies ? ",lowparams:" : "",
+    if (low) snprintf(list, cap, "autocast:%s%s%s,lowloss,lowsave%s%s", o->precision, copies ? ",lowparams:" : "",
                       copies ? o->precision : "", remat ? "," : "", remat ? remat : "");
     else snprintf(list, cap, "%s", remat ? remat : "");
     return KN_OK;

@@ -39,6 +39,23 @@ void kn_graph_uses(const kn_graph *g, int32_t *uses) {
         if (g->outputs[i] >= 0 && g->outputs[i] < g->nnodes) uses[g->outputs[i]]++;
 }
 
+void kn_graph_forward(const kn_graph *g, bool *fwd) {
+    memset(fwd, 0, (size_t)g->nnodes * sizeof *fwd);
+    if (g->noutputs <= 0) return;
+    int32_t loss = g->outputs[0];
+    fwd[loss] = true;
+    for (int32_t i = loss; i >= 0; i--)
+        for (int k = 0; fwd[i] && k < g->nodes[i].nin; k++) fwd[g->nodes[i].in[k]] = true;
+    /* what the forward computes before the loss for the backward alone (lowsave's 16-bit
+     * copies): it runs with the forward, and remat may recompute it like the rest */
+    for (int32_t i = 0; i < loss; i++) {
+        const kn_node *n = &g->nodes[i];
+        bool all = !fwd[i] && n->nin > 0;
+        for (int k = 0; all && k < n->nin; k++) all = fwd[n->in[k]];
+        fwd[i] |= all;
+    }
+}
+
 static bool ints_equal(int na, const int64_t *a, int nb, const int64_t *b) {
     return na == nb && (na == 0 || !memcmp(a, b, (size_t)na * sizeof *a));
 }

@@ -34,6 +34,9 @@ static const kn_pass kn_pass_table[] = {
      true},
     {"lowloss", kn_pass_lowloss, "after autocast: the loss reads the 16-bit logits and its backward writes the 16-bit "
      "gradient (no f32 copy of the logits; the same values, bit for bit on the CPU)", NULL, true},
+    {"lowsave", kn_pass_lowsave, "after autocast and lowloss, before remat: an f32 value made from a 16-bit one "
+     "that the backward reads only pointwise (the MLP's pre-activation, for gelu_bwd) is kept for the backward as a "
+     "16-bit copy (as PyTorch's autocast saves it; changes the gradients' rounding)", NULL, true},
     {"flash", kn_pass_flash, "flash attention: matmul_t -> causal_softmax -> matmul and its backward become "
      "flash_attn and flash_attn_bwd, no [.., T, T] value stored (equal to rounding: not in all)", NULL, true},
     {"epilogue", kn_pass_epilogue, "matmul epilogues: matmul + bias [+ gelu], matmul + gelu_bwd, and a weight's "

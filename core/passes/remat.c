@@ -122,10 +122,7 @@ static kn_status plan_init(remat_plan *p, const kn_graph *g) {
         return kn_error(KN_ERR_OOM, "remat: out of memory for %d nodes", g->nnodes);
     }
     for (int i = 0; i < g->nnodes; i++) p->clone[i] = -1;
-    /* the forward: what the first output (the loss) depends on */
-    if (g->noutputs > 0) p->fwd[g->outputs[0]] = true;
-    for (int i = g->nnodes - 1; i >= 0; i--)
-        for (int k = 0; p->fwd[i] && k < g->nodes[i].nin; k++) p->fwd[g->nodes[i].in[k]] = true;
+    kn_graph_forward(g, p->fwd); /* what the loss depends on (kiln/passes.h) */
     for (int i = 0; i < g->nnodes; i++)
         for (int k = 0; !p->fwd[i] && k < g->nodes[i].nin; k++) {
             int32_t v = g->nodes[i].in[k];

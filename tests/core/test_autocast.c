@@ -32,18 +32,10 @@ static kn_graph *gpt_joint(void) {
     return g;
 }
 
-static kn_graph *autocast_of(const kn_graph *g, const char *list, kn_pass_report *rep) {
-    kn_graph *c;
-    KN_ASSERT_OK(kn_graph_copy(&c, g));
-    KN_ASSERT_OK(kn_passes_run(c, list, rep));
-    KN_ASSERT_OK(kn_graph_verify(c));
-    return c;
-}
-
 KN_TEST(autocast, the_policy_on_the_gpt_joint_graph) {
     kn_graph *g = gpt_joint();
     kn_pass_report rep;
-    kn_graph *a = autocast_of(g, "autocast:bf16", &rep);
+    kn_graph *a = graph_after_passes(g, "autocast:bf16", &rep);
     int matmuls = 0, first_compute = -1;
     for (int i = 0; i < a->nnodes; i++) {
         const kn_node *n = &a->nodes[i];
@@ -80,7 +72,7 @@ KN_TEST(autocast, the_policy_on_the_gpt_joint_graph) {
 
 KN_TEST(autocast, casts_fuse_into_the_kernels_around_them) {
     kn_graph *g = gpt_joint();
-    kn_graph *a = autocast_of(g, "autocast:bf16", NULL);
+    kn_graph *a = graph_after_passes(g, "autocast:bf16", NULL);
     KN_ASSERT_OK(kn_pass_decompose(a, NULL));
     kn_schedule *s = NULL;
     KN_ASSERT_OK(kn_schedule_build(a, &s));
@@ -109,31 +101,6 @@ KN_TEST(autocast, casts_fuse_into_the_kernels_around_them) {
     kn_graph_free(g);
 }
 
-/* max |a - b| / max |b| per output of the two graphs on the same random inputs; the worst. */
-static double normwise(const kn_graph *a, const kn_graph *b, uint64_t seed) {
-    kn_interp *ia, *ib;
-    KN_ASSERT_OK(kn_interp_new(&ia, a));
-    KN_ASSERT_OK(kn_interp_new(&ib, b));
-    bind_same_random(a, (kn_interp *const[]){ia, ib}, 2, seed, 0.2); /* weights in [-0.2, 0.2]: tame logits */
-    KN_ASSERT_OK(kn_interp_run(ia));
-    KN_ASSERT_OK(kn_interp_run(ib));
-    double worst = 0;
-    for (int i = 0; i < a->noutputs; i++) {
-        const kn_tensor *x = kn_interp_output(ia, i), *y = kn_interp_output(ib, i);
-        int64_t n = kn_tensor_numel(y);
-        double *px = malloc((size_t)n * sizeof *px), *py = malloc((size_t)n * sizeof *py), d = 0, m = 0;
-        KN_ASSERT_OK(kn_tensor_to_f64(x, px));
-        KN_ASSERT_OK(kn_tensor_to_f64(y, py));
-        for (int64_t e = 0; e < n; e++) { d = fmax(d, fabs(px[e] - py[e])); m = fmax(m, fabs(py[e])); }
-        if (m > 0) worst = fmax(worst, d / m);
-        free(px);
-        free(py);
-    }
-    kn_interp_free(ia);
-    kn_interp_free(ib);
-    return worst;
-}
-
 /* The loss and every gradient of one step, bf16 and fp16 against f32: within 16 unit
  * roundoffs of the largest entry (bf16 0.0625, fp16 0.0078: a value rounds at every
  * stored node of a 2-layer forward and backward). Not equal either: the pass did change
@@ -143,8 +110,8 @@ KN_TEST(autocast, low_precision_steps_follow_f32_within_a_tolerance_per_dtype) {
     const char *lists[2] = {"autocast:bf16", "autocast:fp16"};
     const kn_dtype dts[2] = {KN_DT_BF16, KN_DT_F16};
     for (int k = 0; k < 2; k++) {
-        kn_graph *a = autocast_of(g, lists[k], NULL);
-        double err = normwise(a, g, 3), tol = lowp_codegen_tolerance(dts[k]);
+        kn_graph *a = graph_after_passes(g, lists[k], NULL);
+        double err = outputs_normwise(a, g, 3, NULL), tol = lowp_codegen_tolerance(dts[k]);
         cr_assert(err <= tol, "%s: %.3g from f32 (tolerance %.3g)", lists[k], err, tol);
         cr_assert(err > 0, "%s: bitwise f32: the pass changed nothing", lists[k]);
         kn_graph_free(a);
@@ -195,7 +162,7 @@ KN_TEST(autocast, the_compiled_low_precision_step_on_a_gpu, .timeout = 120) {
 
 /* The flash ops' dtypes after list on g; asserts there are some. */
 static kn_dtype flash_dtype(const kn_graph *g, const char *list) {
-    kn_graph *a = autocast_of(g, list, NULL);
+    kn_graph *a = graph_after_passes(g, list, NULL);
     int nflash = 0;
     kn_dtype dt = KN_DT_F64;
     for (int i = 0; i < a->nnodes; i++) {
@@ -217,8 +184,8 @@ KN_TEST(autocast, flash_attention_goes_bf16_at_the_tensor_core_head_dims, .timeo
     cr_assert_eq(flash_dtype(g, "flash,autocast:bf16"), KN_DT_BF16);
     cr_assert_eq(flash_dtype(g, "flash,autocast:fp16"), KN_DT_F32, "no f16 flash kernels on the GPU");
     cr_assert_eq(flash_dtype(g8, "flash,autocast:bf16"), KN_DT_F32, "no bf16 flash kernel at D 8 on the GPU");
-    kn_graph *f = autocast_of(g, "flash", NULL), *a = autocast_of(g, "flash,autocast:bf16", NULL);
-    double err = normwise(a, f, 3), tol = lowp_codegen_tolerance(KN_DT_BF16);
+    kn_graph *f = graph_after_passes(g, "flash", NULL), *a = graph_after_passes(g, "flash,autocast:bf16", NULL);
+    double err = outputs_normwise(a, f, 3, NULL), tol = lowp_codegen_tolerance(KN_DT_BF16);
     cr_assert(err <= tol && err > 0, "flash in bf16: %.3g from flash in f32 (tolerance %.3g)", err, tol);
     char tmpl[] = "/tmp/kiln-acf-XXXXXX";
     cr_assert_not_null(mkdtemp(tmpl));

@@ -153,19 +153,11 @@ static int count_ops(const kn_graph *g, kn_op op) {
     return c;
 }
 
-static kn_graph *fused(const kn_graph *g, const char *passes, kn_pass_report *rep) {
-    kn_graph *c;
-    KN_ASSERT_OK(kn_graph_copy(&c, g));
-    KN_ASSERT_OK(kn_passes_run(c, passes, rep));
-    KN_ASSERT_OK(kn_graph_verify(c));
-    return c;
-}
-
 KN_TEST(epilogue, pass_on_the_gpt_step_keeps_every_output_bit_for_bit, .timeout = 120) {
     kn_graph *g;
     KN_ASSERT_OK(kn_gpt_graph(&cfg, GB, GT, true, &g));
     kn_pass_report rep;
-    kn_graph *c = fused(g, "epilogue", &rep);
+    kn_graph *c = graph_after_passes(g, "epilogue", &rep);
     /* per layer: q, k, v, the attention projection and the MLP's second linear get a bias;
      * the MLP's first its bias and gelu; its backward one dgelu; six weight gradients their
      * bias's gradient */
@@ -281,7 +273,7 @@ static void check_delta(const kn_graph *g, const kn_graph *c, double lo, double 
 static kn_graph *parse_fused(const char *txt, kn_graph **g) {
     kn_pass_report rep;
     KN_ASSERT_OK(kn_graph_parse(txt, strlen(txt), g));
-    return fused(*g, "epilogue", &rep);
+    return graph_after_passes(*g, "epilogue", &rep);
 }
 
 KN_TEST(epilogue, pass_edge_cases) {
@@ -306,7 +298,7 @@ KN_TEST(epilogue, pass_edge_cases) {
     check_delta(g, c, 0, 0);
     kn_graph_free(c);
     /* "all" does not run it */
-    c = fused(g, "all", &rep);
+    c = graph_after_passes(g, "all", &rep);
     cr_assert_eq(count_ops(c, KN_OP_MATMUL_BIAS_GELU), 0);
     kn_graph_free(c);
     kn_graph_free(g);

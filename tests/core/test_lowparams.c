@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph_test_util.h"
 #include "kn_test.h"
 #include "kiln/data.h"
 #include "kiln/device.h"
@@ -82,14 +83,6 @@ KN_TEST(lowparams, the_fused_update_is_the_update_then_a_cast) {
 
 static const kn_gpt_config cfg = {.vocab = 17, .context = 8, .layers = 2, .width = 16, .heads = 2};
 
-static kn_graph *passed(const kn_graph *g, const char *list, kn_pass_report *rep) {
-    kn_graph *c;
-    KN_ASSERT_OK(kn_graph_copy(&c, g));
-    KN_ASSERT_OK(kn_passes_run(c, list, rep));
-    KN_ASSERT_OK(kn_graph_verify(c));
-    return c;
-}
-
 static bool of_a_param(const kn_graph *g, int32_t v) {
     while (kn_op_get(g->nodes[v].op)->category == KN_CAT_VIEW) v = g->nodes[v].in[0];
     return g->nodes[v].op == KN_OP_PARAM;
@@ -102,7 +95,7 @@ KN_TEST(lowparams, the_weight_casts_become_params_and_nothing_else_changes) {
                                {"autocast:fp16", "autocast:fp16,lowparams:fp16"}};
     for (int k = 0; k < 2; k++) {
         kn_pass_report rep;
-        kn_graph *a = passed(g, lists[k][0], NULL), *b = passed(g, lists[k][1], &rep);
+        kn_graph *a = graph_after_passes(g, lists[k][0], NULL), *b = graph_after_passes(g, lists[k][1], &rep);
         int low_params = 0, weight_casts = 0;
         for (int32_t i = 0; i < b->nnodes; i++) {
             const kn_node *n = &b->nodes[i];
@@ -133,7 +126,7 @@ KN_TEST(lowparams, lowloss_reads_the_low_logits_exactly) {
     const char *lists[2][2] = {{"autocast:bf16", "autocast:bf16,lowloss"}, {"autocast:fp16", "autocast:fp16,lowloss"}};
     const kn_dtype dts[2] = {KN_DT_BF16, KN_DT_F16};
     for (int k = 0; k < 2; k++) {
-        kn_graph *a = passed(g, lists[k][0], NULL), *b = passed(g, lists[k][1], NULL);
+        kn_graph *a = graph_after_passes(g, lists[k][0], NULL), *b = graph_after_passes(g, lists[k][1], NULL);
         int32_t ce = -1, bwd = -1;
         for (int32_t i = 0; i < b->nnodes; i++) {
             if (b->nodes[i].op == KN_OP_CROSS_ENTROPY) ce = i;

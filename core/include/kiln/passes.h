@@ -162,7 +162,8 @@ kn_status kn_dp_overlap_room(const kn_graph *g, kn_overlap_room *out);
  * (core/passes/remat.c, core/passes/mincut.c, core/passes/live.c)
  *
  * Rematerialization on the joint forward+backward graph (kiln/autograd.h). The forward is
- * what the first output (the loss) depends on; everything else is the backward. The
+ * what the first output (the loss) depends on (and what is computed before the loss from
+ * those values alone: kn_graph_forward); everything else is the backward. The
  * backward reads forward values (the activations), which therefore stay alive from the
  * forward to their use in the backward: that is what fills a training step's memory. A
  * policy picks the forward values to keep; every other forward value the backward reads
@@ -283,6 +284,15 @@ kn_status kn_lowparams_check_arg(const char *arg);
  * sums a row in another order), without the two f32 copies of the logits (GPT-2 at B = 8,
  * T = 1024: 1.6 GB each). Stats: "loss", "loss_bwd". */
 kn_status kn_pass_lowloss(kn_graph *g, kn_pass_stats *st);
+/* lowsave (core/passes/lowsave.c), after autocast and lowloss, before epilogue and remat:
+ * a forward value that is f32, made by an elementwise op reading a 16-bit value cast up,
+ * not an output, and read by the backward only through elementwise ops other than eq
+ * (the GPT's MLP pre-activation, read by gelu_bwd) gets its copy in that 16-bit dtype
+ * cast right after it; each backward reader reads that copy cast up right before it,
+ * while the forward's readers keep the f32 value. The forward and the loss are unchanged
+ * bit for bit; the backward sees v rounded once more, as PyTorch's autocast saves it.
+ * Nothing changes in a graph without 16-bit values. Stats: "saved" (values), "casts". */
+kn_status kn_pass_lowsave(kn_graph *g, kn_pass_stats *st);
 /* "NAME@bf16" / "NAME@f16" into out (KN_NAME_MAX bytes); KN_ERR_ARG when too long. */
 kn_status kn_lowparam_name(const char *name, kn_dtype low, char *out);
 
@@ -298,6 +308,11 @@ kn_status kn_lowparam_name(const char *name, kn_dtype low, char *out);
 kn_status kn_graph_compact(kn_graph *g, const int32_t *repl, const bool *keep);
 /* uses[i] = how many operand slots and outputs refer to value i (an array of g->nnodes). */
 void kn_graph_uses(const kn_graph *g, int32_t *uses);
+/* fwd[i] (an array of g->nnodes) = node i is in the forward of a joint graph: what the
+ * first output (the loss) depends on, and the nodes before the loss computed from those
+ * values alone (a value the forward makes only for the backward, as lowsave's copies).
+ * The rest is the backward. No outputs: nothing is forward. */
+void kn_graph_forward(const kn_graph *g, bool *fwd);
 /* Rebuilding g into a new graph out (passes that replace groups of nodes: flash, epilogue).
  * kn_graph_rebuild_start makes out and map (old id -> out's id, g->nnodes entries; the
  * error names pass); kn_graph_emit appends a node of op on out's values in[], its type
