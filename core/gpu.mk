@@ -37,6 +37,7 @@ gpu-check:
 # make bench-gpu [BENCH_FLAGS="--layers 2 --steps 5"]: the full table on the lent GPU, in one
 # call (plots/bench.sh): kiln node by node (TF32), kiln compiled in fp32, TF32 and bf16,
 # kiln's best configuration (compiled, flash attention, one CUDA graph) in TF32 and bf16,
+# the same with --remat selective in bf16 ("lean": the memory-saving row),
 # PyTorch eager (SDPA) in TF32 and bf16, and torch.compile bf16, each row with its tokens/s,
 # peak memory and compile seconds, then the ratio of every kiln row to every PyTorch row.
 # Default shape: GPT-2 124M, batch 8. BENCH_RUNS picks other rows (plots/bench.sh says how);
@@ -44,7 +45,7 @@ gpu-check:
 # first unless GPU_CHECK_BUILD=0; logs go where gpu-check's go.
 BENCH_FLAGS ?=
 BENCH_FULL := kiln/interp/tf32 kiln/compiled/fp32 kiln/compiled/tf32 kiln/best/tf32 kiln/compiled/bf16 \
-              kiln/best/bf16 torch/sdpa/tf32 torch/sdpa/bf16 torch/compile/bf16
+              kiln/lean/bf16 kiln/best/bf16 torch/sdpa/tf32 torch/sdpa/bf16 torch/compile/bf16
 BENCH_RUNS ?= $(if $(KILN_MODES)$(TORCH_RUNS),,$(BENCH_FULL))
 .PHONY: bench-gpu
 bench-gpu: $(if $(filter 1,$(GPU_CHECK_BUILD)),$(KILN))

@@ -15,7 +15,8 @@
 # program and the compiled one (generated CUDA through NVRTC), both beside PyTorch; "graph"
 # is the compiled one replayed as a CUDA graph (--mode compiled --cuda-graph); "best" is
 # kiln's fastest configuration, the graph with flash attention (--mode compiled --cuda-graph
-# --flash). The ratios are those of the last mode listed.
+# --flash); "lean" is best with --remat selective (norms and elementwise ops recomputed in the
+# backward: less memory for a little time). The ratios are those of the last mode listed.
 # TORCH_RUNS (default "sdpa manual") lists the PyTorch runs: eager with SDPA, eager with
 # attention spelled out, and "compile" (torch.compile, SDPA). --precision bf16 or fp16 runs
 # kiln's autocast pass and torch.autocast.
@@ -23,7 +24,7 @@
 # mode as above) or torch (HOW a PyTorch run as above) and PRECISION fp32, tf32, bf16, fp16 or
 # "-" (as FLAGS say), run in that order; e.g. `make bench-gpu`'s full table is
 #   kiln/interp/tf32 kiln/compiled/fp32 kiln/compiled/tf32 kiln/best/tf32 kiln/compiled/bf16
-#   kiln/best/bf16 torch/sdpa/tf32 torch/sdpa/bf16 torch/compile/bf16
+#   kiln/lean/bf16 kiln/best/bf16 torch/sdpa/tf32 torch/sdpa/bf16 torch/compile/bf16
 # and the table then ends with the ratio of every kiln row to every PyTorch row.
 # The table and the ratios are also written to $LOGS/bench_summary.json.
 set -u
@@ -60,6 +61,7 @@ for spec in $BENCH_RUNS; do
             flags="--mode $how"
             [ "$how" = graph ] && flags="--mode compiled --cuda-graph"
             [ "$how" = best ] && flags="--mode compiled --cuda-graph --flash"
+            [ "$how" = lean ] && flags="--mode compiled --cuda-graph --flash --remat selective"
             echo "== kiln bench $flags $pflags $*"
             # shellcheck disable=SC2086
             timeout "${BENCH_TIMEOUT:-0}" "$KILN" bench $flags $pflags "$@" 2>&1 | tee "$log" ;;
@@ -96,29 +98,31 @@ def label(r):
         prec = "tf32" if r.get("tf32") else "fp32"
     if r["impl"] == "kiln":
         flash = r.get("flash") or "flash" in r.get("passes", "").split(",")
-        return "kiln-" + r["mode"] + ("+graph" if r.get("cuda_graph") else "") + ("+flash" if flash else "") + " " + prec
+        remat = r.get("remat", "none")
+        return ("kiln-" + r["mode"] + ("+graph" if r.get("cuda_graph") else "") + ("+flash" if flash else "") +
+                ("" if remat == "none" else "+remat:" + remat) + " " + prec)
     return r["impl"].replace("-" + prec, "") + " " + prec
 kilns = [(n, r) for s, n, r in rows if s == "kiln" and r]
 torches = [(n, r) for s, n, r in rows if s == "torch" and r]
 kiln = kilns[-1][1] if kilns else None  # the last kiln run listed (compiled by default)
 print()
-print("%-26s %10s %12s %9s %9s %11s %10s %9s" % ("impl", "step ms", "tokens/s", "fwd ms", "optim ms", "peak MiB",
+print("%-44s %10s %12s %9s %9s %11s %10s %9s" % ("impl", "step ms", "tokens/s", "fwd ms", "optim ms", "peak MiB",
       "compile s", "kiln/x"))
 for side, name, r in rows:
     if not r:
-        print("%-26s %s" % (name, "FAILED (no result line; see its log)"))
+        print("%-44s %s" % (name, "FAILED (no result line; see its log)"))
         continue
     ratio = "%.3f" % (kiln["tokens_per_s"] / r["tokens_per_s"]) if kiln else "-"
     comp = "%.2f" % (r["compile_ms"] / 1e3) if "compile_ms" in r else "-"
-    print("%-26s %10.2f %12.0f %9.2f %9.2f %11.0f %10s %9s" % (label(r), r["step_ms_median"], r["tokens_per_s"],
+    print("%-44s %10.2f %12.0f %9.2f %9.2f %11.0f %10s %9s" % (label(r), r["step_ms_median"], r["tokens_per_s"],
           r["fwd_ms"], r["optim_ms"], r["peak_mem_mib"], comp, ratio))
 print("kiln/x: the tokens/s of kiln's last run (%s) over each row's" % (label(kiln) if kiln else "-"))
 if len(kilns) > 1 and torches:
     print()
     print("tokens/s ratios, kiln (rows) over PyTorch (columns), from this one run:")
-    print("%-26s" % "" + "".join(" %14s" % label(r)[-14:] for n, r in torches))
+    print("%-44s" % "" + "".join(" %14s" % label(r)[-14:] for n, r in torches))
     for n, k in kilns:
-        print("%-26s" % label(k) + "".join(" %14.3f" % (k["tokens_per_s"] / r["tokens_per_s"]) for m, r in torches))
+        print("%-44s" % label(k) + "".join(" %14.3f" % (k["tokens_per_s"] / r["tokens_per_s"]) for m, r in torches))
 if kiln:
     print("shape: vocab %d, context %d, %d layers, width %d, %d heads, batch %d (%d parameters); device %s" %
           (kiln["vocab"], kiln["context"], kiln["layers"], kiln["width"], kiln["heads"], kiln["batch"],
