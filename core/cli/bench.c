@@ -339,7 +339,7 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
         if (st == KN_OK) st = kn_stopwatch_stop(&w, &m);
         if (st == KN_OK && o->profile_out[0] && !(tsv = fopen(o->profile_out, "w")))
             st = kn_error(KN_ERR_IO, "--profile-out %s: %s", o->profile_out, strerror(errno));
-        if (st == KN_OK) st = kn_device_profile_report(dev, stdout, tsv, m, o->profile);
+        if (st == KN_OK) st = kn_device_profile_report(dev, stdout, tsv, m, o->profile, NULL);
         if (tsv && fclose(tsv) != 0 && st == KN_OK)
             st = kn_error(KN_ERR_IO, "--profile-out %s: %s", o->profile_out, strerror(errno));
         if (st == KN_OK && tsv) printf("per-op profile written to %s\n", o->profile_out);

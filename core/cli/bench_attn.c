@@ -155,10 +155,8 @@ static kn_status bench_attn(const attn_opts *o, kn_device dev) {
         if (st == KN_OK) st = kn_stopwatch_start(&w, dev);
         if (st == KN_OK) st = kn_program_run(prog);
         if (st == KN_OK) st = kn_stopwatch_stop(&w, &t);
-        if (st == KN_OK) st = kn_device_profile_report(dev, mf, NULL, t, 6);
+        if (st == KN_OK) st = kn_device_profile_report(dev, mf, NULL, t, 6, &gpu_ms);
         if (mf) fclose(mf);
-        const char *at = rep ? strstr(rep, "groups, ") : NULL;
-        if (st == KN_OK && at) gpu_ms = atof(at + strlen("groups, "));
     }
     if (st == KN_OK) {
         char devname[32];

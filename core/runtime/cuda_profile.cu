@@ -169,13 +169,14 @@ static void write_tsv(FILE *t) {
     }
 }
 
-extern "C" kn_status kn_cuda_profile_report(FILE *f, FILE *tsv, double step_ms, int top) {
+extern "C" kn_status kn_cuda_profile_report(FILE *f, FILE *tsv, double step_ms, int top, double *ops_ms) {
     if (!f) return kn_error(KN_ERR_ARG, "kn_cuda_profile_report: NULL file");
     if (!prof.on) return kn_error(KN_ERR_ARG, "kn_cuda_profile_report: no profile was started");
     prof.on = false;
     qsort(prof.rows, (size_t)prof.n, sizeof prof.rows[0], by_ms);
     double total = 0;
     for (int i = 0; i < prof.n; i++) total += prof.rows[i].ms;
+    if (ops_ms) *ops_ms = total;
     if (tsv) write_tsv(tsv);
     fprintf(f, "per-op GPU time (%d groups, %.2f ms in ops%s); measured copy bandwidth %.0f GB/s:\n", prof.n, total,
             prof.n == KNC_PROF_MAX ? "; the table filled up, later groups are missing" : "", prof.copy_gbs);

@@ -375,8 +375,8 @@ kn_status kn_device_profile_start(kn_device dev) {
     return be->profile_start(be->ctx, dev.index);
 }
 
-kn_status kn_device_profile_report(kn_device dev, FILE *f, FILE *tsv, double step_ms, int top) {
+kn_status kn_device_profile_report(kn_device dev, FILE *f, FILE *tsv, double step_ms, int top, double *ops_ms) {
     KN_TRY(kn_device_check("kn_device_profile_report", dev));
     const kn_device_backend *be = kn_device_table[dev.type];
-    return be->profile_report(be->ctx, f, tsv, step_ms, top);
+    return be->profile_report(be->ctx, f, tsv, step_ms, top, ops_ms);
 }

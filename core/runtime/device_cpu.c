@@ -169,8 +169,8 @@ static kn_status cpu_profile_start(void *ctx, int index) {
     return kn_error(KN_ERR_UNSUPPORTED, "the cpu backend has no per-op profile (it is a GPU tool)");
 }
 
-static kn_status cpu_profile_report(void *ctx, FILE *f, FILE *tsv, double step_ms, int top) {
-    (void)ctx; (void)f; (void)tsv; (void)step_ms; (void)top;
+static kn_status cpu_profile_report(void *ctx, FILE *f, FILE *tsv, double step_ms, int top, double *ops_ms) {
+    (void)ctx; (void)f; (void)tsv; (void)step_ms; (void)top; (void)ops_ms;
     return kn_error(KN_ERR_UNSUPPORTED, "the cpu backend has no per-op profile (it is a GPU tool)");
 }
 

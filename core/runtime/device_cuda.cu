@@ -359,8 +359,8 @@ static kn_status cuda_clip(void *, int index, float *grad, int64_t n, double max
 }
 static kn_status cuda_scale(void *, int index, float *x, int64_t n, double s) { return kn_cuda_scale(index, x, n, s); }
 static kn_status cuda_profile_start(void *, int index) { return kn_cuda_profile_start(index); }
-static kn_status cuda_profile_report(void *, FILE *f, FILE *tsv, double step_ms, int top) {
-    return kn_cuda_profile_report(f, tsv, step_ms, top);
+static kn_status cuda_profile_report(void *, FILE *f, FILE *tsv, double step_ms, int top, double *ops_ms) {
+    return kn_cuda_profile_report(f, tsv, step_ms, top, ops_ms);
 }
 
 extern "C" const kn_device_backend kn_device_cuda_backend = {

@@ -167,7 +167,7 @@ KN_TEST(cuda_runtime, per_op_profile_lists_the_ops_it_timed) {
     KN_ASSERT_ERR(kn_device_profile_start((kn_device){KN_DEVICE_CUDA, -1}), KN_ERR_ARG);
     if (kn_device_count(KN_DEVICE_CUDA) == 0) KN_ASSERT_ERR(kn_device_profile_start(CUDA0), KN_ERR_DEVICE);
     SKIP_WITHOUT_GPU();
-    KN_ASSERT_ERR(kn_device_profile_report(CUDA0, stdout, NULL, 0, 0), KN_ERR_ARG); /* not started */
+    KN_ASSERT_ERR(kn_device_profile_report(CUDA0, stdout, NULL, 0, 0, NULL), KN_ERR_ARG); /* not started */
     irt_model m;
     irt_model_init(&m, KN_DT_F32, 5);
     kn_graph *g = model_graph(&m, 0.0);
@@ -180,7 +180,9 @@ KN_TEST(cuda_runtime, per_op_profile_lists_the_ops_it_timed) {
     size_t len = 0, tlen = 0;
     FILE *f = open_memstream(&text, &len), *t = open_memstream(&tsv, &tlen);
     cr_assert(f && t);
-    KN_ASSERT_OK(kn_device_profile_report(CUDA0, f, t, 1000.0, 5));
+    double ops_ms = -1;
+    KN_ASSERT_OK(kn_device_profile_report(CUDA0, f, t, 1000.0, 5, &ops_ms));
+    cr_assert(ops_ms > 0, "the ops' GPU time comes back: %g ms", ops_ms);
     fclose(f);
     fclose(t);
     /* the TSV: a comment with the bandwidth, a header, then 9 fields per group */
@@ -207,7 +209,7 @@ KN_TEST(cuda_runtime, per_op_profile_lists_the_ops_it_timed) {
     cr_assert_not_null(strstr(text, "smaller groups"), "top 5 of more groups: %s", text);
     cr_assert_not_null(strstr(text, "outside ops: "), "%s", text);
     free(text);
-    KN_ASSERT_ERR(kn_device_profile_report(CUDA0, stdout, NULL, 0, 0), KN_ERR_ARG); /* ended */
+    KN_ASSERT_ERR(kn_device_profile_report(CUDA0, stdout, NULL, 0, 0, NULL), KN_ERR_ARG); /* ended */
     kn_interp_free(it);
     kn_graph_free(g);
     irt_model_free(&m);

@@ -136,7 +136,7 @@ kn_status kn_cuda_scale(int device, float *x, int64_t n, double s);
  * optimizer, host waits). When tsv is not NULL it also gets one tab-separated line per
  * group (plots/profile.sh plots them). It ends the profile. */
 kn_status kn_cuda_profile_start(int device);
-kn_status kn_cuda_profile_report(FILE *f, FILE *tsv, double step_ms, int top);
+kn_status kn_cuda_profile_report(FILE *f, FILE *tsv, double step_ms, int top, double *ops_ms);
 /* The GPU ceilings for `kiln roofline` (cuda_roofline.cu): device-to-device copy bandwidth
  * (GB/s, read + write) and cuBLAS 4096^3 matmul peaks (TFLOP/s) in fp32 with TF32 off and
  * in bf16 with fp32 accumulation. KN_ERR_DEVICE at once without that device. */

@@ -82,7 +82,7 @@ typedef struct kn_device_backend {
                             double lr, kn_dtype low_dt, void *low);
     kn_status (*clip_grad_norm)(void *ctx, int index, float *grad, int64_t n, double max_norm, double *norm);
     kn_status (*profile_start)(void *ctx, int index);
-    kn_status (*profile_report)(void *ctx, FILE *f, FILE *tsv, double step_ms, int top);
+    kn_status (*profile_report)(void *ctx, FILE *f, FILE *tsv, double step_ms, int top, double *ops_ms);
     /* scale: x[i] = (float)((double)x[i] * s) over n floats in this device's memory (the
      * data-parallel average of summed gradients; the same bits on every backend). */
     kn_status (*scale)(void *ctx, int index, float *x, int64_t n, double s);
@@ -151,9 +151,10 @@ kn_status kn_device_scale(kn_device dev, float *x, int64_t n, double s);
  * for the norm. */
 kn_status kn_device_clip_grad_norm(kn_device dev, float *grad, int64_t n, double max_norm, double *norm);
 /* The per-op profile of the backend of dev (kiln bench --profile): start, then report
- * prints it and ends it. KN_ERR_UNSUPPORTED on a backend without one (the CPU). */
+ * prints it and ends it; *ops_ms (may be NULL) receives the ops' total GPU time in ms.
+ * KN_ERR_UNSUPPORTED on a backend without one (the CPU). */
 kn_status kn_device_profile_start(kn_device dev);
-kn_status kn_device_profile_report(kn_device dev, FILE *f, FILE *tsv, double step_ms, int top);
+kn_status kn_device_profile_report(kn_device dev, FILE *f, FILE *tsv, double step_ms, int top, double *ops_ms);
 
 /* ---------------------------------------------------------------- streams and events
  *
