@@ -206,7 +206,7 @@ extern "C" kn_status kn_cuda_profile_report(FILE *f, FILE *tsv, double step_ms, 
     fprintf(f, "per op:\n");
     for (int i = 0; i < no; i++) print_row(f, &ops[i], total);
     if (step_ms > 0)
-        fprintf(f, "outside ops: %.2f ms of the %.2f ms profiled step (gradient copies, clip, optimizer, host waits)\n",
+        fprintf(f, "outside ops: %.2f ms of the %.2f ms profiled step (generated kernels, clip, optimizer, host waits)\n",
                 step_ms - total, step_ms);
     return KN_OK;
 }
