@@ -311,15 +311,7 @@ KN_TEST(hfuse, compiled_step_equals_the_interpreter, .timeout = 240) {
 
 /* Three AdamW steps: node by node and compiled, within rounding of the unfused run. */
 KN_TEST(hfuse, trainer_steps_follow_the_unfused_run, .timeout = 120) {
-    for (int compiled = 0; compiled < 2; compiled++) {
-        float *p0, *p1;
-        double l0[3], l1[3];
-        size_t n = kn_test_train3_both(&cfg, GB, GT, NULL, "hfuse", compiled, l0, l1, &p0, &p1);
-        for (int s = 0; s < 3; s++) KN_ASSERT_CLOSE(l1[s], l0[s], 0, 1e-6);
-        for (size_t i = 0; i < n; i++) KN_ASSERT_CLOSE(p1[i], p0[i], 1e-5, 0);
-        free(p0);
-        free(p1);
-    }
+    kn_test_train3_follows(&cfg, GB, GT, "hfuse", 1e-6, 1e-5);
 }
 
 /* The k-th allocation of the pass fails: KN_ERR_OOM, the graph untouched, nothing leaked. */
@@ -327,31 +319,9 @@ KN_TEST(hfuse, allocation_failures_leave_the_graph_as_it_was) {
     const kn_gpt_config one = {.vocab = 11, .context = 8, .layers = 1, .width = 16, .heads = 2};
     kn_graph *g;
     KN_ASSERT_OK(kn_gpt_graph(&one, 2, 8, true, &g));
-    char *before = NULL;
-    KN_ASSERT_OK(kn_graph_to_string(g, &before));
-    for (long k = 0;; k++) {
-        kn_graph *c;
-        KN_ASSERT_OK(kn_graph_copy(&c, g));
-        long live = kn_alloc_live();
-        kn_pass_stats st;
-        memset(&st, 0, sizeof st);
-        kn_alloc_fail_after(k);
-        kn_status s = kn_pass_hfuse(c, &st);
-        kn_alloc_fail_after(-1);
-        if (s == KN_OK) {
-            cr_assert(k > 0 && count_ops(c, KN_OP_CONCAT) == 4);
-            kn_graph_free(c);
-            break;
-        }
-        cr_assert_eq(s, KN_ERR_OOM, "allocation %ld: %s", k, kn_last_error());
-        cr_assert_eq(kn_alloc_live(), live, "allocation %ld: a leak", k);
-        char *after = NULL;
-        KN_ASSERT_OK(kn_graph_to_string(c, &after));
-        cr_assert_str_eq(after, before, "allocation %ld: the graph changed", k);
-        kn_free(after);
-        kn_graph_free(c);
-    }
-    kn_free(before);
+    kn_graph *c = kn_test_pass_under_allocation_failures(g, kn_pass_hfuse);
+    cr_assert_eq(count_ops(c, KN_OP_CONCAT), 4);
+    kn_graph_free(c);
     kn_graph_free(g);
 }
 
