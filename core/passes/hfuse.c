@@ -58,6 +58,9 @@ typedef struct hf_group {
     int32_t at;            /* FWD: the first product (the merged one goes there); else the sum's root */
     int32_t rest[HF_LEAVES];
     int nrest;             /* the sum's other leaves */
+    int32_t src;           /* DGRAD, WGRAD: the stacked value the g_i are heads of (stacked()); -1 */
+    int nperm;             /* its permutation that gives their concat, reshaped */
+    int64_t perm[KN_MAX_DIMS];
     int32_t z;             /* FWD: the merged product in the new graph */
 } hf_group;
 
@@ -127,7 +130,7 @@ static hf_group *new_group(hf_plan *p, hf_kind kind) {
     hf_group *t = &p->grp[p->ngrp];
     memset(t, 0, sizeof *t);
     t->kind = kind;
-    t->a = t->w = t->z = -1;
+    t->a = t->w = t->z = t->src = -1;
     t->cast = -1;
     t->mm = kn_attrs_default();
     return t;
@@ -292,6 +295,49 @@ static void collect(hf_plan *p, hf_group *t, const int32_t *leaf, int nleaf) {
     }
 }
 
+/* Whether the parts' operands g_i are the heads of one stacked value S [k, ...], each
+ * reshape(permute(reshape?(slice(S, axis 0, [i, i + 1))))) with one permutation, and the
+ * reshape makes a last axis of whole permuted axes: the flash backward's dq, dk and dv in
+ * the GPT ([3, B, H, T, D] -> [B T, H D] each). Their concat along that last axis is then
+ * one permute of S, reshaped ([3, B, H, T, D] -> [B, T, 3, H, D] -> [B T, 3 H D]): S's axis
+ * 0 goes just before the axes of the last one. That copies S once, where the chain of
+ * two-operand concats would copy the heads and then their concats again. Sets t->src and
+ * t->perm. */
+static bool stacked(const hf_plan *p, hf_group *t) {
+    const kn_graph *g = p->g;
+    const kn_node *pm0 = NULL;
+    const kn_type *v = &g->nodes[t->opnd[0]].type;
+    for (int i = 0; i < t->k; i++) {
+        const kn_node *r = &g->nodes[t->opnd[i]];
+        if (r->op != KN_OP_RESHAPE || !kn_type_equal(&r->type, v)) return false;
+        const kn_node *pm = &g->nodes[r->in[0]], *s = &g->nodes[pm->in[0]];
+        if (pm->op != KN_OP_PERMUTE) return false;
+        if (s->op == KN_OP_RESHAPE) s = &g->nodes[s->in[0]];
+        if (s->op != KN_OP_SLICE || s->attrs.axis != 0 || s->attrs.step != 1) return false;
+        const kn_type *st = &g->nodes[s->in[0]].type;
+        int64_t first, len;
+        kn_ir_slice_range(st->shape[0], s->attrs.start, s->attrs.stop, 1, &first, &len);
+        if (first != i || len != 1 || st->shape[0] != t->k) return false;
+        if (i == 0) t->src = s->in[0], pm0 = pm;
+        else if (s->in[0] != t->src || !kn_attrs_equal(KN_OP_PERMUTE, &pm->attrs, &pm0->attrs)) return false;
+    }
+    const kn_type *st = &g->nodes[t->src].type, *pin = &g->nodes[pm0->in[0]].type, *pout = &pm0->type;
+    int n = pin->ndim, r = n;
+    bool ok = n == st->ndim - 1;
+    for (int d = 0; ok && d < n; d++) ok = pin->shape[d] == st->shape[d + 1]; /* the reshape dropped S's axis 0 */
+    int64_t last = v->shape[v->ndim - 1], prod = 1;
+    while (ok && r > 0 && prod < last) prod *= pout->shape[--r];
+    if (!ok || prod != last || r == n) return t->src = -1, false;
+    t->nperm = 0;
+    for (int d = 0; d <= n; d++) {
+        if (d == r) t->perm[t->nperm++] = 0;
+        if (d == n) break;
+        int64_t a = pm0->attrs.perm[d];
+        t->perm[t->nperm++] = (a < 0 ? a + n : a) + 1;
+    }
+    return true;
+}
+
 static void take_parts(hf_plan *p, hf_group *t) {
     const kn_graph *g = p->g;
     for (int k = 0; k < t->k; k++) {
@@ -322,6 +368,7 @@ static void match_sums(hf_plan *p) {
             int64_t n = kinds[q] == HF_DGRAD ? g->nodes[t->w >= 0 ? t->w : 0].type.shape[1]
                                              : rt->shape[kinds[q] == HF_CAT ? t->axis : rt->ndim - 1];
             if (t->k < 2 || !tiles(t, n)) continue;
+            if (kinds[q] != HF_CAT) stacked(p, t);
             take_parts(p, t);
             drop_inner(p, i);
             member(p, i, R_ROOT);
@@ -364,6 +411,18 @@ static kn_status emit_weight(hf_plan *p, kn_graph *out, const hf_group *t, const
 static kn_status emit_concat(hf_plan *p, kn_graph *out, const hf_group *t, const int32_t *map, int axis, int32_t scope,
                              int32_t *id) {
     kn_attrs a = kn_attrs_default();
+    if (t->src >= 0) { /* one permute of the stacked value, reshaped (stacked()) */
+        const kn_type *v = &p->g->nodes[t->opnd[0]].type;
+        a.nperm = t->nperm;
+        memcpy(a.perm, t->perm, sizeof(int64_t) * (size_t)t->nperm);
+        int32_t pid, src = map[t->src];
+        KN_TRY(emit(p, out, KN_OP_PERMUTE, 1, &src, &a, scope, true, &pid));
+        kn_attrs r = kn_attrs_default();
+        r.nshape = v->ndim;
+        memcpy(r.shape, v->shape, sizeof(int64_t) * (size_t)v->ndim);
+        r.shape[axis] *= t->k;
+        return emit(p, out, KN_OP_RESHAPE, 1, &pid, &r, scope, true, id);
+    }
     a.axis = axis;
     *id = map[t->opnd[0]];
     for (int k = 1; k < t->k; k++) {
@@ -472,7 +531,8 @@ static void mark_live(hf_plan *p, bool *live) {
         if (t->a >= 0) live[t->a] = true;
         if (t->w >= 0) live[t->w] = true;
         if (r != R_ROOT) continue;
-        for (int k = 0; k < t->k; k++) live[t->opnd[k]] = true;
+        if (t->src >= 0) live[t->src] = true;
+        for (int k = 0; t->src < 0 && k < t->k; k++) live[t->opnd[k]] = true;
         for (int k = 0; k < t->nrest; k++) live[t->rest[k]] = true;
     }
 }

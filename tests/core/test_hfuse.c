@@ -147,24 +147,26 @@ KN_TEST(hfuse, concat_backward_is_two_slices) {
     kn_tensor_free(ty);
 }
 
-/* g after list, then with hfuse too: each kind of group once per layer, the loss (output
- * 0) bit for bit when bitwise_loss, every output within tol normwise. */
-static void check_step(const char *list, double tol, bool bitwise_loss) {
+/* g after list, then with hfuse too: each kind of group once per layer, `concats` concats a
+ * layer, the loss (output 0) bit for bit when bitwise_loss, every output within tol
+ * normwise. */
+static void check_step(const kn_gpt_config *m, const char *list, int concats, double tol, bool bitwise_loss) {
     kn_graph *g;
-    KN_ASSERT_OK(kn_gpt_graph(&cfg, GB, GT, true, &g));
+    KN_ASSERT_OK(kn_gpt_graph(m, GB, GT, true, &g));
     char with[256];
     snprintf(with, sizeof with, "%s%shfuse", list, list[0] ? "," : "");
     kn_pass_report ra, rb;
     kn_graph *a = graph_after_passes(g, list[0] ? list : "none", &ra), *c = graph_after_passes(g, with, &rb);
     const kn_pass_stats *st = &rb.pass[rb.npasses - 1];
     cr_assert_eq(st->nfired, 4, "%s: %d kinds of group fired", list, st->nfired);
-    for (int k = 0; k < 4; k++) cr_assert_eq(st->count[k], cfg.layers, "%s: %s fired %lld times", list, st->rule[k],
+    for (int k = 0; k < 4; k++) cr_assert_eq(st->count[k], m->layers, "%s: %s fired %lld times", list, st->rule[k],
                                              (long long)st->count[k]);
-    /* per layer: 2 concats of the q, k, v gradients, 2 of their biases' gradients; 3 products
-     * fewer in the forward, 2 in the input gradient, 2 in the weight gradient */
-    cr_assert_eq(count_ops(c, KN_OP_CONCAT), 4 * cfg.layers);
-    cr_assert_eq(count_ops(c, KN_OP_MATMUL), count_ops(a, KN_OP_MATMUL) - 6 * cfg.layers);
-    cr_assert_eq(count_ops(c, KN_OP_SLICE_GRAD), count_ops(a, KN_OP_SLICE_GRAD) - 6 * cfg.layers);
+    /* per layer: 2 concats of the q, k, v gradients (none after flash: they are one permute of
+     * flash_attn_bwd's stacked result), 2 of their biases' gradients; 3 products fewer in the
+     * forward, 2 in the input gradient, 2 in the weight gradient */
+    cr_assert_eq(count_ops(c, KN_OP_CONCAT), concats * m->layers);
+    cr_assert_eq(count_ops(c, KN_OP_MATMUL), count_ops(a, KN_OP_MATMUL) - 6 * m->layers);
+    cr_assert_eq(count_ops(c, KN_OP_SLICE_GRAD), count_ops(a, KN_OP_SLICE_GRAD) - 6 * m->layers);
     double err[64];
     cr_assert(a->noutputs <= 64);
     double worst = outputs_normwise(c, a, 5, err);
@@ -176,14 +178,37 @@ static void check_step(const char *list, double tol, bool bitwise_loss) {
     kn_graph_free(g);
 }
 
-KN_TEST(hfuse, fires_per_layer_on_the_gpt_step_f32, .timeout = 60) { check_step("", 1e-5, true); }
+KN_TEST(hfuse, fires_per_layer_on_the_gpt_step_f32, .timeout = 60) { check_step(&cfg, "", 4, 1e-5, true); }
 
 KN_TEST(hfuse, fires_per_layer_under_autocast_bf16, .timeout = 60) {
-    check_step("autocast:bf16", lowp_codegen_tolerance(KN_DT_BF16), true);
-    check_step("autocast:bf16,lowparams:bf16,lowloss,lowsave", lowp_codegen_tolerance(KN_DT_BF16), true);
+    check_step(&cfg, "autocast:bf16", 4, lowp_codegen_tolerance(KN_DT_BF16), true);
+    check_step(&cfg, "autocast:bf16,lowparams:bf16,lowloss,lowsave", 4, lowp_codegen_tolerance(KN_DT_BF16), true);
+    /* flash in bf16 needs a head dimension with a tensor-core kernel (64): then its stacked
+     * gradient is bf16 and the heads' concat one permute (at head dim 8 it stays f32, each
+     * head cast down: a chain of concats) */
+    const kn_gpt_config d64 = {.vocab = 17, .context = 24, .layers = 1, .width = 128, .heads = 2};
+    check_step(&d64, "flash,autocast:bf16,lowparams:bf16,lowloss,lowsave", 2, lowp_codegen_tolerance(KN_DT_BF16), false);
+    check_step(&cfg, "flash,autocast:bf16,lowparams:bf16,lowloss,lowsave", 4, lowp_codegen_tolerance(KN_DT_BF16), false);
 }
 
-KN_TEST(hfuse, fires_after_flash, .timeout = 60) { check_step("flash", 1e-5, false); }
+/* After flash the q, k, v gradients are heads of flash_attn_bwd's [3, B, H, T, D]: their
+ * concat is one permute of it, reshaped, shared by both gradients. */
+KN_TEST(hfuse, fires_after_flash, .timeout = 60) {
+    check_step(&cfg, "flash", 2, 1e-5, false);
+    kn_graph *g;
+    KN_ASSERT_OK(kn_gpt_graph(&cfg, GB, GT, true, &g));
+    KN_ASSERT_OK(kn_passes_run(g, "flash,hfuse", NULL));
+    int stacked = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        const kn_node *n = &g->nodes[i];
+        if (n->op != KN_OP_PERMUTE || g->nodes[n->in[0]].op != KN_OP_FLASH_ATTN_BWD) continue;
+        const int64_t want[5] = {1, 3, 0, 2, 4};
+        cr_assert(n->attrs.nperm == 5 && !memcmp(n->attrs.perm, want, sizeof want), "the permute of the heads");
+        stacked++;
+    }
+    cr_assert_eq(stacked, cfg.layers);
+    kn_graph_free(g);
+}
 
 /* txt after the pass: the groups of each kind that fired (forward, input gradient, weight
  * gradient, slice_grad sums) and the largest output difference from the graph as parsed. */
