@@ -58,7 +58,8 @@ typedef struct hf_group {
     int32_t at;            /* FWD: the first product (the merged one goes there); else the sum's root */
     int32_t rest[HF_LEAVES];
     int nrest;             /* the sum's other leaves */
-    int32_t src;           /* DGRAD, WGRAD: the stacked value the g_i are heads of (stacked()); -1 */
+    bool colsum;           /* CAT: the parts are column sums of the g_i, now in opnd (column_sums()) */
+    int32_t src;           /* the stacked value the g_i are heads of (stacked()); -1 */
     int nperm;             /* its permutation that gives their concat, reshaped */
     int64_t perm[KN_MAX_DIMS];
     int32_t z;             /* FWD: the merged product in the new graph */
@@ -338,6 +339,53 @@ static bool stacked(const hf_plan *p, hf_group *t) {
     return true;
 }
 
+/* x = reshape(sum(cast?(g), axes [0], keepdim)) [n] of a 2-D g, each node read once: g, the
+ * cast's dtype in *cast, the nodes in chain[0..*nchain). */
+static bool column_sum(const hf_plan *p, int32_t x, int32_t *g_out, int *cast, int32_t *chain, int *nchain) {
+    const kn_graph *g = p->g;
+    const kn_node *r = &g->nodes[x];
+    *nchain = 0;
+    if (r->op != KN_OP_RESHAPE || !once(p, x) || r->type.ndim != 1) return false;
+    chain[(*nchain)++] = x;
+    int32_t sv = r->in[0];
+    const kn_node *s = &g->nodes[sv];
+    if (s->op != KN_OP_SUM || !once(p, sv) || !s->attrs.keepdim || s->attrs.naxes != 1 ||
+        (s->attrs.axes[0] != 0 && s->attrs.axes[0] != -2) || s->type.ndim != 2)
+        return false;
+    chain[(*nchain)++] = sv;
+    int32_t v = s->in[0];
+    *cast = -1;
+    if (g->nodes[v].op == KN_OP_CAST) {
+        if (!once(p, v)) return false;
+        *cast = (int)g->nodes[v].type.dtype;
+        chain[(*nchain)++] = v;
+        v = g->nodes[v].in[0];
+    }
+    *g_out = v;
+    return g->nodes[v].type.ndim == 2;
+}
+
+/* A sum of slice_grads of the column sums of g_i (a bias's gradient: reshape(sum(cast?(g_i),
+ * axes [0], keepdim))) is the column sum of concat(g_i): one reduction over the concat the
+ * weight's gradients share, instead of k sums and a chain of concats. Sets t->colsum, the
+ * g_i in t->opnd, the cast in t->cast, and drops the k sums. */
+static void column_sums(hf_plan *p, hf_group *t) {
+    int32_t gi[HF_MAX], chain[HF_MAX][3];
+    int nchain[HF_MAX], cast = -1;
+    for (int k = 0; k < t->k; k++) {
+        int c;
+        if (!column_sum(p, t->opnd[k], &gi[k], &c, chain[k], &nchain[k])) return;
+        if (k && (c != cast || !kn_type_equal(&p->g->nodes[gi[k]].type, &p->g->nodes[gi[0]].type))) return;
+        cast = c;
+    }
+    t->colsum = true;
+    t->cast = cast;
+    for (int k = 0; k < t->k; k++) {
+        t->opnd[k] = gi[k];
+        for (int c = 0; c < nchain[k]; c++) member(p, chain[k][c], R_DROP);
+    }
+}
+
 static void take_parts(hf_plan *p, hf_group *t) {
     const kn_graph *g = p->g;
     for (int k = 0; k < t->k; k++) {
@@ -368,7 +416,8 @@ static void match_sums(hf_plan *p) {
             int64_t n = kinds[q] == HF_DGRAD ? g->nodes[t->w >= 0 ? t->w : 0].type.shape[1]
                                              : rt->shape[kinds[q] == HF_CAT ? t->axis : rt->ndim - 1];
             if (t->k < 2 || !tiles(t, n)) continue;
-            if (kinds[q] != HF_CAT) stacked(p, t);
+            if (kinds[q] == HF_CAT) column_sums(p, t);
+            if (kinds[q] != HF_CAT || t->colsum) stacked(p, t);
             take_parts(p, t);
             drop_inner(p, i);
             member(p, i, R_ROOT);
@@ -452,7 +501,21 @@ static kn_status emit_root(hf_plan *p, kn_graph *out, const hf_group *t, const i
             KN_TRY(emit(p, out, KN_OP_CAST, 1, in, &c, scope, false, id));
         }
     } else {
-        KN_TRY(emit_concat(p, out, t, map, t->axis, scope, id));
+        KN_TRY(emit_concat(p, out, t, map, t->colsum ? 1 : t->axis, scope, id));
+        if (t->colsum) { /* cast?, the column sum, and its [1, N] -> [N] */
+            in[0] = *id;
+            if (t->cast >= 0) {
+                kn_attrs c = kn_attrs_default();
+                c.dtype = (kn_dtype)t->cast;
+                KN_TRY(emit(p, out, KN_OP_CAST, 1, in, &c, scope, false, &in[0]));
+            }
+            kn_attrs s = kn_attrs_default();
+            s.naxes = 1, s.axes[0] = 0, s.keepdim = 1;
+            KN_TRY(emit(p, out, KN_OP_SUM, 1, in, &s, scope, false, &in[0]));
+            kn_attrs r = kn_attrs_default();
+            r.nshape = 1, r.shape[0] = out->nodes[in[0]].type.shape[1];
+            KN_TRY(emit(p, out, KN_OP_RESHAPE, 1, in, &r, scope, false, id));
+        }
     }
     for (int r = 0; r < t->nrest; r++) {
         in[0] = *id, in[1] = map[t->rest[r]];
