@@ -307,6 +307,7 @@ static void collect(hf_plan *p, hf_group *t, const int32_t *leaf, int nleaf) {
 static bool stacked(const hf_plan *p, hf_group *t) {
     const kn_graph *g = p->g;
     const kn_node *pm0 = NULL;
+    int32_t src = -1;
     const kn_type *v = &g->nodes[t->opnd[0]].type;
     for (int i = 0; i < t->k; i++) {
         const kn_node *r = &g->nodes[t->opnd[i]];
@@ -319,16 +320,17 @@ static bool stacked(const hf_plan *p, hf_group *t) {
         int64_t first, len;
         kn_ir_slice_range(st->shape[0], s->attrs.start, s->attrs.stop, 1, &first, &len);
         if (first != i || len != 1 || st->shape[0] != t->k) return false;
-        if (i == 0) t->src = s->in[0], pm0 = pm;
-        else if (s->in[0] != t->src || !kn_attrs_equal(KN_OP_PERMUTE, &pm->attrs, &pm0->attrs)) return false;
+        if (i == 0) src = s->in[0], pm0 = pm;
+        else if (s->in[0] != src || !kn_attrs_equal(KN_OP_PERMUTE, &pm->attrs, &pm0->attrs)) return false;
     }
-    const kn_type *st = &g->nodes[t->src].type, *pin = &g->nodes[pm0->in[0]].type, *pout = &pm0->type;
+    const kn_type *st = &g->nodes[src].type, *pin = &g->nodes[pm0->in[0]].type, *pout = &pm0->type;
     int n = pin->ndim, r = n;
     bool ok = n == st->ndim - 1;
     for (int d = 0; ok && d < n; d++) ok = pin->shape[d] == st->shape[d + 1]; /* the reshape dropped S's axis 0 */
     int64_t last = v->shape[v->ndim - 1], prod = 1;
     while (ok && r > 0 && prod < last) prod *= pout->shape[--r];
-    if (!ok || prod != last || r == n) return t->src = -1, false;
+    if (!ok || prod != last || r == n) return false;
+    t->src = src;
     t->nperm = 0;
     for (int d = 0; d <= n; d++) {
         if (d == r) t->perm[t->nperm++] = 0;

@@ -299,6 +299,21 @@ KN_TEST(hfuse, patterns_that_fire) {
                   "%6 = matmul %1, %5 {tb=1} : f32[4,5]\n%7 = add %3, %6 : f32[4,5]\n"
                   "%8 = matmul %0, %4 {tb=1} : f32[4,5]\n%9 = add %8, %7 : f32[4,5]\noutput %9\n",
                   0, 1, 0, 0, 1e-6);
+    /* the input gradient of heads of one stacked value S [2, 2, 3, 2]: their concat is one
+     * permute of S, reshaped (the numbers check the permutation); then the second head
+     * permuted otherwise: a concat */
+#define STACK(P1)                                                                                  \
+    "%0 = input {name=\"s\"} : f32[2,2,3,2]\n%1 = param {name=\"w\"} : f32[5,8]\n"                 \
+    "%2 = slice %0 {axis=0, start=0, stop=1} : f32[1,2,3,2]\n%3 = reshape %2 {shape=[2,3,2]} : f32[2,3,2]\n" \
+    "%4 = permute %3 {perm=[1,0,2]} : f32[3,2,2]\n%5 = reshape %4 {shape=[3,4]} : f32[3,4]\n"        \
+    "%6 = slice %0 {axis=0, start=1, stop=2} : f32[1,2,3,2]\n%7 = reshape %6 {shape=[2,3,2]} : f32[2,3,2]\n" \
+    "%8 = permute %7 {perm=" P1 "} : f32[3,2,2]\n%9 = reshape %8 {shape=[3,4]} : f32[3,4]\n"         \
+    "%10 = slice %1 {axis=1, start=0, stop=4} : f32[5,4]\n%11 = slice %1 {axis=1, start=4, stop=8} : f32[5,4]\n" \
+    "%12 = matmul %5, %10 {tb=1} : f32[3,5]\n%13 = matmul %9, %11 {tb=1} : f32[3,5]\n"               \
+    "%14 = add %12, %13 : f32[3,5]\noutput %14\n"
+    expect_groups(STACK("[1,0,2]"), 0, 1, 0, 0, 1e-6);
+    expect_groups(STACK("[1,2,0]"), 0, 1, 0, 0, 1e-6);
+#undef STACK
     /* the weight gradient under autocast: bf16 products cast up before their slice_grads */
     expect_groups("%0 = input {name=\"x\"} : bf16[4,5]\n"
                   "%1 = input {name=\"g0\"} : bf16[4,3]\n%2 = input {name=\"g1\"} : bf16[4,3]\n"
