@@ -17,10 +17,12 @@
  * cast may stand between a slice and its product (then W is cast once, whole) and between
  * a weight gradient's product and its slice_grad (then the cast moves after the merged
  * product); with lowparams the slices are of the 16-bit param itself. The concat of the
- * g_i is shared by the input and the weight gradient (emitted once). A fourth rule takes
- * the bias's gradient with it: a sum of slice_grads of anything that tile an axis is the
- * concat of what they scatter (dbias = concat of the three column sums): no zero-filled
- * [N] buffers, no adds, the same values.
+ * g_i is shared by the input and the weight gradient (emitted once); where the g_i are the
+ * heads of one stacked value (flash_attn_bwd's dq, dk, dv) it is one permute of that value
+ * (stacked()). A fourth rule takes the bias's gradient with it: a sum of slice_grads that
+ * tile an axis is the concat of what they scatter (no zero-filled buffers, no adds, the same
+ * values), and where those are the column sums of the g_i, the column sum of their concat
+ * (column_sums()).
  *
  * The pass matches by structure, on the joint graph after autocast / lowparams / lowsave
  * and before epilogue and remat. A sum is a tree of adds whose inner adds have one reader,
