@@ -110,6 +110,15 @@ void bw_slice_grad(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
     dx[0] = kn_slice(b, dy, (int)a.axis, a.start, a.stop, a.step);
 }
 
+/* Each operand's gradient is its block of dy: two slices along the axis. */
+void bw_concat(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
+    kn_type xt = type_of(b, in_(b, id, 0)), yt = type_of(b, (kn_val){id});
+    int ax = (int)(node(b, id)->attrs.axis < 0 ? node(b, id)->attrs.axis + yt.ndim : node(b, id)->attrs.axis);
+    int64_t n0 = xt.shape[ax];
+    if (kn_want(dx[0])) dx[0] = kn_slice(b, dy, ax, 0, n0, 1);
+    if (kn_want(dx[1])) dx[1] = kn_slice(b, dy, ax, n0, yt.shape[ax], 1);
+}
+
 void bw_embedding(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
     kn_attrs a = kn_attrs_default();
     kn_type wt = type_of(b, in_(b, id, 0));

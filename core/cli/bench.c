@@ -35,6 +35,7 @@ typedef struct bench_opts {
     int vocab, context, layers, width, heads, batch, warmup, steps, profile;
     bool tf32, cuda_graph, flash; /* flash: the flash pass after --passes (before remat) */
     bool epilogue;                /* the epilogue pass after autocast (before remat) */
+    bool hfuse;                   /* the hfuse pass after autocast (before epilogue and remat) */
     char profile_out[512];
     uint64_t seed;
     char device[16];
@@ -76,7 +77,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: kiln bench [--vocab N] [--context N] [--layers N] [--width N] [--heads N] [--batch N]\n"
                "                  [--warmup N] [--steps N] [--seed N] [--device auto|cpu|cuda|cuda:N] [--profile N]\n"
                "                  [--profile-out FILE.tsv] [--tf32] [--mode compiled|interp] [--passes LIST]\n"
-               "                  [--flash] [--epilogue] [--remat none|selective|full|every:K|mincut] [--cuda-graph]\n"
+               "                  [--flash] [--epilogue] [--hfuse] [--remat none|selective|full|every:K|mincut] [--cuda-graph]\n"
                "                  [--precision fp32|bf16|fp16] [--tokens uniform|same|zipf]\n"
                "Times GPT training steps (fp32, AdamW, clip 1.0) on random tokens. Defaults: the GPT-2 124M\n"
                "shape: vocab 50304, context 1024, 12 layers, width 768, 12 heads, batch 8; 3 warm-up and\n"
@@ -93,7 +94,9 @@ static void usage(FILE *f) {
                "none): with --mode, the rows of an ablation table. --flash adds the flash pass (flash\n"
                "attention: no [B, H, T, T] matrix; kiln bench-attn times attention alone). --epilogue adds the\n"
                "epilogue pass after autocast (matmul + bias [+ gelu], + gelu's gradient, + the bias gradient as one\n"
-               "cuBLASLt call each). --remat POLICY recomputes activations in\n"
+               "cuBLASLt call each). --hfuse adds the hfuse pass after autocast, before epilogue (the q, k, v\n"
+               "products of one weight's column slices as one wide product, forward and backward).\n"
+               "--remat POLICY recomputes activations in\n"
                "the backward (the remat pass, after the others): it prints the step's largest live set, the\n"
                "lower bound of its activation memory, beside the time (plots/remat.sh plots every policy).\n"
                "--cuda-graph (with --mode compiled on a GPU) replays the step as one CUDA graph.\n"
@@ -122,6 +125,7 @@ static int parse(bench_opts *o, int argc, char **argv) {
         if (!strcmp(a, "--tf32")) { o->tf32 = true; continue; }
         if (!strcmp(a, "--flash")) { o->flash = true; continue; }
         if (!strcmp(a, "--epilogue")) { o->epilogue = true; continue; }
+        if (!strcmp(a, "--hfuse")) { o->hfuse = true; continue; }
         if (!strcmp(a, "--cuda-graph")) { o->cuda_graph = true; continue; }
         bool known = !strcmp(a, "--device") || !strcmp(a, "--seed") || !strcmp(a, "--profile-out") || !strcmp(a, "--mode") ||
                      !strcmp(a, "--passes") || !strcmp(a, "--remat") || !strcmp(a, "--precision") ||
@@ -239,15 +243,15 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
     if (st == KN_OK) st = kn_trainer_to_device(&tr, dev);
     /* the default: compiled on the CPU, node by node on a GPU (as kiln train --mode auto) */
     bool compiled = !strcmp(o->mode, "compiled") || (!o->mode[0] && dev.type == KN_DEVICE_CPU);
-    char list[256] = ""; /* the passes, flash, autocast (and the weights' copies the optimizer writes), epilogue,
-                          * then remat: cse would merge its clones back */
+    char list[256] = ""; /* the passes, flash, autocast (and the weights' copies the optimizer writes), hfuse,
+                          * epilogue, then remat: cse would merge its clones back */
     bool low = strcmp(o->precision, "fp32") != 0;
-    const char *parts[8] = {o->passes, o->flash ? "flash" : "", low ? "autocast:" : "", low ? "lowparams:" : "",
-                            low ? "lowloss" : "", low ? "lowsave" : "", o->epilogue ? "epilogue" : "",
-                            strcmp(o->remat, "none") ? "remat:" : ""};
-    const char *args[8] = {"", "", low ? o->precision : "", low ? o->precision : "", "", "", "",
+    const char *parts[9] = {o->passes, o->flash ? "flash" : "", low ? "autocast:" : "", low ? "lowparams:" : "",
+                            low ? "lowloss" : "", low ? "lowsave" : "", o->hfuse ? "hfuse" : "",
+                            o->epilogue ? "epilogue" : "", strcmp(o->remat, "none") ? "remat:" : ""};
+    const char *args[9] = {"", "", low ? o->precision : "", low ? o->precision : "", "", "", "", "",
                            strcmp(o->remat, "none") ? o->remat : ""};
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 9; i++)
         if (parts[i][0])
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s%s", list[0] ? "," : "", parts[i], args[i]);
     tr.passes = list[0] ? list : NULL;
@@ -394,13 +398,14 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
                    "\"loss_first\": %.5f, \"loss_last\": %.5f, \"tf32\": %s, \"mode\": \"%s\", \"nsteps\": %d, "
                    "\"nkernels\": %d, \"nodes\": %d, \"compile_ms\": %.1f, \"compile_cached\": %s, \"passes\": \"%s\", "
                    "\"remat\": \"%s\", \"live_bytes\": %.0f, \"live_bytes_none\": %.0f, \"mem_planned\": %.0f, "
-                   "\"mem_lower\": %.0f, \"cuda_graph\": %s, \"flash\": %s, \"precision\": \"%s\", \"tokens\": \"%s\"}\n",
+                   "\"mem_lower\": %.0f, \"cuda_graph\": %s, \"flash\": %s, \"hfuse\": %s, \"precision\": \"%s\", "
+                   "\"tokens\": \"%s\"}\n",
                    devname, o->vocab, o->context, o->layers, o->width, o->heads, o->batch, (long long)g.p.n,
                    o->warmup, nt, med, lo, hi, tps, mf, mo, peak, peak_res, loss0, loss1, o->tf32 ? "true" : "false",
                    compiled ? "compiled" : "interp", ps.nsteps, ps.nkernels, ps.nodes_computing, ps.compile_ms,
                    ps.cached ? "true" : "false", o->passes[0] ? o->passes : "none", o->remat, live, live_none,
                    ps.mem_planned, ps.mem_lower, o->cuda_graph ? "true" : "false", o->flash ? "true" : "false",
-                   o->precision, o->tokens);
+                   o->hfuse ? "true" : "false", o->precision, o->tokens);
         }
     }
     kn_stopwatch_free(&w);

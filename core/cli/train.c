@@ -12,11 +12,11 @@
  * schedule and s, and the checkpoint holds the parameters and optimizer state bit for bit.
  * So the run settings are saved in the checkpoint's metadata, and a resumed run takes
  * them from there: with --resume, only the options of this invocation (--out, --log,
- * --stop-after, --sample, --temperature, --eval-batches, --device, --mode, --remat, --flash, --epilogue,
+ * --stop-after, --sample, --temperature, --eval-batches, --device, --mode, --remat, --flash, --epilogue, --hfuse,
  * --loss-scale) may be given (--remat recomputes activations without changing a bit of the
  * result; --flash computes attention without its [B, H, T, T] matrices, equal to rounding;
  * --epilogue puts bias, gelu and the bias gradient into the matmuls' library calls, exact on
- * the CPU and equal to rounding on a GPU;
+ * the CPU and equal to rounding on a GPU; --hfuse merges the q, k, v products into one, equal to rounding;
  * the loss scaler's state and its skipped steps are in the checkpoint too). The data and
  * the checkpoint's metadata are train_data.c's.
  *
@@ -192,16 +192,18 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
      * in bf16 where the GPU has a tensor-core kernel for its head dim), then --precision
      * bf16|fp16's autocast, then remat. */
     /* --epilogue's pass goes after autocast (it takes the 16-bit products' casts in) and
-     * before remat (which never recomputes a product). */
+     * before remat (which never recomputes a product); --hfuse's before it (it sees the casts
+     * autocast and lowparams leave between the weight's slices and their products). */
     char remat[64], prec[64], passes[192] = "";
     snprintf(remat, sizeof remat, "remat:%s", o->remat);
     bool remat_on = strcmp(o->remat, "none") != 0;
     if (precision_passes(o, dev, NULL, prec, sizeof prec) != KN_OK) goto fail;
-    const char *parts[4] = {o->flash ? "flash" : "", prec, o->epilogue ? "epilogue" : "", remat_on ? remat : ""};
-    for (int i = 0; i < 4; i++)
+    const char *parts[5] = {o->flash ? "flash" : "", prec, o->hfuse ? "hfuse" : "", o->epilogue ? "epilogue" : "",
+                            remat_on ? remat : ""};
+    for (int i = 0; i < 5; i++)
         if (parts[i][0]) snprintf(passes + strlen(passes), sizeof passes - strlen(passes), "%s%s", passes[0] ? "," : "", parts[i]);
     if (passes[0]) tr.passes = passes;
-    remat_on |= o->flash != 0 || o->epilogue != 0;
+    remat_on |= o->flash != 0 || o->epilogue != 0 || o->hfuse != 0;
     if (o->resume[0]) {
         if (kn_checkpoint_load(o->resume, &g, &tr.opt, &ck) != KN_OK) goto fail;
         have_ck = true;
@@ -298,7 +300,7 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
         if (kn_passes_live_bytes(tr.joint, prec[0] ? prec : NULL, &live0) != KN_OK ||
             kn_passes_live_bytes(tr.joint, tr.passes, &live1) != KN_OK)
             goto fail;
-        if (!o->flash && !o->epilogue)
+        if (!o->flash && !o->epilogue && !o->hfuse)
             printf("  remat %s: the step's largest live set %.2f MB (%.2f MB without recompute)\n", o->remat,
                    live1 / 1e6, live0 / 1e6);
         else

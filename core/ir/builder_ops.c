@@ -149,6 +149,12 @@ kn_val kn_slice(kn_builder *b, kn_val x, int axis, int64_t start, int64_t stop, 
     return op1(b, "kn_slice", KN_OP_SLICE, x, &a);
 }
 
+kn_val kn_concat(kn_builder *b, kn_val x, kn_val y, int axis) {
+    kn_attrs a = kn_attrs_default();
+    a.axis = axis;
+    return op2(b, "kn_concat", KN_OP_CONCAT, x, y, &a);
+}
+
 kn_val kn_embedding(kn_builder *b, kn_val w, kn_val idx) { return op2(b, "kn_embedding", KN_OP_EMBEDDING, w, idx, NULL); }
 
 kn_val kn_softmax(kn_builder *b, kn_val x, int axis) {

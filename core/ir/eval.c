@@ -360,6 +360,23 @@ kn_status kern_slice_grad(const kn_node *n, const kn_tensor *const *in, kn_tenso
     return KN_OK;
 }
 
+/* concat: each operand, at any strides, copied into its block of the contiguous out (x's
+ * block first along the axis, then y's). A copy: every dtype as it is. */
+kn_status kern_concat(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    int64_t st[KN_MAX_DIMS];
+    const kn_type *t = &n->type;
+    int ax = (int)(n->attrs.axis < 0 ? n->attrs.axis + t->ndim : n->attrs.axis);
+    KN_TRY(new_out(n, out));
+    size_t es = kn_dtype_size(t->dtype);
+    contig_strides(t->ndim, t->shape, st);
+    char *dst = D(*out);
+    for (int k = 0; k < 2; k++) {
+        kn_k_strided_copy(es, in[k]->ndim, in[k]->shape, D(in[k]), in[k]->strides, dst, st);
+        dst += in[k]->shape[ax] * st[ax] * (int64_t)es;
+    }
+    return KN_OK;
+}
+
 static kn_status bad_index(const kn_node *n, const kn_tensor *idx, int64_t pos, int64_t v) {
     return kn_error(KN_ERR_ARG, "%s: index %lld at position %lld is outside [0, %lld)", kn_op_name(n->op),
                     (long long)kn_dtype_load(idx->dtype, D(idx), pos), (long long)pos, (long long)v);
@@ -549,7 +566,7 @@ static bool is_low_precision(kn_dtype dt) { return dt == KN_DT_F16 || dt == KN_D
 static bool moves_elements(const kn_node *n) {
     kn_kernel_fn k = kn_op_impls[n->op].kernel;
     return k == kern_none || k == kern_full || k == kern_cast || k == kern_eq || k == kern_where || k == kern_reshape ||
-           k == kern_permute || k == kern_broadcast_to || k == kern_slice || k == kern_slice_grad;
+           k == kern_permute || k == kern_broadcast_to || k == kern_slice || k == kern_slice_grad || k == kern_concat;
 }
 
 /* A node with an f16 or bf16 operand or result, on the CPU: the GPU's arithmetic. Each

@@ -467,6 +467,26 @@ kn_status infer_slice_grad(const kn_node *n, const kn_type *const *in, kn_type *
     return KN_OK;
 }
 
+/* concat(x, y, axis): x and y of one dtype and rank, equal but along axis, where the
+ * result holds x's extent followed by y's. */
+kn_status infer_concat(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
+    char tb0[96], tb1[96];
+    int ax;
+    if (in[0]->dtype != in[1]->dtype)
+        return fail(msg, msz, KN_ERR_DTYPE, "operands %s and %s differ in dtype (cast one first)", T(0), T(1));
+    if (in[0]->ndim != in[1]->ndim || in[0]->ndim == 0)
+        return fail(msg, msz, KN_ERR_SHAPE, "operands %s and %s must have the same rank, at least 1", T(0), T(1));
+    if (!norm_axis(n->attrs.axis, in[0]->ndim, &ax))
+        return fail(msg, msz, KN_ERR_AXIS, "axis %lld out of range for %s", (long long)n->attrs.axis, T(0));
+    for (int d = 0; d < in[0]->ndim; d++)
+        if (d != ax && in[0]->shape[d] != in[1]->shape[d])
+            return fail(msg, msz, KN_ERR_SHAPE, "operands %s and %s differ along axis %d (only axis %d may differ)",
+                        T(0), T(1), d, ax);
+    *out = *in[0];
+    out->shape[ax] = in[0]->shape[ax] + in[1]->shape[ax];
+    return KN_OK;
+}
+
 kn_status infer_embedding(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
     char tb0[96], tb1[96];
     (void)n;

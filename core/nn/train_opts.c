@@ -52,6 +52,7 @@ static const opt_row k_opts[] = {
     {"remat", O_STR, S(remat), 0, 0, false, "activation checkpointing: none, selective, full, every:K or mincut"},
     {"flash", O_INT, F(flash), 0, 0, 1, false, "flash attention (the flash pass): 1 (also bare --flash) or 0"},
     {"epilogue", O_INT, F(epilogue), 0, 0, 1, false, "matmul epilogues (the epilogue pass: bias, gelu and the bias gradient in the matmul's library call): 1 (also bare --epilogue) or 0"},
+    {"hfuse", O_INT, F(hfuse), 0, 0, 1, false, "horizontal fusion (the hfuse pass: the q, k, v products of one weight's column slices as one wide product, forward and backward): 1 (also bare --hfuse) or 0"},
     {"cuda-graph", O_STR, S(cuda_graph), 0, 0, false, "on or off: replay the compiled GPU step as one CUDA graph"},
     {"loss-scale", O_STR, S(loss_scale), 0, 0, false, "auto (dynamic with fp16, else none), none, dynamic[:INIT[:INTERVAL]] or a fixed scale"},
     {"out", O_STR, S(out), 0, 0, false, "checkpoint to write ('none': do not write one)"},
@@ -321,6 +322,9 @@ int kn_train_opts_parse(kn_train_opts *o, int argc, char **argv) {
         return usage_error("--cuda-graph '%s': use on or off", o->cuda_graph);
     if (o->flash && !strcmp(o->mode, "eager"))
         return usage_error("--flash: eager mode runs the model op by op, with no graph to rewrite; use --mode %s",
+                           "auto, compiled or interp");
+    if (o->hfuse && !strcmp(o->mode, "eager"))
+        return usage_error("--hfuse: eager mode runs the model op by op, with no graph to rewrite; use --mode %s",
                            "auto, compiled or interp");
     if (o->epilogue && !strcmp(o->mode, "eager"))
         return usage_error("--epilogue: eager mode runs the model op by op, with no graph to rewrite; use --mode %s",

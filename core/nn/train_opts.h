@@ -38,6 +38,7 @@ typedef struct kn_train_opts {
     char loss_scale[48];         /* "auto" (dynamic for fp16, else none), "none", "dynamic[:INIT[:INTERVAL]]", a number */
     int flash;                   /* 1: the flash pass (flash attention) on the step's graph */
     int epilogue;                /* 1: the epilogue pass (matmul epilogues) on the step's graph */
+    int hfuse;                   /* 1: the hfuse pass (q, k, v as one wide product) on the step's graph */
     char out[KN_TRAIN_STR];      /* checkpoint to write; "none" for no checkpoint */
     char resume[KN_TRAIN_STR];   /* checkpoint to continue; "" for a fresh run */
     char log[KN_TRAIN_STR];      /* per-step "step loss lr gnorm" lines; "" for none */

@@ -42,6 +42,10 @@ static const kn_pass kn_pass_table[] = {
     {"epilogue", kn_pass_epilogue, "matmul epilogues: matmul + bias [+ gelu], matmul + gelu_bwd, and a weight's "
      "gradient + its bias's (a column sum) become one library call each (cuBLASLt's epilogues on a GPU; equal to "
      "rounding there: not in all; run after autocast)", NULL, true},
+    {"hfuse", kn_pass_hfuse, "horizontal fusion: sibling products of column slices of one weight (q, k, v) become one "
+     "wide product, in the forward, the input gradient (a concat of the gradients) and the weight gradient; sums of "
+     "slice_grads become concats (equal to rounding: not in all; run after autocast, before epilogue and remat)", NULL,
+     true},
     {"ddp", kn_pass_ddp, "data parallelism, ddp:MB (bucket size, default 25): each gradient stored into the slab as it "
      "is made, a bucket's all_reduce_start after its last store, its comm_wait at the end (not in all)", kn_ddp_check_arg, true},
     {"zero", kn_pass_zero, "ZeRO-1/2, zero:MB: as ddp, each bucket reduce-scattered over the ranks' shards "

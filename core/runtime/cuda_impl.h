@@ -328,6 +328,7 @@ KNC_KERNEL(knc_permute);
 KNC_KERNEL(knc_broadcast_to);
 KNC_KERNEL(knc_slice);
 KNC_KERNEL(knc_slice_grad);
+KNC_KERNEL(knc_concat);
 KNC_KERNEL(knc_embedding);
 KNC_KERNEL(knc_embedding_grad);
 /* cuda_embedding.cu: dw (zeroed here) = embedding_grad of dy and idx, on dw's GPU (dy, idx contiguous there). */

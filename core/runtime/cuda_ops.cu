@@ -313,6 +313,26 @@ KNC_KERNEL(knc_slice_grad) {
     return s;
 }
 
+/* concat: each operand (any strides: a view the interpreter kept) copied by the strided
+ * copy into its block of the contiguous out, x's block first along the axis. Two launches;
+ * a copy moves bits, so every dtype (f32, f64, bf16, f16, ...) takes the same path. */
+KNC_KERNEL(knc_concat) {
+    int64_t st[KN_MAX_DIMS];
+    const kn_type *t = &n->type;
+    int ax = (int)(n->attrs.axis < 0 ? n->attrs.axis + t->ndim : n->attrs.axis);
+    KN_TRY(knc_new_out(n, knc_dev(in), out));
+    size_t es = kn_dtype_size(t->dtype);
+    contig_strides(t->ndim, t->shape, st);
+    char *dst = (char *)kn_tensor_data(*out);
+    kn_status s = KN_OK;
+    for (int k = 0; k < 2 && s == KN_OK; k++) {
+        s = knc_strided_copy(es, in[k]->ndim, in[k]->shape, kn_tensor_data(in[k]), in[k]->strides, dst, st);
+        dst += in[k]->shape[ax] * st[ax] * (int64_t)es;
+    }
+    if (s != KN_OK) { kn_tensor_free(*out); *out = NULL; }
+    return s;
+}
+
 /* ---------------------------------------------------------------- embedding */
 
 static kn_status bad_index(const kn_node *n, int64_t value, int64_t pos, int64_t v) {
@@ -405,6 +425,7 @@ const knc_kernel_fn kern_act_bwd = knc_act_bwd, kern_cast = knc_cast, kern_dropo
 const knc_kernel_fn kern_causal_fill = knc_causal_fill, kern_onehot = knc_onehot, kern_reduce = knc_reduce, kern_matmul = knc_matmul;
 const knc_kernel_fn kern_reshape = knc_reshape, kern_permute = knc_permute, kern_broadcast_to = knc_broadcast_to;
 const knc_kernel_fn kern_slice = knc_slice, kern_slice_grad = knc_slice_grad, kern_embedding = knc_embedding;
+const knc_kernel_fn kern_concat = knc_concat;
 const knc_kernel_fn kern_embedding_grad = knc_embedding_grad, kern_softmax = knc_softmax;
 const knc_kernel_fn kern_softmax_bwd = knc_softmax_bwd, kern_causal_softmax = knc_causal_softmax;
 const knc_kernel_fn kern_causal_softmax_bwd = knc_causal_softmax_bwd, kern_layernorm = knc_layernorm;

@@ -184,6 +184,7 @@ static kn_val f_slice_grad(kn_builder *b, const kn_val *x, const int64_t *d) {
     a.nshape = 2; a.shape[0] = d[0]; a.shape[1] = 2 * d[1] + 1;
     return kn_builder_op(b, "slice_grad", KN_OP_SLICE_GRAD, 1, x, &a, NULL);
 }
+static kn_val f_concat(kn_builder *b, const kn_val *x, const int64_t *d) { (void)d; return kn_concat(b, x[0], x[1], -1); }
 static kn_val f_embed(kn_builder *b, const kn_val *x, const int64_t *d) { (void)d; return kn_embedding(b, x[0], x[1]); }
 static kn_val f_softmax(kn_builder *b, const kn_val *x, const int64_t *d) { (void)d; return kn_softmax(b, x[0], -1); }
 static kn_val f_softmax0(kn_builder *b, const kn_val *x, const int64_t *d) { (void)d; return kn_softmax(b, x[0], 0); }
@@ -233,6 +234,7 @@ static const gc_case cases[] = {
     {KN_OP_SLICE, "slice with a step", 1, {"ab"}, {K_F}, f_slice, 0, 0, 0},
     {KN_OP_SLICE, "slice from the end", 1, {"ab"}, {K_F}, f_slice_neg, 0, 0, 0},
     {KN_OP_SLICE_GRAD, "slice_grad", 1, {"ab"}, {K_F}, f_slice_grad, 0, 0, 0},
+    {KN_OP_CONCAT, "concat along the last axis", 2, {"dab", "dac"}, {K_F, K_F}, f_concat, 0, 0, 0},
     {KN_OP_EMBEDDING, "embedding", 2, {"ab", "cd"}, {K_F, K_IDX0}, f_embed, 0, 0, 0},
     {KN_OP_SOFTMAX, "softmax, last axis", 1, {"abc"}, {K_F}, f_softmax, 0, 0, 0},
     {KN_OP_SOFTMAX, "softmax, axis 0", 1, {"abc"}, {K_F}, f_softmax0, 0, 0, 0},
@@ -254,9 +256,10 @@ GC_TEST(10) GC_TEST(11) GC_TEST(12) GC_TEST(13) GC_TEST(14) GC_TEST(15) GC_TEST(
 GC_TEST(20) GC_TEST(21) GC_TEST(22) GC_TEST(23) GC_TEST(24) GC_TEST(25) GC_TEST(26) GC_TEST(27) GC_TEST(28) GC_TEST(29)
 GC_TEST(30) GC_TEST(31) GC_TEST(32) GC_TEST(33) GC_TEST(34) GC_TEST(35) GC_TEST(36) GC_TEST(37) GC_TEST(38) GC_TEST(39)
 GC_TEST(40) GC_TEST(41) GC_TEST(42) GC_TEST(43) GC_TEST(44) GC_TEST(45) GC_TEST(46) GC_TEST(47) GC_TEST(48) GC_TEST(49)
+GC_TEST(50)
 
 KN_TEST(autograd_ops, every_differentiable_op_has_a_case) {
-    cr_assert(NCASES <= 50, "add GC_TEST lines for the new cases");
+    cr_assert(NCASES <= 51, "add GC_TEST lines for the new cases");
     for (int op = 0; op < KN_OP_COUNT; op++) {
         if (!kn_op_get((kn_op)op)->differentiable) continue;
         bool found = false;

@@ -53,10 +53,16 @@ python3 -c "import json,sys; assert json.load(open(sys.argv[1]))['max_abs_delta'
 grep -q "matmul + bias + gelu -> matmul_bias_gelu 1" "$dir/out" || fail "epilogue: $(cat "$dir/out")"
 grep -q "max |delta| = 0" "$dir/out" || fail "epilogue is not exact on the CPU: $(cat "$dir/out")"
 "$kiln" ir "$dir/e.ir" --verify > /dev/null || fail "epilogue IR does not verify"
+# The hfuse pass on the same GPT: each kind of group fires once in the one layer, equal to rounding
+"$kiln" compile --gpt small,layers=1,width=16,heads=2,context=8,vocab=11 --batch 2 --passes hfuse \
+    --emit-ir "$dir/h.ir" > "$dir/out" 2>&1 || fail "compile --passes hfuse failed: $(cat "$dir/out")"
+grep -q "input-gradient sum -> one product of a concat 1" "$dir/out" || fail "hfuse: $(cat "$dir/out")"
+grep -q "concat" "$dir/h.ir" || fail "hfuse: no concat in the IR"
+"$kiln" ir "$dir/h.ir" --verify > /dev/null || fail "hfuse IR does not verify"
 grep -q "matmul_bgrad" "$dir/e.ir" || fail "no matmul_bgrad in the emitted IR"
 
 # Usage errors: exit 2.
-expect 2 "unknown pass 'bogus' (known: fold, views, algebra, cse, dce, remat, autocast, lowparams, lowloss, lowsave, flash, epilogue, ddp, zero, zero3, all, none)" tests/passes/dce.in.ir --passes cse,bogus
+expect 2 "unknown pass 'bogus' (known: fold, views, algebra, cse, dce, remat, autocast, lowparams, lowloss, lowsave, flash, epilogue, hfuse, ddp, zero, zero3, all, none)" tests/passes/dce.in.ir --passes cse,bogus
 expect 2 "unknown option '--frobnicate'" tests/passes/dce.in.ir --frobnicate
 expect 2 "give one input" --passes all
 expect 2 "give one input" tests/passes/dce.in.ir --gpt small

@@ -249,6 +249,29 @@ KN_TEST(cudagen, every_gpt_kernel_compiles_with_nvrtc, .timeout = 240) {
     kn_graph_free(g);
 }
 
+/* After the hfuse pass (a concat and column slices of the merged product around the kernels)
+ * every kernel of the GPT step still compiles, f32 and bf16 (autocast, lowparams, ...). */
+KN_TEST(cudagen, gpt_kernels_after_hfuse_compile_with_nvrtc, .timeout = 240) {
+    static const char *const lists[] = {"hfuse", "flash,autocast:bf16,lowparams:bf16,lowloss,lowsave,hfuse"};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        kn_gpt_config c = tiny();
+        kn_graph *g = NULL;
+        KN_ASSERT_OK(kn_gpt_graph(&c, 2, 8, true, &g));
+        kn_pass_report rep;
+        KN_ASSERT_OK(kn_passes_run(g, lists[i], &rep));
+        cr_assert_eq(kn_pass_stats_total(&rep.pass[rep.npasses - 1]), 4 * c.layers, "%s: the pass did not fire",
+                     lists[i]);
+        int n, rows;
+        char *src = nvrtc_source(g, &n, &rows);
+        char *ptx = NULL;
+        size_t plen = 0;
+        KN_ASSERT_OK(kn_cuda_nvrtc_compile(src, "gpt_hfuse.cu", 9, 0, &ptx, &plen));
+        kn_free(ptx);
+        free(src);
+        kn_graph_free(g);
+    }
+}
+
 /* The f16/bf16 kernels compile with NVRTC too: the cast kernel and every kernel of a few
  * random bf16 and f16 graphs, one source each. */
 KN_TEST(cudagen, low_precision_kernels_compile_with_nvrtc, .timeout = 240) {

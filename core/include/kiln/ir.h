@@ -339,6 +339,8 @@ kn_val kn_broadcast_to(kn_builder *b, kn_val x, int ndim, const int64_t *shape);
 #define kn_expand kn_broadcast_to
 /* Python slice start:stop:step along axis (clamped; step >= 1). */
 kn_val kn_slice(kn_builder *b, kn_val x, int axis, int64_t start, int64_t stop, int64_t step);
+/* x and y joined along axis (equal shapes but there): [x; y]. Its gradient: two slices. */
+kn_val kn_concat(kn_builder *b, kn_val x, kn_val y, int axis);
 
 /* NN ops. */
 kn_val kn_embedding(kn_builder *b, kn_val weight, kn_val idx);  /* [V,D], int [...] -> [...,D] */

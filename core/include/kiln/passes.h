@@ -131,6 +131,13 @@ kn_status kn_pass_flash(kn_graph *g, kn_pass_stats *st);
  * bias's column sum -> matmul_bgrad (ops.def), each one cuBLASLt call with an epilogue on a
  * GPU. Exact on the CPU (the same kernels run), equal to rounding on a GPU; by name only. */
 kn_status kn_pass_epilogue(kn_graph *g, kn_pass_stats *st);
+/* The `hfuse` pass (core/passes/hfuse.c): products x @ slice_i(W) of column slices that
+ * tile W become one product x @ W and its column slices; their input gradient (a sum of
+ * g_i @ slice_i(W)^T) one product concat(g_i) @ W^T; their weight gradient (a sum of
+ * slice_grads of x^T @ g_i) one product x^T @ concat(g_i); any sum of slice_grads that
+ * tile an axis a concat. Equal to rounding; asked for by name, after autocast. Stats: one
+ * rule per kind of group. */
+kn_status kn_pass_hfuse(kn_graph *g, kn_pass_stats *st);
 /* DDP as a pass (core/passes/ddp.c): on a joint graph (outputs: the loss, then one f32
  * gradient per parameter in slab order), store each gradient into the gradient slab right
  * after the node that makes it, start each bucket's all-reduce (lab 10's kn_dp_buckets of
