@@ -36,8 +36,9 @@ gpu-check:
 
 # make bench-gpu [BENCH_FLAGS="--layers 2 --steps 5"]: the full table on the lent GPU, in one
 # call (plots/bench.sh): kiln node by node (TF32), kiln compiled in fp32, TF32 and bf16,
-# kiln's best configuration (compiled, flash attention, one CUDA graph) in TF32 and bf16,
-# the same with --remat selective in bf16 ("lean": the memory-saving row),
+# kiln's best configuration (compiled, flash attention, the q/k/v products merged by hfuse,
+# one CUDA graph) in TF32 and bf16, the same with --remat selective in bf16 ("lean": the
+# memory-saving row),
 # PyTorch eager (SDPA) in TF32 and bf16, and torch.compile bf16, each row with its tokens/s,
 # peak memory and compile seconds, then the ratio of every kiln row to every PyTorch row.
 # Default shape: GPT-2 124M, batch 8. BENCH_RUNS picks other rows (plots/bench.sh says how);

@@ -14,9 +14,9 @@
 # KILN_MODES (default "interp compiled") lists the `kiln bench --mode` runs: the node-by-node
 # program and the compiled one (generated CUDA through NVRTC), both beside PyTorch; "graph"
 # is the compiled one replayed as a CUDA graph (--mode compiled --cuda-graph); "best" is
-# kiln's fastest configuration, the graph with flash attention (--mode compiled --cuda-graph
-# --flash); "lean" is best with --remat selective (norms and elementwise ops recomputed in the
-# backward: less memory for a little time). The ratios are those of the last mode listed.
+# kiln's fastest configuration, the graph with flash attention and the q/k/v products merged
+# (--mode compiled --cuda-graph --flash --hfuse); "lean" is best with --remat selective (norms
+# and elementwise ops recomputed in the backward: less memory for a little time). The ratios are those of the last mode listed.
 # TORCH_RUNS (default "sdpa manual") lists the PyTorch runs: eager with SDPA, eager with
 # attention spelled out, and "compile" (torch.compile, SDPA). --precision bf16 or fp16 runs
 # kiln's autocast pass and torch.autocast.
@@ -60,8 +60,8 @@ for spec in $BENCH_RUNS; do
         kiln)
             flags="--mode $how"
             [ "$how" = graph ] && flags="--mode compiled --cuda-graph"
-            [ "$how" = best ] && flags="--mode compiled --cuda-graph --flash"
-            [ "$how" = lean ] && flags="--mode compiled --cuda-graph --flash --remat selective"
+            [ "$how" = best ] && flags="--mode compiled --cuda-graph --flash --hfuse"
+            [ "$how" = lean ] && flags="--mode compiled --cuda-graph --flash --hfuse --remat selective"
             echo "== kiln bench $flags $pflags $*"
             # shellcheck disable=SC2086
             timeout "${BENCH_TIMEOUT:-0}" "$KILN" bench $flags $pflags "$@" 2>&1 | tee "$log" ;;
@@ -100,6 +100,7 @@ def label(r):
         flash = r.get("flash") or "flash" in r.get("passes", "").split(",")
         remat = r.get("remat", "none")
         return ("kiln-" + r["mode"] + ("+graph" if r.get("cuda_graph") else "") + ("+flash" if flash else "") +
+                ("+hfuse" if r.get("hfuse") else "") +
                 ("" if remat == "none" else "+remat:" + remat) + " " + prec)
     return r["impl"].replace("-" + prec, "") + " " + prec
 kilns = [(n, r) for s, n, r in rows if s == "kiln" and r]
