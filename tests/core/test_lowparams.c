@@ -192,10 +192,11 @@ static void run(kn_device dev, const char *passes, bool compiled, double *l, dou
     kn_gpt_free(&g);
 }
 
-/* tol 0: bit for bit; else losses and norms within tol relative, and weights within 2e-3
- * (a fifth of one step at lr 1e-2): AdamW moves a weight by about lr whatever its
- * gradient's size, so a near-zero gradient element that rounds the other way moves its
- * weight by a step's worth, not by the rounding. */
+/* tol 0: bit for bit; else losses and norms within tol relative, and the weights within
+ * 1e-3 in the 2-norm (|a - b| over |a|, every weight at once): AdamW moves a weight by
+ * about lr whatever its gradient's size, so a near-zero gradient element that rounds the
+ * other way moves its weight by a step's worth (2.5e-3 at lr 1e-2 for one weight of the
+ * fp16 run, H200, 2026-11-27), not by the rounding: a bound per weight is then luck. */
 static void same_training(kn_device dev, bool compiled, const char *plain, const char *fused, double tol) {
     double la[5], na[5], lb[5], nb[5];
     int64_t n;
@@ -214,10 +215,16 @@ static void same_training(kn_device dev, bool compiled, const char *plain, const
         cr_assert(fabs(la[s] - lb[s]) <= tol * fabs(la[s]) && fabs(na[s] - nb[s]) <= tol * fabs(na[s]),
                   "%s (%s) step %d: loss %.17g, norm %.17g; without it %.17g, %.17g (tolerance %g)", fused,
                   compiled ? "compiled" : "interpreted", s, lb[s], nb[s], la[s], na[s], tol);
-    for (int64_t i = 0; i < n; i++)
-        cr_assert(fabs((double)pa[i] - (double)pb[i]) <= (tol > 0 ? 2e-3 : 0),
-                  "%s: weight %lld is %.9g after 5 steps, %.9g without it", fused, (long long)i, (double)pb[i],
-                  (double)pa[i]);
+    double diff = 0, norm = 0, worst = 0;
+    int64_t at = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)pa[i] - (double)pb[i]);
+        diff += d * d, norm += (double)pa[i] * pa[i];
+        if (d > worst) worst = d, at = i;
+    }
+    cr_assert(tol > 0 ? sqrt(diff) <= 1e-3 * sqrt(norm) : worst == 0,
+              "%s: the weights after 5 steps differ by %.3g in the 2-norm (of %.3g); the worst, %lld, is %.9g, %.9g "
+              "without it", fused, sqrt(diff), sqrt(norm), (long long)at, (double)pb[at], (double)pa[at]);
     free(pa), free(pb);
 }
 
