@@ -160,13 +160,13 @@ static int32_t r_layernorm_dx(kn_rewriter *rw, const kn_match *m) {
 
 /* t ([...], integer) as [..., 1], and onehot(t) over x's shape [..., V]. */
 static int32_t onehot_of(kn_rewriter *rw, int32_t x, int32_t t) {
-    const kn_type *xt = &kn_rw_node(rw, x)->type;
+    const kn_type xt = kn_rw_node(rw, x)->type; /* a copy: emitting may move the node array */
     kn_attrs a = kn_attrs_default();
-    a.nshape = xt->ndim;
-    memcpy(a.shape, xt->shape, sizeof(int64_t) * (size_t)xt->ndim);
-    a.shape[xt->ndim - 1] = 1;
+    a.nshape = xt.ndim;
+    memcpy(a.shape, xt.shape, sizeof(int64_t) * (size_t)xt.ndim);
+    a.shape[xt.ndim - 1] = 1;
     int32_t tk = kn_rw_emit(rw, KN_OP_RESHAPE, 1, &t, &a);
-    a.shape[xt->ndim - 1] = xt->shape[xt->ndim - 1];
+    a.shape[xt.ndim - 1] = xt.shape[xt.ndim - 1];
     return kn_rw_emit(rw, KN_OP_ONEHOT, 1, &tk, &a);
 }
 
