@@ -193,10 +193,12 @@ static void run(kn_device dev, const char *passes, bool compiled, double *l, dou
 }
 
 /* tol 0: bit for bit; else losses and norms within tol relative, and the weights within
- * 1e-3 in the 2-norm (|a - b| over |a|, every weight at once): AdamW moves a weight by
- * about lr whatever its gradient's size, so a near-zero gradient element that rounds the
- * other way moves its weight by a step's worth (2.5e-3 at lr 1e-2 for one weight of the
- * fp16 run, H200, 2026-11-27), not by the rounding: a bound per weight is then luck. */
+ * 1e-2 in the 2-norm (|a - b| over |a|, every weight at once). AdamW moves a weight by
+ * about lr whatever its gradient's size, so a tiny gradient element that rounds the other
+ * way (fp16 without loss scaling flushes below 6e-8) moves its weight by up to a step's
+ * worth, not by the rounding: on the H100 (2026-11-27) one fp16 weight moved 9.3e-3 at lr
+ * 1e-2 and the 2-norm 2.2e-3 relative, while the losses and norms agreed within 1e-4.
+ * A stale or wrong 16-bit copy moves every weight by that much (tens of percent). */
 static void same_training(kn_device dev, bool compiled, const char *plain, const char *fused, double tol) {
     double la[5], na[5], lb[5], nb[5];
     int64_t n;
@@ -222,7 +224,7 @@ static void same_training(kn_device dev, bool compiled, const char *plain, const
         diff += d * d, norm += (double)pa[i] * pa[i];
         if (d > worst) worst = d, at = i;
     }
-    cr_assert(tol > 0 ? sqrt(diff) <= 1e-3 * sqrt(norm) : worst == 0,
+    cr_assert(tol > 0 ? sqrt(diff) <= 1e-2 * sqrt(norm) : worst == 0,
               "%s: the weights after 5 steps differ by %.3g in the 2-norm (of %.3g); the worst, %lld, is %.9g, %.9g "
               "without it", fused, sqrt(diff), sqrt(norm), (long long)at, (double)pb[at], (double)pa[at]);
     free(pa), free(pb);
