@@ -320,15 +320,12 @@ int kn_train_opts_parse(kn_train_opts *o, int argc, char **argv) {
     if (kn_remat_check_arg(o->remat) != KN_OK) return usage_error("--remat: %s", kn_last_error());
     if (strcmp(o->cuda_graph, "on") && strcmp(o->cuda_graph, "off"))
         return usage_error("--cuda-graph '%s': use on or off", o->cuda_graph);
-    if (o->flash && !strcmp(o->mode, "eager"))
-        return usage_error("--flash: eager mode runs the model op by op, with no graph to rewrite; use --mode %s",
-                           "auto, compiled or interp");
-    if (o->hfuse && !strcmp(o->mode, "eager"))
-        return usage_error("--hfuse: eager mode runs the model op by op, with no graph to rewrite; use --mode %s",
-                           "auto, compiled or interp");
-    if (o->epilogue && !strcmp(o->mode, "eager"))
-        return usage_error("--epilogue: eager mode runs the model op by op, with no graph to rewrite; use --mode %s",
-                           "auto, compiled or interp");
+    const struct { const char *name; int on; } rewrites[] = {{"flash", o->flash}, {"hfuse", o->hfuse},
+                                                             {"epilogue", o->epilogue}}; /* passes over the graph */
+    for (size_t i = 0; i < sizeof rewrites / sizeof rewrites[0]; i++)
+        if (rewrites[i].on && !strcmp(o->mode, "eager"))
+            return usage_error("--%s: eager mode runs the model op by op, with no graph to rewrite; use --mode auto, "
+                               "compiled or interp", rewrites[i].name);
     if (strcmp(o->remat, "none") && !strcmp(o->mode, "eager"))
         return usage_error("--remat %s: eager mode runs the model op by op, with no graph to rematerialize; use "
                            "--mode auto, compiled or interp", o->remat);
