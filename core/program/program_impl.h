@@ -105,7 +105,10 @@ double kn_program_profile_end(kn_program *p, int s, double t0);
 void kn_program_profile_run_end(kn_program *p);
 void kn_program_profile_free(kn_program *p);
 
-/* Bytes a value takes in the memory plan's arena (its size rounded up to 64). */
+/* plan.c: bytes a value takes in the memory plan's arena (its size rounded up to 64); the
+ * plan itself (mem_off, mem_def, mem_last, mem_from, the arena's size, the stats), made
+ * once the steps and their liveness are known. */
 size_t kn_program_plan_size(const kn_type *t);
+kn_status kn_program_plan_memory(kn_program *p);
 
 #endif
