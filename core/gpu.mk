@@ -39,19 +39,24 @@ gpu-check:
 # kiln's best configuration (compiled, flash attention, the q/k/v products merged by hfuse,
 # one CUDA graph) in TF32 and bf16, the same with --remat selective in bf16 ("lean": the
 # memory-saving row),
-# PyTorch eager (SDPA) in TF32 and bf16, and torch.compile bf16, each row with its tokens/s,
-# peak memory and compile seconds, then the ratio of every kiln row to every PyTorch row.
+# PyTorch eager (SDPA) in TF32 and bf16, torch.compile bf16 (default mode and
+# max-autotune-no-cudagraphs), all with fused AdamW, and llm.c's train_gpt2cu in bf16 when
+# LLMC_DIR names its checkouts (plots/bench_llmc.sh), each row with its tokens/s, peak memory
+# and compile seconds, then the ratio of every kiln row to every anchor row and kiln's
+# fastest over the fastest anchor, by name.
 # Default shape: GPT-2 124M, batch 8. BENCH_RUNS picks other rows (plots/bench.sh says how);
 # KILN_MODES / TORCH_RUNS set in the environment keep the older two-list form. Builds kiln
 # first unless GPU_CHECK_BUILD=0; logs go where gpu-check's go.
 BENCH_FLAGS ?=
 BENCH_FULL := kiln/interp/tf32 kiln/compiled/fp32 kiln/compiled/tf32 kiln/best/tf32 kiln/compiled/bf16 \
-              kiln/lean/bf16 kiln/best/bf16 torch/sdpa/tf32 torch/sdpa/bf16 torch/compile/bf16
+              kiln/lean/bf16 kiln/best/bf16 torch/sdpa/tf32 torch/sdpa/bf16 torch/compile/bf16 \
+              torch/compile-autotune/bf16 llmc/cudnn/bf16
+LLMC_DIR ?=
 BENCH_RUNS ?= $(if $(KILN_MODES)$(TORCH_RUNS),,$(BENCH_FULL))
 .PHONY: bench-gpu
 bench-gpu: $(if $(filter 1,$(GPU_CHECK_BUILD)),$(KILN))
 	@mkdir -p $(GPU_CHECK_LOGS)
-	@KILN=$(KILN) LOGS=$(GPU_CHECK_LOGS) BENCH_RUNS='$(BENCH_RUNS)' bash plots/bench.sh $(BENCH_FLAGS)
+	@KILN=$(KILN) LOGS=$(GPU_CHECK_LOGS) LLMC_DIR='$(LLMC_DIR)' BENCH_RUNS='$(BENCH_RUNS)' bash plots/bench.sh $(BENCH_FLAGS)
 
 # `kiln bench` on the CPU at a tiny shape, in `make test` (the GPU side runs in gpu-check).
 TEST_STEPS += test-step-bench-cli

@@ -18,14 +18,17 @@
 # (--mode compiled --cuda-graph --flash --hfuse); "lean" is best with --remat selective (norms
 # and elementwise ops recomputed in the backward: less memory for a little time). The ratios are those of the last mode listed.
 # TORCH_RUNS (default "sdpa manual") lists the PyTorch runs: eager with SDPA, eager with
-# attention spelled out, and "compile" (torch.compile, SDPA). --precision bf16 or fp16 runs
-# kiln's autocast pass and torch.autocast.
+# attention spelled out, "compile" (torch.compile, SDPA) and "compile-autotune" (its
+# max-autotune-no-cudagraphs mode); every PyTorch run uses fused AdamW, as a practitioner
+# would ("sdpa-foreach" and "compile-foreach" keep the slower foreach AdamW, labelled so).
+# --precision bf16 or fp16 runs kiln's autocast pass and torch.autocast.
 # BENCH_RUNS, when set, replaces both lists: words SIDE/HOW/PRECISION, with SIDE kiln (HOW a
-# mode as above) or torch (HOW a PyTorch run as above) and PRECISION fp32, tf32, bf16, fp16 or
-# "-" (as FLAGS say), run in that order; e.g. `make bench-gpu`'s full table is
-#   kiln/interp/tf32 kiln/compiled/fp32 kiln/compiled/tf32 kiln/best/tf32 kiln/compiled/bf16
-#   kiln/lean/bf16 kiln/best/bf16 torch/sdpa/tf32 torch/sdpa/bf16 torch/compile/bf16
-# and the table then ends with the ratio of every kiln row to every PyTorch row.
+# mode as above), torch (HOW a PyTorch run as above) or llmc (llm.c's train_gpt2cu through
+# plots/bench_llmc.sh, when LLMC_DIR names its checkouts; HOW is a free word, PRECISION
+# bf16) and PRECISION fp32, tf32, bf16, fp16 or "-" (as FLAGS say), run in that order; e.g.
+# `make bench-gpu`'s full table (core/gpu.mk, BENCH_FULL). The table then ends with the ratio
+# of every kiln row to every anchor row (PyTorch and llm.c), and with the one ratio the
+# README quotes: kiln's fastest row over the fastest anchor row, both named.
 # The table and the ratios are also written to $LOGS/bench_summary.json.
 set -u
 KILN=${KILN:-build/solutions/kiln}
@@ -69,10 +72,20 @@ for spec in $BENCH_RUNS; do
             [ -n "$torch_py" ] || continue
             flags="--attn $how"
             [ "$how" = compile ] && flags="--attn sdpa --compile"
+            [ "$how" = compile-autotune ] && flags="--attn sdpa --compile --compile-mode max-autotune-no-cudagraphs"
+            [ "$how" = compile-foreach ] && flags="--attn sdpa --compile --foreach"
+            [ "$how" = sdpa-foreach ] && flags="--attn sdpa --foreach"
             echo "== bench_torch.py $flags $pflags $*"
             # shellcheck disable=SC2086
             timeout "${BENCH_TIMEOUT:-0}" "$torch_py" "$here/bench_torch.py" $flags $pflags "$@" 2>&1 | tee "$log" ;;
-        *) echo "bench.sh: run '$spec': the side must be kiln or torch" >&2; exit 2 ;;
+        llmc)
+            if [ -z "${LLMC_DIR:-}" ]; then
+                echo "== llm.c: LLMC_DIR is not set; the llm.c row is skipped (plots/bench_llmc.sh says how)"
+                continue
+            fi
+            # shellcheck disable=SC2086
+            timeout "${BENCH_TIMEOUT:-0}" bash "$here/bench_llmc.sh" "$LLMC_DIR" $pflags "$@" 2>&1 | tee "$log" ;;
+        *) echo "bench.sh: run '$spec': the side must be kiln, torch or llmc" >&2; exit 2 ;;
     esac
 done
 
@@ -102,9 +115,9 @@ def label(r):
         return ("kiln-" + r["mode"] + ("+graph" if r.get("cuda_graph") else "") + ("+flash" if flash else "") +
                 ("+hfuse" if r.get("hfuse") else "") +
                 ("" if remat == "none" else "+remat:" + remat) + " " + prec)
-    return r["impl"].replace("-" + prec, "") + " " + prec
+    return r["impl"].replace("-" + prec, "") + (" (fused AdamW)" if r.get("adamw") == "fused" else "") + " " + prec
 kilns = [(n, r) for s, n, r in rows if s == "kiln" and r]
-torches = [(n, r) for s, n, r in rows if s == "torch" and r]
+torches = [(n, r) for s, n, r in rows if s in ("torch", "llmc") and r]  # the anchor rows
 kiln = kilns[-1][1] if kilns else None  # the last kiln run listed (compiled by default)
 print()
 print("%-44s %10s %12s %9s %9s %11s %10s %9s" % ("impl", "step ms", "tokens/s", "fwd ms", "optim ms", "peak MiB",
@@ -115,12 +128,14 @@ for side, name, r in rows:
         continue
     ratio = "%.3f" % (kiln["tokens_per_s"] / r["tokens_per_s"]) if kiln else "-"
     comp = "%.2f" % (r["compile_ms"] / 1e3) if "compile_ms" in r else "-"
-    print("%-44s %10.2f %12.0f %9.2f %9.2f %11.0f %10s %9s" % (label(r), r["step_ms_median"], r["tokens_per_s"],
-          r["fwd_ms"], r["optim_ms"], r["peak_mem_mib"], comp, ratio))
+    opt = lambda v, f: "-" if v is None else f % v
+    print("%-44s %10.2f %12.0f %9s %9s %11s %10s %9s" % (label(r), r["step_ms_median"], r["tokens_per_s"],
+          opt(r.get("fwd_ms"), "%.2f"), opt(r.get("optim_ms"), "%.2f"), opt(r.get("peak_mem_mib"), "%.0f"), comp,
+          ratio))
 print("kiln/x: the tokens/s of kiln's last run (%s) over each row's" % (label(kiln) if kiln else "-"))
 if len(kilns) > 1 and torches:
     print()
-    print("tokens/s ratios, kiln (rows) over PyTorch (columns), from this one run:")
+    print("tokens/s ratios, kiln (rows) over each anchor (columns), from this one run:")
     print("%-44s" % "" + "".join(" %14s" % label(r)[-14:] for n, r in torches))
     for n, k in kilns:
         print("%-44s" % label(k) + "".join(" %14.3f" % (k["tokens_per_s"] / r["tokens_per_s"]) for m, r in torches))
@@ -133,6 +148,17 @@ if kiln:
                "torch": {tname(n): r for n, r in torches}}
     for n, r in torches:
         summary["ratio_" + tname(n)] = round(kiln["tokens_per_s"] / r["tokens_per_s"], 4)
+    if torches:
+        # The line the README and lessons quote: kiln's fastest row against the fastest anchor, by name.
+        kbest = max((r for n, r in kilns), key=lambda r: r["tokens_per_s"])
+        abest = max((r for n, r in torches), key=lambda r: r["tokens_per_s"])
+        summary["fastest_kiln"], summary["fastest_anchor"] = label(kbest), label(abest)
+        summary["ratio_to_fastest_anchor"] = round(kbest["tokens_per_s"] / abest["tokens_per_s"], 4)
+        print()
+        print("kiln's fastest row (%s, %.0f tokens/s, %s MiB) over the fastest anchor row (%s, %.0f tokens/s, "
+              "%s MiB): %.3fx" % (label(kbest), kbest["tokens_per_s"], kbest.get("peak_mem_mib"), label(abest),
+                                  abest["tokens_per_s"], abest.get("peak_mem_mib"),
+                                  summary["ratio_to_fastest_anchor"]))
     summary["ratios"] = {label(k): {label(r): round(k["tokens_per_s"] / r["tokens_per_s"], 4) for n, r in torches}
                          for n, k in kilns}
     with open(os.path.join(logs, "bench_summary.json"), "w") as f:

@@ -2,8 +2,9 @@
 """bench_torch.py - the PyTorch side of plots/bench.sh: the same GPT as `kiln bench`
 (GPT-2 architecture: token + position embeddings, pre-norm blocks with biases, GELU-tanh
 MLP of width 4D, final layernorm, output tied to the token embedding), fp32 with TF32 off,
-AdamW (betas 0.9/0.95, eps 1e-8, weight decay 0.1 on matrices and embeddings), global-norm
-clip 1.0, trained eagerly on fresh random tokens each step, on one CUDA GPU. --tf32 lets
+AdamW (betas 0.9/0.95, eps 1e-8, weight decay 0.1 on matrices and embeddings; fused, as a
+practitioner runs it: --foreach keeps the slower foreach variant, labelled so), global-norm
+clip 1.0 (clip_grad_norm_, PyTorch's multi-tensor norm, as kiln's one-pass clip), trained eagerly on fresh random tokens each step, on one CUDA GPU. --tf32 lets
 matmuls use TF32 tensor cores, as `kiln bench --tf32` does.
 
 Protocol, as kiln's: warm-up steps, then timed steps, each timed with CUDA events around
@@ -78,12 +79,18 @@ def main():
         ap.add_argument("--" + name, type=int, default=default)
     ap.add_argument("--attn", choices=["sdpa", "manual"], default="sdpa")
     ap.add_argument("--device", default="cuda", help="a CUDA device (cpu is refused: this benchmark is GPU-only)")
-    ap.add_argument("--fused", action="store_true", help="AdamW(fused=True) instead of the default foreach")
+    ap.add_argument("--fused", action="store_true", default=True, help="AdamW(fused=True): the default, as a "
+                    "practitioner runs it (nanoGPT and every serious recipe)")
+    ap.add_argument("--foreach", dest="fused", action="store_false", help="AdamW's foreach variant instead of "
+                    "the fused one (slower; its rows are labelled foreach)")
     ap.add_argument("--tf32", action="store_true", help="let fp32 matmuls use TF32 tensor cores (kiln bench --tf32)")
     ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                     help="bf16/fp16: torch.autocast around the forward (kiln bench --precision)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (the time includes no compile: "
                     "it happens in the warm-up steps, reported as compile_s)")
+    ap.add_argument("--compile-mode", default="default", choices=["default", "max-autotune-no-cudagraphs"],
+                    help="torch.compile's mode (max-autotune-no-cudagraphs autotunes its matmuls and Triton "
+                    "kernels: minutes of compile, sometimes a faster step)")
     ap.add_argument("--flash", action="store_true", help="accepted for kiln bench's sake: --attn sdpa is PyTorch's "
                     "flash attention already")
     ap.add_argument("--profile", type=int, default=0, help="accepted for kiln bench's sake and ignored")
@@ -98,7 +105,9 @@ def main():
     dev = torch.device(a.device if ":" in a.device else "cuda:0")
     torch.cuda.set_device(dev)
     model = GPT(a.vocab, a.context, a.layers, a.width, a.heads, a.attn).to(dev)
-    run_model = torch.compile(model) if a.compile else model
+    run_model = model
+    if a.compile:
+        run_model = torch.compile(model) if a.compile_mode == "default" else torch.compile(model, mode=a.compile_mode)
     low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision)
     scaler = torch.amp.GradScaler("cuda") if a.precision == "fp16" else None
 
@@ -167,7 +176,8 @@ def main():
     for _ in range(3):
         opt_ms.append(timed(lambda: (torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0), opt.step()))[0])
     med = statistics.median(ms)
-    impl = "pytorch-" + ("compile" if a.compile else a.attn) + ("" if a.precision == "fp32" else "-" + a.precision)
+    how = ("compile" + ("" if a.compile_mode == "default" else "-autotune")) if a.compile else a.attn
+    impl = "pytorch-" + how + ("" if a.fused else "-foreach") + ("" if a.precision == "fp32" else "-" + a.precision)
     res = {"impl": impl, "device": torch.cuda.get_device_name(), "vocab": a.vocab, "context": T,
            "layers": a.layers, "width": a.width, "heads": a.heads, "batch": B, "params": nparams,
            "warmup": a.warmup, "steps": a.steps, "step_ms_median": round(med, 3), "step_ms_min": round(min(ms), 3),
@@ -176,7 +186,8 @@ def main():
            "peak_mem_mib": round(torch.cuda.max_memory_allocated() / 2**20, 1),
            "peak_reserved_mib": round(torch.cuda.max_memory_reserved() / 2**20, 1),
            "loss_first": round(losses[0], 5), "loss_last": round(losses[-1], 5), "tf32": a.tf32,
-           "precision": a.precision, "compile": a.compile,
+           "precision": a.precision, "compile": a.compile, "compile_mode": a.compile_mode,
+           "adamw": "fused" if a.fused else "foreach",
            # the warm-up steps less as many timed ones: what compiling (and first-use setup) cost
            "compile_ms": round(max(0.0, warm_ms - a.warmup * med), 1) if a.compile else 0.0}
     print(f"  step {med:.2f} ms median -> {res['tokens_per_s']:.0f} tokens/s; forward {res['fwd_ms']:.2f} ms; "
