@@ -39,8 +39,7 @@ gpu-check:
 # kiln's best configuration (compiled, flash attention, the q/k/v products merged by hfuse,
 # one CUDA graph) in TF32 and bf16, the same with --remat selective in bf16 ("lean": the
 # memory-saving row),
-# PyTorch eager (SDPA) in TF32 and bf16, torch.compile bf16 (default mode and
-# max-autotune-no-cudagraphs), all with fused AdamW, and llm.c's train_gpt2cu in bf16 when
+# PyTorch eager (SDPA) in TF32 and bf16, torch.compile bf16, all with fused AdamW, and llm.c's train_gpt2cu in bf16 when
 # LLMC_DIR names its checkouts (plots/bench_llmc.sh), each row with its tokens/s, peak memory
 # and compile seconds, then the ratio of every kiln row to every anchor row and kiln's
 # fastest over the fastest anchor, by name.
@@ -50,7 +49,10 @@ gpu-check:
 BENCH_FLAGS ?=
 BENCH_FULL := kiln/interp/tf32 kiln/compiled/fp32 kiln/compiled/tf32 kiln/best/tf32 kiln/compiled/bf16 \
               kiln/lean/bf16 kiln/best/bf16 torch/sdpa/tf32 torch/sdpa/bf16 torch/compile/bf16 \
-              torch/compile-autotune/bf16 llmc/cudnn/bf16
+              llmc/cudnn/bf16
+# torch.compile's max-autotune-no-cudagraphs mode (torch/compile-autotune/bf16) is not in the
+# default table: on an H100 (2026-11-27) its autotuning ran past 300 s without reaching a step.
+# Add it with BENCH_RUNS='... torch/compile-autotune/bf16' and BENCH_TIMEOUT of 900 or more.
 LLMC_DIR ?=
 BENCH_RUNS ?= $(if $(KILN_MODES)$(TORCH_RUNS),,$(BENCH_FULL))
 .PHONY: bench-gpu

@@ -101,9 +101,10 @@ for spec in os.environ["BENCH_RUNS"].split():
         continue
     last = None
     for line in open(path, errors="replace"):
-        if line.startswith("{"):
-            try: last = json.loads(line)
-            except ValueError: pass
+        if line.startswith("{"):  # the run's result line (other tools print JSON too: keep only results)
+            try: r = json.loads(line)
+            except ValueError: continue
+            if isinstance(r, dict) and "impl" in r and "tokens_per_s" in r: last = r
     rows.append((side, name, last))
 def label(r):
     prec = r.get("precision", "fp32")
@@ -136,9 +137,10 @@ print("kiln/x: the tokens/s of kiln's last run (%s) over each row's" % (label(ki
 if len(kilns) > 1 and torches:
     print()
     print("tokens/s ratios, kiln (rows) over each anchor (columns), from this one run:")
-    print("%-44s" % "" + "".join(" %14s" % label(r)[-14:] for n, r in torches))
+    short = lambda r: r["impl"].replace("pytorch-", "torch-")[:18]  # the anchor's name, prec. dropped below
+    print("%-44s" % "" + "".join(" %18s" % short(r) for n, r in torches))
     for n, k in kilns:
-        print("%-44s" % label(k) + "".join(" %14.3f" % (k["tokens_per_s"] / r["tokens_per_s"]) for m, r in torches))
+        print("%-44s" % label(k) + "".join(" %18.3f" % (k["tokens_per_s"] / r["tokens_per_s"]) for m, r in torches))
 if kiln:
     print("shape: vocab %d, context %d, %d layers, width %d, %d heads, batch %d (%d parameters); device %s" %
           (kiln["vocab"], kiln["context"], kiln["layers"], kiln["width"], kiln["heads"], kiln["batch"],
