@@ -398,7 +398,7 @@ kn_status kn_render_c(const kn_kernel *k, char **src, size_t *len, size_t *cap) 
     kn_remit(o, "    void *const *B = (void *const *)ctx;\n");
     for (int b = 0; b < k->nbufs; b++)
         kn_remit(o, "    %s%s *%sp%d = (%s%s *)B[%d];\n", k->bufs[b].store ? "" : "const ", kn_rc_stype(k->bufs[b].dtype),
-                 kn_kernel_inplace_buf(k, b) ? "" : "restrict ", b, k->bufs[b].store ? "" : "const ",
+                 k->bufs[b].aliased ? "" : "restrict ", b, k->bufs[b].store ? "" : "const ",
                  kn_rc_stype(k->bufs[b].dtype), b);
     kn_remit(o, "    for (int64_t o = lo; o < hi; o++) {\n");
     kn_rc_row_setup(&c, 8);

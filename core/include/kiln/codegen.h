@@ -112,6 +112,10 @@ typedef struct kn_kbuf {
     kn_dtype dtype;
     int64_t offset;              /* elements */
     int64_t stride[KN_MAX_DIMS]; /* per axis of the kernel's space; 0: broadcast */
+    bool aliased;                /* the memory plan put this buffer's bytes under another buffer of
+                                  * the kernel (a store written in place over a load it indexes
+                                  * alike): the C renderer drops `restrict` from it. Lowering
+                                  * leaves it false; only core/program/plan.c sets it. */
 } kn_kbuf;
 
 typedef struct kn_kx {
@@ -155,11 +159,6 @@ kn_status kn_kernel_verify(const kn_kernel *k);
 /* Whether buffers a and b of k index their values alike: the same dtype, offset and
  * strides, so element i of the space is at the same place in both. */
 bool kn_kernel_same_map(const kn_kernel *k, int a, int b);
-/* Whether buffer b of an elementwise kernel (no reduction) may share its memory with a
- * buffer of the other kind (a store with a load) that it indexes alike: the memory plan
- * may then write the store in place over the load (core/program/program.c), so the C
- * renderer declares such pointers without `restrict`. */
-bool kn_kernel_inplace_buf(const kn_kernel *k, int b);
 kn_status kn_kernel_print(FILE *f, const kn_kernel *k);
 
 /* ---------------------------------------------------------------- C code */
