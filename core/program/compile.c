@@ -7,7 +7,8 @@
  * record below) and adds its part; each says in one line what it made (kn_program_stats's
  * stages, `kiln compile --stages`). A NODES program runs passes, schedule and plan (its
  * liveness) only. What is compiled depends on the graph and the options alone: no stage
- * reads the environment (the C compiler's name, KILN_CC, picks the tool, not the code).
+ * reads the environment (the C compiler's name, KILN_CC, and the cache's directory pick
+ * the tool and where its output goes, not the code).
  *
  * The memory plan comes before rendering, so the renderer knows, rather than guesses, which
  * of a kernel's pointers alias: the plan marks the buffers it wrote in place (kn_kbuf's
@@ -317,8 +318,9 @@ static kn_status render_kernel(kn_target t, const kn_kernel *k, const kn_cuda_la
     return kn_render_cuda(k, t == KN_TARGET_EMU ? KN_CUDA_EMU : KN_CUDA_NVRTC, l, src, len, cap);
 }
 
-static const char *prelude(kn_target t) {
-    return t == KN_TARGET_C ? kn_render_c_prelude() : kn_render_cuda_prelude(t == KN_TARGET_EMU ? KN_CUDA_EMU : KN_CUDA_NVRTC);
+static const char *prelude(kn_target t, bool scalar_math) {
+    return t == KN_TARGET_C ? kn_render_c_prelude_math(!scalar_math)
+                            : kn_render_cuda_prelude(t == KN_TARGET_EMU ? KN_CUDA_EMU : KN_CUDA_NVRTC);
 }
 
 /* Render kernel k into the program's source unless a kernel with the same text is there
@@ -362,7 +364,7 @@ static kn_status render_unique(kn_program *p, kn_program_kernel *k, char **src, 
 /* One source for the target: the prelude, then every kernel not identical to an earlier one. */
 static kn_status stage_render(kn_compile *c) {
     kn_program *p = c->p;
-    KN_TRY(append(&c->src, &c->len, &c->cap, prelude(p->target)));
+    KN_TRY(append(&c->src, &c->len, &c->cap, prelude(p->target, c->o.scalar_math)));
     for (int i = 0; i < p->nkernels; i++) KN_TRY(render_unique(p, &p->kernels[i], &c->src, &c->len, &c->cap));
     return KN_OK;
 }

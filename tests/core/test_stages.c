@@ -11,7 +11,8 @@
  *   - compiling the same graph twice gives the same program (steps, kernels' C, memory
  *     plan) and the same output bits, with KILN_KEEP_LOSS set or not: no environment
  *     variable changes what is compiled; the option that replaced it (opts.keep_loss)
- *     does. */
+ *     does, as does opts.scalar_math (the generated C's prelude: no SIMD declarations of
+ *     the math functions), which replaced KILN_SCALAR_MATH. */
 #define _GNU_SOURCE /* open_memstream */
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include "kn_test.h"
+#include "kiln/codegen.h"
 #include "kiln/nn.h"
 #include "kiln/passes.h"
 #include "kiln/program.h"
@@ -223,5 +225,42 @@ KN_TEST(stages, the_same_graph_compiles_to_the_same_program_whatever_the_environ
     cr_assert(!strstr(s0.stages[1].summary, "decompose:gpu"), "decompose: '%s'", s0.stages[1].summary);
     free(c0), free(c1), free(c2), free(c3);
     kn_program_free(p0), kn_program_free(p1), kn_program_free(p2), kn_program_free(p3);
+    kn_graph_free(g);
+}
+
+/* The generated file's text (stats.source), read back. */
+static char *source_of(const kn_program *p) {
+    kn_program_stats st = kn_program_get_stats(p);
+    FILE *f = fopen(st.source, "rb");
+    cr_assert_not_null(f, "cannot read %s", st.source);
+    char *buf = malloc(1 << 20);
+    cr_assert_not_null(buf);
+    size_t n = fread(buf, 1, (1 << 20) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+KN_TEST(stages, scalar_math_is_an_option_of_the_program) {
+    private_cache();
+    kn_graph *g = parse("%0 = input {name=\"x\"} : f32[64,64]\n"
+                        "%1 = exp %0 : f32[64,64]\n"
+                        "%2 = tanh %1 : f32[64,64]\n"
+                        "output %2\n");
+    kn_program_opts o = {.device = KN_CPU, .mode = KN_PROGRAM_COMPILED}, sc = o;
+    sc.scalar_math = true;
+    kn_program *p = NULL, *q = NULL;
+    KN_ASSERT_OK(kn_program_compile(&p, g, &o));
+    KN_ASSERT_OK(kn_program_compile(&q, g, &sc));
+    cr_assert_eq(kn_program_get_stats(p).mode, KN_PROGRAM_COMPILED, "needs a C compiler");
+    char *a = source_of(p), *b = source_of(q);
+    cr_assert_null(strstr(b, "declare simd"), "scalar_math: the prelude declares SIMD variants");
+    if (kn_cc_vector_math()) cr_assert_not_null(strstr(a, "declare simd"), "libmvec is there, and unused");
+    else cr_assert_str_eq(a, b, "no libmvec: one prelude either way");
+    double err = INFINITY;
+    KN_ASSERT_OK(kn_program_compare(g, &sc, 2, &err, NULL));
+    cr_assert_leq(err, 1e-6, "the scalar functions: %.3g from the interpreter", err);
+    free(a), free(b);
+    kn_program_free(p), kn_program_free(q);
     kn_graph_free(g);
 }

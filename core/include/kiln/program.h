@@ -55,6 +55,10 @@ typedef struct kn_program_opts {
      * (KILN_KEEP_LOSS); now only this field decides, so what is compiled depends on the
      * options alone. Initialize opts with designated initializers: fields are added. */
     bool keep_loss;
+    /* COMPILED, C: the generated kernels call the scalar expf, logf, tanhf (and the double
+     * ones) even where glibc's vector variants are there (kn_cc_vector_math): a few ulp
+     * apart, slower; to compare (once the environment variable KILN_SCALAR_MATH). */
+    bool scalar_math;
     /* The facts about the target the passes decide by (kiln/passes.h, kn_pass_target), passed
      * to every pass of opts.passes; NULL: kn_program_target_default(). */
     const struct kn_pass_target *target;
