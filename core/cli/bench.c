@@ -262,8 +262,8 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
         st = kn_error(KN_ERR_ARG, "kiln bench: --profile times each op, which a CUDA graph replays as one launch: use one or the other");
     if (st == KN_OK) st = kn_trainer_set_compiled(&tr, compiled);
     double live = 0, live_none = 0; /* the step graph's largest live set, with and without the passes */
-    if (st == KN_OK) st = kn_passes_live_bytes(tr.joint, tr.passes, &live);
-    if (st == KN_OK) st = kn_passes_live_bytes(tr.joint, NULL, &live_none);
+    if (st == KN_OK) st = kn_passes_live_bytes_on(tr.joint, tr.passes, kn_program_target_default(), &live);
+    if (st == KN_OK) st = kn_passes_live_bytes_on(tr.joint, NULL, kn_program_target_default(), &live_none);
     kn_program_stats ps = kn_program_get_stats(tr.prog);
     compiled = ps.mode == KN_PROGRAM_COMPILED;
     double setup = kn_time_now() - t0;

@@ -117,7 +117,7 @@ static kn_status bench_attn(const attn_opts *o, kn_device dev) {
     int64_t s[4] = {o->batch, o->heads, o->seq, o->dim};
     kn_status st = ms ? attn_graph(o, &g) : kn_error(KN_ERR_OOM, "kiln bench-attn: out of memory");
     const char *passes = o->bf16 ? (o->flash ? "flash,autocast:bf16" : "autocast:bf16") : o->flash ? "flash" : NULL;
-    if (st == KN_OK) st = kn_passes_live_bytes(g, passes, &live);
+    if (st == KN_OK) st = kn_passes_live_bytes_on(g, passes, kn_program_target_default(), &live);
     kn_program_opts po = {.device = dev, .passes = passes, .mode = o->bf16 ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES};
     if (st == KN_OK) st = kn_program_compile(&prog, g, &po);
     kn_rng rng = kn_rng_new(7);

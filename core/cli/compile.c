@@ -4,6 +4,7 @@
  *   kiln compile FILE.ir | --gpt CONFIG [--graph forward|joint] [--batch B] [--seq T]
  *                [--passes LIST|all|none] [--report out.json] [--emit-ir out.ir]
  *                [--seed N] [--tol X] [--no-check] [--dist ddp|zero1|zero2|zero3 [--bucket-mb X]]
+ *                [--stages] [--keep-loss]
  *
  * CONFIG names a GPT: "gpt2" (GPT-2 124M: 12 layers, width 768, 12 heads, context 1024,
  * vocabulary 50257), "small" (what `kiln train` builds by default, vocabulary 65), or
@@ -28,7 +29,12 @@
  * and comm_wait where the schedule runs them (zero3: and each parameter bucket's
  * all_gather_start and comm_wait, forward and backward), and the check compares the
  * gradients the graph stores into its slab (one process, whose all_gather is its own
- * parameters) with the original graph's gradient outputs. */
+ * parameters) with the original graph's gradient outputs.
+ *
+ * --stages compiles the original graph to generated C with the pass list inside the program
+ * (kn_program_compile's pipeline: passes, decompose, schedule, lower, plan, render, load) and
+ * prints each stage's time and a line of what it made. --keep-loss keeps the loss as library
+ * steps on the CPU, as a GPU does (kn_program_opts.keep_loss), for the compiled program. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +70,10 @@ static void usage(FILE *f) {
             "  --bucket-mb X      the buckets of --dist, in MB (default 25)\n"
             "  --seed N           seed of the random inputs of the check (default 0)\n"
             "  --tol X            largest |delta| the check accepts (default 1e-6)\n"
-            "  --no-check         skip running the graphs before and after\n",
+            "  --no-check         skip running the graphs before and after\n"
+            "  --stages           compile to generated C with the passes inside the program and print\n"
+            "                     the compile pipeline: each stage's time and what it made\n"
+            "  --keep-loss        the compiled program keeps the loss as library steps, as a GPU does\n",
             kn_passes_names());
 }
 
@@ -195,7 +204,7 @@ int kn_cli_compile(int argc, char **argv) {
     long batch = 1, seq = 0;
     unsigned long long seed = 0;
     double tol = 1e-6;
-    bool check = true, show_schedule = false;
+    bool check = true, show_schedule = false, show_stages = false, keep_loss = false;
     const char *kernels_dir = NULL, *memory_tsv = NULL, *dist = NULL;
     double bucket_mb = 25;
     for (int i = 1; i < argc; i++) {
@@ -203,6 +212,8 @@ int kn_cli_compile(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!strcmp(a, "--no-check")) { check = false; continue; }
         if (!strcmp(a, "--schedule")) { show_schedule = true; continue; }
+        if (!strcmp(a, "--stages")) { show_stages = true; continue; }
+        if (!strcmp(a, "--keep-loss")) { keep_loss = true; continue; }
         if (a[0] != '-' || !a[1]) {
             if (file) { fprintf(stderr, "kiln compile: two input files: %s and %s\n", file, a); return 2; }
             file = a;
@@ -284,7 +295,7 @@ int kn_cli_compile(int argc, char **argv) {
     if (st != KN_OK) return fail(gpt ? "building the GPT graph" : file);
     if (kn_graph_copy(&after, before) != KN_OK) { kn_graph_free(before); return fail(""); }
     kn_pass_report rep;
-    st = kn_passes_run(after, passes, &rep);
+    st = kn_passes_run_on(after, passes, kn_program_target_default(), &rep); /* as a program would */
     int rc = 0;
     if (st != KN_OK) rc = fail("");
     printf("%s: %d nodes -> %d after %s (%.1f ms)\n", gpt ? "gpt" : file, rep.nodes_before, rep.nodes_after, passes,
@@ -325,10 +336,21 @@ int kn_cli_compile(int argc, char **argv) {
             }
         }
     }
+    if (rc == 0 && show_stages) { /* the whole pipeline, the passes inside it, on the original graph */
+        kn_program_opts po = {.device = KN_CPU, .passes = passes, .mode = KN_PROGRAM_COMPILED, .keep_loss = keep_loss};
+        kn_program *prog = NULL;
+        st = kn_program_compile(&prog, before, &po);
+        if (st == KN_OK) {
+            printf("compile pipeline (%s):\n", passes);
+            st = kn_program_print_stages(stdout, prog);
+        }
+        kn_program_free(prog);
+        if (st != KN_OK) rc = fail("compiling to C");
+    }
     kn_program_stats mem = {0};
     bool have_mem = false;
     if (rc == 0 && (show_schedule || kernels_dir || memory_tsv)) { /* the compiled program: fusion, generated C */
-        kn_program_opts po = {KN_CPU, NULL, KN_PROGRAM_COMPILED, false};
+        kn_program_opts po = {.device = KN_CPU, .mode = KN_PROGRAM_COMPILED, .keep_loss = keep_loss};
         kn_program_stats ps;
         double rel = 0;
         kn_program *prog = NULL;

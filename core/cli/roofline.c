@@ -190,7 +190,7 @@ static kn_status rl_bind_program(void *p, const char *name, const kn_tensor *t) 
 static int rl_compiled(const kn_graph *g, kn_device dev, const char *passes, int steps, double peak, double bw,
                        const char *head, const char *path, const char *what) {
     kn_program *p = NULL;
-    kn_program_opts o = {dev, passes, KN_PROGRAM_COMPILED, false};
+    kn_program_opts o = {.device = dev, .passes = passes, .mode = KN_PROGRAM_COMPILED};
     kn_status st = kn_program_compile(&p, g, &o);
     if (st == KN_OK) st = rl_bind_all(g, rl_bind_program, p);
     if (st == KN_OK) st = kn_program_run(p); /* warm-up: cuBLAS handles, the kernel cache, allocators */

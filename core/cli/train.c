@@ -297,8 +297,8 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
         char prec[32] = ""; /* the live sets after the precision's pass (autocast) alone, and after all */
         const char *ac = strstr(tr.passes, "autocast:");
         if (ac) snprintf(prec, sizeof prec, "%.*s", (int)strcspn(ac, ","), ac);
-        if (kn_passes_live_bytes(tr.joint, prec[0] ? prec : NULL, &live0) != KN_OK ||
-            kn_passes_live_bytes(tr.joint, tr.passes, &live1) != KN_OK)
+        if (kn_passes_live_bytes_on(tr.joint, prec[0] ? prec : NULL, kn_program_target_default(), &live0) != KN_OK ||
+            kn_passes_live_bytes_on(tr.joint, tr.passes, kn_program_target_default(), &live1) != KN_OK)
             goto fail;
         if (!o->flash && !o->epilogue && !o->hfuse)
             printf("  remat %s: the step's largest live set %.2f MB (%.2f MB without recompute)\n", o->remat,

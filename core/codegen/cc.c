@@ -62,10 +62,7 @@ bool kn_cc_vector_math(void) {
     static int have = -1;
     if (have < 0) {
         have = 0;
-        const char *off = getenv("KILN_SCALAR_MATH"); /* =1: never use it (to compare) */
 #if defined(__x86_64__)
-        if (!(off && *off && strcmp(off, "0")))
-        {
         void *h = dlopen("libmvec.so.1", RTLD_NOW | RTLD_LOCAL);
         if (h) {
             static const char *const need[] = {"_ZGVbN4v_tanhf", "_ZGVbN4v_expf", "_ZGVbN4v_logf",
@@ -73,7 +70,6 @@ bool kn_cc_vector_math(void) {
             have = 1;
             for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) have &= dlsym(h, need[i]) != NULL;
             dlclose(h);
-        }
         }
 #endif
     }

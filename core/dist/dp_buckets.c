@@ -259,7 +259,8 @@ kn_status kn_dp_ir_program(kn_dp *d) {
     char list[256];
     bool own = t->passes && *t->passes && strcmp(t->passes, "none");
     snprintf(list, sizeof list, "%s%s%s", own ? t->passes : "", own ? "," : "", d->pass);
-    kn_program_opts o = {t->dev, list, t->compiled ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES, t->cuda_emu};
+    kn_program_opts o = {.device = t->dev, .passes = list, .mode = t->compiled ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES,
+                         .cuda_emu = t->cuda_emu};
     kn_program *p = NULL;
     KN_TRY(kn_program_compile(&p, t->joint, &o));
     kn_status st = KN_OK;

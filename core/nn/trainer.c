@@ -106,7 +106,8 @@ static kn_status compile_on(kn_trainer *t, kn_device dev) {
     kn_program_free(t->eval);
     t->prog = t->eval = NULL;
     kn_tensor *const *views = t->views;
-    kn_program_opts o = {dev, t->passes, t->compiled ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES, t->cuda_emu};
+    kn_program_opts o = {.device = dev, .passes = t->passes, .mode = t->compiled ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES,
+                         .cuda_emu = t->cuda_emu};
     KN_TRY(kn_program_compile(&t->prog, t->joint, &o));
     KN_TRY(kn_program_compile(&t->eval, t->fwd, &o));
     kn_program *ps[2] = {t->prog, t->eval};

@@ -32,7 +32,6 @@
 #include <string.h>
 
 #include "kiln/passes.h"
-#include "runtime/cuda_flash_tc.h"
 
 kn_status kn_autocast_parse(const char *text, kn_dtype *out) {
     if (!out) return kn_error(KN_ERR_ARG, "autocast: NULL dtype");
@@ -136,9 +135,10 @@ static kn_status adopt(kn_graph *g, kn_graph *out, kn_status s) {
 /* Whether node n takes lab 09's decision (true for most nodes), or keeps its own dtype.
  * Two kinds keep theirs:
  * - flash_attn(_bwd) is a product, LOW in the policy, but it goes low only in bf16 and at
- *   the head dims the GPU's bf16 tensor-core kernels take (core/runtime/cuda_flash_tc.cu:
- *   64, 128), so a program that runs on the CPU also runs on a GPU (f16 and other head
- *   dims keep the f32 kernels). Low, its y holds O and the logsumexp L in bf16: the
+ *   the head dims the target has bf16 kernels for (the caller's facts, st->target:
+ *   kn_program_target_default() gives those of the GPU's tensor-core kernels, 64 and 128,
+ *   for every device, so a program that runs on the CPU also runs on a GPU; f16, other
+ *   head dims, and no facts at all keep the f32 kernels). Low, its y holds O and the logsumexp L in bf16: the
  *   backward's P = exp(s - L) then carries a relative error up to |L| 2^-9 per row, the
  *   same factor across the row (a per-row scale of dq, dk, dv of well under 1% at GPT-2's
  *   T = 1024, not a change of direction).
@@ -152,7 +152,10 @@ static bool follows_policy(const ac_plan *p, const kn_node *n) {
         return false;
     if (n->op != KN_OP_FLASH_ATTN && n->op != KN_OP_FLASH_ATTN_BWD) return true;
     const kn_type *q = &p->g->nodes[n->in[0]].type;
-    return p->low == KN_DT_BF16 && q->ndim >= 2 && kn_flash_tc_kernel(KN_FLASH_TC_BF16, (int)q->shape[q->ndim - 1]);
+    if (p->low != KN_DT_BF16 || q->ndim < 2 || !p->st || !p->st->target) return false;
+    for (int i = 0; i < KN_PASS_TARGET_DIMS && p->st->target->flash_bf16_dims[i] > 0; i++)
+        if (p->st->target->flash_bf16_dims[i] == q->shape[q->ndim - 1]) return true;
+    return false;
 }
 
 /* Node i decided by lab 09's unit, unless it does not follow the policy (above): then it

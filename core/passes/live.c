@@ -68,10 +68,14 @@ kn_status kn_graph_live_bytes(const kn_graph *g, double *bytes, int32_t *at) {
 }
 
 kn_status kn_passes_live_bytes(const kn_graph *g, const char *passes, double *bytes) {
+    return kn_passes_live_bytes_on(g, passes, NULL, bytes);
+}
+
+kn_status kn_passes_live_bytes_on(const kn_graph *g, const char *passes, const kn_pass_target *target, double *bytes) {
     if (!g || !bytes) return kn_error(KN_ERR_ARG, "kn_passes_live_bytes: NULL argument");
     kn_graph *c = NULL;
     KN_TRY(kn_graph_copy(&c, g));
-    kn_status st = kn_passes_run(c, passes, NULL);
+    kn_status st = kn_passes_run_on(c, passes, target, NULL);
     if (st == KN_OK) st = kn_graph_live_bytes(c, bytes, NULL);
     kn_graph_free(c);
     return st;

@@ -173,10 +173,19 @@ static kn_status verify_after(const kn_graph *g, const char *pass) {
 }
 
 kn_status kn_passes_run(kn_graph *g, const char *list, kn_pass_report *rep) {
-    return kn_passes_run_with(kn_pass_table, KN_NPASSES, g, list, rep);
+    return kn_passes_run_with_on(kn_pass_table, KN_NPASSES, g, list, NULL, rep);
+}
+
+kn_status kn_passes_run_on(kn_graph *g, const char *list, const kn_pass_target *target, kn_pass_report *rep) {
+    return kn_passes_run_with_on(kn_pass_table, KN_NPASSES, g, list, target, rep);
 }
 
 kn_status kn_passes_run_with(const kn_pass *table, int ntable, kn_graph *g, const char *list, kn_pass_report *rep) {
+    return kn_passes_run_with_on(table, ntable, g, list, NULL, rep);
+}
+
+kn_status kn_passes_run_with_on(const kn_pass *table, int ntable, kn_graph *g, const char *list,
+                                const kn_pass_target *target, kn_pass_report *rep) {
     kn_pass_report local;
     if (!rep) rep = &local;
     memset(rep, 0, sizeof *rep);
@@ -194,6 +203,7 @@ kn_status kn_passes_run_with(const kn_pass *table, int ntable, kn_graph *g, cons
         rep->name[i] = todo[i]->name;
         rep->npasses = i + 1;
         memcpy(st->arg, args[i], sizeof st->arg);
+        st->target = target;
         st->nodes_before = g->nnodes;
         double t0 = now_ms();
         kn_status s = todo[i]->run(g, st);

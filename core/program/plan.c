@@ -1,6 +1,8 @@
 /* plan.c — a COMPILED program's memory plan: every value its steps make gets an offset in
- * one arena (kn_program_plan_memory, called by kn_program_compile in program.c, which then
- * places values there as they are made). */
+ * one arena (kn_program_plan_memory, compile.c's plan stage; program.c then places values
+ * there as they are made). It runs after lowering and before rendering: the kernels' IR says
+ * what each step reads and writes, and the plan tells the renderer which of a kernel's
+ * buffers it made alias (kn_kbuf's aliased). */
 #include <stdint.h>
 #include <string.h>
 
@@ -24,8 +26,8 @@
  * that operand's storage dies at this very step, has the same size, and every load of it
  * indexes it exactly as the store indexes the result (same dtype, offset and strides: the
  * kernel reads each element before it writes the same index, and the renderer emits every
- * load of an element before its stores and drops `restrict` from such buffers,
- * kn_kernel_inplace_buf). Never for a broadcast or a transposed read, which would read an
+ * load of an element before its stores; the plan marks the store and the loads of the
+ * operand it overwrites aliased, and the C renderer drops `restrict` from those). Never for a broadcast or a transposed read, which would read an
  * element after it was overwritten. The two values then form one buffer, from the first
  * one's step to the last one's last reader; chains (x -> exp -> mul -> ...) form one
  * buffer. Only on the C target: the CUDA dialect keeps its restrict pointers.
@@ -110,6 +112,24 @@ static int32_t library_inplace_over(const kn_program *p, int s, const int32_t *r
     for (int j = 0; j < n->nin; j++)
         if (j != k && root[n->in[j]] == r) return -1;
     return r;
+}
+
+/* The plan's facts for the renderer: in each kernel, a store the plan writes over an
+ * operand (mem_from) and every load of that operand's storage share bytes, so none of them
+ * may be a `restrict` pointer. Every other buffer of a kernel has bytes of its own during
+ * the step (the plan gives values live at the same step disjoint bytes), so it keeps it. */
+static void mark_aliased(kn_program *p, const int32_t *root) {
+    for (int s = 0; s < p->nsteps; s++) {
+        if (p->steps[s].kernel < 0) continue;
+        kn_kernel *k = &p->kernels[p->steps[s].kernel].ir;
+        for (int b = 0; b < k->nbufs; b++) {
+            int32_t r = k->bufs[b].store ? p->mem_from[k->bufs[b].value] : -1;
+            if (r < 0) continue;
+            k->bufs[b].aliased = true;
+            for (int l = 0; l < k->nbufs; l++)
+                if (!k->bufs[l].store && root[k->bufs[l].value] == r) k->bufs[l].aliased = true;
+        }
+    }
 }
 
 kn_status kn_program_plan_memory(kn_program *p) {
@@ -198,7 +218,7 @@ kn_status kn_program_plan_memory(kn_program *p) {
     if (st == KN_OK) st = kn_mem_assign_offsets(bufs, nbuf, offs, &top);
     if (st == KN_OK && top > top_own) {
         /* greedy by size is a heuristic: a chain made one longer buffer can pack worse than
-         * its values apart (the small GPT's step keeping its loss, KILN_KEEP_LOSS=1: 1.62 MB
+         * its values apart (the small GPT's step keeping its loss, opts.keep_loss: 1.62 MB
          * against 1.59). Then the plan without in place: in place never costs. */
         nbuf = 0;
         for (int i = 0; i < nn; i++) {
@@ -214,6 +234,7 @@ kn_status kn_program_plan_memory(kn_program *p) {
     }
     for (int i = 0; st == KN_OK && i < nn; i++)
         if (group[i] >= 0) p->mem_off[i] = (int64_t)offs[group[i]];
+    if (st == KN_OK) mark_aliased(p, root);
     for (int b = 0; st == KN_OK && b < nbuf; b++) { /* the lower bound: the most bytes live at once */
         delta[bufs[b].first] += (double)bufs[b].size;
         delta[bufs[b].last + 1] -= (double)bufs[b].size;

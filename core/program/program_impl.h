@@ -1,5 +1,5 @@
 /* program_impl.h — what the files of core/program/ share: the program's private types
- * (program.c compiles and runs them; report.c prints and compares them; profile.c times
+ * (compile.c makes them, stage by stage; program.c runs them; report.c prints and compares them; profile.c times
  * their steps; graph.c replays them as a CUDA graph). */
 #ifndef KN_PROGRAM_IMPL_H
 #define KN_PROGRAM_IMPL_H
@@ -21,6 +21,7 @@ typedef enum kn_target { KN_TARGET_C, KN_TARGET_EMU, KN_TARGET_CUDA } kn_target;
 
 typedef struct kn_program_kernel {
     kn_kernel ir;
+    int group;                                     /* its fused group in p->sched */
     void (*fn)(void *ctx, int64_t lo, int64_t hi); /* C */
     void (*emu)(void *args);                       /* EMU: the <name>__emu entry */
     void *gpu;                                     /* CUDA: a cudaKernel_t */
@@ -106,8 +107,9 @@ void kn_program_profile_run_end(kn_program *p);
 void kn_program_profile_free(kn_program *p);
 
 /* plan.c: bytes a value takes in the memory plan's arena (its size rounded up to 64); the
- * plan itself (mem_off, mem_def, mem_last, mem_from, the arena's size, the stats), made
- * once the steps and their liveness are known. */
+ * plan itself (mem_off, mem_def, mem_last, mem_from, the arena's size, the stats, and the
+ * aliased flag of the kernel buffers it writes in place), made by compile.c's plan stage
+ * once the steps, their kernels' IR and their liveness are known, before rendering. */
 size_t kn_program_plan_size(const kn_type *t);
 kn_status kn_program_plan_memory(kn_program *p);
 

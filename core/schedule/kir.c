@@ -242,13 +242,6 @@ bool kn_kernel_same_map(const kn_kernel *k, int a, int b) {
     return true;
 }
 
-bool kn_kernel_inplace_buf(const kn_kernel *k, int b) {
-    if (!k || k->reduces || b < 0 || b >= k->nbufs) return false;
-    for (int c = 0; c < k->nbufs; c++)
-        if (k->bufs[c].store != k->bufs[b].store && kn_kernel_same_map(k, b, c)) return true;
-    return false;
-}
-
 kn_status kn_kernel_verify(const kn_kernel *k) {
     if (!k) return kn_error(KN_ERR_ARG, "kn_kernel_verify: NULL kernel");
 #define BAD(...) return kn_error(KN_ERR_INTERNAL, "kn_kernel_verify: " __VA_ARGS__)

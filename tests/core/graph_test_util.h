@@ -11,6 +11,7 @@
 #include "kn_test.h"
 #include "kiln/ir.h"
 #include "kiln/passes.h"
+#include "kiln/program.h"
 
 /* The inputs and params of g, random with seed, bound in each of its[0..n); float params
  * multiplied by param_scale (1: as drawn, uniform in [-1, 1]). */
@@ -28,11 +29,12 @@ static inline void bind_same_random(const kn_graph *g, kn_interp *const *its, in
     }
 }
 
-/* A copy of g after the passes of list (report into rep, may be NULL), verified. */
+/* A copy of g after the passes of list (report into rep, may be NULL), verified; the passes
+ * know the facts of kiln's own kernels, as a program's do (kn_program_target_default). */
 static inline kn_graph *graph_after_passes(const kn_graph *g, const char *list, kn_pass_report *rep) {
     kn_graph *c;
     KN_ASSERT_OK(kn_graph_copy(&c, g));
-    KN_ASSERT_OK(kn_passes_run(c, list, rep));
+    KN_ASSERT_OK(kn_passes_run_on(c, list, kn_program_target_default(), rep));
     KN_ASSERT_OK(kn_graph_verify(c));
     return c;
 }

@@ -83,6 +83,24 @@ expect 1 "%1 = neg: declared type f32[3]" "$dir/badtype.ir"
 [ $? -eq 1 ] && grep -q "cannot write" "$dir/err" || fail "unwritable --emit-ir: $(cat "$dir/err")"
 "$kiln" compile --help | grep -q "fold, views, algebra, cse, dce" || fail "--help lists the passes"
 
+# The compile pipeline: --stages prints every stage of the table, in order, each with its
+# time and what it made; --keep-loss keeps the loss as library steps (decompose:gpu), and
+# KILN_KEEP_LOSS in the environment changes nothing (no environment variable decides what
+# is compiled).
+"$kiln" compile --gpt small,layers=1,width=16,heads=2,context=8,vocab=11 --batch 2 --no-check --stages \
+    > "$dir/out" 2>&1 || fail "compile --stages: $(cat "$dir/out")"
+order=$(grep -oE '^  (passes|decompose|schedule|lower|plan|render|load|total) ' "$dir/out" | tr -s ' \n' ' ')
+[ "$order" = " passes decompose schedule lower plan render load total " ] \
+    || fail "--stages: stages '$order' in $(cat "$dir/out")"
+grep -qE '^  plan +[0-9.]+ ms  arena ' "$dir/out" || fail "--stages: no plan summary: $(cat "$dir/out")"
+grep -qE '^  decompose +[0-9.]+ ms  decompose: ' "$dir/out" || fail "--stages: no decompose summary: $(cat "$dir/out")"
+KILN_KEEP_LOSS=1 "$kiln" compile --gpt small,layers=1,width=16,heads=2,context=8,vocab=11 --batch 2 --no-check \
+    --stages > "$dir/out2" 2>&1 || fail "compile --stages: $(cat "$dir/out2")"
+grep -q "decompose:gpu" "$dir/out2" && fail "KILN_KEEP_LOSS changed what was compiled: $(cat "$dir/out2")"
+"$kiln" compile --gpt small,layers=1,width=16,heads=2,context=8,vocab=11 --batch 2 --no-check --stages --keep-loss \
+    > "$dir/out2" 2>&1 || fail "compile --stages --keep-loss: $(cat "$dir/out2")"
+grep -q "decompose:gpu" "$dir/out2" || fail "--keep-loss: $(cat "$dir/out2")"
+
 # Fusion and generated C: the schedule with its decisions, the kernels written out, and the
 # compiled program checked against the interpreter.
 export KILN_CACHE_DIR="$dir/cache"

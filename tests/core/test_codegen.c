@@ -42,7 +42,7 @@ static void private_cache(void) {
 
 /* The largest error of a `mode` program relative to the interpreter (kiln/program.h). */
 static double compare(const kn_graph *g, kn_program_mode mode, uint64_t seed, kn_program_stats *stats) {
-    kn_program_opts o = {KN_CPU, NULL, mode, false};
+    kn_program_opts o = {.device = KN_CPU, .mode = mode};
     double worst = INFINITY;
     KN_ASSERT_OK(kn_program_compare(g, &o, seed, &worst, stats));
     return worst;
@@ -79,7 +79,7 @@ KN_TEST(codegen, random_graphs_f16_match_the_interpreter, .timeout = 240) { rand
 /* The generated C's f16/bf16 conversions are core/base's, bit for bit, on every class of f32. */
 KN_TEST(codegen, low_precision_conversions_are_bitwise_core_base) {
     private_cache();
-    kn_program_opts o = {KN_CPU, NULL, KN_PROGRAM_COMPILED, false};
+    kn_program_opts o = {.device = KN_CPU, .mode = KN_PROGRAM_COMPILED};
     lowp_check_conversions(&o);
 }
 
@@ -220,7 +220,7 @@ KN_TEST(codegen, cross_entropy_and_its_backward_are_row_kernels) {
     KN_ASSERT_OK(kn_tensor_zeros(&t, KN_DT_I32, 2, ts));
     ((int32_t *)kn_tensor_data(t))[4] = 7;
     for (int m = 0; m < 2; m++) {
-        kn_program_opts o = {KN_CPU, NULL, m ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES, false};
+        kn_program_opts o = {.device = KN_CPU, .mode = m ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES};
         kn_program *p = NULL;
         KN_ASSERT_OK(kn_program_compile(&p, g, &o));
         KN_ASSERT_OK(kn_program_bind(p, "x", x));
@@ -248,7 +248,7 @@ KN_TEST(codegen, laned_row_reductions_keep_the_nan_rule) {
     xp[1 * 21 + 5] = NAN;  /* a lane */
     xp[2 * 21 + 20] = NAN; /* the tail (21 = 16 + 5) */
     xp[3 * 21 + 9] = 1e30f;
-    kn_program_opts o = {KN_CPU, NULL, KN_PROGRAM_COMPILED, false};
+    kn_program_opts o = {.device = KN_CPU, .mode = KN_PROGRAM_COMPILED};
     kn_program *p = NULL;
     KN_ASSERT_OK(kn_program_compile(&p, g, &o));
     cr_assert_eq(kn_program_get_stats(p).mode, KN_PROGRAM_COMPILED);
@@ -297,7 +297,7 @@ KN_TEST(codegen, the_kernel_cache_hits_on_a_second_compile) {
     private_cache();
     kn_graph *g = parse("%0 = input {name=\"x\"} : f32[3,5]\n%1 = exp %0 : f32[3,5]\n%2 = sum %1 {axes=[1]} : f32[3]\n"
                         "output %2\n");
-    kn_program_opts o = {KN_CPU, NULL, KN_PROGRAM_COMPILED, false};
+    kn_program_opts o = {.device = KN_CPU, .mode = KN_PROGRAM_COMPILED};
     kn_program *a = NULL, *b = NULL;
     KN_ASSERT_OK(kn_program_compile(&a, g, &o));
     KN_ASSERT_OK(kn_program_compile(&b, g, &o));
@@ -320,7 +320,7 @@ KN_TEST(codegen, a_compile_error_names_the_file_and_shows_the_message) {
     chmod(script, 0755);
     setenv("KILN_CC", script, 1);
     kn_graph *g = parse("%0 = input {name=\"x\"} : f32[3]\n%1 = exp %0 : f32[3]\noutput %1\n");
-    kn_program_opts o = {KN_CPU, NULL, KN_PROGRAM_COMPILED, false};
+    kn_program_opts o = {.device = KN_CPU, .mode = KN_PROGRAM_COMPILED};
     kn_program *p = NULL;
     cr_assert_eq(kn_program_compile(&p, g, &o), KN_ERR_INTERNAL);
     cr_assert_null(p);
@@ -353,7 +353,7 @@ KN_TEST(codegen, the_memory_plan_shares_bytes_between_lifetimes) {
     kn_gpt_config c = tiny();
     kn_graph *g = NULL;
     KN_ASSERT_OK(kn_gpt_graph(&c, 3, 8, true, &g));
-    kn_program_opts o = {KN_CPU, NULL, KN_PROGRAM_COMPILED, false};
+    kn_program_opts o = {.device = KN_CPU, .mode = KN_PROGRAM_COMPILED};
     kn_program *p = NULL;
     KN_ASSERT_OK(kn_program_compile(&p, g, &o));
     kn_program_stats st = kn_program_get_stats(p);
@@ -444,7 +444,7 @@ KN_TEST(codegen, in_place_on_the_gpt_step_before_and_after, .timeout = 120) {
     KN_ASSERT_OK(kn_gpt_graph(&c, 8, 64, true, &g));
     const char *policies[] = {"none", "all,remat:full"};
     for (int k = 0; k < 2; k++) {
-        kn_program_opts o = {KN_CPU, policies[k], KN_PROGRAM_COMPILED, false};
+        kn_program_opts o = {.device = KN_CPU, .passes = policies[k], .mode = KN_PROGRAM_COMPILED};
         kn_program *p = NULL;
         KN_ASSERT_OK(kn_program_compile(&p, g, &o));
         kn_program_stats st = kn_program_get_stats(p);
@@ -457,7 +457,7 @@ KN_TEST(codegen, in_place_on_the_gpt_step_before_and_after, .timeout = 120) {
         kn_program_free(p);
     }
     double err = 0;
-    kn_program_opts o = {KN_CPU, "all,remat:full", KN_PROGRAM_COMPILED, false};
+    kn_program_opts o = {.device = KN_CPU, .passes = "all,remat:full", .mode = KN_PROGRAM_COMPILED};
     KN_ASSERT_OK(kn_program_compare(g, &o, 11, &err, NULL));
     cr_assert_leq(err, 1e-5, "compiled (in place) against the interpreter: %.3g", err);
     kn_graph_free(g);

@@ -32,7 +32,7 @@ static void private_cache(void) {
 static kn_gpt_config tiny(void) { return (kn_gpt_config){.vocab = 17, .context = 8, .layers = 2, .width = 16, .heads = 2}; }
 
 static double compare_on(const kn_graph *g, kn_device dev, bool emu, uint64_t seed, kn_program_stats *st) {
-    kn_program_opts o = {dev, NULL, KN_PROGRAM_COMPILED, emu};
+    kn_program_opts o = {.device = dev, .mode = KN_PROGRAM_COMPILED, .cuda_emu = emu};
     double worst = INFINITY;
     KN_ASSERT_OK(kn_program_compare(g, &o, seed, &worst, st));
     return worst;
@@ -71,7 +71,7 @@ KN_TEST(cudagen, random_graphs_f16_under_the_emulator, .timeout = 240) { random_
  * core/base's bit for bit. */
 KN_TEST(cudagen, low_precision_conversions_under_the_emulator) {
     private_cache();
-    kn_program_opts o = {KN_CPU, NULL, KN_PROGRAM_COMPILED, true};
+    kn_program_opts o = {.device = KN_CPU, .mode = KN_PROGRAM_COMPILED, .cuda_emu = true};
     lowp_check_conversions(&o);
 }
 
@@ -258,7 +258,7 @@ KN_TEST(cudagen, gpt_kernels_after_hfuse_compile_with_nvrtc, .timeout = 240) {
         kn_graph *g = NULL;
         KN_ASSERT_OK(kn_gpt_graph(&c, 2, 8, true, &g));
         kn_pass_report rep;
-        KN_ASSERT_OK(kn_passes_run(g, lists[i], &rep));
+        KN_ASSERT_OK(kn_passes_run_on(g, lists[i], kn_program_target_default(), &rep));
         cr_assert_eq(kn_pass_stats_total(&rep.pass[rep.npasses - 1]), 4 * c.layers, "%s: the pass did not fire",
                      lists[i]);
         int n, rows;
@@ -336,7 +336,7 @@ KN_TEST(cuda_codegen, compiled_training_on_the_gpu_follows_node_by_node, .timeou
     kn_test_compiled_training_follows(&c, gpu0);
     kn_graph *g = NULL;
     KN_ASSERT_OK(kn_gpt_graph(&c, 2, 8, true, &g));
-    kn_program_opts o = {gpu0, NULL, KN_PROGRAM_COMPILED, false};
+    kn_program_opts o = {.device = gpu0, .mode = KN_PROGRAM_COMPILED};
     kn_program *p1 = NULL, *p2 = NULL;
     KN_ASSERT_OK(kn_program_compile(&p1, g, &o));
     KN_ASSERT_OK(kn_program_compile(&p2, g, &o));

@@ -123,7 +123,7 @@ KN_TEST(ddp_pass, programs_run_the_collectives_as_the_interpreter_does) {
     kn_graph *g;
     KN_ASSERT_OK(kn_gpt_graph(&cfg, 2, 8, true, &g));
     kn_graph *d = ddp_of(g, "ddp:0.004");
-    kn_program_opts modes[2] = {{KN_CPU, NULL, KN_PROGRAM_NODES, false}, {KN_CPU, NULL, KN_PROGRAM_COMPILED, false}};
+    kn_program_opts modes[2] = {{.device = KN_CPU, .mode = KN_PROGRAM_NODES}, {.device = KN_CPU, .mode = KN_PROGRAM_COMPILED}};
     for (int k = 0; k < 2; k++) {
         double rel = -1;
         KN_ASSERT_OK(kn_program_compare(d, &modes[k], 5, &rel, NULL));
@@ -179,7 +179,7 @@ KN_TEST(ddp_pass, a_context_sees_stores_then_starts_then_waits_and_is_polled_bet
         order_ctx o = {.n = n, .stored = calloc((size_t)n, sizeof(int))};
         kn_collectives c = {&o, order_run, order_poll};
         kn_program *p;
-        kn_program_opts opts = {KN_CPU, NULL, k ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES, false};
+        kn_program_opts opts = {.device = KN_CPU, .mode = k ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES};
         KN_ASSERT_OK(kn_program_compile(&p, d, &opts));
         for (int i = 0; i < d->nnodes; i++) {
             const kn_node *nd = &d->nodes[i];
@@ -271,7 +271,7 @@ KN_TEST(ddp_pass, zero3_gathers_each_bucket_before_its_first_reader_forward_and_
         double delta = -1;
         KN_ASSERT_OK(kn_graph_compare(g, d, 3, &delta));
         cr_assert_eq(delta, 0.0, "%s: max |delta| %g", lists[k], delta);
-        kn_program_opts modes[2] = {{KN_CPU, NULL, KN_PROGRAM_NODES, false}, {KN_CPU, NULL, KN_PROGRAM_COMPILED, false}};
+        kn_program_opts modes[2] = {{.device = KN_CPU, .mode = KN_PROGRAM_NODES}, {.device = KN_CPU, .mode = KN_PROGRAM_COMPILED}};
         for (int m = 0; m < 2; m++) {
             double rel = -1;
             KN_ASSERT_OK(kn_program_compare(d, &modes[m], 5, &rel, NULL));
@@ -318,7 +318,7 @@ static void run_on(const kn_graph *d, kn_device dev, kn_program_mode mode, const
     host_ctx h = {slab, (float *)params, 0, 0};
     kn_collectives c = {&h, host_run, NULL};
     kn_program *p;
-    kn_program_opts o = {dev, NULL, mode, false};
+    kn_program_opts o = {.device = dev, .mode = mode};
     KN_ASSERT_OK(kn_program_compile(&p, d, &o));
     for (int i = 0; i < d->nnodes; i++) {
         if (d->nodes[i].op != KN_OP_INPUT) continue;

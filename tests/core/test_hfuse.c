@@ -347,7 +347,7 @@ KN_TEST(hfuse, compiled_step_equals_the_interpreter, .timeout = 240) {
         /* the interpreter runs the graph after the passes before hfuse (bf16 against bf16) */
         char before[128];
         snprintf(before, sizeof before, "%.*s", (int)(strlen(runs[r].passes) - strlen("hfuse")), runs[r].passes);
-        if (before[0]) KN_ASSERT_OK(kn_passes_run(g, before, NULL));
+        if (before[0]) KN_ASSERT_OK(kn_passes_run_on(g, before, kn_program_target_default(), NULL));
         kn_program_opts o = {.passes = "hfuse", .mode = KN_PROGRAM_COMPILED, .cuda_emu = runs[r].emu};
         kn_program_stats s;
         double d = -1, tol = runs[r].tol > 0 ? runs[r].tol : lowp_codegen_tolerance(KN_DT_BF16);

@@ -5,7 +5,7 @@
  *     bits it gives into a buffer of its own: f32, f64, and bf16/f16 logits (the widening
  *     path, eval_low_precision), on rows with -inf entries and a vocabulary-wide row;
  *   - the plan: a compiled CPU program that keeps the loss as library steps
- *     (KILN_KEEP_LOSS=1, as a GPU does) writes the gradient over the logits when they die
+ *     (opts.keep_loss, as a GPU does) writes the gradient over the logits when they die
  *     at the backward (through a reshape, as the GPT's do), one in-place value of the
  *     logits' size, and the arena shrinks by exactly that; logits still read after the
  *     backward are never written over; the results are the interpreter's either way.
@@ -107,9 +107,10 @@ static kn_graph *loss_graph(const char *dt, const char *lt, const char *tail) {
     return g;
 }
 
-/* The compiled program's statistics and its largest error against the interpreter. */
-static double compiled(const kn_graph *g, kn_program_stats *st) {
-    kn_program_opts o = {KN_CPU, NULL, KN_PROGRAM_COMPILED, false};
+/* The compiled program's statistics and its largest error against the interpreter; keep:
+ * the loss stays library steps (opts.keep_loss). */
+static double compiled(const kn_graph *g, kn_program_stats *st, bool keep) {
+    kn_program_opts o = {.device = KN_CPU, .mode = KN_PROGRAM_COMPILED, .keep_loss = keep};
     double worst = INFINITY;
     KN_ASSERT_OK(kn_program_compare(g, &o, 3, &worst, st));
     cr_assert_eq(st->mode, KN_PROGRAM_COMPILED, "needs a C compiler");
@@ -118,7 +119,6 @@ static double compiled(const kn_graph *g, kn_program_stats *st) {
 
 KN_TEST(inplace, the_plan_writes_the_loss_gradient_over_logits_that_die_there) {
     private_cache();
-    setenv("KILN_KEEP_LOSS", "1", 1);
     const char *dts[2][2] = {{"f32", "f32"}, {"bf16", "f32"}};
     for (int k = 0; k < 2; k++) {
         char tail[256];
@@ -126,7 +126,7 @@ KN_TEST(inplace, the_plan_writes_the_loss_gradient_over_logits_that_die_there) {
                  dts[k][0]);
         kn_graph *g = loss_graph(dts[k][0], dts[k][1], tail);
         kn_program_stats st;
-        double err = compiled(g, &st);
+        double err = compiled(g, &st, true);
         cr_assert_leq(err, k ? 1e-2 : 1e-5, "%s: the results differ from the interpreter's by %.3g", dts[k][0], err);
         double L = 8 * 40 * (double)kn_dtype_size(g->nodes[3].type.dtype); /* 64-byte multiples, as planned */
         cr_assert_eq(st.nsteps - st.nkernels, 3, "%s: the reshape, the loss and its backward are library steps "
@@ -143,24 +143,22 @@ KN_TEST(inplace, the_plan_writes_the_loss_gradient_over_logits_that_die_there) {
  * nothing is written over them, and the results stay the interpreter's. */
 KN_TEST(inplace, logits_read_after_the_backward_are_not_written_over) {
     private_cache();
-    setenv("KILN_KEEP_LOSS", "1", 1);
     kn_graph *g = loss_graph("f32", "f32", "%7 = mul %6, %4 : f32[8,40]\n%8 = sum %7 {axes=[1]} : f32[8]\n");
     kn_program_stats st;
-    double err = compiled(g, &st);
+    double err = compiled(g, &st, true);
     cr_assert_leq(err, 1e-5, "the results differ from the interpreter's by %.3g", err);
     cr_assert_eq(st.mem_inplace, 0, "%d values in place", st.mem_inplace);
     cr_assert_eq(st.mem_planned, st.mem_planned_separate);
     kn_graph_free(g);
 }
 
-/* Without KILN_KEEP_LOSS the C target decomposes the loss into generated row kernels:
+/* Without keep_loss the C target decomposes the loss into generated row kernels:
  * nothing for the library's in place to do, and the same results. */
 KN_TEST(inplace, the_c_target_decomposes_the_loss_without_keep_loss) {
     private_cache();
-    unsetenv("KILN_KEEP_LOSS");
     kn_graph *g = loss_graph("f32", "f32", "%7 = mul %6, %6 : f32[8,40]\n%8 = sum %7 {axes=[1]} : f32[8]\n");
     kn_program_stats st;
-    double err = compiled(g, &st);
+    double err = compiled(g, &st, false);
     cr_assert_leq(err, 1e-5, "the results differ from the interpreter's by %.3g", err);
     cr_assert_leq(st.nsteps - st.nkernels, 1, "only the reshape is a library step: %d", st.nsteps - st.nkernels);
     kn_graph_free(g);
@@ -173,13 +171,12 @@ KN_TEST(inplace, the_c_target_decomposes_the_loss_without_keep_loss) {
  * in place never costs. The results are the interpreter's either way. */
 KN_TEST(inplace, the_gpt_step_keeping_its_loss, .timeout = 120) {
     private_cache();
-    setenv("KILN_KEEP_LOSS", "1", 1);
     const int64_t vocab[2] = {2048, 65};
     for (int k = 0; k < 2; k++) {
         kn_gpt_config c = {.vocab = vocab[k], .context = 64, .layers = 2, .width = 64, .heads = 4};
         kn_graph *g = NULL;
         KN_ASSERT_OK(kn_gpt_graph(&c, 2, 64, true, &g));
-        kn_program_opts o = {KN_CPU, "all", KN_PROGRAM_COMPILED, false};
+        kn_program_opts o = {.device = KN_CPU, .passes = "all", .mode = KN_PROGRAM_COMPILED, .keep_loss = true};
         kn_program_stats st;
         double err = INFINITY;
         KN_ASSERT_OK(kn_program_compare(g, &o, 5, &err, &st));

@@ -185,7 +185,7 @@ KN_TEST(lowsave, the_compiled_bf16_step_follows_its_interpreter, .timeout = 120)
     setenv("KILN_CACHE_DIR", tmpl, 1);
     kn_graph *g = gpt_joint(&cfg);
     for (int emu = 0; emu < 2; emu++) {
-        kn_program_opts o = {KN_CPU, "autocast:bf16,lowloss,lowsave", KN_PROGRAM_COMPILED, emu == 1};
+        kn_program_opts o = {.device = KN_CPU, .passes = "autocast:bf16,lowloss,lowsave", .mode = KN_PROGRAM_COMPILED, .cuda_emu = emu == 1};
         double worst = INFINITY;
         KN_ASSERT_OK(kn_program_compare(g, &o, 5, &worst, NULL)); /* the interpreter runs g as it is: f32 */
         cr_assert(worst <= lowp_codegen_tolerance(KN_DT_BF16), "%s: compiled bf16 with lowsave is %.3g from f32",

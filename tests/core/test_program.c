@@ -29,7 +29,7 @@ static kn_interp *reference_run(const kn_graph *g, const irt_model *m) {
 
 static kn_program *compile_cpu(const kn_graph *g, const char *passes) {
     kn_program *p = NULL;
-    kn_program_opts o = {KN_CPU, passes, KN_PROGRAM_NODES, false};
+    kn_program_opts o = {.device = KN_CPU, .passes = passes, .mode = KN_PROGRAM_NODES};
     KN_ASSERT_OK(kn_program_compile(&p, g, &o));
     return p;
 }
@@ -67,15 +67,15 @@ KN_TEST(program, errors_are_clear) {
     irt_model_init(&m, KN_DT_F32, 3);
     kn_graph *g = irt_joint_graph(&m, 0.1);
     kn_program *p = NULL;
-    kn_program_opts o = {KN_CPU, "fold,bogus", KN_PROGRAM_NODES, false};
+    kn_program_opts o = {.device = KN_CPU, .passes = "fold,bogus", .mode = KN_PROGRAM_NODES};
     KN_ASSERT_ERR(kn_program_compile(&p, g, &o), KN_ERR_ARG);
     cr_assert(strstr(kn_last_error(), "unknown pass 'bogus'"), "%s", kn_last_error());
     cr_assert_null(p);
     KN_ASSERT_ERR(kn_program_compile(&p, NULL, NULL), KN_ERR_ARG);
-    o = (kn_program_opts){{KN_DEVICE_TYPE_COUNT, 0}, NULL, KN_PROGRAM_NODES, false};
+    o = (kn_program_opts){.device = {KN_DEVICE_TYPE_COUNT, 0}, .mode = KN_PROGRAM_NODES};
     KN_ASSERT_ERR(kn_program_compile(&p, g, &o), KN_ERR_ARG);
     if (kn_device_count(KN_DEVICE_CUDA) == 0) {
-        o = (kn_program_opts){{KN_DEVICE_CUDA, 0}, NULL, KN_PROGRAM_NODES, false};
+        o = (kn_program_opts){.device = {KN_DEVICE_CUDA, 0}, .mode = KN_PROGRAM_NODES};
         kn_status st = kn_program_compile(&p, g, &o);
         cr_assert(st == KN_ERR_DEVICE || st == KN_ERR_UNSUPPORTED, "no GPU: %s", kn_last_error());
     }
@@ -95,7 +95,7 @@ KN_TEST(program, gpu_program_agrees_with_the_cpu) {
     irt_model_init(&m, KN_DT_F64, 13);
     kn_graph *g = irt_joint_graph(&m, 0.1);
     kn_program *pc = NULL, *pg = NULL;
-    kn_program_opts oc = {KN_CPU, NULL, KN_PROGRAM_NODES, false}, og = {{KN_DEVICE_CUDA, 0}, NULL, KN_PROGRAM_NODES, false};
+    kn_program_opts oc = {.device = KN_CPU, .mode = KN_PROGRAM_NODES}, og = {.device = {KN_DEVICE_CUDA, 0}, .mode = KN_PROGRAM_NODES};
     KN_ASSERT_OK(kn_program_compile(&pc, g, &oc));
     KN_ASSERT_OK(kn_program_compile(&pg, g, &og));
     bind_all(pc, &m);
@@ -145,7 +145,7 @@ KN_TEST(program, gpu_steps_read_host_constants_copied_once) {
     kn_builder_free(b);
     KN_ASSERT_OK(kn_autograd(fwd, loss, 1, &x, &g, NULL));
     kn_program *p = NULL;
-    kn_program_opts o = {{KN_DEVICE_CUDA, 0}, NULL, KN_PROGRAM_NODES, false};
+    kn_program_opts o = {.device = {KN_DEVICE_CUDA, 0}, .mode = KN_PROGRAM_NODES};
     KN_ASSERT_OK(kn_program_compile(&p, g, &o));
     kn_rng rng = kn_rng_new(3);
     kn_tensor *hx = NULL, *hr = NULL;
@@ -259,7 +259,7 @@ KN_TEST(program, the_roofline_table_accounts_for_every_flop) {
     irt_model_init(&m, KN_DT_F32, 5);
     kn_graph *g = irt_joint_graph(&m, 0.1);
     kn_program *p = NULL;
-    kn_program_opts o = {KN_CPU, NULL, KN_PROGRAM_COMPILED, false};
+    kn_program_opts o = {.device = KN_CPU, .mode = KN_PROGRAM_COMPILED};
     KN_ASSERT_OK(kn_program_compile(&p, g, &o));
     bind_all(p, &m);
     char *buf = NULL;
@@ -309,7 +309,7 @@ static void bound_outputs_equal_unbound(kn_program_mode mode) {
     irt_model m;
     irt_model_init(&m, KN_DT_F32, 5);
     kn_graph *g = irt_joint_graph(&m, 0.0);
-    kn_program_opts o = {KN_CPU, NULL, mode, false};
+    kn_program_opts o = {.device = KN_CPU, .mode = mode};
     kn_program *ref = NULL, *p = NULL;
     KN_ASSERT_OK(kn_program_compile(&ref, g, &o));
     KN_ASSERT_OK(kn_program_compile(&p, g, &o));
@@ -372,7 +372,7 @@ KN_TEST(program, bound_outputs_that_cannot_be_placed_are_copied) {
     kn_graph *g = NULL;
     KN_ASSERT_OK(kn_graph_parse(ir, strlen(ir), &g));
     for (int mode = 0; mode < 2; mode++) {
-        kn_program_opts o = {KN_CPU, NULL, mode ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES, false};
+        kn_program_opts o = {.device = KN_CPU, .mode = mode ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES};
         kn_program *p = NULL;
         KN_ASSERT_OK(kn_program_compile(&p, g, &o));
         int64_t s[2] = {4, 6};

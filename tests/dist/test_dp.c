@@ -55,8 +55,8 @@ static void zero3_against_one_process(kn_comm *c, int accum, int steps) {
     int64_t P = g.p.n, progs[2] = {0, 0};
     for (int k = 0; k < 2; k++) {
         kn_program *p = NULL;
-        kn_program_opts po = {tr.dev, k ? "zero3:0.002" : tr.passes, tr.compiled ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES,
-                              tr.cuda_emu};
+        kn_program_opts po = {.device = tr.dev, .passes = k ? "zero3:0.002" : tr.passes,
+                              .mode = tr.compiled ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES, .cuda_emu = tr.cuda_emu};
         int64_t b0 = (int64_t)kn_alloc_bytes();
         CHECK(kn_program_compile(&p, tr.joint, &po) == KN_OK, "compile %d", k);
         progs[k] = (int64_t)kn_alloc_bytes() - b0;

@@ -361,7 +361,7 @@ KN_TEST(lab08_hidden_compiled, the_gpt_step_plan_per_step, .timeout = 120) {
     kn_gpt_config c = l8_tiny();
     kn_graph *g = NULL;
     KN_ASSERT_OK(kn_gpt_graph(&c, 3, 8, true, &g));
-    kn_program_opts o = {KN_CPU, "cse,remat:full", KN_PROGRAM_COMPILED, false};
+    kn_program_opts o = {.device = KN_CPU, .passes = "cse,remat:full", .mode = KN_PROGRAM_COMPILED};
     kn_program *p = NULL;
     KN_ASSERT_OK(kn_program_compile(&p, g, &o));
     kn_program_stats st = kn_program_get_stats(p);

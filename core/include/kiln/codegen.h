@@ -112,6 +112,10 @@ typedef struct kn_kbuf {
     kn_dtype dtype;
     int64_t offset;              /* elements */
     int64_t stride[KN_MAX_DIMS]; /* per axis of the kernel's space; 0: broadcast */
+    bool aliased;                /* the memory plan put this buffer's bytes under another buffer of
+                                  * the kernel (a store written in place over a load it indexes
+                                  * alike): the C renderer drops `restrict` from it. Lowering
+                                  * leaves it false; only core/program/plan.c sets it. */
 } kn_kbuf;
 
 typedef struct kn_kx {
@@ -155,11 +159,6 @@ kn_status kn_kernel_verify(const kn_kernel *k);
 /* Whether buffers a and b of k index their values alike: the same dtype, offset and
  * strides, so element i of the space is at the same place in both. */
 bool kn_kernel_same_map(const kn_kernel *k, int a, int b);
-/* Whether buffer b of an elementwise kernel (no reduction) may share its memory with a
- * buffer of the other kind (a store with a load) that it indexes alike: the memory plan
- * may then write the store in place over the load (core/program/program.c), so the C
- * renderer declares such pointers without `restrict`. */
-bool kn_kernel_inplace_buf(const kn_kernel *k, int b);
 kn_status kn_kernel_print(FILE *f, const kn_kernel *k);
 
 /* ---------------------------------------------------------------- C code */
@@ -169,8 +168,12 @@ kn_status kn_kernel_print(FILE *f, const kn_kernel *k);
  * where ctx is an array of the buffers' base pointers (k->bufs order) and [lo, hi) a
  * range of outer indices: the signature kn_k_parallel calls. */
 kn_status kn_render_c(const kn_kernel *k, char **src, size_t *len, size_t *cap);
-/* The lines every generated file starts with (includes). */
+/* The lines every generated file starts with (includes): with vector_math, the SIMD
+ * variants of exp, log and tanh declared where the machine has them (kn_cc_vector_math);
+ * without, the scalar functions only (kn_program_opts.scalar_math). kn_render_c_prelude()
+ * is kn_render_c_prelude_math(true). */
 const char *kn_render_c_prelude(void);
+const char *kn_render_c_prelude_math(bool vector_math);
 /* ---------------------------------------------------------------- CUDA code
  *
  * The same kernel as CUDA C (core/codegen/render_cuda.c):
@@ -246,7 +249,8 @@ void kn_cc_free(kn_cc_module *m);
 bool kn_cc_available(void);
 /* Whether glibc's vector math library (libmvec, glibc >= 2.35 on x86-64) is there: the
  * prelude then declares the SIMD variants of exp, log and tanh, so loops calling them
- * vectorize (a few ulp from the scalar functions, like any libm). */
+ * vectorize (a few ulp from the scalar functions, like any libm), unless the program asks
+ * for the scalar ones (kn_program_opts.scalar_math). */
 bool kn_cc_vector_math(void);
 /* A file in the kernel cache: <cache>/kernels/<hash of keys>.<ext> (the directory is made).
  * What the CUDA module cache (cubins) shares with the C one. */

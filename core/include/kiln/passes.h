@@ -39,8 +39,22 @@ extern "C" {
 
 #define KN_PASS_ARG_MAX 32       /* bytes of a pass argument ("every:2"), with its NUL */
 
+/* What a pass may know of the machine the graph is compiled for: facts the caller passes in
+ * (kn_passes_run_on; kn_program_opts.target, whose default kn_program_target_default() are
+ * kiln's own kernels), never asked of the runtime by a pass, so that what a pass list makes
+ * depends on the graph and the options alone. NULL: nothing known, each pass takes the
+ * choice that is right on every machine. */
+#define KN_PASS_TARGET_DIMS 4
+typedef struct kn_pass_target {
+    /* head dims at which flash attention and its backward have a bf16 kernel (kiln's:
+     * core/runtime/cuda_flash_tc.h), 0 ending the list: autocast:bf16 puts flash attention
+     * in bf16 there only (elsewhere it stays f32, whose kernels take every head dim) */
+    int flash_bf16_dims[KN_PASS_TARGET_DIMS];
+} kn_pass_target;
+
 typedef struct kn_pass_stats {
     char arg[KN_PASS_ARG_MAX];             /* the pass's argument ("" when none): "remat:full" -> "full" */
+    const kn_pass_target *target;          /* the caller's facts (kn_passes_run_on), or NULL: none */
     int nodes_before, nodes_after;
     double ms;                             /* wall time of the pass */
     int nfired;                            /* distinct rules that fired */
@@ -100,9 +114,14 @@ const char *kn_passes_names(void);
  * cse: %7 = add: ...". rep may be NULL. On a failure g may be partly rewritten but is a
  * well-formed graph (free it with kn_graph_free). */
 kn_status kn_passes_run(kn_graph *g, const char *list, kn_pass_report *rep);
+/* The same with the target's facts (kn_pass_target; NULL as kn_passes_run: none), which
+ * every pass of the list finds in its st->target. */
+kn_status kn_passes_run_on(kn_graph *g, const char *list, const kn_pass_target *target, kn_pass_report *rep);
 /* The same over another table of passes (tests; later issues' own pipelines): "all" is
  * that table in order. */
 kn_status kn_passes_run_with(const kn_pass *table, int ntable, kn_graph *g, const char *list, kn_pass_report *rep);
+kn_status kn_passes_run_with_on(const kn_pass *table, int ntable, kn_graph *g, const char *list,
+                                const kn_pass_target *target, kn_pass_report *rep);
 /* Check a list's names without running anything (KN_ERR_ARG as kn_passes_run gives);
  * *n receives how many passes it runs. */
 kn_status kn_passes_check(const char *list, int *n);
@@ -240,6 +259,8 @@ kn_status kn_graph_live_bytes(const kn_graph *g, double *bytes, int32_t *at);
 /* The same of a copy of g after the pass list `passes` (NULL or "none": g itself): what a
  * pass list would do to a step's memory, g unchanged. */
 kn_status kn_passes_live_bytes(const kn_graph *g, const char *passes, double *bytes);
+/* The same with the target's facts (kn_passes_run_on). */
+kn_status kn_passes_live_bytes_on(const kn_graph *g, const char *passes, const kn_pass_target *target, double *bytes);
 
 /* ---------------------------------------------------------------- mixed precision
  * (core/passes/autocast.c)
@@ -266,7 +287,8 @@ typedef enum kn_autocast_class {
 
 /* "bf16" -> KN_DT_BF16; "fp16" or "f16" -> KN_DT_F16; else KN_ERR_ARG naming both. */
 kn_status kn_autocast_parse(const char *text, kn_dtype *out);
-/* Rewrite g in place with low dtype `low` (bf16 or f16); st (may be NULL) counts rules. */
+/* Rewrite g in place with low dtype `low` (bf16 or f16); st (may be NULL) counts rules and
+ * brings the target's facts (st->target: where flash attention may go bf16; none: it stays f32). */
 kn_status kn_autocast(kn_graph *g, kn_dtype low, kn_pass_stats *st);
 kn_status kn_pass_autocast(kn_graph *g, kn_pass_stats *st);  /* the table's: dtype in st->arg */
 kn_status kn_autocast_check_arg(const char *arg);

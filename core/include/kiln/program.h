@@ -49,7 +49,48 @@ typedef struct kn_program_opts {
      * (core/runtime/cuda_emu.h) instead of C: the GPU's generated code, tested without a
      * GPU (slow: every thread is a coroutine). On a CUDA device the CUDA code runs for real. */
     bool cuda_emu;
+    /* COMPILED: keep cross-entropy and its backward as library steps (the "decompose:gpu"
+     * variant, which a CUDA device always takes: decompose.c says why) on the CPU too: the
+     * GPU's loss steps, and their memory plan, without a GPU. Once an environment variable
+     * (KILN_KEEP_LOSS); now only this field decides, so what is compiled depends on the
+     * options alone. Initialize opts with designated initializers: fields are added. */
+    bool keep_loss;
+    /* COMPILED, C: the generated kernels call the scalar expf, logf, tanhf (and the double
+     * ones) even where glibc's vector variants are there (kn_cc_vector_math): a few ulp
+     * apart, slower; to compare (once the environment variable KILN_SCALAR_MATH). */
+    bool scalar_math;
+    /* The facts about the target the passes decide by (kiln/passes.h, kn_pass_target), passed
+     * to every pass of opts.passes; NULL: kn_program_target_default(). */
+    const struct kn_pass_target *target;
 } kn_program_opts;
+
+/* The target facts of kiln's own kernels, the same for every device (a program compiled on
+ * the CPU is the one a GPU runs): the head dims of the bf16 tensor-core flash attention
+ * kernels (core/runtime/cuda_flash_tc.h). A static object. */
+const struct kn_pass_target *kn_program_target_default(void);
+
+/* The compile pipeline (core/program/compile.c): one table of stages that
+ * kn_program_compile runs in order, timing each and logging it (KN_LOG_DEBUG):
+ *
+ *   passes     the caller's pass list (opts.passes)
+ *   decompose  composite ops into primitives (COMPILED; "decompose:gpu" keeps the loss)
+ *   schedule   the steps: one per node (NODES), or fused groups and library steps
+ *   lower      kernel IR for each fused group, and a GPU target's launch shapes
+ *   plan       liveness over the steps; COMPILED: the memory plan (arena offsets, values
+ *              written in place), which marks the kernels' buffers it made alias
+ *   render     one source file for the target (C, or CUDA C: NVRTC or the emulator)
+ *   load       compile it (cached on disk) and find each kernel's entry
+ *
+ * A NODES program skips decompose, lower, render and load. After a compile each stage's
+ * record says whether it ran, its wall time and a one-line summary of what it made
+ * (`kiln compile --stages` prints them). */
+#define KN_PROGRAM_NSTAGES 7
+typedef struct kn_program_stage_log {
+    const char *name;   /* the stage's name (a static string) */
+    bool ran;           /* false: the mode skips it */
+    double ms;          /* its wall time */
+    char summary[192];  /* what it made, one line ("412 -> 398 nodes", "31 kernels", ...) */
+} kn_program_stage_log;
 
 /* What compiling did (kn_program_stats), for reports and benchmarks. */
 typedef struct kn_program_stats {
@@ -70,6 +111,7 @@ typedef struct kn_program_stats {
     int mem_inplace;         /* values an elementwise kernel wrote over an operand that died there */
     double mem_inplace_bytes;    /* their bytes */
     int outputs_copied;      /* bound outputs (kn_program_bind_output) the last run copied, not placed */
+    kn_program_stage_log stages[KN_PROGRAM_NSTAGES]; /* the compile pipeline, in the order it ran */
 } kn_program_stats;
 
 typedef struct kn_program kn_program;
@@ -142,6 +184,9 @@ kn_status kn_program_compare(const kn_graph *g, const kn_program_opts *o, uint64
  * mark among them, as TSV ("# step live_bytes arena_top_bytes what" then one line per step):
  * what `kiln compile --memory-plot` plots. */
 kn_status kn_program_memory_tsv(FILE *f, const kn_program *p);
+/* The compile pipeline's stages as they ran for p: one line each, name, ms and summary
+ * (skipped stages say so), then the total. */
+kn_status kn_program_print_stages(FILE *f, const kn_program *p);
 /* COMPILED programs: the schedule, then every kernel's IR and C, as text (NULL: none). */
 kn_status kn_program_print_kernels(FILE *f, const kn_program *p);
 /* COMPILED programs: write k<N>.kir, k<N>.c and k<N>.cu (its CUDA rendering) for every

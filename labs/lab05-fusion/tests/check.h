@@ -37,7 +37,7 @@ static inline kn_schedule *l5_schedule(const kn_graph *g) {
 
 /* The largest error of the compiled program relative to the interpreter. */
 static inline double l5_compare(const kn_graph *g, uint64_t seed, kn_program_stats *st) {
-    kn_program_opts o = {KN_CPU, NULL, KN_PROGRAM_COMPILED, false};
+    kn_program_opts o = {.device = KN_CPU, .mode = KN_PROGRAM_COMPILED};
     double rel = INFINITY;
     KN_ASSERT_OK(kn_program_compare(g, &o, seed, &rel, st));
     return rel;

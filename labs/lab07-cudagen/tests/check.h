@@ -88,7 +88,7 @@ static inline void l7_run(const kn_kernel *k, kn_cuda_launch l, void **bufs) {
  * interpreter: the largest relative error. */
 static inline double l7_compare(const kn_graph *g, kn_device dev, uint64_t seed, kn_program_stats *st) {
     l7_cache();
-    kn_program_opts o = {dev, NULL, KN_PROGRAM_COMPILED, dev.type == KN_DEVICE_CPU};
+    kn_program_opts o = {.device = dev, .mode = KN_PROGRAM_COMPILED, .cuda_emu = dev.type == KN_DEVICE_CPU};
     double rel = INFINITY;
     KN_ASSERT_OK(kn_program_compare(g, &o, seed, &rel, st));
     return rel;

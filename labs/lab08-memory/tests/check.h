@@ -65,7 +65,7 @@ static inline void l8_check_plan(const kn_mem_buffer *b, int n, const size_t *of
 /* A compiled program (your plan) against the interpreter: the largest relative error. */
 static inline double l8_compare(const kn_graph *g, const char *passes, uint64_t seed, kn_program_stats *st) {
     l8_cache();
-    kn_program_opts o = {KN_CPU, passes, KN_PROGRAM_COMPILED, false};
+    kn_program_opts o = {.device = KN_CPU, .passes = passes, .mode = KN_PROGRAM_COMPILED};
     double rel = INFINITY;
     KN_ASSERT_OK(kn_program_compare(g, &o, seed, &rel, st));
     return rel;
