@@ -63,6 +63,30 @@ static void greedy_sweep(kn_program_mode mode) {
 KN_TEST(infer, greedy_matches_the_sampler_interpreted) { greedy_sweep(KN_PROGRAM_NODES); }
 KN_TEST(infer, greedy_matches_the_sampler_compiled) { greedy_sweep(KN_PROGRAM_COMPILED); }
 
+/* The GPU's generated CUDA for both steps, run by the CUDA emulator on the CPU. */
+KN_TEST(infer, greedy_matches_under_the_cuda_emulator) {
+    kn_gpt g;
+    model(&g);
+    kn_infer inf;
+    kn_infer_opts o = {.device = KN_CPU, .mode = KN_PROGRAM_COMPILED, .cuda_emu = true};
+    KN_ASSERT_OK(kn_infer_new(&inf, &g, 2, &o));
+    kn_program_stats st = kn_program_get_stats(inf.decode);
+    cr_assert(st.mode == KN_PROGRAM_COMPILED && st.nkernels > 0, "not compiled");
+    enum { N0 = 3, N = 8 };
+    int32_t rows[2 * N], want[N];
+    kn_sampling s = {0, 0, 1};
+    kn_rng r = kn_rng_new(1);
+    for (int b = 0; b < 2; b++) prompt(rows + b * N, N0, 40 + (uint64_t)b);
+    KN_ASSERT_OK(kn_infer_generate(&inf, rows, N0, N, &s, &r, NULL, NULL));
+    for (int b = 0; b < 2; b++) {
+        prompt(want, N0, 40 + (uint64_t)b);
+        KN_ASSERT_OK(kn_gpt_sample(&g, want, N0, N, 0, &r));
+        for (int i = 0; i < N; i++) cr_assert_eq(rows[b * N + i], want[i], "row %d token %d", b, i);
+    }
+    kn_infer_free(&inf);
+    kn_gpt_free(&g);
+}
+
 KN_TEST(infer, sampling_matches_the_sampler) {
     kn_gpt g;
     model(&g);

@@ -61,6 +61,8 @@ typedef struct kn_infer_opts {
     kn_program_mode mode;   /* NODES (each node its backend's kernel) or COMPILED (generated code) */
     const char *passes;     /* the programs' pass list (kiln/passes.h; NULL: none) */
     bool cuda_graph;        /* COMPILED on a GPU: replay the decode step as one CUDA graph */
+    bool cuda_emu;          /* COMPILED on the CPU: the GPU's generated CUDA under the emulator
+                             * (kn_program_opts.cuda_emu: a test of the GPU's code path) */
 } kn_infer_opts;
 
 enum { KN_INFER_PREFILLS = 8 }; /* prefill programs kept (one per prompt length) */
