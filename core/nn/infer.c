@@ -12,6 +12,7 @@
 
 #include "kiln/device.h"
 #include "kiln/infer.h"
+#include "kiln/passes.h"
 
 /* ---------------------------------------------------------------- sampling */
 
@@ -180,7 +181,32 @@ static kn_status build_decode(const kn_infer *inf, kn_val *pvals, kn_val *kv, kn
     return st;
 }
 
-/* Compile graph `which` (decode when T == 0, else the prefill of T) and bind the
+/* Bind the weights' low-precision copies a program reads after the lowparams pass
+ * ("NAME@bf16", kiln/passes.h), rounding the slab once, the first time one is needed. */
+static kn_status bind_low(kn_infer *inf, kn_program *p) {
+    const kn_params *pp = &inf->model->p;
+    const kn_dtype lows[2] = {KN_DT_BF16, KN_DT_F16};
+    char name[KN_NAME_MAX];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < pp->count; i++) {
+            KN_TRY(kn_lowparam_name(pp->info[i].name, lows[k], name));
+            if (kn_graph_find(kn_program_graph(p), name) < 0) continue;
+            if (!inf->low) {
+                kn_tensor *c = NULL;
+                kn_status st = kn_tensor_cast(&c, pp->slab, lows[k]);
+                if (st == KN_OK) st = kn_tensor_to(&inf->low, c, inf->o.device);
+                kn_tensor_free(c);
+                if (st == KN_OK) st = kn_params_views(pp, inf->low, &inf->low_views);
+                KN_TRY(st);
+            }
+            if (inf->low->dtype != lows[k])
+                return kn_error(KN_ERR_ARG, "kn_infer: the programs read weights in both bf16 and f16");
+            KN_TRY(kn_program_bind(p, name, inf->low_views[i]));
+        }
+    return KN_OK;
+}
+
+/* Compile the decode step (T == 0) or the prefill of T tokens and bind the
  * parameters and the cache (in and out) to it. */
 static kn_status compile_step(kn_infer *inf, int T, kn_program **out) {
     const kn_gpt *g = inf->model;
@@ -200,6 +226,7 @@ static kn_status compile_step(kn_infer *inf, int T, kn_program **out) {
         if (!T) st = kn_program_bind(p, name, inf->cache_views[i]);
         if (st == KN_OK) st = kn_program_bind_output(p, 1 + i, inf->cache_views[i]);
     }
+    if (st == KN_OK) st = bind_low(inf, p);
     if (st == KN_OK && !T) st = kn_program_bind(p, "tok", inf->tok);
     if (st == KN_OK && !T) st = kn_program_bind(p, "pos", inf->pos);
     if (st == KN_OK && !T) st = kn_program_bind(p, "write", inf->write);
@@ -276,10 +303,11 @@ void kn_infer_free(kn_infer *inf) {
         kn_tensor_free(inf->idx[i]);
     }
     if (inf->model && inf->views) kn_params_views_free(&inf->model->p, inf->views);
+    if (inf->model && inf->low_views) kn_params_views_free(&inf->model->p, inf->low_views);
     for (int i = 0; inf->model && inf->cache_views && i < 2 * inf->model->cfg.layers; i++)
         kn_tensor_free(inf->cache_views[i]);
     kn_free(inf->cache_views);
-    kn_tensor *ts[] = {inf->params, inf->cache, inf->tok, inf->pos, inf->write, inf->mask};
+    kn_tensor *ts[] = {inf->params, inf->low, inf->cache, inf->tok, inf->pos, inf->write, inf->mask};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) kn_tensor_free(ts[i]);
     void *hs[] = {inf->h_tok, inf->h_pos, inf->h_write, inf->h_mask, inf->logits, inf->scratch};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) kn_free(hs[i]);

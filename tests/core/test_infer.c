@@ -152,6 +152,35 @@ KN_TEST(infer, cache_and_logits_match_a_recompute) {
     kn_gpt_free(&g);
 }
 
+/* The lowparams pass's bf16 weight copies are made and bound: prefill and decode logits
+ * stay within bf16 rounding of the f32 forward's. */
+KN_TEST(infer, bf16_weights_with_autocast_and_lowparams) {
+    kn_gpt g;
+    KN_ASSERT_OK(kn_gpt_new(&g, &k_cfg));
+    kn_gpt_init(&g, 11);
+    kn_infer inf;
+    kn_infer_opts o = {.device = KN_CPU, .mode = KN_PROGRAM_COMPILED, .passes = "autocast:bf16,lowparams:bf16"};
+    KN_ASSERT_OK(kn_infer_new(&inf, &g, 1, &o));
+    cr_assert(inf.low && inf.low->dtype == KN_DT_BF16, "no bf16 copy of the weights was bound");
+    enum { T0 = 4, T = 10, V = 23 };
+    int32_t ids[T];
+    prompt(ids, T, 9);
+    float ref[T * V];
+    full_logits(&g, ids, T, ref);
+    KN_ASSERT_OK(kn_infer_prefill(&inf, ids, T0));
+    double worst = 0, scale = 0;
+    for (int t = T0; t <= T; t++) {
+        for (int v = 0; v < V; v++) {
+            worst = fmax(worst, fabs(inf.logits[v] - ref[(t - 1) * V + v]));
+            scale = fmax(scale, fabs(ref[(t - 1) * V + v]));
+        }
+        if (t < T) KN_ASSERT_OK(kn_infer_decode(&inf, &ids[t]));
+    }
+    cr_assert(worst > 0 && worst <= 2e-2 * scale, "bf16 logits differ from f32 by %g (largest logit %g)", worst, scale);
+    kn_infer_free(&inf);
+    kn_gpt_free(&g);
+}
+
 KN_TEST(infer, batched_rows_match_one_at_a_time) {
     kn_gpt g;
     model(&g);

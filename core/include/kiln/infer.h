@@ -75,6 +75,9 @@ typedef struct kn_infer {
     int len;                 /* positions of the cache filled (0 after kn_infer_new) */
     kn_tensor *params;       /* on the device: the slab (the model's on the CPU, a copy on a GPU) */
     kn_tensor **views;       /* owned: views of params shaped like the parameters */
+    kn_tensor *low;          /* owned (NULL: none): the slab rounded to bf16 or f16, on the device,
+                              * made when a program reads "NAME@bf16" params (the lowparams pass) */
+    kn_tensor **low_views;   /* owned: its views, bound by those names */
     kn_tensor *cache;        /* owned: f32 [layers, 2, B, H, Tmax, D/H] on the device */
     kn_tensor **cache_views; /* owned: 2 * layers views [B, H, Tmax, D/H], (layer, k|v) order */
     kn_program *decode;      /* owned: the decode step */
