@@ -5,8 +5,9 @@
  * linear, the q/k/v projection, the MLP), compiled once into kn_programs and replayed. The
  * cache is one device tensor; each (layer, k|v) block of it is bound to a program as an
  * input and as the output that replaces it, written in place by the step that makes it.
- * Per decode step the host uploads four small inputs (the tokens, their positions, the
- * one-hot of the position to write, the attention mask) and downloads the logits [B, V]. */
+ * Per decode step the host uploads three small inputs (the tokens, their positions, the
+ * attention mask), the step's new keys and values are copied into the cache with one 2-D
+ * copy, and the logits [B, V] come back. */
 #include <math.h>
 #include <string.h>
 
@@ -145,35 +146,42 @@ static kn_status build_prefill(const kn_infer *inf, int T, kn_val *pvals, kn_val
     return st;
 }
 
-/* Decode of one token per row at position pos (inputs "tok", "pos" [B, 1] i32, "write"
- * [B, 1, Tmax, 1] bool: the one-hot of pos, "mask" [B, 1, 1, Tmax] f32: 0 at positions
- * <= pos, -inf after): per layer the new k and v go into the cache by a where over it
- * (outputs 1..), q attends over the whole cache under the mask; output 0: logits [B, V]. */
+/* Decode of one token per row at position pos (inputs "tok", "pos" [B, 1] i32 and "mask"
+ * [B, 1, 1, Tmax] f32: 0 at the cached positions < pos, -inf from pos on). Per layer, q
+ * attends over the cache ("cache.L.k", "cache.L.v": read only) and over the new token's own
+ * k and v, which are not in the cache yet: the scores of both are joined before one
+ * softmax, and the output is the cache's share plus the new value's. Output 0: logits
+ * [B, V]; outputs 1..: the new k and v [B, H, 1, hd] of every layer, which the caller
+ * stores at position pos afterwards (kn_infer_decode: one 2-D copy). */
 static kn_status build_decode(const kn_infer *inf, kn_val *pvals, kn_val *kv, kn_graph **out) {
     const kn_gpt *g = inf->model;
     const kn_gpt_config *c = &g->cfg;
-    const int B = inf->B, H = c->heads, hd = c->width / c->heads;
+    const int B = inf->B, H = c->heads, hd = c->width / c->heads, Tm = inf->Tmax;
+    const double scale = 1.0 / sqrt((double)hd);
     kn_builder *b;
     KN_TRY(kn_builder_new(&b, KN_MODE_GRAPH));
     gpt_vals P;
     declare_params(b, g, pvals, &P);
-    int64_t s1[2] = {B, 1}, sw[4] = {B, 1, inf->Tmax, 1}, sm[4] = {B, 1, 1, inf->Tmax}, s2[2] = {B, c->width};
-    int64_t sc[4] = {B, H, inf->Tmax, hd};
+    int64_t s1[2] = {B, 1}, sm[4] = {B, 1, 1, Tm}, s2[2] = {B, c->width}, sc[4] = {B, H, Tm, hd};
     kn_val tok = kn_input_typed(b, "tok", KN_DT_I32, 2, s1), pos = kn_input_typed(b, "pos", KN_DT_I32, 2, s1);
-    kn_val write = kn_input_typed(b, "write", KN_DT_BOOL, 4, sw), mask = kn_input_typed(b, "mask", KN_DT_F32, 4, sm);
+    kn_val mask = kn_input_typed(b, "mask", KN_DT_F32, 4, sm);
     kn_val x = kn_reshape(b, kn_add(b, kn_embedding(b, P.all[0], tok), kn_embedding(b, P.all[1], pos)), 2, s2);
     for (int l = 0; l < c->layers; l++) {
         const kn_val *m = P.mats + 4 * l, *v = P.vecs + 8 * l;
-        kn_val qkv[3];
+        kn_val qkv[3], cache[2];
         char name[KN_NAME_MAX];
         kn_nn_qkv(b, kn_nn_layernorm(b, x, v[0], v[1]), B, 1, H, m[0], v[2], qkv); /* [B, H, 1, hd] each */
         for (int i = 0; i < 2; i++) {
             snprintf(name, sizeof name, "cache.%d.%c", l, i ? 'v' : 'k');
-            kv[2 * l + i] = kn_where(b, write, qkv[1 + i], kn_input_typed(b, name, KN_DT_F32, 4, sc));
+            cache[i] = kn_input_typed(b, name, KN_DT_F32, 4, sc);
+            kv[2 * l + i] = qkv[1 + i];
         }
-        kn_val s = kn_mul_scalar(b, kn_matmul_t(b, qkv[0], kv[2 * l], false, true), 1.0 / sqrt((double)hd));
-        kn_val att = kn_softmax(b, kn_add(b, s, mask), -1);                 /* [B, H, 1, Tmax] */
-        x = kn_add(b, x, kn_nn_heads_merge(b, kn_matmul(b, att, kv[2 * l + 1]), m[1], v[3]));
+        kn_val s_old = kn_add(b, kn_mul_scalar(b, kn_matmul_t(b, qkv[0], cache[0], false, true), scale), mask);
+        kn_val s_new = kn_mul_scalar(b, kn_matmul_t(b, qkv[0], qkv[1], false, true), scale);
+        kn_val att = kn_softmax(b, kn_concat(b, s_old, s_new, 3), -1);      /* [B, H, 1, Tmax + 1] */
+        kn_val y = kn_add(b, kn_matmul(b, kn_slice(b, att, 3, 0, Tm, 1), cache[1]),
+                          kn_mul(b, kn_slice(b, att, 3, Tm, Tm + 1, 1), qkv[2])); /* [B, H, 1, hd] */
+        x = kn_add(b, x, kn_nn_heads_merge(b, y, m[1], v[3]));
         x = block_mlp(b, x, m, v);
     }
     kn_status st = finish(b, head(b, &P, x), kv, 2 * c->layers, "the decode step", out);
@@ -223,13 +231,13 @@ static kn_status compile_step(kn_infer *inf, int T, kn_program **out) {
     for (int i = 0; st == KN_OK && i < nkv; i++) {
         char name[KN_NAME_MAX];
         snprintf(name, sizeof name, "cache.%d.%c", i / 2, i % 2 ? 'v' : 'k');
-        if (!T) st = kn_program_bind(p, name, inf->cache_views[i]);
-        if (st == KN_OK) st = kn_program_bind_output(p, 1 + i, inf->cache_views[i]);
+        if (T) st = kn_program_bind_output(p, 1 + i, inf->cache_views[i]); /* prefill: into the cache */
+        else st = kn_program_bind(p, name, inf->cache_views[i]);
+        if (st == KN_OK && !T) st = kn_program_bind_output(p, 1 + i, inf->new_views[i]); /* decode: beside it */
     }
     if (st == KN_OK) st = bind_low(inf, p);
     if (st == KN_OK && !T) st = kn_program_bind(p, "tok", inf->tok);
     if (st == KN_OK && !T) st = kn_program_bind(p, "pos", inf->pos);
-    if (st == KN_OK && !T) st = kn_program_bind(p, "write", inf->write);
     if (st == KN_OK && !T) st = kn_program_bind(p, "mask", inf->mask);
     if (st == KN_OK && !T && inf->o.cuda_graph) st = kn_program_set_cuda_graph(p, true);
     kn_graph_free(gr);
@@ -246,6 +254,18 @@ static kn_status device_tensor(kn_infer *inf, kn_dtype dt, int ndim, const int64
     return kn_device_memset(inf->o.device, kn_tensor_data(*out), 0, (size_t)kn_tensor_numel(*out) * kn_dtype_size(dt));
 }
 
+/* Block i of n equal contiguous blocks of t, seen as `shape`. */
+static kn_status block_view(const kn_tensor *t, int n, int i, int ndim, const int64_t *shape, kn_tensor **out) {
+    kn_tensor *flat = NULL, *row = NULL;
+    int64_t s2[2] = {n, kn_tensor_numel(t) / n};
+    kn_status st = kn_tensor_view(&flat, t, 2, s2);
+    if (st == KN_OK) st = kn_tensor_slice(&row, flat, 0, i, i + 1, 1);
+    if (st == KN_OK) st = kn_tensor_view(out, row, ndim, shape);
+    kn_tensor_free(row);
+    kn_tensor_free(flat);
+    return st;
+}
+
 kn_status kn_infer_new(kn_infer *inf, const kn_gpt *model, int B, const kn_infer_opts *o) {
     if (!inf || !model) return kn_error(KN_ERR_ARG, "kn_infer_new: NULL argument");
     memset(inf, 0, sizeof *inf);
@@ -260,34 +280,30 @@ kn_status kn_infer_new(kn_infer *inf, const kn_gpt *model, int B, const kn_infer
     else inf->o.device = KN_CPU;
     KN_TRY(kn_device_check("kn_infer_new", inf->o.device));
     const int64_t hd = c->width / c->heads, Tm = c->context;
-    int64_t scache[6] = {c->layers, 2, B, c->heads, Tm, hd}, s1[2] = {B, 1}, sw[4] = {B, 1, Tm, 1},
-            sm[4] = {B, 1, 1, Tm}, sv[4] = {B, c->heads, Tm, hd};
+    int64_t scache[6] = {c->layers, 2, B, c->heads, Tm, hd}, s1[2] = {B, 1}, sm[4] = {B, 1, 1, Tm}, sv[4] = {B, c->heads, Tm, hd};
     kn_status st = kn_tensor_to(&inf->params, model->p.slab, inf->o.device);
     if (st == KN_OK) st = kn_params_views(&model->p, inf->params, &inf->views);
     if (st == KN_OK) st = device_tensor(inf, KN_DT_F32, 6, scache, &inf->cache);
     if (st == KN_OK && !(inf->cache_views = kn_calloc(2 * (size_t)c->layers, sizeof *inf->cache_views)))
         st = kn_error(KN_ERR_OOM, "kn_infer_new: out of memory");
-    for (int i = 0; st == KN_OK && i < 2 * c->layers; i++) { /* block i of the cache seen as [2L, B*H*Tmax*hd] */
-        kn_tensor *flat = NULL, *row = NULL;
-        int64_t s2[2] = {2 * c->layers, (int64_t)B * c->heads * Tm * hd};
-        st = kn_tensor_view(&flat, inf->cache, 2, s2);
-        if (st == KN_OK) st = kn_tensor_slice(&row, flat, 0, i, i + 1, 1);
-        if (st == KN_OK) st = kn_tensor_view(&inf->cache_views[i], row, 4, sv);
-        kn_tensor_free(row);
-        kn_tensor_free(flat);
+    int64_t snew[2] = {2 * c->layers, (int64_t)B * c->heads * hd}, sn[4] = {B, c->heads, 1, hd};
+    if (st == KN_OK) st = device_tensor(inf, KN_DT_F32, 2, snew, &inf->kv_new);
+    if (st == KN_OK && !(inf->new_views = kn_calloc(2 * (size_t)c->layers, sizeof *inf->new_views)))
+        st = kn_error(KN_ERR_OOM, "kn_infer_new: out of memory");
+    for (int i = 0; st == KN_OK && i < 2 * c->layers; i++) {
+        st = block_view(inf->cache, 2 * c->layers, i, 4, sv, &inf->cache_views[i]);
+        if (st == KN_OK) st = block_view(inf->kv_new, 2 * c->layers, i, 4, sn, &inf->new_views[i]);
     }
     if (st == KN_OK) st = device_tensor(inf, KN_DT_I32, 2, s1, &inf->tok);
     if (st == KN_OK) st = device_tensor(inf, KN_DT_I32, 2, s1, &inf->pos);
-    if (st == KN_OK) st = device_tensor(inf, KN_DT_BOOL, 4, sw, &inf->write);
     if (st == KN_OK) st = device_tensor(inf, KN_DT_F32, 4, sm, &inf->mask);
     if (st == KN_OK) {
         inf->h_tok = kn_calloc((size_t)B, sizeof *inf->h_tok);
         inf->h_pos = kn_calloc((size_t)B, sizeof *inf->h_pos);
-        inf->h_write = kn_calloc((size_t)B * (size_t)Tm, 1);
         inf->h_mask = kn_calloc((size_t)B * (size_t)Tm, sizeof *inf->h_mask);
         inf->logits = kn_calloc((size_t)B * (size_t)c->vocab, sizeof *inf->logits);
         inf->scratch = kn_calloc((size_t)c->vocab, sizeof *inf->scratch);
-        if (!inf->h_tok || !inf->h_pos || !inf->h_write || !inf->h_mask || !inf->logits || !inf->scratch)
+        if (!inf->h_tok || !inf->h_pos || !inf->h_mask || !inf->logits || !inf->scratch)
             st = kn_error(KN_ERR_OOM, "kn_infer_new: out of memory");
     }
     if (st == KN_OK) st = compile_step(inf, 0, &inf->decode);
@@ -304,12 +320,15 @@ void kn_infer_free(kn_infer *inf) {
     }
     if (inf->model && inf->views) kn_params_views_free(&inf->model->p, inf->views);
     if (inf->model && inf->low_views) kn_params_views_free(&inf->model->p, inf->low_views);
-    for (int i = 0; inf->model && inf->cache_views && i < 2 * inf->model->cfg.layers; i++)
-        kn_tensor_free(inf->cache_views[i]);
+    for (int i = 0; inf->model && i < 2 * inf->model->cfg.layers; i++) {
+        if (inf->cache_views) kn_tensor_free(inf->cache_views[i]);
+        if (inf->new_views) kn_tensor_free(inf->new_views[i]);
+    }
     kn_free(inf->cache_views);
-    kn_tensor *ts[] = {inf->params, inf->low, inf->cache, inf->tok, inf->pos, inf->write, inf->mask};
+    kn_free(inf->new_views);
+    kn_tensor *ts[] = {inf->params, inf->low, inf->cache, inf->kv_new, inf->tok, inf->pos, inf->mask};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) kn_tensor_free(ts[i]);
-    void *hs[] = {inf->h_tok, inf->h_pos, inf->h_write, inf->h_mask, inf->logits, inf->scratch};
+    void *hs[] = {inf->h_tok, inf->h_pos, inf->h_mask, inf->logits, inf->scratch};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) kn_free(hs[i]);
     memset(inf, 0, sizeof *inf);
 }
@@ -383,16 +402,17 @@ kn_status kn_infer_decode(kn_infer *inf, const int32_t *tok) {
     for (int b = 0; b < B; b++) {
         inf->h_tok[b] = tok[b];
         inf->h_pos[b] = pos;
-        for (int t = 0; t < Tm; t++) {
-            inf->h_write[(size_t)b * Tm + t] = t == pos;
-            inf->h_mask[(size_t)b * Tm + t] = t <= pos ? 0.0f : -INFINITY;
-        }
+        for (int t = 0; t < Tm; t++) inf->h_mask[(size_t)b * Tm + t] = t < pos ? 0.0f : -INFINITY;
     }
     KN_TRY(upload(inf, inf->tok, inf->h_tok));
     KN_TRY(upload(inf, inf->pos, inf->h_pos));
-    KN_TRY(upload(inf, inf->write, inf->h_write));
     KN_TRY(upload(inf, inf->mask, inf->h_mask));
     KN_TRY(kn_program_run(inf->decode));
+    /* the new keys and values, rows (layer, k|v, b, h) of hd floats, into cache position pos */
+    const size_t hd = (size_t)(inf->model->cfg.width / inf->model->cfg.heads), row = hd * sizeof(float);
+    KN_TRY(kn_device_memcpy_2d(inf->o.device, (float *)kn_tensor_data(inf->cache) + (size_t)pos * hd, row * (size_t)Tm,
+                               kn_tensor_data(inf->kv_new), row, row,
+                               (size_t)kn_tensor_numel(inf->kv_new) / hd));
     KN_TRY(take_logits(inf, inf->decode));
     inf->len = pos + 1;
     return KN_OK;

@@ -291,3 +291,16 @@ static void gpu_greedy(bool cuda_graph) {
 
 KN_TEST(infer, gpu_greedy_matches_the_sampler) { gpu_greedy(false); }
 KN_TEST(infer, gpu_greedy_matches_with_a_cuda_graph) { gpu_greedy(true); }
+
+/* kn_device_memcpy_2d, which stores the decode step's new keys and values: rows land at
+ * their pitch, the bytes between them are untouched, bad pitches are errors. */
+KN_TEST(infer, memcpy_2d_copies_rows_at_their_pitch) {
+    float src[3 * 2] = {1, 2, 3, 4, 5, 6}, dst[3 * 5];
+    for (int i = 0; i < 15; i++) dst[i] = -1;
+    KN_ASSERT_OK(kn_device_memcpy_2d(KN_CPU, dst + 1, 5 * sizeof(float), src, 2 * sizeof(float), 2 * sizeof(float), 3));
+    const float want[15] = {-1, 1, 2, -1, -1, -1, 3, 4, -1, -1, -1, 5, 6, -1, -1};
+    for (int i = 0; i < 15; i++) cr_assert_eq(dst[i], want[i], "element %d: %g, expected %g", i, dst[i], want[i]);
+    KN_ASSERT_ERR(kn_device_memcpy_2d(KN_CPU, dst, 4, src, 8, 8, 1), KN_ERR_ARG);
+    KN_ASSERT_ERR(kn_device_memcpy_2d(KN_CPU, NULL, 8, src, 8, 8, 1), KN_ERR_ARG);
+    KN_ASSERT_OK(kn_device_memcpy_2d(KN_CPU, NULL, 8, NULL, 8, 8, 0)); /* nothing to copy */
+}

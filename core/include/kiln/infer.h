@@ -15,14 +15,16 @@
  *            next token (time per output token).
  *
  * The cache is static: one f32 tensor [layers, 2, B, H, Tmax, D/H] (Tmax = the context)
- * allocated once on the device, whose (layer, k|v) blocks are bound to both programs as
- * inputs "cache.L.k" / "cache.L.v" and as outputs written in place (kn_program_bind_output),
- * so nothing is copied between steps and the decode program's buffers never move: on a GPU
- * it is replayed as one CUDA graph. The IR has no op that writes into a tensor, so the
- * decode step writes position pos with an elementwise `where(write, k_new, cache)` (write:
- * a bool one-hot of pos, an input) whose result is the cache itself, and attention adds
- * an input mask (0 at positions <= pos, -inf after) before the softmax. Both are inputs the
- * host fills per step, so one compiled decode program serves every position. The prefill
+ * allocated once on the device. The prefill program writes it: its (layer, k|v) blocks are
+ * the program's bound outputs (kn_program_bind_output), so the keys and values land there
+ * with no copy. The decode program reads it: the blocks are its inputs "cache.L.k" /
+ * "cache.L.v", and attention adds an input mask (0 at positions < pos, -inf from pos on) to
+ * the scores before the softmax. The IR has no op that writes into a tensor at a position
+ * known only at run time, so the new token's k and v are outputs of the step (which also
+ * attends over them directly) and are copied into the cache at pos afterwards: one 2-D
+ * copy of 2 * layers * B * H rows (kn_device_memcpy_2d). The mask and the positions are
+ * inputs the host fills per step, so one compiled decode program serves every position,
+ * and its buffers never move: on a GPU it is replayed as one CUDA graph. The prefill
  * program depends on T0 (one is compiled per prompt length and kept).
  *
  * The numbers: the decode step's logits equal the full forward's at the same position to
@@ -80,10 +82,12 @@ typedef struct kn_infer {
     kn_tensor **low_views;   /* owned: its views, bound by those names */
     kn_tensor *cache;        /* owned: f32 [layers, 2, B, H, Tmax, D/H] on the device */
     kn_tensor **cache_views; /* owned: 2 * layers views [B, H, Tmax, D/H], (layer, k|v) order */
+    kn_tensor *kv_new;       /* owned: f32 [2 * layers, B * H * D/H] on the device, the decode
+                              * step's new keys and values (its outputs 1..), copied into the cache */
+    kn_tensor **new_views;   /* owned: 2 * layers views [B, H, 1, D/H] of it */
     kn_program *decode;      /* owned: the decode step */
-    kn_tensor *tok, *pos, *write, *mask; /* owned, on the device: the decode step's inputs */
+    kn_tensor *tok, *pos, *mask; /* owned, on the device: the decode step's inputs */
     int32_t *h_tok, *h_pos;  /* host staging for them: [B] each */
-    uint8_t *h_write;        /* [B * Tmax] */
     float *h_mask;           /* [B * Tmax] */
     kn_program *prefill[KN_INFER_PREFILLS]; /* owned: prefill programs, by prompt length */
     int prefill_T[KN_INFER_PREFILLS];
