@@ -15,6 +15,9 @@ def main():
         raise SystemExit("usage: bench_infer_compare.py KILN.json [TORCH.json ...]")
     runs = [json.load(open(p)) for p in sys.argv[1:]]
     base = runs[0]
+    if len(runs) == 1:
+        print(f"\n{base['framework']} {base['variant']} on {base['device']}: no other run to compare with")
+        return
     print(f"\n{base['framework']} {base['variant']} on {base['device']} ({base['model']}) against:")
     for other in runs[1:]:
         theirs = {key(r): r for r in other["results"]}
