@@ -106,6 +106,8 @@ static kn_val head(kn_builder *b, const gpt_vals *P, kn_val x) {
     return kn_matmul_t(b, kn_nn_layernorm(b, x, P->lnf[0], P->lnf[1]), P->all[0], false, true); /* [rows, V] */
 }
 
+/* Output 0 the logits, outputs 1.. kv[0..nkv); hand the verified graph to *out (an error
+ * names `what`). */
 static kn_status finish(kn_builder *b, kn_val logits, const kn_val *kv, int nkv, const char *what, kn_graph **out) {
     kn_builder_output(b, logits);
     for (int i = 0; i < nkv; i++) kn_builder_output(b, kv[i]);
