@@ -287,6 +287,10 @@ int kn_cli_bench_infer(int argc, char **argv) {
         return 2;
     }
     io.cuda_graph = io.device.type == KN_DEVICE_CUDA && io.mode == KN_PROGRAM_COMPILED && !o.no_graph;
+    if (kn_device_check("kiln bench-infer", io.device) != KN_OK) {
+        fprintf(stderr, "%s\n", kn_last_error());
+        return 1;
+    }
     int batches[MAXB];
     int nb = parse_list(o.batch, batches, MAXB);
     if (nb <= 0) {
