@@ -22,14 +22,14 @@ kn_val kn_nn_linear(kn_builder *b, kn_val x, kn_val w, kn_val bias) {
 
 kn_val kn_nn_layernorm(kn_builder *b, kn_val x, kn_val w, kn_val bias) { return kn_layernorm(b, x, w, bias, 1e-5); }
 
-kn_val kn_nn_attention(kn_builder *b, kn_val x, int B, int T, int heads, kn_val w_qkv, kn_val b_qkv, kn_val w_proj,
-                       kn_val b_proj) {
+kn_status kn_nn_qkv(kn_builder *b, kn_val x, int B, int T, int heads, kn_val w_qkv, kn_val b_qkv, kn_val qkv[3]) {
+    qkv[0] = qkv[1] = qkv[2] = KN_VAL_NONE;
     int64_t D = kn_val_dim(b, x, -1);
-    if (kn_builder_status(b) != KN_OK) return KN_VAL_NONE;
+    if (kn_builder_status(b) != KN_OK) return kn_builder_status(b);
     if (heads < 1 || D % heads != 0 || kn_val_dim(b, x, 0) != (int64_t)B * T) {
         kn_builder_fail(b, KN_ERR_SHAPE, "kn_nn_attention: x is [%lld, %lld], expected [B*T = %d, D] with D a multiple "
                         "of heads = %d", (long long)kn_val_dim(b, x, 0), (long long)D, B * T, heads);
-        return KN_VAL_NONE;
+        return kn_builder_status(b);
     }
     int64_t hd = D / heads;
     /* q, k and v are the three column blocks of one [D, 3D] weight (one checkpoint tensor,
@@ -38,21 +38,41 @@ kn_val kn_nn_attention(kn_builder *b, kn_val x, int B, int T, int heads, kn_val 
      * instead would meet them in three zero-padded [BT, 3D] gradients added together. */
     int64_t s4[4] = {B, T, heads, hd};
     int to_heads[4] = {0, 2, 1, 3};
-    kn_val qkv[3];
     for (int i = 0; i < 3; i++) {
         kn_val w = kn_slice(b, w_qkv, 1, i * D, (i + 1) * D, 1);          /* [D, D] */
         kn_val bias = kn_slice(b, b_qkv, 0, i * D, (i + 1) * D, 1);       /* [D] */
         kn_val h = kn_reshape(b, kn_nn_linear(b, x, w, bias), 4, s4);     /* [B, T, H, hd] */
         qkv[i] = kn_permute(b, h, 4, to_heads);                           /* [B, H, T, hd] */
     }
+    return kn_builder_status(b);
+}
+
+kn_val kn_nn_heads_merge(kn_builder *b, kn_val y, kn_val w_proj, kn_val b_proj) {
+    int to_heads[4] = {0, 2, 1, 3};
+    int64_t s2[2] = {kn_val_dim(b, y, 0) * kn_val_dim(b, y, 2), kn_val_dim(b, y, 1) * kn_val_dim(b, y, 3)};
+    y = kn_reshape(b, kn_permute(b, y, 4, to_heads), 2, s2);              /* [BT, D]: the swap undoes itself */
+    return kn_nn_linear(b, y, w_proj, b_proj);
+}
+
+kn_val kn_nn_attention_kv(kn_builder *b, kn_val x, int B, int T, int heads, kn_val w_qkv, kn_val b_qkv, kn_val w_proj,
+                          kn_val b_proj, kn_val *k_out, kn_val *v_out) {
+    kn_val qkv[3];
+    if (k_out) *k_out = KN_VAL_NONE;
+    if (v_out) *v_out = KN_VAL_NONE;
+    if (kn_nn_qkv(b, x, B, T, heads, w_qkv, b_qkv, qkv) != KN_OK) return KN_VAL_NONE;
+    int64_t hd = kn_val_dim(b, x, -1) / heads;
     kn_val q = qkv[0], k = qkv[1], v = qkv[2];
+    if (k_out) *k_out = k;
+    if (v_out) *v_out = v;
     /* scores q k^T / sqrt(hd), masked so position t sees only positions <= t, softmax over
      * the keys: one fused op (causal_softmax), not a mul, a causal_fill and a softmax. */
     kn_val att = kn_causal_softmax(b, kn_matmul_t(b, q, k, false, true), 1.0 / sqrt((double)hd)); /* [B, H, T, T] */
-    kn_val y = kn_matmul(b, att, v);                                      /* [B, H, T, hd] */
-    int64_t s2[2] = {(int64_t)B * T, D};
-    y = kn_reshape(b, kn_permute(b, y, 4, to_heads), 2, s2);              /* [BT, D]: the swap undoes itself */
-    return kn_nn_linear(b, y, w_proj, b_proj);
+    return kn_nn_heads_merge(b, kn_matmul(b, att, v), w_proj, b_proj); /* att v: [B, H, T, hd] */
+}
+
+kn_val kn_nn_attention(kn_builder *b, kn_val x, int B, int T, int heads, kn_val w_qkv, kn_val b_qkv, kn_val w_proj,
+                       kn_val b_proj) {
+    return kn_nn_attention_kv(b, x, B, T, heads, w_qkv, b_qkv, w_proj, b_proj, NULL, NULL);
 }
 
 kn_val kn_nn_mlp(kn_builder *b, kn_val x, kn_val w_fc, kn_val b_fc, kn_val w_proj, kn_val b_proj) {

@@ -154,6 +154,27 @@ kn_status kn_device_memcpy(kn_device dst_dev, void *dst, kn_device src_dev, cons
                           be->copy(be->ctx, dev.index, dst, !dst_host, src, !src_host, nbytes));
 }
 
+kn_status kn_device_memcpy_2d(kn_device dev, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                              size_t height) {
+    KN_TRY(kn_device_check("kn_device_memcpy_2d", dev));
+    if (width == 0 || height == 0) return KN_OK;
+    if (!dst || !src || width > dpitch || width > spitch)
+        return kn_error(KN_ERR_ARG, "kn_device_memcpy_2d: NULL pointer, or rows of %zu bytes wider than the pitches "
+                        "%zu (dst) and %zu (src)", width, dpitch, spitch);
+    const kn_device_backend *be = kn_device_table[dev.type];
+    bool host = dev.type == KN_DEVICE_CPU;
+    if (!host && be->copy_2d)
+        return kn_device_wrap("kn_device_memcpy_2d", dev,
+                              be->copy_2d(be->ctx, dev.index, dst, dpitch, src, spitch, width, height));
+    for (size_t r = 0; r < height; r++) {
+        char *d = (char *)dst + r * dpitch;
+        const char *s = (const char *)src + r * spitch;
+        if (host) memmove(d, s, width);
+        else KN_TRY(kn_device_wrap("kn_device_memcpy_2d", dev, be->copy(be->ctx, dev.index, d, true, s, true, width)));
+    }
+    return KN_OK;
+}
+
 kn_status kn_device_memset(kn_device dev, void *ptr, int byte, size_t nbytes) {
     KN_TRY(kn_device_check("kn_device_memset", dev));
     if (nbytes == 0) return KN_OK;

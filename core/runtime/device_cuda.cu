@@ -219,6 +219,14 @@ static kn_status cuda_copy(void *ctx, int index, void *dst, bool dst_on_dev, con
     return KN_OK;
 }
 
+static kn_status cuda_copy_2d(void *ctx, int index, void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height) {
+    (void)ctx;
+    KN_CUDA_TRY(cudaSetDevice(index));
+    KN_CUDA_TRY(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice, knc_stream));
+    return KN_OK;
+}
+
 static kn_status cuda_fill(void *ctx, int index, void *ptr, int byte, size_t nbytes) {
     (void)ctx;
     KN_CUDA_TRY(cudaSetDevice(index));
@@ -369,7 +377,7 @@ extern "C" const kn_device_backend kn_device_cuda_backend = {
     cuda_stream_new, cuda_stream_free, cuda_stream_sync, cuda_stream_wait, cuda_copy_async,
     cuda_event_new, cuda_event_free, cuda_event_record, cuda_event_sync, cuda_event_query, cuda_event_elapsed,
     cuda_supports_op, cuda_node_eval, cuda_contiguous, cuda_optim, cuda_clip, cuda_profile_start, cuda_profile_report,
-    cuda_scale, cuda_mem_reset_peak,
+    cuda_scale, cuda_mem_reset_peak, cuda_copy_2d,
 };
 
 extern "C" kn_status kn_cuda_mem_info_get(int device, kn_cuda_mem_info *out) {

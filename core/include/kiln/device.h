@@ -88,6 +88,11 @@ typedef struct kn_device_backend {
     kn_status (*scale)(void *ctx, int index, float *x, int64_t n, double s);
     /* mem_reset_peak: peak (and peak_reserved) := the current figures, to measure one phase */
     void (*mem_reset_peak)(void *ctx, int index);
+    /* Optional (NULL: kn_device_memcpy_2d copies row by row with `copy`): height rows of
+     * width bytes from src (rows spitch bytes apart) to dst (dpitch apart), both in this
+     * device's memory, in stream order (a KV cache's new position, kiln/infer.h). */
+    kn_status (*copy_2d)(void *ctx, int index, void *dst, size_t dpitch, const void *src, size_t spitch,
+                         size_t width, size_t height);
 } kn_device_backend;
 
 /* The registered backend of a device type, or NULL when it is not built in (or `type` is
@@ -120,6 +125,11 @@ void kn_device_free(kn_device dev, void *ptr, size_t nbytes);
  * (same type), host<->host. Synchronous: the bytes are there when it returns. */
 kn_status kn_device_memcpy(kn_device dst_dev, void *dst, kn_device src_dev, const void *src, size_t nbytes);
 kn_status kn_device_memset(kn_device dev, void *ptr, int byte, size_t nbytes);
+/* Copy height rows of width bytes from src to dst, both on dev, rows spitch and dpitch
+ * bytes apart (width <= both pitches; the rows may not overlap): one call, where a
+ * backend has a 2-D copy (cudaMemcpy2D). Ordered after the work queued on dev before it. */
+kn_status kn_device_memcpy_2d(kn_device dev, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                              size_t height);
 /* Wait for all work queued on dev. */
 kn_status kn_device_synchronize(kn_device dev);
 kn_status kn_device_mem_stats_get(kn_device dev, kn_device_mem_stats *out);

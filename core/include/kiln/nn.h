@@ -37,6 +37,16 @@ kn_val kn_nn_layernorm(kn_builder *b, kn_val x, kn_val w, kn_val bias);
  * heads concatenated, then @ w_proj [D, D] + b_proj. Returns [B*T, D]. */
 kn_val kn_nn_attention(kn_builder *b, kn_val x, int B, int T, int heads, kn_val w_qkv, kn_val b_qkv,
                        kn_val w_proj, kn_val b_proj);
+/* The same, also handing out the keys and values it attends over (*k_out, *v_out: [B, H, T,
+ * D/H], either may be NULL): what a KV cache keeps (kiln/infer.h). */
+kn_val kn_nn_attention_kv(kn_builder *b, kn_val x, int B, int T, int heads, kn_val w_qkv, kn_val b_qkv,
+                          kn_val w_proj, kn_val b_proj, kn_val *k_out, kn_val *v_out);
+/* Attention's two ends, for variants of its middle (the KV cache's decode step): qkv[0..3)
+ * receive q, k and v [B, H, T, D/H] of x [B*T, D] (the builder's status is returned), and
+ * kn_nn_heads_merge turns y [B, H, T, D/H] back into [B*T, D] and applies the output
+ * projection. */
+kn_status kn_nn_qkv(kn_builder *b, kn_val x, int B, int T, int heads, kn_val w_qkv, kn_val b_qkv, kn_val qkv[3]);
+kn_val kn_nn_heads_merge(kn_builder *b, kn_val y, kn_val w_proj, kn_val b_proj);
 /* gelu(x @ w_fc + b_fc) @ w_proj + b_proj (GELU with the tanh approximation). */
 kn_val kn_nn_mlp(kn_builder *b, kn_val x, kn_val w_fc, kn_val b_fc, kn_val w_proj, kn_val b_proj);
 
