@@ -227,7 +227,8 @@ static kn_status compile_step(kn_infer *inf, int T, kn_program **out) {
     kn_program *p = NULL;
     kn_status st = T ? build_prefill(inf, T, pvals, pvals + g->p.count, &gr)
                      : build_decode(inf, pvals, pvals + g->p.count, &gr);
-    kn_program_opts o = {inf->o.device, inf->o.passes, inf->o.mode, inf->o.cuda_emu};
+    kn_program_opts o = {.device = inf->o.device, .passes = inf->o.passes, .mode = inf->o.mode,
+                         .cuda_emu = inf->o.cuda_emu};
     if (st == KN_OK) st = kn_program_compile(&p, gr, &o);
     for (int i = 0; st == KN_OK && i < g->p.count; i++) st = kn_program_bind(p, g->p.info[i].name, inf->views[i]);
     for (int i = 0; st == KN_OK && i < nkv; i++) {
