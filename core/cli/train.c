@@ -95,16 +95,14 @@ static kn_status evaluate(const kn_train_opts *o, kn_trainer *tr, const kn_train
 /* ---------------------------------------------------------------- loss scaling */
 
 /* --loss-scale: the trainer's scaler (kiln/optim.h), after the trainer has its device and
- * mode; on resume its scale (dynamic) and clean streak continue from the checkpoint
+ * mode and before --dist attaches (every rank then starts from the same scale, and the step
+ * runner keeps them equal: one overflow decision for all ranks); on resume its scale (dynamic) and clean streak continue from the checkpoint
  * ("kiln.loss_scale": scale, good steps, skipped; the skip count was restored already).
  * `auto` is dynamic only for fp16, which kiln train does not run yet: so far it is none. */
-static kn_status loss_scale_attach(const kn_train_opts *o, const kn_train_dist *rd, kn_trainer *tr, const char *saved) {
+static kn_status loss_scale_attach(const kn_train_opts *o, kn_trainer *tr, const char *saved) {
     kn_loss_scaler s;
     KN_TRY(kn_loss_scaler_parse(o->loss_scale, !strcmp(o->precision, "fp16"), &s)); /* auto: dynamic for fp16 */
     if (s.mode == KN_LOSS_SCALE_NONE) return KN_OK;
-    if (rd->on)
-        return kn_error(KN_ERR_ARG, "--loss-scale %s with --dist %s: loss scaling with data parallelism is not "
-                        "supported yet (use --loss-scale none)", o->loss_scale, o->dist);
     double scale;
     long long good, skipped;
     if (saved && sscanf(saved, "%lg %lld %lld", &scale, &good, &skipped) == 3) {
@@ -249,7 +247,7 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
     } else if (tr.passes && dev.type == KN_DEVICE_CPU && kn_trainer_set_compiled(&tr, false) != KN_OK) {
         goto fail; /* --mode interp: recompile node by node, now with the pass */
     }
-    if (loss_scale_attach(o, rd, &tr, have_ck ? kn_safetensors_meta(&ck, "kiln.loss_scale") : NULL) != KN_OK)
+    if (loss_scale_attach(o, &tr, have_ck ? kn_safetensors_meta(&ck, "kiln.loss_scale") : NULL) != KN_OK)
         goto fail;
     if (!strcmp(o->cuda_graph, "on")) {
         if (dev.type != KN_DEVICE_CUDA || !tr.compiled) {

@@ -216,6 +216,7 @@ typedef struct kn_dp {
     bool last_micro;         /* communicate in this micro-batch */
     kn_dp_stats stats;
     double t_backward_end;
+    double t_comm_end;       /* the last micro-batch's buckets all done */
     double t_first_launch;
     int launched;
     double *t_launch;        /* owned, KILN_DP_TIMELINE on rank 0: per bucket its launch time, then
@@ -237,7 +238,6 @@ typedef struct kn_dp {
      * trainer's step program is recompiled with it), run by dp_buckets.c's kn_collectives
      * context, on CPU and GPU ranks */
     char pass[32];           /* the pass it ran: "ddp:0.05" */
-    const kn_program *ir_prog; /* the step program compiled with it (a later recompile is refused) */
     int ir_waits;            /* comm_wait nodes run in this run */
     double t_ir_first_wait;  /* when the first ran: the backward's end, as the IR places it */
 } kn_dp;

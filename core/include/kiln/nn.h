@@ -21,6 +21,7 @@
 #include "kiln/ir.h"
 #include "kiln/program.h"
 #include "kiln/optim.h"
+#include "kiln/step.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -164,6 +165,9 @@ typedef struct kn_trainer {
     kn_tensor *low;
     kn_tensor **low_views;
     bool low_fresh;
+    /* The step runner (kiln/step.h, core/nn/step.c): the micro-batches and the
+     * communication hooks; it compiles `prog` and takes every step. */
+    kn_step_runner step;
 } kn_trainer;
 
 kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_optim_config *ocfg, double clip);
@@ -193,7 +197,8 @@ kn_status kn_trainer_optimize(kn_trainer *t, double lr, double *gnorm);
  * are untouched, t->skipped is set, the skip is logged (KN_LOG_WARN), and *gnorm gets the
  * non-finite norm; the scaler then follows kn_loss_scale_update. In f32 with a
  * power-of-two scale the steps are bitwise those of an unscaled trainer. Call it after
- * kn_trainer_to_device. Not with data parallelism (kn_dp_new refuses). */
+ * kn_trainer_to_device. With data parallelism (kiln/dist.h) every rank applies the same scale
+ * and an overflow on any rank skips the step on all (core/nn/step.c). */
 kn_status kn_trainer_set_loss_scale(kn_trainer *t, const kn_loss_scaler *s);
 /* The loss on a batch without updating anything. */
 kn_status kn_trainer_eval(kn_trainer *t, const int32_t *x, const int32_t *y, double *loss);
