@@ -197,6 +197,9 @@ void kn_trainer_free(kn_trainer *t) {
 /* One path for every device and for data parallelism: the step runner (core/nn/step.c). */
 kn_status kn_trainer_step(kn_trainer *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm) {
     if (!t || !t->prog || !x || !y) return kn_error(KN_ERR_ARG, "kn_trainer_step: NULL argument");
+    if (t->step.has_comm) /* the batch is the global one there, and the update the strategy's */
+        return kn_error(KN_ERR_ARG, "kn_trainer_step: this trainer steps through data parallelism's hooks (kiln/dist.h): "
+                        "step with kn_dp_step on the global batch");
     return kn_step_run(t, x, y, t->B, lr, loss, gnorm);
 }
 
