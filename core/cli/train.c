@@ -114,8 +114,12 @@ static kn_status loss_scale_attach(const kn_train_opts *o, kn_trainer *tr, const
 }
 
 /* KILN_INJECT_INF_STEP=N[,N...]: the steps (of the run, 0-based) whose gradients get an
- * inf (kn_trainer.inject_inf): a test of the loss scaler from the command line. */
-static bool inject_at(int64_t step) {
+ * inf (kn_trainer.inject_inf): a test of the loss scaler from the command line. Under
+ * --dist, KILN_INJECT_INF_RANK=R plants it on rank R only (default: every rank): the
+ * other ranks must skip the step all the same. */
+static bool inject_at(int64_t step, int rank) {
+    const char *r = getenv("KILN_INJECT_INF_RANK");
+    if (r && *r && atoi(r) != rank) return false;
     const char *v = getenv("KILN_INJECT_INF_STEP");
     for (char *end; v && *v; v = *end ? end + 1 : end) {
         long long n = strtoll(v, &end, 10);
@@ -331,7 +335,7 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
     for (int64_t s = start; s < end && st == KN_OK; s++) {
         double loss = 0, gn = 0, lr = kn_lr_at(&sched, s);
         st = kn_batch_sample(d.tokens, d.n_train, o->batch, o->context, o->seed, 0, s, x, y);
-        tr.inject_inf = inject_at(s);
+        tr.inject_inf = inject_at(s, rd->rank);
         if (st == KN_OK)
             st = rd->on ? kn_dp_step(&rd->dp, x, y, o->batch, lr, &loss, &gn) : kn_trainer_step(&tr, x, y, lr, &loss, &gn);
         if (st != KN_OK) break;
