@@ -4,11 +4,11 @@
  * A cell is precision (fp32, bf16, fp16 with a dynamic loss scale) x strategy (ddp, zero1,
  * zero2, zero3) x program mode (node by node, compiled C) x micro-batches (1, 2), and the
  * graph rewrites that run on the CPU (flash attention, horizontal fusion, remat) on a
- * slice of them. Every rank builds the same tiny GPT twice: a one-process trainer on the
- * whole global batch with the cell's passes (the reference; one per pass list and mode,
- * shared by the cells that use it) and a trainer on its rows under kn_dp. After each step
- * the losses must agree, and after the last the parameters (gathered) and the loss
- * scaler, to the tolerance of a different summation order in the cell's precision (16-bit
+ * slice of them. The same tiny GPT is trained twice: by one process on the whole global
+ * batch with the cell's passes (the reference: one per pass list and mode, shared by the
+ * cells that use it, run by rank 0 and broadcast) and by a trainer per rank on its rows
+ * under kn_dp. After each step the losses must agree, and after the last the parameters
+ * (gathered) and the loss scaler, to the tolerance of a different summation order in the cell's precision (16-bit
  * values can flip one rounding: a bf16 or fp16 ulp of a parameter, not more). fp16 cells
  * plant an inf in the gradients at step 1 on rank 1 ONLY (and in the reference): every
  * rank must skip that step, as the reference does, and back off to the same scale — the
@@ -103,7 +103,10 @@ enum { MAX_REFS = 64 };
 static reference refs[MAX_REFS];
 static int nrefs;
 
-static const reference *reference_of(const cell *c, const char *passes) {
+/* Rank 0 runs the reference (the other ranks would compile the same programs again: on a
+ * cold kernel cache that is most of the matrix's time) and broadcasts it. Collective: every
+ * rank asks for the references in the same order. */
+static const reference *reference_of(kn_comm *comm, const cell *c, const char *passes) {
     char key[200];
     snprintf(key, sizeof key, "%s|%d|%s", passes, c->compiled, c->prec);
     for (int i = 0; i < nrefs; i++)
@@ -115,20 +118,31 @@ static const reference *reference_of(const cell *c, const char *passes) {
     kn_gpt g = {0};
     kn_trainer tr = {0};
     int32_t x[G * T], y[G * T];
-    kn_status st = trainer_for(c, passes, &g, &tr, G, true);
-    for (int s = 0; st == KN_OK && s < STEPS; s++) {
-        batch(x, y, s);
-        tr.inject_inf = tr.scale_in && s == INJECT_STEP;
-        st = kn_trainer_step(&tr, x, y, 0.05, &r->loss[s], NULL);
+    /* head: ok, the scale, the optimizer step, the parameter count, then the losses */
+    double head[4 + STEPS] = {0};
+    kn_status st = KN_OK;
+    if (comm->rank == 0) {
+        st = trainer_for(c, passes, &g, &tr, G, true);
+        for (int s = 0; st == KN_OK && s < STEPS; s++) {
+            batch(x, y, s);
+            tr.inject_inf = tr.scale_in && s == INJECT_STEP;
+            st = kn_trainer_step(&tr, x, y, 0.05, &head[4 + s], NULL);
+        }
+        CHECK(st == KN_OK, "reference %s", key);
+        head[0] = st == KN_OK, head[1] = tr.scaler.scale, head[2] = (double)tr.opt.step, head[3] = (double)g.p.n;
     }
-    CHECK(st == KN_OK, "reference %s", key);
-    if (st == KN_OK) {
-        r->n = g.p.n;
-        r->params = kn_malloc((size_t)r->n * sizeof(float));
-        if (r->params) memcpy(r->params, g.p.data, (size_t)r->n * sizeof(float));
-        r->scale = tr.scaler.scale;
-        r->opt_step = tr.opt.step;
-        r->ok = r->params != NULL;
+    CHECK(kn_comm_broadcast(comm, head, 4 + STEPS, KN_DT_F64, 0) == KN_OK, "broadcast %s", key);
+    r->n = (int64_t)head[3];
+    r->params = head[0] > 0 ? kn_malloc((size_t)(r->n > 0 ? r->n : 1) * sizeof(float)) : NULL;
+    if (r->params && comm->rank == 0) memcpy(r->params, g.p.data, (size_t)r->n * sizeof(float));
+    int have = r->params != NULL, all = 0;
+    CHECK(kn_comm_all_reduce(comm, &have, &all, 1, KN_DT_I32) == KN_OK, "agree on %s", key);
+    if (all == comm->size) {
+        CHECK(kn_comm_broadcast(comm, r->params, r->n, KN_DT_F32, 0) == KN_OK, "broadcast %s", key);
+        r->scale = head[1];
+        r->opt_step = (int64_t)head[2];
+        memcpy(r->loss, head + 4, sizeof r->loss);
+        r->ok = true;
     }
     kn_trainer_free(&tr);
     kn_gpt_free(&g);
@@ -168,8 +182,8 @@ static void run_cell(kn_comm *comm, const cell *c) {
     snprintf(name, sizeof name, "%s %s %s accum %d%s%s", c->prec, kn_dp_strategy_name(c->strategy),
              c->compiled ? "compiled" : "interp", c->accum, c->extra[0] ? " " : "", c->extra);
     int fails0 = g_fail;
-    const reference *r = reference_of(c, passes);
-    if (!r || !r->ok) {
+    const reference *r = reference_of(comm, c, passes);
+    if (!r || !r->ok) { /* every rank sees the same (the reference was agreed on) */
         CHECK(false, "%s: no reference", name);
         cells_run++, cells_failed++;
         return;
