@@ -165,6 +165,7 @@ else
 fi
 expect "a GPU over mpi" "add --comm nccl" run $MPIEXEC -n 2 "$kiln" train ${A/--device cpu/--device cuda} --dist ddp
 expect "--compress with zero1" "compresses DDP's buckets" run $MPIEXEC -n 2 "$kiln" train $A --dist zero1 --compress int8
+expect "int8 with fp16's loss scale" "cannot take back" run $MPIEXEC -n 2 "$kiln" train $A --precision fp16 --dist ddp --compress int8
 expect "zero3 on GPUs" "runs on CPU ranks" run $MPIEXEC -n 2 "$kiln" train $A --dist zero3 --comm nccl
 expect "zero3 with the ring" "ring is DDP's" run $MPIEXEC -n 2 "$kiln" train $A --dist zero3 --allreduce ring
 expect "a strategy that does not exist" "expected ddp, zero1, zero2 or zero3" run $MPIEXEC -n 2 "$kiln" train $A --dist zero4
