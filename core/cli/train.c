@@ -37,6 +37,7 @@
 #include "kiln/nn.h"
 #include "kiln/passes.h"
 #include "kiln/program.h"
+#include "kiln/step.h"
 #include "nn/train_opts.h"
 
 /* Whether --mode auto runs the compiled program on a GPU (set from the benchmark: see
@@ -186,7 +187,12 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
     kn_optim_config oc = kn_train_opts_optim(o);
     if (kn_gpt_new(&g, &mc) != KN_OK) goto fail;
     kn_gpt_init(&g, o->seed);
-    if (kn_trainer_new(&tr, &g, rd->on ? rd->rows : o->batch, o->context, &oc, o->clip) != KN_OK) goto fail;
+    if (!rd->on && o->batch % o->accum != 0) {
+        kn_error(KN_ERR_ARG, "--batch %d is not divisible by --accum %d: the micro-batches are equal shares of the batch",
+                 o->batch, o->accum);
+        goto fail;
+    }
+    if (kn_trainer_new(&tr, &g, rd->on ? rd->rows : o->batch / o->accum, o->context, &oc, o->clip) != KN_OK) goto fail;
     tr.eager = !strcmp(o->mode, "eager");
     /* --flash, --remat: passes on the step's joint graph, applied when the programs are compiled for
      * their device and mode below (the eval program's forward graph has no backward: the
@@ -267,6 +273,8 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
         tr.cuda_graph = true;
         if (kn_program_set_cuda_graph(tr.prog, true) != KN_OK) goto fail;
     }
+    /* --accum without --dist: the step runner sums the micro-batches' gradients itself */
+    if (!rd->on && o->accum > 1 && kn_step_set_comm(&tr, NULL, o->accum) != KN_OK) goto fail;
     if (kn_train_dist_attach(o, rd, &tr) != KN_OK) goto fail;
     /* the peak reported at the end is the training steps' (ZeRO has freed what it shards) */
     if (kn_device_mem_reset_peak(dev) != KN_OK) goto fail;

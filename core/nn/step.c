@@ -13,7 +13,9 @@
  *   one process   batch in -> the joint program (or the eager tape) -> the gradients
  *                 straight into the slab -> the gradient hook -> unscale -> clip -> the
  *                 loss scaler's overflow check (a skip ends there) -> the optimizer;
- *                 exactly the trainer's step before the runner, bit for bit.
+ *                 exactly the trainer's step before the runner, bit for bit. With K
+ *                 micro-batches the runs' gradients are summed on the device and divided
+ *                 by K before the hook, and the loss is the runs' mean.
  *   with comm     for each micro-batch: its rows in, micro_begin, the step program (its
  *                 collectives run through the hooks: gradients stored, buckets reduced
  *                 as the backward goes), micro_end; then the loss summed over the ranks,
@@ -91,6 +93,8 @@ kn_status kn_step_compile(kn_trainer *t, kn_device dev) {
     kn_program_free(t->prog);
     kn_program_free(t->eval);
     t->prog = t->eval = NULL;
+    kn_tensor_free(r->acc); /* on the old device, perhaps: made again at the next step */
+    r->acc = NULL;
     /* the step: the trainer's passes, then the communication's (collectives placed last) */
     char list[256];
     bool own = t->passes && *t->passes && strcmp(t->passes, "none");
@@ -125,9 +129,9 @@ kn_status kn_step_compile(kn_trainer *t, kn_device dev) {
 kn_status kn_step_set_comm(kn_trainer *t, const kn_step_comm *c, int micro) {
     if (!t || !t->joint) return kn_error(KN_ERR_ARG, "kn_step_set_comm: no trainer");
     if (micro < 1) return kn_error(KN_ERR_ARG, "kn_step_set_comm: %d micro-batches: need >= 1", micro);
-    if (!c && micro != 1)
-        return kn_error(KN_ERR_UNSUPPORTED, "kn_step_set_comm: %d micro-batches in one process: accumulation runs "
-                        "with data parallelism's hooks (kn_dp_new, even on one rank)", micro);
+    if (!c && micro > 1 && t->eager)
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_step_set_comm: gradient accumulation runs the step program (graph "
+                        "mode), not the eager tape");
     if (c && (!c->micro_begin || !c->micro_end || !c->sum || !c->clip || !c->update || !c->coll.run ||
               c->ranks < 1 || c->rank < 0 || c->rank >= c->ranks))
         return kn_error(KN_ERR_ARG, "kn_step_set_comm: incomplete hooks (rank %d of %d)", c->rank, c->ranks);
@@ -249,6 +253,47 @@ static kn_status run_comm(kn_trainer *t, const int32_t *x, const int32_t *y, dou
     return c->update(c->ctx, lr);
 }
 
+/* dst = a + b over the slab's n floats, on the trainer's device (the add node's kernel:
+ * the CPU's or the GPU's). */
+static kn_status add_into(kn_trainer *t, kn_tensor *dst, const kn_tensor *a, const kn_tensor *b) {
+    kn_node n = {.op = KN_OP_ADD, .nin = 2, .attrs = kn_attrs_default()};
+    n.type.dtype = KN_DT_F32;
+    n.type.ndim = 1;
+    n.type.shape[0] = t->model->p.n;
+    const kn_tensor *in[2] = {a, b};
+    kn_tensor *c = NULL;
+    kn_status st = kn_node_eval(&n, in, &c);
+    if (st == KN_OK)
+        st = kn_device_memcpy(t->dev, kn_tensor_data(dst), c->storage->device, kn_tensor_data(c),
+                              (size_t)n.type.shape[0] * sizeof(float));
+    kn_tensor_free(c);
+    return st;
+}
+
+/* One process, K > 1 micro-batches: each run writes its gradients into the slab; they are
+ * summed in r->acc, the last run's added into the slab, which is divided by K. */
+static kn_status run_accum(kn_trainer *t, const int32_t *x, const int32_t *y, double *loss) {
+    kn_step_runner *r = &t->step;
+    int K = r->micro;
+    int64_t n = t->model->p.n;
+    if (!r->acc) KN_TRY(kn_tensor_empty_on(&r->acc, t->dev, KN_DT_F32, 1, &n));
+    double lsum = 0;
+    for (int m = 0; m < K; m++) {
+        double l = 0;
+        KN_TRY(load_rows(t, x, y, (size_t)m * (size_t)t->B));
+        KN_TRY(kn_trainer_low_refresh(t));
+        KN_TRY(kn_program_run(t->prog));
+        KN_TRY(output_item(kn_program_output(t->prog, 0), &l));
+        lsum += l;
+        if (m == 0)
+            KN_TRY(kn_device_memcpy(t->dev, kn_tensor_data(r->acc), t->dev, kn_tensor_data(t->grad), (size_t)n * sizeof(float)));
+        else
+            KN_TRY(add_into(t, m == K - 1 ? t->grad : r->acc, r->acc, t->grad));
+    }
+    *loss = lsum / K;
+    return kn_device_scale(t->dev, kn_tensor_data(t->grad), n, 1.0 / K);
+}
+
 kn_status kn_step_run(kn_trainer *t, const int32_t *x, const int32_t *y, int rows, double lr, double *loss,
                       double *gnorm) {
     if (!t || !t->prog || !x || !y) return kn_error(KN_ERR_ARG, "kn_step_run: NULL argument");
@@ -262,6 +307,10 @@ kn_status kn_step_run(kn_trainer *t, const int32_t *x, const int32_t *y, int row
         return kn_error(KN_ERR_UNSUPPORTED, "kn_trainer_step: eager mode runs on the CPU only (use graph mode on a GPU)");
     KN_TRY(kn_trainer_check_slabs(t, "kn_trainer_step"));
     double l;
+    if (K > 1) {
+        KN_TRY(run_accum(t, x, y, &l));
+        return update_local(t, l, lr, loss, gnorm);
+    }
     KN_TRY(load_rows(t, x, y, 0));
     if (t->eager) {
         KN_TRY(eager_grads(t, &l));

@@ -189,6 +189,7 @@ void kn_trainer_free(kn_trainer *t) {
     }
     kn_tensor_free(t->state);
     kn_tensor_free(t->scale_in);
+    kn_tensor_free(t->step.acc);
     kn_trainer_low_free(t);
     kn_optim_free(&t->opt);
     memset(t, 0, sizeof *t);
@@ -200,7 +201,7 @@ kn_status kn_trainer_step(kn_trainer *t, const int32_t *x, const int32_t *y, dou
     if (t->step.has_comm) /* the batch is the global one there, and the update the strategy's */
         return kn_error(KN_ERR_ARG, "kn_trainer_step: this trainer steps through data parallelism's hooks (kiln/dist.h): "
                         "step with kn_dp_step on the global batch");
-    return kn_step_run(t, x, y, t->B, lr, loss, gnorm);
+    return kn_step_run(t, x, y, t->B * t->step.micro, lr, loss, gnorm);
 }
 
 /* The batch (host tokens) into t->x, t->y on the trainer's device. */

@@ -8,7 +8,8 @@
  * batch with the cell's passes (the reference: one per pass list and mode, shared by the
  * cells that use it, run by rank 0 and broadcast) and by a trainer per rank on its rows
  * under kn_dp. After each step the losses must agree, and after the last the parameters
- * (gathered) and the loss scaler, to the tolerance of a different summation order in the cell's precision (16-bit
+ * (gathered) and the loss scaler (also for one process with the step runner's own
+ * accumulation over 4 micro-batches), to the tolerance of a different summation order in the cell's precision (16-bit
  * values can flip one rounding: a bf16 or fp16 ulp of a parameter, not more). fp16 cells
  * plant an inf in the gradients at step 1 on rank 1 ONLY (and in the reference): every
  * rank must skip that step, as the reference does, and back off to the same scale — the
@@ -26,6 +27,7 @@
 
 #include "dist_test.h"
 #include "kiln/nn.h"
+#include "kiln/step.h"
 
 enum { G = 8, T = 8, STEPS = 3, INJECT_STEP = 1, INJECT_RANK = 1 };
 static const kn_gpt_config cfg = {.vocab = 11, .context = T, .layers = 2, .width = 16, .heads = 2};
@@ -36,6 +38,7 @@ typedef struct cell {
     bool compiled;
     int accum;
     const char *extra;       /* a rewrite pass ("flash", "hfuse", "remat:selective") or "" */
+    bool local;              /* no data parallelism: the step runner's own accumulation */
 } cell;
 
 static void batch(int32_t *x, int32_t *y, int step) {
@@ -77,7 +80,7 @@ static kn_status trainer_for(const cell *c, const char *passes, kn_gpt *g, kn_tr
     kn_optim_config oc = optim();
     KN_TRY(kn_gpt_new(g, &cfg));
     kn_gpt_init(g, 5);
-    KN_TRY(kn_trainer_new(tr, g, rows, T, &oc, 1.0));
+    KN_TRY(kn_trainer_new(tr, g, rows, T, &oc, 0.0)); /* no clip: a wrong gradient scale must show */
     tr->passes = passes[0] ? passes : NULL;
     tr->compiled = c->compiled;
     if (compile) KN_TRY(kn_trainer_set_compiled(tr, c->compiled));
@@ -179,7 +182,7 @@ static double worst_seen[3][2];
 static void run_cell(kn_comm *comm, const cell *c) {
     char passes[160], name[200];
     passes_of(c, passes, sizeof passes);
-    snprintf(name, sizeof name, "%s %s %s accum %d%s%s", c->prec, kn_dp_strategy_name(c->strategy),
+    snprintf(name, sizeof name, "%s %s %s accum %d%s%s", c->prec, c->local ? "one-process" : kn_dp_strategy_name(c->strategy),
              c->compiled ? "compiled" : "interp", c->accum, c->extra[0] ? " " : "", c->extra);
     int fails0 = g_fail;
     const reference *r = reference_of(comm, c, passes);
@@ -195,9 +198,13 @@ static void run_cell(kn_comm *comm, const cell *c) {
     kn_dp d;
     bool have_dp = false;
     int32_t x[G * T], y[G * T];
-    kn_status st = trainer_for(c, passes, &g, &tr, G / (comm->size * c->accum), false);
+    int ranks = c->local ? 1 : comm->size;
+    kn_status st = trainer_for(c, passes, &g, &tr, G / (ranks * c->accum), false);
     CHECK(st == KN_OK, "%s: trainer", name);
-    if (st == KN_OK) {
+    if (st == KN_OK && c->local) {
+        st = kn_step_set_comm(&tr, NULL, c->accum);
+        CHECK(st == KN_OK, "%s: kn_step_set_comm", name);
+    } else if (st == KN_OK) {
         kn_dp_config dc = {.strategy = c->strategy, .bucket_mb = 0.002, .accum = c->accum};
         st = kn_dp_new(&d, comm, &tr, &dc);
         have_dp = st == KN_OK;
@@ -207,8 +214,8 @@ static void run_cell(kn_comm *comm, const cell *c) {
     for (int s = 0; st == KN_OK && s < STEPS; s++) {
         double l = 0;
         batch(x, y, s);
-        tr.inject_inf = tr.scale_in && s == INJECT_STEP && comm->rank == INJECT_RANK;
-        st = kn_dp_step(&d, x, y, G, 0.05, &l, NULL);
+        tr.inject_inf = tr.scale_in && s == INJECT_STEP && (c->local || comm->rank == INJECT_RANK);
+        st = c->local ? kn_trainer_step(&tr, x, y, 0.05, &l, NULL) : kn_dp_step(&d, x, y, G, 0.05, &l, NULL);
         CHECK(st == KN_OK, "%s: step %d", name, s);
         if (st != KN_OK) break;
         double e = fabs(l - r->loss[s]) / fabs(r->loss[s]);
@@ -218,7 +225,7 @@ static void run_cell(kn_comm *comm, const cell *c) {
         if (tr.scale_in && s == INJECT_STEP)
             CHECK(tr.skipped, "%s: step %d: rank %d's inf did not skip the step here", name, s, INJECT_RANK);
     }
-    if (st == KN_OK) {
+    if (st == KN_OK && have_dp) {
         st = kn_dp_gather_state(&d);
         CHECK(st == KN_OK && g.p.data, "%s: gather", name);
     }
@@ -248,22 +255,28 @@ void test_matrix(kn_comm *comm) {
         for (int s = 0; s < KN_DP_COUNT; s++)
             for (int m = 0; m < 2; m++)
                 for (int a = 1; a <= 2; a++) {
-                    cell c = {precs[p], (kn_dp_strategy)s, m == 1, a, ""};
+                    cell c = {precs[p], (kn_dp_strategy)s, m == 1, a, "", false};
                     run_cell(comm, &c);
                 }
     /* the rewrites, compiled, with accumulation, on the full-slab and the sharded extremes */
     for (int e = 0; e < 3; e++)
         for (int p = 0; p < 3; p++)
             for (int s = 0; s < 2; s++) {
-                cell c = {precs[p], s ? KN_DP_ZERO3 : KN_DP_DDP, true, 2, extras[e]};
+                cell c = {precs[p], s ? KN_DP_ZERO3 : KN_DP_DDP, true, 2, extras[e], false};
                 run_cell(comm, &c);
             }
+    /* the step runner's own accumulation, one process, 4 micro-batches */
+    for (int p = 0; p < 3; p++)
+        for (int m = 0; m < 2; m++) {
+            cell c = {precs[p], KN_DP_DDP, m == 1, 4, "", true};
+            run_cell(comm, &c);
+        }
     /* refused up front, with the reason: int8 compression under a loss scale (an overflow's
      * inf would stay in the error feedback) */
     kn_gpt g = {0};
     kn_trainer tr = {0};
     kn_dp d;
-    cell c = {"fp16", KN_DP_DDP, false, 1, ""};
+    cell c = {"fp16", KN_DP_DDP, false, 1, "", false};
     char passes[160];
     passes_of(&c, passes, sizeof passes);
     CHECK(trainer_for(&c, passes, &g, &tr, G / comm->size, false) == KN_OK, "fp16 trainer");

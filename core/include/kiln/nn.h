@@ -179,7 +179,8 @@ kn_status kn_trainer_set_compiled(kn_trainer *t, bool on);
 /* Round the parameter slab into the weights' low copies unless they are fresh (see
  * kn_trainer.low); nothing without copies. Every run of the trainer's programs calls it. */
 kn_status kn_trainer_low_refresh(kn_trainer *t);
-/* Forward + backward on the batch (x, y: B*T tokens each), clip, one optimizer step at lr.
+/* Forward + backward on the batch (x, y: B*T tokens each; micro*B*T with micro-batches,
+ * kn_step_set_comm), clip, one optimizer step at lr.
  * *loss gets the batch's loss before the update, *gnorm (may be NULL) the gradient norm.
  * With t->eager set, the forward and backward run eagerly (the teaching and ablation
  * baseline); both modes call the same kernels in the same order, so they agree bitwise. */

@@ -66,12 +66,16 @@ typedef struct kn_step_runner {
     int micro;               /* micro-batches per step (>= 1) */
     bool has_comm;           /* comm is set */
     kn_step_comm comm;       /* copied; its ctx borrowed */
+    kn_tensor *acc;          /* one process, micro > 1: owned, f32 [p.n] on the trainer's
+                              * device, the micro-batches' gradients summed (made at the
+                              * first such step, freed when the step is compiled again) */
 } kn_step_runner;
 
 /* Give the trainer's steps communication c (copied; NULL: none, one process) and micro
  * micro-batches, and recompile the step program with c's pass and collectives. The
- * trainer's rows (B) are one micro-batch of one rank. Without communication micro must
- * be 1 (the gradients are the program's outputs, not accumulated). */
+ * trainer's rows (B) are one micro-batch of one rank. One process with micro > 1 sums
+ * the micro-batches' gradients on the trainer's device (kn_step_runner.acc) and divides
+ * by micro: the gradient of the whole batch's mean loss. */
 kn_status kn_step_set_comm(struct kn_trainer *t, const kn_step_comm *c, int micro);
 
 /* Compile the trainer's step (joint) and evaluation (forward) programs for dev, the step
