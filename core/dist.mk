@@ -5,8 +5,10 @@
 #   make bench-comm           kiln bench-comm on 2 ranks: kiln's ring all-reduce against
 #                             the MPI library's MPI_Iallreduce at a few sizes
 #   make test                 runs test-step-dist-* (below): the communicator tests on 2 and
-#                             4 ranks, strategy equality against one process, the memory
-#                             and overlap figures, and the timeout tests
+#                             4 ranks, the combination matrix (every precision x strategy x
+#                             mode x accumulation cell on 2 ranks against one process),
+#                             strategy equality against one process, the memory and overlap
+#                             figures, and the timeout tests
 #
 # MPI-neutral: MPICC and MPIEXEC pick the MPI (MPICH here, Open MPI on the GPU machines);
 # the compile and link flags come from `$(MPICC) -show` (MPICH) or `--showme` (Open MPI).
