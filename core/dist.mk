@@ -5,8 +5,10 @@
 #   make bench-comm           kiln bench-comm on 2 ranks: kiln's ring all-reduce against
 #                             the MPI library's MPI_Iallreduce at a few sizes
 #   make test                 runs test-step-dist-* (below): the communicator tests on 2 and
-#                             4 ranks, strategy equality against one process, the memory
-#                             and overlap figures, and the timeout tests
+#                             4 ranks, the combination matrix (every precision x strategy x
+#                             mode x accumulation cell on 2 ranks against one process),
+#                             strategy equality against one process, the memory and overlap
+#                             figures, and the timeout tests
 #
 # MPI-neutral: MPICC and MPIEXEC pick the MPI (MPICH here, Open MPI on the GPU machines);
 # the compile and link flags come from `$(MPICC) -show` (MPICH) or `--showme` (Open MPI).
@@ -47,7 +49,7 @@ $(KILN): LDLIBS += $(MPI_LDLIBS)
 
 # The multi-rank test program: plain C (not Criterion: Criterion forks, MPI ranks must not).
 DIST_TEST := $(CFG)/test-dist
-DIST_TEST_OBJS := $(call obj,tests/dist/test_comm.c tests/dist/test_dp.c)
+DIST_TEST_OBJS := $(call obj,tests/dist/test_comm.c tests/dist/test_dp.c tests/dist/test_matrix.c)
 $(DIST_TEST): $(DIST_TEST_OBJS) $(LIB)
 	$(call quiet,LINK,$@)$(CC) $(LDFLAGS) -o $@ $(DIST_TEST_OBJS) $(LIB) $(LDLIBS) $(MPI_LDLIBS)
 
@@ -64,12 +66,18 @@ run-dist: $(KILN)
 bench-comm: $(KILN)
 	$(DIST_ENV) $(MPIEXEC) -n $(DIST_RANKS) $(KILN) bench-comm
 
-TEST_STEPS += test-step-dist-comm test-step-dist-train test-step-dist-timeout
-.PHONY: test-step-dist-comm test-step-dist-train test-step-dist-timeout
+TEST_STEPS += test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout
+.PHONY: test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout
 test-step-dist-comm:
 	@$(MAKE) --no-print-directory $(CFG)/test-dist IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) dist-comm env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \
 	  bash tests/dist/test_comm.sh $(BUILD)/$(DEFAULT_IMPL)/test-dist
+# the combination matrix (tests/dist/test_matrix.c): every precision x strategy x mode x
+# accumulation cell on 2 ranks against one process, in one launch
+test-step-dist-matrix:
+	@$(MAKE) --no-print-directory $(CFG)/test-dist IMPL=$(DEFAULT_IMPL) >/dev/null
+	@bash tests/harness/record.sh $(ALL_RESULTS) dist-matrix env $(DIST_ENV) \
+	  timeout 600 $(MPIEXEC) -n 2 $(BUILD)/$(DEFAULT_IMPL)/test-dist matrix
 test-step-dist-train:
 	@$(MAKE) --no-print-directory $(KILN) IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) dist-train env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \

@@ -37,6 +37,7 @@
 #include "kiln/nn.h"
 #include "kiln/passes.h"
 #include "kiln/program.h"
+#include "kiln/step.h"
 #include "nn/train_opts.h"
 
 /* Whether --mode auto runs the compiled program on a GPU (set from the benchmark: see
@@ -95,16 +96,14 @@ static kn_status evaluate(const kn_train_opts *o, kn_trainer *tr, const kn_train
 /* ---------------------------------------------------------------- loss scaling */
 
 /* --loss-scale: the trainer's scaler (kiln/optim.h), after the trainer has its device and
- * mode; on resume its scale (dynamic) and clean streak continue from the checkpoint
+ * mode and before --dist attaches (every rank then starts from the same scale, and the step
+ * runner keeps them equal: one overflow decision for all ranks); on resume its scale (dynamic) and clean streak continue from the checkpoint
  * ("kiln.loss_scale": scale, good steps, skipped; the skip count was restored already).
  * `auto` is dynamic only for fp16, which kiln train does not run yet: so far it is none. */
-static kn_status loss_scale_attach(const kn_train_opts *o, const kn_train_dist *rd, kn_trainer *tr, const char *saved) {
+static kn_status loss_scale_attach(const kn_train_opts *o, kn_trainer *tr, const char *saved) {
     kn_loss_scaler s;
     KN_TRY(kn_loss_scaler_parse(o->loss_scale, !strcmp(o->precision, "fp16"), &s)); /* auto: dynamic for fp16 */
     if (s.mode == KN_LOSS_SCALE_NONE) return KN_OK;
-    if (rd->on)
-        return kn_error(KN_ERR_ARG, "--loss-scale %s with --dist %s: loss scaling with data parallelism is not "
-                        "supported yet (use --loss-scale none)", o->loss_scale, o->dist);
     double scale;
     long long good, skipped;
     if (saved && sscanf(saved, "%lg %lld %lld", &scale, &good, &skipped) == 3) {
@@ -116,8 +115,12 @@ static kn_status loss_scale_attach(const kn_train_opts *o, const kn_train_dist *
 }
 
 /* KILN_INJECT_INF_STEP=N[,N...]: the steps (of the run, 0-based) whose gradients get an
- * inf (kn_trainer.inject_inf): a test of the loss scaler from the command line. */
-static bool inject_at(int64_t step) {
+ * inf (kn_trainer.inject_inf): a test of the loss scaler from the command line. Under
+ * --dist, KILN_INJECT_INF_RANK=R plants it on rank R only (default: every rank): the
+ * other ranks must skip the step all the same. */
+static bool inject_at(int64_t step, int rank) {
+    const char *r = getenv("KILN_INJECT_INF_RANK");
+    if (r && *r && atoi(r) != rank) return false;
     const char *v = getenv("KILN_INJECT_INF_STEP");
     for (char *end; v && *v; v = *end ? end + 1 : end) {
         long long n = strtoll(v, &end, 10);
@@ -184,7 +187,12 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
     kn_optim_config oc = kn_train_opts_optim(o);
     if (kn_gpt_new(&g, &mc) != KN_OK) goto fail;
     kn_gpt_init(&g, o->seed);
-    if (kn_trainer_new(&tr, &g, rd->on ? rd->rows : o->batch, o->context, &oc, o->clip) != KN_OK) goto fail;
+    if (!rd->on && o->batch % o->accum != 0) {
+        kn_error(KN_ERR_ARG, "--batch %d is not divisible by --accum %d: the micro-batches are equal shares of the batch",
+                 o->batch, o->accum);
+        goto fail;
+    }
+    if (kn_trainer_new(&tr, &g, rd->on ? rd->rows : o->batch / o->accum, o->context, &oc, o->clip) != KN_OK) goto fail;
     tr.eager = !strcmp(o->mode, "eager");
     /* --flash, --remat: passes on the step's joint graph, applied when the programs are compiled for
      * their device and mode below (the eval program's forward graph has no backward: the
@@ -249,7 +257,7 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
     } else if (tr.passes && dev.type == KN_DEVICE_CPU && kn_trainer_set_compiled(&tr, false) != KN_OK) {
         goto fail; /* --mode interp: recompile node by node, now with the pass */
     }
-    if (loss_scale_attach(o, rd, &tr, have_ck ? kn_safetensors_meta(&ck, "kiln.loss_scale") : NULL) != KN_OK)
+    if (loss_scale_attach(o, &tr, have_ck ? kn_safetensors_meta(&ck, "kiln.loss_scale") : NULL) != KN_OK)
         goto fail;
     if (!strcmp(o->cuda_graph, "on")) {
         if (dev.type != KN_DEVICE_CUDA || !tr.compiled) {
@@ -265,6 +273,8 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
         tr.cuda_graph = true;
         if (kn_program_set_cuda_graph(tr.prog, true) != KN_OK) goto fail;
     }
+    /* --accum without --dist: the step runner sums the micro-batches' gradients itself */
+    if (!rd->on && o->accum > 1 && kn_step_set_comm(&tr, NULL, o->accum) != KN_OK) goto fail;
     if (kn_train_dist_attach(o, rd, &tr) != KN_OK) goto fail;
     /* the peak reported at the end is the training steps' (ZeRO has freed what it shards) */
     if (kn_device_mem_reset_peak(dev) != KN_OK) goto fail;
@@ -333,7 +343,7 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
     for (int64_t s = start; s < end && st == KN_OK; s++) {
         double loss = 0, gn = 0, lr = kn_lr_at(&sched, s);
         st = kn_batch_sample(d.tokens, d.n_train, o->batch, o->context, o->seed, 0, s, x, y);
-        tr.inject_inf = inject_at(s);
+        tr.inject_inf = inject_at(s, rd->rank);
         if (st == KN_OK)
             st = rd->on ? kn_dp_step(&rd->dp, x, y, o->batch, lr, &loss, &gn) : kn_trainer_step(&tr, x, y, lr, &loss, &gn);
         if (st != KN_OK) break;

@@ -38,6 +38,14 @@ int kn_train_dist_begin(kn_train_opts *o, kn_train_dist *rd) {
                 "all-gather (asked: --dist %s, --comm %s, --allreduce %s)\n", o->dist, o->comm, o->allreduce);
         return 2;
     }
+    kn_loss_scaler ls;
+    if (!strcmp(o->compress, "int8") && kn_loss_scaler_parse(o->loss_scale, !strcmp(o->precision, "fp16"), &ls) == KN_OK &&
+        ls.mode != KN_LOSS_SCALE_NONE) {
+        fprintf(stderr, "kiln train: --compress int8 with a loss scale (--precision %s, --loss-scale %s): an overflow's "
+                "inf would enter the error feedback, which a skipped step cannot take back (use --loss-scale none, "
+                "or bf16, which needs no loss scale)\n", o->precision, o->loss_scale);
+        return 2;
+    }
     if (strcmp(o->allreduce, "library") != 0 && strcmp(o->allreduce, "ring") != 0) {
         fprintf(stderr, "kiln train: --allreduce '%s': expected library or ring\n", o->allreduce);
         return 2;

@@ -17,8 +17,14 @@
  * This file sets a strategy up and runs the step; dp_buckets.c moves the gradients
  * (buckets, the collectives, compression), dp_shard.c keeps ZeRO's shards and updates them.
  *
- * Overlap: every strategy recompiles the trainer's step with its pass (`ddp`, `zero`,
- * `zero3`: core/passes/ddp.c), which makes communication part of the graph: each gradient
+ * The step itself is the step runner's (kiln/step.h, core/nn/step.c): this file hands it
+ * hooks (a micro-batch begins and ends, a sum over the ranks, the clip, the update) and
+ * the strategy's pass, and the runner compiles the trainer's step with that pass, runs the
+ * micro-batches, averages the loss, and with a loss scale (fp16) makes ONE overflow
+ * decision for all ranks.
+ *
+ * Overlap: the strategy's pass (`ddp`, `zero`, `zero3`: core/passes/ddp.c) makes
+ * communication part of the graph: each gradient
  * is stored into the slab by a grad_store node right after the node that makes it, a
  * bucket's all_reduce_start (reduce_scatter_start) node follows its last store, and
  * comm_wait nodes end the graph (ZeRO-3: and each parameter bucket's all_gather_start and
@@ -46,6 +52,7 @@
 #include <string.h>
 
 #include "dp_impl.h"
+#include "kiln/step.h"
 
 static const char *const kn_dp_names[KN_DP_COUNT] = {"ddp", "zero1", "zero2", "zero3"};
 
@@ -79,6 +86,13 @@ void kn_dp_release(const kn_dp *d, void *p, size_t nb) {
 
 void kn_dp_free(kn_dp *d) {
     if (!d) return;
+    if (d->tr && d->tr->step.has_comm && d->tr->step.comm.ctx == d) {
+        /* the trainer's runner forgets the hooks; its step program keeps the collective ops
+         * and fails, naming them, if run again (kn_step_set_comm(tr, NULL, 1) recompiles) */
+        d->tr->step.has_comm = false;
+        d->tr->step.micro = 1;
+        if (d->tr->prog) kn_program_set_collectives(d->tr->prog, NULL);
+    }
     kn_dp_z3_free(d);
     for (int b = 0; d->staging && b < d->nbuckets; b++)
         if (d->staging[b]) kn_dp_release(d, d->staging[b], kn_dp_staging_size(d, b));
@@ -103,6 +117,8 @@ void kn_dp_free(kn_dp *d) {
 }
 
 
+static kn_status attach(kn_dp *d);
+
 kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cfg) {
     if (!d || !c || !tr || !cfg || !tr->model || !tr->prog) return kn_error(KN_ERR_ARG, "kn_dp_new: NULL argument");
     if ((int)cfg->strategy < 0 || cfg->strategy >= KN_DP_COUNT)
@@ -111,9 +127,6 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
         return kn_error(KN_ERR_ARG, "kn_dp_new: --bucket-mb %g and --accum %d: need > 0 and >= 1", cfg->bucket_mb,
                         cfg->accum);
     if (tr->eager) return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: data parallelism runs the compiled step (--mode graph)");
-    if (tr->scale_in)
-        return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: loss scaling with data parallelism is not supported yet (the "
-                        "strategies' update does not unscale or skip): turn it off (--loss-scale none)");
     bool gpu = tr->dev.type != KN_DEVICE_CPU;
     if (gpu != (c->be->type == KN_COMM_NCCL))
         return kn_error(KN_ERR_ARG, "kn_dp_new: a trainer on %s needs the %s communicator (got %s): CPU ranks "
@@ -130,15 +143,19 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
     if (gpu && cfg->strategy == KN_DP_ZERO3)
         return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: --dist zero3 runs on CPU ranks (--comm mpi) so far: its "
                         "parameter shard and its update are host memory; on GPUs use --dist zero2");
+    if (cfg->compress && tr->scale_in)
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: --compress int8 with a loss scale: an overflow's inf would "
+                        "enter the error feedback, which a skipped step cannot take back (use --loss-scale none, "
+                        "or bf16, which needs no loss scale)");
     if (cfg->ring && cfg->strategy != KN_DP_DDP)
         return kn_error(KN_ERR_ARG, "kn_dp_new: the ring all-reduce is DDP's alternative (ZeRO reduce-scatters)");
     memset(d, 0, sizeof *d);
     d->comm = c;
     d->tr = tr;
     d->cfg = *cfg;
-    /* the collectives are ops of the step's graph, placed by the strategy's pass
-     * (ir_program); the bucket size the pass is given as text is the one the buckets here
-     * are made of */
+    /* the collectives are ops of the step's graph, placed by the strategy's pass (the
+     * runner compiles the step with it: attach); the bucket size the pass is given as
+     * text is the one the buckets here are made of */
     snprintf(d->pass, sizeof d->pass, "%s:%.9g", cfg->strategy == KN_DP_DDP ? "ddp" : cfg->strategy == KN_DP_ZERO3
              ? "zero3" : "zero", cfg->bucket_mb);
     d->cfg.bucket_mb = strtod(strchr(d->pass, ':') + 1, NULL);
@@ -196,7 +213,8 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
     }
     /* ZeRO-3 last: it frees the model's slab, which everything above may read */
     if (st == KN_OK && cfg->strategy == KN_DP_ZERO3) st = kn_dp_z3_new(d);
-    if (st == KN_OK) st = kn_dp_ir_program(d);
+    /* the collectives into the trainer's step: the runner compiles it with d->pass */
+    if (st == KN_OK) st = attach(d);
     if (st != KN_OK) {
         kn_dp_free(d);
         return st;
@@ -219,37 +237,77 @@ kn_status kn_dp_all_reduce_f64(kn_dp *d, double *v, const char *what) {
 }
 
 
-/* The value of the 0-d loss wherever it lives (reading it from a GPU waits for the
- * forward and backward: the copy is ordered behind them). */
-static kn_status loss_item(const kn_tensor *o, double *out) {
-    if (!o) return kn_error(KN_ERR_ARG, "kn_dp_step: the joint graph has no loss output");
-    return kn_tensor_item_any(o, out);
-}
+/* ---------------------------------------------------------------- the runner's hooks
+ *
+ * The step runner (kiln/step.h, core/nn/step.c) takes the step: the micro-batches, the
+ * loss, the overflow decision with a loss scale. These hooks are what data parallelism
+ * adds to it. */
 
-/* Run the joint graph on this rank's micro-batch m (its rows of the global batch). */
-static kn_status run_micro(kn_dp *d, const int32_t *x, const int32_t *y, int m, double *loss) {
-    kn_trainer *t = d->tr;
-    size_t row = (size_t)t->T, rows = (size_t)t->B;
-    size_t first = ((size_t)d->comm->rank * (size_t)d->cfg.accum + (size_t)m) * rows;
-    size_t bytes = rows * row * sizeof(int32_t);
-    KN_TRY(kn_device_memcpy(t->dev, kn_tensor_data(t->x), KN_CPU, x + first * row, bytes));
-    KN_TRY(kn_device_memcpy(t->dev, kn_tensor_data(t->y), KN_CPU, y + first * row, bytes));
+static kn_status hook_micro_begin(void *ctx, int m, bool last) {
+    kn_dp *d = ctx;
     d->micro = m;
-    d->last_micro = m == d->cfg.accum - 1;
+    d->last_micro = last;
+    d->ir_waits = 0;
     for (int b = 0; b < d->nbuckets; b++)
         d->buckets[b].pending = d->buckets[b].last_param - d->buckets[b].first_param + 1;
-    if (t->prog != d->ir_prog)
-        return kn_error(KN_ERR_ARG, "kn_dp_step: the trainer's step was compiled again after kn_dp_new, without the %s "
-                        "pass its collectives need: set the trainer up (mode, loss scale, device) before kn_dp_new",
-                        d->pass);
-    d->ir_waits = 0;
-    KN_TRY(kn_trainer_low_refresh(t)); /* the weights' low copies (lowparams), after an update made here */
-    kn_status st = kn_program_run(t->prog);
-    kn_status zs = kn_dp_z3_end_run(d); /* ZeRO-3: a gather a failed run left in flight */
-    KN_TRY(st);
-    KN_TRY(zs);
-    return loss_item(kn_program_output(t->prog, 0), loss);
+    return KN_OK;
 }
+
+/* After a micro-batch's run: ZeRO-3's gathers a failed run left in flight, then every
+ * bucket of this micro-batch done before the next one reuses them. */
+static kn_status hook_micro_end(void *ctx, int m, kn_status run) {
+    kn_dp *d = ctx;
+    kn_status zs = kn_dp_z3_end_run(d);
+    KN_TRY(run);
+    KN_TRY(zs);
+    /* the backward's end: the IR's first gradient comm_wait (after every computing step) */
+    if (m == d->cfg.accum - 1) d->t_backward_end = d->ir_waits ? d->t_ir_first_wait : kn_time_now();
+    for (int b = 0; b < d->nbuckets; b++)
+        if (d->in_flight[b]) {
+            KN_TRY(kn_comm_wait(&d->reqs[b]));
+            kn_dp_finished(d, b);
+        }
+    if (m == d->cfg.accum - 1) d->t_comm_end = kn_time_now();
+    return KN_OK;
+}
+
+static kn_status hook_sum(void *ctx, double *v, const char *what) { return kn_dp_all_reduce_f64(ctx, v, what); }
+
+/* The reduced gradients this rank keeps (DDP: the slab; ZeRO: the shard) scaled, the
+ * global norm, the clip. */
+static kn_status hook_clip(void *ctx, double scale, bool inject_inf, double *norm) {
+    kn_dp *d = ctx;
+    kn_trainer *t = d->tr;
+    float *g = d->cfg.strategy == KN_DP_DDP ? kn_dp_slab_grad(d) : d->grad_shard;
+    int64_t n = d->cfg.strategy == KN_DP_DDP ? t->model->p.n : kn_dp_my_len(d);
+    if (inject_inf && n > 0) { /* the test hook: an overflow in this rank's first gradient */
+        float inf = INFINITY;
+        KN_TRY(kn_device_memcpy(t->dev, g, KN_CPU, &inf, sizeof inf));
+    }
+    if (d->cfg.strategy != KN_DP_DDP) return kn_dp_shard_clip(d, scale, norm);
+    KN_TRY(kn_device_scale(t->dev, g, n, scale));
+    return kn_device_clip_grad_norm(t->dev, g, n, t->clip, norm);
+}
+
+static kn_status hook_update(void *ctx, double lr) {
+    kn_dp *d = ctx;
+    kn_trainer *t = d->tr;
+    if (d->cfg.strategy == KN_DP_DDP)
+        KN_TRY(kn_device_optim_step(t->dev, &t->opt, kn_dp_slab_param(d), kn_dp_slab_grad(d), kn_dp_slab_state(d), lr));
+    else
+        KN_TRY(kn_dp_shard_update(d, lr));
+    t->low_fresh = false; /* the low copies (if any) are rounded again before the next run */
+    return KN_OK;
+}
+
+static kn_status attach(kn_dp *d) {
+    kn_step_comm c = {.ctx = d, .rank = d->comm->rank, .ranks = d->comm->size, .pass = d->pass,
+                      .coll = kn_dp_collectives(d), .compiled = kn_dp_step_compiled, .micro_begin = hook_micro_begin,
+                      .micro_end = hook_micro_end, .sum = hook_sum, .clip = hook_clip, .update = hook_update};
+    return kn_step_set_comm(d->tr, &c, d->cfg.accum);
+}
+
+/* ---------------------------------------------------------------- the step */
 
 kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_batch, double lr, double *loss,
                      double *gnorm) {
@@ -259,8 +317,10 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
     if ((int64_t)t->B * N * K != global_batch)
         return kn_error(KN_ERR_ARG, "kn_dp_step: global batch %d is not %d ranks x %d micro-batches x %d rows",
                         global_batch, N, K, t->B);
-    const kn_params *p = &t->model->p;
-    double t0 = kn_time_now(), lsum = 0;
+    if (!t->step.has_comm || t->step.comm.ctx != d)
+        return kn_error(KN_ERR_ARG, "kn_dp_step: the trainer's step runner has another communication (a second kn_dp "
+                        "on the same trainer?)");
+    double t0 = kn_time_now();
     if (d->z3) KN_TRY(kn_dp_z3_begin_step(d));
     d->launched = 0;
     d->bytes_sent = 0;
@@ -268,56 +328,21 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
     d->stats.gather_s = d->stats.gather_wait_s = 0;
     d->stats.gathers = 0;
     d->t_first_launch = d->t_last_done = 0;
-    for (int m = 0; m < K; m++) {
-        double l = 0;
-        KN_TRY(run_micro(d, x, y, m, &l));
-        lsum += l;
-        /* the backward's end: the IR's first gradient comm_wait (after every computing step) */
-        if (m == K - 1) d->t_backward_end = d->ir_waits ? d->t_ir_first_wait : kn_time_now();
-        /* every bucket of this micro-batch must be done before the next one reuses them */
-        for (int b = 0; b < d->nbuckets; b++)
-            if (d->in_flight[b]) {
-                KN_TRY(kn_comm_wait(&d->reqs[b]));
-                kn_dp_finished(d, b);
-            }
-    }
-    double t_comm_end = kn_time_now();
-    /* the global batch's loss: the mean of every rank's micro-batch means */
-    double gl = lsum / K;
-    KN_TRY(kn_dp_all_reduce_f64(d, &gl, "loss"));
-    gl /= N;
-    double scale = 1.0 / ((double)N * K), norm;
-    if (d->cfg.strategy == KN_DP_DDP) {
-        KN_TRY(kn_device_scale(t->dev, kn_dp_slab_grad(d), p->n, scale));
-        KN_TRY(kn_device_clip_grad_norm(t->dev, kn_dp_slab_grad(d), p->n, t->clip, &norm));
-    } else {
-        KN_TRY(kn_dp_shard_clip(d, scale, &norm));
-    }
-    if (!isfinite(gl) || !isfinite(norm))
-        return kn_error(KN_ERR_ARG, "kn_dp_step: loss %g, gradient norm %g at optimizer step %lld (diverged: lower "
-                        "the learning rate)", gl, norm, (long long)t->opt.step);
-    if (d->cfg.strategy == KN_DP_DDP) {
-        KN_TRY(kn_device_optim_step(t->dev, &t->opt, kn_dp_slab_param(d), kn_dp_slab_grad(d), kn_dp_slab_state(d), lr));
-    } else {
-        KN_TRY(kn_dp_shard_update(d, lr));
-    }
-    t->low_fresh = false; /* the low copies (if any) are rounded again before the next run */
+    KN_TRY(kn_step_run(t, x, y, global_batch, lr, loss, gnorm));
     double t1 = kn_time_now();
     d->stats.step_s = t1 - t0;
     d->stats.backward_s = d->t_backward_end - t0;
-    d->stats.comm_s = d->launched ? (d->t_last_done > d->t_first_launch ? d->t_last_done : t_comm_end) -
+    d->stats.comm_s = d->launched ? (d->t_last_done > d->t_first_launch ? d->t_last_done : d->t_comm_end) -
                                         d->t_first_launch : 0;
-    d->stats.exposed_s = d->launched ? t_comm_end - d->t_backward_end : 0;
+    d->stats.exposed_s = d->launched ? d->t_comm_end - d->t_backward_end : 0;
     if (d->timeline) {
         long long step = (long long)t->opt.step;
-        fprintf(d->timeline, "step %lld %.6f %.6f %.6f\n", step, d->t_backward_end - t0, t_comm_end - t0, t1 - t0);
+        fprintf(d->timeline, "step %lld %.6f %.6f %.6f\n", step, d->t_backward_end - t0, d->t_comm_end - t0, t1 - t0);
         for (int b = 0; b < d->nbuckets; b++)
             fprintf(d->timeline, "bucket %lld %d %.6f %.6f %lld\n", step, b, d->t_launch[b] - t0,
                     d->t_launch[d->nbuckets + b] - t0, (long long)(d->buckets[b].hi - d->buckets[b].lo) * 4);
         fflush(d->timeline);
     }
-    if (loss) *loss = gl;
-    if (gnorm) *gnorm = norm;
     return KN_OK;
 }
 

@@ -7,8 +7,8 @@
  * it over the ranks' shards; requests in flight are polled between the steps of the
  * program (MPI progresses inside MPI_Test) and finished when waited for.
  *
- * The driver is the step's graph: the step program is compiled with the `ddp`, `zero` or
- * `zero3` pass (core/passes/ddp.c), whose grad_store, all_reduce_start /
+ * The driver is the step's graph: the step runner (core/nn/step.c) compiles the step
+ * program with the `ddp`, `zero` or `zero3` pass (core/passes/ddp.c), whose grad_store, all_reduce_start /
  * reduce_scatter_start and comm_wait nodes (and ZeRO-3's all_gather_start, zero3.c) the
  * program hands to this file's kn_collectives context, on CPU ranks (MPI) and GPU ranks
  * (NCCL) alike. Where each collective runs is then the schedule's doing, printed by kiln
@@ -252,41 +252,21 @@ static kn_status ir_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor
 
 static kn_status ir_poll(void *ctx) { return poll_all(ctx); }
 
-/* Compile the trainer's step again with the strategy's pass after its own, check that the
- * graph's buckets are d's, and give the program this context. */
-kn_status kn_dp_ir_program(kn_dp *d) {
-    kn_trainer *t = d->tr;
-    char list[256];
-    bool own = t->passes && *t->passes && strcmp(t->passes, "none");
-    snprintf(list, sizeof list, "%s%s%s", own ? t->passes : "", own ? "," : "", d->pass);
-    kn_program_opts o = {.device = t->dev, .passes = list, .mode = t->compiled ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES,
-                         .cuda_emu = t->cuda_emu};
-    kn_program *p = NULL;
-    KN_TRY(kn_program_compile(&p, t->joint, &o));
-    kn_status st = KN_OK;
-    const kn_params *pr = &t->model->p;
-    for (int i = 0; st == KN_OK && !d->z3 && i < pr->count; i++) st = kn_program_bind(p, pr->info[i].name, t->views[i]);
-    if (st == KN_OK) st = kn_program_bind(p, "idx", t->x);
-    if (st == KN_OK) st = kn_program_bind(p, "targets", t->y);
+kn_collectives kn_dp_collectives(kn_dp *d) { return (kn_collectives){d, ir_run, ir_poll}; }
+
+/* The step runner compiled the trainer's step with the strategy's pass: check that the
+ * graph's buckets are d's (ZeRO-3: and read what it gathers). */
+kn_status kn_dp_step_compiled(void *ctx, kn_program *p) {
+    kn_dp *d = ctx;
     const kn_graph *g = kn_program_graph(p);
     int starts = 0;
-    for (int i = 0; st == KN_OK && i < g->nnodes; i++) {
+    for (int i = 0; i < g->nnodes; i++) {
         int b;
         if (g->nodes[i].op != KN_OP_ALL_REDUCE_START && g->nodes[i].op != KN_OP_REDUCE_SCATTER_START) continue;
-        st = bucket_of_node(d, i, &g->nodes[i], &b);
+        KN_TRY(bucket_of_node(d, i, &g->nodes[i], &b));
         starts++;
     }
-    if (st == KN_OK && starts != d->nbuckets)
-        st = kn_error(KN_ERR_INTERNAL, "kn_dp_new: the step's graph starts %d buckets, kn_dp has %d", starts, d->nbuckets);
-    if (st != KN_OK) {
-        kn_program_free(p);
-        return st;
-    }
-    kn_program_free(t->prog);
-    t->prog = p;
-    d->ir_prog = p;
-    kn_collectives c = {d, ir_run, ir_poll};
-    kn_program_set_collectives(p, &c);
+    if (starts != d->nbuckets)
+        return kn_error(KN_ERR_INTERNAL, "kn_dp_new: the step's graph starts %d buckets, kn_dp has %d", starts, d->nbuckets);
     return d->z3 ? kn_dp_z3_plan(d) : KN_OK;
 }
-

@@ -32,11 +32,13 @@ void kn_dp_release(const kn_dp *d, void *p, size_t nb);
 kn_status kn_dp_all_reduce_f64(kn_dp *d, double *v, const char *what);
 
 /* dp_buckets.c. Bytes of bucket b's ZeRO-2 staging buffer; bucket b's request done (ZeRO-2
- * moves its part into the shard, int8 decodes); the step program recompiled with the
- * strategy's pass (ddp, zero, zero3) and given the collectives context. */
+ * moves its part into the shard, int8 decodes); the collectives context of the step
+ * program's ops; the step runner's `compiled` hook (kiln/step.h: the step program, made
+ * with the strategy's pass, checked against d's buckets). */
 size_t kn_dp_staging_size(const kn_dp *d, int b);
 void kn_dp_finished(kn_dp *d, int b);
-kn_status kn_dp_ir_program(kn_dp *d);
+kn_collectives kn_dp_collectives(kn_dp *d);
+kn_status kn_dp_step_compiled(void *ctx, kn_program *p);
 
 /* dp_shard.c. kn_dp_shard_new (ZeRO, in kn_dp_new once the shard ranges exist): this rank's
  * optimizer state and gradient shard, the full state (and for ZeRO-2 and -3 the gradient

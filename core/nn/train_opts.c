@@ -64,7 +64,7 @@ static const opt_row k_opts[] = {
     {"eval-batches", O_INT, F(eval_batches), 0, 0, 10000, false, "held-out batches to evaluate at the end"},
     {"dist", O_STR, S(dist), 0, 0, false, "data parallelism under mpiexec: ddp, zero1, zero2 or zero3 (fsdp) (kiln/dist.h)"},
     {"bucket-mb", O_F64, F(bucket_mb), 0, 1e-6, 1e6, false, "--dist: gradient (zero3: also parameter) bucket size in MiB"},
-    {"accum", O_INT, F(accum), 0, 1, 4096, false, "--dist: micro-batches per step (communicate on the last; zero2/3: on each)"},
+    {"accum", O_INT, F(accum), 0, 1, 4096, false, "micro-batches per step, gradients summed (--dist: communicate on the last; zero2/3: on each)"},
     {"comm", O_STR, S(comm), 0, 0, false, "--dist: communicator backend, mpi (CPU ranks) or nccl (one GPU per rank)"},
     {"allreduce", O_STR, S(allreduce), 0, 0, false, "--dist ddp: library (MPI/NCCL's own) or ring (kiln's)"},
     {"compress", O_STR, S(compress), 0, 0, false, "--dist ddp: gradient compression, none or int8 (error feedback)"},

@@ -1,10 +1,11 @@
-/* trainer.c — a training step compiled once and replayed, evaluation, and sampling.
+/* trainer.c — the trainer's state (a training step's graphs, slabs and optimizer), its
+ * moves (loss scaling on, compiled mode, a device), evaluation, and sampling.
  *
  * The trainer records the GPT's forward pass for a fixed batch shape into a graph (graph
- * mode of the builder), differentiates it into the joint forward+backward graph
- * (kn_autograd), and binds an interpreter to it. Binding is by alias: the interpreter
- * reads the parameter slab and the batch buffers in place, so a step is
- *     copy the batch in -> run the joint graph -> copy gradients into the gradient slab
+ * mode of the builder) and differentiates it into the joint forward+backward graph
+ * (kn_autograd). The step runner (kiln/step.h, core/nn/step.c) compiles both into
+ * programs bound by alias to the trainer's state, and takes each step:
+ *     copy the batch in -> run the joint graph (gradients written into the slab)
  *     -> clip -> optimizer update of the parameter slab,
  * with no graph rebuilt and no parameter copied. Everything is sequential and in a fixed
  * order, so the same (parameters, optimizer state, step, batch) always gives the same
@@ -25,6 +26,7 @@
 #include "kiln/nn.h"
 #include "kiln/passes.h"
 #include "kiln/program.h"
+#include "kiln/step.h"
 #include "nn/nn_impl.h"
 
 static kn_status bind_params(kn_interp *it, const kn_gpt *g) {
@@ -32,50 +34,13 @@ static kn_status bind_params(kn_interp *it, const kn_gpt *g) {
     return KN_OK;
 }
 
-static void low_free(kn_trainer *t) {
+void kn_trainer_low_free(kn_trainer *t) {
     kn_params_views_free(t->model ? &t->model->p : NULL, t->low_views);
     kn_tensor_free(t->low);
     t->low = NULL;
     t->low_views = NULL;
     t->low_dt = KN_DT_F32;
     t->low_fresh = false;
-}
-
-/* The dtype of the weights' low copies the programs read (params NAME@bf16 / NAME@f16 of
- * the pass lowparams), KN_DT_F32 for none. */
-static kn_dtype low_copies_read(const kn_trainer *t) {
-    const kn_params *p = &t->model->p;
-    const kn_program *ps[2] = {t->prog, t->eval};
-    const kn_dtype dts[2] = {KN_DT_BF16, KN_DT_F16};
-    char name[KN_NAME_MAX];
-    for (int k = 0; k < 2; k++)
-        for (int d = 0; d < 2; d++)
-            for (int i = 0; i < p->count; i++)
-                if (kn_lowparam_name(p->info[i].name, dts[d], name) == KN_OK &&
-                    kn_graph_find(kn_program_graph(ps[k]), name) >= 0)
-                    return dts[d];
-    return KN_DT_F32;
-}
-
-/* When the programs read the weights' low copies: a slab of them on dev, its views bound
- * by name in both programs, rounded from the f32 slab before the next run. */
-static kn_status bind_low_copies(kn_trainer *t, kn_device dev) {
-    low_free(t);
-    kn_dtype dt = low_copies_read(t);
-    if (dt == KN_DT_F32) return KN_OK;
-    const kn_params *p = &t->model->p;
-    int64_t n = p->n;
-    KN_TRY(kn_tensor_empty_on(&t->low, dev, dt, 1, &n));
-    t->low_dt = dt;
-    KN_TRY(kn_params_views(p, t->low, &t->low_views));
-    kn_program *ps[2] = {t->prog, t->eval};
-    char name[KN_NAME_MAX];
-    for (int k = 0; k < 2; k++)
-        for (int i = 0; i < p->count; i++) {
-            KN_TRY(kn_lowparam_name(p->info[i].name, dt, name));
-            if (kn_graph_find(kn_program_graph(ps[k]), name) >= 0) KN_TRY(kn_program_bind(ps[k], name, t->low_views[i]));
-        }
-    return KN_OK;
 }
 
 kn_status kn_trainer_low_refresh(kn_trainer *t) {
@@ -99,35 +64,9 @@ kn_status kn_trainer_low_refresh(kn_trainer *t) {
     return st;
 }
 
-/* Compile the step (joint graph) and eval (forward graph) programs for dev and bind them
- * to the trainer's state (t->views, t->x, t->y, which live on dev). */
-static kn_status compile_on(kn_trainer *t, kn_device dev) {
-    kn_program_free(t->prog);
-    kn_program_free(t->eval);
-    t->prog = t->eval = NULL;
-    kn_tensor *const *views = t->views;
-    kn_program_opts o = {.device = dev, .passes = t->passes, .mode = t->compiled ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES,
-                         .cuda_emu = t->cuda_emu};
-    KN_TRY(kn_program_compile(&t->prog, t->joint, &o));
-    KN_TRY(kn_program_compile(&t->eval, t->fwd, &o));
-    kn_program *ps[2] = {t->prog, t->eval};
-    for (int k = 0; k < 2; k++) {
-        for (int i = 0; i < t->model->p.count; i++) KN_TRY(kn_program_bind(ps[k], t->model->p.info[i].name, views[i]));
-        KN_TRY(kn_program_bind(ps[k], "idx", t->x));
-        KN_TRY(kn_program_bind(ps[k], "targets", t->y));
-    }
-    if (t->scale_in) KN_TRY(kn_program_bind(t->prog, "loss_scale", t->scale_in));
-    /* the gradients are written straight into the slab (no copy, no memory of their own) */
-    for (int i = 0; i < t->model->p.count; i++) KN_TRY(kn_program_bind_output(t->prog, 1 + i, t->grad_views[i]));
-    KN_TRY(bind_low_copies(t, dev));
-    if (t->cuda_graph) KN_TRY(kn_program_set_cuda_graph(t->prog, true)); /* the step; eval runs too rarely */
-    KN_TRY(kn_program_share_arena(t->eval, t->prog)); /* the graph's arena is idle while eval runs */
-    return KN_OK;
-}
-
 /* ZeRO-2 frees the gradient slab and ZeRO-3 the parameter slab (kiln/dist.h): a step of the
  * trainer alone has nothing to read or write then. */
-static kn_status check_slabs(const kn_trainer *t, const char *fn) {
+kn_status kn_trainer_check_slabs(const kn_trainer *t, const char *fn) {
     if (t->params && t->views && t->grad) return KN_OK;
     return kn_error(KN_ERR_ARG, "%s: the trainer's %s slab is sharded over the ranks by data parallelism (ZeRO, "
                     "kiln/dist.h): step with kn_dp_step; kn_dp_gather_state brings the parameters back for evaluation",
@@ -136,9 +75,9 @@ static kn_status check_slabs(const kn_trainer *t, const char *fn) {
 
 kn_status kn_trainer_set_compiled(kn_trainer *t, bool on) {
     if (!t || !t->joint) return kn_error(KN_ERR_ARG, "kn_trainer_set_compiled: no trainer");
-    if (!t->views) return check_slabs(t, "kn_trainer_set_compiled");
+    if (!t->views && !t->step.has_comm) return kn_trainer_check_slabs(t, "kn_trainer_set_compiled");
     t->compiled = on;
-    return compile_on(t, t->dev);
+    return kn_step_compile(t, t->dev);
 }
 
 /* Record the forward graph of model on inputs "idx" (and "targets" when with_loss). With
@@ -182,7 +121,7 @@ kn_status kn_trainer_set_loss_scale(kn_trainer *t, const kn_loss_scaler *s) {
     KN_TRY(kn_loss_scaler_check(s));
     bool on = s->mode != KN_LOSS_SCALE_NONE;
     if (on != (t->scale_in != NULL)) { /* the step's graph gains or loses its "loss_scale" input */
-        KN_TRY(check_slabs(t, "kn_trainer_set_loss_scale"));
+        if (!t->step.has_comm) KN_TRY(kn_trainer_check_slabs(t, "kn_trainer_set_loss_scale"));
         kn_graph *joint = NULL;
         kn_tensor *in = NULL;
         kn_status st = on ? kn_tensor_empty_on(&in, t->dev, KN_DT_F32, 0, NULL) : KN_OK;
@@ -196,7 +135,7 @@ kn_status kn_trainer_set_loss_scale(kn_trainer *t, const kn_loss_scaler *s) {
         t->joint = joint;
         t->scale_in = in;
         t->scaler = *s;
-        KN_TRY(compile_on(t, t->dev));
+        KN_TRY(kn_step_compile(t, t->dev));
     }
     t->scaler = *s;
     return kn_trainer_upload_scale(t);
@@ -209,6 +148,7 @@ kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_op
                         model->cfg.context);
     memset(t, 0, sizeof *t);
     t->scaler = kn_loss_scaler_none();
+    t->step.micro = 1; /* one process, one micro-batch: kn_step_set_comm changes it */
     t->model = model;
     t->B = B;
     t->T = T;
@@ -226,7 +166,7 @@ kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_op
     if (st == KN_OK) st = kn_autograd(t->fwd, loss, p->count, pvals, &t->joint, NULL);
     if (st == KN_OK) st = kn_tensor_zeros(&t->grad, KN_DT_F32, 1, n);
     if (st == KN_OK) st = kn_params_views(p, t->grad, &t->grad_views);
-    if (st == KN_OK) st = compile_on(t, KN_CPU); /* binds the gradient outputs to the views */
+    if (st == KN_OK) st = kn_step_compile(t, KN_CPU); /* binds the gradient outputs to the views */
     if (st == KN_OK) st = kn_optim_init(&t->opt, ocfg, p->n, p->n_decay);
     kn_free(pvals);
     if (st != KN_OK) kn_trainer_free(t);
@@ -249,9 +189,19 @@ void kn_trainer_free(kn_trainer *t) {
     }
     kn_tensor_free(t->state);
     kn_tensor_free(t->scale_in);
-    low_free(t);
+    kn_tensor_free(t->step.acc);
+    kn_trainer_low_free(t);
     kn_optim_free(&t->opt);
     memset(t, 0, sizeof *t);
+}
+
+/* One path for every device and for data parallelism: the step runner (core/nn/step.c). */
+kn_status kn_trainer_step(kn_trainer *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm) {
+    if (!t || !t->prog || !x || !y) return kn_error(KN_ERR_ARG, "kn_trainer_step: NULL argument");
+    if (t->step.has_comm) /* the batch is the global one there, and the update the strategy's */
+        return kn_error(KN_ERR_ARG, "kn_trainer_step: this trainer steps through data parallelism's hooks (kiln/dist.h): "
+                        "step with kn_dp_step on the global batch");
+    return kn_step_run(t, x, y, t->B * t->step.micro, lr, loss, gnorm);
 }
 
 /* The batch (host tokens) into t->x, t->y on the trainer's device. */
@@ -261,93 +211,7 @@ static kn_status load_batch(kn_trainer *t, const int32_t *x, const int32_t *y) {
     return kn_device_memcpy(t->dev, kn_tensor_data(t->y), KN_CPU, y, bytes);
 }
 
-/* The eager step: build the model op by op on the current batch, differentiate on the
- * tape (kn_backward), copy loss and gradients out. */
-static kn_status eager_grads(kn_trainer *t, double *loss) {
-    const kn_params *p = &t->model->p;
-    kn_builder *b;
-    KN_TRY(kn_builder_new(&b, KN_MODE_EAGER));
-    kn_val *v = kn_calloc(2 * (size_t)p->count, sizeof *v);
-    kn_status st = v ? KN_OK : kn_error(KN_ERR_OOM, "kn_trainer_step: out of memory");
-    kn_val logits, l = KN_VAL_NONE;
-    if (st == KN_OK)
-        st = kn_gpt_build(b, t->model, kn_input(b, "idx", t->x), kn_input(b, "targets", t->y), v, &logits, &l);
-    kn_val ls = t->scale_in && st == KN_OK ? kn_mul(b, l, kn_input(b, "loss_scale", t->scale_in)) : l;
-    if (st == KN_OK) st = kn_backward(b, ls, p->count, v, v + p->count);
-    if (st != KN_OK && kn_builder_status(b) != KN_OK) kn_error(st, "%s", kn_builder_error(b));
-    if (st == KN_OK) st = kn_tensor_item(kn_val_tensor(b, l), loss);
-    for (int i = 0; st == KN_OK && i < p->count; i++)
-        st = kn_tensor_copy_into(t->grad_views[i], kn_val_tensor(b, v[p->count + i]));
-    kn_free(v);
-    kn_builder_free(b);
-    return st;
-}
-
-
-/* The parameter, gradient and optimizer-state slabs of the step, on the trainer's device
- * (the optimizer state is the optimizer's own on the CPU). */
-static void slabs(kn_trainer *t, float **param, float **grad, float **state) {
-    *param = kn_tensor_data(t->params);
-    *grad = t->grad ? kn_tensor_data(t->grad) : NULL;
-    *state = t->state ? kn_tensor_data(t->state) : t->opt.state;
-}
-
-/* The optimizer, writing the weights' low copies in the same pass when there are any. */
-static kn_status optim_step(kn_trainer *t, float *param, float *grad, float *state, double lr) {
-    if (!t->low) return kn_device_optim_step(t->dev, &t->opt, param, grad, state, lr);
-    KN_TRY(kn_device_optim_step_low(t->dev, &t->opt, param, grad, state, lr, t->low_dt, kn_tensor_data(t->low)));
-    t->low_fresh = true;
-    return KN_OK;
-}
-
-/* The update, one path for every device, by its backend: the gradient-sync hook (where
- * distributed training plugs in: an all-reduce over the gradient slab, or the
- * reduce-scatter of a sharded optimizer), the unscaling, the clip, the loss scaler's
- * overflow check (a skipped step ends there), the divergence check, the optimizer. */
-static kn_status update(kn_trainer *t, double l, double lr, double *loss, double *gnorm) {
-    float *param, *grad, *state;
-    slabs(t, &param, &grad, &state);
-    int64_t n = t->model->p.n;
-    double norm;
-    bool skip;
-    if (t->grad_hook) KN_TRY(t->grad_hook(t, grad, n, t->grad_hook_ctx));
-    KN_TRY(kn_trainer_unscale(t, grad, n)); /* loss scaling (loss_scale.c) */
-    KN_TRY(kn_device_clip_grad_norm(t->dev, grad, n, t->clip, &norm));
-    KN_TRY(kn_trainer_scaler_after(t, l, norm, &skip));
-    t->skipped = skip;
-    if (skip) { /* inf/NaN: the parameters and the optimizer state stay as they were */
-        if (loss) *loss = l;
-        if (gnorm) *gnorm = norm;
-        return KN_OK;
-    }
-    if (!isfinite(l) || !isfinite(norm))
-        return kn_error(KN_ERR_ARG, "kn_trainer_step: loss %g, gradient norm %g at optimizer step %lld (diverged: "
-                        "lower the learning rate)", l, norm, (long long)t->opt.step);
-    KN_TRY(optim_step(t, param, grad, state, lr));
-    if (loss) *loss = l;
-    if (gnorm) *gnorm = norm;
-    return KN_OK;
-}
 static kn_status output_item(const kn_tensor *o, double *out);
-
-/* One path for every device: batch in, the joint graph (or the eager tape on the CPU),
- * the gradients into the slab, the loss out, the update. */
-kn_status kn_trainer_step(kn_trainer *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm) {
-    if (!t || !t->prog || !x || !y) return kn_error(KN_ERR_ARG, "kn_trainer_step: NULL argument");
-    if (t->eager && t->dev.type != KN_DEVICE_CPU)
-        return kn_error(KN_ERR_UNSUPPORTED, "kn_trainer_step: eager mode runs on the CPU only (use graph mode on a GPU)");
-    KN_TRY(check_slabs(t, "kn_trainer_step"));
-    double l;
-    KN_TRY(load_batch(t, x, y));
-    if (t->eager) {
-        KN_TRY(eager_grads(t, &l));
-    } else {
-        KN_TRY(kn_trainer_low_refresh(t));
-        KN_TRY(kn_program_run(t->prog)); /* the gradients are in the slab: bound in compile_on */
-        KN_TRY(output_item(kn_program_output(t->prog, 0), &l));
-    }
-    return update(t, l, lr, loss, gnorm);
-}
 
 kn_status kn_trainer_eval(kn_trainer *t, const int32_t *x, const int32_t *y, double *loss) {
     if (!t || !t->eval || !x || !y || !loss) return kn_error(KN_ERR_ARG, "kn_trainer_eval: NULL argument");
@@ -365,12 +229,12 @@ static kn_status output_item(const kn_tensor *o, double *out) {
 
 kn_status kn_trainer_optimize(kn_trainer *t, double lr, double *gnorm) {
     if (!t || !t->model) return kn_error(KN_ERR_ARG, "kn_trainer_optimize: trainer not initialized");
-    KN_TRY(check_slabs(t, "kn_trainer_optimize"));
-    float *param, *grad, *state;
-    slabs(t, &param, &grad, &state);
+    KN_TRY(kn_trainer_check_slabs(t, "kn_trainer_optimize"));
+    float *param = kn_tensor_data(t->params), *grad = kn_tensor_data(t->grad);
+    float *state = t->state ? kn_tensor_data(t->state) : t->opt.state;
     double norm;
     KN_TRY(kn_device_clip_grad_norm(t->dev, grad, t->model->p.n, t->clip, &norm));
-    KN_TRY(optim_step(t, param, grad, state, lr));
+    KN_TRY(kn_trainer_optim_step(t, param, grad, state, lr));
     if (gnorm) *gnorm = norm;
     return KN_OK;
 }
@@ -424,7 +288,7 @@ kn_status kn_trainer_to_device(kn_trainer *t, kn_device dev) {
     kn_tensor **borrowed_views = t->views, *borrowed_params = t->params;
     t->x = s.x, t->y = s.y, t->grad = s.grad, t->grad_views = s.grad_views;
     t->params = s.params, t->views = s.views, t->state = s.state;
-    st = compile_on(t, dev);
+    st = kn_step_compile(t, dev);
     if (st == KN_OK) {
         t->dev = dev;
         state_free(p, &old);
@@ -435,7 +299,7 @@ kn_status kn_trainer_to_device(kn_trainer *t, kn_device dev) {
     snprintf(msg, sizeof msg, "%s", kn_last_error());
     t->x = old.x, t->y = old.y, t->grad = old.grad, t->grad_views = old.grad_views;
     t->params = borrowed_params, t->views = borrowed_views, t->state = NULL;
-    (void)compile_on(t, KN_CPU);
+    (void)kn_step_compile(t, KN_CPU);
     state_free(p, &s);
     return kn_error(st, "%s", msg);
 }

@@ -22,5 +22,8 @@ extern int g_fail, g_checks, g_rank;
 
 /* test_dp.c: ZeRO-3 through the library against one process on every rank. */
 void test_zero3(kn_comm *c);
+/* test_matrix.c: every precision x strategy x mode x accumulation cell against one process
+ * (`test-dist matrix`). */
+void test_matrix(kn_comm *c);
 
 #endif /* KILN_TESTS_DIST_TEST_H */

@@ -216,6 +216,7 @@ typedef struct kn_dp {
     bool last_micro;         /* communicate in this micro-batch */
     kn_dp_stats stats;
     double t_backward_end;
+    double t_comm_end;       /* the last micro-batch's buckets all done */
     double t_first_launch;
     int launched;
     double *t_launch;        /* owned, KILN_DP_TIMELINE on rank 0: per bucket its launch time, then
@@ -234,30 +235,35 @@ typedef struct kn_dp {
     int64_t gathered_bytes;  /* parameter bytes all-gathered in the last step (every bucket, each time) */
     int64_t gathered_peak;   /* bytes of gathered buckets live at once at the most (the step's graph) */
     /* The collectives are ops of the step's graph (the `ddp`, `zero` or `zero3` pass; the
-     * trainer's step program is recompiled with it), run by dp_buckets.c's kn_collectives
-     * context, on CPU and GPU ranks */
+     * trainer's step runner compiles the step with it, kiln/step.h), run by dp_buckets.c's
+     * kn_collectives context, on CPU and GPU ranks */
     char pass[32];           /* the pass it ran: "ddp:0.05" */
-    const kn_program *ir_prog; /* the step program compiled with it (a later recompile is refused) */
     int ir_waits;            /* comm_wait nodes run in this run */
     double t_ir_first_wait;  /* when the first ran: the backward's end, as the IR places it */
 } kn_dp;
 
-/* Set up: checks the trainer's batch against the global one, builds the buckets, puts the
- * collectives into the trainer's step (the step program is recompiled with the strategy's
- * pass, ddp, zero or zero3, and given dp's kn_collectives context: MPI on CPU ranks, NCCL
- * on GPU ranks), and shards the optimizer state (ZeRO), taking this rank's range of the
+/* Set up: checks the trainer's batch against the global one, builds the buckets, gives the
+ * trainer's step runner (kiln/step.h) this strategy's hooks and pass (ddp, zero or zero3:
+ * the runner recompiles the step with it, now and whenever the trainer's step is compiled
+ * again, and gives it dp's kn_collectives context: MPI on CPU ranks, NCCL on GPU ranks),
+ * and shards the optimizer state (ZeRO), taking this rank's range of the
  * state the trainer holds (so a resumed run continues). The parameters of every rank are
  * made equal to rank 0's. ZeRO-3 then keeps this rank's range of them (param_shard), frees
  * the model's parameter slab (model->p.slab, data and views are NULL until
  * kn_dp_gather_state) and defers the evaluation program's parameters (kn_program_defer):
  * the step program, whose pass removed its params, gathers each bucket for the nodes that
  * read it; the evaluation program fails with a clear message until the slab is gathered.
- * ZeRO-3 runs on CPU ranks (KN_ERR_UNSUPPORTED on a GPU). */
+ * ZeRO-3 runs on CPU ranks (KN_ERR_UNSUPPORTED on a GPU). A trainer with a loss scale
+ * (fp16) keeps it: every rank applies the same scale and an overflow on any rank skips the
+ * step on all; int8 compression with a loss scale is refused (KN_ERR_UNSUPPORTED). After
+ * kn_dp_new the trainer steps only through kn_dp_step (kn_trainer_step refuses); kn_dp_free
+ * takes the hooks back. */
 kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cfg);
 void kn_dp_free(kn_dp *d);
 /* One optimizer step on the global batch x, y (B_global x T each; this rank takes its
- * rows): accum micro-batches of forward+backward, gradients averaged over ranks as the
- * strategy says, clipped by the global norm, the optimizer step, parameters gathered.
+ * rows), taken by the trainer's step runner with d's hooks: accum micro-batches of
+ * forward+backward, gradients averaged over ranks as the strategy says (and unscaled),
+ * clipped by the global norm, the overflow check, the optimizer step, parameters gathered.
  * *loss gets the global batch's mean loss (the same on every rank). */
 kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_batch, double lr, double *loss,
                      double *gnorm);

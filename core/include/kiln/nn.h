@@ -21,6 +21,7 @@
 #include "kiln/ir.h"
 #include "kiln/program.h"
 #include "kiln/optim.h"
+#include "kiln/step.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -174,6 +175,9 @@ typedef struct kn_trainer {
     kn_tensor *low;
     kn_tensor **low_views;
     bool low_fresh;
+    /* The step runner (kiln/step.h, core/nn/step.c): the micro-batches and the
+     * communication hooks; it compiles `prog` and takes every step. */
+    kn_step_runner step;
 } kn_trainer;
 
 kn_status kn_trainer_new(kn_trainer *t, kn_gpt *model, int B, int T, const kn_optim_config *ocfg, double clip);
@@ -185,7 +189,8 @@ kn_status kn_trainer_set_compiled(kn_trainer *t, bool on);
 /* Round the parameter slab into the weights' low copies unless they are fresh (see
  * kn_trainer.low); nothing without copies. Every run of the trainer's programs calls it. */
 kn_status kn_trainer_low_refresh(kn_trainer *t);
-/* Forward + backward on the batch (x, y: B*T tokens each), clip, one optimizer step at lr.
+/* Forward + backward on the batch (x, y: B*T tokens each; micro*B*T with micro-batches,
+ * kn_step_set_comm), clip, one optimizer step at lr.
  * *loss gets the batch's loss before the update, *gnorm (may be NULL) the gradient norm.
  * With t->eager set, the forward and backward run eagerly (the teaching and ablation
  * baseline); both modes call the same kernels in the same order, so they agree bitwise. */
@@ -203,7 +208,8 @@ kn_status kn_trainer_optimize(kn_trainer *t, double lr, double *gnorm);
  * are untouched, t->skipped is set, the skip is logged (KN_LOG_WARN), and *gnorm gets the
  * non-finite norm; the scaler then follows kn_loss_scale_update. In f32 with a
  * power-of-two scale the steps are bitwise those of an unscaled trainer. Call it after
- * kn_trainer_to_device. Not with data parallelism (kn_dp_new refuses). */
+ * kn_trainer_to_device. With data parallelism (kiln/dist.h) every rank applies the same scale
+ * and an overflow on any rank skips the step on all (core/nn/step.c). */
 kn_status kn_trainer_set_loss_scale(kn_trainer *t, const kn_loss_scaler *s);
 /* The loss on a batch without updating anything. */
 kn_status kn_trainer_eval(kn_trainer *t, const int32_t *x, const int32_t *y, double *loss);
