@@ -12,3 +12,20 @@ $(EMU_TEST): tests/emu/test_cuda_emu.c core/runtime/cuda_emu.c core/runtime/cuda
 	$(CC) $(CPPFLAGS) $(CFLAGS) tests/emu/test_cuda_emu.c core/runtime/cuda_emu.c -o $@
 test-step-cuda-emu: $(EMU_TEST)
 	@bash tests/harness/record.sh $(ALL_RESULTS) cuda-emu timeout 60 $(EMU_TEST)
+
+# The emulator's checks (races, out-of-bounds, divergent barriers): the test's kernels are
+# compiled with the access hooks, as cc.c compiles the emulator dialect (not under SAN=1,
+# whose ASan owns the hooks' names).
+EMU_HOOKS := -g -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0 \
+  --param asan-stack=0 --param asan-globals=0
+EMU_CHECKS := $(BUILD)/emu/test_emu_checks
+$(EMU_CHECKS): tests/emu/test_emu_checks.c tests/emu/emu_oob_shared.c core/runtime/cuda_emu.c core/runtime/cuda_emu.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c core/runtime/cuda_emu.c -o $@.emu.o
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(EMU_HOOKS) -rdynamic tests/emu/test_emu_checks.c $@.emu.o tests/emu/emu_oob_shared.c -ldl -o $@
+ifneq ($(SAN),1)
+TEST_STEPS += test-step-emu-checks
+endif
+.PHONY: test-step-emu-checks
+test-step-emu-checks: $(EMU_CHECKS)
+	@bash tests/harness/record.sh $(ALL_RESULTS) emu-checks timeout 120 $(EMU_CHECKS)
