@@ -9,7 +9,7 @@ TEST_STEPS += test-step-cuda-emu
 EMU_TEST := $(BUILD)/emu/test_cuda_emu
 $(EMU_TEST): tests/emu/test_cuda_emu.c core/runtime/cuda_emu.c core/runtime/cuda_emu.h
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) tests/emu/test_cuda_emu.c core/runtime/cuda_emu.c -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) tests/emu/test_cuda_emu.c core/runtime/cuda_emu.c -ldl -o $@
 test-step-cuda-emu: $(EMU_TEST)
 	@bash tests/harness/record.sh $(ALL_RESULTS) cuda-emu timeout 60 $(EMU_TEST)
 

@@ -56,8 +56,8 @@ static char emu_kernel[128];
 /* What the checks found in this block: printed (and symbolized) by the scheduler. */
 typedef struct {
     char what[400];
-    const void *pc; /* the hooked access's return address, or NULL when fn/line say where */
-    const char *fn;
+    const void *pc; /* the hooked access's return address, or NULL when file/fn/line say where */
+    const char *file, *fn;
     int line;
     unsigned thread;
 } kn_emu_finding;
@@ -70,9 +70,10 @@ static kn_dim3 kn_emu_unflatten(unsigned i, kn_dim3 d)
     return r;
 }
 
-static void emu_find(const void *pc, const char *fn, int line, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void emu_find(const void *pc, const char *file, const char *fn, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
-static void emu_find(const void *pc, const char *fn, int line, const char *fmt, ...)
+static void emu_find(const void *pc, const char *file, const char *fn, int line, const char *fmt, ...)
 {
     if (nfindings == KN_EMU_FINDINGS) {
         nlost++;
@@ -84,16 +85,40 @@ static void emu_find(const void *pc, const char *fn, int line, const char *fmt, 
     vsnprintf(f->what, sizeof f->what, fmt, ap);
     va_end(ap);
     f->pc = pc;
+    f->file = file;
     f->fn = fn;
     f->line = line;
     f->thread = cur;
 }
 
+/* The source file a kernel was compiled from: cc.c compiles <hash>.<pid>.c and then renames
+ * it to <hash>.c, so a name of that form that is gone is looked for without the pid. */
+static void emu_source(const char *file, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", file);
+    FILE *f = fopen(out, "r");
+    if (f) {
+        fclose(f);
+        return;
+    }
+    size_t n = strlen(out);
+    if (n > 2 && !strcmp(out + n - 2, ".c")) {
+        size_t d = n - 2;
+        while (d > 0 && out[d - 1] >= '0' && out[d - 1] <= '9')
+            d--;
+        if (d > 0 && d < n - 2 && out[d - 1] == '.')
+            memmove(out + d - 1, out + n - 2, 3);
+    }
+}
+
 /* "in f, file.c:12" for a code address, from addr2line on the object dladdr names (the
- * debug information cc.c compiles the emulator dialect with); else the symbol. */
-static void emu_where(const void *pc, char *out, size_t cap)
+ * debug information cc.c compiles the emulator dialect with); else the symbol. The file
+ * and line go to file and *line when found. */
+static void emu_where(const void *pc, char *out, size_t cap, char *file, size_t fcap, int *line)
 {
     Dl_info di;
+    file[0] = 0;
+    *line = 0;
     if (!dladdr(pc, &di) || !di.dli_fname) {
         snprintf(out, cap, "at %p", pc);
         return;
@@ -105,15 +130,34 @@ static void emu_where(const void *pc, char *out, size_t cap)
     if (p) {
         if (fgets(fn, sizeof fn, p) && fgets(at, sizeof at, p)) {
             fn[strcspn(fn, "\n")] = 0;
-            at[strcspn(at, "\n")] = 0;
+            at[strcspn(at, "\n ")] = 0;
         }
         pclose(p);
     }
-    if (at[0] && !strstr(at, "??"))
-        snprintf(out, cap, "in %s, %s", fn, at);
-    else
+    char *colon = strrchr(at, ':');
+    if (at[0] && !strstr(at, "??") && colon) {
+        *colon = 0;
+        emu_source(at, file, fcap);
+        *line = atoi(colon + 1);
+        snprintf(out, cap, "in %s, %s:%d", fn, file, *line);
+    } else
         snprintf(out, cap, "in %s+0x%lx (%s; no line: built without -g)", di.dli_sname ? di.dli_sname : "?",
                  (unsigned long)((uintptr_t)pc - (uintptr_t)(di.dli_saddr ? di.dli_saddr : di.dli_fbase)), di.dli_fname);
+}
+
+/* Prints line `line` of file, indented, when it can be read. */
+static void emu_print_line(const char *file, int line)
+{
+    FILE *f = file[0] && line > 0 ? fopen(file, "r") : NULL;
+    char buf[400];
+    for (int l = 1; f && fgets(buf, sizeof buf, f); l++)
+        if (l == line) {
+            buf[strcspn(buf, "\n")] = 0;
+            fprintf(stderr, "    %d | %s\n", line, buf + strspn(buf, " "));
+            break;
+        }
+    if (f)
+        fclose(f);
 }
 
 /* Prints this block's findings; returns how many there were. */
@@ -122,13 +166,18 @@ static int emu_report(void)
     for (int i = 0; i < nfindings; i++) {
         const kn_emu_finding *f = &findings[i];
         kn_dim3 t = kn_emu_unflatten(f->thread, kn_emu_block_dim);
-        char where[900];
+        char where[1600], file[600] = "";
+        int line = f->line;
         if (f->pc)
-            emu_where(f->pc, where, sizeof where);
-        else
-            snprintf(where, sizeof where, "in %s, line %d", f->fn ? f->fn : "?", f->line);
+            emu_where(f->pc, where, sizeof where, file, sizeof file, &line);
+        else {
+            if (f->file)
+                emu_source(f->file, file, sizeof file);
+            snprintf(where, sizeof where, "in %s, %s:%d", f->fn ? f->fn : "?", file[0] ? file : "line", f->line);
+        }
         fprintf(stderr, "kn_emu: %s\n    kernel %s, block (%u,%u,%u), thread (%u,%u,%u), %s\n", f->what, emu_kernel,
                 kn_emu_block_idx.x, kn_emu_block_idx.y, kn_emu_block_idx.z, t.x, t.y, t.z, where);
+        emu_print_line(file, line);
     }
     if (nlost)
         fprintf(stderr, "kn_emu: ... and %d more findings in this block\n", nlost);
@@ -197,6 +246,7 @@ static void emu_race(int wi, uintptr_t a, size_t n, int write, const void *pc)
             return;
     }
     unsigned warp = cur / 32;
+    int reported = 0;
     uintptr_t base = windows[wi].lo;
     for (uintptr_t w = (a - base) / 4; w <= (a + n - 1 - base) / 4; w++) {
         kn_emu_shadow *s = &windows[wi].shadow[w];
@@ -210,11 +260,14 @@ static void emu_race(int wi, uintptr_t a, size_t n, int write, const void *pc)
             kind = "write after read";
             did = "read";
         }
-        if (kind) {
+        if (kind && !reported) {
+            reported = 1; /* one finding for the access, however many words it spans */
             kn_dim3 o = kn_emu_unflatten(other, kn_emu_block_dim);
-            emu_find(pc, NULL, 0, "shared-memory race (%s): this thread %s %zu bytes at shared offset %lu that thread "
+            emu_find(pc, NULL, NULL, 0, "shared-memory race (%s): this thread %s %zu bytes at shared offset %lu that thread "
                      "(%u,%u,%u) %s since the last __syncthreads(): a barrier between them is missing", kind,
                      write ? "writes" : "reads", n, (unsigned long)(a - base), o.x, o.y, o.z, did);
+        }
+        if (kind) {
             s->w_epoch = s->r_epoch = 0; /* reported: one finding per word and epoch */
             continue;
         }
@@ -261,7 +314,7 @@ static void emu_access(uintptr_t a, size_t n, int write, const void *pc)
         for (int j = 0; j < nwatched; j++)
             if (a >= watched[j].lo && a + n <= watched[j].hi)
                 return;
-        emu_find(pc, NULL, 0, "out-of-bounds shared-memory %s of %zu bytes, %ld bytes %s the block's %lu bytes of "
+        emu_find(pc, NULL, NULL, 0, "out-of-bounds shared-memory %s of %zu bytes, %ld bytes %s the block's %lu bytes of "
                  "shared memory", write ? "write" : "read", n, a >= lo ? (long)(a + n - hi) : (long)(lo - a),
                  a >= lo ? "past the end of" : "before", (unsigned long)(hi - lo));
         emu_fault();
@@ -274,7 +327,7 @@ static void emu_access(uintptr_t a, size_t n, int write, const void *pc)
             near = j;
     }
     if (near >= 0) {
-        emu_find(pc, NULL, 0, "out-of-bounds global %s of %zu bytes at byte %ld of buffer %s (%lu bytes)",
+        emu_find(pc, NULL, NULL, 0, "out-of-bounds global %s of %zu bytes at byte %ld of buffer %s (%lu bytes)",
                  write ? "write" : "read", n, (long)(a - watched[near].lo), watched[near].name,
                  (unsigned long)(watched[near].hi - watched[near].lo));
         emu_fault();
@@ -303,10 +356,10 @@ void __asan_handle_no_return(void) {}
 /* A generated kernel's index outside its buffer's view (KN_EMU_AT): reported, and the access
  * goes to a scratch element instead (reads give 0), so the kernel runs on without
  * corrupting memory and every finding of the block is seen. */
-void *kn_emu_oob(long long i, long long lo, long long hi, int buf, int write, const char *fn, int line)
+void *kn_emu_oob(long long i, long long lo, long long hi, int buf, int write, const char *file, const char *fn, int line)
 {
     static double sink[2];
-    emu_find(NULL, fn, line, "out-of-bounds global %s: element %lld of buffer p%d, whose view is elements [%lld, %lld)",
+    emu_find(NULL, file, fn, line, "out-of-bounds global %s: element %lld of buffer p%d, whose view is elements [%lld, %lld)",
              write ? "write" : "read", i, buf, lo, hi);
     sink[0] = sink[1] = 0;
     return sink;

@@ -72,7 +72,7 @@ void kn_emu_watch(const void *p, size_t bytes, const char *name);
 void kn_emu_shared_window(const void *lo, const void *hi, int add);
 /* KN_EMU_AT's report of element i of buffer number buf outside [lo, hi); returns a zeroed
  * scratch element to read or write instead. */
-void *kn_emu_oob(long long i, long long lo, long long hi, int buf, int write, const char *fn, int line);
+void *kn_emu_oob(long long i, long long lo, long long hi, int buf, int write, const char *file, const char *fn, int line);
 
 /* The flags that compile code with the emulator's access hooks (-g: the reports' lines). */
 #define KN_EMU_HOOK_FLAGS "-g", "-fsanitize=kernel-address", "--param", "asan-instrumentation-with-call-threshold=0", \
@@ -83,9 +83,10 @@ void *kn_emu_oob(long long i, long long lo, long long hi, int buf, int write, co
 #define KN_EMU_CHECKS_SOURCE                                                                                  \
     "#define KN_EMU_INSTRUMENT 1\n"                                                                           \
     "#define __shared__ static __attribute__((section(\"kn_emu_shared\"), aligned(16)))\n"                     \
-    "void *kn_emu_oob(long long i, long long lo, long long hi, int buf, int write, const char *fn, int line);\n" \
+    "void *kn_emu_oob(long long i, long long lo, long long hi, int buf, int write, const char *file, const char *fn, "     \
+    "int line);\n"                                                                                            \
     "#define KN_EMU_AT(p, i, lo, hi, b, w) ((long long)(i) >= (lo) && (long long)(i) < (hi) ? &(p)[i] : "     \
-    "(__typeof__(&(p)[0]))kn_emu_oob((long long)(i), (lo), (hi), (b), (w), __func__, __LINE__))\n"           \
+    "(__typeof__(&(p)[0]))kn_emu_oob((long long)(i), (lo), (hi), (b), (w), __FILE__, __func__, __LINE__))\n"           \
     "void kn_emu_shared_window(const void *lo, const void *hi, int add);\n"                                   \
     "extern char __start_kn_emu_shared[] __attribute__((weak, visibility(\"hidden\")));\n"                    \
     "extern char __stop_kn_emu_shared[] __attribute__((weak, visibility(\"hidden\")));\n"                     \
@@ -126,7 +127,7 @@ void kn_emu_ldmatrix(unsigned *r, int n, int trans, const unsigned short *row);
 /* The generated kernels' checked element access (see KN_EMU_CHECKS_SOURCE), for hand-written ones */
 #define KN_EMU_AT(p, i, lo, hi, b, w)                                                                   \
     ((long long)(i) >= (lo) && (long long)(i) < (hi) ? &(p)[i]                                          \
-                                                     : (__typeof__(&(p)[0]))kn_emu_oob((long long)(i), (lo), (hi), (b), (w), __func__, __LINE__))
+                                                     : (__typeof__(&(p)[0]))kn_emu_oob((long long)(i), (lo), (hi), (b), (w), __FILE__, __func__, __LINE__))
 #define KN_KERNEL_DEF(name, T)                                        \
     static void name##_body(T a);                                     \
     static void name(void *p) { name##_body(*(T *)p); }               \

@@ -175,10 +175,10 @@ int main(void)
     kn_dim3 g1 = {1, 1, 1}, g5 = {5, 1, 1};
     rc = launch_captured(copy_checked, g5, block, &c, text, sizeof text);
     snprintf(want, sizeof want, "block (4,0,0), thread (0,0,0)");
+    snprintf(want2, sizeof want2, "in copy_checked, tests/emu/test_emu_checks.c:%d", line_of("*KN_EMU_AT(a->y"));
     expect_report("copy with e <= n (checked access)", rc, text,
                   (const char *const[]){"out-of-bounds global read: element 512 of buffer p0",
-                                        "out-of-bounds global write: element 512 of buffer p1", want, "copy_checked, line",
-                                        NULL});
+                                        "out-of-bounds global write: element 512 of buffer p1", want, want2, NULL});
     c.n = N - 1; /* in bounds now: e <= n - 1 */
     expect_clean("copy in bounds (checked access)", launch_captured(copy_checked, g5, block, &c, text, sizeof text), text);
     c.n = N;
