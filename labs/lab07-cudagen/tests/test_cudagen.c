@@ -62,6 +62,32 @@ KN_TEST(lab07_element, every_point_once_with_a_small_grid) {
     kn_graph_free(g);
 }
 
+/* y = x + b with a bias b broadcast over the rows: the kernel has 37 rows of 29 (o picks the
+ * row of x and y, r the element of b), so a loop that runs one point too far (e <= N)
+ * reads and writes row 37, past both buffers: the CUDA emulator reports it, with the line
+ * (on a GPU it would be a silent write into whatever follows y). */
+KN_TEST(lab07_element, rows_and_a_broadcast_stay_inside_their_buffers) {
+    kn_graph *g = l7_parse("%0 = input {name=\"x\"} : f32[37,29]\n"
+                           "%1 = input {name=\"b\"} : f32[29]\n"
+                           "%2 = add %0, %1 : f32[37,29]\n"
+                           "output %2\n");
+    kn_kernel k = l7_kernel(g);
+    cr_assert(!k.reduces && k.outer_n == 37, "one kernel over 37 rows (got %lld)", (long long)k.outer_n);
+    float *x = malloc(37 * 29 * sizeof *x), *b = malloc(29 * sizeof *b), *y = malloc(37 * 29 * sizeof *y);
+    for (int i = 0; i < 37 * 29; i++) x[i] = (float)(i % 11), y[i] = -1;
+    for (int i = 0; i < 29; i++) b[i] = 0.5f * (float)i;
+    void *bufs[3];
+    cr_assert_eq(k.nbufs, 3);
+    for (int i = 0; i < 3; i++) /* the kernel's buffers by their values: %0 x, %1 b, %2 y */
+        bufs[i] = k.bufs[i].value == 0 ? (void *)x : k.bufs[i].value == 1 ? (void *)b : (void *)y;
+    l7_run(&k, (kn_cuda_launch){3, 64}, bufs);
+    for (int i = 0; i < 37 * 29; i++)
+        cr_assert(y[i] == x[i] + b[i % 29], "point %d: %g, want %g", i, y[i], x[i] + b[i % 29]);
+    free(x), free(b), free(y);
+    kn_kernel_clear(&k);
+    kn_graph_free(g);
+}
+
 KN_TEST(lab07_reduce, block_sum_and_max_for_several_block_sizes) {
     kn_cc_module *m = l7_rows_module();
     double x[3 * 300];
