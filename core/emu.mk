@@ -29,3 +29,13 @@ endif
 .PHONY: test-step-emu-checks
 test-step-emu-checks: $(EMU_CHECKS)
 	@bash tests/harness/record.sh $(ALL_RESULTS) emu-checks timeout 120 $(EMU_CHECKS)
+
+# The emulator's hand-written CUDA kernels (flash attention, the embedding gradient: the
+# *_emu.c files) and lab 08's flash unit (cuda_flash_fwd.c) are compiled with the access
+# hooks too, so their shared memory is race- and bounds-checked as the generated kernels' is.
+ifneq ($(SAN),1)
+$(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out core/runtime/cuda_emu.c,$(wildcard core/runtime/*_emu.c))): \
+  CFLAGS += $(EMU_HOOKS)
+$(BUILD)/obj/solutions/lab08-memory/cuda_%.o: CFLAGS += $(EMU_HOOKS)
+$(BUILD)/obj/labs/lab08-memory/cuda_%.o: CFLAGS += $(EMU_HOOKS)
+endif

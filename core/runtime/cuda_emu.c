@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 enum { KN_EMU_STACK = 64 * 1024, KN_EMU_MAX_THREADS = 1024 };
 enum { RUNNING, AT_BARRIER, AT_WARP, DONE, FAULTED };
@@ -51,6 +52,7 @@ static void *cur_args;
  * (and blocks): two accesses in the same epoch have no barrier between them. */
 static int emu_active;
 static unsigned emu_epoch = 1;
+static unsigned warp_epoch[KN_EMU_MAX_THREADS / 32]; /* each warp's meetings (shuffles, mma) */
 static char emu_kernel[128];
 
 /* What the checks found in this block: printed (and symbolized) by the scheduler. */
@@ -114,9 +116,11 @@ static void emu_source(const char *file, char *out, size_t cap)
 /* "in f, file.c:12" for a code address, from addr2line on the object dladdr names (the
  * debug information cc.c compiles the emulator dialect with); else the symbol. The file
  * and line go to file and *line when found. */
+static void main_anchor(void) {} /* an address in this executable (cuda_emu.c is linked into it) */
+
 static void emu_where(const void *pc, char *out, size_t cap, char *file, size_t fcap, int *line)
 {
-    Dl_info di;
+    Dl_info di, di_main;
     file[0] = 0;
     *line = 0;
     if (!dladdr(pc, &di) || !di.dli_fname) {
@@ -125,7 +129,12 @@ static void emu_where(const void *pc, char *out, size_t cap, char *file, size_t 
     }
     unsigned long off = (unsigned long)((uintptr_t)pc - 1 - (uintptr_t)di.dli_fbase);
     char cmd[1400], fn[256] = "", at[600] = "";
-    snprintf(cmd, sizeof cmd, "addr2line -f -e '%s' 0x%lx 2>/dev/null", di.dli_fname, off);
+    char obj[64]; /* the executable's name may be a bare argv[0] (a re-exec'd worker): its /proc link */
+    if (dladdr((void *)main_anchor, &di_main) && di_main.dli_fbase == di.dli_fbase)
+        snprintf(obj, sizeof obj, "/proc/%ld/exe", (long)getpid());
+    else
+        obj[0] = 0;
+    snprintf(cmd, sizeof cmd, "addr2line -f -e '%s' 0x%lx 2>/dev/null", obj[0] ? obj : di.dli_fname, off);
     FILE *p = popen(cmd, "r");
     if (p) {
         if (fgets(fn, sizeof fn, p) && fgets(at, sizeof at, p)) {
@@ -189,8 +198,11 @@ static int emu_report(void)
 /* ---- shared memory: windows and their shadow ---- */
 
 typedef struct {
-    unsigned w_epoch, r_epoch, r_warps; /* r_warps: a bit per warp that read in r_epoch */
+    unsigned w_epoch, w_wep;        /* the last write: its epoch, its warp's meetings then */
+    unsigned r_epoch, r_warps;      /* the reads of r_epoch: a bit per warp that read */
+    unsigned r_wep[2];              /* the warp meetings at r_lane's reads */
     unsigned short w_thread, r_first, r_other; /* r_other: a reader of another warp than r_first's */
+    unsigned short r_lane[2];       /* the last two (distinct) readers */
 } kn_emu_shadow;
 
 static struct {
@@ -238,6 +250,14 @@ void kn_emu_watch(const void *p, size_t bytes, const char *name)
         watched[nwatched++] = (__typeof__(watched[0])){(uintptr_t)p, (uintptr_t)p + bytes, name ? name : "?"};
 }
 
+/* Whether thread t's access, made when its warp had met `wep` times, may race with the current
+ * thread's in this epoch: another thread, of another warp or of the same warp with no
+ * meeting (shuffle, mma, ldmatrix) since. */
+static int emu_unordered(unsigned t, unsigned wep)
+{
+    return t != cur && t != 0xffff && (t / 32 != cur / 32 || wep == warp_epoch[cur / 32]);
+}
+
 static void emu_race(int wi, uintptr_t a, size_t n, int write, const void *pc)
 {
     if (!windows[wi].shadow) {
@@ -245,27 +265,34 @@ static void emu_race(int wi, uintptr_t a, size_t n, int write, const void *pc)
         if (!windows[wi].shadow)
             return;
     }
-    unsigned warp = cur / 32;
+    unsigned warp = cur / 32, wep = warp_epoch[warp];
     int reported = 0;
     uintptr_t base = windows[wi].lo;
     for (uintptr_t w = (a - base) / 4; w <= (a + n - 1 - base) / 4; w++) {
         kn_emu_shadow *s = &windows[wi].shadow[w];
         unsigned other = 0xffff;
         const char *kind = NULL, *did = "wrote";
-        if (s->w_epoch == emu_epoch && s->w_thread / 32u != warp) {
+        if (s->w_epoch == emu_epoch && emu_unordered(s->w_thread, s->w_wep)) {
             other = s->w_thread;
             kind = write ? "write after write" : "read after write";
-        } else if (write && s->r_epoch == emu_epoch && (s->r_warps & ~(1u << warp))) {
-            other = s->r_first / 32u != warp ? s->r_first : s->r_other;
-            kind = "write after read";
-            did = "read";
+        } else if (write && s->r_epoch == emu_epoch) {
+            if (s->r_warps & ~(1u << warp))
+                other = s->r_first / 32u != warp ? s->r_first : s->r_other;
+            for (int j = 0; j < 2 && other == 0xffff; j++)
+                if (emu_unordered(s->r_lane[j], s->r_wep[j]))
+                    other = s->r_lane[j];
+            if (other != 0xffff) {
+                kind = "write after read";
+                did = "read";
+            }
         }
         if (kind && !reported) {
             reported = 1; /* one finding for the access, however many words it spans */
             kn_dim3 o = kn_emu_unflatten(other, kn_emu_block_dim);
-            emu_find(pc, NULL, NULL, 0, "shared-memory race (%s): this thread %s %zu bytes at shared offset %lu that thread "
-                     "(%u,%u,%u) %s since the last __syncthreads(): a barrier between them is missing", kind,
-                     write ? "writes" : "reads", n, (unsigned long)(a - base), o.x, o.y, o.z, did);
+            emu_find(pc, NULL, NULL, 0, "shared-memory race (%s): this thread %s %zu bytes at shared offset %lu that "
+                     "thread (%u,%u,%u) %s with no __syncthreads() between (nor, in one warp, a shuffle): a barrier "
+                     "between them is missing", kind, write ? "writes" : "reads", n, (unsigned long)(a - base), o.x,
+                     o.y, o.z, did);
         }
         if (kind) {
             s->w_epoch = s->r_epoch = 0; /* reported: one finding per word and epoch */
@@ -273,15 +300,25 @@ static void emu_race(int wi, uintptr_t a, size_t n, int write, const void *pc)
         }
         if (write) {
             s->w_epoch = emu_epoch;
+            s->w_wep = wep;
             s->w_thread = (unsigned short)cur;
         } else {
             if (s->r_epoch != emu_epoch) {
                 s->r_epoch = emu_epoch;
                 s->r_warps = 0;
                 s->r_first = (unsigned short)cur;
-                s->r_other = 0xffff;
-            } else if (s->r_other == 0xffff && s->r_first / 32u != warp)
-                s->r_other = (unsigned short)cur;
+                s->r_other = s->r_lane[1] = 0xffff;
+                s->r_lane[0] = (unsigned short)cur;
+            } else {
+                if (s->r_other == 0xffff && s->r_first / 32u != warp)
+                    s->r_other = (unsigned short)cur;
+                if (s->r_lane[0] != cur) {
+                    s->r_lane[1] = s->r_lane[0];
+                    s->r_wep[1] = s->r_wep[0];
+                    s->r_lane[0] = (unsigned short)cur;
+                }
+            }
+            s->r_wep[0] = wep;
             s->r_warps |= 1u << warp;
         }
     }
@@ -493,6 +530,16 @@ static unsigned emu_rand(unsigned n)
     return (unsigned)((emu_rng * 2685821657736338717ull) >> 33) % n;
 }
 
+static const char *launch_name; /* kn_emu_launch_named's, for the next launch */
+
+int kn_emu_launch_named(const char *name, void (*fn)(void *), kn_dim3 grid, kn_dim3 block, void *args)
+{
+    launch_name = name;
+    int rc = kn_emu_launch(fn, grid, block, args);
+    launch_name = NULL;
+    return rc;
+}
+
 int kn_emu_launch(void (*fn)(void *), kn_dim3 grid, kn_dim3 block, void *args)
 {
     unsigned nt = block.x * block.y * block.z, nb = grid.x * grid.y * grid.z;
@@ -522,7 +569,8 @@ int kn_emu_launch(void (*fn)(void *), kn_dim3 grid, kn_dim3 block, void *args)
     Dl_info di;
     void *fp;
     memcpy(&fp, &fn, sizeof fp);
-    snprintf(emu_kernel, sizeof emu_kernel, "%s", dladdr(fp, &di) && di.dli_sname ? di.dli_sname : "(a static function)");
+    snprintf(emu_kernel, sizeof emu_kernel, "%s",
+             launch_name ? launch_name : dladdr(fp, &di) && di.dli_sname ? di.dli_sname : "(a static function)");
     const char *seed = getenv("KN_EMU_SEED");
     uint64_t seed0 = seed && *seed ? strtoull(seed, NULL, 0) : 1;
     cur_fn = fn;
@@ -572,6 +620,7 @@ int kn_emu_launch(void (*fn)(void *), kn_dim3 grid, kn_dim3 block, void *args)
                     live += thread_state[t] != DONE;
                 }
                 if (at > 0 && at == live) {
+                    warp_epoch[w / 32]++;
                     for (unsigned t = w; t < end; t++)
                         if (thread_state[t] == AT_WARP)
                             thread_state[t] = RUNNING;

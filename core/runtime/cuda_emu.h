@@ -41,14 +41,15 @@
  *     (kn_emu_oob) and goes to a scratch element, so memory stays intact;
  *   - in code compiled with the access hooks (KN_EMU_HOOK_FLAGS: gcc's -fsanitize=kernel-address
  *     calling __asan_loadN/storeN_noabort, which cuda_emu.c defines; cc.c compiles the
- *     emulator dialect so, and tests/emu its kernels): shared-memory races (a word written by
- *     one warp and read or written by another with no barrier between: a shadow record per
- *     word since the last barrier; lanes of one warp count as synchronized), and accesses just
- *     outside the block's shared memory (every __shared__ array lives in the kn_emu_shared
- *     section) or outside a buffer given to kn_emu_watch.
+ *     emulator dialect so, core/emu.mk the *_emu.c kernels, lab 08's flash unit and
+ *     tests/emu's kernels): shared-memory races (a word written by one thread and read or
+ *     written by another with no barrier between, nor, for two lanes of one warp, a shuffle:
+ *     a shadow record per word), and accesses just outside the block's shared memory (every
+ *     __shared__ array lives in the kn_emu_shared section; the thread stops there, as a GPU
+ *     kernel at an illegal address) or outside a buffer given to kn_emu_watch.
  * Threads run between switch points in a seeded random order (KN_EMU_SEED, default 1; the
  * same seed gives the same order), so an unsynchronized kernel does not get one lucky order
- * every time. Not checked: races between lanes of one warp, and on global memory. */
+ * every time. Not checked: races on global memory. */
 #ifndef KN_CUDA_EMU_H
 #define KN_CUDA_EMU_H
 
@@ -61,6 +62,8 @@ extern kn_dim3 kn_emu_thread_idx, kn_emu_block_idx, kn_emu_block_dim, kn_emu_gri
 /* Runs fn(args) over grid x block threads; 0 on success, -1 on a deadlock
  * (message on stderr) or a bad launch shape. */
 int kn_emu_launch(void (*fn)(void *), kn_dim3 grid, kn_dim3 block, void *args);
+/* The same, with the kernel's name for the reports (KN_LAUNCH passes it: its kernels are static). */
+int kn_emu_launch_named(const char *name, void (*fn)(void *), kn_dim3 grid, kn_dim3 block, void *args);
 void kn_emu_syncthreads(void);
 void kn_emu_syncthreads_at(const char *fn, int line); /* the barrier at line of fn (for reports) */
 /* Watch [p, p + bytes) as a global buffer named name during the next launch (hooked code
@@ -132,7 +135,9 @@ void kn_emu_ldmatrix(unsigned *r, int n, int trans, const unsigned short *row);
     static void name##_body(T a);                                     \
     static void name(void *p) { name##_body(*(T *)p); }               \
     static void name##_body(T a)
-#define KN_LAUNCH(name, grid, block, args) kn_emu_launch(name, (grid), (block), &(args))
+#define KN_EMU_STR_(x) #x
+#define KN_EMU_STR(x) KN_EMU_STR_(x) /* the name after macro expansion (KNF_FN(...) in flash) */
+#define KN_LAUNCH(name, grid, block, args) kn_emu_launch_named(KN_EMU_STR(name), name, (grid), (block), &(args))
 #define __global__
 #define __device__
 static inline int atomicAdd_i(int *p, int v) { int o = *p; *p = o + v; return o; }
