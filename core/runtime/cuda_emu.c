@@ -15,9 +15,9 @@
  *     KN_EMU_INSTRUMENT; gcc -fsanitize=kernel-address makes every load and store call
  *     __asan_loadN/storeN_noabort, defined below) is watched byte for byte: an access to the
  *     block's shared memory (the kn_emu_shared section every __shared__ array is put in)
- *     goes through a shadow record of which thread last wrote each 4-byte word and which
- *     warps read it since the last barrier: a write and another warp's read or write of the
- *     same word with no barrier between is a race; an access just outside the shared memory
+ *     goes through a shadow record of which thread last wrote each byte and which threads
+ *     read it since the last barrier: a write and another thread's read or write of the
+ *     same byte with no barrier between (nor, within a warp, a shuffle) is a race; an access just outside the shared memory
  *     or a buffer given to kn_emu_watch is out of bounds.
  * Every finding names the kernel, the block, the thread and the source line (addr2line on
  * the hooks' return address, when the code has debug information). A launch with findings
@@ -207,7 +207,7 @@ typedef struct {
 
 static struct {
     uintptr_t lo, hi;
-    kn_emu_shadow *shadow; /* a record per 4-byte word, allocated at the first access */
+    kn_emu_shadow *shadow; /* a record per byte, allocated at the first access */
     int refs;
 } windows[KN_EMU_WINDOWS];
 static int nwindows;
@@ -261,14 +261,14 @@ static int emu_unordered(unsigned t, unsigned wep)
 static void emu_race(int wi, uintptr_t a, size_t n, int write, const void *pc)
 {
     if (!windows[wi].shadow) {
-        windows[wi].shadow = calloc((windows[wi].hi - windows[wi].lo + 3) / 4, sizeof *windows[wi].shadow);
+        windows[wi].shadow = calloc(windows[wi].hi - windows[wi].lo, sizeof *windows[wi].shadow);
         if (!windows[wi].shadow)
             return;
     }
     unsigned warp = cur / 32, wep = warp_epoch[warp];
     int reported = 0;
     uintptr_t base = windows[wi].lo;
-    for (uintptr_t w = (a - base) / 4; w <= (a + n - 1 - base) / 4; w++) {
+    for (uintptr_t w = a - base; w < a + n - base; w++) { /* bytes: two bf16 halves of a word are apart */
         kn_emu_shadow *s = &windows[wi].shadow[w];
         unsigned other = 0xffff;
         const char *kind = NULL, *did = "wrote";
@@ -287,7 +287,7 @@ static void emu_race(int wi, uintptr_t a, size_t n, int write, const void *pc)
             }
         }
         if (kind && !reported) {
-            reported = 1; /* one finding for the access, however many words it spans */
+            reported = 1; /* one finding for the access, however many bytes it spans */
             kn_dim3 o = kn_emu_unflatten(other, kn_emu_block_dim);
             emu_find(pc, NULL, NULL, 0, "shared-memory race (%s): this thread %s %zu bytes at shared offset %lu that "
                      "thread (%u,%u,%u) %s with no __syncthreads() between (nor, in one warp, a shuffle): a barrier "
@@ -295,7 +295,7 @@ static void emu_race(int wi, uintptr_t a, size_t n, int write, const void *pc)
                      o.y, o.z, did);
         }
         if (kind) {
-            s->w_epoch = s->r_epoch = 0; /* reported: one finding per word and epoch */
+            s->w_epoch = s->r_epoch = 0; /* reported: one finding per byte and epoch */
             continue;
         }
         if (write) {

@@ -42,9 +42,9 @@
  *   - in code compiled with the access hooks (KN_EMU_HOOK_FLAGS: gcc's -fsanitize=kernel-address
  *     calling __asan_loadN/storeN_noabort, which cuda_emu.c defines; cc.c compiles the
  *     emulator dialect so, core/emu.mk the *_emu.c kernels, lab 08's flash unit and
- *     tests/emu's kernels): shared-memory races (a word written by one thread and read or
+ *     tests/emu's kernels): shared-memory races (a byte written by one thread and read or
  *     written by another with no barrier between, nor, for two lanes of one warp, a shuffle:
- *     a shadow record per word), and accesses just outside the block's shared memory (every
+ *     a shadow record per byte), and accesses just outside the block's shared memory (every
  *     __shared__ array lives in the kn_emu_shared section; the thread stops there, as a GPU
  *     kernel at an illegal address) or outside a buffer given to kn_emu_watch.
  * Threads run between switch points in a seeded random order (KN_EMU_SEED, default 1; the
