@@ -121,6 +121,24 @@ __global__ static void two_barriers(void *p)
         __syncthreads();
 }
 
+/* Within one warp: lane t writes w[t] and reads its partner's w[t ^ 1]. With no meeting
+ * between (`meet` 0) that is a race on a GPU whose lanes run independently (Volta on);
+ * a shuffle between orders them. Each lane also writes its own 2-byte half of h: two
+ * halves of one word are different bytes, not a race. */
+struct lane_args { float *out; int meet; };
+
+__global__ static void lane_exchange(void *p)
+{
+    struct lane_args *a = p;
+    __shared__ float w[32];
+    __shared__ unsigned short h[32];
+    unsigned t = threadIdx.x;
+    w[t] = (float)t;
+    h[t] = (unsigned short)t;
+    float v = a->meet ? __shfl_xor_sync(0xffffffffu, 0.0f, 1) : 0.0f;
+    a->out[t] = v + w[t ^ 1] + (a->meet ? 0.0f * h[t] : 0.0f); /* LINE_LANE */
+}
+
 /* The line of the first line of this file holding marker. */
 static int line_of(const char *marker)
 {
@@ -198,6 +216,17 @@ int main(void)
     expect_report("shared tile[t + 1]", rc, text,
                   (const char *const[]){"out-of-bounds shared-memory write of 4 bytes", "thread (63,0,0)",
                                         "emu_shift_left", "emu_oob_shared.c:", NULL});
+
+    /* lanes of one warp: a race without a meeting, none with a shuffle between */
+    struct lane_args la = {out, 0};
+    kn_dim3 b32w = {32, 1, 1};
+    rc = launch_captured(lane_exchange, g1, b32w, &la, text, sizeof text);
+    snprintf(want, sizeof want, "test_emu_checks.c:%d", line_of("LINE_LANE"));
+    expect_report("lanes of one warp with no meeting", rc, text,
+                  (const char *const[]){"shared-memory race (read after write)", want, NULL});
+    la.meet = 1;
+    expect_clean("lanes of one warp after a shuffle", launch_captured(lane_exchange, g1, b32w, &la, text, sizeof text),
+                 text);
 
     /* a barrier in each branch: divergent, named by both lines */
     kn_dim3 b32 = {32, 1, 1};
