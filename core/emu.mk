@@ -2,7 +2,11 @@
 #
 #   make test runs "cuda-emu": tests/emu/test_cuda_emu.c runs kernels on the CPU emulator
 #   (a shared-memory block reduction that needs a real barrier; a __syncthreads() in
-#   divergent code that must be reported as a deadlock, not hang). No GPU needed.
+#   divergent code that must be reported as a deadlock, not hang; a race whose outcome the
+#   seeded thread order changes), and "emu-checks": tests/emu/test_emu_checks.c, the
+#   emulator's compute-sanitizer checks (races, out-of-bounds accesses, divergent barriers),
+#   each reported with kernel, block, thread and line, and none on the correct kernels.
+#   No GPU needed.
 
 TEST_STEPS += test-step-cuda-emu
 .PHONY: test-step-cuda-emu
