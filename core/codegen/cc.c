@@ -9,7 +9,9 @@
  *
  * The generated code is compiled with the warnings kiln itself uses, as errors, and with
  * the sanitizers when kiln is built with them (make SAN=1), so ASan and UBSan watch the
- * generated kernels too. */
+ * generated kernels too. Source in the CUDA emulator's dialect (it defines KN_EMU_INSTRUMENT)
+ * is compiled with the emulator's access hooks instead (KN_EMU_HOOK_FLAGS, cuda_emu.h), so
+ * the emulator sees its shared-memory races and out-of-bounds accesses. */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
 #include <errno.h>
@@ -23,6 +25,8 @@
 
 #include "kiln/codegen.h"
 #include "kiln/gemm.h"
+#define KN_EMU_NO_BUILTINS
+#include "runtime/cuda_emu.h"
 
 #define KN_CC_VERSION "kiln-c-1" /* bump when the renderer's output changes meaning */
 
@@ -84,6 +88,15 @@ static const char *const kn_cc_flags[] = {
 #endif
 };
 #define KN_CC_NFLAGS (sizeof kn_cc_flags / sizeof kn_cc_flags[0])
+#if defined(__SANITIZE_ADDRESS__) /* ASan's own checks already watch the kernels */
+static const char *const kn_cc_emu_flags[] = {"-g"};
+#else
+static const char *const kn_cc_emu_flags[] = {KN_EMU_HOOK_FLAGS};
+#endif
+#define KN_CC_NEMU (sizeof kn_cc_emu_flags / sizeof kn_cc_emu_flags[0])
+
+/* Whether src is in the CUDA emulator's dialect (its prelude's marker). */
+static bool emu_dialect(const char *src) { return strstr(src, "\n#define KN_EMU_INSTRUMENT 1\n") != NULL; }
 
 static uint64_t fnv(uint64_t h, const char *s) {
     for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
@@ -107,11 +120,12 @@ static kn_status write_file(const char *path, const char *text) {
 
 /* Run the compiler: src -> so, its output into log. 0 on success, 127 when it could not be
  * started, else its exit status. */
-static int run_cc(const char *src, const char *so, const char *log) {
-    const char *argv[KN_CC_NFLAGS + 8];
+static int run_cc(const char *src, const char *so, const char *log, bool emu) {
+    const char *argv[KN_CC_NFLAGS + KN_CC_NEMU + 8];
     int a = 0;
     argv[a++] = cc_name();
     for (size_t i = 0; i < KN_CC_NFLAGS; i++) argv[a++] = kn_cc_flags[i];
+    for (size_t i = 0; emu && i < KN_CC_NEMU; i++) argv[a++] = kn_cc_emu_flags[i];
     argv[a++] = "-o";
     argv[a++] = so;
     argv[a++] = src;
@@ -158,6 +172,7 @@ kn_status kn_cc_compile(const char *src, kn_cc_module **out, kn_cc_info *info) {
     h = fnv(h, cc_name());
     h = fnv(h, machine);
     for (size_t i = 0; i < KN_CC_NFLAGS; i++) h = fnv(h, kn_cc_flags[i]);
+    for (size_t i = 0; emu_dialect(src) && i < KN_CC_NEMU; i++) h = fnv(h, kn_cc_emu_flags[i]);
     h = fnv(h, kn_cc_vector_math() ? "mvec" : "scalar");
     h = fnv(h, src);
     char cpath[700], so[700], tmp[760], log[760];
@@ -171,7 +186,7 @@ kn_status kn_cc_compile(const char *src, kn_cc_module **out, kn_cc_info *info) {
         char csrc[760];
         snprintf(csrc, sizeof csrc, "%s/%016llx.%ld.c", dir, (unsigned long long)h, (long)getpid());
         KN_TRY(write_file(csrc, src));
-        int rc = run_cc(csrc, tmp, log);
+        int rc = run_cc(csrc, tmp, log, emu_dialect(src));
         if (rc != 0) {
             char msg[3000];
             read_log(log, msg, sizeof msg);

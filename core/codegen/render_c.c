@@ -155,6 +155,26 @@ static void coord(const kn_rc *c, int ax, char *buf, size_t cap) {
     else snprintf(buf, cap, "r%d", ax);
 }
 
+/* Element ix of buffer b, as an lvalue: p<b>[ix]; or, checked (the emulator dialect), through
+ * KN_EMU_AT with the range of elements the buffer's view can reach (offset plus every
+ * stride's reach), so an index outside it is reported with the kernel's line instead of
+ * touching memory (cuda_emu.h). */
+static void element(const kn_rc *c, int b, const char *ix, bool write, char *buf, size_t cap) {
+    if (!c->checked) {
+        snprintf(buf, cap, "p%d[%s]", b, ix);
+        return;
+    }
+    const kn_kernel *k = c->k;
+    int64_t lo = k->bufs[b].offset, hi = k->bufs[b].offset;
+    for (int ax = 0; ax < k->ndim; ax++) {
+        int64_t reach = (k->shape[ax] - 1) * k->bufs[b].stride[ax];
+        if (reach < 0) lo += reach;
+        else hi += reach;
+    }
+    snprintf(buf, cap, "(*KN_EMU_AT(p%d, %s, %lldLL, %lldLL, %d, %d))", b, ix, (long long)lo, (long long)hi + 1, b,
+             write ? 1 : 0);
+}
+
 static void expr_of(kn_rc *c, int i, char *buf, size_t cap) {
     const kn_kx *x = &c->k->x[i];
     char a[3][48];
@@ -170,8 +190,10 @@ static void expr_of(kn_rc *c, int i, char *buf, size_t cap) {
         char ix[256];
         kn_status st = kn_render_c_index(c->k, x->buf, x->full, ix, sizeof ix);
         if (st != KN_OK && c->o.st == KN_OK) c->o.st = st;
-        if (kn_rc_low(x->dtype)) snprintf(buf, cap, "kn_%s_load(p%d[%s])", kn_dtype_name(x->dtype), x->buf, st == KN_OK ? ix : "0");
-        else snprintf(buf, cap, "p%d[%s]", x->buf, st == KN_OK ? ix : "0");
+        char at[400];
+        element(c, x->buf, st == KN_OK ? ix : "0", false, at, sizeof at);
+        if (kn_rc_low(x->dtype)) snprintf(buf, cap, "kn_%s_load(%s)", kn_dtype_name(x->dtype), at);
+        else snprintf(buf, cap, "%s", at);
         return;
     }
     case KN_KX_CONST: literal(buf, cap, x->dtype, x->value); return;
@@ -353,7 +375,9 @@ void kn_rc_full_stores(kn_rc *c, int indent) {
         kn_status e = kn_render_c_index(k, st->buf, true, ix, sizeof ix);
         if (e != KN_OK) { c->o.st = e; break; }
         stored(v, sizeof v, k->bufs[st->buf].dtype, nm);
-        kn_remit(&c->o, "%*sp%d[%s] = %s;\n", indent, "", st->buf, ix, v);
+        char at[400];
+        element(c, st->buf, ix, true, at, sizeof at);
+        kn_remit(&c->o, "%*s%s = %s;\n", indent, "", at, v);
     }
 }
 
@@ -366,11 +390,13 @@ void kn_rc_outer_stores(kn_rc *c, const char *guard, int indent) {
     for (int s = 0; s < k->nstores; s++) {
         const kn_kstore *st = &k->stores[s];
         if (k->x[st->src].full) continue;
-        char nm[48], v[80];
+        char nm[48], v[80], ix[16], at[160];
         kn_rc_name(c, st->src, nm, sizeof nm);
         stored(v, sizeof v, k->bufs[st->buf].dtype, nm);
-        if (guard) kn_remit(&c->o, "%*sif (%s) p%d[o%d] = %s;\n", indent, "", guard, st->buf, st->buf, v);
-        else kn_remit(&c->o, "%*sp%d[o%d] = %s;\n", indent, "", st->buf, st->buf, v);
+        snprintf(ix, sizeof ix, "o%d", st->buf);
+        element(c, st->buf, ix, true, at, sizeof at);
+        if (guard) kn_remit(&c->o, "%*sif (%s) %s = %s;\n", indent, "", guard, at, v);
+        else kn_remit(&c->o, "%*s%s = %s;\n", indent, "", at, v);
     }
     for (int i = 0; i < k->nx; i++)
         if (c->done[i] && !k->x[i].full && k->x[i].kind == KN_KX_OP) {

@@ -23,6 +23,8 @@
 
 #include "kiln/codegen.h"
 #include "codegen/render_impl.h"
+#define KN_EMU_NO_BUILTINS /* only the checks' prelude text */
+#include "runtime/cuda_emu.h"
 
 #define KN_CUDA_ROW_SLOTS 8 /* most slots a thread keeps in registers (else a strided loop) */
 
@@ -49,13 +51,13 @@ const char *kn_render_cuda_prelude(kn_cuda_dialect d) {
                  "#include <math.h>\n#include <stdint.h>\n"
                  "typedef struct { unsigned x, y, z; } kn_dim3;\n"
                  "extern kn_dim3 kn_emu_thread_idx, kn_emu_block_idx, kn_emu_block_dim, kn_emu_grid_dim;\n"
-                 "void kn_emu_syncthreads(void);\n"
+                 "void kn_emu_syncthreads_at(const char *fn, int line);\n"
                  "double kn_emu_shfl_xor(double v, unsigned lanemask);\n"
                  "#define threadIdx kn_emu_thread_idx\n#define blockIdx kn_emu_block_idx\n"
                  "#define blockDim kn_emu_block_dim\n#define gridDim kn_emu_grid_dim\n"
-                 "#define __syncthreads() kn_emu_syncthreads()\n"
+                 "#define __syncthreads() kn_emu_syncthreads_at(__func__, __LINE__)\n"
                  "#define __shfl_xor_sync(mask, v, m) ((void)(mask), kn_emu_shfl_xor((v), (m)))\n"
-                 "#define __shared__ static\n"
+                 KN_EMU_CHECKS_SOURCE
                  "#define __launch_bounds__(n)\n"
                  "#define KN_UNROLL\n"
                  "#define KN_KERNEL void\n"
@@ -112,6 +114,7 @@ kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, const kn_cuda_la
         return kn_error(KN_ERR_NOT_IMPLEMENTED, "%s", kn_last_error()); /* the skeleton's message, kept */
     }
     if (fits_int(k)) c.ix = "int";
+    c.checked = d == KN_CUDA_EMU;
     c.rb_at = "j";
     const char *ix = c.ix;
     unsigned block = l ? l->block : 0;

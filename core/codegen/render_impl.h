@@ -22,6 +22,8 @@ typedef struct kn_rc {
     int single;          /* the inner axis when there is exactly one, else -1 */
     const char *ix;      /* the index type: "int64_t", or "int" where every index fits */
     const char *rb_at;   /* the index of a row buffer: "r" (C), "j" (CUDA: a thread's slot) */
+    bool checked;        /* the CUDA emulator dialect: every global access through KN_EMU_AT,
+                          * which reports an index outside the buffer's view (cuda_emu.h) */
 } kn_rc;
 
 kn_status kn_rc_init(kn_rc *c, const kn_kernel *k, char **src, size_t *len, size_t *cap); /* verifies k */

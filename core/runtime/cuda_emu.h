@@ -30,11 +30,30 @@
  *
  * Kernels the CUDA renderer emits use kn_emu_launch directly (their emulator dialect,
  * core/codegen/render_cuda.c, declares the same built-ins). Not emulated: votes, the up
- * shuffle, other mma shapes, dynamic shared memory, streams; a read of shared
- * memory racing with another thread's write is not detected (threads switch only at
- * barriers, shuffles and mma, so such a race always reads the value of one fixed order). */
+ * shuffle, other mma shapes, dynamic shared memory, streams.
+ *
+ * Checks (what compute-sanitizer's memcheck, racecheck and synccheck find on a GPU), each
+ * finding printed with the kernel, block, thread and source line, and the launch returns -1:
+ *   - divergent barriers: the threads of a block waiting at different __syncthreads() (the
+ *     macro passes its function and line), or some returned while others wait;
+ *   - out-of-bounds global accesses of generated kernels: the renderer indexes every buffer
+ *     through KN_EMU_AT with the range its view reaches; an index outside it is reported
+ *     (kn_emu_oob) and goes to a scratch element, so memory stays intact;
+ *   - in code compiled with the access hooks (KN_EMU_HOOK_FLAGS: gcc's -fsanitize=kernel-address
+ *     calling __asan_loadN/storeN_noabort, which cuda_emu.c defines; cc.c compiles the
+ *     emulator dialect so, core/emu.mk the *_emu.c kernels, lab 08's flash unit and
+ *     tests/emu's kernels): shared-memory races (a byte written by one thread and read or
+ *     written by another with no barrier between, nor, for two lanes of one warp, a shuffle:
+ *     a shadow record per byte), and accesses just outside the block's shared memory (every
+ *     __shared__ array lives in the kn_emu_shared section; the thread stops there, as a GPU
+ *     kernel at an illegal address) or outside a buffer given to kn_emu_watch.
+ * Threads run between switch points in a seeded random order (KN_EMU_SEED, default 1; the
+ * same seed gives the same order), so an unsynchronized kernel does not get one lucky order
+ * every time. Not checked: races on global memory. */
 #ifndef KN_CUDA_EMU_H
 #define KN_CUDA_EMU_H
+
+#include <stddef.h>
 
 typedef struct { unsigned x, y, z; } kn_dim3;
 
@@ -43,7 +62,41 @@ extern kn_dim3 kn_emu_thread_idx, kn_emu_block_idx, kn_emu_block_dim, kn_emu_gri
 /* Runs fn(args) over grid x block threads; 0 on success, -1 on a deadlock
  * (message on stderr) or a bad launch shape. */
 int kn_emu_launch(void (*fn)(void *), kn_dim3 grid, kn_dim3 block, void *args);
+/* The same, with the kernel's name for the reports (KN_LAUNCH passes it: its kernels are static). */
+int kn_emu_launch_named(const char *name, void (*fn)(void *), kn_dim3 grid, kn_dim3 block, void *args);
 void kn_emu_syncthreads(void);
+void kn_emu_syncthreads_at(const char *fn, int line); /* the barrier at line of fn (for reports) */
+/* Watch [p, p + bytes) as a global buffer named name during the next launch (hooked code
+ * only): an access within 256 bytes outside it, and in no other watched buffer, is out of
+ * bounds. kn_emu_launch forgets the list when it returns. */
+void kn_emu_watch(const void *p, size_t bytes, const char *name);
+/* [lo, hi) holds __shared__ arrays (add 1), or no longer (add 0): the modules of the
+ * emulator dialect call it from a constructor and a destructor. */
+void kn_emu_shared_window(const void *lo, const void *hi, int add);
+/* KN_EMU_AT's report of element i of buffer number buf outside [lo, hi); returns a zeroed
+ * scratch element to read or write instead. */
+void *kn_emu_oob(long long i, long long lo, long long hi, int buf, int write, const char *file, const char *fn, int line);
+
+/* The flags that compile code with the emulator's access hooks (-g: the reports' lines). */
+#define KN_EMU_HOOK_FLAGS "-g", "-fsanitize=kernel-address", "--param", "asan-instrumentation-with-call-threshold=0", \
+        "--param", "asan-stack=0", "--param", "asan-globals=0"
+/* The checks' part of the emulator dialect's prelude (core/codegen/render_cuda.c): the marker
+ * cc.c compiles with the hooks on, __shared__ arrays in the shared section, which a
+ * constructor announces, and KN_EMU_AT. */
+#define KN_EMU_CHECKS_SOURCE                                                                                  \
+    "#define KN_EMU_INSTRUMENT 1\n"                                                                           \
+    "#define __shared__ static __attribute__((section(\"kn_emu_shared\"), aligned(16)))\n"                     \
+    "void *kn_emu_oob(long long i, long long lo, long long hi, int buf, int write, const char *file, const char *fn, "     \
+    "int line);\n"                                                                                            \
+    "#define KN_EMU_AT(p, i, lo, hi, b, w) ((long long)(i) >= (lo) && (long long)(i) < (hi) ? &(p)[i] : "     \
+    "(__typeof__(&(p)[0]))kn_emu_oob((long long)(i), (lo), (hi), (b), (w), __FILE__, __func__, __LINE__))\n"           \
+    "void kn_emu_shared_window(const void *lo, const void *hi, int add);\n"                                   \
+    "extern char __start_kn_emu_shared[] __attribute__((weak, visibility(\"hidden\")));\n"                    \
+    "extern char __stop_kn_emu_shared[] __attribute__((weak, visibility(\"hidden\")));\n"                     \
+    "__attribute__((constructor)) static void kn_emu_shared_on(void)\n"                                       \
+    "{ if (__start_kn_emu_shared) kn_emu_shared_window(__start_kn_emu_shared, __stop_kn_emu_shared, 1); }\n"   \
+    "__attribute__((destructor)) static void kn_emu_shared_off(void)\n"                                       \
+    "{ if (__start_kn_emu_shared) kn_emu_shared_window(__start_kn_emu_shared, __stop_kn_emu_shared, 0); }\n"
 double kn_emu_shfl_down(double v, unsigned delta);
 double kn_emu_shfl_xor(double v, unsigned lanemask);
 double kn_emu_shfl_idx(double v, unsigned src_lane);
@@ -69,16 +122,22 @@ void kn_emu_ldmatrix(unsigned *r, int n, int trans, const unsigned short *row);
 #define blockIdx kn_emu_block_idx
 #define blockDim kn_emu_block_dim
 #define gridDim kn_emu_grid_dim
-#define __syncthreads() kn_emu_syncthreads()
+#define __syncthreads() kn_emu_syncthreads_at(__func__, __LINE__)
 #define __shfl_down_sync(mask, v, d) ((void)(mask), (__typeof__(v))kn_emu_shfl_down((v), (d)))
 #define __shfl_xor_sync(mask, v, m) ((void)(mask), (__typeof__(v))kn_emu_shfl_xor((v), (m)))
 #define __shfl_sync(mask, v, l) ((void)(mask), (__typeof__(v))kn_emu_shfl_idx((v), (l)))
-#define __shared__ static
+#define __shared__ static __attribute__((section("kn_emu_shared"), aligned(16)))
+/* The generated kernels' checked element access (see KN_EMU_CHECKS_SOURCE), for hand-written ones */
+#define KN_EMU_AT(p, i, lo, hi, b, w)                                                                   \
+    ((long long)(i) >= (lo) && (long long)(i) < (hi) ? &(p)[i]                                          \
+                                                     : (__typeof__(&(p)[0]))kn_emu_oob((long long)(i), (lo), (hi), (b), (w), __FILE__, __func__, __LINE__))
 #define KN_KERNEL_DEF(name, T)                                        \
     static void name##_body(T a);                                     \
     static void name(void *p) { name##_body(*(T *)p); }               \
     static void name##_body(T a)
-#define KN_LAUNCH(name, grid, block, args) kn_emu_launch(name, (grid), (block), &(args))
+#define KN_EMU_STR_(x) #x
+#define KN_EMU_STR(x) KN_EMU_STR_(x) /* the name after macro expansion (KNF_FN(...) in flash) */
+#define KN_LAUNCH(name, grid, block, args) kn_emu_launch_named(KN_EMU_STR(name), name, (grid), (block), &(args))
 #define __global__
 #define __device__
 static inline int atomicAdd_i(int *p, int v) { int o = *p; *p = o + v; return o; }

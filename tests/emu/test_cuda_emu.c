@@ -1,8 +1,13 @@
 /* test_cuda_emu.c: kernels run on the CUDA emulator (core/runtime/cuda_emu.h): a
  * shared-memory block reduction whose answer depends on __syncthreads() being a real
- * barrier, and a barrier in divergent code that must be reported, not hang. */
+ * barrier, a barrier in divergent code that must be reported, not hang, and a race whose
+ * outcome the seeded thread order changes (reproducibly, per seed). The checks that need
+ * the access hooks are in test_emu_checks.c. */
+#define _DEFAULT_SOURCE
 #include "runtime/cuda_emu.h"
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 struct red_args { const float *x; float *out; };
 
@@ -72,6 +77,32 @@ __global__ static void divergent_barrier(void *p)
     (void)p;
     if (threadIdx.x < 16)
         __syncthreads();
+}
+
+/* Thread t writes a[t] = 1, then reads a[t - 1] with no barrier between: a race. Run in
+ * thread order every read would see 1, every time; the emulator's seeded shuffle runs some
+ * threads before their left neighbour, as a GPU may. */
+__global__ static void neighbour_read(void *p)
+{
+    float *a = p;
+    unsigned t = threadIdx.x;
+    a[t] = 1;
+    a[64 + t] = t ? a[t - 1] : 1;
+}
+
+/* Stale reads of neighbour_read under the current KN_EMU_SEED; the outputs into out. */
+static int stale_reads(float *out)
+{
+    float a[128] = {0};
+    kn_dim3 g1 = {1, 1, 1}, b64 = {64, 1, 1};
+    if (kn_emu_launch(neighbour_read, g1, b64, a) != 0)
+        return -1;
+    int stale = 0;
+    for (int t = 0; t < 64; t++) {
+        stale += a[64 + t] == 0;
+        out[t] = a[64 + t];
+    }
+    return stale;
 }
 
 /* Compares got[g] with the sum of x over group g of `size` elements; returns the misses. */
@@ -152,6 +183,23 @@ int main(void)
     kn_dim3 g1 = {1, 1, 1}, b32 = {32, 1, 1};
     if (kn_emu_launch(divergent_barrier, g1, b32, NULL) != -1) {
         printf("divergent_barrier: deadlock not reported\n");
+        fails++;
+    }
+    float r1[64], r2[64], r3[64];
+    int s1 = stale_reads(r1), s2 = stale_reads(r2);
+    setenv("KN_EMU_SEED", "12345", 1);
+    int s3 = stale_reads(r3);
+    unsetenv("KN_EMU_SEED");
+    if (s1 <= 0 || s3 <= 0) {
+        printf("neighbour_read: %d and %d stale reads: the thread order is not shuffled\n", s1, s3);
+        fails++;
+    }
+    if (s1 != s2 || memcmp(r1, r2, sizeof r1)) {
+        printf("neighbour_read: the same seed gave %d, then %d stale reads: the order must be reproducible\n", s1, s2);
+        fails++;
+    }
+    if (s1 == s3 && !memcmp(r1, r3, sizeof r1)) {
+        printf("neighbour_read: seeds 1 and 12345 gave the same order\n");
         fails++;
     }
     printf("test_cuda_emu: %s\n", fails ? "FAIL" : "ok");

@@ -96,3 +96,34 @@ KN_TEST(lab05_compiled, random_graphs_match_the_interpreter, .timeout = 120) {
         kn_graph_free(g);
     }
 }
+
+/* Graphs a GPT step is made of, each at a shape that tells the cases apart, compiled (your
+ * fusion rules and index) against the interpreter:
+ *   - a row statistic with its axis DROPPED, s = sum(x, axis 1) : [6], broadcast against x
+ *     [6, 6]: it lines up with x's LAST axis (a column vector by numpy's rule), so it is not
+ *     the row's statistic and must not join as one (only the keepdim form [6, 1] may);
+ *   - a reduction over other axes than the group's, sum(x - max(x, axis 2), axes [1, 2]):
+ *     its rows are not the group's rows, so it must start a new group;
+ *   - a reduction over two inner axes that cannot merge into one (the bias b [4, 1] runs
+ *     along axis 1 only), x / sum(x, axes [1, 2]) + b: r runs over both axes, and each
+ *     buffer's offset takes each axis's coordinate times that buffer's stride. */
+KN_TEST(lab05_compiled, broadcasts_other_axes_and_several_inner_axes, .timeout = 60) {
+    l5_cache();
+    static const char *const graphs[] = {
+        "%0 = input {name=\"x\"} : f64[6,6]\n%1 = sum %0 {axes=[1]} : f64[6]\n%2 = sub %0, %1 : f64[6,6]\n"
+        "output %2\n",
+        "%0 = input {name=\"x\"} : f64[6,6]\n%1 = sum %0 {axes=[1], keepdim=1} : f64[6,1]\n%2 = sub %0, %1 : f64[6,6]\n"
+        "output %2\n",
+        "%0 = input {name=\"x\"} : f64[3,4,5]\n%1 = max %0 {axes=[2], keepdim=1} : f64[3,4,1]\n"
+        "%2 = sub %0, %1 : f64[3,4,5]\n%3 = sum %2 {axes=[1,2]} : f64[3]\noutput %3\n",
+        "%0 = input {name=\"x\"} : f64[3,4,5]\n%1 = input {name=\"b\"} : f64[4,1]\n"
+        "%2 = sum %0 {axes=[1,2], keepdim=1} : f64[3,1,1]\n%3 = div %0, %2 : f64[3,4,5]\n"
+        "%4 = add %3, %1 : f64[3,4,5]\noutput %4\n",
+    };
+    for (size_t i = 0; i < sizeof graphs / sizeof graphs[0]; i++) {
+        kn_graph *g = l5_parse(graphs[i]);
+        double err = l5_compare(g, 7 + i, NULL);
+        cr_assert_leq(err, 1e-12, "graph %zu differs from the interpreter by %.3g:\n%s", i, err, graphs[i]);
+        kn_graph_free(g);
+    }
+}

@@ -67,12 +67,21 @@ KN_TEST(lab06_tune, search_times_every_candidate, .timeout = 120) {
     kn_gemm_tune_result r;
     KN_ASSERT_OK(kn_gemm_tune(48, 48, 48, dir, true, &r));
     cr_assert_eq(r.ntrials, 25, "every kc x mc candidate timed (got %d)", r.ntrials);
-    double best = r.trials[0].seconds;
-    for (int i = 1; i < r.ntrials; i++) best = r.trials[i].seconds < best ? r.trials[i].seconds : best;
-    bool found = false;
+    /* in the contract's order, kc outer: the trials are what kn_gemm_tune caches and prints,
+     * and with equal times the order decides the winner */
+    static const int64_t kcs[] = KN_GEMM_KCS, mcs[] = KN_GEMM_MCS;
     for (int i = 0; i < r.ntrials; i++)
-        found |= r.trials[i].seconds == best && r.trials[i].cfg.kc == r.best.kc && r.trials[i].cfg.mc == r.best.mc;
-    cr_assert(found, "the best blocking (kc %lld, mc %lld) is the fastest trial", (long long)r.best.kc, (long long)r.best.mc);
+        cr_assert(r.trials[i].cfg.kc == kcs[i / 5] && r.trials[i].cfg.mc == mcs[i % 5],
+                  "trial %d is kc %lld, mc %lld; want kc %lld, mc %lld (kc outer, mc inner)", i,
+                  (long long)r.trials[i].cfg.kc, (long long)r.trials[i].cfg.mc, (long long)kcs[i / 5],
+                  (long long)mcs[i % 5]);
+    int first_min = 0; /* the first of the fastest: a tie keeps the earlier candidate */
+    for (int i = 1; i < r.ntrials; i++)
+        if (r.trials[i].seconds < r.trials[first_min].seconds) first_min = i;
+    cr_assert(r.best.kc == r.trials[first_min].cfg.kc && r.best.mc == r.trials[first_min].cfg.mc,
+              "the best blocking (kc %lld, mc %lld) must be the first of the fastest trials, %d (kc %lld, mc %lld)",
+              (long long)r.best.kc, (long long)r.best.mc, first_min, (long long)r.trials[first_min].cfg.kc,
+              (long long)r.trials[first_min].cfg.mc);
     kn_gemm_tune_result again;
     KN_ASSERT_OK(kn_gemm_tune(48, 48, 48, dir, false, &again));
     cr_assert(again.from_cache && again.best.kc == r.best.kc && again.best.mc == r.best.mc);

@@ -81,7 +81,9 @@ static inline void l7_run(const kn_kernel *k, kn_cuda_launch l, void **bufs) {
     for (int b = 0; b < k->nbufs; b++) args[b] = &bufs[b];
     char name[48];
     snprintf(name, sizeof name, "%s__emu", k->name);
-    cr_assert_eq(l7_launch(m, name, l.grid, l.block, args), 0, "the kernel failed under the emulator");
+    cr_assert_eq(l7_launch(m, name, l.grid, l.block, args), 0,
+                 "%s failed under the CUDA emulator: its report (kn_emu: ...: an out-of-bounds access, a race, a "
+                 "barrier not all threads reach) names the block, the thread and the line of the kernel", name);
 }
 
 /* The compiled program on dev (the CPU: CUDA kernels under the emulator) against the
@@ -135,7 +137,9 @@ static inline int l7_check_rows(kn_cc_module *m, const double *x, int rows, int 
     double *sum = calloc((size_t)total, sizeof *sum), *mx = calloc((size_t)total, sizeof *mx),
            *sum2 = calloc((size_t)total, sizeof *sum2);
     void *a[5] = {&x, &sum, &mx, &sum2, &n};
-    cr_assert_eq(l7_launch(m, "rows__emu", (unsigned)rows, block, a), 0);
+    cr_assert_eq(l7_launch(m, "rows__emu", (unsigned)rows, block, a), 0,
+                 "your block reduce failed under the CUDA emulator (blocks of %u threads): its report (kn_emu: ...) "
+                 "names the block, the thread and the line; a race on sh means a __syncthreads() is missing", block);
     double tid = (double)block * (block - 1) / 2;
     for (int b = 0; b < rows; b++) {
         double want = 0, wmax = -INFINITY;

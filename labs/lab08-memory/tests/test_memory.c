@@ -16,6 +16,23 @@ KN_TEST(lab08_liveness, a_chain_an_input_and_a_dead_value) {
                   wl[v]);
 }
 
+/* A kernel may read its own output in the step that writes it (an in-place update, a value
+ * stored and read back by the same fused kernel). Such a value is live at that step even
+ * when nobody reads it later: with last = -1 (or a last before its first) the plan could
+ * give its bytes to another value of the same step, and the step would overwrite its own
+ * operand. */
+KN_TEST(lab08_liveness, a_read_in_the_step_of_its_write) {
+    /* step 0 writes 0 and 1 and reads 1; step 1 writes 2 and reads 0 and 2; step 2 reads 0 */
+    const int32_t d0[] = {0, 1}, u0[] = {1}, d1[] = {2}, u1[] = {0, 2}, u2[] = {0};
+    kn_mem_step s[3] = {L8_STEP(d0, 2, u0, 1), L8_STEP(d1, 1, u1, 2), L8_STEP(NULL, 0, u2, 1)};
+    int32_t first[3] = {9, 9, 9}, last[3] = {9, 9, 9};
+    KN_ASSERT_OK(kn_mem_liveness(s, 3, 3, first, last));
+    const int32_t wf[3] = {0, 0, 1}, wl[3] = {2, 0, 1};
+    for (int v = 0; v < 3; v++)
+        cr_assert(first[v] == wf[v] && last[v] == wl[v], "value %d: [%d, %d], want [%d, %d]", v, first[v], last[v], wf[v],
+                  wl[v]);
+}
+
 KN_TEST(lab08_offsets, largest_first_at_the_lowest_free_offset) {
     /* A (64 bytes, steps 0-1) and B (128, steps 1-2) live together at step 1; C (128,
      * steps 3-4) meets neither and may take B's bytes; D (64, steps 2-3) meets B and C. */
@@ -45,6 +62,28 @@ KN_TEST(lab08_recompute, the_cheap_ops_of_a_graph) {
     const bool want[7] = {false, false, false, true, true, false, false};
     for (int i = 0; i < 7; i++)
         cr_assert_eq(r[i], want[i], "%%%d = %s: recompute %d, want %d", i, kn_op_name(g->nodes[i].op), r[i], want[i]);
+    kn_graph_free(g);
+}
+
+/* Over a GPT step: every layernorm is recomputed (a norm reads and writes each element once,
+ * as an elementwise op does: Megatron's selective rule keeps none of them), no matmul is. */
+KN_TEST(lab08_recompute, the_norms_of_a_gpt_step) {
+    kn_gpt_config c = l8_tiny();
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_gpt_graph(&c, 2, 8, true, &g));
+    bool *r = calloc((size_t)g->nnodes, sizeof *r);
+    KN_ASSERT_OK(kn_remat_selective(g, r));
+    int norms = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        kn_op op = g->nodes[i].op;
+        if (op == KN_OP_LAYERNORM || op == KN_OP_NORMALIZE) {
+            norms++;
+            cr_assert(r[i], "%%%d = %s: a norm must be recomputed", i, kn_op_name(op));
+        }
+        if (op == KN_OP_MATMUL) cr_assert(!r[i], "%%%d = matmul must not be recomputed", i);
+    }
+    cr_assert_gt(norms, 0, "the GPT step has norms");
+    free(r);
     kn_graph_free(g);
 }
 

@@ -54,3 +54,28 @@ KN_TEST(lab09_autocast, a_two_layer_mlp_in_bf16) {
     cr_assert_eq(casts, 4, "4 casts (3 down, 1 up), not %lld", (long long)casts);
     kn_graph_free(a), kn_graph_free(g);
 }
+
+/* out = sum(x @ w + r): the product runs in bf16, but the add has an f32 operand (the
+ * residual stream r, as in every transformer block), so it stays f32 and reads the product
+ * cast up; run in bf16 it would round r to 8 bits at every layer. */
+KN_TEST(lab09_autocast, an_add_of_bf16_and_f32_stays_f32) {
+    kn_builder *b = l9_builder();
+    const int64_t sx[] = {4, 8}, sw[] = {8, 8};
+    kn_val x = kn_input_typed(b, "x", KN_DT_F32, 2, sx);
+    kn_val r = kn_input_typed(b, "r", KN_DT_F32, 2, sx);
+    kn_val w = kn_param_typed(b, "w", KN_DT_F32, 2, sw);
+    kn_val loss = kn_sum(b, kn_add(b, kn_matmul(b, x, w), r), 0, NULL, false);
+    kn_graph *g = l9_finish(b, 1, &loss);
+    int64_t casts;
+    kn_graph *a = l9_autocast(g, "autocast:bf16", &casts);
+    int32_t m = l9_nth(a, KN_OP_MATMUL, 0), ad = l9_nth(a, KN_OP_ADD, 0);
+    cr_assert(m >= 0 && ad >= 0, "the pass kept every computation");
+    cr_assert_eq(a->nodes[m].type.dtype, KN_DT_BF16, "the matmul runs in bf16 %s", l9_why());
+    cr_assert_eq(a->nodes[ad].type.dtype, KN_DT_F32, "an add of a bf16 product and an f32 input stays f32 %s",
+                 l9_why());
+    int32_t up = l9_cast_of(a, m, KN_DT_F32);
+    cr_assert(up >= 0 && (a->nodes[ad].in[0] == up || a->nodes[ad].in[1] == up),
+              "the add reads the product cast up to f32 (cast at %%%d)", up);
+    cr_assert_eq(l9_cast_of(a, l9_nth(a, KN_OP_INPUT, 1), KN_DT_BF16), -1, "r is not cast down");
+    kn_graph_free(a), kn_graph_free(g);
+}

@@ -26,6 +26,24 @@ KN_TEST(lab09_bf16, ties_go_to_even_and_carries_ripple) {
     cr_assert((n & 0x7F80) == 0x7F80 && (n & 0x7F), "NaN must stay NaN: 0x%04x %s", n, l9_why());
 }
 
+/* A NaN whose payload is in the low bits (the GPU's NaN is 0x7FFFFFFF) must not round: the
+ * carry would make it Inf, or wrap it to -0, and a NaN gradient cast to bf16 would reach
+ * the loss scaler as a number, so the step that must be skipped is taken. */
+KN_TEST(lab09_bf16, nan_payloads_stay_nan) {
+    const uint32_t nans[] = {0x7FFFFFFFu, 0x7F800001u, 0xFFFFFFFFu, 0x7FBFFFFFu, 0xFF80FFFFu};
+    for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) {
+        kn_clear_error();
+        uint16_t n = kn_f32_to_bf16(l9_f32(nans[i]));
+        cr_assert((n & 0x7F80) == 0x7F80 && (n & 0x7F), "kn_f32_to_bf16 of the NaN 0x%08x = 0x%04x: not a NaN %s",
+                  nans[i], n, l9_why());
+    }
+    float x[4] = {1.5f, l9_f32(0x7FFFFFFFu), -2.0f, l9_f32(0x7F800001u)};
+    uint16_t b[4];
+    kn_dtype_convert(KN_DT_BF16, b, KN_DT_F32, x, 4);
+    cr_assert((b[1] & 0x7FFF) > 0x7F80 && (b[3] & 0x7FFF) > 0x7F80, "a tensor cast keeps its NaNs: 0x%04x 0x%04x",
+              b[1], b[3]);
+}
+
 KN_TEST(lab09_f16, normals_subnormals_and_overflow) {
     const struct { float x; uint16_t want; } c[] = {
         {1.0f, 0x3C00},        {1.0f + 0x1p-11f, 0x3C00}, /* a tie to even */
@@ -74,6 +92,22 @@ KN_TEST(lab09_scaler, backoff_then_growth) {
     cr_assert(s.scale == 1024 && s.good_steps == 0, "3 clean steps after it: scale %g (want 1024), good_steps %lld",
               s.scale, (long long)s.good_steps);
     KN_ASSERT_ERR(kn_loss_scale_update(NULL, false), KN_ERR_ARG);
+}
+
+/* S stays in [min_scale, max_scale]: a run of overflows (a NaN in every step, say) must not
+ * take S to 0, where every scaled gradient is 0 and the weights stop moving, nor a long clean
+ * run to Inf. */
+KN_TEST(lab09_scaler, stays_within_min_and_max) {
+    kn_loss_scaler s = kn_loss_scaler_dynamic();
+    s.scale = 4, s.min_scale = 2, s.max_scale = 16, s.growth_interval = 1;
+    for (int i = 0; i < 3; i++) KN_ASSERT_OK(kn_loss_scale_update(&s, true));
+    cr_assert(s.scale == 2 && s.skipped == 3, "3 overflows from 4 with min_scale 2: scale %g (want 2), skipped %lld",
+              s.scale, (long long)s.skipped);
+    for (int i = 0; i < 5; i++) KN_ASSERT_OK(kn_loss_scale_update(&s, false));
+    cr_assert(s.scale == 16, "5 growths from 2 with max_scale 16: scale %g (want 16)", s.scale);
+    s.scale = 3, s.min_scale = 2; /* not a power of two: the clamp, not the halving, gives 2 */
+    KN_ASSERT_OK(kn_loss_scale_update(&s, true));
+    cr_assert(s.scale == 2, "an overflow at 3 with min_scale 2: scale %g (want 2)", s.scale);
 }
 
 KN_TEST(lab09_train, an_injected_overflow_is_skipped) {

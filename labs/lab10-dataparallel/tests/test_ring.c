@@ -68,3 +68,27 @@ KN_MPI_TEST(lab10_ring, all_reduce_rejects_other_dtypes) {
     int32_t x[4] = {1, 2, 3, 4}, s[4];
     KN_MERR(kn_ring_all_reduce(c, x, 4, KN_DT_I32, s), KN_ERR_DTYPE);
 }
+
+KN_MPI_TEST(lab10_ring, all_reduce_above_the_eager_limit) {
+    /* Chunks of 1 MiB: above MPI's eager limit (a few KiB to 64 KiB), a send completes only
+     * once the receiver posts its receive. A ring whose ranks all send before they receive
+     * waits forever here (the model's gradients are such messages: `make run-dist LAB=10`
+     * hangs), so this test ends by KILN_COMM_TIMEOUT (10 s in `make test-lab10`) instead;
+     * the small buffers above pass either way. Post both, then wait (kn_comm_isend,
+     * kn_comm_irecv, kn_comm_wait_all). */
+    int64_t n = (int64_t)c->size * (1 << 18); /* 2^18 floats = 1 MiB a chunk */
+    float *buf = malloc((size_t)n * sizeof(float)), *scratch = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) buf[i] = (float)contrib(c->rank, i);
+    if (KN_MOK(kn_ring_all_reduce(c, buf, n, KN_DT_F32, scratch))) {
+        int64_t bad = 0, first = -1;
+        for (int64_t i = 0; i < n; i++) {
+            double want = 0;
+            for (int r = 0; r < c->size; r++) want += contrib(r, i);
+            if (buf[i] != (float)want && bad++ == 0) first = i;
+        }
+        KN_MCHECK(bad == 0, "%lld of %lld sums are wrong, the first at element %lld", (long long)bad, (long long)n,
+                  (long long)first);
+    }
+    free(buf);
+    free(scratch);
+}
