@@ -18,7 +18,7 @@
 GRADE_BASE = $(BUILD_ROOT)/grade-base/lab$(LAB)
 GRADE_OUT ?=
 
-.PHONY: grade grade-all grade-print-flags grade-check-lab autograder dist-student test-step-grader \
+.PHONY: grade grade-all grade-print-flags grade-print-ldflags grade-check-lab autograder dist-student test-step-grader \
 	rubric-check test-step-rubric-check
 grade-check-lab:
 	@test -n "$(LAB)" || { echo "set LAB=NN (labs: $(LAB_IDS))"; exit 2; }
@@ -27,6 +27,10 @@ grade: grade-check-lab
 	@test -n "$(SUBMISSION)" || { echo "set SUBMISSION=path (a folder, .tar.gz or .zip)"; exit 2; }
 	@KN_GRADE_BASE=$(GRADE_BASE) bash tests/grader/grade.sh $(LAB) "$(SUBMISSION)" \
 	  "$(or $(GRADE_OUT),$(BUILD_ROOT)/grade/$$(bash tests/grader/grade-all.sh name "$(SUBMISSION)"))"
+
+# The link flags of the test binaries (base.sh adds full RELRO to them).
+grade-print-ldflags:
+	@echo 'LDFLAGS=$(LDFLAGS)'
 
 # The compiler and flags lab units are built with (read by tests/grader/base.sh).
 grade-print-flags:

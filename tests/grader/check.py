@@ -114,9 +114,16 @@ def case(d, lo, hi, build, why):
     if not lo <= r["score"] <= hi:
         fail(f"score {r['score']} outside the expected [{lo:g}, {hi:g}]")
     ok = r["extra_data"]["build_ok"]
-    if ok != (build == "ok"):
-        fail(f"build_ok is {ok}, expected {build}")
     tests = {t["name"]: t for t in r["tests"]}
+    if ok != (build in ("ok", "partial")):
+        fail(f"build_ok is {ok}, expected {build}")
+    if build != "failed" and (tests["build"]["status"] == "failed") != (build == "partial"):
+        fail(f"the test 'build' is {tests['build']['status']}, expected {build}")
+    if not r["output"].splitlines() or not any(l.startswith("isolation: ") for l in r["output"].splitlines()):
+        fail("the report does not say which isolation was used")
+    if d.rstrip("/").endswith("forge_record") and "planted forge_record: found '' " not in "\n".join(
+            t["output"] for t in r["tests"]):
+        fail("the planted forgery found something to forge (or never ran)")
     if why != "-":
         t = tests.get("lab01_reduce::mean_max_min_prod")
         if not t or t["status"] != "failed" or not re.search(why.replace("_", " "), t["output"]):

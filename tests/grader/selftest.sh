@@ -180,7 +180,7 @@ extras() {
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert float(sys.argv[2]) <= d["score"] <= float(sys.argv[3]), d["score"]
-assert d["extra_data"]["build_ok"] == (sys.argv[4] == "ok"), d["extra_data"]
+assert d["extra_data"]["build_ok"] == (sys.argv[4] != "failed"), d["extra_data"]
 print("gradescope:", d["output"].splitlines()[0], "score", d["score"])
 PY
     }
@@ -189,7 +189,7 @@ PY
             bash $rec "$results" "grader-gradescope-$c" bash -c "$(declare -f gs); tmp=$tmp here=$here agroot=$agroot planted=$planted gs $c $lo $hi $b"
         done <<< "correct 100 100 ok
 partly_wrong 50 99 ok
-compile_error 0 0 failed"
+compile_error_all 0 0 failed"
     fi
 }
 extras > "$tmp/extras.log" 2>&1 &
