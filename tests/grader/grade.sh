@@ -95,7 +95,7 @@ trap cleanup EXIT
 trap 'exit 2' INT TERM
 mkdir -p "$work"/{sub,out,v,t,obj} "$work/rec"
 install -m 600 "tests/lab$lab/rubric.txt" "$work/rubric.txt"; rm -f "$out/rubric-check.log"
-chmod 711 "$work/rec"; chmod 700 "$work"/{sub,out,v}
+chmod 711 "$work/rec" "$work/t"; chmod 700 "$work"/{sub,out,v}   # t/: each test's own folder is 0700, its user's
 notes=$work/notes; : > "$notes"
 # Isolation: the jail (jail.sh, bwrap) hides every file but the student view; separate user
 # ids (as root) keep tests apart. Without the jail the student's code could read whatever

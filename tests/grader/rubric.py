@@ -9,8 +9,9 @@
                                  are known, a `total` line is there and the points add up to
                                  it, and mpi=N is on every KN_MPI_TEST and on nothing else,
                                  once, with N the rank count the test declares
-                                 (KN_MPI_TEST(suite, name, N); 2 unless it says). Prints every
-                                 problem, naming the line; exit 1.
+                                 (KN_MPI_TEST(suite, name, N); 2 unless it says), and every
+                                 unit of the lab has at least one test. Prints every problem,
+                                 naming the line; exit 1.
   rubric.py units LAB RUBRIC TREE
                                  "suite::name unit.c" for each entry that is about one unit
                                  (grade.sh: the unit-level score)
@@ -144,6 +145,11 @@ def check(lab, tree="."):
                               f"(KN_MPI_TEST's third argument, 2 without one)")
         elif name in tests and name not in ranks and mpi:
             r.problems.append(f"{where}: mpi={mpi[0]} on a test that is not a KN_MPI_TEST")
+    mapped = {u for name, (_, tags) in r.entries.items() for u in units_of(name, tags, units)}
+    for u in units:
+        if r.entries and u not in mapped:
+            r.problems.append(f"{path}: the unit {u} has no test (tag its tests unit={u}, or name it in their "
+                              f"suite): its unit-level score would be missing")
     for name in sorted(set(tests) - set(r.entries)):
         r.problems.append(f"{path}: {name} ({tests[name]} test) has no entry "
                           f"(give it points, or '{name} 0' to leave it unscored on purpose)")

@@ -67,10 +67,12 @@ void kn_mpi_test_fail(const char *file, int line, const char *fmt, ...) __attrib
 typedef struct {
     int64_t messages;    /* MPI_Isend calls */
     int64_t bytes;       /* their bytes in all */
-    int64_t largest;     /* the largest one, in bytes */
+    int64_t largest;     /* the largest one since kn_mpi_test_sent_mark(), in bytes */
     int64_t collectives; /* MPI_Iallreduce, _Ireduce_scatter, _Iallgatherv, _Ibcast, _Ibarrier */
 } kn_mpi_sent;
 kn_mpi_sent kn_mpi_test_sent(void);
+/* Start the count of `largest` again (the other counts only grow: take differences). */
+void kn_mpi_test_sent_mark(void);
 
 static inline int kn_mpi_test_ok_(kn_status st, const char *expr, const char *file, int line) {
     if (st == KN_OK) return 1;
