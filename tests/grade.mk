@@ -9,11 +9,14 @@
 #                        (default $(BUILD_ROOT)/grade-all/labNN/gradebook.csv)
 #   make rubric-check LAB=NN  every rubric entry names an existing test, every test has an
 #                        entry (0 points: unscored on purpose), the points add up
-#   make autograder LAB=NN    $(BUILD_ROOT)/autograder-labNN.zip for Gradescope
+#   make autograder LAB=NN    $(BUILD_ROOT)/autograder-labNN.zip for Gradescope, with the
+#                        KN_GRADE_* settings given here baked in (and KN_GRADE_SKIP_WEIGHT=1
+#                        for a lab with GPU tests unless given)
 #   make dist-student         $(BUILD_ROOT)/dist-student/ and .tar.gz: the student tree
 #   make test                 runs the steps "grader" (tests/grader/selftest.sh) and
 #                             "rubric-check" (every lab's rubric)
-# Limits and visibility are environment knobs: tests/grader/README.md.
+# Limits and visibility are environment knobs: tests/grader/README.md. KN_GRADE_RELEASE=1
+# (after the deadline) makes the unit-level lines count hidden tests too.
 
 GRADE_BASE = $(BUILD_ROOT)/grade-base/lab$(LAB)
 GRADE_OUT ?=
