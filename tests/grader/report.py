@@ -138,9 +138,11 @@ def main():
         t["unit_passed"] = any(t["status"] == "passed" or bool(r[u] and r[u]["status"] == "passed") for u in us)
         for u in us:
             ok = t["status"] == "passed" or bool(r[u] and r[u]["status"] == "passed")
+            # a skipped test (a GPU test without a GPU) counts as it does in the score
+            got = pts if ok else pts * a.skip_weight if t["status"] == "skipped" else 0.0
             for d in ([units, units_pub] if t["phase"] == "public" else [units]):
                 d.setdefault(u, [0.0, 0.0])
-                d[u][0] += pts if ok else 0.0
+                d[u][0] += got
                 d[u][1] += pts
         if not a.build_ok:
             continue
