@@ -10,7 +10,7 @@
 #   make rubric-check LAB=NN  every rubric entry names an existing test, every test has an
 #                        entry (0 points: unscored on purpose), the points add up
 #   make autograder LAB=NN    $(BUILD_ROOT)/autograder-labNN.zip for Gradescope, with the
-#                        KN_GRADE_* settings given here baked in (and KN_GRADE_SKIP_WEIGHT=1
+#                        KN_GRADE_* settings given here baked in (and KN_GRADE_SKIP_WEIGHT=scale
 #                        for a lab with GPU tests unless given)
 #   make dist-student         $(BUILD_ROOT)/dist-student/ and .tar.gz: the student tree
 #   make test                 runs the steps "grader" (tests/grader/selftest.sh) and

@@ -24,14 +24,16 @@ tar --null -T "$tmp/files" -cf - | tar -xf - -C "$tmp/kiln"
 tr '\0' '\n' < "$tmp/files" > "$tmp/kiln/.kiln-files"
 # The grading settings, baked in (Gradescope's zip has no other way to set them): every
 # KN_GRADE_* variable of this command's environment (or make's command line), plus
-# KN_GRADE_SKIP_WEIGHT=1 for a lab with GPU tests unless given: Gradescope's machines have
-# no GPU, so a skipped GPU test must not cost the reference its points (lab 07 would score
-# 90 otherwise). run_autograder reads kiln/.kiln-grade-env.
+# KN_GRADE_SKIP_WEIGHT=scale for a lab with GPU tests unless given: Gradescope's machines
+# have no GPU, so a skipped GPU test must not cost the reference its points (lab 07 would
+# score 90 otherwise) nor give the skeleton free ones (weight 1 would): "scale" pays each
+# skipped test the share of the other tests' points the submission earned, which leaves the
+# GPU tests out of the total in effect. run_autograder reads kiln/.kiln-grade-env.
 env | grep -E '^KN_GRADE_[A-Z0-9_]+=' | grep -vE '^KN_GRADE_(BASE|REUSE_BASE|AUTOGRADER|UID_BASE|GID|KEEP)=' |
     sort > "$tmp/env" || true
 if grep -qE '^[^#]*[[:space:]]gpu([[:space:]]|$)|^lab[0-9]+_(hidden_)?gpu::' "tests/lab$lab/rubric.txt" &&
         ! grep -q '^KN_GRADE_SKIP_WEIGHT=' "$tmp/env"; then
-    echo "KN_GRADE_SKIP_WEIGHT=1" >> "$tmp/env"
+    echo "KN_GRADE_SKIP_WEIGHT=scale" >> "$tmp/env"
 fi
 while IFS= read -r kv; do printf 'export %s=%q\n' "${kv%%=*}" "${kv#*=}"; done < "$tmp/env" > "$tmp/kiln/.kiln-grade-env"
 echo "autograder: baked settings: $(tr '\n' ' ' < "$tmp/env")"

@@ -7,6 +7,9 @@ verdicts WORK/v/IDX ("passed|failed|skipped SECONDS") and reasons WORK/v/IDX.msg
 student's output WORK/out/IDX (only ever shown, truncated, never parsed), the rubric.
 
 Scoring: a test scores its rubric points when passed, points * skip-weight when skipped
+(skip-weight "scale": the fraction of the points of the tests that ran which the submission
+earned, so skipped GPU tests are in effect left out of the total and the score still reads
+out of the rubric's total: the reference scores 100, the skeleton what it earned)
 (a GPU test where there is no GPU), 0 otherwise. Tests that ran but are not in the rubric
 are listed with 0 points; rubric tests that were never reported fail with that reason.
 When the build failed, the failed test "build" carries the compiler's messages and every
@@ -72,7 +75,7 @@ def main():
     ap.add_argument("--elapsed", type=float, default=0.0)
     ap.add_argument("--hidden-visibility", default="after_due_date",
                     choices=["hidden", "after_due_date", "after_published", "visible"])
-    ap.add_argument("--skip-weight", type=float, default=0.0)
+    ap.add_argument("--skip-weight", default="0", help="a number in [0, 1], or 'scale'")
     ap.add_argument("--hidden-details", default="full", choices=["full", "brief"])
     ap.add_argument("--scoring", default="", choices=["", "all", "unit"])
     ap.add_argument("--isolation", default="unknown")
@@ -81,6 +84,8 @@ def main():
     ap.add_argument("--release", action="store_true")
     a = ap.parse_args()
     rubric, rub = parse_rubric(a.rubric)
+    scale_skips = a.skip_weight == "scale"
+    a.skip_weight = 0.0 if scale_skips else float(a.skip_weight)
     pub = public_tests(os.path.join(a.work, "tree"), a.lab)
 
     ran = []  # (idx, phase, name)
@@ -112,6 +117,10 @@ def main():
             tests.append(dict(name=name, phase="public" if name in pub else "hidden",
                               status="failed", secs=0.0, msg=why, so=""))
 
+    if scale_skips:  # the share of the points that ran which were earned
+        ran_pts = sum(rubric.get(t["name"], (0.0, []))[0] for t in tests if t["status"] != "skipped")
+        won_pts = sum(rubric.get(t["name"], (0.0, []))[0] for t in tests if t["status"] == "passed")
+        a.skip_weight = won_pts / ran_pts if ran_pts > 0 else 0.0
     # Unit level (grade.sh 3b): each unit the student gave, beside the staff's other units.
     # A test of unit U passes at unit level when it passed with all of the student's units
     # or with U's build; the rubric's `scoring unit` (or --scoring) makes that what counts.
@@ -252,7 +261,8 @@ def main():
                     f.write("    " + l + "\n")
         f.write("\nscore: %g / %g\n" % (total, max_total))
         if counts["skipped"]:
-            f.write("%d skipped (each worth %g of its points)\n" % (counts["skipped"], a.skip_weight))
+            f.write("%d skipped (each worth %g of its points%s)\n" % (
+                counts["skipped"], a.skip_weight, ": the share of the other tests' points earned" if scale_skips else ""))
         f.write("%d passed, %d failed\n" % (counts["passed"], counts["failed"]))
     # public.txt: safe to send before the deadline: the build and the public tests only
     # (no hidden test's name, score or message, no total).
