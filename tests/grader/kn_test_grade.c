@@ -62,8 +62,12 @@ static void kn_grade_scrub(void) {
 static void kn_grade_from_secret(void) {
     const char *sf = getenv("KN_GRADE_SECRET");
     if (!sf || !*sf) return;
+    /* under mpiexec (a Criterion binary run as MPI ranks: demo/) each rank has its own file */
+    const char *r = getenv("PMI_RANK");
+    if (!r) r = getenv("PMI_ID");
+    if (!r) r = getenv("OMPI_COMM_WORLD_RANK");
     char path[600], rec[700] = "", tap[600] = "";
-    snprintf(path, sizeof path, "%s/0", sf);
+    snprintf(path, sizeof path, "%s/%d", sf, r ? atoi(r) : 0);
     FILE *f = fopen(path, "r");
     if (!f) return;
     if (!fgets(rec, sizeof rec, f) || !fgets(tap, sizeof tap, f)) rec[0] = tap[0] = '\0';
