@@ -63,6 +63,7 @@ rubric_refused() {
         grep -q "$first (.*) has no entry" "$tmp/rub.log" && grep -q "but the rubric says 'total" "$tmp/rub.log"
 }
 bash $rec "$results" rubric-refused bash -c "$(declare -f rubric_refused); tmp=$tmp here=$here rubric_refused"
+bash $rec "$results" rubric-refused-cases python3 $here/check.py rubric-cases
 
 # The autograder zip, built from scratch as Gradescope builds it: its own setup.sh in a
 # scratch root that mimics /autograder. Its grading base is the one every check below uses.
