@@ -183,8 +183,10 @@ if [ ${#taken[@]} -gt 0 ]; then
         bash "$work/compile-units.sh" "$work/view" "$labdir" "$work/view/.obj" "${taken[@]}" >> "$blog" 2>&1 || build_ok=0
     kill_sandbox   # nothing of the compile user may change the files read below
     # A unit that does not compile is graded as the skeleton's (its tests fail), the others
-    # as given: one broken unit does not zero the rest. (Vetting below still fails it all.)
-    if [ $build_ok = 0 ]; then
+    # as given: one broken unit does not zero the rest. A unit refused for what it tried
+    # (an include outside the lab, .incbin: compile-units.sh says "refused"), like the
+    # vetting below, still fails it all.
+    if [ $build_ok = 0 ] && ! grep -q 'refused' "$blog"; then
         ok=() broken=()
         for u in "${taken[@]}"; do
             o=$work/view/.obj/${u%.c}.o
