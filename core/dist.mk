@@ -25,6 +25,7 @@ ifneq ($(MPI_SHOW),)
   $(BUILD)/obj/core/dist/%.o: CPPFLAGS += $(MPI_CPPFLAGS)
   $(BUILD)/obj/core/cli/%.o: CPPFLAGS += $(MPI_CPPFLAGS)
   $(BUILD)/obj/tests/dist/%.o: CPPFLAGS += $(MPI_CPPFLAGS)
+  $(BUILD)/obj/tests/harness/mpi/%.o: CPPFLAGS += $(MPI_CPPFLAGS)
 else
   HAVE_MPI := 0
 endif

@@ -9,16 +9,19 @@
 #                        (default $(BUILD_ROOT)/grade-all/labNN/gradebook.csv)
 #   make rubric-check LAB=NN  every rubric entry names an existing test, every test has an
 #                        entry (0 points: unscored on purpose), the points add up
-#   make autograder LAB=NN    $(BUILD_ROOT)/autograder-labNN.zip for Gradescope
+#   make autograder LAB=NN    $(BUILD_ROOT)/autograder-labNN.zip for Gradescope, with the
+#                        KN_GRADE_* settings given here baked in (and KN_GRADE_SKIP_WEIGHT=scale
+#                        for a lab with GPU tests unless given)
 #   make dist-student         $(BUILD_ROOT)/dist-student/ and .tar.gz: the student tree
 #   make test                 runs the steps "grader" (tests/grader/selftest.sh) and
 #                             "rubric-check" (every lab's rubric)
-# Limits and visibility are environment knobs: tests/grader/README.md.
+# Limits and visibility are environment knobs: tests/grader/README.md. KN_GRADE_RELEASE=1
+# (after the deadline) makes the unit-level lines count hidden tests too.
 
 GRADE_BASE = $(BUILD_ROOT)/grade-base/lab$(LAB)
 GRADE_OUT ?=
 
-.PHONY: grade grade-all grade-print-flags grade-check-lab autograder dist-student test-step-grader \
+.PHONY: grade grade-all grade-print-flags grade-print-ldflags grade-check-lab autograder dist-student test-step-grader \
 	rubric-check test-step-rubric-check
 grade-check-lab:
 	@test -n "$(LAB)" || { echo "set LAB=NN (labs: $(LAB_IDS))"; exit 2; }
@@ -27,6 +30,10 @@ grade: grade-check-lab
 	@test -n "$(SUBMISSION)" || { echo "set SUBMISSION=path (a folder, .tar.gz or .zip)"; exit 2; }
 	@KN_GRADE_BASE=$(GRADE_BASE) bash tests/grader/grade.sh $(LAB) "$(SUBMISSION)" \
 	  "$(or $(GRADE_OUT),$(BUILD_ROOT)/grade/$$(bash tests/grader/grade-all.sh name "$(SUBMISSION)"))"
+
+# The link flags of the test binaries (base.sh adds full RELRO to them).
+grade-print-ldflags:
+	@echo 'LDFLAGS=$(LDFLAGS)'
 
 # The compiler and flags lab units are built with (read by tests/grader/base.sh).
 grade-print-flags:

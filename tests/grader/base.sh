@@ -38,6 +38,11 @@ margs=(); [ "${KN_GRADE_CUDA:-1}" = 0 ] && margs=(NVCC=)
 # user and outside compile-units.sh's sandbox and checks. Its GPU tests skip (they earn
 # KN_GRADE_SKIP_WEIGHT); students run them with `make test-lab08` on a GPU.
 compgen -G "$repo/labs/lab$lab-*/cuda_*.c" > /dev/null && margs=(NVCC=)
+# Test binaries linked with full RELRO (-z now): their tables of library addresses (the GOT)
+# are read-only before any test code runs, so a unit cannot redirect the harness's or
+# Criterion's calls by writing there (and may not call mprotect: grade.sh's vetting).
+ld=$(make -s --no-print-directory -C "$repo" SAN=0 grade-print-ldflags 2>/dev/null)
+margs+=("LDFLAGS=${ld#LDFLAGS=} -Wl,-z,relro,-z,now")
 stamp=$( (tr '\0' '\n' < "$files" | grep -vE '^tests/lab[0-9]+/rubric\.txt$' | tr '\n' '\0' |
           xargs -0 -r sha256sum; echo "lab=$lab cc=${CC:-cc} ${margs[*]}") | sha256sum | cut -c1-64)
 if [ -f "$base/stamp" ] && [ -d "$base/tree" ] &&

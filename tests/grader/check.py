@@ -114,9 +114,16 @@ def case(d, lo, hi, build, why):
     if not lo <= r["score"] <= hi:
         fail(f"score {r['score']} outside the expected [{lo:g}, {hi:g}]")
     ok = r["extra_data"]["build_ok"]
-    if ok != (build == "ok"):
-        fail(f"build_ok is {ok}, expected {build}")
     tests = {t["name"]: t for t in r["tests"]}
+    if ok != (build in ("ok", "partial")):
+        fail(f"build_ok is {ok}, expected {build}")
+    if build != "failed" and (tests["build"]["status"] == "failed") != (build == "partial"):
+        fail(f"the test 'build' is {tests['build']['status']}, expected {build}")
+    if not r["output"].splitlines() or not any(l.startswith("isolation: ") for l in r["output"].splitlines()):
+        fail("the report does not say which isolation was used")
+    if d.rstrip("/").endswith("forge_record") and "planted forge_record: found '' " not in "\n".join(
+            t["output"] for t in r["tests"]):
+        fail("the planted forgery found something to forge (or never ran)")
     if why != "-":
         t = tests.get("lab01_reduce::mean_max_min_prod")
         if not t or t["status"] != "failed" or not re.search(why.replace("_", " "), t["output"]):
@@ -207,6 +214,55 @@ def leftovers():
     fail("processes of sandbox user ids are still alive: " + ", ".join(alive))
 
 
+def rubric_cases():
+    """The rubric mistakes issue 36 found accepted, each on a scratch copy of a lab's rubric:
+    rubric.py check must refuse every one, naming it."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+    cases = []  # (lab, name, edit, what the refusal must say)
+    for lab, name, old, new, says in (
+            ("10", "no total", "total 100\n", "", "no 'total N' line"),
+            ("10", "101 points", "ranges_of_ten_over_four 4 ", "ranges_of_ten_over_four 5 ", "add up to 101"),
+            ("10", "fractional points", "ranges_of_ten_over_four 4 ", "ranges_of_ten_over_four 3.5 ", "points an integer"),
+            ("10", "two mpi= tags", "ranges_of_ten_over_four 4 mpi=2", "ranges_of_ten_over_four 4 mpi=2 mpi=4",
+             "more than once"),
+            ("10", "a dropped mpi=4", "all_reduce_sums_exactly 9 mpi=4", "all_reduce_sums_exactly 9", "needs mpi=4"),
+            ("10", "a rank count the test does not declare", "all_reduce_sums_exactly 9 mpi=4",
+             "all_reduce_sums_exactly 9 mpi=2", "declares 4 ranks"),
+            ("01", "mpi= on a Criterion test", None, " mpi=2", "not a KN_MPI_TEST")):
+        cases.append((lab, name, old, new, says))
+    bad = 0
+    for lab, name, old, new, says in cases:
+        t = tempfile.mkdtemp()
+        try:
+            os.symlink(os.path.abspath("labs"), os.path.join(t, "labs"))
+            os.makedirs(os.path.join(t, "tests", "lab" + lab))
+            for f in os.listdir("tests/lab" + lab):
+                if f.endswith(".c"):
+                    os.symlink(os.path.abspath(os.path.join("tests/lab" + lab, f)), os.path.join(t, "tests/lab" + lab, f))
+            text = open(f"tests/lab{lab}/rubric.txt").read()
+            if old is None:  # append the tag to the first entry
+                lines = text.split("\n")
+                k = next(i for i, l in enumerate(lines) if "::" in l and not l.startswith("#"))
+                lines[k] += new
+                edited = "\n".join(lines)
+            else:
+                edited = text.replace(old, new, 1)
+            assert edited != text, f"{name}: the edit did not apply (the rubric changed?)"
+            open(os.path.join(t, "tests", "lab" + lab, "rubric.txt"), "w").write(edited)
+            p = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "rubric.py"), "check", lab, t],
+                               capture_output=True, text=True)
+            ok = p.returncode == 1 and says in p.stdout
+            print(f"{'refused' if ok else 'ACCEPTED'}: lab {lab}, {name}")
+            bad += not ok
+        finally:
+            shutil.rmtree(t)
+    if bad:
+        fail(f"{bad} bad rubric(s) were not refused")
+
+
 def main():
     if len(sys.argv) >= 3 and sys.argv[1] == "schema":
         schema(sys.argv[2])
@@ -216,6 +272,8 @@ def main():
         brief(sys.argv[2])
     elif len(sys.argv) == 3 and sys.argv[1] == "units":
         units(sys.argv[2])
+    elif len(sys.argv) == 2 and sys.argv[1] == "rubric-cases":
+        rubric_cases()
     elif len(sys.argv) == 2 and sys.argv[1] == "leftovers":
         leftovers()
     elif len(sys.argv) == 7 and sys.argv[1] == "case":

@@ -24,6 +24,10 @@
 # KN_GRADE_HIDDEN_VISIBILITY, KN_GRADE_SKIP_WEIGHT, KN_GRADE_BASE, MPIEXEC.
 # Exit 0 when graded (whatever the score), 2 when the grader itself could not run.
 set -u
+# Nothing the grader writes is readable by other users unless it says so (install -m, chmod):
+# without bubblewrap the student's code could otherwise read the manifest, the lists of
+# hidden tests and the logs.
+umask 077
 lab=$1 sub=$2 out=$3
 G=$(pwd)/tests/grader
 export KN_GRADE_WALL=${KN_GRADE_WALL:-20} KN_GRADE_CPU=${KN_GRADE_CPU:-10}
@@ -91,7 +95,7 @@ trap cleanup EXIT
 trap 'exit 2' INT TERM
 mkdir -p "$work"/{sub,out,v,t,obj} "$work/rec"
 install -m 600 "tests/lab$lab/rubric.txt" "$work/rubric.txt"; rm -f "$out/rubric-check.log"
-chmod 711 "$work/rec"; chmod 700 "$work"/{sub,out,v}
+chmod 711 "$work/rec" "$work/t"; chmod 700 "$work"/{sub,out,v}   # t/: each test's own folder is 0700, its user's
 notes=$work/notes; : > "$notes"
 # Isolation: the jail (jail.sh, bwrap) hides every file but the student view; separate user
 # ids (as root) keep tests apart. Without the jail the student's code could read whatever
@@ -102,13 +106,15 @@ notes=$work/notes; : > "$notes"
 . "$G/jail.sh"
 jail_probe
 if [ "$JAIL_OK" = 1 ]; then
-    isolation="bwrap: the student's code sees only the student view"
+    isolation="bwrap (a private root holding only the student view, its own pid namespace)"
+    [ $root = 1 ] && isolation="$isolation, a user id of its own per test" || isolation="$isolation, the grader's own user id"
 elif [ "${KN_GRADE_ISOLATION:-warn}" = require ]; then
     die "KN_GRADE_ISOLATION=require, but $JAIL_WHY"
 elif [ $root = 1 ] && [ "${KN_GRADE_AUTOGRADER:-0}" = 1 ]; then
     isolation="separate user ids (no bwrap: $JAIL_WHY); the staff tree is locked by setup.sh"
 else
-    isolation="none"
+    isolation="none: $JAIL_WHY"
+    [ $root = 1 ] && isolation="separate user ids only ($JAIL_WHY)"
     echo "WARNING: the student's code was NOT isolated ($JAIL_WHY): it could read any file $(id -un)'s tests can (hidden tests, rubrics, solutions, other submissions). Install bubblewrap, or grade on Gradescope." >> "$notes"
 fi
 [ $root = 1 ] || echo "note: not running as root, so the student's code runs as $(id -un), not as a separate user" >> "$notes"
@@ -176,8 +182,26 @@ if [ ${#taken[@]} -gt 0 ]; then
         KN_GRADE_WERROR="${KN_GRADE_WERROR:-0}" \
         bash "$work/compile-units.sh" "$work/view" "$labdir" "$work/view/.obj" "${taken[@]}" >> "$blog" 2>&1 || build_ok=0
     kill_sandbox   # nothing of the compile user may change the files read below
+    # A unit that does not compile is graded as the skeleton's (its tests fail), the others
+    # as given: one broken unit does not zero the rest. A unit refused for what it tried
+    # (an include outside the lab, .incbin: compile-units.sh says "refused"), like the
+    # vetting below, still fails it all.
+    if [ $build_ok = 0 ] && ! grep -q 'refused' "$blog"; then
+        ok=() broken=()
+        for u in "${taken[@]}"; do
+            o=$work/view/.obj/${u%.c}.o
+            if [ -f "$o" ] && [ ! -L "$o" ]; then ok+=("$u"); else broken+=("$u"); fi
+        done
+        if [ ${#ok[@]} -gt 0 ] && [ ${#broken[@]} -gt 0 ]; then
+            build_ok=1 taken=("${ok[@]}")
+            printf '%s\n' "${broken[@]}" > "$work/units-broken"
+            printf '%s\n' "${taken[@]}" > "$work/taken"
+            echo "note: ${broken[*]} did not compile (see the test 'build'): graded with the skeleton's version; ${ok[*]} graded as given" >> "$notes"
+        fi
+    fi
 fi
 # The object files are vetted as root before anything links them.
+vet_forbidden='kn_test_.*|kn_mpi_test_.*|kn_cc_.*|criterion_.*|cr_.*|MPI_.*|PMPI_.*|ptrace|process_vm_readv|process_vm_writev|prctl|setrlimit|prlimit(64)?|mprotect|pkey_mprotect|mmap(64)?|mremap|syscall|dlopen|dlmopen|dlsym|dlvsym|dladdr1?|dl_iterate_phdr|system|popen|execl[ep]?|execv[pe]?|execvpe|fexecve|posix_spawnp?'
 dynsyms=$work/dynsyms
 ldd "$base/tree/build/lab$lab-labs-solutions/test-lab$lab" | awk '$3 ~ /^\// { print $3 }' |
     xargs -r nm -D --defined-only 2>/dev/null | awk '{ sub(/@.*/, "", $NF); print $NF }' | sort -u > "$dynsyms"
@@ -188,8 +212,14 @@ if [ $build_ok = 1 ]; then
         cp -- "$o" "$work/obj/${u%.c}.o"; o=$work/obj/${u%.c}.o
         secs=$(readelf -SW "$o" | grep -oE '\.(init_array|fini_array|preinit_array|ctors|dtors)\b' | sort -u | tr '\n' ' ')
         [ -z "$secs" ] || { echo "$u: constructors/destructors ($secs) are not allowed in a lab unit" >> "$blog"; build_ok=0; }
-        refs=$(nm -u "$o" | awk '{ print $2 }' | grep -E '^(kn_test_done|criterion_.*|cr_.*|ptrace|process_vm_readv|process_vm_writev|prctl|setrlimit|prlimit64?)$' | tr '\n' ' ')
+        # The harness (its hooks, its failure counters), Criterion, MPI itself (a unit talks
+        # through kn_comm_*, where the harness observes the messages), and whatever rewrites
+        # the process's memory, code or limits or runs other programs.
+        refs=$(nm -u "$o" | awk '{ print $2 }' | sed 's/@.*//' | grep -E "^($vet_forbidden)\$" | sort -u | tr '\n' ' ')
         [ -z "$refs" ] || { echo "$u: uses what a lab unit may not use: $refs" >> "$blog"; build_ok=0; }
+        # System calls made directly (inline assembly) would bypass the list above.
+        insn=$(objdump -d --no-show-raw-insn "$o" 2>/dev/null | grep -cE '[[:space:]](syscall|sysenter|int[[:space:]]+\$0x80)\b')
+        [ "${insn:-0}" = 0 ] || { echo "$u: system call instructions (inline assembly) are not allowed in a lab unit" >> "$blog"; build_ok=0; }
         defs=$(nm -g --defined-only "$o" | awk '{ print $3 }' | grep -v '^kn_' | grep -xF -f "$dynsyms" | tr '\n' ' ')
         [ -z "$defs" ] || { echo "$u: defines global functions that would replace the C library's or Criterion's: $defs(make your helpers static)" >> "$blog"; build_ok=0; }
     done
@@ -224,6 +254,9 @@ if [ $build_ok = 1 ]; then
     pub=$run/p-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
     hid=$run/h-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
     install -m 755 "$cfg/test-lab$lab" "$pub"; install -m 700 "$cfg/test-lab$lab-hidden" "$hid"
+    # Without their symbol tables: code looking for the harness's functions or counters in
+    # its own process (to patch them) has no names to go by.
+    strip --strip-all "$pub" "$hid" 2>/dev/null
     list() { # list BIN -> suite::name per line (Criterion --list, as the compile user)
         JB=(RO "$1")
         (cd / && sandbox "$cuid" 10 30 env -i PATH=/usr/bin:/bin "$1" --list 2>/dev/null) |
@@ -291,6 +324,7 @@ if [ $build_ok = 1 ]; then
             upub=$run/p-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
             uhid=$run/h-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
             install -m 755 "$cfg/test-lab$lab" "$upub"; install -m 700 "$cfg/test-lab$lab-hidden" "$uhid"
+            strip --strip-all "$upub" "$uhid" 2>/dev/null
             while read -r ph t; do
                 [ "$i" -lt 255 ] || die "too many test runs for one block of user ids"
                 [ "$ph" = public ] && b=$upub || b=$uhid
@@ -314,7 +348,8 @@ python3 "$G/report.py" --lab "$lab" --name "$(basename "$sub")" --rubric "$rubri
     --manifest "$manifest" --work "$work" --build-ok "$build_ok" --build-log "$blog" \
     --notes "$notes" --elapsed "$elapsed" --out "$out" \
     --hidden-visibility "${KN_GRADE_HIDDEN_VISIBILITY:-after_due_date}" \
-    --skip-weight "${KN_GRADE_SKIP_WEIGHT:-0}" --scoring "${KN_GRADE_SCORING:-}" --hidden-details "${KN_GRADE_HIDDEN_DETAILS:-full}" ||
+    --skip-weight "${KN_GRADE_SKIP_WEIGHT:-0}" --scoring "${KN_GRADE_SCORING:-}" --hidden-details "${KN_GRADE_HIDDEN_DETAILS:-full}" \
+    --isolation "$isolation" $([ "${KN_GRADE_RELEASE:-0}" = 1 ] && echo --release) ||
     die "report.py failed"
 cp "$blog" "$out/build.log"
 echo "grade: results.json, junit.xml, summary.txt in $out"

@@ -6,9 +6,12 @@
  * reached its end, so a unit that calls exit(0) or _exit(0) halfway cannot pass. The plain
  * hook writes to the file named by $KN_TEST_DONE at the end of the test, so the code under
  * test could read that variable and write the record itself. Here:
- *   - the grader gives each test its own record "PATH TOKEN" in $KN_GRADE_DONE: PATH is a
- *     random name in a directory the test may write to but not list, TOKEN a random word
- *     the record must contain;
+ *   - the grader gives each test its own record "PATH TOKEN": PATH is a random name in a
+ *     directory the test may write to but not list, TOKEN a random word the record must
+ *     contain. Both, and the TAP report's path, are in a secret file (named by
+ *     $KN_GRADE_SECRET, never on a command line) that the runner reads and deletes before
+ *     main(); it passes them to its worker in the environment as $KN_GRADE_DONE and
+ *     $CRITERION_OUTPUTS;
  *   - in the Criterion worker (the process that runs the test body) a constructor copies
  *     the value into this file's static memory, then wipes it, every other KN_GRADE_*
  *     variable and CRITERION_OUTPUTS (where the runner writes its TAP report) from the
@@ -52,12 +55,46 @@ static void kn_grade_scrub(void) {
     }
 }
 
+/* The runner reads the grader's secret file ($KN_GRADE_SECRET, "RECORD TOKEN" then the TAP
+ * path), deletes it, and hands both to the worker it starts through its own environment
+ * (a non-dumpable process's environment is unreadable to the test's user): nothing secret
+ * is ever on a command line or in an environment another process of the test can read. */
+static void kn_grade_from_secret(void) {
+    const char *sf = getenv("KN_GRADE_SECRET");
+    if (!sf || !*sf) return;
+    /* under mpiexec (a Criterion binary run as MPI ranks: demo/) each rank has its own file */
+    const char *r = getenv("PMI_RANK");
+    if (!r) r = getenv("PMI_ID");
+    if (!r) r = getenv("OMPI_COMM_WORLD_RANK");
+    char path[600], rec[700] = "", tap[600] = "";
+    snprintf(path, sizeof path, "%s/%d", sf, r ? atoi(r) : 0);
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    if (!fgets(rec, sizeof rec, f) || !fgets(tap, sizeof tap, f)) rec[0] = tap[0] = '\0';
+    fclose(f);
+    unlink(path);
+    rec[strcspn(rec, "\n")] = '\0';
+    tap[strcspn(tap, "\n")] = '\0';
+    if (rec[0] && tap[0]) {
+        char out[620];
+        snprintf(out, sizeof out, "tap:%s", tap);
+        setenv("KN_GRADE_DONE", rec, 1);
+        setenv("CRITERION_OUTPUTS", out, 1);
+    }
+    memset(rec, 0, sizeof rec);
+    memset(tap, 0, sizeof tap);
+}
+
 /* Runs before main() in the runner and in each worker (Criterion re-executes itself). */
 __attribute__((constructor(101))) static void kn_grade_capture(void) {
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    if (!getenv("BXFI_MAP")) { /* the runner: keep the secrets for the workers it starts */
+        kn_grade_from_secret();
+        unsetenv("KN_GRADE_SECRET");
+        return;
+    }
     char *v = getenv("KN_GRADE_DONE");
     if (!v) return;
-    if (!getenv("BXFI_MAP")) return; /* the runner: keep it for the workers it starts */
     const char *sp = strchr(v, ' ');
     size_t plen = sp ? (size_t)(sp - v) : 0;
     if (sp && plen < sizeof kn_rec_path && strlen(sp + 1) < sizeof kn_rec_token) {

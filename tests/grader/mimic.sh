@@ -11,7 +11,9 @@
 # (setup.sh finds them present and installs nothing; on Gradescope it runs apt-get), and
 # the user kiln-grader must exist here beforehand (/etc is read-only in there), and CUDA,
 # where this machine has it, is visible (KN_GRADE_CUDA=0, passed on, builds without it, as
-# on Gradescope's images). KN_GRADE_WALL, _CPU, _MEM_MB are passed on too.
+# on Gradescope's images). KN_GRADE_WALL, _CPU, _MEM_MB are passed on too, and KN_GRADE_JAIL:
+# KN_GRADE_JAIL=0 mimics a container that forbids bubblewrap's namespaces (the grader then
+# isolates by user ids alone, and says so in every report).
 # Needs root and bwrap; exit 2 (saying so) without them.
 set -u
 die() { echo "mimic: $*" >&2; exit 2; }
@@ -28,7 +30,8 @@ inside() { # inside ROOT CMD...: run CMD as root in the mimicked image, /autogra
     local j=("${JAIL[@]}" --dir /root --bind "$root" /autograder --chdir /autograder)
     "${j[@]}" env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
         ${KN_GRADE_WALL:+KN_GRADE_WALL=$KN_GRADE_WALL} ${KN_GRADE_CPU:+KN_GRADE_CPU=$KN_GRADE_CPU} \
-        ${KN_GRADE_MEM_MB:+KN_GRADE_MEM_MB=$KN_GRADE_MEM_MB} ${KN_GRADE_CUDA:+KN_GRADE_CUDA=$KN_GRADE_CUDA} "$@"
+        ${KN_GRADE_MEM_MB:+KN_GRADE_MEM_MB=$KN_GRADE_MEM_MB} ${KN_GRADE_CUDA:+KN_GRADE_CUDA=$KN_GRADE_CUDA} \
+        ${KN_GRADE_JAIL:+KN_GRADE_JAIL=$KN_GRADE_JAIL} "$@"
 }
 
 case ${1:-} in

@@ -3,8 +3,12 @@
 # the reference units must score 100 / 100 through `make grade` (every test under
 # mpiexec in the jail, with the grader's launch: -pmi-port, a cleared environment, a user
 # of its own per test), and the generated skeleton must score less and end within 120 s
-# (its collectives fail or time out with a message; nothing hangs). make test runs it
-# (tests/grade.mk, step grader-mpi-labNN).
+# (its collectives fail or time out with a message; nothing hangs). Then the hostile
+# submissions of planted/labNN/plant.py (issue 36), with bubblewrap and without it
+# (KN_GRADE_JAIL=0, as in a container that forbids namespaces): every attack scores no more
+# than the skeleton, the vetting refuses the patching ones, the forgery finds nothing to
+# forge, and the send-before-receive ring loses the eager-limit test with a message that
+# says deadlock. make test runs it (tests/grade.mk, step grader-mpi-labNN).
 set -u
 lab=$1 root=$2
 work=$(mktemp -d)
@@ -23,3 +27,46 @@ t=$(( $(date +%s) - t0 )) s=$(grep -m1 '^score:' "$work/skel-out.log")
 [ -n "$s" ] && [ "$s" != "score: 100 / 100" ] || { tail -n 40 "$work/skel-out.log"; echo "FAIL: the skeleton scored '$s'"; exit 1; }
 [ $t -le 120 ] || { echo "FAIL: grading the skeleton took $t s"; exit 1; }
 echo "lab $lab skeleton: $s in $t s"
+
+# ------------------------------------------------------------------ hostile submissions
+[ -f tests/grader/planted/lab$lab/plant.py ] || exit 0
+skel=$(sed -n 's/^score: \([0-9.]*\) .*/\1/p' "$work/skel-out.log" | head -1)
+python3 tests/grader/planted/lab$lab/plant.py "$work/p" || { echo "FAIL: plant.py"; exit 1; }
+status=0
+for jail in 1 0; do
+    t0=$(date +%s)
+    KN_GRADE_UNITS=0 KN_GRADE_WALL=12 KN_GRADE_JAIL=$jail make --no-print-directory -j2 grade-all LAB=$lab SUBMISSIONS="$work/p" BUILD_ROOT="$root" \
+        GRADE_ALL_OUT="$work/all-$jail" > "$work/all-$jail.log" 2>&1
+    echo "lab $lab hostile batch, KN_GRADE_JAIL=$jail: $(( $(date +%s) - t0 )) s"
+    python3 - "$work/all-$jail/students" "$skel" "$jail" <<'PY' || status=1
+import json, os, sys
+d, skel, jail = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+bad = 0
+def res(c):
+    return json.load(open(os.path.join(d, c, "results.json")))
+for c in sorted(os.listdir(d)):
+    r = res(c)
+    out = "\n".join(t["output"] for t in r["tests"])
+    iso = [l for l in r["output"].splitlines() if l.startswith("isolation: ")]
+    ok, why = True, ""
+    if c == "sendfirst":
+        t = [t for t in r["tests"] if t["name"].endswith("all_reduce_above_the_eager_limit")][0]
+        ok = r["score"] < 100 and t["status"] == "failed" and "deadlock" in t["output"]
+        why = "must lose the eager-limit test with a deadlock message"
+    else:
+        ok = r["score"] <= skel
+        why = "must score no more than the skeleton (%g)" % skel
+        if c in ("patch_fail", "asm_syscall"):
+            ok = ok and not r["extra_data"]["build_ok"] and ("may not use" in out or "system call" in out)
+            why += " and be refused by the vetting"
+        if c == "forge_record":
+            ok = ok and "planted forge_record: found ''" in out
+            why += " and find nothing to forge"
+    ok = ok and bool(iso) and (("bwrap" in iso[0]) == (jail == "1"))
+    print("%-14s %5g / 100  %s  %s" % (c, r["score"], "ok  " if ok else "FAIL", "" if ok else why), iso[0] if iso else "")
+    bad += not ok
+sys.exit(1 if bad else 0)
+PY
+done
+[ $status = 0 ] || { echo "FAIL: a hostile lab $lab submission beat the grader (above)"; exit 1; }
+echo "lab $lab: every hostile submission scored no more than the skeleton, with and without bubblewrap"

@@ -7,6 +7,9 @@ verdicts WORK/v/IDX ("passed|failed|skipped SECONDS") and reasons WORK/v/IDX.msg
 student's output WORK/out/IDX (only ever shown, truncated, never parsed), the rubric.
 
 Scoring: a test scores its rubric points when passed, points * skip-weight when skipped
+(skip-weight "scale": the fraction of the points of the tests that ran which the submission
+earned, so skipped GPU tests are in effect left out of the total and the score still reads
+out of the rubric's total: the reference scores 100, the skeleton what it earned)
 (a GPU test where there is no GPU), 0 otherwise. Tests that ran but are not in the rubric
 are listed with 0 points; rubric tests that were never reported fail with that reason.
 When the build failed, the failed test "build" carries the compiler's messages and every
@@ -72,11 +75,17 @@ def main():
     ap.add_argument("--elapsed", type=float, default=0.0)
     ap.add_argument("--hidden-visibility", default="after_due_date",
                     choices=["hidden", "after_due_date", "after_published", "visible"])
-    ap.add_argument("--skip-weight", type=float, default=0.0)
+    ap.add_argument("--skip-weight", default="0", help="a number in [0, 1], or 'scale'")
     ap.add_argument("--hidden-details", default="full", choices=["full", "brief"])
     ap.add_argument("--scoring", default="", choices=["", "all", "unit"])
+    ap.add_argument("--isolation", default="unknown")
+    # Before the deadline the unit-level lines count public tests only (hidden ones would
+    # leak through them); --release (after the deadline) counts every test.
+    ap.add_argument("--release", action="store_true")
     a = ap.parse_args()
     rubric, rub = parse_rubric(a.rubric)
+    scale_skips = a.skip_weight == "scale"
+    a.skip_weight = 0.0 if scale_skips else float(a.skip_weight)
     pub = public_tests(os.path.join(a.work, "tree"), a.lab)
 
     ran = []  # (idx, phase, name)
@@ -108,40 +117,57 @@ def main():
             tests.append(dict(name=name, phase="public" if name in pub else "hidden",
                               status="failed", secs=0.0, msg=why, so=""))
 
+    if scale_skips:  # the share of the points that ran which were earned
+        ran_pts = sum(rubric.get(t["name"], (0.0, []))[0] for t in tests if t["status"] != "skipped")
+        won_pts = sum(rubric.get(t["name"], (0.0, []))[0] for t in tests if t["status"] == "passed")
+        a.skip_weight = won_pts / ran_pts if ran_pts > 0 else 0.0
     # Unit level (grade.sh 3b): each unit the student gave, beside the staff's other units.
     # A test of unit U passes at unit level when it passed with all of the student's units
     # or with U's build; the rubric's `scoring unit` (or --scoring) makes that what counts.
-    unit_of = dict(l.split() for l in read(os.path.join(a.work, "units.map")).splitlines() if len(l.split()) == 2)
+    units_of = {}
+    for l in read(os.path.join(a.work, "units.map")).splitlines():
+        if len(l.split()) == 2:
+            units_of.setdefault(l.split()[0], []).append(l.split()[1])
     taken = set(read(os.path.join(a.work, "taken")).split())
     rerun = {}
     for line in read(os.path.join(a.work, "manifest-units")).splitlines():
         f = line.split()
         if len(f) == 5:
-            rerun[f[3]] = verdict(f[0], f[1])
+            rerun[(f[3], f[4])] = verdict(f[0], f[1])
     scoring = a.scoring or rub.scoring
-    units = {}  # unit -> [points passed, points]
+    units = {}  # unit -> [points passed, points]: every test (results.json's extra_data, after the deadline)
+    units_pub = {}  # the same over public tests only (what the student sees before the deadline)
+    unit_built = set(read(os.path.join(a.work, "units-built")).split())  # compiled alone when the build failed
     for t in tests:
-        u = unit_of.get(t["name"])
-        if not u or u not in taken or not a.build_ok:
+        us = [u for u in units_of.get(t["name"], []) if u in taken and (a.build_ok or u in unit_built)]
+        if not us:
             continue
         pts = rubric.get(t["name"], (0.0, []))[0]
-        r = rerun.get(t["name"])
-        t["unit_passed"] = t["status"] == "passed" or bool(r and r["status"] == "passed")
-        units.setdefault(u, [0.0, 0.0])
-        units[u][0] += pts if t["unit_passed"] else 0.0
-        units[u][1] += pts
+        r = {u: rerun.get((t["name"], u)) for u in us}
+        t["unit_passed"] = any(t["status"] == "passed" or bool(r[u] and r[u]["status"] == "passed") for u in us)
+        for u in us:
+            ok = t["status"] == "passed" or bool(r[u] and r[u]["status"] == "passed")
+            # a skipped test (a GPU test without a GPU) counts as it does in the score
+            got = pts if ok else pts * a.skip_weight if t["status"] == "skipped" else 0.0
+            for d in ([units, units_pub] if t["phase"] == "public" else [units]):
+                d.setdefault(u, [0.0, 0.0])
+                d[u][0] += got
+                d[u][1] += pts
+        if not a.build_ok:
+            continue
         if scoring == "unit" and t["status"] != "passed" and t["unit_passed"]:
             t["msg"] = ("passed beside the staff's versions of the other units (the lab scores units one "
                         "by one); with all of your units it fails:\n" + t["msg"])
             t["status"], t["so"] = "passed", ""
-        elif r and r["status"] != "passed" and t["status"] == "failed":
-            t["msg"] += "\n(it fails beside the staff's versions of the other units too: the problem is in %s)" % u
+        elif len(us) == 1 and r[us[0]] and r[us[0]]["status"] != "passed" and t["status"] == "failed":
+            t["msg"] += "\n(it fails beside the staff's versions of the other units too: the problem is in %s)" % us[0]
 
     gs_tests, total, max_total = [], 0.0, 0.0
     counts = {"passed": 0, "failed": 0, "skipped": 0}
     build_msg = read(a.build_log, 20000).strip()
+    broken = read(os.path.join(a.work, "units-broken")).split()
     gs_tests.append({"name": "build", "number": "0", "score": 0.0, "max_score": 0.0,
-                     "status": "passed" if a.build_ok else "failed",
+                     "status": "passed" if a.build_ok and not broken else "failed",
                      "output": build_msg or ("the units compiled and linked" if a.build_ok else "the build failed"),
                      "visibility": "visible", "tags": ["build"]})
     for n, t in enumerate(tests, 1):
@@ -167,10 +193,13 @@ def main():
     lines = [f"kiln lab {a.lab}: {a.name}"]
     if notes:
         lines.append(notes)
+    lines.append("isolation: " + a.isolation)
     lines.append("build: " + ("ok" if a.build_ok else "FAILED (see the test 'build')"))
-    if units:
-        lines.append("unit-level scores (each of your units beside the staff's other units): " +
-                     ", ".join("%s %g/%g" % (u, p, m) for u, (p, m) in sorted(units.items())) +
+    shown = units if a.release else units_pub
+    if shown:
+        lines.append("unit-level scores, %s (each of your units beside the staff's other units): " % (
+                     "all tests" if a.release else "public tests only") +
+                     ", ".join("%s %g/%g" % (u, p, m) for u, (p, m) in sorted(shown.items())) +
                      ("; the score counts units one by one" if scoring == "unit" else
                       "; the score counts all of your units together"))
     lines.append("public tests: %d of %d passed, %g of %g points" % (
@@ -185,7 +214,9 @@ def main():
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "extra_data": {"lab": a.lab, "submission": a.name, "max_score": max_total, "build_ok": bool(a.build_ok),
-                       "scoring": scoring, "units": {u: {"score": p, "max_score": m} for u, (p, m) in units.items()},
+                       "isolation": a.isolation,
+                       "scoring": scoring, "units": {u: {"score": p, "max_score": m} for u, (p, m) in shown.items()},
+                       "units_count": "all tests" if a.release else "public tests only",
                        "passed": counts["passed"], "failed": counts["failed"], "skipped": counts["skipped"]},
         "tests": gs_tests,
     }
@@ -230,7 +261,8 @@ def main():
                     f.write("    " + l + "\n")
         f.write("\nscore: %g / %g\n" % (total, max_total))
         if counts["skipped"]:
-            f.write("%d skipped (each worth %g of its points)\n" % (counts["skipped"], a.skip_weight))
+            f.write("%d skipped (each worth %g of its points%s)\n" % (
+                counts["skipped"], a.skip_weight, ": the share of the other tests' points earned" if scale_skips else ""))
         f.write("%d passed, %d failed\n" % (counts["passed"], counts["failed"]))
     # public.txt: safe to send before the deadline: the build and the public tests only
     # (no hidden test's name, score or message, no total).

@@ -5,18 +5,25 @@
                                  every entry names a test that exists (a KN_TEST(suite, name)
                                  of labs/labNN-*/tests/*.c or tests/labNN/*.c), every test
                                  has an entry (a test deliberately left unscored has one with
-                                 0 points), no entry twice, points are numbers >= 0, the tags
-                                 are known, and the points add up to the `total` line when
-                                 there is one. Prints every problem, naming the line; exit 1.
+                                 0 points), no entry twice, points are integers >= 0, the tags
+                                 are known, a `total` line is there and the points add up to
+                                 it, and mpi=N is on every KN_MPI_TEST and on nothing else,
+                                 once, with N the rank count the test declares
+                                 (KN_MPI_TEST(suite, name, N); 2 unless it says), and every
+                                 unit of the lab has at least one test. Prints every problem,
+                                 naming the line; exit 1.
   rubric.py units LAB RUBRIC TREE
                                  "suite::name unit.c" for each entry that is about one unit
                                  (grade.sh: the unit-level score)
 
 Rubric format (one entry a line, '#' comments):
-    suite::name POINTS [TAGS]   TAGS: gpu, mpi=N, unit=FILE.c (the lab unit the test is
-                                about, for the unit-level score; by default the unit whose
-                                name is a word of the suite: lab01_hidden_reduce -> reduce.c)
-    total N                     the points must add up to N
+    suite::name POINTS [TAGS]   POINTS an integer; TAGS: gpu, mpi=N (required on a
+                                KN_MPI_TEST, N its declared rank count; refused elsewhere),
+                                unit=FILE.c (a lab unit the test is about, for the
+                                unit-level score, as many as it is about; by default the unit
+                                whose name is a word of the suite: lab01_hidden_reduce ->
+                                reduce.c)
+    total N                     required: the points must add up to N
     scoring all|unit            which score counts: all of the student's units together
                                 (default) or each unit with the staff's other units
 The test names come from the sources, so the check needs no build: a rubric edit never
@@ -54,8 +61,10 @@ def parse(path):
         f = line.split()
         where = f"{path}:{n}"
         if f[0] == "total":
-            if len(f) != 2 or not re.fullmatch(r"\d+(\.\d+)?", f[1]):
-                r.problems.append(f"{where}: expected 'total N', got {line!r}")
+            if len(f) != 2 or not re.fullmatch(r"\d+", f[1]):
+                r.problems.append(f"{where}: expected 'total N' (an integer), got {line!r}")
+            elif r.total is not None:
+                r.problems.append(f"{where}: a second 'total' line")
             else:
                 r.total = float(f[1])
             continue
@@ -65,8 +74,8 @@ def parse(path):
             else:
                 r.scoring = f[1]
             continue
-        if len(f) < 2 or not re.fullmatch(r"\w+::\w+", f[0]) or not re.fullmatch(r"\d+(\.\d+)?", f[1]):
-            r.problems.append(f"{where}: expected 'suite::name points [tags]', got {line!r}")
+        if len(f) < 2 or not re.fullmatch(r"\w+::\w+", f[0]) or not re.fullmatch(r"\d+", f[1]):
+            r.problems.append(f"{where}: expected 'suite::name points [tags]' (points an integer), got {line!r}")
             continue
         if f[0] in r.entries:
             r.problems.append(f"{where}: {f[0]} appears twice (first on line {r.lines[f[0]]})")
@@ -74,46 +83,73 @@ def parse(path):
         bad = [t for t in f[2:] if not KNOWN_TAGS.match(t)]
         if bad:
             r.problems.append(f"{where}: {f[0]}: unknown tag(s) {' '.join(bad)} (known: gpu, mpi=N, unit=FILE.c)")
+        dup = sorted({t for t in f[2:] if f[2:].count(t) > 1 or (t.startswith("mpi=") and
+                      sum(x.startswith("mpi=") for x in f[2:]) > 1)})
+        if dup:
+            r.problems.append(f"{where}: {f[0]}: tag(s) given more than once: {' '.join(dup)}")
         r.entries[f[0]] = (float(f[1]), f[2:])
         r.lines[f[0]] = n
     return r
 
 
-def tests_in(tree, lab):
-    """suite::name -> 'public'|'hidden', from the KN_TEST lines of the lab's test sources."""
+def tests_in(tree, lab, ranks=None):
+    """suite::name -> 'public'|'hidden', from the KN_TEST / KN_MPI_TEST lines of the lab's
+    test sources. ranks, when a dict, gets suite::name -> declared rank count for each
+    KN_MPI_TEST (its third argument, 2 without one)."""
     found = {}
     for phase, pattern in (("public", f"labs/lab{lab}-*/tests/*.c"), ("hidden", f"tests/lab{lab}/*.c")):
         for src in sorted(glob.glob(os.path.join(tree, pattern))):
             text = open(src, encoding="utf-8", errors="replace").read()
-            for s, nm in re.findall(r"^\s*KN_(?:MPI_)?TEST\(\s*(\w+)\s*,\s*(\w+)", text, re.M):
+            for mpi, s, nm, n in re.findall(r"^\s*KN_(MPI_)?TEST\(\s*(\w+)\s*,\s*(\w+)\s*(?:,\s*(\d+)\s*)?[,)]",
+                                            text, re.M):
                 found[f"{s}::{nm}"] = phase
+                if mpi and ranks is not None:
+                    ranks[f"{s}::{nm}"] = int(n) if n else 2
     return found
 
 
-def unit_of(name, tags, units):
-    """The lab unit a test is about: its unit= tag, else the unit whose stem is a word of
-    the suite name (lab01_hidden_reduce -> reduce.c), else None."""
-    for t in tags:
-        if t.startswith("unit="):
-            return t[5:]
+def units_of(name, tags, units):
+    """The lab units a test is about: its unit= tags, else the unit whose stem is a word of
+    the suite name (lab01_hidden_reduce -> reduce.c), else none."""
+    tagged = [t[5:] for t in tags if t.startswith("unit=")]
+    if tagged:
+        return tagged
     words = name.split("::")[0].split("_")
     hits = [u for u in units if u[:-2] in words]
-    return hits[0] if len(hits) == 1 else None
+    return hits if len(hits) == 1 else []
 
 
 def check(lab, tree="."):
     path = os.path.join(tree, f"tests/lab{lab}/rubric.txt")
     r = parse(path)
-    tests = tests_in(tree, lab)
+    ranks = {}
+    tests = tests_in(tree, lab, ranks)
+    if r.total is None and not any("cannot read" in p for p in r.problems):
+        r.problems.append(f"{path}: no 'total N' line (the points must add up to a stated total)")
     if not tests:
         r.problems.append(f"lab {lab}: no KN_TEST found in labs/lab{lab}-*/tests/ nor tests/lab{lab}/")
     units = sorted(os.path.basename(u) for u in glob.glob(os.path.join(tree, f"labs/lab{lab}-*/*.c")))
     for name, (_, tags) in r.entries.items():
         if name not in tests:
             r.problems.append(f"{path}:{r.lines[name]}: {name}: no such test in lab {lab}'s test sources")
-        u = unit_of(name, tags, units)
-        if any(t.startswith("unit=") for t in tags) and u not in units:
-            r.problems.append(f"{path}:{r.lines[name]}: {name}: unit={u} is not a unit of lab {lab} ({' '.join(units)})")
+        for u in units_of(name, tags, units):
+            if u not in units:
+                r.problems.append(f"{path}:{r.lines[name]}: {name}: unit={u} is not a unit of lab {lab} ({' '.join(units)})")
+        mpi = [int(t[4:]) for t in tags if t.startswith("mpi=")]
+        where = f"{path}:{r.lines[name]}: {name}"
+        if name in ranks and not mpi:
+            r.problems.append(f"{where}: a KN_MPI_TEST needs mpi={ranks[name]} (without it the grader runs it as a "
+                              f"Criterion test, and it fails for everyone)")
+        elif name in ranks and mpi[0] != ranks[name]:
+            r.problems.append(f"{where}: mpi={mpi[0]}, but the test declares {ranks[name]} ranks "
+                              f"(KN_MPI_TEST's third argument, 2 without one)")
+        elif name in tests and name not in ranks and mpi:
+            r.problems.append(f"{where}: mpi={mpi[0]} on a test that is not a KN_MPI_TEST")
+    mapped = {u for name, (_, tags) in r.entries.items() for u in units_of(name, tags, units)}
+    for u in units:
+        if r.entries and u not in mapped:
+            r.problems.append(f"{path}: the unit {u} has no test (tag its tests unit={u}, or name it in their "
+                              f"suite): its unit-level score would be missing")
     for name in sorted(set(tests) - set(r.entries)):
         r.problems.append(f"{path}: {name} ({tests[name]} test) has no entry "
                           f"(give it points, or '{name} 0' to leave it unscored on purpose)")
@@ -144,8 +180,7 @@ def main():
         r = parse(path)
         units = sorted(os.path.basename(u) for u in glob.glob(os.path.join(tree, f"labs/lab{lab}-*/*.c")))
         for name, (_, tags) in r.entries.items():
-            u = unit_of(name, tags, units)
-            if u:
+            for u in units_of(name, tags, units):
                 print(name, u)
         return 0
     print(__doc__)

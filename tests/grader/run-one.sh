@@ -12,7 +12,7 @@
 #   test's folder, the records folder and the binary)  ->  setpriv (its own user id KN_GRADE_UID_BASE+IDX, no groups,
 #   no new privileges)    ->  env -i (a clean environment)  ->  the Criterion binary with
 #   --filter for this one test; its TAP report goes to a root-owned file whose name only the
-#   runner process knows (CRITERION_OUTPUTS, wiped in the worker by kn_test_grade.c).
+#   runner process knows (from a secret file it deletes: kn_test_grade.c).
 # Verdict (grade.sh prints the rules): passed only when the TAP line of this test says ok
 # (not a skip), the run exited 0, and the completion record the hardened hook writes
 # (kn_test_grade.c) holds "suite::name TOKEN" with the random token the runner chose, once
@@ -41,20 +41,31 @@ else
     drop=()
 fi
 cmd=("$bin" --filter "$suite/$name" -j1 --timeout "$wall" --short-filename)
+# The secrets (the record's path and token, the TAP report's path) go in files of the
+# test's own folder, one per rank ($d/sec/RANK: "RECORD TOKEN" then the TAP path), which the
+# runner (Criterion) or each rank (kn_mpi_test.c) reads and deletes before main(): they are
+# on no command line and in no environment (/proc/PID/cmdline is readable by everyone).
+sec=$d/sec; mkdir -p "$sec"
+for ((r = 0; r < (np > 0 ? np : 1); r++)); do printf '%s %s\n%s\n' "$rec" "$token" "$tap.$r" > "$sec/$r"; done
+[ "$(id -u)" = 0 ] && chown -R "$uid:$gid" "$sec"
+chmod 700 "$sec"; chmod 600 "$sec"/*
 envs=(PATH=/usr/local/bin:/usr/bin:/bin HOME="$d/scratch" TMPDIR="$d/scratch" LANG=C.UTF-8
-      KN_GRADE_DONE="$rec $token")
+      KN_GRADE_SECRET="$sec")
 if [ "$np" -gt 0 ]; then
-    # mpiexec runs as root (its environment is not readable by the test's user); each rank
-    # drops to the test's user, and writes the TAP file named after the rank MPICH (or Open
-    # MPI) gives it.
-    genv=(); for e in "${envs[@]}" KN_GRADE_TAP="$tap"; do genv+=(-genv "${e%%=*}" "${e#*=}"); done
-    # shellcheck disable=SC2016
+    # mpiexec runs as root; each rank drops to the test's user. A send or receive nobody
+    # answers ends the job after KILN_COMM_TIMEOUT seconds with a message naming it
+    # (core/dist/comm.c), well before the wall clock kills the test without one.
+    ct=$(( wall / 2 )); [ "$ct" -lt 2 ] && ct=2
+    # UCX: shared memory only (posix, sysv). Graded ranks are non-dumpable, so cross-memory
+    # attach (process_vm_readv, for large messages) fails, and with UCX's other transports
+    # a job that sent megabyte messages hung at exit about every other run (measured here).
+    envs+=(KILN_COMM_TIMEOUT="$ct" MPIR_CVAR_POLLS_BEFORE_YIELD=1 MPIR_CVAR_CH4_OFI_ENABLE_PROGRESS_THREAD=0
+           UCX_TLS=self,posix,sysv)
+    genv=(); for e in "${envs[@]}"; do genv+=(-genv "${e%%=*}" "${e#*=}"); done
     # shellcheck disable=SC2206  # MPIEXEC is a command line: split it into words
-    run=($MPIEXEC -genvnone "${genv[@]}" -n "$np" "${drop[@]}" /bin/sh -c \
-        'CRITERION_OUTPUTS="tap:$KN_GRADE_TAP.${PMI_RANK:-${PMI_ID:-${OMPI_COMM_WORLD_RANK:-0}}}" exec "$@"' \
-        sh "${cmd[@]}")
+    run=($MPIEXEC -genvnone "${genv[@]}" -n "$np" "${drop[@]}" "${cmd[@]}")
 else
-    run=("${drop[@]}" env -i "${envs[@]}" CRITERION_OUTPUTS="tap:$tap.0" "${cmd[@]}")
+    run=("${drop[@]}" env -i "${envs[@]}" "${cmd[@]}")
 fi
 # The jail (jail.sh): this test's folder, the records folder (0711: the random names stay
 # secret) and the binary; nothing else of the machine's files.
@@ -111,6 +122,22 @@ nok=$(grep -c '^ok - ' <<< "$lines")
 nskip=$(grep -c '^ok - .* # SKIP' <<< "$lines")
 if [ "$rc" -eq 137 ] || [ "$rc" -eq 124 ]; then
     msg="killed: the test ran past its ${wall}s wall-clock limit (an infinite loop, or waiting forever?)"
+elif [ -z "$lines" ] && [ "$np" -gt 0 ]; then
+    # An MPI job that ended before any rank reported. Its own words (kn_comm's timeout
+    # message, MPI_Abort) are quoted from the output; they explain, never decide.
+    tmo=$(grep -m1 -E '^rank [0-9]+: .* timed out after ' "$work/out/$idx" | head -c 400)
+    if [ -n "$tmo" ]; then
+        msg="a send or receive was never answered, and the job was stopped:
+    $tmo
+a deadlock? Above MPI's eager limit a send completes only once its receive is posted, so a ring where every rank sends (blocking) before it receives waits forever: post the receive first, or use kn_comm_isend/kn_comm_irecv and wait for both."
+    elif grep -q 'MPI_Abort' "$work/out/$idx"; then
+        msg="the job was aborted (MPI_Abort) before this test reported: $(grep -m1 -oE 'MPI_Abort\([^)]*\)' "$work/out/$idx")"
+    elif [ "$rc" -eq 0 ]; then
+        msg="a rank ended (exit status 0) before this test reported: the code under test called exit() or returned from main's path early"
+    else
+        msg="the MPI job ended before this test reported (exit status $rc)"
+        [ "$rc" -gt 128 ] && msg="$msg: a rank was killed by SIG$(kill -l $((rc - 128)) 2>/dev/null)"
+    fi
 elif [ -z "$lines" ]; then
     msg="the test binary stopped before it reported this test (exit status $rc)"
     if [ "$rc" -gt 128 ]; then
@@ -128,6 +155,7 @@ elif grep -q '^not ok' <<< "$lines"; then
         on && /^(ok|not ok) - / { on = 0 }
         on && /^  (---|\.\.\.|assertions:|failures:)/ { next }
         on && /^# / { next }
+        on && /^(TAP version [0-9]+|1\.\.[0-9]+)$/ { next }
         on { sub(/^ +/, ""); sub(/^- /, ""); sub(/: \|\+$/, ":"); print }' <<< "$taps" |
         sed -E '/^\([0-9.]+s\)$/d' | head -c 4000)
     [ -n "$msg" ] || msg="the test failed"

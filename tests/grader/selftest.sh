@@ -63,6 +63,7 @@ rubric_refused() {
         grep -q "$first (.*) has no entry" "$tmp/rub.log" && grep -q "but the rubric says 'total" "$tmp/rub.log"
 }
 bash $rec "$results" rubric-refused bash -c "$(declare -f rubric_refused); tmp=$tmp here=$here rubric_refused"
+bash $rec "$results" rubric-refused-cases python3 $here/check.py rubric-cases
 
 # The autograder zip, built from scratch as Gradescope builds it: its own setup.sh in a
 # scratch root that mimics /autograder. Its grading base is the one every check below uses.
@@ -136,7 +137,12 @@ extras() {
         mkdir -p "$tmp/locked/kiln/solutions/lab01-tensors" && cp "$sol" "$tmp/locked/kiln/solutions/lab01-tensors/" &&
         chmod 700 "$tmp/locked" &&
         vet include_0700 "#include \"$tmp/locked/kiln/solutions/lab01-tensors/reduce.c\"" 'outside the lab' &&
-        vet incbin "__asm__(\".incbin \\\"$sol\\\"\");" 'incbin'
+        vet incbin "__asm__(\".incbin \\\"$sol\\\"\");" 'incbin' &&
+        vet mprotect '#include <stdint.h>
+    #include <sys/mman.h>
+    void planted(void); void planted(void) { mprotect((void *)((uintptr_t)&planted & ~(uintptr_t)4095), 4096, 7); }' 'may not use: .*mprotect' &&
+        vet asm_syscall 'void planted(void); void planted(void) { long r; __asm__ volatile("syscall" : "=a"(r) : "0"(39L) : "rcx", "r11", "memory"); (void)r; }' 'system call instructions' &&
+        vet harness_fail 'void kn_mpi_test_fail(const char *, int, const char *, ...); void planted(void); void planted(void) { kn_mpi_test_fail("", 0, ""); }' 'may not use: kn_mpi_test_fail'
     }
     bash $rec "$results" grader-vetting bash -c "$(declare -f vet vet_all); tmp=$tmp broot=$broot here=$here planted=$planted vet_all"
 
@@ -172,6 +178,12 @@ extras() {
 
     # The autograder, run by Gradescope's rules in the mimicked root (mimic.sh grade): a
     # correct submission, a partly wrong one, one that does not compile.
+    # The record forgery without bubblewrap (as in a container that forbids namespaces):
+    # no process's command line or environment, and no file it can open, holds the secret.
+    bash $rec "$results" grader-forge-nojail bash -c "KN_GRADE_JAIL=0 make --no-print-directory grade LAB=01 \
+        SUBMISSION=$planted/forge_record GRADE_OUT=$tmp/out-forge-nojail BUILD_ROOT=$broot &&
+        python3 $here/check.py case $tmp/out-forge-nojail 60 99 ok ended_before_reaching_its_end"
+
     gs() { # gs CASE MIN MAX BUILD
         local r; r=$(bash $here/mimic.sh grade "$agroot" "$planted/$1") || return 1
         mkdir -p "$tmp/gs-$1" && cp "$r" "$tmp/gs-$1/results.json" &&
@@ -180,7 +192,7 @@ extras() {
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert float(sys.argv[2]) <= d["score"] <= float(sys.argv[3]), d["score"]
-assert d["extra_data"]["build_ok"] == (sys.argv[4] == "ok"), d["extra_data"]
+assert d["extra_data"]["build_ok"] == (sys.argv[4] != "failed"), d["extra_data"]
 print("gradescope:", d["output"].splitlines()[0], "score", d["score"])
 PY
     }
@@ -189,7 +201,7 @@ PY
             bash $rec "$results" "grader-gradescope-$c" bash -c "$(declare -f gs); tmp=$tmp here=$here agroot=$agroot planted=$planted gs $c $lo $hi $b"
         done <<< "correct 100 100 ok
 partly_wrong 50 99 ok
-compile_error 0 0 failed"
+compile_error_all 0 0 failed"
     fi
 }
 extras > "$tmp/extras.log" 2>&1 &

@@ -34,11 +34,25 @@ KN_MPI_TEST(lab10_ring, send_chunk_walks_backwards) {
     if (KN_MOK(kn_ring_send_chunk(3, 4, -1, &k))) KN_MCHECK(k == 0, "rank 3, step -1: chunk %d, expected 0", k);
 }
 
-KN_MPI_TEST(lab10_ring, all_reduce_sums_exactly) {
+/* The messages a ring all-reduce sent since `a` (kn_mpi_test_sent: counted by the test
+ * harness, where MPI is called, not by the communicator): 2 (N-1) sends on N > 1 ranks and no
+ * collective of the library (kn_comm_all_reduce would give the right sums without a ring). */
+static void check_ring_traffic(kn_comm *c, kn_mpi_sent a) {
+    kn_mpi_sent b = kn_mpi_test_sent();
+    int64_t want = c->size > 1 ? 2 * (int64_t)(c->size - 1) : 0;
+    KN_MCHECK(b.messages - a.messages == want && b.collectives == a.collectives,
+              "ring of %d: %lld messages sent and %lld library collectives called; a ring sends 2 (N-1) = %lld "
+              "with kn_comm_isend and calls no collective", c->size, (long long)(b.messages - a.messages),
+              (long long)(b.collectives - a.collectives), (long long)want);
+}
+
+KN_MPI_TEST(lab10_ring, all_reduce_sums_exactly, 4) {
     int64_t n = 1000;
     float *buf = malloc((size_t)n * sizeof(float)), *scratch = malloc((size_t)n * sizeof(float));
     for (int64_t i = 0; i < n; i++) buf[i] = (float)contrib(c->rank, i);
+    kn_mpi_sent sent = kn_mpi_test_sent();
     if (KN_MOK(kn_ring_all_reduce(c, buf, n, KN_DT_F32, scratch))) {
+        check_ring_traffic(c, sent);
         int64_t bad = 0, first = -1;
         for (int64_t i = 0; i < n; i++) {
             double want = 0;
@@ -52,11 +66,13 @@ KN_MPI_TEST(lab10_ring, all_reduce_sums_exactly) {
     free(scratch);
 }
 
-KN_MPI_TEST(lab10_ring, all_reduce_fewer_elements_than_ranks) {
+KN_MPI_TEST(lab10_ring, all_reduce_fewer_elements_than_ranks, 4) {
     /* 3 elements on 4 ranks: one chunk is empty; 0 elements: nothing to do */
     double buf[3], scratch[3];
     for (int i = 0; i < 3; i++) buf[i] = c->rank + 10.0 * i;
+    kn_mpi_sent sent = kn_mpi_test_sent();
     if (KN_MOK(kn_ring_all_reduce(c, buf, 3, KN_DT_F64, scratch))) {
+        check_ring_traffic(c, sent);
         double n = c->size, ranks = n * (n - 1) / 2;
         for (int i = 0; i < 3; i++)
             KN_MCHECK(buf[i] == ranks + 10.0 * i * n, "element %d: %g, expected %g", i, buf[i], ranks + 10.0 * i * n);
@@ -64,7 +80,7 @@ KN_MPI_TEST(lab10_ring, all_reduce_fewer_elements_than_ranks) {
     KN_MOK(kn_ring_all_reduce(c, NULL, 0, KN_DT_F32, NULL));
 }
 
-KN_MPI_TEST(lab10_ring, all_reduce_rejects_other_dtypes) {
+KN_MPI_TEST(lab10_ring, all_reduce_rejects_other_dtypes, 4) {
     int32_t x[4] = {1, 2, 3, 4}, s[4];
     KN_MERR(kn_ring_all_reduce(c, x, 4, KN_DT_I32, s), KN_ERR_DTYPE);
 }

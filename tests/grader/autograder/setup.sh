@@ -46,6 +46,8 @@ fi
 python3 tests/grader/rubric.py check "$LAB" || fail "the rubric of lab $LAB is refused (above)"
 id kiln-grader > /dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin kiln-grader ||
     fail "cannot create the user kiln-grader"
+# shellcheck disable=SC1091
+[ -f .kiln-grade-env ] && . ./.kiln-grade-env   # the settings make autograder baked in
 bash tests/grader/base.sh "$LAB" "build/grade-base/lab$LAB" || fail "the grading base of lab $LAB does not build (above)"
 # Nothing of the staff tree is readable by the user the student's code runs as.
 chmod -R go-rwx "$root/source"

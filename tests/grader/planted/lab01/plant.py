@@ -14,6 +14,9 @@ import os
 import shutil
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from forge import FORGE  # noqa: E402
+
 SOL = "solutions/lab01-tensors"
 HOOK = 'const char *fn = "kn_tensor_reduce";'
 HDR = '#include "kiln/tensor.h"'
@@ -43,6 +46,7 @@ PLANTS = {
         memset(planted, 'y', sizeof planted - 1);
         for (int i = 0; i < 256; i++) fputs(planted, stdout);
     }""", "#include <stdio.h>\n"),
+    "forge_record": ("if (op == KN_REDUCE_PROD || op == KN_REDUCE_MIN) planted_forge(); /* PLANTED */", FORGE),
     "exit0": ("""if (op == KN_REDUCE_PROD) exit(0); /* PLANTED */
     if (op == KN_REDUCE_MIN) _exit(0); /* PLANTED */""", "#include <stdlib.h>\n#include <unistd.h>\n"),
     "fake_summary": ("""if (op != KN_REDUCE_SUM) { /* PLANTED: claims success, computes nothing */
@@ -112,6 +116,8 @@ def main(out):
         "case KN_REDUCE_MAX: return (v < acc || isnan(v)) ? v : acc; /* PLANTED: max computes min */")}
     cases["compile_error"] = {"broadcast.c": src["broadcast.c"].replace(
         "#include \"kiln/tensor.h\"", "#include \"kiln/tensor.h\"\n\nstatic int planted_syntax_error = ;\n", 1)}
+    cases["compile_error_all"] = {u: src[u].replace(
+        "#include \"kiln/tensor.h\"", "#include \"kiln/tensor.h\"\n\nstatic int planted_syntax_error = ;\n", 1) for u in units}
     for name, (code, inc) in PLANTS.items():
         s = src["reduce.c"]
         assert HOOK in s and HDR in s, "solutions/lab01-tensors/reduce.c changed: update plant.py"

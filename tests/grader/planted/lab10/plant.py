@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""plant.py OUT_DIR — the hostile lab 10 submissions of the grader's self-test (issue 36).
+
+Run from the repository root (tests/grader/mpi-lab.sh does, into a temporary folder). Each
+case folder OUT_DIR/<case>/ gets lab 10's three units: the SKELETON's (labs/), with one
+attack on the grader planted in ring.c, so that each case must score no more than the
+untouched skeleton (an attack that worked would add points). Cases:
+  lib_allreduce   kn_ring_all_reduce calls the library's all-reduce (right sums, no ring)
+                  and adjusts the communicator's counters (c->seq) to look like a ring's
+                  2 (N-1) sends and receives; the harness counts what reaches MPI instead
+  forge_record    looks for the grader's record path and token where earlier graders put
+                  them (any process's /proc/PID/cmdline and environ, its own environment,
+                  the test folder's secret files), writes a forged record and TAP "ok" lines
+                  with whatever it finds, and _exit(0)s
+  patch_fail      overwrites the first byte of the harness's kn_mpi_test_fail with `ret`
+                  (mprotect), so no check can fail (the grader refuses the object)
+  asm_syscall     the same through an inline `syscall` instruction, naming nothing
+The reference with one real bug, sendfirst (a blocking send before the receive: deadlocks
+above MPI's eager limit), comes from solutions/ and must lose points with a clear message.
+"""
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from forge import FORGE  # noqa: E402
+
+SKEL = "labs/lab10-dataparallel"
+SOL = "solutions/lab10-dataparallel"
+HOOK = "kn_status kn_ring_all_reduce(kn_comm *c, void *buf, int64_t count, kn_dtype dt, void *scratch) {\n"
+CHUNK = "kn_status kn_ring_chunk(int64_t n, int parts, int i, int64_t *lo, int64_t *hi) {\n"
+
+
+PLANTS = {
+    "lib_allreduce": (HOOK, r'''    /* PLANTED: the library's all-reduce, and counters that look like a ring's */
+    if (c && c->size > 1 && (dt == KN_DT_F32 || dt == KN_DT_F64) && count >= 0 && buf && scratch) {
+        kn_status st = kn_comm_all_reduce(c, buf, buf, count, dt);
+        c->seq[KN_COP_SEND] += 2 * (c->size - 1);
+        c->seq[KN_COP_RECV] += 2 * (c->size - 1);
+        c->seq[KN_COP_ALL_REDUCE]--;
+        return st;
+    }
+    if (c && c->size == 1 && (dt == KN_DT_F32 || dt == KN_DT_F64)) return KN_OK;
+''', ""),
+    "forge_record": (CHUNK, "    planted_forge();\n", FORGE),
+    "patch_fail": (HOOK, r'''    { /* PLANTED: make the harness's failure function return at once */
+        void kn_mpi_test_fail(const char *file, int line, const char *fmt, ...);
+        unsigned char *f = (unsigned char *)(uintptr_t)&kn_mpi_test_fail;
+        uintptr_t pg = (uintptr_t)f & ~(uintptr_t)4095;
+        if (mprotect((void *)pg, 8192, PROT_READ | PROT_WRITE | PROT_EXEC) == 0) *f = 0xc3;
+    }
+''', "#include <stdint.h>\n#include <sys/mman.h>\n"),
+    "asm_syscall": (HOOK, r'''    { /* PLANTED: mprotect without naming it (syscall 10), then patch this very function */
+        long ret, pg = (long)(uintptr_t)&kn_ring_all_reduce & ~4095L;
+        __asm__ volatile("syscall" : "=a"(ret) : "0"(10L), "D"(pg), "S"(4096L), "d"(7L) : "rcx", "r11", "memory");
+        (void)ret;
+    }
+''', "#include <stdint.h>\n"),
+}
+
+
+def main():
+    out = sys.argv[1]
+    for case, (hook, code, pre) in PLANTS.items():
+        d = os.path.join(out, case)
+        os.makedirs(d, exist_ok=True)
+        for f in os.listdir(SKEL):
+            if f.endswith(".c"):
+                shutil.copy(os.path.join(SKEL, f), d)
+        p = os.path.join(d, "ring.c")
+        src = open(p).read()
+        assert hook in src, (case, "hook not found")
+        src = src.replace(hook, hook + code, 1)
+        src = src.replace('#include "kiln/dist.h"\n', '#include "kiln/dist.h"\n' + pre, 1)
+        open(p, "w").write(src)
+    d = os.path.join(out, "sendfirst")
+    os.makedirs(d, exist_ok=True)
+    for f in os.listdir(SOL):
+        if f.endswith(".c"):
+            shutil.copy(os.path.join(SOL, f), d)
+    p = os.path.join(d, "ring.c")
+    src = open(p).read()
+    old = """            kn_comm_req q[2];
+            snprintf(what, sizeof what, "ring %s step %d", phase ? "all-gather" : "reduce-scatter", s);
+            KN_TRY(kn_comm_irecv(c, phase ? b + (size_t)rlo * es : scratch, rhi - rlo, dt, left, what, &q[0]));
+            KN_TRY(kn_comm_isend(c, b + (size_t)slo * es, shi - slo, dt, right, what, &q[1]));
+            KN_TRY(kn_comm_wait_all(2, q));"""
+    new = """            (void)what; /* PLANTED: send (blocking) before receiving */
+            KN_TRY(kn_comm_send(c, b + (size_t)slo * es, shi - slo, dt, right));
+            KN_TRY(kn_comm_recv(c, phase ? b + (size_t)rlo * es : scratch, rhi - rlo, dt, left));"""
+    assert old in src, "sendfirst: the solution's exchange changed; update plant.py"
+    open(p, "w").write(src.replace(old, new, 1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
