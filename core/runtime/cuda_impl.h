@@ -263,10 +263,14 @@ __device__ inline float knc_sc_unary(kn_unary_op op, float x) { return kn_sc_una
 __device__ inline double knc_sc_unary(kn_unary_op op, double x) { return kn_sc_unary_f64(op, x); }
 __device__ inline float knc_sc_binary(kn_binary_op op, float a, float b) { return kn_sc_binary_f32(op, a, b); }
 __device__ inline double knc_sc_binary(kn_binary_op op, double a, double b) { return kn_sc_binary_f64(op, a, b); }
-__device__ inline float knc_sc_gelu_grad(float x) { return kn_sc_gelu_grad_f32(x); }
-__device__ inline double knc_sc_gelu_grad(double x) { return kn_sc_gelu_grad_f64(x); }
-__device__ inline float knc_sc_relu_grad(float g, float x) { return kn_sc_relu_grad_f32(g, x); }
-__device__ inline double knc_sc_relu_grad(double g, double x) { return kn_sc_relu_grad_f64(g, x); }
+__device__ inline float knc_sc_unary_grad(kn_unary_op op, float d, float x) { return kn_sc_unary_grad_f32(op, d, x); }
+__device__ inline double knc_sc_unary_grad(kn_unary_op op, double d, double x) { return kn_sc_unary_grad_f64(op, d, x); }
+/* Whether n is unary_grad of a function with a gradient column (*f: that function). */
+static inline bool knc_unary_grad_fn(const kn_node *n, kn_unary_op *f) {
+    if (n->op != KN_OP_UNARY_GRAD || n->attrs.fn < 0 || n->attrs.fn >= KN_UNARY_COUNT) return false;
+    *f = (kn_unary_op)n->attrs.fn;
+    return kn_sc_unary_has_grad(*f);
+}
 
 /* A new contiguous tensor of n->type on dev. */
 kn_status knc_new_out(const kn_node *n, kn_device dev, kn_tensor **out);
@@ -306,7 +310,7 @@ KNC_KERNEL(knc_binary);
 KNC_KERNEL(knc_eq);
 KNC_KERNEL(knc_where);
 KNC_KERNEL(knc_unary);
-KNC_KERNEL(knc_act_bwd);
+KNC_KERNEL(knc_unary_grad);
 KNC_KERNEL(knc_cast);
 KNC_KERNEL(knc_dropout);
 KNC_KERNEL(knc_causal_fill);
