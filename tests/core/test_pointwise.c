@@ -72,6 +72,26 @@ KN_TEST(pointwise, the_renderers_strings_are_the_tables_expressions) {
     cr_assert_null(kn_sc_unary_grad_expr(KN_UNARY_COUNT));
 }
 
+/* silu (added as one row of the table): x sigmoid(x) and its derivative
+ * sigmoid(x) (1 + x (1 - sigmoid(x))) at -1, 0.5 and 1, reference values computed apart
+ * (Python float64, math.exp); every other path (kernels, renderers, emulator, GPU, the
+ * backward) is walked for this row by the table-driven tests of this file and
+ * test_cuda_ops.c, test_op_tables.c, test_autograd_ops.c. */
+KN_TEST(pointwise, silu_is_pytorchs_silu) {
+    const double x[3] = {-1, 0.5, 1};
+    const double y[3] = {-0.2689414213699951, 0.3112296656009273, 0.7310585786300049};
+    const double dy[3] = {0.07232948812851325, 0.7399611873026519, 0.9276705118714869};
+    for (int i = 0; i < 3; i++) {
+        cr_assert_float_eq(kn_sc_unary_f64(KN_UNARY_SILU, x[i]), y[i], 1e-15, "silu(%g)", x[i]);
+        cr_assert_float_eq(kn_sc_unary_grad_f64(KN_UNARY_SILU, 1, x[i]), dy[i], 1e-15, "silu'(%g)", x[i]);
+        cr_assert_float_eq(kn_sc_unary_f32(KN_UNARY_SILU, (float)x[i]), y[i], 1e-7, "silu(%g) in f32", x[i]);
+    }
+    cr_assert_str_eq(kn_unary_op_name(KN_UNARY_SILU), "silu");
+    cr_assert_eq(kn_op_from_name("silu", 4), kn_unary_ir_op(KN_UNARY_SILU));
+    cr_assert(kn_op_get(kn_unary_ir_op(KN_UNARY_SILU))->differentiable);
+    cr_assert_eq(kn_sc_unary_f64(KN_UNARY_SILU, -1000), 0, "no overflow to NaN far left");
+}
+
 /* y = f(x) (f(exp(x)) for a positive domain) and, for a row with a gradient, unary_grad
  * {fn=f}(dy, x): the row's two IR ops in one graph of two outputs. NULL for a row that is
  * the library's only. */
