@@ -14,6 +14,7 @@
 
 #include "kiln/cuda.h"
 #include "kiln/scalar.h"
+#include "tensor/rowmath.h"
 extern "C" {
 #include "ir/ir_impl.h"
 }
@@ -271,6 +272,27 @@ static inline bool knc_unary_grad_fn(const kn_node *n, kn_unary_op *f) {
     *f = (kn_unary_op)n->attrs.fn;
     return kn_sc_unary_has_grad(*f);
 }
+
+/* tensor/rowmath.h's row formulas by type (the CPU kernels call the same ones). */
+template <typename T> __device__ inline T knc_rm_rstd(double sqdev, int64_t c, double eps);
+template <> __device__ inline float knc_rm_rstd<float>(double sqdev, int64_t c, double eps) { return kn_rm_rstd_f32(sqdev, c, eps); }
+template <> __device__ inline double knc_rm_rstd<double>(double sqdev, int64_t c, double eps) { return kn_rm_rstd_f64(sqdev, c, eps); }
+__device__ inline float knc_rm_normalize(float x, float m, float r) { return kn_rm_normalize_f32(x, m, r); }
+__device__ inline double knc_rm_normalize(double x, double m, double r) { return kn_rm_normalize_f64(x, m, r); }
+__device__ inline float knc_rm_affine(float x, float m, float r, float w, float b) { return kn_rm_affine_f32(x, m, r, w, b); }
+__device__ inline double knc_rm_affine(double x, double m, double r, double w, double b) { return kn_rm_affine_f64(x, m, r, w, b); }
+__device__ inline float knc_rm_layernorm_dx(float g, float xh, float mg, float mgx, float r) {
+    return kn_rm_layernorm_dx_f32(g, xh, mg, mgx, r);
+}
+__device__ inline double knc_rm_layernorm_dx(double g, double xh, double mg, double mgx, double r) {
+    return kn_rm_layernorm_dx_f64(g, xh, mg, mgx, r);
+}
+__device__ inline float knc_rm_softmax_dx(float y, float dy, float s) { return kn_rm_softmax_dx_f32(y, dy, s); }
+__device__ inline double knc_rm_softmax_dx(double y, double dy, double s) { return kn_rm_softmax_dx_f64(y, dy, s); }
+__device__ inline float knc_rm_log_softmax_dx(float dy, float ey, float s) { return kn_rm_log_softmax_dx_f32(dy, ey, s); }
+__device__ inline double knc_rm_log_softmax_dx(double dy, double ey, double s) { return kn_rm_log_softmax_dx_f64(dy, ey, s); }
+__device__ inline float knc_rm_ce_scale(float dloss, int64_t rows) { return kn_rm_ce_scale_f32(dloss, rows); }
+__device__ inline double knc_rm_ce_scale(double dloss, int64_t rows) { return kn_rm_ce_scale_f64(dloss, rows); }
 
 /* A new contiguous tensor of n->type on dev. */
 kn_status knc_new_out(const kn_node *n, kn_device dev, kn_tensor **out);
