@@ -5,7 +5,8 @@
  * A rule sees the forward node (its operands, attributes and result, all values of the
  * builder) and the gradient dy of its result, and emits the gradients of the operands
  * that want one, using ordinary builder calls. Rules for broadcasting ops sum the
- * gradient back to the operand's shape (kn_sum_to, a lab 02 unit); views apply their inverse; fused ops
+ * gradient back to the operand's shape (kn_sum_to, a lab 02 unit); views apply their inverse;
+ * the pointwise functions with a gradient column share bw_unary (kiln/pointwise.def); fused ops
  * have fused backward ops (softmax_bwd, causal_softmax_bwd, layernorm_dx, ...). Every rule
  * is checked against finite differences in fp64 (tests/core/test_autograd_*.c). */
 #include <string.h>
@@ -51,8 +52,19 @@ static kn_val two(kn_builder *b, kn_op op, kn_val x, kn_val y, const kn_attrs *a
     return kn_builder_op(b, "kn_backward", op, 2, in, a, NULL);
 }
 
-void bw_gelu(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) { dx[0] = two(b, KN_OP_GELU_BWD, dy, in_(b, id, 0), NULL); }
-void bw_relu(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) { dx[0] = two(b, KN_OP_RELU_BWD, dy, in_(b, id, 0), NULL); }
+/* The rule of every pointwise function with a gradient column (kiln/pointwise.def, ir
+ * column IR(bw_unary)): dx = unary_grad {fn=f}(dy, x), the column's formula. */
+void bw_unary(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
+    kn_unary_op f;
+    if (!kn_op_unary(node(b, id)->op, &f)) {
+        kn_builder_fail(b, KN_ERR_INTERNAL, "bw_unary: %%%d = %s is not a pointwise function", (int)id,
+                        kn_op_name(node(b, id)->op));
+        return;
+    }
+    kn_attrs a = kn_attrs_default();
+    a.fn = (int32_t)f;
+    dx[0] = two(b, KN_OP_UNARY_GRAD, dy, in_(b, id, 0), &a);
+}
 
 void bw_cast(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
     kn_dtype from = type_of(b, in_(b, id, 0)).dtype;

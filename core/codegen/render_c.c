@@ -180,7 +180,7 @@ static void expr_of(kn_rc *c, int i, char *buf, size_t cap) {
     char a[3][48];
     const char *args[3] = {a[0], a[1], a[2]};
     for (int j = 0; j < x->nin && j < 3; j++) kn_rc_name(c, x->in[j], a[j], sizeof a[j]);
-    if (x->op == KN_OP_GELU_BWD) snprintf(a[2], sizeof a[2], "t%d", i); /* defined by define() */
+    if (x->op == KN_OP_UNARY_GRAD) snprintf(a[2], sizeof a[2], "t%d", i); /* defined by define() */
     bool f32 = x->dtype == KN_DT_F32 || kn_rc_low(x->dtype); /* float math */
     const char *tmpl = NULL, *names = "ab";
     kn_unary_op u;
@@ -202,8 +202,7 @@ static void expr_of(kn_rc *c, int i, char *buf, size_t cap) {
     }
     if (kn_op_unary(x->op, &u)) { tmpl = kn_sc_unary_expr(u); names = "x"; }
     else if (kn_op_binary(x->op, &bo) && x->op != KN_OP_EQ) tmpl = kn_sc_binary_expr(bo);
-    else if (x->op == KN_OP_GELU_BWD) { tmpl = kn_sc_gelu_bwd_expr(); names = "abt"; }
-    else if (x->op == KN_OP_RELU_BWD) tmpl = kn_sc_relu_bwd_expr();
+    else if (x->op == KN_OP_UNARY_GRAD) { tmpl = kn_sc_unary_grad_expr((kn_unary_op)x->fn); names = "dxt"; }
     else if (x->op == KN_OP_EQ) { snprintf(buf, cap, "(unsigned char)((%s) == (%s))", a[0], a[1]); return; }
     else if (x->op == KN_OP_WHERE) { snprintf(buf, cap, "((%s) ? (%s) : (%s))", a[0], a[1], a[2]); return; }
     else if (x->op == KN_OP_CAST) {
@@ -257,13 +256,13 @@ void kn_rc_define(kn_rc *c, int i, bool full, int indent) {
     for (int j = 0; j < x->nin; j++)
         if (!c->done[x->in[j]]) return; /* needs an accumulator not computed yet */
     char e[2048];
-    if (x->kind == KN_KX_OP && x->op == KN_OP_GELU_BWD) { /* its tanh, once */
-        char b[48];
+    if (x->kind == KN_KX_OP && x->op == KN_OP_UNARY_GRAD && kn_sc_unary_grad_needs_t((kn_unary_op)x->fn)) {
+        char b[48]; /* the gradient's t(x), once (gelu's tanh) */
         const char *args[1] = {b};
         kn_rc_name(c, x->in[1], b, sizeof b);
-        if (!kn_render_c_bind(kn_sc_gelu_bwd_t_expr(), args, "b", x->dtype == KN_DT_F32 || kn_rc_low(x->dtype), e,
-                                sizeof e)) {
-            if (c->o.st == KN_OK) c->o.st = kn_error(KN_ERR_UNSUPPORTED, "kn_render_c: %s: x%d = gelu_bwd: kn_render_c_bind "
+        if (!kn_render_c_bind(kn_sc_unary_grad_t_expr((kn_unary_op)x->fn), args, "x",
+                              x->dtype == KN_DT_F32 || kn_rc_low(x->dtype), e, sizeof e)) {
+            if (c->o.st == KN_OK) c->o.st = kn_error(KN_ERR_UNSUPPORTED, "kn_render_c: %s: x%d = unary_grad: kn_render_c_bind "
                                                      "failed", c->k->name, i);
             return;
         }

@@ -46,6 +46,21 @@ kn_val kn_rsqrt(kn_builder *b, kn_val x) { return op1(b, "kn_rsqrt", KN_OP_RSQRT
 kn_val kn_tanh(kn_builder *b, kn_val x) { return op1(b, "kn_tanh", KN_OP_TANH, x, NULL); }
 kn_val kn_gelu(kn_builder *b, kn_val x) { return op1(b, "kn_gelu", KN_OP_GELU, x, NULL); }
 kn_val kn_relu(kn_builder *b, kn_val x) { return op1(b, "kn_relu", KN_OP_RELU, x, NULL); }
+kn_val kn_unary(kn_builder *b, kn_unary_op f, kn_val x) {
+    kn_op op = kn_unary_ir_op(f);
+    if (op == KN_OP_COUNT) {
+        if (kn_builder_status(b) == KN_OK)
+            kn_builder_fail(b, KN_ERR_ARG, "kn_unary: %s (%d) is not a pointwise function with an IR op "
+                            "(kiln/pointwise.def, its rows marked IR)", kn_unary_op_name(f), (int)f);
+        return KN_VAL_NONE;
+    }
+    return op1(b, "kn_unary", op, x, NULL);
+}
+kn_val kn_unary_grad(kn_builder *b, kn_unary_op f, kn_val dy, kn_val x) {
+    kn_attrs a = kn_attrs_default();
+    a.fn = (int32_t)f; /* checked by the op's attribute check: a row with a gradient */
+    return op2(b, "kn_unary_grad", KN_OP_UNARY_GRAD, dy, x, &a);
+}
 
 kn_val kn_cast(kn_builder *b, kn_val x, kn_dtype dt) {
     kn_attrs a = kn_attrs_default();

@@ -133,11 +133,12 @@ kn_status kern_unary(const kn_node *n, const kn_tensor *const *in, kn_tensor **o
     KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_unary, op, D(in[0]), D(*out), NUMEL(in[0])));
 }
 
-kn_status kern_act_bwd(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    if (n->op == KN_OP_GELU_BWD)
-        KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_gelu_bwd, D(in[0]), D(in[1]), D(*out), NUMEL(in[0])));
-    if (n->op != KN_OP_RELU_BWD) return no_kernel(n, "kern_act_bwd");
-    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_relu_bwd, D(in[0]), D(in[1]), D(*out), NUMEL(in[0])));
+/* unary_grad {fn}: dx = f'(x) dy of operands (dy, x), the row's gradient column. */
+kn_status kern_unary_grad(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    kn_unary_op f = (kn_unary_op)n->attrs.fn;
+    if (n->op != KN_OP_UNARY_GRAD || n->attrs.fn < 0 || f >= KN_UNARY_COUNT || !kn_sc_unary_has_grad(f))
+        return no_kernel(n, "kern_unary_grad");
+    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_unary_grad, f, D(in[0]), D(in[1]), D(*out), NUMEL(in[0])));
 }
 
 kn_status kern_cast(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
@@ -272,8 +273,8 @@ kn_status kern_matmul(const kn_node *n, const kn_tensor *const *in, kn_tensor **
 
 /* The products with an epilogue (the `epilogue` pass's ops; infer_matmul_ep has their
  * shapes): kiln's GEMM, then the epilogue loop, with the very kernels the nodes they
- * replace run (the bias add is add's sum, gelu and gelu_bwd are kn_k_unary and
- * kn_k_gelu_bwd, the bias gradient is sum's kn_k_reduce), so on the CPU the fused step
+ * replace run (the bias add is add's sum, gelu and its gradient are kn_k_unary and
+ * kn_k_unary_grad, the bias gradient is sum's kn_k_reduce), so on the CPU the fused step
  * gives the unfused step's bits. This is the reference the CUDA kernel (cuBLASLt's
  * epilogues, cuda_matmul_lt.cu) is tested against. */
 #define KN_MATMUL_EP(T, S)                                                                          \
@@ -285,7 +286,7 @@ kn_status kern_matmul(const kn_node *n, const kn_tensor *const *in, kn_tensor **
             for (int64_t i = 0; i < m; i++)                                                         \
                 for (int64_t j = 0; j < n; j++) p[i * n + j] = p[i * n + j] + e[j];                  \
         if (op == KN_OP_MATMUL_BIAS_GELU) kn_k_unary_##S(KN_UNARY_GELU, p, c, m * n);               \
-        if (op == KN_OP_MATMUL_DGELU) kn_k_gelu_bwd_##S(p, e, p, m * n);                            \
+        if (op == KN_OP_MATMUL_DGELU) kn_k_unary_grad_##S(KN_UNARY_GELU, p, e, p, m * n);          \
         if (op == KN_OP_MATMUL_BGRAD) kn_k_reduce_##S(KN_REDUCE_SUM, b, c + m * n, 1, k, n);         \
     }
 KN_MATMUL_EP(float, f32)

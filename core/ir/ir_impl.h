@@ -51,7 +51,7 @@ void kn_backward_checked(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
  * tensors (KN_ERR_ARG otherwise). */
 kn_status kn_cpu_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out);
 
-typedef enum kn_attr_kind { KN_AK_INT, KN_AK_F64, KN_AK_INTS, KN_AK_DTYPE, KN_AK_STR } kn_attr_kind;
+typedef enum kn_attr_kind { KN_AK_INT, KN_AK_F64, KN_AK_INTS, KN_AK_DTYPE, KN_AK_STR, KN_AK_FN } kn_attr_kind;
 typedef struct kn_attr_meta {
     const char *name;
     kn_attr_kind kind;

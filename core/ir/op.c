@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ir/ir_impl.h"
+#include "kiln/scalar.h"
 
 /* KN_IS_BW_NONE(f) is 1 when the token f is bw_none and 0 otherwise, at preprocessing time
  * (the "probe" idiom: only bw_none expands to two arguments), so the table stays a
@@ -84,30 +85,55 @@ kn_op kn_op_from_name(const char *name, size_t len) {
     return KN_OP_COUNT;
 }
 
-/* The index in [0, count) whose name(i) equals op's name, or -1. */
-static int same_name(kn_op op, kn_op_category cat, int arity, int count, const char *(*name)(int)) {
-    const kn_op_info *oi = kn_op_get(op);
-    if (!oi || oi->category != cat || (arity >= 0 && oi->arity != arity)) return -1;
-    for (int i = 0; i < count; i++)
-        if (!strcmp(name(i), oi->name)) return i;
-    return -1;
-}
-static const char *unary_name(int i) { return kn_unary_op_name((kn_unary_op)i); }
-static const char *binary_name(int i) { return kn_binary_op_name((kn_binary_op)i); }
-static const char *reduce_name(int i) { return kn_reduce_op_name((kn_reduce_op)i); }
+/* The IR op of each row of kiln/pointwise.def (KN_OP_COUNT: the library's only), and back:
+ * both generated from the table, so the IR's "exp" is the tensor library's "exp". */
+#define KN_PW_OP_IR(rule) 1
+#define KN_PW_OP_LIB 0
+#define KN_PW_OP_OF(E, ir) KN_PW_OP_OF_(E, KN_PW_OP_##ir)
+#define KN_PW_OP_OF_(E, isop) KN_PW_OP_OF__(E, isop)
+#define KN_PW_OP_OF__(E, isop) KN_PW_OP_OF_##isop(E)
+#define KN_PW_OP_OF_1(E) KN_OP_##E
+#define KN_PW_OP_OF_0(E) KN_OP_COUNT
+static const kn_op kn_unary_ops[KN_UNARY_COUNT] = {
+#define KN_PW(E, name, dtypes, f, grad, ir, autocast) KN_PW_OP_OF(E, ir),
+#include "kiln/pointwise.def"
+};
+
+kn_op kn_unary_ir_op(kn_unary_op f) { return (unsigned)f < KN_UNARY_COUNT ? kn_unary_ops[f] : KN_OP_COUNT; }
 
 bool kn_op_unary(kn_op op, kn_unary_op *out) {
-    int i = same_name(op, KN_CAT_ELEMENTWISE, 1, KN_UNARY_COUNT, unary_name);
-    if (i >= 0 && out) *out = (kn_unary_op)i;
-    return i >= 0;
+    for (int i = 0; i < KN_UNARY_COUNT; i++)
+        if (kn_unary_ops[i] == op && op != KN_OP_COUNT) {
+            if (out) *out = (kn_unary_op)i;
+            return true;
+        }
+    return false;
+}
+
+/* The elementwise ops of arity 2 that are kn_binary_ops, and the reductions: -1 for every
+ * other op (a new binary or reduction op adds its pair here). */
+static int op_binary(kn_op op) {
+    static const struct { kn_op op; kn_binary_op b; } map[] = {
+        {KN_OP_ADD, KN_BINARY_ADD}, {KN_OP_SUB, KN_BINARY_SUB}, {KN_OP_MUL, KN_BINARY_MUL},
+        {KN_OP_DIV, KN_BINARY_DIV}, {KN_OP_EQ, KN_BINARY_EQ}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (map[i].op == op) return (int)map[i].b;
+    return -1;
+}
+static int op_reduce(kn_op op) {
+    static const struct { kn_op op; kn_reduce_op r; } map[] = {
+        {KN_OP_SUM, KN_REDUCE_SUM}, {KN_OP_MEAN, KN_REDUCE_MEAN}, {KN_OP_MAX, KN_REDUCE_MAX}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (map[i].op == op) return (int)map[i].r;
+    return -1;
 }
 bool kn_op_binary(kn_op op, kn_binary_op *out) {
-    int i = same_name(op, KN_CAT_ELEMENTWISE, 2, KN_BINARY_COUNT, binary_name);
+    int i = op_binary(op);
     if (i >= 0 && out) *out = (kn_binary_op)i;
     return i >= 0;
 }
 bool kn_op_reduce(kn_op op, kn_reduce_op *out) {
-    int i = same_name(op, KN_CAT_REDUCTION, -1, KN_REDUCE_COUNT, reduce_name);
+    int i = op_reduce(op);
     if (i >= 0 && out) *out = (kn_reduce_op)i;
     return i >= 0;
 }
@@ -129,7 +155,7 @@ int64_t *kn_attr_int(kn_attrs *a, kn_attr_id id) {
     case KN_ATTR_TB: return &a->tb;
     case KN_ATTR_SEED: return &a->seed;
     case KN_ATTR_OFFSET: return &a->offset;
-    case KN_ATTR_AXES: case KN_ATTR_PERM: case KN_ATTR_SHAPE: case KN_ATTR_EPS: case KN_ATTR_P: case KN_ATTR_VALUE: case KN_ATTR_SCALE: case KN_ATTR_DTYPE: case KN_ATTR_NAME: case KN_ATTR_COUNT: return NULL; /* not an INT attribute */
+    case KN_ATTR_AXES: case KN_ATTR_PERM: case KN_ATTR_SHAPE: case KN_ATTR_EPS: case KN_ATTR_P: case KN_ATTR_VALUE: case KN_ATTR_SCALE: case KN_ATTR_DTYPE: case KN_ATTR_NAME: case KN_ATTR_FN: case KN_ATTR_COUNT: return NULL; /* not an INT attribute */
     }
     return NULL;
 }
@@ -140,7 +166,7 @@ double *kn_attr_f64(kn_attrs *a, kn_attr_id id) {
     case KN_ATTR_P: return &a->p;
     case KN_ATTR_VALUE: return &a->value;
     case KN_ATTR_SCALE: return &a->scale;
-    case KN_ATTR_AXES: case KN_ATTR_PERM: case KN_ATTR_SHAPE: case KN_ATTR_AXIS: case KN_ATTR_KEEPDIM: case KN_ATTR_START: case KN_ATTR_STOP: case KN_ATTR_STEP: case KN_ATTR_TA: case KN_ATTR_TB: case KN_ATTR_SEED: case KN_ATTR_OFFSET: case KN_ATTR_DTYPE: case KN_ATTR_NAME: case KN_ATTR_COUNT: return NULL; /* not an F64 attribute */
+    case KN_ATTR_AXES: case KN_ATTR_PERM: case KN_ATTR_SHAPE: case KN_ATTR_AXIS: case KN_ATTR_KEEPDIM: case KN_ATTR_START: case KN_ATTR_STOP: case KN_ATTR_STEP: case KN_ATTR_TA: case KN_ATTR_TB: case KN_ATTR_SEED: case KN_ATTR_OFFSET: case KN_ATTR_DTYPE: case KN_ATTR_NAME: case KN_ATTR_FN: case KN_ATTR_COUNT: return NULL; /* not an F64 attribute */
     }
     return NULL;
 }
@@ -150,7 +176,7 @@ int64_t *kn_attr_ints(kn_attrs *a, kn_attr_id id, int **count) {
     case KN_ATTR_AXES: *count = &a->naxes; return a->axes;
     case KN_ATTR_PERM: *count = &a->nperm; return a->perm;
     case KN_ATTR_SHAPE: *count = &a->nshape; return a->shape;
-    case KN_ATTR_AXIS: case KN_ATTR_KEEPDIM: case KN_ATTR_START: case KN_ATTR_STOP: case KN_ATTR_STEP: case KN_ATTR_TA: case KN_ATTR_TB: case KN_ATTR_SEED: case KN_ATTR_OFFSET: case KN_ATTR_EPS: case KN_ATTR_P: case KN_ATTR_VALUE: case KN_ATTR_SCALE: case KN_ATTR_DTYPE: case KN_ATTR_NAME: case KN_ATTR_COUNT: *count = NULL; return NULL; /* not an INTS attribute */
+    case KN_ATTR_AXIS: case KN_ATTR_KEEPDIM: case KN_ATTR_START: case KN_ATTR_STOP: case KN_ATTR_STEP: case KN_ATTR_TA: case KN_ATTR_TB: case KN_ATTR_SEED: case KN_ATTR_OFFSET: case KN_ATTR_EPS: case KN_ATTR_P: case KN_ATTR_VALUE: case KN_ATTR_SCALE: case KN_ATTR_DTYPE: case KN_ATTR_NAME: case KN_ATTR_FN: case KN_ATTR_COUNT: *count = NULL; return NULL; /* not an INTS attribute */
     }
     *count = NULL;
     return NULL;
@@ -162,7 +188,8 @@ kn_attrs kn_attrs_default(void) {
     a.dtype = KN_DT_F32;
 #define KN_ATTR(E, name, kind, dflt)                                          \
     if (KN_AK_##kind == KN_AK_INT) *kn_attr_int(&a, KN_ATTR_##E) = (int64_t)(dflt); \
-    if (KN_AK_##kind == KN_AK_F64) *kn_attr_f64(&a, KN_ATTR_##E) = (double)(dflt);
+    if (KN_AK_##kind == KN_AK_F64) *kn_attr_f64(&a, KN_ATTR_##E) = (double)(dflt); \
+    if (KN_AK_##kind == KN_AK_FN) a.fn = (int32_t)(dflt);
 #include "ir/ops.def"
     return a;
 }
@@ -178,6 +205,7 @@ bool kn_attr_is_default(const kn_attrs *a, kn_attr_id id) {
     case KN_AK_INTS: { int *c = NULL; kn_attr_ints(m, id, &c); return !c || *c == 0; }
     case KN_AK_DTYPE: return a->dtype == d.dtype;
     case KN_AK_STR: return a->name[0] == '\0';
+    case KN_AK_FN: return a->fn == d.fn;
     }
     return true;
 }
@@ -212,6 +240,12 @@ kn_status kn_node_check_attrs(const kn_node *n, char *msg, size_t msz) {
     if (a->seed < 0 || a->offset < 0) { snprintf(msg, msz, "seed and offset must be >= 0"); return KN_ERR_ARG; }
     if (!kn_dtype_valid(a->dtype)) { snprintf(msg, msz, "invalid dtype %d", (int)a->dtype); return KN_ERR_DTYPE; }
     if (memchr(a->name, '\0', KN_NAME_MAX) == NULL) { snprintf(msg, msz, "name is not terminated"); return KN_ERR_ARG; }
+    if ((info->req_attrs & KN_ABIT(FN)) &&
+        (a->fn < 0 || a->fn >= KN_UNARY_COUNT || !kn_sc_unary_has_grad((kn_unary_op)a->fn))) {
+        snprintf(msg, msz, "%s needs fn, a pointwise function with a gradient (kiln/pointwise.def), not %s",
+                 info->name, a->fn >= 0 && a->fn < KN_UNARY_COUNT ? kn_unary_op_name((kn_unary_op)a->fn) : "none");
+        return KN_ERR_ARG;
+    }
     if ((info->req_attrs & KN_ABIT(NAME)) && a->name[0] == '\0') {
         snprintf(msg, msz, "%s needs a non-empty name", info->name);
         return KN_ERR_ARG;

@@ -212,12 +212,27 @@ static kn_status dtype(parser *p, kn_dtype *dt) {
     return KN_OK;
 }
 
+/* A pointwise function by its name (kiln/pointwise.def): gelu, relu, ... */
+static kn_status unary_fn(parser *p, int32_t *fn) {
+    const char *s;
+    size_t at = p->pos, n = ident(p, &s);
+    if (n == 0) return expected(p, "a pointwise function's name (gelu, relu, ...)");
+    for (int i = 0; i < KN_UNARY_COUNT; i++) {
+        const char *name = kn_unary_op_name((kn_unary_op)i);
+        if (strlen(name) == n && !memcmp(name, s, n)) { *fn = i; return KN_OK; }
+    }
+    p->pos = at;
+    skip_ws(p);
+    return perr(p, "unknown pointwise function '%.*s'", (int)(n > 20 ? 20 : n), s);
+}
+
 static kn_status attr_value(parser *p, kn_attrs *a, kn_attr_id id) {
     switch (kn_attr_metas[id].kind) {
     case KN_AK_INT: return integer(p, kn_attr_int(a, id));
     case KN_AK_F64: return number(p, kn_attr_f64(a, id));
     case KN_AK_INTS: { int *c; int64_t *v = kn_attr_ints(a, id, &c); return int_list(p, v, c, false); }
     case KN_AK_DTYPE: return dtype(p, &a->dtype);
+    case KN_AK_FN: return unary_fn(p, &a->fn);
     case KN_AK_STR: {
         if (!accept(p, '"')) return expected(p, "a string '\"...\"'");
         size_t k = 0;

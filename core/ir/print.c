@@ -45,6 +45,7 @@ static void print_attr(kn_sbuf *sb, const kn_attrs *a0, kn_attr_id id) {
     }
     case KN_AK_DTYPE: kn_sbuf_printf(sb, "%s", kn_dtype_name(a->dtype)); break;
     case KN_AK_STR: kn_sbuf_printf(sb, "\"%.*s\"", KN_NAME_MAX - 1, a->name); break;
+    case KN_AK_FN: kn_sbuf_printf(sb, "%s", kn_unary_op_name((kn_unary_op)a->fn)); break;
     }
 }
 

@@ -33,6 +33,14 @@
 
 #include "kiln/passes.h"
 
+kn_autocast_class kn_autocast_pointwise(kn_unary_op f) {
+    static const kn_autocast_class cls[KN_UNARY_COUNT] = {
+#define KN_PW(E, name, dtypes, f, grad, ir, autocast) KN_AUTOCAST_##autocast,
+#include "kiln/pointwise.def"
+    };
+    return (unsigned)f < KN_UNARY_COUNT ? cls[f] : KN_AUTOCAST_KEEP;
+}
+
 kn_status kn_autocast_parse(const char *text, kn_dtype *out) {
     if (!out) return kn_error(KN_ERR_ARG, "autocast: NULL dtype");
     if (!text) return kn_error(KN_ERR_ARG, "autocast needs a dtype: autocast:bf16 or autocast:fp16");

@@ -6,9 +6,12 @@
  * max/sum/mean reductions over the row axis (keepdim) and elementwise ops. The scheduler
  * then fuses each back into one row-wise kernel: a loop per reduction over the row, then
  * the stores (cross_entropy's mean over the rows is a second, small kernel). Each formula is
- * written in the order of operations of the interpreter's kernel (core/tensor/
- * kernels_train.inc), so the generated code differs from it only by where it rounds (the
- * kernels keep a row's statistics in double; here they are rounded to the row's dtype).
+ * written in the order of operations of the kernels' shared definition (core/tensor/
+ * rowmath.h, which the CPU kernels of kernels_train.inc and the CUDA kernels of cuda_norm.cu
+ * and cuda_reduce.cu call; each rule below names the function it follows), so the generated
+ * code differs from them only by where it rounds (the kernels keep a row's statistics in
+ * double; here they are rounded to the row's dtype). tests/core/test_rowmath.c checks the
+ * three agree.
  * The interpreter's special case of a row with no finite entry (a fully masked softmax row
  * gives 0, log_softmax -inf) is kept with a `where`.
  *
@@ -81,14 +84,14 @@ static int32_t r_log_softmax(kn_rewriter *rw, const kn_match *m) {
     return e3(rw, KN_OP_WHERE, masked, cst(rw, y, -INFINITY), y);
 }
 
-/* softmax_bwd(dy, y) = y * (dy - sum(dy * y)) */
+/* softmax_bwd(dy, y) = y * (dy - sum(dy * y)): kn_rm_softmax_dx */
 static int32_t r_softmax_bwd(kn_rewriter *rw, const kn_match *m) {
     int32_t dy = m->bind[1], y = m->bind[2];
     int32_t s = red(rw, KN_OP_SUM, e2(rw, KN_OP_MUL, dy, y), axis_of(m));
     return e2(rw, KN_OP_MUL, y, e2(rw, KN_OP_SUB, dy, s));
 }
 
-/* log_softmax_bwd(dy, y) = dy - exp(y) * sum(dy) */
+/* log_softmax_bwd(dy, y) = dy - exp(y) * sum(dy): kn_rm_log_softmax_dx */
 static int32_t r_log_softmax_bwd(kn_rewriter *rw, const kn_match *m) {
     int32_t dy = m->bind[1], y = m->bind[2];
     int32_t s = red(rw, KN_OP_SUM, dy, axis_of(m));
@@ -124,14 +127,15 @@ static int32_t r_causal_softmax_bwd(kn_rewriter *rw, const kn_match *m) {
     return e2(rw, KN_OP_MUL, d, cst(rw, d, m->root->attrs.scale));
 }
 
-/* (x - mean) and 1 / sqrt(var + eps) over the last axis. */
+/* (x - mean) and 1 / sqrt(var + eps) over the last axis: kn_rm_mean, kn_rm_rstd (rsqrt of
+ * the variance plus eps, in the row's dtype). */
 static void row_stats(kn_rewriter *rw, int32_t x, double eps, int32_t *d, int32_t *rstd) {
     *d = e2(rw, KN_OP_SUB, x, red(rw, KN_OP_MEAN, x, -1));
     int32_t var = red(rw, KN_OP_MEAN, e2(rw, KN_OP_MUL, *d, *d), -1);
     *rstd = e1(rw, KN_OP_RSQRT, e2(rw, KN_OP_ADD, var, cst(rw, var, eps)));
 }
 
-/* layernorm(x, w, b) = (x - mean) * rstd * w + b */
+/* layernorm(x, w, b) = (x - mean) * rstd * w + b: kn_rm_affine (normalize: kn_rm_normalize) */
 static int32_t r_layernorm(kn_rewriter *rw, const kn_match *m) {
     int32_t d, rstd;
     row_stats(rw, m->bind[1], m->root->attrs.eps, &d, &rstd);
@@ -146,7 +150,7 @@ static int32_t r_normalize(kn_rewriter *rw, const kn_match *m) {
 }
 
 /* layernorm_dx(dy, x, w): g = dy * w, xh = (x - mean) * rstd,
- * dx = rstd * (g - mean(g) - xh * mean(g * xh)) */
+ * dx = rstd * (g - mean(g) - xh * mean(g * xh)): kn_rm_layernorm_dx */
 static int32_t r_layernorm_dx(kn_rewriter *rw, const kn_match *m) {
     int32_t d, rstd;
     row_stats(rw, m->bind[2], m->root->attrs.eps, &d, &rstd);
@@ -170,7 +174,7 @@ static int32_t onehot_of(kn_rewriter *rw, int32_t x, int32_t t) {
     return kn_rw_emit(rw, KN_OP_ONEHOT, 1, &tk, &a);
 }
 
-/* log(sum(exp(x - max))) + max over the last axis (keepdim), the interpreter's row_lse. */
+/* log(sum(exp(x - max))) + max over the last axis (keepdim): kn_rm_lse. */
 static int32_t row_lse(kn_rewriter *rw, int32_t x) {
     int32_t mx = red(rw, KN_OP_MAX, x, -1);
     int32_t s = red(rw, KN_OP_SUM, e1(rw, KN_OP_EXP, e2(rw, KN_OP_SUB, x, mx)), -1);
@@ -200,7 +204,8 @@ static int32_t r_cross_entropy(kn_rewriter *rw, const kn_match *m) {
     return kn_rw_emit(rw, KN_OP_MEAN, 1, &l, &a);
 }
 
-/* cross_entropy_bwd(dl, x, t) = exp(x - lse) * s - onehot(t) * s, s = dl / rows */
+/* cross_entropy_bwd(dl, x, t) = exp(x - lse) * s - onehot(t) * s, s = dl / rows
+ * (kn_rm_ce_scale) */
 static int32_t r_cross_entropy_bwd(kn_rewriter *rw, const kn_match *m) {
     int32_t dl = m->bind[1], x = widened(rw, m->bind[2]), t = m->bind[3];
     int32_t sc = e2(rw, KN_OP_DIV, dl, cst(rw, dl, (double)kn_type_numel(&kn_rw_node(rw, t)->type)));

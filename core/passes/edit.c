@@ -70,7 +70,7 @@ bool kn_attrs_equal(kn_op op, const kn_attrs *a, const kn_attrs *b) {
 #define SAME_INT(E, f) if ((m & KN_ABIT(E)) && a->f != b->f) return false;
     SAME_INT(AXIS, axis) SAME_INT(KEEPDIM, keepdim) SAME_INT(START, start) SAME_INT(STOP, stop)
     SAME_INT(STEP, step) SAME_INT(TA, ta) SAME_INT(TB, tb) SAME_INT(SEED, seed) SAME_INT(OFFSET, offset)
-    SAME_INT(DTYPE, dtype)
+    SAME_INT(DTYPE, dtype) SAME_INT(FN, fn)
 #undef SAME_INT
 #define SAME_F64(E, f) if ((m & KN_ABIT(E)) && memcmp(&a->f, &b->f, sizeof a->f)) return false;
     SAME_F64(EPS, eps) SAME_F64(P, p) SAME_F64(VALUE, value) SAME_F64(SCALE, scale)

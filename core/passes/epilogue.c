@@ -154,13 +154,14 @@ static void match_forward(ep_plan *p) {
     }
 }
 
-/* gelu_bwd(product, pre), then matmul(x, dy, ta) with sum(dy, axes [0]). */
+/* unary_grad {fn=gelu}(product, pre) ("gelu_bwd" below), then matmul(x, dy, ta) with
+ * sum(dy, axes [0]). */
 static void match_backward(ep_plan *p) {
     const kn_graph *g = p->g;
     int32_t mm, cast;
     for (int32_t i = 0; i < g->nnodes; i++) {
         const kn_node *n = &g->nodes[i];
-        if (n->op != KN_OP_GELU_BWD || !free_node(p, i) || !is_f(n->type.dtype) || n->type.ndim != 2) continue;
+        if (n->op != KN_OP_UNARY_GRAD || n->attrs.fn != KN_UNARY_GELU || !free_node(p, i) || !is_f(n->type.dtype) || n->type.ndim != 2) continue;
         if (!product_of(p, n->in[0], n->type.dtype, &mm, &cast)) continue;
         add_group(p, KN_OP_MATMUL_DGELU, mm, n->in[1], i, n->type.shape[0]);
         member(p, mm, E_DROP);
@@ -261,7 +262,7 @@ kn_status kn_pass_epilogue(kn_graph *g, kn_pass_stats *st) {
     if (s == KN_OK) {
         static const kn_op ops[] = {KN_OP_MATMUL_BIAS, KN_OP_MATMUL_BIAS_GELU, KN_OP_MATMUL_DGELU, KN_OP_MATMUL_BGRAD};
         static const char *const what[] = {"matmul + bias -> matmul_bias", "matmul + bias + gelu -> matmul_bias_gelu",
-                                           "matmul + gelu_bwd -> matmul_dgelu",
+                                           "matmul + unary_grad{gelu} -> matmul_dgelu",
                                            "matmul(ta) + sum(axis 0) -> matmul_bgrad"};
         int cnt[4] = {0};
         for (int i = 0; i < p.ngrp; i++)

@@ -39,7 +39,7 @@ static const kn_pass kn_pass_table[] = {
      "16-bit copy (as PyTorch's autocast saves it; changes the gradients' rounding)", NULL, true},
     {"flash", kn_pass_flash, "flash attention: matmul_t -> causal_softmax -> matmul and its backward become "
      "flash_attn and flash_attn_bwd, no [.., T, T] value stored (equal to rounding: not in all)", NULL, true},
-    {"epilogue", kn_pass_epilogue, "matmul epilogues: matmul + bias [+ gelu], matmul + gelu_bwd, and a weight's "
+    {"epilogue", kn_pass_epilogue, "matmul epilogues: matmul + bias [+ gelu], matmul + gelu's unary_grad, and a weight's "
      "gradient + its bias's (a column sum) become one library call each (cuBLASLt's epilogues on a GPU; equal to "
      "rounding there: not in all; run after autocast)", NULL, true},
     {"hfuse", kn_pass_hfuse, "horizontal fusion: sibling products of column slices of one weight (q, k, v) become one "

@@ -255,14 +255,12 @@ KNC_KERNEL(knc_where) { return select_op(n, in, out, 3); }
 template <typename T>
 __device__ inline T knc_unary_of(int op, T v) { return knc_sc_unary((kn_unary_op)op, v); }
 
-/* op: KN_OP_GELU_BWD or KN_OP_RELU_BWD, checked on the host. */
+/* op: a kn_unary_op with a gradient column (unary_grad's fn), checked on the host. */
 template <typename T>
-__device__ inline T knc_act_bwd_of(int op, T g, T v) {
-    return op == KN_OP_GELU_BWD ? g * knc_sc_gelu_grad(v) : knc_sc_relu_grad(g, v);
-}
+__device__ inline T knc_unary_grad_of(int op, T g, T v) { return knc_sc_unary_grad((kn_unary_op)op, g, v); }
 
 /* Contiguous operands: packs of W (all pointers 16-byte aligned when W > 1), the last
- * total % W elements by the first threads. y = f(x) (unary) or dx = f'(x) dy (act_bwd;
+ * total % W elements by the first threads. y = f(x) (unary) or dx = f'(x) dy (unary_grad;
  * dy = NULL for unary). */
 template <typename T, typename I, int W>
 __global__ void knc_map_kernel(int op, const T *dy, const T *x, T *y, I total) {
@@ -271,7 +269,7 @@ __global__ void knc_map_kernel(int op, const T *dy, const T *x, T *y, I total) {
         knc_pack<T, W> a = *(const knc_pack<T, W> *)(x + v * W), r;
         if (dy) {
             knc_pack<T, W> g = *(const knc_pack<T, W> *)(dy + v * W);
-            for (int j = 0; j < W; j++) r.v[j] = knc_act_bwd_of(op, g.v[j], a.v[j]);
+            for (int j = 0; j < W; j++) r.v[j] = knc_unary_grad_of(op, g.v[j], a.v[j]);
         } else {
             for (int j = 0; j < W; j++) r.v[j] = knc_unary_of(op, a.v[j]);
         }
@@ -279,7 +277,7 @@ __global__ void knc_map_kernel(int op, const T *dy, const T *x, T *y, I total) {
     }
     if (W > 1) {
         I t = npack * W + (I)(blockIdx.x * blockDim.x + threadIdx.x);
-        if (t < total) y[t] = dy ? knc_act_bwd_of(op, dy[t], x[t]) : knc_unary_of(op, x[t]);
+        if (t < total) y[t] = dy ? knc_unary_grad_of(op, dy[t], x[t]) : knc_unary_of(op, x[t]);
     }
 }
 
@@ -296,13 +294,13 @@ static kn_status map_launch(int op, const T *dy, const T *x, T *y, int64_t total
     return KN_OK;
 }
 
-/* unary (bwd false: y = f(in[0])) and act_bwd (bwd: dx = f'(in[1]) * in[0]). */
+/* unary (bwd false: y = f(in[0])) and unary_grad {fn=f} (bwd: dx = f'(in[1]) * in[0]). */
 static kn_status map_op(const kn_node *n, const kn_tensor *const *in, kn_tensor **out, bool bwd) {
     kn_dtype dt = n->type.dtype;
     kn_unary_op uop = KN_UNARY_COUNT;
-    if (bwd ? n->op != KN_OP_GELU_BWD && n->op != KN_OP_RELU_BWD : !kn_op_unary(n->op, &uop))
-        return knc_no_kernel(n, bwd ? "knc_act_bwd" : "knc_unary");
-    int op = bwd ? (int)n->op : (int)uop;
+    if (bwd ? !knc_unary_grad_fn(n, &uop) : !kn_op_unary(n->op, &uop))
+        return knc_no_kernel(n, bwd ? "knc_unary_grad" : "knc_unary");
+    int op = (int)uop;
     if (dt != KN_DT_F32 && dt != KN_DT_F64) return knc_unsupported(n, dt);
     KN_TRY(knc_new_out(n, knc_dev(in), out));
     int64_t total = kn_tensor_numel(*out);
@@ -316,7 +314,7 @@ static kn_status map_op(const kn_node *n, const kn_tensor *const *in, kn_tensor 
 }
 
 KNC_KERNEL(knc_unary) { return map_op(n, in, out, false); }
-KNC_KERNEL(knc_act_bwd) { return map_op(n, in, out, true); }
+KNC_KERNEL(knc_unary_grad) { return map_op(n, in, out, true); }
 
 /* ---------------------------------------------------------------- dropout (Philox) */
 

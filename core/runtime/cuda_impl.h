@@ -14,6 +14,7 @@
 
 #include "kiln/cuda.h"
 #include "kiln/scalar.h"
+#include "tensor/rowmath.h"
 extern "C" {
 #include "ir/ir_impl.h"
 }
@@ -263,10 +264,35 @@ __device__ inline float knc_sc_unary(kn_unary_op op, float x) { return kn_sc_una
 __device__ inline double knc_sc_unary(kn_unary_op op, double x) { return kn_sc_unary_f64(op, x); }
 __device__ inline float knc_sc_binary(kn_binary_op op, float a, float b) { return kn_sc_binary_f32(op, a, b); }
 __device__ inline double knc_sc_binary(kn_binary_op op, double a, double b) { return kn_sc_binary_f64(op, a, b); }
-__device__ inline float knc_sc_gelu_grad(float x) { return kn_sc_gelu_grad_f32(x); }
-__device__ inline double knc_sc_gelu_grad(double x) { return kn_sc_gelu_grad_f64(x); }
-__device__ inline float knc_sc_relu_grad(float g, float x) { return kn_sc_relu_grad_f32(g, x); }
-__device__ inline double knc_sc_relu_grad(double g, double x) { return kn_sc_relu_grad_f64(g, x); }
+__device__ inline float knc_sc_unary_grad(kn_unary_op op, float d, float x) { return kn_sc_unary_grad_f32(op, d, x); }
+__device__ inline double knc_sc_unary_grad(kn_unary_op op, double d, double x) { return kn_sc_unary_grad_f64(op, d, x); }
+/* Whether n is unary_grad of a function with a gradient column (*f: that function). */
+static inline bool knc_unary_grad_fn(const kn_node *n, kn_unary_op *f) {
+    if (n->op != KN_OP_UNARY_GRAD || n->attrs.fn < 0 || n->attrs.fn >= KN_UNARY_COUNT) return false;
+    *f = (kn_unary_op)n->attrs.fn;
+    return kn_sc_unary_has_grad(*f);
+}
+
+/* tensor/rowmath.h's row formulas by type (the CPU kernels call the same ones). */
+template <typename T> __device__ inline T knc_rm_rstd(double sqdev, int64_t c, double eps);
+template <> __device__ inline float knc_rm_rstd<float>(double sqdev, int64_t c, double eps) { return kn_rm_rstd_f32(sqdev, c, eps); }
+template <> __device__ inline double knc_rm_rstd<double>(double sqdev, int64_t c, double eps) { return kn_rm_rstd_f64(sqdev, c, eps); }
+__device__ inline float knc_rm_normalize(float x, float m, float r) { return kn_rm_normalize_f32(x, m, r); }
+__device__ inline double knc_rm_normalize(double x, double m, double r) { return kn_rm_normalize_f64(x, m, r); }
+__device__ inline float knc_rm_affine(float x, float m, float r, float w, float b) { return kn_rm_affine_f32(x, m, r, w, b); }
+__device__ inline double knc_rm_affine(double x, double m, double r, double w, double b) { return kn_rm_affine_f64(x, m, r, w, b); }
+__device__ inline float knc_rm_layernorm_dx(float g, float xh, float mg, float mgx, float r) {
+    return kn_rm_layernorm_dx_f32(g, xh, mg, mgx, r);
+}
+__device__ inline double knc_rm_layernorm_dx(double g, double xh, double mg, double mgx, double r) {
+    return kn_rm_layernorm_dx_f64(g, xh, mg, mgx, r);
+}
+__device__ inline float knc_rm_softmax_dx(float y, float dy, float s) { return kn_rm_softmax_dx_f32(y, dy, s); }
+__device__ inline double knc_rm_softmax_dx(double y, double dy, double s) { return kn_rm_softmax_dx_f64(y, dy, s); }
+__device__ inline float knc_rm_log_softmax_dx(float dy, float ey, float s) { return kn_rm_log_softmax_dx_f32(dy, ey, s); }
+__device__ inline double knc_rm_log_softmax_dx(double dy, double ey, double s) { return kn_rm_log_softmax_dx_f64(dy, ey, s); }
+__device__ inline float knc_rm_ce_scale(float dloss, int64_t rows) { return kn_rm_ce_scale_f32(dloss, rows); }
+__device__ inline double knc_rm_ce_scale(double dloss, int64_t rows) { return kn_rm_ce_scale_f64(dloss, rows); }
 
 /* A new contiguous tensor of n->type on dev. */
 kn_status knc_new_out(const kn_node *n, kn_device dev, kn_tensor **out);
@@ -306,7 +332,7 @@ KNC_KERNEL(knc_binary);
 KNC_KERNEL(knc_eq);
 KNC_KERNEL(knc_where);
 KNC_KERNEL(knc_unary);
-KNC_KERNEL(knc_act_bwd);
+KNC_KERNEL(knc_unary_grad);
 KNC_KERNEL(knc_cast);
 KNC_KERNEL(knc_dropout);
 KNC_KERNEL(knc_causal_fill);

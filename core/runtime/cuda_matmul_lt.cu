@@ -116,7 +116,7 @@ __global__ void lt_gelu_kernel(const T *x, T *y, int64_t total) {
 
 template <typename T>
 __global__ void lt_dgelu_kernel(T *p, const T *pre, int64_t total) {
-    KNC_FOR_I(int64_t, i, total) p[i] = p[i] * knc_sc_gelu_grad(pre[i]);
+    KNC_FOR_I(int64_t, i, total) p[i] = knc_sc_unary_grad(KN_UNARY_GELU, p[i], pre[i]);
 }
 
 /* The epilogue of op applied to the plain product in c (c's first m*n elements; for

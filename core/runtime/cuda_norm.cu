@@ -30,7 +30,8 @@
  * sums).
  *
  * Numerics follow core/tensor/kernels_train.inc: statistics and sums in double, the
- * per-element formulas in the operand type (layernorm (x - mean) * rstd * w + b; each
+ * per-element formulas in the operand type, tensor/rowmath.h's, which the CPU kernels call
+ * too (layernorm (x - mean) * rstd * w + b; each
  * exp(x - m) of the log-sum-exp, added to a double; the gradient exp(x - lse) * scale; in f32
  * that exp is the special function unit's, knc_ce_exp, where the CPU's is expf). The max skips NaN (a `>` comparison), a NaN element makes
  * the sum NaN, and a row with no element above -inf (all -inf or NaN) has lse NaN, as the
@@ -71,16 +72,15 @@ __device__ inline void knc_warp_stats(const T (&x)[K], int lane, int c, double e
 #pragma unroll
     for (int k = 0; k < K; k++)
         if (lane + 32 * k < c) s += (double)x[k];
-    double m = knc_warp_allsum(s) / (double)c;
+    double m = kn_rm_mean(knc_warp_allsum(s), c);
 #pragma unroll
     for (int k = 0; k < K; k++)
         if (lane + 32 * k < c) {
             double d = (double)x[k] - m;
             q += d * d;
         }
-    double var = knc_warp_allsum(q) / (double)c;
     *mean = (T)m;
-    *rstd = (T)(1.0 / sqrt(var + eps));
+    *rstd = knc_rm_rstd<T>(knc_warp_allsum(q), c, eps);
 }
 
 /* y = (x - mean) * rstd * w + b (w == NULL: normalize, no affine) for rows of c <= 32 K;
@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(32 * KNC_NORM_WARPS)
 #pragma unroll
     for (int k = 0; k < K; k++) {
         int j = lane + 32 * k;
-        if (j < c) yr[j] = w ? (v[k] - mean) * rstd * w[j] + b[j] : (v[k] - mean) * rstd;
+        if (j < c) yr[j] = w ? knc_rm_affine(v[k], mean, rstd, w[j], b[j]) : knc_rm_normalize(v[k], mean, rstd);
     }
 }
 
@@ -133,17 +133,17 @@ __global__ void __launch_bounds__(32 * KNC_NORM_WARPS)
         int j = lane + 32 * k;
         if (j < c) {
             g[k] = g[k] * w[j];
-            xv[k] = (xv[k] - mean) * rstd;
+            xv[k] = knc_rm_normalize(xv[k], mean, rstd);
             sg += g[k];
             sgx += (double)g[k] * xv[k];
         }
     }
     knc_warp_allsum2(sg, sgx);
-    T mg = (T)(sg / (double)c), mgx = (T)(sgx / (double)c);
+    T mg = (T)kn_rm_mean(sg, c), mgx = (T)kn_rm_mean(sgx, c);
 #pragma unroll
     for (int k = 0; k < K; k++) {
         int j = lane + 32 * k;
-        if (j < c) dr[j] = rstd * (g[k] - mg - xv[k] * mgx);
+        if (j < c) dr[j] = knc_rm_layernorm_dx(g[k], xv[k], mg, mgx, rstd);
     }
 }
 
@@ -165,11 +165,10 @@ template <typename T>
 __device__ inline void knc_row_stats(const T *x, int64_t c, double eps, double *sh, T *mean, T *rstd) {
     double m = 0, v = 0;
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) m += x[j];
-    m = knc_block_sum(m, sh) / (double)c;
+    m = kn_rm_mean(knc_block_sum(m, sh), c);
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) { double d = x[j] - m; v += d * d; }
-    v = knc_block_sum(v, sh) / (double)c;
     *mean = (T)m;
-    *rstd = (T)(1.0 / sqrt(v + eps));
+    *rstd = knc_rm_rstd<T>(knc_block_sum(v, sh), c, eps);
 }
 
 template <typename T>
@@ -179,7 +178,7 @@ __global__ void knc_layernorm_rows(const T *x, const T *w, const T *b, T *y, int
     T *yr = y + blockIdx.x * c, mean, rstd;
     knc_row_stats(xr, c, eps, sh, &mean, &rstd);
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
-        yr[j] = w ? (xr[j] - mean) * rstd * w[j] + b[j] : (xr[j] - mean) * rstd;
+        yr[j] = w ? knc_rm_affine(xr[j], mean, rstd, w[j], b[j]) : knc_rm_normalize(xr[j], mean, rstd);
 }
 
 template <typename T>
@@ -190,16 +189,16 @@ __global__ void knc_layernorm_dx_rows(const T *dy, const T *x, const T *w, T *dx
     knc_row_stats(xr, c, eps, sh, &mean, &rstd);
     double sg = 0, sgx = 0;
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
-        T g = gr[j] * w[j], xh = (xr[j] - mean) * rstd;
+        T g = gr[j] * w[j], xh = knc_rm_normalize(xr[j], mean, rstd);
         sg += g;
         sgx += (double)g * xh;
     }
     sg = knc_block_sum(sg, sh);
     sgx = knc_block_sum(sgx, sh);
-    T mg = (T)(sg / (double)c), mgx = (T)(sgx / (double)c);
+    T mg = (T)kn_rm_mean(sg, c), mgx = (T)kn_rm_mean(sgx, c);
     for (int64_t j = threadIdx.x; j < c; j += blockDim.x) {
-        T g = gr[j] * w[j], xh = (xr[j] - mean) * rstd;
-        dr[j] = rstd * (g - mg - xh * mgx);
+        T g = gr[j] * w[j], xh = knc_rm_normalize(xr[j], mean, rstd);
+        dr[j] = knc_rm_layernorm_dx(g, xh, mg, mgx, rstd);
     }
 }
 
@@ -355,7 +354,7 @@ __device__ inline double knc_block_lse(double m, double s, double *shm, double *
             double m2 = __shfl_down_sync(0xffffffffu, m, o), s2 = __shfl_down_sync(0xffffffffu, s, o);
             knc_lse_merge(m, s, m2, s2);
         }
-        if (lane == 0) shm[0] = m == -INFINITY ? (double)NAN : log(s) + m;
+        if (lane == 0) shm[0] = m == -INFINITY ? (double)NAN : kn_rm_lse(s, m);
     }
     __syncthreads();
     return shm[0];
@@ -433,7 +432,7 @@ __device__ __forceinline__ void knc_ce_bwd_row(const typename knc_math<S>::type 
     const S *row = logits + blockIdx.x * v;
     S *dr = dlogits + blockIdx.x * v;
     T m;
-    T scale = (T)((double)*dloss / (double)rows);
+    T scale = knc_rm_ce_scale(*dloss, rows); /* rows > 0: the launch has a block per row */
     double s;
     knc_lse_scan<S, VEC>(row, v, m, s);
     T lse = (T)knc_block_lse((double)m, s, shm, shs);

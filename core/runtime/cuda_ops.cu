@@ -421,7 +421,7 @@ const knc_kernel_fn kern_full = nullptr; /* runs on the host; its consumer copie
  * context (kn_collective_eval: NCCL on GPU ranks), never a device kernel */
 const knc_kernel_fn kern_collective = nullptr;
 const knc_kernel_fn kern_binary = knc_binary, kern_eq = knc_eq, kern_where = knc_where, kern_unary = knc_unary;
-const knc_kernel_fn kern_act_bwd = knc_act_bwd, kern_cast = knc_cast, kern_dropout = knc_dropout;
+const knc_kernel_fn kern_unary_grad = knc_unary_grad, kern_cast = knc_cast, kern_dropout = knc_dropout;
 const knc_kernel_fn kern_causal_fill = knc_causal_fill, kern_onehot = knc_onehot, kern_reduce = knc_reduce, kern_matmul = knc_matmul;
 const knc_kernel_fn kern_reshape = knc_reshape, kern_permute = knc_permute, kern_broadcast_to = knc_broadcast_to;
 const knc_kernel_fn kern_slice = knc_slice, kern_slice_grad = knc_slice_grad, kern_embedding = knc_embedding;
@@ -452,7 +452,7 @@ static bool knc_computes(kn_op op) {
     kn_binary_op b;
     if (f == knc_binary) return kn_op_binary(op, &b) && !kn_sc_binary_is_compare(b);
     if (f == knc_reduce) return kn_op_reduce(op, &r) && (r == KN_REDUCE_SUM || r == KN_REDUCE_MEAN || r == KN_REDUCE_MAX);
-    if (f == knc_act_bwd) return op == KN_OP_GELU_BWD || op == KN_OP_RELU_BWD;
+    if (f == knc_unary_grad) return op == KN_OP_UNARY_GRAD; /* every fn with a gradient: the attribute check */
     if (f == knc_softmax) return op == KN_OP_SOFTMAX || op == KN_OP_LOG_SOFTMAX;
     if (f == knc_softmax_bwd) return op == KN_OP_SOFTMAX_BWD || op == KN_OP_LOG_SOFTMAX_BWD;
     return true;

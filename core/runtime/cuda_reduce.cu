@@ -17,6 +17,7 @@
  * partials in a second pass (see red_chunks).
  * Either way each output is one fixed sequence of operations: deterministic.
  *
+ * The backwards' per-element formulas are tensor/rowmath.h's, the CPU kernels' own.
  * Precision follows the CPU template: sums and softmax's sum of exponentials
  * accumulate in double; the per-element arithmetic is done in the operand's type. The max
  * of softmax skips NaN (a `>` comparison, as on the CPU); the max reduction lets NaN win. Reductions over axes that are not one adjacent block are first moved to the end
@@ -328,7 +329,8 @@ __global__ void knc_softmax_bwd_rows(const T *dy, const T *y, T *dx, int64_t n, 
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += is_log ? (double)dy[base + j] : (double)dy[base + j] * y[base + j];
     s = knc_block_sum(s, sh);
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-        dx[base + j] = is_log ? dy[base + j] - knc_exp(y[base + j]) * (T)s : y[base + j] * (dy[base + j] - (T)s);
+        dx[base + j] = is_log ? knc_rm_log_softmax_dx(dy[base + j], knc_exp(y[base + j]), (T)s)
+                              : knc_rm_softmax_dx(y[base + j], dy[base + j], (T)s);
 }
 
 template <typename T>
@@ -342,7 +344,7 @@ __global__ void knc_softmax_bwd_cols(const T *dy, const T *y, T *dx, int64_t out
         }
         for (int64_t j = 0; j < n; j++) {
             int64_t k = base + j * inner;
-            dx[k] = is_log ? dy[k] - knc_exp(y[k]) * (T)s : y[k] * (dy[k] - (T)s);
+            dx[k] = is_log ? knc_rm_log_softmax_dx(dy[k], knc_exp(y[k]), (T)s) : knc_rm_softmax_dx(y[k], dy[k], (T)s);
         }
     }
 }

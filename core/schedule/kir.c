@@ -164,6 +164,7 @@ kn_status kn_kernel_lower(const kn_graph *g, const kn_schedule *s, int gi, kn_ke
         kn_kx x = {.kind = KN_KX_OP, .full = s->level[m] == 1, .dtype = n->type.dtype, .node = m, .op = n->op,
                    .nin = n->nin};
         if (kn_op_get(n->op)->category == KN_CAT_REDUCTION) x.kind = KN_KX_ACC;
+        if (n->op == KN_OP_UNARY_GRAD) x.fn = n->attrs.fn;
         if (n->op == KN_OP_CAUSAL_FILL) {
             causal = true;
             x.rows = n->type.shape[n->type.ndim - 2];
@@ -305,6 +306,7 @@ kn_status kn_kernel_print(FILE *f, const kn_kernel *k) {
         case KN_KX_OP:
         case KN_KX_ACC:
             fprintf(f, "%s%s", x->kind == KN_KX_ACC ? "reduce " : "", kn_op_name(x->op));
+            if (x->kind == KN_KX_OP && x->op == KN_OP_UNARY_GRAD) fprintf(f, " {fn=%s}", kn_unary_op_name((kn_unary_op)x->fn));
             for (int j = 0; j < x->nin; j++) fprintf(f, "%s x%d", j ? "," : "", x->in[j]);
             break;
         }

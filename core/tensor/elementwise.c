@@ -31,12 +31,15 @@ typedef struct knt_unary_info {
     bool float_only; /* needs a float dtype; the others take any dtype but bool */
 } knt_unary_info;
 
-/* ORDER UNARY */
+/* kiln/pointwise.def's rows: their names, and which need a float dtype. */
+#define KNT_DT_FLOAT true
+#define KNT_DT_ANY false
 static const knt_unary_info knt_unary[KN_UNARY_COUNT] = {
-    {"neg", false},  {"abs", false},     {"exp", true},  {"log", true},  {"sqrt", true},
-    {"rsqrt", true}, {"recip", true},    {"square", false}, {"tanh", true}, {"sigmoid", true},
-    {"relu", false}, {"gelu", true},     {"sin", true},  {"cos", true},
+#define KN_PW(E, name, dtypes, f, grad, ir, autocast) {#name, KNT_DT_##dtypes},
+#include "kiln/pointwise.def"
 };
+#undef KNT_DT_FLOAT
+#undef KNT_DT_ANY
 
 const char *kn_unary_op_name(kn_unary_op op) {
     if ((int)op < 0 || op >= KN_UNARY_COUNT) return "?";

@@ -18,6 +18,7 @@
 #include "kiln/gemm.h"
 #include "kiln/kernels.h"
 #include "kiln/scalar.h"
+#include "tensor/rowmath.h"
 
 /* The hottest loops are compiled twice on x86-64, for the baseline and for AVX2 + FMA
  * (x86-64-v3), and the loader picks the clone the CPU runs (GCC/Clang target_clones).

@@ -16,6 +16,10 @@
  *   KEEP   everything else (elementwise ops, views, the embedding gather, sources): the
  *          op follows its operands.
  *
+ * A pointwise function's IR op (exp, gelu, ...) takes its class from its row of the table
+ * kiln/pointwise.def (its autocast column), answered before your part: a new row states
+ * its precision where it is added.
+ *
  * The pass (core/passes/autocast.c) asks kn_autocast_decide about each node in order,
  * then rebuilds the graph with one cast per (value, dtype). Deciding node i:
  *
@@ -37,6 +41,8 @@
 #include "kiln/passes.h"
 
 kn_autocast_class kn_autocast_policy(kn_op op) {
+    kn_unary_op f; /* a pointwise function's op: its row's column of kiln/pointwise.def */
+    if (kn_op_unary(op, &f)) return kn_autocast_pointwise(f);
     // LOW: matmul, flash attention and its backward. F32: the reductions, softmaxes
     // (plain, log, causal) and their backwards, the norms and layernorm's input gradient,
     // the loss and its backward, the embedding gradient. KEEP: every other op.

@@ -113,7 +113,8 @@ KN_TEST(cuda_fast, misaligned_and_offset_views) {
         kn_tensor_free(check_dev(&n, 1, host, dev, n.op == KN_OP_GELU ? TOL_ELEM : TOL_EXACT));
         dev[0] = offset_view(&r, dt, 2, sh, ob, &host[0]);
         dev[1] = offset_view(&r, dt, 2, sh, oa, &host[1]);
-        n = node(KN_OP_RELU_BWD);
+        n = node(KN_OP_UNARY_GRAD);
+        n.attrs.fn = KN_UNARY_RELU;
         kn_tensor_free(check_dev(&n, 2, host, dev, TOL_EXACT));
     }
 }

@@ -19,6 +19,7 @@
 
 #include "kiln/cuda.h"
 #include "kiln/device.h"
+#include "kiln/scalar.h"
 #include "cuda_test_util.h"
 #include "runtime/cuda_embedding.h"
 
@@ -99,24 +100,27 @@ KN_TEST(cuda_ops, binary_with_broadcasting) {
     }
 }
 
-KN_TEST(cuda_ops, unary_and_activation_backward) {
+/* Every pointwise function of kiln/pointwise.def with an IR op, and the unary_grad of every
+ * one with a gradient column, f32 and f64: the table's rows, so a new row is tested here. */
+KN_TEST(cuda_ops, unary_and_unary_grad_every_row) {
     SKIP_WITHOUT_GPU();
     kn_rng r = kn_rng_new(12);
-    const kn_op ops[10] = {KN_OP_NEG, KN_OP_EXP, KN_OP_LOG, KN_OP_SQRT, KN_OP_RSQRT, KN_OP_TANH, KN_OP_GELU, KN_OP_RELU,
-                           KN_OP_GELU_BWD, KN_OP_RELU_BWD};
-    for (int trial = 0; trial < 20; trial++) {
-        int nd;
-        int64_t sh[KN_MAX_DIMS];
-        random_shape(&r, &nd, sh, 3, 40);
-        kn_op op = ops[trial % 10];
-        kn_dtype dt = float_dts[trial / 10];
-        bool pos = op == KN_OP_LOG || op == KN_OP_SQRT || op == KN_OP_RSQRT;
-        kn_tensor *in[2] = {pos ? randpos(&r, dt, nd, sh) : randn(&r, dt, nd, sh), randn(&r, dt, nd, sh)};
-        kn_node n = node(op);
-        bool bwd = op == KN_OP_GELU_BWD || op == KN_OP_RELU_BWD;
-        if (!bwd) kn_tensor_free(in[1]);
-        check(&n, bwd ? 2 : 1, in, TOL_ELEM);
-    }
+    for (int f = 0; f < KN_UNARY_COUNT; f++)
+        for (int bwd = 0; bwd < 2; bwd++)
+            for (int d = 0; d < 2; d++) {
+                kn_op op = bwd ? KN_OP_UNARY_GRAD : kn_unary_ir_op((kn_unary_op)f);
+                if (op == KN_OP_COUNT || (bwd && !kn_sc_unary_has_grad((kn_unary_op)f))) continue;
+                int nd;
+                int64_t sh[KN_MAX_DIMS];
+                random_shape(&r, &nd, sh, 3, 40);
+                kn_dtype dt = float_dts[d];
+                bool pos = !bwd && (f == KN_UNARY_LOG || f == KN_UNARY_SQRT || f == KN_UNARY_RSQRT);
+                kn_tensor *in[2] = {pos ? randpos(&r, dt, nd, sh) : randn(&r, dt, nd, sh), randn(&r, dt, nd, sh)};
+                kn_node n = node(op);
+                if (bwd) n.attrs.fn = f;
+                if (!bwd) kn_tensor_free(in[1]);
+                check(&n, bwd ? 2 : 1, in, TOL_ELEM);
+            }
 }
 
 KN_TEST(cuda_ops, eq_where_cast) {

@@ -56,7 +56,8 @@ static void check_ops(kn_dtype dt, int64_t m, int64_t n, int64_t k, bool ta, boo
     mm.attrs.ta = ta;
     mm.attrs.tb = tb;
     kn_tensor *ab[2] = {a, b}, *p = eval(&mm, 2, ab);
-    kn_node add = node(KN_OP_ADD), gelu = node(KN_OP_GELU), gb = node(KN_OP_GELU_BWD);
+    kn_node add = node(KN_OP_ADD), gelu = node(KN_OP_GELU), gb = node(KN_OP_UNARY_GRAD);
+    gb.attrs.fn = KN_UNARY_GELU;
     kn_tensor *pb[2] = {p, bias}, *y = eval(&add, 2, pb), *h = eval(&gelu, 1, &y);
     kn_tensor *pp[2] = {p, pre}, *dg = eval(&gb, 2, pp);
 
@@ -165,7 +166,7 @@ KN_TEST(epilogue, pass_on_the_gpt_step_keeps_every_output_bit_for_bit, .timeout 
     cr_assert_eq(count_ops(c, KN_OP_MATMUL_BIAS_GELU), cfg.layers);
     cr_assert_eq(count_ops(c, KN_OP_MATMUL_DGELU), cfg.layers);
     cr_assert_eq(count_ops(c, KN_OP_MATMUL_BGRAD), 6 * cfg.layers);
-    cr_assert_eq(count_ops(c, KN_OP_GELU) + count_ops(c, KN_OP_GELU_BWD), 0);
+    cr_assert_eq(count_ops(c, KN_OP_GELU) + count_ops(c, KN_OP_UNARY_GRAD), 0);
     cr_assert_eq(rep.pass[0].nfired, 4);
     for (int i = 0; i < c->nnodes; i++)
         if (c->nodes[i].op == KN_OP_MATMUL_BIAS_GELU) cr_assert(c->nodes[i].scope >= 0, "the scope is lost");
@@ -298,7 +299,7 @@ KN_TEST(epilogue, pass_edge_cases) {
     kn_graph_free(c);
     kn_graph_free(g);
 
-    /* mixed precision: a bf16 product cast up to f32 before its bias, its gelu_bwd */
+    /* mixed precision: a bf16 product cast up to f32 before its bias, its gelu gradient */
     txt = "%0 = input {name=\"x\"} : bf16[4,3]\n"
           "%1 = input {name=\"w\"} : bf16[3,5]\n"
           "%2 = param {name=\"b\"} : f32[5]\n"
@@ -308,7 +309,7 @@ KN_TEST(epilogue, pass_edge_cases) {
           "%6 = add %5, %2 : f32[4,5]\n"
           "%7 = matmul %0, %1 : bf16[4,5]\n"
           "%8 = cast %7 {dtype=f32} : f32[4,5]\n"
-          "%9 = gelu_bwd %8, %3 : f32[4,5]\n"
+          "%9 = unary_grad %8, %3 {fn=gelu} : f32[4,5]\n"
           "output %6, %9\n";
     c = parse_fused(txt, &g);
     cr_assert_eq(count_ops(c, KN_OP_MATMUL_BIAS) + count_ops(c, KN_OP_MATMUL_DGELU), 2);

@@ -74,12 +74,12 @@ static int64_t saved_on(const char *x_dtype, const char *reader, const char *out
 }
 
 KN_TEST(lowsave, the_rule_on_small_graphs) {
-    cr_assert_eq(saved_on("bf16", "%7 = gelu_bwd %6, %3 : f32[4,8]", "%7"), 1);
+    cr_assert_eq(saved_on("bf16", "%7 = unary_grad %6, %3 {fn=gelu} : f32[4,8]", "%7"), 1);
     cr_assert_eq(saved_on("f16", "%7 = mul %6, %3 : f32[4,8]", "%7"), 1, "any pointwise reader but eq");
-    cr_assert_eq(saved_on("f32", "%7 = gelu_bwd %6, %3 : f32[4,8]", "%7"), 0, "made from f32 values: no 16-bit dtype");
+    cr_assert_eq(saved_on("f32", "%7 = unary_grad %6, %3 {fn=gelu} : f32[4,8]", "%7"), 0, "made from f32 values: no 16-bit dtype");
     cr_assert_eq(saved_on("bf16", "%7 = sum %3 {axes=[0]} : f32[8]", "%7"), 0, "a reduction's backward keeps f32");
     cr_assert_eq(saved_on("bf16", "%7 = eq %3, %6 : bool[4,8]", "%7"), 0, "an equality test is what a rounding breaks");
-    cr_assert_eq(saved_on("bf16", "%7 = gelu_bwd %6, %3 : f32[4,8]", "%7, %3"), 0, "an output keeps its dtype");
+    cr_assert_eq(saved_on("bf16", "%7 = unary_grad %6, %3 {fn=gelu} : f32[4,8]", "%7, %3"), 0, "an output keeps its dtype");
     kn_graph *g = gpt_joint(&cfg), *a = graph_after_passes(g, "lowsave", NULL); /* f32: nothing to do */
     cr_assert_eq(a->nnodes, g->nnodes);
     kn_graph_free(a);
@@ -96,7 +96,7 @@ KN_TEST(lowsave, the_gpt_step_saves_the_mlp_pre_activation_in_16_bits) {
     int ngelu_bwd = 0;
     for (int32_t i = 0; i < a->nnodes; i++) {
         const kn_node *n = &a->nodes[i];
-        if (n->op != KN_OP_GELU_BWD) continue;
+        if (n->op != KN_OP_UNARY_GRAD || n->attrs.fn != KN_UNARY_GELU) continue;
         ngelu_bwd++;
         int32_t up = n->in[1], copy = a->nodes[up].in[0], pre = a->nodes[copy].in[0];
         cr_assert(a->nodes[up].op == KN_OP_CAST && a->nodes[up].type.dtype == KN_DT_F32, "gelu_bwd %%%d reads a cast up", i);
@@ -119,7 +119,7 @@ KN_TEST(lowsave, the_copies_fuse_into_the_kernels_around_them) {
     int checked = 0;
     for (int32_t i = 0; i < a->nnodes; i++) {
         const kn_node *n = &a->nodes[i];
-        if (n->op != KN_OP_GELU_BWD) continue;
+        if (n->op != KN_OP_UNARY_GRAD || n->attrs.fn != KN_UNARY_GELU) continue;
         int32_t up = n->in[1], copy = a->nodes[up].in[0], pre = a->nodes[copy].in[0];
         cr_assert(s->group_of[up] >= 0 && s->group_of[up] == s->group_of[i], "the cast up is in gelu_bwd's kernel");
         cr_assert(s->group_of[copy] >= 0 && s->group_of[copy] == s->group_of[pre], "the copy is in the add's kernel");

@@ -101,6 +101,47 @@ KN_TEST(op_tables, each_pointwise_op_computes_the_function_of_its_name) {
     cr_assert_geq(checked, 2 * 12, "only %d pointwise op/dtype pairs found", checked);
 }
 
+/* unary_grad {fn=f} on the CPU: kiln/scalar.h's kn_sc_unary_grad_S(f, dy, x), bit for bit,
+ * for every row of kiln/pointwise.def with a gradient column; a row without one, or no fn,
+ * is refused by the attribute check. */
+KN_TEST(op_tables, unary_grad_computes_each_rows_gradient_column) {
+    int64_t shape[1] = {37};
+    int checked = 0;
+    for (int f = 0; f < KN_UNARY_COUNT; f++) {
+        kn_node n = mk_node(KN_OP_UNARY_GRAD, KN_DT_F32, 1, shape);
+        n.attrs.fn = f;
+        char msg[256];
+        if (!kn_sc_unary_has_grad((kn_unary_op)f)) {
+            cr_assert_eq(kn_node_check_attrs(&n, msg, sizeof msg), KN_ERR_ARG, "%s has no gradient column",
+                         kn_unary_op_name((kn_unary_op)f));
+            continue;
+        }
+        KN_ASSERT_OK(kn_node_check_attrs(&n, msg, sizeof msg));
+        for (int k = 0; k < 2; k++) {
+            kn_dtype dt = k ? KN_DT_F64 : KN_DT_F32;
+            kn_tensor *in[2] = {irt_randn(dt, 1, shape, 11 + (uint64_t)f), irt_randn(dt, 1, shape, 200 + (uint64_t)f)};
+            n.type.dtype = dt;
+            kn_tensor *y = eval(&n, in);
+            for (int64_t i = 0; i < shape[0]; i++) {
+                double d = at(in[0], i), x = at(in[1], i);
+                double want = dt == KN_DT_F32 ? kn_sc_unary_grad_f32((kn_unary_op)f, (float)d, (float)x)
+                                              : kn_sc_unary_grad_f64((kn_unary_op)f, d, x);
+                cr_assert(at(y, i) == want, "unary_grad {fn=%s} %s [%lld]: %.17g, want %.17g",
+                          kn_unary_op_name((kn_unary_op)f), kn_dtype_name(dt), (long long)i, at(y, i), want);
+            }
+            kn_tensor_free(y);
+            kn_tensor_free(in[0]);
+            kn_tensor_free(in[1]);
+            checked++;
+        }
+    }
+    cr_assert_geq(checked, 2 * 2, "only %d rows with a gradient column", checked / 2);
+    kn_node n = mk_node(KN_OP_UNARY_GRAD, KN_DT_F32, 1, shape);
+    char msg[256];
+    cr_assert_eq(kn_node_check_attrs(&n, msg, sizeof msg), KN_ERR_ARG, "unary_grad without fn");
+    cr_assert(strstr(msg, "needs fn"), "%s", msg);
+}
+
 KN_TEST(op_tables, each_reduction_computes_the_reduction_of_its_name) {
     int64_t shape[2] = {3, 5}, oshape[1] = {3};
     for (int op = 0; op < KN_OP_COUNT; op++) {
@@ -129,7 +170,7 @@ KN_TEST(op_tables, each_reduction_computes_the_reduction_of_its_name) {
 /* Every op through every shared CPU kernel: the kernel computes the ops it knows and
  * refuses the others by name. */
 KN_TEST(op_tables, shared_cpu_kernels_refuse_ops_they_do_not_compute) {
-    const kn_kernel_fn shared[] = {kern_unary, kern_binary, kern_reduce, kern_act_bwd, kern_softmax, kern_softmax_bwd};
+    const kn_kernel_fn shared[] = {kern_unary, kern_binary, kern_reduce, kern_unary_grad, kern_softmax, kern_softmax_bwd};
     int64_t shape[2] = {2, 3};
     kn_tensor *a = irt_randn(KN_DT_F32, 2, shape, 1), *b = irt_randn(KN_DT_F32, 2, shape, 2);
     const kn_tensor *in[3] = {a, b, a};

@@ -20,6 +20,7 @@ static double ref_unary(kn_unary_op op, double x) {
     case KN_UNARY_GELU: return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
     case KN_UNARY_SIN: return sin(x);
     case KN_UNARY_COS: return cos(x);
+    case KN_UNARY_SILU: return x / (1 + exp(-x));
     default: cr_assert_fail("op %d", op); return 0;
     }
 }

@@ -131,6 +131,7 @@ typedef struct kn_kx {
     int64_t rows, cols;          /* OP causal_fill: its last two axes (axes ndim-2, ndim-1); OP onehot: the
                                     space axis of its last axis, and that axis's length */
     double fill;                 /* OP causal_fill: the fill value */
+    int32_t fn;                  /* OP unary_grad: its kn_unary_op (attribute fn) */
 } kn_kx;
 
 typedef struct kn_kstore { int buf, src; } kn_kstore;

@@ -122,6 +122,7 @@ typedef struct kn_attrs {
     double scale;                   /* causal_softmax(_bwd): the logit scale; default 1 */
     kn_dtype dtype;                 /* cast: the target dtype */
     char name[KN_NAME_MAX];         /* input/param: the binding name */
+    int32_t fn;                     /* unary_grad: the kn_unary_op whose gradient; default -1 */
 } kn_attrs;
 
 /* The defaults every node starts from (axis -1, step 1, eps 1e-5, dtype f32, ...). */
@@ -148,12 +149,14 @@ kn_op kn_op_from_name(const char *name, size_t len);
 const char *kn_attr_name(kn_attr_id a);
 const char *kn_op_category_name(kn_op_category c);
 /* The scalar function an IR op computes, for the kernels of every backend and the code
- * renderers (kiln/scalar.h): an elementwise op of arity 1 (2) whose name is a kn_unary_op
- * (kn_binary_op) name, and a reduction whose name is a kn_reduce_op name. The IR's "exp"
- * is the tensor library's "exp": matched by name, so no hand-kept mapping can drift.
- * false (and *out untouched) when op is not one of those: the caller reports the op as
- * unsupported by its backend, never computes another op. */
+ * renderers (kiln/scalar.h): kn_op_unary, the row of kiln/pointwise.def an op was made
+ * from (the table generates both, so they cannot drift); kn_op_binary, the elementwise
+ * ops add sub mul div eq; kn_op_reduce, the reductions sum mean max. false (and *out
+ * untouched) when op is not one of those: the caller reports the op as unsupported by its
+ * backend, never computes another op. */
 bool kn_op_unary(kn_op op, kn_unary_op *out);
+/* The IR op of pointwise function f (KN_OP_COUNT for a row that is the library's only). */
+kn_op kn_unary_ir_op(kn_unary_op f);
 bool kn_op_binary(kn_op op, kn_binary_op *out);
 bool kn_op_reduce(kn_op op, kn_reduce_op *out);
 
@@ -311,6 +314,11 @@ kn_val kn_rsqrt(kn_builder *b, kn_val x);
 kn_val kn_tanh(kn_builder *b, kn_val x);
 kn_val kn_gelu(kn_builder *b, kn_val x);                   /* tanh approximation (GPT-2) */
 kn_val kn_relu(kn_builder *b, kn_val x);
+/* f(x) for any pointwise function with an IR op (kiln/pointwise.def, its rows marked IR):
+ * kn_unary(b, KN_UNARY_GELU, x) is kn_gelu(b, x). A library-only row is an error. */
+kn_val kn_unary(kn_builder *b, kn_unary_op f, kn_val x);
+/* dx = f'(x) dy, the unary_grad op {fn=f}: f must have a gradient column. */
+kn_val kn_unary_grad(kn_builder *b, kn_unary_op f, kn_val dy, kn_val x);
 kn_val kn_cast(kn_builder *b, kn_val x, kn_dtype dt);
 /* Dropout: y = x * keep / (1 - p), keep_i = u_i >= p with u_i the Philox word at
  * position offset + i of stream 0 of key `seed` (kn_rng_word_at, kn_u32_to_unit_f32).

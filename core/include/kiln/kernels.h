@@ -27,15 +27,15 @@ void kn_k_strided_copy(size_t esize, int ndim, const int64_t *shape, const void 
                        const int64_t *sstr, void *dst, const int64_t *dstr);
 
 #define KN_K_DECLARE(T, S)                                                                 \
-    /* y = op(x) for NEG EXP LOG SQRT RSQRT TANH GELU RELU; y may equal x. */              \
+    /* y = op(x) for every kn_unary_op; y may equal x. */                                 \
     void kn_k_unary_##S(kn_unary_op op, const T *x, T *y, int64_t n);                     \
     /* out = a op b (ADD SUB MUL DIV), out contiguous of shape; as/bs: element strides of \
      * a and b over that shape (0 where broadcast). */                                     \
     void kn_k_binary_##S(kn_binary_op op, int ndim, const int64_t *shape, const T *a,     \
                          const int64_t *as, const T *b, const int64_t *bs, T *out);        \
-    /* dx = dy * gelu'(x) (tanh approximation) / dy * (x > 0). */                         \
-    void kn_k_gelu_bwd_##S(const T *dy, const T *x, T *dx, int64_t n);                    \
-    void kn_k_relu_bwd_##S(const T *dy, const T *x, T *dx, int64_t n);                    \
+    /* dx = f'(x) dy, op's gradient column (kiln/pointwise.def; op must have one); dx    \
+     * may equal dy or x. */                                                               \
+    void kn_k_unary_grad_##S(kn_unary_op op, const T *dy, const T *x, T *dx, int64_t n);  \
     /* c[m,n] = op(a) @ op(b); a is [m,k] ([k,m] when ta), b is [k,n] ([n,k] when tb).    \
      * c is overwritten. */                                                                \
     void kn_k_matmul_##S(const T *a, const T *b, T *c, int64_t m, int64_t n, int64_t k,   \

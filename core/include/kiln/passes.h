@@ -146,7 +146,7 @@ kn_status kn_decompose_check_arg(const char *arg);
  * exact: "all" does not run it. */
 kn_status kn_pass_flash(kn_graph *g, kn_pass_stats *st);
 /* The `epilogue` pass (core/passes/epilogue.c): matmul + bias -> matmul_bias, matmul + bias
- * + gelu -> matmul_bias_gelu, matmul + gelu_bwd -> matmul_dgelu, a weight gradient and its
+ * + gelu -> matmul_bias_gelu, matmul + unary_grad{gelu} -> matmul_dgelu, a weight gradient and its
  * bias's column sum -> matmul_bgrad (ops.def), each one cuBLASLt call with an epilogue on a
  * GPU. Exact on the CPU (the same kernels run), equal to rounding on a GPU; by name only. */
 kn_status kn_pass_epilogue(kn_graph *g, kn_pass_stats *st);
@@ -285,6 +285,10 @@ typedef enum kn_autocast_class {
     KN_AUTOCAST_F32,
 } kn_autocast_class;
 
+/* The class of pointwise function f: its row's autocast column (kiln/pointwise.def), so
+ * every new row gets a deliberate one; KN_AUTOCAST_KEEP for an invalid f.
+ * kn_autocast_policy answers it for the IR op of every row. */
+kn_autocast_class kn_autocast_pointwise(kn_unary_op f);
 /* "bf16" -> KN_DT_BF16; "fp16" or "f16" -> KN_DT_F16; else KN_ERR_ARG naming both. */
 kn_status kn_autocast_parse(const char *text, kn_dtype *out);
 /* Rewrite g in place with low dtype `low` (bf16 or f16); st (may be NULL) counts rules and
@@ -572,7 +576,9 @@ kn_status kn_remat_selective(const kn_graph *g, bool *recompute);
  * its head dim). KN_AUTOCAST_F32: sum, mean, max, softmax, softmax_bwd, log_softmax,
  * log_softmax_bwd, causal_softmax, causal_softmax_bwd, layernorm, layernorm_dx,
  * normalize, cross_entropy, cross_entropy_bwd, embedding_grad. KN_AUTOCAST_KEEP: every
- * other op. A skeleton records "not implemented (lab09: ...)" and returns KEEP.
+ * other op. The IR op of a pointwise function (kiln/pointwise.def) has its row's class,
+ * kn_autocast_pointwise, answered before the unit's own part. A skeleton records "not
+ * implemented (lab09: ...)" and returns KEEP for the other ops.
  *
  * kn_autocast_decide (autocast.c): the pass's decision for node i of g, the nodes before
  * it decided: dt[j] (j < i) holds node j's dtype after the pass. Writes dt[i] and

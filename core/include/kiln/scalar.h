@@ -1,21 +1,25 @@
-/* kiln/scalar.h — the scalar math of every pointwise function, written once.
+/* kiln/scalar.h — the scalar math of every pointwise function, compiled from one table.
  *
- * The CPU kernels (core/tensor/elementwise.c for the tensor library, kernels_train.inc for
- * the interpreter and eager mode), the CUDA kernels (the .cu files of core/runtime) and, later, the
- * code renderers all compute the same per-element functions. Their formulas and constants
- * (GELU's tanh approximation, relu's NaN rule, ...) live here and nowhere else, so a CPU
- * result and a GPU result can only differ by the libm of each side, never by a formula.
+ * The unary functions and their gradients are the rows of kiln/pointwise.def, written
+ * there once as C; this header compiles each row for float (_f32) and double (_f64), each
+ * computing in its own type, and stringizes the same rows for the code renderers. The
+ * CPU kernels (core/tensor/elementwise.c for the tensor library, kernels_train.inc for the
+ * interpreter and eager mode), the CUDA kernels (the .cu files of core/runtime: under nvcc
+ * every function is __host__ __device__) and the C/CUDA renderers (core/codegen) all
+ * compute these functions, so a CPU result and a GPU result can only differ by the libm
+ * of each side, never by a formula.
  *
- * Every function exists for float (_f32) and double (_f64) and computes in its own type.
- * Under nvcc they are __host__ __device__, so device code calls the very same functions.
- *
- *   kn_sc_unary_S(op, x)      every kn_unary_op (a switch over all of them: -Wswitch-enum
- *                             makes a new enumerator without a case a compile error)
- *   kn_sc_binary_S(op, a, b)  the arithmetic kn_binary_ops (ADD SUB MUL DIV POW MAX MIN);
- *                             comparisons yield 0 or 1
- *   kn_sc_unary_expr(op)      the same function as a C expression of `x` (for renderers:
- *                             tinygrad's code_for_op), float or double by the math names
- *                             the renderer binds; kn_sc_binary_expr likewise of `a`, `b`.
+ *   kn_sc_unary_S(op, x)          every kn_unary_op
+ *   kn_sc_unary_grad_S(op, d, x)  dx = f'(x) d for a row with a gradient column (NaN for
+ *                                 one without: kn_sc_unary_has_grad says which)
+ *   kn_sc_<name>_S(x), kn_sc_<name>_grad_S(d, x)  the same, one function per row
+ *   kn_sc_binary_S(op, a, b)      the arithmetic kn_binary_ops (ADD SUB MUL DIV POW MAX
+ *                                 MIN); comparisons yield 0 or 1
+ *   kn_sc_unary_expr(op)          the row's function as a C expression of x for the
+ *                                 renderers (tinygrad's code_for_op), double math names
+ *                                 and constants, which kn_render_c_bind turns to float;
+ *   kn_sc_unary_grad_t_expr(op), kn_sc_unary_grad_expr(op)  its t(x) and its dx(d, x, t);
+ *                                 kn_sc_binary_expr likewise of a, b.
  *
  * Semantics follow PyTorch where the two former CPU families disagreed: relu(NaN) = NaN,
  * and f32 gelu is tanhf's formula (the one the interpreter and the GPU always used). */
@@ -32,70 +36,31 @@
 #define KN_SC_FN static inline
 #endif
 
-/* GELU, tanh approximation (as GPT-2): 0.5 x (1 + tanh(k (x + c x^3))), k = sqrt(2/pi). */
-#define KN_SC_GELU_K 0.7978845608028654
-#define KN_SC_GELU_C 0.044715
-
-/* One instance per type: T the type, S its suffix, then the math functions of that type. */
-#define KN_SC_DEFINE(T, S, EXP, LOG, SQRT, TANH, FABS, SIN, COS, POW)                          \
-    KN_SC_FN T kn_sc_relu_##S(T x) { return x > 0 || x != x ? x : (T)0; }                       \
-    KN_SC_FN T kn_sc_gelu_##S(T x) {                                                            \
-        const T k = (T)KN_SC_GELU_K, c = (T)KN_SC_GELU_C;                                       \
-        return (T)0.5 * x * ((T)1 + TANH(k * (x + c * x * x * x)));                             \
-    }                                                                                           \
-    /* d gelu / dx */                                                                           \
-    KN_SC_FN T kn_sc_gelu_grad_##S(T x) {                                                       \
-        const T k = (T)KN_SC_GELU_K, c = (T)KN_SC_GELU_C;                                       \
-        T t = TANH(k * (x + c * x * x * x));                                                    \
-        return (T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * k * ((T)1 + (T)3 * c * x * x); \
-    }                                                                                           \
-    /* relu's gradient: dy where x > 0, else 0 */                                               \
-    KN_SC_FN T kn_sc_relu_grad_##S(T dy, T x) { return x > 0 ? dy : (T)0; }                     \
-    KN_SC_FN T kn_sc_sigmoid_##S(T x) {                                                         \
-        return x >= 0 ? (T)1 / ((T)1 + EXP(-x)) : EXP(x) / ((T)1 + EXP(x));                     \
-    }                                                                                           \
-    KN_SC_FN T kn_sc_unary_##S(kn_unary_op op, T x) {                                           \
-        switch (op) {                                                                           \
-        case KN_UNARY_NEG: return -x;                                                           \
-        case KN_UNARY_ABS: return FABS(x);                                                      \
-        case KN_UNARY_EXP: return EXP(x);                                                       \
-        case KN_UNARY_LOG: return LOG(x);                                                       \
-        case KN_UNARY_SQRT: return SQRT(x);                                                     \
-        case KN_UNARY_RSQRT: return (T)1 / SQRT(x);                                             \
-        case KN_UNARY_RECIP: return (T)1 / x;                                                   \
-        case KN_UNARY_SQUARE: return x * x;                                                     \
-        case KN_UNARY_TANH: return TANH(x);                                                     \
-        case KN_UNARY_SIGMOID: return kn_sc_sigmoid_##S(x);                                     \
-        case KN_UNARY_RELU: return kn_sc_relu_##S(x);                                           \
-        case KN_UNARY_GELU: return kn_sc_gelu_##S(x);                                           \
-        case KN_UNARY_SIN: return SIN(x);                                                       \
-        case KN_UNARY_COS: return COS(x);                                                       \
-        case KN_UNARY_COUNT: break;                                                             \
-        }                                                                                       \
-        return (T)NAN; /* not a kn_unary_op: callers check the op first */                     \
-    }                                                                                           \
-    KN_SC_FN T kn_sc_binary_##S(kn_binary_op op, T a, T b) {                                    \
-        switch (op) {                                                                           \
-        case KN_BINARY_ADD: return a + b;                                                       \
-        case KN_BINARY_SUB: return a - b;                                                       \
-        case KN_BINARY_MUL: return a * b;                                                       \
-        case KN_BINARY_DIV: return a / b;                                                       \
-        case KN_BINARY_POW: return POW(a, b);                                                   \
-        case KN_BINARY_MAX: return (a > b || a != a) ? a : b; /* NaN propagates */             \
-        case KN_BINARY_MIN: return (a < b || a != a) ? a : b;                                   \
-        case KN_BINARY_EQ: return (T)(a == b);                                                  \
-        case KN_BINARY_NE: return (T)(a != b);                                                  \
-        case KN_BINARY_LT: return (T)(a < b);                                                   \
-        case KN_BINARY_LE: return (T)(a <= b);                                                  \
-        case KN_BINARY_GT: return (T)(a > b);                                                   \
-        case KN_BINARY_GE: return (T)(a >= b);                                                  \
-        case KN_BINARY_COUNT: break;                                                            \
-        }                                                                                       \
-        return (T)NAN;                                                                          \
-    }
-
-KN_SC_DEFINE(float, f32, expf, logf, sqrtf, tanhf, fabsf, sinf, cosf, powf)
-KN_SC_DEFINE(double, f64, exp, log, sqrt, tanh, fabs, sin, cos, pow)
+/* The rows for float, then for double (kiln/scalar_type.inc: KN_SC_T, KN_SC_S, the math spelling). */
+#define KN_SC_T float
+#define KN_SC_S f32
+#define exp_ expf
+#define log_ logf
+#define sqrt_ sqrtf
+#define tanh_ tanhf
+#define fabs_ fabsf
+#define sin_ sinf
+#define cos_ cosf
+#define pow_ powf
+#define K(v) v##f
+#include "kiln/scalar_type.inc"
+#define KN_SC_T double
+#define KN_SC_S f64
+#define exp_ exp
+#define log_ log
+#define sqrt_ sqrt
+#define tanh_ tanh
+#define fabs_ fabs
+#define sin_ sin
+#define cos_ cos
+#define pow_ pow
+#define K(v) v
+#include "kiln/scalar_type.inc"
 
 /* Whether a kn_binary_op is a comparison (a bool result: not for the arithmetic kernels). */
 KN_SC_FN bool kn_sc_binary_is_compare(kn_binary_op op) {
@@ -108,27 +73,80 @@ KN_SC_FN bool kn_sc_binary_is_compare(kn_binary_op op) {
     return false;
 }
 
-/* The function of each kn_unary_op as a C expression of x (NULL for an invalid op). */
+/* The rows as the renderers' C expressions (NULL for an invalid op, and for the gradient
+ * of a row without one): the same tokens as the functions above, with the math functions
+ * and constants spelled for double. */
+#define exp_ exp
+#define log_ log
+#define sqrt_ sqrt
+#define tanh_ tanh
+#define fabs_ fabs
+#define sin_ sin
+#define cos_ cos
+#define pow_ pow
+#define K(v) v
+#define KN_SC_STR_(...) #__VA_ARGS__
+#define KN_SC_STR(...) KN_SC_STR_(__VA_ARGS__)
+#define KN_SC_G_GRAD(tx, dx) kn_sc_has, tx, dx
+#define KN_SC_G_NOGRAD kn_sc_none, 0, 0
+#define KN_SC_CALL(m, ...) m(__VA_ARGS__)
 KN_SC_FN const char *kn_sc_unary_expr(kn_unary_op op) {
     switch (op) {
-    case KN_UNARY_NEG: return "(-(x))";
-    case KN_UNARY_ABS: return "fabs(x)";
-    case KN_UNARY_EXP: return "exp(x)";
-    case KN_UNARY_LOG: return "log(x)";
-    case KN_UNARY_SQRT: return "sqrt(x)";
-    case KN_UNARY_RSQRT: return "(1 / sqrt(x))";
-    case KN_UNARY_RECIP: return "(1 / (x))";
-    case KN_UNARY_SQUARE: return "((x) * (x))";
-    case KN_UNARY_TANH: return "tanh(x)";
-    case KN_UNARY_SIGMOID: return "((x) >= 0 ? 1 / (1 + exp(-(x))) : exp(x) / (1 + exp(x)))";
-    case KN_UNARY_RELU: return "((x) > 0 || (x) != (x) ? (x) : 0)";
-    case KN_UNARY_GELU: return "(0.5 * (x) * (1 + tanh(0.7978845608028654 * ((x) + 0.044715 * (x) * (x) * (x)))))";
-    case KN_UNARY_SIN: return "sin(x)";
-    case KN_UNARY_COS: return "cos(x)";
+#define KN_PW(E, name, dtypes, f, grad, ir, autocast) case KN_UNARY_##E: return KN_SC_STR((f));
+#include "kiln/pointwise.def"
     case KN_UNARY_COUNT: break;
     }
     return 0;
 }
+#define KN_SC_GSTR(which, tag, tx, dx) KN_SC_GSTR_##tag##_##which(tx, dx)
+#define KN_SC_GSTR_kn_sc_has_t(tx, dx) KN_SC_STR((tx))
+#define KN_SC_GSTR_kn_sc_has_dx(tx, dx) KN_SC_STR((dx))
+#define KN_SC_GSTR_kn_sc_none_t(tx, dx) 0
+#define KN_SC_GSTR_kn_sc_none_dx(tx, dx) 0
+/* t(x), computed once before dx; "0" when the gradient needs none. */
+KN_SC_FN const char *kn_sc_unary_grad_t_expr(kn_unary_op op) {
+    switch (op) {
+#define KN_PW(E, name, dtypes, f, grad, ir, autocast) case KN_UNARY_##E: return KN_SC_CALL(KN_SC_GSTR, t, KN_SC_G_##grad);
+#include "kiln/pointwise.def"
+    case KN_UNARY_COUNT: break;
+    }
+    return 0;
+}
+/* dx as a C expression of d (dy), x and t. */
+KN_SC_FN const char *kn_sc_unary_grad_expr(kn_unary_op op) {
+    switch (op) {
+#define KN_PW(E, name, dtypes, f, grad, ir, autocast) case KN_UNARY_##E: return KN_SC_CALL(KN_SC_GSTR, dx, KN_SC_G_##grad);
+#include "kiln/pointwise.def"
+    case KN_UNARY_COUNT: break;
+    }
+    return 0;
+}
+/* Whether the row has a gradient column (the IR's unary_grad computes only those). */
+KN_SC_FN bool kn_sc_unary_has_grad(kn_unary_op op) { return kn_sc_unary_grad_expr(op) != 0; }
+/* Whether its gradient reads t (a t column other than 0): the renderers compute t first. */
+KN_SC_FN bool kn_sc_unary_grad_needs_t(kn_unary_op op) {
+    const char *t = kn_sc_unary_grad_t_expr(op);
+    return t && !(t[0] == '(' && t[1] == '0' && t[2] == ')' && t[3] == 0);
+}
+#undef KN_SC_STR_
+#undef KN_SC_STR
+#undef KN_SC_G_GRAD
+#undef KN_SC_G_NOGRAD
+#undef KN_SC_CALL
+#undef KN_SC_GSTR
+#undef KN_SC_GSTR_kn_sc_has_t
+#undef KN_SC_GSTR_kn_sc_has_dx
+#undef KN_SC_GSTR_kn_sc_none_t
+#undef KN_SC_GSTR_kn_sc_none_dx
+#undef exp_
+#undef log_
+#undef sqrt_
+#undef tanh_
+#undef fabs_
+#undef sin_
+#undef cos_
+#undef pow_
+#undef K
 
 /* The function of each kn_binary_op as a C expression of a and b (NULL when invalid). */
 KN_SC_FN const char *kn_sc_binary_expr(kn_binary_op op) {
@@ -150,17 +168,5 @@ KN_SC_FN const char *kn_sc_binary_expr(kn_binary_op op) {
     }
     return 0;
 }
-
-/* The activations' gradients as C expressions of dy = `a` and x = `b` (gelu_bwd and
- * relu_bwd in the IR), spelled as kn_sc_gelu_grad_S(x) * dy and kn_sc_relu_grad_S(dy, x)
- * are (same constants, same order of operations). gelu's uses `t`, the tanh, which the
- * renderer computes first from kn_sc_gelu_bwd_t_expr (x = `b`), so it is computed once. */
-KN_SC_FN const char *kn_sc_gelu_bwd_t_expr(void) {
-    return "tanh(0.7978845608028654 * ((b) + 0.044715 * (b) * (b) * (b)))";
-}
-KN_SC_FN const char *kn_sc_gelu_bwd_expr(void) {
-    return "((a) * (0.5 * (1 + (t)) + 0.5 * (b) * (1 - (t) * (t)) * 0.7978845608028654 * (1 + 3 * 0.044715 * (b) * (b))))";
-}
-KN_SC_FN const char *kn_sc_relu_bwd_expr(void) { return "((b) > 0 ? (a) : 0)"; }
 
 #endif /* KILN_SCALAR_H */

@@ -148,12 +148,11 @@ kn_status kn_tensor_to(kn_tensor **out, const kn_tensor *x, kn_device dev);
 
 /* ---------------------------------------------------------------- elementwise */
 
-/* ORDER UNARY: the table in core/tensor/elementwise.c follows this order. */
+/* The pointwise functions: one per row of kiln/pointwise.def (ORDER UNARY), where each
+ * one's math, gradient and IR op are written. */
 typedef enum kn_unary_op {
-    KN_UNARY_NEG = 0, KN_UNARY_ABS, KN_UNARY_EXP, KN_UNARY_LOG, KN_UNARY_SQRT, KN_UNARY_RSQRT,
-    KN_UNARY_RECIP, KN_UNARY_SQUARE, KN_UNARY_TANH, KN_UNARY_SIGMOID, KN_UNARY_RELU,
-    KN_UNARY_GELU, /* tanh approximation, as GPT-2 */
-    KN_UNARY_SIN, KN_UNARY_COS,
+#define KN_PW(E, name, dtypes, f, grad, ir, autocast) KN_UNARY_##E,
+#include "kiln/pointwise.def"
     KN_UNARY_COUNT
 } kn_unary_op;
 
@@ -169,7 +168,8 @@ typedef enum kn_binary_op {
 const char *kn_unary_op_name(kn_unary_op op);
 const char *kn_binary_op_name(kn_binary_op op);
 
-/* Unary ops need a float dtype except NEG/ABS/SQUARE/RELU, which take any but bool. */
+/* Unary ops need a float dtype except the rows of dtype ANY (neg, abs, square, relu: any
+ * dtype but bool). */
 kn_status kn_tensor_unary(kn_tensor **out, kn_unary_op op, const kn_tensor *x);
 /* a and b broadcast (NumPy rules, through kn_shape_broadcast). */
 kn_status kn_tensor_binary(kn_tensor **out, kn_binary_op op, const kn_tensor *a, const kn_tensor *b);
