@@ -122,7 +122,7 @@ static void every_row(kn_device dev, bool emu) {
             kn_dtype dt = k ? KN_DT_F64 : KN_DT_F32;
             kn_graph *g = row_graph((kn_unary_op)f, dt);
             if (!g) continue;
-            kn_program_opts o = {dev, NULL, KN_PROGRAM_COMPILED, emu};
+            kn_program_opts o = {.device = dev, .passes = NULL, .mode = KN_PROGRAM_COMPILED, .cuda_emu = emu};
             kn_program_stats st;
             double worst = INFINITY;
             KN_ASSERT_OK(kn_program_compare(g, &o, 31 + (uint64_t)f, &worst, &st));

@@ -87,7 +87,7 @@ static void agree(kn_device dev, kn_program_mode m, bool emu) {
     private_cache();
     for (int k = 0; k < 2; k++) {
         kn_graph *g = parse(row_ops(k ? "f32" : "f64"));
-        kn_program_opts o = {dev, NULL, m, emu};
+        kn_program_opts o = {.device = dev, .passes = NULL, .mode = m, .cuda_emu = emu};
         kn_program_stats st;
         double worst = INFINITY, tol = k ? 2e-5 : 1e-12;
         KN_ASSERT_OK(kn_program_compare(g, &o, 17 + (uint64_t)k, &worst, &st));
