@@ -32,7 +32,6 @@
 #include <string.h>
 
 #include "kiln/passes.h"
-#include "runtime/cuda_flash_tc.h"
 
 kn_status kn_autocast_parse(const char *text, kn_dtype *out) {
     if (!out) return kn_error(KN_ERR_ARG, "autocast: NULL dtype");
