@@ -81,7 +81,10 @@ else
 endif
 
 # ------------------------------------------------------------------ sources
-CORE_SRCS := $(shell find core -name '*.c' -not -path 'core/cli/*' -not -path 'core/fuzz/*' | sort)
+# The lab units' references are core files too (core/mk/units.list), linked as units (below),
+# not as the core's own sources.
+UNIT_CORE_SRCS := $(shell bash core/mk/units.sh core)
+CORE_SRCS := $(filter-out $(UNIT_CORE_SRCS),$(shell find core -name '*.c' -not -path 'core/cli/*' -not -path 'core/fuzz/*' | sort))
 CLI_SRCS := $(sort $(wildcard core/cli/*.c))
 CUDA_SRCS := $(if $(filter 1,$(HAVE_CUDA)),$(shell find core -name '*.cu' | sort),)
 CORE_TEST_SRCS := $(sort $(wildcard tests/core/*.c))
