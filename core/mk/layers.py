@@ -17,8 +17,8 @@ it, so it sits below nn.
 
 A public header core/include/kiln/X.h belongs to the folder that implements it
 (HEADER_LAYER below); a private header (ir/ir_impl.h) to its folder; a lab unit
-(solutions/labNN-*/FILE.c, labs/labNN-*/FILE.c) to the folder its contract lives in
-(UNIT_LAYER).
+(solutions/labNN-*/FILE.c, labs/labNN-*/FILE.c) to the folder of the core file that holds
+its reference (core/mk/units.list).
 
 Two graphs are checked:
   includes  every `#include "..."` of core/ (C, CUDA, .inc, .def, .h) and of the lab
@@ -61,16 +61,22 @@ HEADER_LAYER = {
     "dist.h": "dist",
 }
 
-# Lab units (solutions/labNN-*/FILE.c, labs/labNN-*/FILE.c): the layer of their contract.
-UNIT_LAYER = {
-    "lab01": "tensor", "lab02": "autograd", "lab03": "ir", "lab04": "passes",
-    "lab05/fuse_rules.c": "schedule", "lab05/render_index.c": "codegen",
-    "lab06": "tensor", "lab07": "codegen",
-    "lab08/cuda_flash_fwd.c": "runtime", "lab08": "passes",
-    "lab09/bf16.c": "base", "lab09/f16.c": "base", "lab09/autocast.c": "passes",
-    "lab09/scaler.c": "nn",
-    "lab10": "dist",
-}
+# Lab units (solutions/labNN-*/FILE.c, labs/labNN-*/FILE.c): the layer of the core file
+# that holds their reference (core/mk/units.list: "labNN-x/FILE.c core/FOLDER/NAME.c").
+def unit_layers(root):
+    out = {}
+    try:
+        with open(os.path.join(root, "core/mk/units.list")) as fh:
+            for line in fh:
+                f = line.split()
+                if len(f) == 2 and not f[0].startswith("#"):
+                    out[f[0]] = f[1].split("/")[1]
+    except OSError:
+        pass
+    return out
+
+
+UNIT_LAYER = {}
 
 # Known upward edges: (kind, file regex, target regex, owner and plan). kind "include":
 # the target is the included file's path; "call": the symbol. This list only shrinks.
@@ -113,8 +119,7 @@ def layer_of(path):
     if parts[0] == "core" and len(parts) > 2:
         return parts[1] if parts[1] in RANK else None
     if parts[0] in ("solutions", "labs") and len(parts) == 3 and parts[2].endswith(".c"):
-        lab = parts[1][:5]
-        return UNIT_LAYER.get(lab + "/" + parts[2], UNIT_LAYER.get(lab))
+        return UNIT_LAYER.get(parts[1] + "/" + parts[2])
     return None
 
 
@@ -224,6 +229,7 @@ def main():
     ap.add_argument("--partial", action="store_true",
                     help="the tree or objects are a part (the self-test): an unused ALLOWED entry is fine")
     a = ap.parse_args()
+    UNIT_LAYER.update(unit_layers(a.root))
     used = set()
     bad = check_includes(a.root, used)
     kinds = {"include"}
