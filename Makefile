@@ -22,6 +22,7 @@
 # register test steps by appending to TEST_STEPS.
 
 SHELL := /bin/bash
+comma := ,
 .DEFAULT_GOAL := all
 .SUFFIXES:
 MAKEFLAGS += --no-builtin-rules
@@ -36,7 +37,13 @@ BUILD := $(BUILD_ROOT)$(if $(filter 1,$(SAN)),/san,)
 OPT ?= -O2
 
 CPPFLAGS := -Icore/include -Icore -D_POSIX_C_SOURCE=200809L
-CFLAGS := -std=c11 -Wall -Wextra -Werror -g $(OPT) -fno-strict-aliasing
+# One set of warnings for every C file: core/, the lab units (solutions/ and the skeletons
+# in labs/), the tests and the tools. -Wswitch-enum: a switch over an enum (kn_op,
+# kn_unary_op, ...) lists every value, so a new enumerator without a case is a compile
+# error, never a `default:` that silently computes something else. nvcc's host compiler
+# gets the same list (NVCCFLAGS).
+WARN := -Wall -Wextra -Wswitch-enum -Werror
+CFLAGS := -std=c11 $(WARN) -g $(OPT) -fno-strict-aliasing
 LDLIBS := -lm -ldl -lpthread
 # Exported symbols: the CUDA emulator's built-ins (core/runtime/cuda_emu.c) are resolved from
 # the executable by the generated kernels it dlopens (core/codegen/render_cuda.c).
@@ -66,7 +73,7 @@ NVCC ?= $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>
 ifneq ($(NVCC),)
   HAVE_CUDA := 1
   CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
-  NVCCFLAGS := -std=c++17 -O2 -g $(CUDA_ARCH) -Icore/include -Icore -Xcompiler -Wall,-Wextra,-Wswitch-enum,-Werror -DKN_HAVE_CUDA=1
+  NVCCFLAGS := -std=c++17 -O2 -g $(CUDA_ARCH) -Icore/include -Icore -Xcompiler $(subst $(eval) ,$(comma),$(WARN)) -DKN_HAVE_CUDA=1
   CPPFLAGS += -DKN_HAVE_CUDA=1 -I$(CUDA_HOME)/include
   LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
 else
@@ -74,7 +81,10 @@ else
 endif
 
 # ------------------------------------------------------------------ sources
-CORE_SRCS := $(shell find core -name '*.c' -not -path 'core/cli/*' -not -path 'core/fuzz/*' | sort)
+# The lab units' references are core files too (core/mk/units.list), linked as units (below),
+# not as the core's own sources.
+UNIT_CORE_SRCS := $(shell bash core/mk/units.sh core)
+CORE_SRCS := $(filter-out $(UNIT_CORE_SRCS),$(shell find core -name '*.c' -not -path 'core/cli/*' -not -path 'core/fuzz/*' | sort))
 CLI_SRCS := $(sort $(wildcard core/cli/*.c))
 CUDA_SRCS := $(if $(filter 1,$(HAVE_CUDA)),$(shell find core -name '*.cu' | sort),)
 CORE_TEST_SRCS := $(sort $(wildcard tests/core/*.c))
@@ -140,11 +150,6 @@ quiet = $(if $(filter 1,$(V)),,@printf '  %-6s %s\n' $(1) $(2);)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(call quiet,CC,$<)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
-
-# core/ is built with -Wswitch-enum: a switch over an enum (kn_op, kn_unary_op, ...) lists
-# every value, so a new enumerator without a case is a compile error, never a `default:`
-# that silently computes something else (labs keep the plain warnings, for students).
-$(BUILD)/obj/core/%.o: CFLAGS += -Wswitch-enum
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(@D)

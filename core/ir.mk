@@ -14,7 +14,7 @@ FUZZ_DIR := $(BUILD_ROOT)/fuzz
 FUZZ_SRCS := $(CORE_SRCS) $(UNIT_SRCS)
 FUZZ_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(FUZZ_SRCS))
 FUZZ_CPPFLAGS := -Icore/include -Icore -D_POSIX_C_SOURCE=200809L
-FUZZ_CFLAGS := -std=c11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+FUZZ_CFLAGS := -std=c11 $(WARN) -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
   -fno-sanitize-recover=undefined
 
 $(FUZZ_DIR)/obj/%.o: %.c

@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "kiln/device.h"
+#include "kiln/codegen.h"
 #include "kiln/gemm.h"
 
 /* The GPU search: every configuration with its time, GFLOP/s, share of cuBLAS and error. */

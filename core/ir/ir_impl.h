@@ -31,7 +31,7 @@ typedef kn_cost (*kn_cost_fn)(const kn_graph *g, const kn_node *n);
     kn_status kernel(const kn_node *, const kn_tensor *const *, kn_tensor **);           \
     void backward(kn_builder *, int32_t, kn_val, kn_val *);                              \
     kn_cost cost(const kn_graph *, const kn_node *);
-#include "ir/ops.def"
+#include "kiln/ops.def"
 
 typedef struct kn_op_impl {
     kn_infer_fn infer;

@@ -23,7 +23,7 @@
 static const kn_op_info kn_op_infos[KN_OP_COUNT] = {
 #define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) \
     {name, arity, KN_CAT_##cat, req, opt, !KN_IS_BW_NONE(backward)},
-#include "ir/ops.def"
+#include "kiln/ops.def"
 };
 
 /* The table's backward entry of a differentiable op is kn_backward_checked
@@ -38,22 +38,22 @@ static const kn_op_info kn_op_infos[KN_OP_COUNT] = {
 const kn_op_impl kn_op_impls[KN_OP_COUNT] = {
 #define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) \
     {infer, kernel, KN_BW_PICK(KN_IS_BW_NONE(backward), backward), cost},
-#include "ir/ops.def"
+#include "kiln/ops.def"
 };
 
 const kn_backward_fn kn_op_rules[KN_OP_COUNT] = {
 #define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) backward,
-#include "ir/ops.def"
+#include "kiln/ops.def"
 };
 
 const char *const kn_op_rule_names[KN_OP_COUNT] = {
 #define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) #backward,
-#include "ir/ops.def"
+#include "kiln/ops.def"
 };
 
 const kn_attr_meta kn_attr_metas[KN_ATTR_COUNT] = {
 #define KN_ATTR(E, name, kind, dflt) {name, KN_AK_##kind},
-#include "ir/ops.def"
+#include "kiln/ops.def"
 };
 
 static const char *const kn_cat_names[KN_CAT_COUNT] = {
@@ -190,7 +190,7 @@ kn_attrs kn_attrs_default(void) {
     if (KN_AK_##kind == KN_AK_INT) *kn_attr_int(&a, KN_ATTR_##E) = (int64_t)(dflt); \
     if (KN_AK_##kind == KN_AK_F64) *kn_attr_f64(&a, KN_ATTR_##E) = (double)(dflt); \
     if (KN_AK_##kind == KN_AK_FN) a.fn = (int32_t)(dflt);
-#include "ir/ops.def"
+#include "kiln/ops.def"
     return a;
 }
 

@@ -308,13 +308,6 @@ int KNT_ENTRY(int kind, const void *q, const void *k, const void *v, const void 
 }
 
 #ifndef __CUDACC__
-/* Compiled once, in the emulator's object (the nvcc object has the same text). */
-const char *kn_flash_tc_kernel(int kind, int d) {
-    if (kind == KN_FLASH_TC_TF32) return d == 32 ? "mma.m16n8k8 tf32, D 32" : d == 64 ? "mma.m16n8k8 tf32, D 64" : NULL;
-    if (kind == KN_FLASH_TC_BF16)
-        return d == 64 ? "mma.m16n8k16 bf16, D 64" : d == 128 ? "mma.m16n8k16 bf16, D 128" : NULL;
-    return NULL;
-}
 #if !KN_HAVE_CUDA
 const char *kn_flash_cuda_kernel(void) { return "none (no CUDA in this build)"; } /* cuda_flash.cu's otherwise */
 #endif

@@ -14,13 +14,11 @@
 
 #include <stdbool.h>
 
-enum { KN_FLASH_TC_TF32, KN_FLASH_TC_BF16 };
+#include "kiln/ir.h" /* KN_FLASH_TC_TF32, KN_FLASH_TC_BF16, kn_flash_tc_kernel */
 
-/* The kernel that runs kind at head dim d ("mma.m16n8k8 tf32, D 64"), or NULL: none. */
 #ifdef __cplusplus
 extern "C" {
 #endif
-const char *kn_flash_tc_kernel(int kind, int d);
 /* The kernel the CUDA backend's flash_attn / flash_attn_bwd ran last ("simt f32",
  * "mma.m16n8k8 tf32, D 64", ...; defined in cuda_flash.cu, a stub in builds without CUDA). */
 const char *kn_flash_cuda_kernel(void);

@@ -17,6 +17,7 @@
 
 #include "runtime/cuda_impl.h"
 extern "C" {
+#include "kiln/codegen.h"
 #include "kiln/gemm.h"
 }
 

@@ -15,39 +15,10 @@
 #include "kiln/cuda.h"
 #include "kiln/scalar.h"
 #include "tensor/rowmath.h"
+#include "storage/cuda_check.h" /* KN_CUDA_TRY, KN_CUDA_WARN, KNC_CUDA_GOTO */
 extern "C" {
 #include "ir/ir_impl.h"
 }
-
-/* KN_OK for cudaSuccess; else KN_ERR_DEVICE naming the call, file:line and CUDA's message
- * (the sticky last error cleared): what every CUDA check below reports. */
-static inline kn_status knc_cuda_check(cudaError_t e, const char *call, const char *file, int line) {
-    if (e == cudaSuccess) return KN_OK;
-    (void)cudaGetLastError();
-    return kn_error(KN_ERR_DEVICE, "%s failed at %s:%d: %s (%s)", call, file, line, cudaGetErrorString(e),
-                    cudaGetErrorName(e));
-}
-
-/* Run a CUDA runtime call; on failure record KN_ERR_DEVICE and return it. */
-#define KN_CUDA_TRY(call) KN_TRY(knc_cuda_check((call), #call, __FILE__, __LINE__))
-
-/* The same for calls whose failure can only be reported (in free paths). */
-#define KN_CUDA_WARN(call)                                                                            \
-    do {                                                                                              \
-        cudaError_t kn_cu_e_ = (call);                                                                \
-        if (kn_cu_e_ != cudaSuccess) {                                                                \
-            (void)cudaGetLastError();                                                                 \
-            kn_log(KN_LOG_WARN, "%s failed at %s:%d: %s (%s)", #call, __FILE__, __LINE__,             \
-                   cudaGetErrorString(kn_cu_e_), cudaGetErrorName(kn_cu_e_));                         \
-        }                                                                                             \
-    } while (0)
-
-/* For functions that own resources to release: a CUDA runtime call whose failure sets the
- * caller's `kn_status st` (knc_cuda_check's error) and jumps to its `done:` label. */
-#define KNC_CUDA_GOTO(call)                                                                           \
-    do {                                                                                              \
-        if ((st = knc_cuda_check((call), #call, __FILE__, __LINE__)) != KN_OK) goto done;             \
-    } while (0)
 
 /* The same for cuBLAS, in the files that use it (they include cublas_v2.h first):
  * KN_CUBLAS_TRY returns the error, KNC_CUBLAS_GOTO sets `st` and jumps to `done:`. */
@@ -298,7 +269,7 @@ __device__ inline double knc_rm_ce_scale(double dloss, int64_t rows) { return kn
 kn_status knc_new_out(const kn_node *n, kn_device dev, kn_tensor **out);
 /* The stream every kiln kernel, memset and cuBLAS call is queued on: the legacy default
  * stream, except while a CUDA graph is being captured (then the capture's stream; see
- * kn_cuda_graph_begin in device_cuda.cu). Launch as k<<<grid, block, 0, knc_stream>>>. */
+ * kn_cuda_graph_begin in core/storage/storage_cuda.cu). Launch as k<<<grid, block, 0, knc_stream>>>. */
 extern cudaStream_t knc_stream;
 /* Whether the work queued now is being captured into a CUDA graph (nothing runs: kernels
  * must not read device results on the host, e.g. to check indices). */

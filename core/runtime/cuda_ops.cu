@@ -437,7 +437,7 @@ const knc_kernel_fn kern_matmul_ep = knc_matmul_ep; /* cuda_matmul_lt.cu: cuBLAS
 
 static const knc_kernel_fn knc_kernels[KN_OP_COUNT] = {
 #define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) knc_col::kernel,
-#include "ir/ops.def"
+#include "kiln/ops.def"
 };
 
 static knc_kernel_fn knc_kernel_of(kn_op op) { return (unsigned)op < KN_OP_COUNT ? knc_kernels[op] : nullptr; }

@@ -1,7 +1,7 @@
 /* cuda_optim.cu — the optimizer step and global-norm gradient clipping on GPU slabs
  * (contracts in kiln/cuda.h), for `kiln train --device cuda`.
  *
- * The formulas are kn_optim_step's and kn_clip_grad_norm's (core/nn/optim.c) element for
+ * The formulas are kn_optim_step's and kn_clip_grad_norm's (core/runtime/optim.c) element for
  * element: each element's arithmetic is done in double and rounded once when stored, so
  * an update on the GPU matches the CPU's up to the last bit of libm's pow/sqrt. The
  * bias corrections c1, c2 are computed once on the host, exactly as the CPU does.

@@ -14,7 +14,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "kiln/codegen.h"
+#include "kiln/schedule.h"
 #include "ir/ir_impl.h"
 
 enum { LV_NONE = 0, LV_FULL = KN_LEVEL_FULL, LV_OUTER = KN_LEVEL_OUTER };

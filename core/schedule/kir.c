@@ -11,7 +11,7 @@
  * size-1 axes dropped: the renderers see the simplest equivalent loop nest. */
 #include <string.h>
 
-#include "kiln/codegen.h"
+#include "kiln/schedule.h"
 #include "ir/ir_impl.h"
 
 void kn_kernel_clear(kn_kernel *k) {

@@ -14,7 +14,7 @@
 #ifndef KILN_TENSOR_IMPL_H
 #define KILN_TENSOR_IMPL_H
 
-#include "kiln/device.h"
+#include "kiln/storage.h"
 #include "kiln/tensor.h"
 
 /* Shape/dtype text for messages: "f32[2,3]". Buffers of KNT_STR bytes. */

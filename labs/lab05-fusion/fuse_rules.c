@@ -1,5 +1,5 @@
 /* fuse_rules.c — lab 05 unit: the fusion decision (kn_fuse_refusal, contract in
- * kiln/codegen.h).
+ * kiln/schedule.h).
  *
  * The scheduler (core/schedule/fuse.c) walks the graph in order and, for each node it could
  * put in a generated kernel, asks this function about the group of each operand (newest
@@ -20,7 +20,7 @@
  * another element of it); a view of a member would be read from memory that the kernel
  * has not written yet; an operand computed from the group by an outside node would need
  * the group to run both before and after that node (a cycle). */
-#include "kiln/codegen.h"
+#include "kiln/schedule.h"
 
 
 const char *kn_fuse_refusal(const kn_fuse_query *q, int *level) {

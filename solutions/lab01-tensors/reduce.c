@@ -34,8 +34,9 @@ static inline double combine(kn_reduce_op op, double acc, double v) {
     case KN_REDUCE_PROD: return acc * v;
     case KN_REDUCE_MAX: return (v > acc || isnan(v)) ? v : acc; /* NaN sticks: NaN > v is false */
     case KN_REDUCE_MIN: return (v < acc || isnan(v)) ? v : acc;
-    default: return acc;
+    case KN_REDUCE_COUNT: break; /* not an op (kn_tensor_reduce rejects it) */
     }
+    return acc;
 }
 
 static double initial(kn_reduce_op op) {
@@ -43,8 +44,11 @@ static double initial(kn_reduce_op op) {
     case KN_REDUCE_PROD: return 1.0;
     case KN_REDUCE_MAX: return -INFINITY;
     case KN_REDUCE_MIN: return INFINITY;
-    default: return 0.0;
+    case KN_REDUCE_SUM:
+    case KN_REDUCE_MEAN:
+    case KN_REDUCE_COUNT: break;
     }
+    return 0.0;
 }
 /* END SOLUTION */
 

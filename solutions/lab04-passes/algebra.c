@@ -47,8 +47,12 @@ static bool holds_exactly(kn_dtype from, kn_dtype to) {
     case KN_DT_F16:
     case KN_DT_BF16: return to == KN_DT_F32 || to == KN_DT_F64;
     case KN_DT_F32: return to == KN_DT_F64;
-    default: return false;
+    case KN_DT_F64:
+    case KN_DT_I64:
+    case KN_DT_BOOL:
+    case KN_DT_COUNT: break;
     }
+    return false;
 }
 
 static int32_t use_x(kn_rewriter *rw, const kn_match *m) {

@@ -55,9 +55,24 @@ kn_autocast_class kn_autocast_policy(kn_op op) {
     case KN_OP_CROSS_ENTROPY: case KN_OP_CROSS_ENTROPY_BWD:
     case KN_OP_EMBEDDING_GRAD:
         return KN_AUTOCAST_F32;
-    default:
+    /* Every other op keeps its operands' dtype. Listed one by one (-Wswitch-enum): a new op
+     * is a compile error here until someone decides its class, never silently KEEP. */
+    case KN_OP_INPUT: case KN_OP_PARAM: case KN_OP_FULL:
+    case KN_OP_ADD: case KN_OP_SUB: case KN_OP_MUL: case KN_OP_DIV: case KN_OP_EQ: case KN_OP_WHERE:
+    /* the pointwise functions' IR ops (answered above, from their rows; their cases come
+     * from the table, so a new row needs no line here) and their gradient op */
+#include "kiln/pointwise_cases.inc"
+    case KN_OP_UNARY_GRAD:
+    case KN_OP_CAST: case KN_OP_DROPOUT: case KN_OP_CAUSAL_FILL: case KN_OP_ONEHOT:
+    case KN_OP_RESHAPE: case KN_OP_PERMUTE: case KN_OP_BROADCAST_TO: case KN_OP_SLICE: case KN_OP_SLICE_GRAD:
+    case KN_OP_CONCAT: case KN_OP_EMBEDDING:
+    case KN_OP_MATMUL_BIAS: case KN_OP_MATMUL_BIAS_GELU: case KN_OP_MATMUL_DGELU: case KN_OP_MATMUL_BGRAD:
+    case KN_OP_GRAD_STORE: case KN_OP_ALL_REDUCE_START: case KN_OP_REDUCE_SCATTER_START:
+    case KN_OP_ALL_GATHER_START: case KN_OP_COMM_WAIT:
+    case KN_OP_COUNT:
         return KN_AUTOCAST_KEEP;
     }
+    return KN_AUTOCAST_KEEP; /* not a kn_op */
     /* SKELETON
     // LOW: matmul, flash attention and its backward. F32: the reductions, softmaxes
     // (plain, log, causal) and their backwards, the norms and layernorm's input gradient,

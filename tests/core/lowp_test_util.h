@@ -25,8 +25,9 @@ static inline double lowp_codegen_tolerance(kn_dtype dt) {
     case KN_DT_F64: return 1e-12;
     case KN_DT_BF16: return 16 * 0x1p-8;
     case KN_DT_F16: return 16 * 0x1p-11;
-    default: return 2e-5;
+    case KN_DT_F32: case KN_DT_I32: case KN_DT_I64: case KN_DT_U8: case KN_DT_BOOL: case KN_DT_COUNT: break;
     }
+    return 2e-5;
 }
 
 /* x (f32) -> bf16, f16, and each rounded in a register and widened back to f32, in one

@@ -1,10 +1,10 @@
-/* test_cuda_cache.c — the caching allocator's bookkeeping (core/runtime/cuda_cache.c), run on
+/* test_cuda_cache.c — the caching allocator's bookkeeping (core/storage/cuda_cache.c), run on
  * the CPU with a fake raw allocator that counts calls and can be told to run out of memory.
  * The same code sits under cudaMalloc in the CUDA backend. */
 #include <string.h>
 
 #include "kn_test.h"
-#include "runtime/cuda_cache.h"
+#include "storage/cuda_cache.h"
 
 typedef struct fake_raw {
     int64_t allocs, frees;

@@ -11,6 +11,7 @@
 
 #include "kn_test.h"
 #include "kiln/device.h"
+#include "kiln/codegen.h"
 #include "kiln/gemm.h"
 #if KN_HAVE_CUDA
 #include "kiln/cuda.h"

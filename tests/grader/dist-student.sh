@@ -39,10 +39,12 @@ broot=${BUILD_ROOT:-build}
 
 # Tracked files that a student may see (NUL-separated paths on stdout).
 shipped_files() {
+    local units; units=$(bash core/mk/units.sh core)  # the references core/ owns (solutions/ links to them)
     git ls-files -z --cached | while IFS= read -r -d '' f; do
         case $f in
             solutions/*|tests/lab[0-9]*|tests/grader/*|tests/grade.mk|tests/student.mk) continue ;;
         esac
+        grep -qxF -- "$f" <<< "$units" && continue
         printf '%s\0' "$f"
     done
 }
@@ -159,7 +161,7 @@ check)
     if [ -n "$why" ]; then record leaks FAIL "leaks:$why"; else record leaks OK "nothing of the staff's leaks"; fi
 
     cp -a "$out" "$tmp/tree"
-    git checkout-index --prefix="$tmp/idx/" -- $(git ls-files solutions) 2>/dev/null
+    git checkout-index --prefix="$tmp/idx/" -- $(git ls-files solutions $(bash core/mk/units.sh core)) 2>/dev/null
     seed_objects "$tmp/tree"
     labs=$(cd "$tmp/tree/labs" && ls -d lab[0-9][0-9]-* 2>/dev/null)
     [ -n "$labs" ] || { record labs FAIL "no labs in the student tree"; exit 1; }
@@ -189,7 +191,7 @@ check)
         [ -n "$results" ] || continue
         if ! compgen -G "$tmp/idx/solutions/$lab/*.c" > /dev/null; then continue; fi
         mkdir -p "$tmp/skel-units-$l" && cp "$tmp/tree/labs/$lab/"*.c "$tmp/skel-units-$l/"
-        cp "$tmp/idx/solutions/$lab/"*.c "$tmp/tree/labs/$lab/"
+        cp -L "$tmp/idx/solutions/$lab/"*.c "$tmp/tree/labs/$lab/"
         tmake test-lab"$l" RESULTS="$tmp/tree/build/r-$l-sol" > "$tmp/sol-$l.log" 2>&1
         rc=$?
         cp "$tmp/skel-units-$l/"*.c "$tmp/tree/labs/$lab/"

@@ -43,8 +43,9 @@ double href_eps(kn_dtype dt) {
     case KN_DT_F32: return 0x1p-23;
     case KN_DT_F16: return 0x1p-10;
     case KN_DT_BF16: return 0x1p-7;
-    default: return 0.0;
+    case KN_DT_I32: case KN_DT_I64: case KN_DT_U8: case KN_DT_BOOL: case KN_DT_COUNT: break;
     }
+    return 0.0;
 }
 
 bool href_close(double got, double want, double tol) {
@@ -95,8 +96,9 @@ static double rand_value(kn_rng *r, kn_dtype dt, href_values values) {
     case KN_DT_U8: return (double)(int)(u * 10);                 /* 0..9 */
     case KN_DT_I32:
     case KN_DT_I64: return (double)((int)(u * 101) - 50);        /* -50..50 */
-    default: return 4 * u - 2;                                   /* [-2, 2) */
+    case KN_DT_F32: case KN_DT_F64: case KN_DT_F16: case KN_DT_BF16: case KN_DT_COUNT: break;
     }
+    return 4 * u - 2;                                                /* [-2, 2) */
 }
 
 kn_tensor *href_rand_layout(kn_rng *r, kn_dtype dt, int ndim, const int64_t *shape,

@@ -198,12 +198,16 @@ KN_TEST(lab01_hidden_broadcast, binary_random_broadcasting) {
             href_unravel(i, no, os, io);
             for (int k = 0; k < na; k++) ia[k] = as[k] == 1 ? 0 : io[k + no - na];
             for (int k = 0; k < nb; k++) ib[k] = bs[k] == 1 ? 0 : io[k + no - nb];
-            double x = href_at(a, ia), y = href_at(b, ib), want;
+            double x = href_at(a, ia), y = href_at(b, ib), want = 0;
             switch (op) {
             case KN_BINARY_ADD: want = x + y; break;
             case KN_BINARY_MUL: want = x * y; break;
             case KN_BINARY_MAX: want = x > y ? x : y; break;
-            default: want = x < y; break;
+            case KN_BINARY_LT: want = x < y; break;
+            case KN_BINARY_SUB: case KN_BINARY_DIV: case KN_BINARY_POW: case KN_BINARY_MIN:
+            case KN_BINARY_EQ: case KN_BINARY_NE: case KN_BINARY_LE: case KN_BINARY_GT:
+            case KN_BINARY_GE: case KN_BINARY_COUNT:
+                cr_assert_fail("op %d is not one this test draws", (int)op); return;
             }
             want = href_roundtrip(odt, want);
             double got = href_at(o, io);

@@ -61,7 +61,8 @@ static void check_reduce(const reduce_case *rc, const kn_tensor *x, int case_no)
         case KN_REDUCE_SUM: case KN_REDUCE_MEAN: acc[o] += v; mag[o] += fabs(v); break;
         case KN_REDUCE_PROD: acc[o] *= v; mag[o] *= fabs(v); break;
         case KN_REDUCE_MAX: if (v > acc[o]) acc[o] = v; break;
-        default: if (v < acc[o]) acc[o] = v; break;
+        case KN_REDUCE_MIN: if (v < acc[o]) acc[o] = v; break;
+        case KN_REDUCE_COUNT: cr_assert_fail("not a reduction"); break;
         }
     }
     char sx[96], so[96], axes[64] = "all";

@@ -8,7 +8,7 @@
  * and backward together.
  *
  * The backward is emitted through the builder (kiln/ir.h), one backward rule per op
- * (core/ir/ops.def names it; core/autograd/rules.c and, for the lab 02 units below,
+ * (core/include/kiln/ops.def names it; core/autograd/rules.c and, for the lab 02 units below,
  * the lab unit labs/lab02-autograd/rules.c hold them). So the same code serves
  * eager mode: on an EAGER builder, kn_backward computes the gradients at once (the
  * recorded graph is the tape).
@@ -49,7 +49,7 @@ kn_status kn_autograd(const kn_graph *fwd, kn_val loss, int n, const kn_val *wrt
  * to x's shape. Returns g itself when the types are already equal, KN_VAL_NONE when g or x
  * is KN_VAL_NONE or the builder is in error. Every rule of a broadcasting op uses it.
  *
- * The backward rules (rules.c), one per op, named in core/ir/ops.def. A rule gets the
+ * The backward rules (rules.c), one per op, named in core/include/kiln/ops.def. A rule gets the
  * builder, the id of the forward node, and dy, the gradient of that node's value (same
  * type). On entry dx[k] is KN_VAL_WANT (core/ir/ir_impl.h: kn_want) when operand k needs
  * a gradient and KN_VAL_NONE when not; the rule replaces each wanted dx[k] by operand k's

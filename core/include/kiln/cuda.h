@@ -68,20 +68,6 @@ kn_status kn_cuda_launch_kernel(void *fn, const char *name, kn_cuda_launch l, vo
 void kn_cuda_module_free(kn_cuda_module *m);
 kn_status kn_cuda_limits_get(int device, kn_cuda_limits *lim, int *major, int *minor);
 
-/* CUDA graphs (core/runtime/device_cuda.cu): kn_cuda_graph_begin starts capturing what kiln
- * queues on GPU `device` (kn_cuda_stream() is then the capture's stream; blocks freed during
- * the capture are held for the graph); kn_cuda_graph_end stops, and with ok instantiates the
- * graph (*exec) and hands over the held blocks (*hold), both released by kn_cuda_graph_free
- * (after the graph's last launch is done). kn_cuda_graph_launch replays on the legacy
- * default stream, in order with the rest of kiln's work. */
-typedef struct kn_cuda_hold kn_cuda_hold;
-void *kn_cuda_stream(void);
-kn_status kn_cuda_graph_begin(int device);
-kn_status kn_cuda_graph_end(bool ok, void **exec, kn_cuda_hold **hold);
-kn_status kn_cuda_graph_launch(void *exec);
-void kn_cuda_graph_free(void *exec, kn_cuda_hold *hold);
-kn_status kn_cuda_copy_async(void *dst, const void *src, size_t nbytes);
-
 /* Whether op has a CUDA kernel (false for sources, which have no operand on a GPU: a
  * `full` runs on the CPU and its consumer copies it over; false for invalid ops). */
 bool kn_cuda_has_kernel(kn_op op);
@@ -89,24 +75,6 @@ bool kn_cuda_has_kernel(kn_op op);
 /* A contiguous tensor on t's CUDA device with t's contents: an alias when t already is
  * contiguous, else a copy made by a strided-copy kernel. fn names the caller in errors. */
 kn_status kn_cuda_contiguous(const char *fn, const kn_tensor *t, kn_tensor **out);
-
-/* The caching allocator of one GPU (core/runtime/cuda_cache.c). */
-typedef struct kn_cuda_mem_info {
-    size_t current;       /* bytes of live kiln allocations */
-    size_t peak;          /* the most at once */
-    size_t reserved;      /* bytes held from cudaMalloc (live + cached) */
-    size_t peak_reserved;
-    size_t cached;        /* bytes in the free lists */
-    int64_t allocs;       /* allocations served */
-    int64_t hits;         /* of those, from the free lists (no cudaMalloc) */
-    int64_t raw_allocs;   /* cudaMalloc calls */
-    int64_t raw_frees;    /* cudaFree calls */
-} kn_cuda_mem_info;
-
-kn_status kn_cuda_mem_info_get(int device, kn_cuda_mem_info *out);
-/* Give every cached block of a GPU back to the driver (cudaFree); *released (may be NULL)
- * receives the byte count. */
-kn_status kn_cuda_empty_cache(int device, size_t *released);
 
 /* The optimizer on GPU slabs (core/runtime/cuda_optim.cu): kn_optim_step's update of
  * param[0..o->n) with grad on CUDA device `device`, the state slab (o->state_len floats:

@@ -13,7 +13,6 @@
 #define KILN_GEMM_H
 
 #include "kiln/base.h"
-#include "kiln/codegen.h"
 #include "kiln/kernels.h"
 
 #define KN_GEMM_MAX_TRIALS 32
@@ -106,51 +105,5 @@ kn_status kn_gemm_time(int64_t m, int64_t n, int64_t k, int cls, kn_gemm_config 
 /* lab 06 (see above): the search over the candidates; r->cls is set by the caller. */
 kn_status kn_gemm_search(int64_t m, int64_t n, int64_t k, const float *a, const float *b, float *c,
                          kn_gemm_tune_result *r);
-
-/* ---------------------------------------------------------------- GPU GEMM
- * A tiled f32 GEMM rendered by kiln's CUDA code generation (core/codegen/gemm_cuda.c): a
- * teaching kernel, compared with cuBLAS fp32 (TF32 off); kiln's training keeps cuBLAS.
- * C[M, N] = A[M, K] B[K, N], row-major. A block computes a bm x bn tile of C over bk-wide
- * slabs of K staged in shared memory; each of its (bm/tm) * (bn/tn) threads keeps a
- * tm x tn sub-tile in registers; vec: float4 loads and stores (K and N multiples of 4). */
-typedef struct kn_cuda_gemm_cfg {
-    int bm, bn, bk, tm, tn;
-    bool vec;
-} kn_cuda_gemm_cfg;
-/* KN_ERR_ARG saying what is wrong with c (divisibility, 32..1024 threads, 48 KiB of shared
- * memory, at most 128 accumulators a thread). */
-kn_status kn_cuda_gemm_check(kn_cuda_gemm_cfg c);
-bool kn_cuda_gemm_cfg_equal(kn_cuda_gemm_cfg a, kn_cuda_gemm_cfg b); /* field by field (not memcmp: padding) */
-/* The kernel kn_sgemm(const float *A, const float *B, float *C, int M, int N, int K) for c,
- * in dialect d (kn_free *src); the emulator dialect also has kn_sgemm__emu(void **args). */
-kn_status kn_cuda_gemm_render(kn_cuda_gemm_cfg c, kn_cuda_dialect d, char **src);
-/* Its launch for an m x n product (one-dimensional grid and block), and whether c can run
- * an m x n x k product (sizes in int; vec: k and n multiples of 4). */
-kn_cuda_launch kn_cuda_gemm_launch(kn_cuda_gemm_cfg c, int64_t m, int64_t n);
-bool kn_cuda_gemm_fits(kn_cuda_gemm_cfg c, int64_t m, int64_t n, int64_t k);
-/* The autotuner's candidates (at most max written to out; returns how many there are). */
-int kn_cuda_gemm_candidates(kn_cuda_gemm_cfg *out, int max);
-
-#define KN_CUDA_GEMM_MAX_TRIALS 64
-typedef struct kn_cuda_gemm_trial {
-    kn_cuda_gemm_cfg cfg;
-    double ms;          /* median of the timed launches */
-    double max_rel_err; /* against cuBLAS fp32: max |c - ref| / (1 + |ref|) */
-} kn_cuda_gemm_trial;
-typedef struct kn_cuda_gemm_tune_result {
-    int ntrials;
-    kn_cuda_gemm_trial trials[KN_CUDA_GEMM_MAX_TRIALS];
-    kn_cuda_gemm_cfg best;
-    double best_ms, cublas_ms;  /* the winner's and cuBLAS fp32's (TF32 off), same run */
-    double copy_gbs;            /* device-to-device copy bandwidth, same run */
-    bool from_cache;            /* the choice was read (only cuBLAS and the winner timed) */
-    char path[768];             /* the cache file */
-} kn_cuda_gemm_tune_result;
-/* On GPU `device`: time every candidate that fits m x n x k (each checked against cuBLAS
- * fp32 on the same random operands; a wrong one is an error), and cuBLAS; the fastest is
- * written to the cache (<cache>/gemm-cuda/<device name>-<m>x<n>x<k>) unless it was there
- * already (force: search again). KN_ERR_UNSUPPORTED in a build without CUDA. */
-kn_status kn_cuda_gemm_tune(int device, int64_t m, int64_t n, int64_t k, const char *cache_dir, bool force,
-                            kn_cuda_gemm_tune_result *r);
 
 #endif

@@ -5,7 +5,7 @@
  * A graph is a list of nodes in definition order. Node i defines the SSA value %i, whose
  * type is a dtype and a shape (kn_type). A node names its op, its operands (earlier values)
  * and its attributes. Sources (`input`, `param`, `full`) have no operands. A graph also has
- * an ordered list of outputs. Every op is one line of core/ir/ops.def (name, arity,
+ * an ordered list of outputs. Every op is one line of core/include/kiln/ops.def (name, arity,
  * category, attributes, shape rule, CPU kernel, backward rule, cost).
  *
  * Text format (one node per line; `#` starts a comment; blank lines are ignored):
@@ -72,17 +72,17 @@ extern "C" {
 
 /* ---------------------------------------------------------------- ops and attributes */
 
-/* ORDER OP: generated from core/ir/ops.def; every table indexed by kn_op follows it. */
+/* ORDER OP: generated from core/include/kiln/ops.def; every table indexed by kn_op follows it. */
 typedef enum kn_op {
 #define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) KN_OP_##E,
-#include "ir/ops.def"
+#include "kiln/ops.def"
     KN_OP_COUNT
 } kn_op;
 
-/* ORDER ATTR: generated from core/ir/ops.def (KN_ATTR lines). */
+/* ORDER ATTR: generated from core/include/kiln/ops.def (KN_ATTR lines). */
 typedef enum kn_attr_id {
 #define KN_ATTR(E, name, kind, dflt) KN_ATTR_##E,
-#include "ir/ops.def"
+#include "kiln/ops.def"
     KN_ATTR_COUNT
 } kn_attr_id;
 
@@ -374,6 +374,12 @@ kn_val kn_causal_softmax(kn_builder *b, kn_val x, double scale);
  * op, flash_attn_bwd(q, k, v, y, dy) with dy [..., T, D + 1] (or [..., T, D] when no
  * gradient reaches L), is [3, ..., T, D]: dq, dk, dv stacked on a new leading axis. */
 kn_val kn_flash_attn(kn_builder *b, kn_val q, kn_val k, kn_val v, double scale);
+/* The tensor-core kernels of flash_attn and flash_attn_bwd (core/runtime/cuda_flash_tc.cu):
+ * the one that runs kind at head dim d ("mma.m16n8k8 tf32, D 64"), or NULL: none. Declared
+ * here, with the op, because a pass decides by it too: autocast lowers flash attention only
+ * where a bf16 kernel exists (core/passes/autocast.c). (core/ir/flash_tc.c) */
+enum { KN_FLASH_TC_TF32, KN_FLASH_TC_BF16 };
+const char *kn_flash_tc_kernel(int kind, int d);
 /* Over the last axis: (x - mean) / sqrt(var + eps) * w + bias; w, bias: [C]. */
 kn_val kn_layernorm(kn_builder *b, kn_val x, kn_val w, kn_val bias, double eps);
 /* Mean over all positions of -log_softmax(logits)[target]: logits [..., V] float,

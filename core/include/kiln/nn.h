@@ -114,6 +114,13 @@ int kn_gpt_find(const kn_gpt *g, const char *name);
 kn_status kn_gpt_build(kn_builder *b, const kn_gpt *g, kn_val idx, kn_val targets, kn_val *pvals,
                        kn_val *logits, kn_val *loss);
 
+/* The GPT of cfg captured as the trainer captures it, for the passes to compile
+ * (`kiln compile --gpt`, the pass tests): inputs "idx" and "targets" (i32 [B, T]), the
+ * model's parameters, and outputs (loss, logits) for the forward graph, or autograd's joint
+ * graph (outputs: loss, then every parameter's gradient) when joint. No activation is
+ * allocated; the parameter slab is allocated (zeroed) and freed. (core/nn/gpt_graph.c) */
+kn_status kn_gpt_graph(const kn_gpt_config *cfg, int B, int T, bool joint, kn_graph **out);
+
 /* ---------------------------------------------------------------- training */
 
 /* One training step compiled once: the forward graph of (B, T), its joint

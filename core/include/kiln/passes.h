@@ -471,13 +471,6 @@ kn_randgraph_opts kn_randgraph_defaults(void);
  * value stays finite on inputs in [-1, 1] (no log or sqrt of a raw input; exp of tanh). */
 kn_status kn_randgraph(kn_graph **out, uint64_t seed, const kn_randgraph_opts *o);
 
-/* The GPT of cfg captured as the trainer captures it: inputs "idx" and "targets" (i32
- * [B, T]), the model's parameters, and outputs (loss, logits) for the forward graph, or
- * autograd's joint graph (outputs: loss, then every parameter's gradient) when joint.
- * No activation is allocated; the parameter slab is allocated (zeroed) and freed. */
-struct kn_gpt_config;
-kn_status kn_gpt_graph(const struct kn_gpt_config *cfg, int B, int T, bool joint, kn_graph **out);
-
 /* Run a and b on the same random inputs (every input and param of a, bound by name in
  * both; floats uniform in [-1, 1) from seed; integer inputs in the range their users
  * accept) and set *maxdiff to the largest |a_i - b_i| over all outputs (NaN against NaN

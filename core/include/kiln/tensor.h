@@ -37,6 +37,7 @@
 #define KILN_TENSOR_H
 
 #include "kiln/base.h"
+#include "kiln/storage.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -46,14 +47,7 @@ extern "C" {
 
 /* ---------------------------------------------------------------- devices and storage */
 
-typedef enum kn_device_type { KN_DEVICE_CPU = 0, KN_DEVICE_CUDA, KN_DEVICE_TYPE_COUNT } kn_device_type;
-
-typedef struct kn_device {
-    kn_device_type type;
-    int index; /* which GPU; 0 for the CPU */
-} kn_device;
-
-#define KN_CPU ((kn_device){KN_DEVICE_CPU, 0})
+/* kn_device, kn_device_type, KN_CPU: kiln/storage.h. */
 
 typedef struct kn_storage {
     int refcount;     /* tensors (views) holding it; freed at 0 */

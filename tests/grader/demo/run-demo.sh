@@ -9,7 +9,7 @@ set -u
 command -v mpicc > /dev/null || { echo "no mpicc: MPI demo not built (install MPICH)"; exit 1; }
 w=$(mktemp -d /tmp/kiln-grade-demo.XXXXXX); trap 'rm -rf "$w"' EXIT
 chmod 711 "$w"; mkdir -p "$w"/{t,out,v,rec,res}; chmod 711 "$w/rec"
-mpicc -std=c11 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -Icore/include -Itests/harness \
+mpicc -std=c11 -Wall -Wextra -Wswitch-enum -Werror -D_POSIX_C_SOURCE=200809L -Icore/include -Itests/harness \
     tests/grader/demo/mpi_gpu_demo.c tests/grader/kn_test_grade.c core/base/status.c \
     -o "$w/demo" -lcriterion -lm || exit 1
 chmod 755 "$w/demo"

@@ -5,7 +5,11 @@
  * double and rounded once to f32 when stored, so results do not depend on the compiler's
  * choice of fused multiply-adds in float, and the same state always gives the same step.
  * The state lives in one owned slab (m then v for AdamW) so a checkpoint saves it as one
- * tensor and a resumed run restores it bit for bit. */
+ * tensor and a resumed run restores it bit for bit.
+ *
+ * It lives in runtime/ beside its CUDA twin (cuda_optim.cu): the CPU backend
+ * (device_cpu.c) runs it for slabs in host memory, and nn/ (the trainer) calls it through
+ * kn_device_optim_step, so the layering stays one way (core/mk/layers.py). */
 #include <math.h>
 #include <string.h>
 

@@ -12,7 +12,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "runtime/cuda_cache.h"
+#include "storage/cuda_cache.h"
 
 /* 8 classes of 512 bytes up to 4 KiB, then 4 per power of two from 2^12 up to 2^63. */
 #define KN_CACHE_SMALL 4096u

@@ -1,10 +1,9 @@
 /* gpt_graph.c — the GPT as a graph to compile: what `kiln compile --gpt` and the pass
  * tests run the passes on. It captures the model the way the trainer does (graph-mode
  * builder, inputs "idx" and "targets", then autograd for the joint graph), so the passes
- * see the very graph a training step would run. */
+ * see the very graph a training step would run (contract in kiln/nn.h). */
 #include "kiln/autograd.h"
 #include "kiln/nn.h"
-#include "kiln/passes.h"
 
 kn_status kn_gpt_graph(const kn_gpt_config *cfg, int B, int T, bool joint, kn_graph **out) {
     if (!cfg || !out) return kn_error(KN_ERR_ARG, "kn_gpt_graph: NULL argument");
