@@ -25,6 +25,11 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := all
 .SUFFIXES:
 MAKEFLAGS += --no-builtin-rules
+# Parallel by default: one job per core (make -jN or -j1 on the command line wins; sub-makes
+# share the top make's jobs).
+ifeq ($(MAKELEVEL),0)
+  MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
 
 # ------------------------------------------------------------------ toolchain
 CC := $(if $(filter default,$(origin CC)),cc,$(CC))
@@ -60,9 +65,25 @@ ifeq ($(origin PYTHON),undefined)
   endif
 endif
 
-# CUDA: built when nvcc is there, left out cleanly when it is not.
+# CUDA: built where a GPU build is asked for and nvcc is there, left out cleanly otherwise.
+# CUDA=1 asks for it, CUDA=0 leaves it out; the default (auto) asks for it on a machine with
+# an NVIDIA GPU (/dev/nvidia0) and in the staff repository (solutions/ present: make test is
+# CI's check that every .cu compiles and links), not in a student tree without a GPU, where
+# nvcc's ~20 objects would triple the first build for code that cannot run. Exported, so
+# the sub-makes and scripts (make test's student tree) build the same way.
 CUDA_HOME ?= /usr/local/cuda
 NVCC ?= $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+CUDA ?= auto
+ifeq ($(CUDA),auto)
+  override CUDA := $(if $(wildcard /dev/nvidia[0-9]* solutions/lab*),1,0)
+endif
+ifeq ($(filter 0 1,$(CUDA)),)
+  $(error CUDA=$(CUDA): use CUDA=1 (build the GPU backend), CUDA=0 (leave it out) or CUDA=auto)
+endif
+export CUDA
+ifeq ($(CUDA),0)
+  override NVCC :=
+endif
 ifneq ($(NVCC),)
   HAVE_CUDA := 1
   CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
@@ -121,7 +142,7 @@ cuda_units = $(foreach f,$(1),$(if $(filter cuda_%,$(notdir $(f))),$(f)))
 UNIT_GPU_SRCS := $(if $(filter 1,$(HAVE_CUDA)),$(call cuda_units,$(filter %.c,$(UNIT_SRCS))))
 $(if $(filter 1,$(HAVE_CUDA)),$(foreach o,$(call cuda_units,$(filter-out %.gpu.o,$(filter %.o,$(UNIT_SRCS)))),\
   $(if $(wildcard $(o:.o=.gpu.o)),,$(error $(o:.o=.gpu.o): missing: this tree's staff units were compiled \
-  without nvcc, and nvcc is here; build without CUDA (make NVCC= ...), or ask for a tree made with nvcc))))
+  without nvcc, and nvcc is here; build without CUDA (make CUDA=0 ...), or ask for a tree made with nvcc))))
 $(foreach L,$(LAB_IDS),$(if $(filter staff,$(call unit_dir,$(L))),$(if $(wildcard staff/lab$(L)-*/*.o),,\
   $(error lab$(L): no staff units in staff/ (make dist-student writes them); use PRIOR=solutions or PRIOR=labs))))
 
@@ -137,7 +158,13 @@ KILN := $(CFG)/kiln
 Q := $(if $(filter 1,$(V)),,@)
 quiet = $(if $(filter 1,$(V)),,@printf '  %-6s %s\n' $(1) $(2);)
 
-$(BUILD)/obj/%.o: %.c
+# The flags every object depends on beyond its sources (CUDA on or off changes the C
+# objects too: -DKN_HAVE_CUDA=1): switching rebuilds them instead of mixing the two.
+FLAGS_STAMP := $(BUILD)/obj/.flags-cuda$(HAVE_CUDA)
+$(FLAGS_STAMP):
+	@mkdir -p $(@D) && rm -f $(BUILD)/obj/.flags-cuda* && touch $@
+
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(call quiet,CC,$<)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
@@ -146,11 +173,11 @@ $(BUILD)/obj/%.o: %.c
 # that silently computes something else (labs keep the plain warnings, for students).
 $(BUILD)/obj/core/%.o: CFLAGS += -Wswitch-enum
 
-$(BUILD)/obj/%.cu.o: %.cu
+$(BUILD)/obj/%.cu.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(call quiet,NVCC,$<)$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/%.gpu.o: %.c
+$(BUILD)/obj/%.gpu.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(call quiet,NVCC,$<)$(NVCC) $(NVCCFLAGS) -x cu -MMD -MP -c $< -o $@
 

@@ -69,6 +69,10 @@ seed_objects() {
         cp "$o" "$d" "$tree/build/obj/$(dirname "$rel")/" && n=$((n + 1))
     done < <(find "$broot/obj" -path "$broot/obj/solutions" -prune -o -name '*.d' -print0)
     [ -d "$tree/build/obj" ] && find "$tree/build/obj" -type f -exec touch {} +
+    # The Makefile's flags stamp (CUDA on or off): the same as the objects', and older.
+    for f in "$broot"/obj/.flags-cuda*; do
+        [ -f "$f" ] && [ -d "$tree/build/obj" ] && cp "$f" "$tree/build/obj/" && touch -d @1 "$tree/build/obj/$(basename "$f")"
+    done
     echo "dist-student: reused $n object files of the repository's build"
 }
 
