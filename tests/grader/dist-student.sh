@@ -41,7 +41,7 @@ broot=${BUILD_ROOT:-build}
 shipped_files() {
     git ls-files -z --cached | while IFS= read -r -d '' f; do
         case $f in
-            solutions/*|tests/lab[0-9]*|tests/grader/*|tests/grade.mk|tests/student.mk) continue ;;
+            solutions/*|tests/lab[0-9]*|tests/grader/*|tests/grade.mk|tests/student.mk|tests/student-tree/*) continue ;;
         esac
         printf '%s\0' "$f"
     done
