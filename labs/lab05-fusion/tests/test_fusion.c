@@ -65,9 +65,11 @@ KN_TEST(lab05_index, row_offset_and_inner_index) {
 KN_TEST(lab05_bind, float_math_and_literals) {
     const char *args[1] = {"f3"};
     char out[256];
-    cr_assert(kn_render_c_bind("(0.5 * (x) * (1 + tanh(x)))", args, "x", true, out, sizeof out));
+    cr_assert(kn_render_c_bind("(0.5 * (x) * (1 + tanh(x)))", args, "x", true, out, sizeof out),
+              "kn_render_c_bind returned false: %s", kn_last_error());
     cr_assert_str_eq(out, "(0.5f * ((f3)) * (1 + tanhf((f3))))");
-    cr_assert(kn_render_c_bind("exp(x)", args, "x", false, out, sizeof out));
+    cr_assert(kn_render_c_bind("exp(x)", args, "x", false, out, sizeof out), "kn_render_c_bind returned false: %s",
+              kn_last_error());
     cr_assert_str_eq(out, "exp((f3))");
 }
 
