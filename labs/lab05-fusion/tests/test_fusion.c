@@ -36,7 +36,7 @@ KN_TEST(lab05_rules, a_row_reduction_and_its_epilogue) {
     q.mask = 2u;
     q.in[0] = (kn_fuse_operand){.type = &x, .in_group = true, .level = KN_LEVEL_FULL};
     int level = 0;
-    cr_assert_null(kn_fuse_refusal(&q, &level));
+    cr_assert_null(kn_fuse_refusal(&q, &level), "%s", kn_fuse_refusal(&q, &level));
     cr_assert_eq(level, KN_LEVEL_OUTER);
     /* x / sum(x): a full node reading the row's sum, broadcast over the row */
     kn_fuse_query d = l5_query(KN_OP_DIV, &x, 2, S23);
@@ -45,7 +45,7 @@ KN_TEST(lab05_rules, a_row_reduction_and_its_epilogue) {
     d.nin = 2;
     d.in[0] = (kn_fuse_operand){.type = &x, .in_group = true, .level = KN_LEVEL_FULL};
     d.in[1] = (kn_fuse_operand){.type = &r, .in_group = true, .level = KN_LEVEL_OUTER};
-    cr_assert_null(kn_fuse_refusal(&d, &level));
+    cr_assert_null(kn_fuse_refusal(&d, &level), "%s", kn_fuse_refusal(&d, &level));
     cr_assert_eq(level, KN_LEVEL_FULL);
 }
 
