@@ -237,7 +237,7 @@ static int run_job(const char *self, int np, int timeout_s, verdict *v) {
     char tail[1500] = "", first[1100] = "";
     FILE *lf = fopen(log, "r");
     char line[1024];
-    int nt = 0;
+    int nt = 0, more = 0;
     while (lf && fgets(line, sizeof line, lf) && nt < 8) {
         /* a rank's own failed check ("rank 1: test_ring.c:48: ... KN_ERR_ARG ..."), printed
          * before the job ended: often the cause of the rest (its partner then waits out
@@ -245,8 +245,16 @@ static int run_job(const char *self, int np, int timeout_s, verdict *v) {
         int rk = 0, pos = 0;
         if (sscanf(line, "rank %d: %*[^:]:%*d:%n", &rk, &pos) == 1 && pos > 0) {
             snprintf(first, sizeof first, " %s", line);
+            more = 3; /* its indented lines after it: "    returned KN_ERR_ARG: ..." */
             continue;
         }
+        if (more > 0 && line[0] == ' ') {
+            append(first, sizeof first, "  ");
+            append(first, sizeof first, line);
+            more--;
+            continue;
+        }
+        more = 0;
         if (strstr(line, "timed out") || strstr(line, "abort") || strstr(line, "ABORT") || strstr(line, "signal") ||
             strstr(line, "kn_mpi_test:")) {
             append(tail, sizeof tail, "    ");
