@@ -101,7 +101,7 @@ make)
         for c in "$idx"/solutions/"$lab"/*.c; do objs+=("build/obj/solutions/$lab/$(basename "${c%.c}").o"); done
     done
     if [ ${#objs[@]} -gt 0 ] &&
-       ! make -C "$idx" --no-print-directory -j"$(nproc)" BUILD_ROOT=build SAN=0 NVCC= "${objs[@]}" > "$idx/staff.log" 2>&1; then
+       ! make -C "$idx" --no-print-directory -j"$(nproc)" BUILD_ROOT=build SAN=0 CUDA=0 NVCC= "${objs[@]}" > "$idx/staff.log" 2>&1; then
         echo "dist-student: the reference units do not compile:"; tail -n 20 "$idx/staff.log"; exit 1
     fi
     # CUDA C units (cuda_*.c, lab 08's flash kernel): nvcc's build too, where nvcc is, so a
@@ -112,7 +112,7 @@ make)
         for o in "${objs[@]}"; do [[ $(basename "$o") == cuda_*.o ]] && gobjs+=("${o%.o}.gpu.o"); done
     fi
     if [ ${#gobjs[@]} -gt 0 ] &&
-       ! make -C "$idx" --no-print-directory -j"$(nproc)" BUILD_ROOT=build SAN=0 "${gobjs[@]}" >> "$idx/staff.log" 2>&1; then
+       ! make -C "$idx" --no-print-directory -j"$(nproc)" BUILD_ROOT=build SAN=0 CUDA=1 "${gobjs[@]}" >> "$idx/staff.log" 2>&1; then
         echo "dist-student: the reference CUDA units do not compile with nvcc:"; tail -n 20 "$idx/staff.log"; exit 1
     fi
     objs+=("${gobjs[@]}")
