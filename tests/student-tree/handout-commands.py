@@ -46,6 +46,8 @@ def run(cmd, timeout=120, cwd=None):
         return p.returncode, p.stdout + p.stderr
     except subprocess.TimeoutExpired:
         return 124, "timed out after %d s" % timeout
+    except OSError as e:  # ./kiln missing (a tree without the wrapper)
+        return 127, "cannot run %s: %s" % (cmd[0], e)
 
 
 def strip_env(words):
