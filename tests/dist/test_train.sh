@@ -45,6 +45,7 @@ r=$(python3 "$here/compare.py" one.log in3.log one.st in3.st $TOL); echo "zero3 
 run $MPIEXEC -n 4 "$kiln" train $A --dist ddp --allreduce ring --bucket-mb 0.01 --out ring.st --log ring.log > ring.txt 2>&1 \
     || { cat ring.txt; exit 1; }
 r=$(python3 "$here/compare.py" one.log ring.log one.st ring.st $TOL); echo "ddp with kiln's ring, 4 ranks: $r"
+grep -Eq "gradients sent +[1-9][0-9]* bytes" ring.txt || { grep "gradients sent" ring.txt; echo "the ring's sends are not counted in 'gradients sent'"; exit 1; }
 
 # --compress int8 (DDP, error feedback): it trains like the uncompressed run and sends about
 # a quarter of the bytes (2 ranks, 80 steps: the mean loss of the last 20 steps within 5%; +2.6% measured, and -0.3% after 150 steps)
