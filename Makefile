@@ -26,6 +26,11 @@ comma := ,
 .DEFAULT_GOAL := all
 .SUFFIXES:
 MAKEFLAGS += --no-builtin-rules
+# Parallel by default: one job per core (make -jN or -j1 on the command line wins; sub-makes
+# share the top make's jobs).
+ifeq ($(MAKELEVEL),0)
+  MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
 
 # ------------------------------------------------------------------ toolchain
 CC := $(if $(filter default,$(origin CC)),cc,$(CC))
@@ -67,9 +72,25 @@ ifeq ($(origin PYTHON),undefined)
   endif
 endif
 
-# CUDA: built when nvcc is there, left out cleanly when it is not.
+# CUDA: built where a GPU build is asked for and nvcc is there, left out cleanly otherwise.
+# CUDA=1 asks for it, CUDA=0 leaves it out; the default (auto) asks for it on a machine with
+# an NVIDIA GPU (/dev/nvidia0) and in the staff repository (solutions/ present: make test is
+# CI's check that every .cu compiles and links), not in a student tree without a GPU, where
+# nvcc's ~20 objects would triple the first build for code that cannot run. Exported, so
+# the sub-makes and scripts (make test's student tree) build the same way.
 CUDA_HOME ?= /usr/local/cuda
 NVCC ?= $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+CUDA ?= auto
+ifeq ($(CUDA),auto)
+  override CUDA := $(if $(wildcard /dev/nvidia[0-9]* solutions/lab*),1,0)
+endif
+ifeq ($(filter 0 1,$(CUDA)),)
+  $(error CUDA=$(CUDA): use CUDA=1 (build the GPU backend), CUDA=0 (leave it out) or CUDA=auto)
+endif
+export CUDA
+ifeq ($(CUDA),0)
+  override NVCC :=
+endif
 ifneq ($(NVCC),)
   HAVE_CUDA := 1
   CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
@@ -119,6 +140,10 @@ ifeq ($(filter $(PRIOR),labs solutions staff),)
   $(error PRIOR=$(PRIOR): use PRIOR=labs, PRIOR=solutions or PRIOR=staff)
 endif
 
+$(foreach v,IMPL PRIOR,$(if $(and $(filter solutions,$($(v))),$(filter 0,$(HAVE_SOLUTIONS))),\
+  $(error $(v)=solutions: this tree has no solutions/ (the student tree has the reference units \
+  compiled, in staff/): use $(v)=staff (the default) or $(v)=labs (your own units))))
+
 # A lab's units: sources from labs/ or solutions/, or the compiled staff/ objects.
 unit_dir = $(if $(filter $(1),$(LAB)),$(IMPL),$(PRIOR))
 # Units named cuda_*.c (lab 08's cuda_flash_fwd.c) are CUDA C in the emulator's subset: cc
@@ -131,7 +156,7 @@ cuda_units = $(foreach f,$(1),$(if $(filter cuda_%,$(notdir $(f))),$(f)))
 UNIT_GPU_SRCS := $(if $(filter 1,$(HAVE_CUDA)),$(call cuda_units,$(filter %.c,$(UNIT_SRCS))))
 $(if $(filter 1,$(HAVE_CUDA)),$(foreach o,$(call cuda_units,$(filter-out %.gpu.o,$(filter %.o,$(UNIT_SRCS)))),\
   $(if $(wildcard $(o:.o=.gpu.o)),,$(error $(o:.o=.gpu.o): missing: this tree's staff units were compiled \
-  without nvcc, and nvcc is here; build without CUDA (make NVCC= ...), or ask for a tree made with nvcc))))
+  without nvcc, and nvcc is here; build without CUDA (make CUDA=0 ...), or ask for a tree made with nvcc))))
 $(foreach L,$(LAB_IDS),$(if $(filter staff,$(call unit_dir,$(L))),$(if $(wildcard staff/lab$(L)-*/*.o),,\
   $(error lab$(L): no staff units in staff/ (make dist-student writes them); use PRIOR=solutions or PRIOR=labs))))
 
@@ -147,15 +172,21 @@ KILN := $(CFG)/kiln
 Q := $(if $(filter 1,$(V)),,@)
 quiet = $(if $(filter 1,$(V)),,@printf '  %-6s %s\n' $(1) $(2);)
 
-$(BUILD)/obj/%.o: %.c
+# The flags every object depends on beyond its sources (CUDA on or off changes the C
+# objects too: -DKN_HAVE_CUDA=1): switching rebuilds them instead of mixing the two.
+FLAGS_STAMP := $(BUILD)/obj/.flags-cuda$(HAVE_CUDA)
+$(FLAGS_STAMP):
+	@mkdir -p $(@D) && rm -f $(BUILD)/obj/.flags-cuda* && touch $@
+
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(call quiet,CC,$<)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/%.cu.o: %.cu
+$(BUILD)/obj/%.cu.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(call quiet,NVCC,$<)$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/%.gpu.o: %.c
+$(BUILD)/obj/%.gpu.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(call quiet,NVCC,$<)$(NVCC) $(NVCCFLAGS) -x cu -MMD -MP -c $< -o $@
 
@@ -205,13 +236,35 @@ deps:
 # loss for the same settings beside yours (core/mk/run-compare.sh).
 RUN_ARGS ?= --out $(BUILD)/ckpt.safetensors
 REF_KILN := $(BUILD)/$(DEFAULT_IMPL)/kiln
+# make run LAB=NN: the options that make the training step go through lab NN's units (the
+# default run already does for labs 01-04 and 06), put before RUN_ARGS so that yours win.
+# On the untouched skeleton each of them stops with the skeleton's "not implemented (labNN"
+# (tests/student-tree/run-skeletons.sh checks it for every lab).
+#   01: eager mode (op by op on kiln's tensors: your strided copies, broadcasts, reductions)
+#   02, 03, 06: the default run (its backward, its recorded graph, its matrix products)
+#   04: your passes first on the step's graph (--passes all), compiled
+#   05: the compiled program only (auto would fall back to the interpreter)
+#   07: compiled to CUDA and run by the CPU's CUDA emulator; a small model (the emulator
+#       runs a thread at a time: ~15 s a step at make run's shape)
+#   08: compiled, with the memory plan and selective recomputation
+#   09: bf16 autocast with the dynamic loss scaler
+#   10: 2 MPI ranks (mpiexec), DDP with your buckets and your ring all-reduce (make run-dist)
+LAB_RUN_ARGS_01 := --mode eager
+LAB_RUN_ARGS_04 := --passes all --mode compiled
+LAB_RUN_ARGS_05 := --mode compiled
+LAB_RUN_ARGS_07 := --mode emu --layers 1 --width 32 --heads 2 --context 32 --batch 4 --steps 40 --eval-batches 2 --sample 0
+LAB_RUN_ARGS_08 := --mode compiled --remat selective
+LAB_RUN_ARGS_09 := --precision bf16 --loss-scale dynamic
+LAB_RUN_ARGS_10 = --dist ddp --device cpu --bucket-mb 0.05 --allreduce ring
+LAB_RUN_LAUNCH_10 = env $(DIST_ENV) $(MPIEXEC) -n $(DIST_RANKS)
 run: $(KILN)
 	@bash core/mk/deps.sh
 ifneq ($(and $(LAB),$(filter labs,$(IMPL)),$(filter-out labs,$(DEFAULT_IMPL))),)
 	@$(MAKE) --no-print-directory $(REF_KILN) LAB= IMPL=$(DEFAULT_IMPL) PRIOR=$(DEFAULT_IMPL) >/dev/null
-	@bash core/mk/run-compare.sh $(LAB) $(KILN) $(REF_KILN) $(BUILD)/run-reference $(RUN_ARGS)
+	@LAUNCH='$(LAB_RUN_LAUNCH_$(LAB))' bash core/mk/run-compare.sh $(LAB) $(KILN) $(REF_KILN) $(BUILD)/run-reference \
+	  $(LAB_RUN_ARGS_$(LAB)) $(RUN_ARGS)
 else
-	$(KILN) train $(RUN_ARGS)
+	$(LAB_RUN_LAUNCH_$(LAB)) $(KILN) train $(if $(LAB),$(LAB_RUN_ARGS_$(LAB))) $(RUN_ARGS)
 endif
 
 # lab01 .. lab12: build with that lab's units (IMPL, default labs/) and PRIOR elsewhere.
@@ -227,8 +280,10 @@ NO_SUCH_LAB_GOALS := $(filter-out $(LAB_TARGETS),$(shell printf '%s\n' $(MAKECMD
 $(foreach g,$(NO_SUCH_LAB_GOALS),$(eval $(g): ; @echo "make $(g): there is no lab $(lastword $(subst lab, ,$(g))); labs are: $(LAB_LIST)" >&2; exit 2))
 
 .PHONY: build-lab run-lab-tests
+# build/last-kiln: the kiln the root's ./kiln runs (the handouts' `./kiln compile ...`).
 build-lab: $(KILN) $(CFG)/test-lab$(LAB) $(if $(filter 1,$(HIDDEN)),$(CFG)/test-lab$(LAB)-hidden)
-	@echo "lab$(LAB): built with lab$(LAB) units from $(IMPL)/, other labs from $(PRIOR)/ -> $(CFG)"
+	@echo '$(KILN)' > $(BUILD_ROOT)/last-kiln
+	@echo "lab$(LAB): built with lab$(LAB) units from $(IMPL)/, other labs from $(PRIOR)/ -> $(CFG) (./kiln runs $(KILN))"
 
 RESULTS ?= $(CFG)/results
 run-lab-tests: build-lab
@@ -260,7 +315,8 @@ help:
 	@echo '  make labNN               build kiln with YOUR units from labs/labNN-*/'
 	@echo '  make test-labNN          run lab NN'"'"'s public tests against your units'
 	@echo '  make run LAB=NN          train the GPT with your lab NN units'
-	@echo '  PRIOR=labs|solutions     other labs'"'"' units: yours or the reference (default)'
+	@printf '  %-24s %s\n' 'PRIOR=labs|$(DEFAULT_IMPL)' 'other labs'"'"' units: yours or the reference (default)'
+	@echo '  ./kiln ...               the kiln of your last make labNN (the handouts'"'"' commands)'
 	@echo 'instructors'
 	@echo '  make test-labNN IMPL=solutions HIDDEN=1   the reference against public + hidden tests'
 	@echo '  make skeletons           regenerate labs/ from solutions/ (BEGIN/END SOLUTION)'

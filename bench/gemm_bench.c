@@ -39,7 +39,9 @@
 
 typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
                          const float *b, int ldb, float beta, float *c, int ldc);
-void old_kn_k_matmul_f32(const float *a, const float *b, float *c, int64_t m, int64_t n, int64_t k, bool ta, bool tb);
+/* weak: linked only where bench/bench.mk could build it (a git checkout holding GEMM_OLD) */
+__attribute__((weak)) void old_kn_k_matmul_f32(const float *a, const float *b, float *c, int64_t m, int64_t n,
+                                               int64_t k, bool ta, bool tb);
 
 /* The clock: the wall clock, or with --cpu-clock the process's CPU time (meaningful on one
  * thread only: time spent descheduled by other processes' load is then not counted). */
@@ -201,6 +203,11 @@ int main(int argc, char **argv) {
     }
     if (reps < 1 || reps > MAXREPS || (cpu_clock && !child && strcmp(threads, "1") != 0)) return usage(argv[0]);
     if (cpu_clock) bench_clock = CLOCK_PROCESS_CPUTIME_ID;
+    if (old && !old_kn_k_matmul_f32) {
+        fprintf(stderr, "%s: --old: the old matmul is not in this build: it is compiled from a git checkout "
+                "holding commit GEMM_OLD (bench/bench.mk); run without --old\n", argv[0]);
+        return 2;
+    }
     if (child) return run_child(reps, sel, old, getenv("KILN_BENCH_HEADER") != NULL);
     /* the parent: one child per thread count */
     bool first = true;

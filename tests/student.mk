@@ -2,7 +2,11 @@
 # tree is written from the index, then for every lab, in that tree: the untouched skeleton
 # builds with the staff's compiled units of the other labs and fails cleanly; the
 # reference units copied in pass the public tests; and both give, test by test, the same
-# results as in the repository (tests/grader/dist-student.sh check). Not shipped.
+# results as in the repository (tests/grader/dist-student.sh check). Then, in the same tree
+# (tests/student-tree/, not shipped either): `make run LAB=NN` and `make run-dist` on every
+# untouched skeleton stop with "not implemented (labNN" (run-skeletons.sh), and every shell
+# command quoted in the handouts and lessons resolves or runs there (handout-commands.py).
+# Not shipped.
 
 TEST_STEPS += test-step-student-tree
 .PHONY: test-step-student-tree
@@ -11,4 +15,8 @@ test-step-student-tree:
 	@bash tests/grader/dist-student.sh make $(BUILD_ROOT)/student-tree/kiln > $(BUILD_ROOT)/student-tree/make.log 2>&1 || \
 	  { cat $(BUILD_ROOT)/student-tree/make.log; echo "0 1 0 0" > $(ALL_RESULTS)/student-dist.count; \
 	    echo "student-dist: make dist-student failed: 0 passed, 1 failed"; exit 1; }
-	@BUILD_ROOT=$(BUILD_ROOT) bash tests/grader/dist-student.sh check $(BUILD_ROOT)/student-tree/kiln $(abspath $(ALL_RESULTS))
+	@BUILD_ROOT=$(BUILD_ROOT) bash tests/grader/dist-student.sh check $(BUILD_ROOT)/student-tree/kiln $(abspath $(ALL_RESULTS)); \
+	 rc=$$?; \
+	 bash tests/student-tree/run-skeletons.sh $(BUILD_ROOT)/student-tree/kiln $(abspath $(ALL_RESULTS)) || rc=1; \
+	 $(PYTHON) tests/student-tree/handout-commands.py $(BUILD_ROOT)/student-tree/kiln $(abspath $(ALL_RESULTS)) || rc=1; \
+	 exit $$rc

@@ -4,6 +4,7 @@
  * other's errors. A message longer than the buffer (1023 bytes) is cut and ends with
  * "..." rather than lost. Recording an error never allocates, so it works when out of
  * memory. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,9 +61,26 @@ const char *kn_last_error(void) { return kn_error_buf; }
 
 void kn_clear_error(void) { kn_error_buf[0] = '\0'; }
 
+/* The first skeleton message of the process, whatever thread it was on: a unit that cannot
+ * return a status (lab 06's GEMM pieces, called on worker threads) is still reported by the
+ * caller that checks kn_not_implemented_seen() (kiln train, after each step). 0: none yet,
+ * 1: being written, 2: written. */
+static _Atomic int kn_skeleton_state;
+static char kn_skeleton_msg[KN_ERROR_MAX];
+
 kn_status kn_not_implemented(const char *lab, const char *what) {
-    return kn_error(KN_ERR_NOT_IMPLEMENTED, "not implemented (%s: %s)", lab ? lab : "lab??",
-                    what ? what : "this unit");
+    kn_status st = kn_error(KN_ERR_NOT_IMPLEMENTED, "not implemented (%s: %s)", lab ? lab : "lab??",
+                            what ? what : "this unit");
+    int none = 0;
+    if (atomic_compare_exchange_strong(&kn_skeleton_state, &none, 1)) {
+        memcpy(kn_skeleton_msg, kn_error_buf, sizeof kn_skeleton_msg);
+        atomic_store(&kn_skeleton_state, 2);
+    }
+    return st;
+}
+
+const char *kn_not_implemented_seen(void) {
+    return atomic_load(&kn_skeleton_state) == 2 ? kn_skeleton_msg : NULL;
 }
 
 _Noreturn void kn_check_failed(const char *cond, const char *file, int line) {

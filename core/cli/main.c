@@ -23,7 +23,7 @@ static int cli_version(int argc, char **argv) {
 #ifdef KN_HAVE_CUDA
     printf("kiln 0.1 (CUDA backend built in)\n");
 #else
-    printf("kiln 0.1 (CPU only: built without nvcc)\n");
+    printf("kiln 0.1 (CPU only: built without CUDA: make CUDA=1 with nvcc for the GPU backend)\n");
 #endif
     return 0;
 }

@@ -202,13 +202,14 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
     /* --epilogue's pass goes after autocast (it takes the 16-bit products' casts in) and
      * before remat (which never recomputes a product); --hfuse's before it (it sees the casts
      * autocast and lowparams leave between the weight's slices and their products). */
-    char remat[64], prec[64], passes[192] = "";
+    char remat[64], prec[64], passes[288] = "";
     snprintf(remat, sizeof remat, "remat:%s", o->remat);
     bool remat_on = strcmp(o->remat, "none") != 0;
     if (precision_passes(o, dev, NULL, prec, sizeof prec) != KN_OK) goto fail;
-    const char *parts[5] = {o->flash ? "flash" : "", prec, o->hfuse ? "hfuse" : "", o->epilogue ? "epilogue" : "",
-                            remat_on ? remat : ""};
-    for (int i = 0; i < 5; i++)
+    /* --passes first: the generic cleanups (lab 04's) on the joint graph as recorded */
+    const char *parts[6] = {strcmp(o->passes, "none") ? o->passes : "", o->flash ? "flash" : "", prec,
+                            o->hfuse ? "hfuse" : "", o->epilogue ? "epilogue" : "", remat_on ? remat : ""};
+    for (int i = 0; i < 6; i++)
         if (parts[i][0]) snprintf(passes + strlen(passes), sizeof passes - strlen(passes), "%s%s", passes[0] ? "," : "", parts[i]);
     if (passes[0]) tr.passes = passes;
     remat_on |= o->flash != 0 || o->epilogue != 0 || o->hfuse != 0;
@@ -246,7 +247,15 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
     }
     /* auto: the fastest that is correct on the device: generated C on the CPU (1.3x the
      * interpreter on the default model), node by node on a GPU (KN_AUTO_GPU_COMPILED) */
-    if (!strcmp(o->mode, "compiled") || (!strcmp(o->mode, "auto") && (dev.type == KN_DEVICE_CPU || KN_AUTO_GPU_COMPILED))) {
+    /* emu: the CPU's compiled program with the kernels rendered as CUDA and run by the CUDA
+     * emulator (kn_program_opts.cuda_emu): lab 07's units on the training step, no GPU */
+    tr.cuda_emu = !strcmp(o->mode, "emu");
+    if (tr.cuda_emu && dev.type != KN_DEVICE_CPU) {
+        kn_error(KN_ERR_ARG, "--mode emu runs the CUDA kernels under the CPU's emulator: use it with --device cpu "
+                 "(or auto), not --device %s", o->device);
+        goto fail;
+    }
+    if (!strcmp(o->mode, "compiled") || tr.cuda_emu || (!strcmp(o->mode, "auto") && (dev.type == KN_DEVICE_CPU || KN_AUTO_GPU_COMPILED))) {
         kn_status cs = kn_trainer_set_compiled(&tr, true);
         if (cs == KN_ERR_NOT_IMPLEMENTED && !strcmp(o->mode, "auto")) { /* a lab 05 skeleton: say so, interpret */
             fprintf(stderr, "kiln train: the compiled program is not available (%s); running --mode interp\n",
@@ -293,7 +302,8 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
     printf("  %s, batch %d x %d, steps %lld..%lld of %lld, lr %g (warm-up %lld, cosine to %g), seed %llu, %s mode on %s\n",
            oc.kind == KN_OPTIM_SGD ? "SGD" : "AdamW", o->batch, o->context, (long long)start, (long long)end,
            (long long)o->steps, o->lr, (long long)o->warmup, o->min_lr, (unsigned long long)o->seed,
-           tr.eager ? "eager" : kn_program_get_stats(tr.prog).mode == KN_PROGRAM_COMPILED ? "compiled" : "interp",
+           tr.eager ? "eager" : tr.cuda_emu ? "emu (compiled to CUDA, under the emulator)" :
+           kn_program_get_stats(tr.prog).mode == KN_PROGRAM_COMPILED ? "compiled" : "interp",
            o->device);
     precision_note(o, dev);
     bool scaled = tr.scaler.mode != KN_LOSS_SCALE_NONE;
@@ -340,12 +350,18 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
     int64_t warm_steps = end - start > 8 ? 3 : 0;
     double t_warm = t0;
     kn_status st = KN_OK;
+    /* a skeleton met before the steps was already handled (auto mode's fallback to interp) */
+    bool skeleton_before = kn_not_implemented_seen() != NULL;
     for (int64_t s = start; s < end && st == KN_OK; s++) {
         double loss = 0, gn = 0, lr = kn_lr_at(&sched, s);
         st = kn_batch_sample(d.tokens, d.n_train, o->batch, o->context, o->seed, 0, s, x, y);
         tr.inject_inf = inject_at(s, rd->rank);
         if (st == KN_OK)
             st = rd->on ? kn_dp_step(&rd->dp, x, y, o->batch, lr, &loss, &gn) : kn_trainer_step(&tr, x, y, lr, &loss, &gn);
+        /* a skeleton unit that returns nothing (lab 06's GEMM) left garbage: stop, saying whose */
+        if (st == KN_OK && !skeleton_before && kn_not_implemented_seen())
+            st = kn_error(KN_ERR_NOT_IMPLEMENTED, "step %lld called a skeleton unit, whose results are garbage: %s",
+                          (long long)s, kn_not_implemented_seen());
         if (st != KN_OK) break;
         if (s == start) first_loss = loss;
         if (s + 1 == start + warm_steps) t_warm = kn_time_now();
@@ -418,7 +434,7 @@ static int pick_device(kn_train_opts *o, kn_device *dev) {
         return 2;
     }
     if (!strcmp(o->device, "auto")) {
-        if (!strcmp(o->mode, "eager")) *dev = KN_CPU; /* a CPU-only mode */
+        if (!strcmp(o->mode, "eager") || !strcmp(o->mode, "emu")) *dev = KN_CPU; /* the CPU-only modes */
         kn_device_str(*dev, o->device, sizeof o->device);
         return 0;
     }

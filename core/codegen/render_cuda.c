@@ -8,8 +8,11 @@
  *   Neighbouring threads take neighbouring inner indices, so their loads and stores touch
  *   neighbouring addresses: the accesses of a warp coalesce into a few memory transactions.
  *
- *       for (int64_t e = blockIdx.x * blockDim.x + threadIdx.x; e < N; e += gridDim.x * blockDim.x)
+ *       for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < N; e += (int64_t)gridDim.x * blockDim.x)
  *           o = e / inner_n, r = e % inner_n -> the same row and inner code as the C renderer
+ *
+ *   (int e and no casts when N fits in an int; with int64_t the products are cast, or they
+ *   wrap at 2^32: lab 07's kn_render_cuda_element_loop writes this head)
  *
  *   row reduction: one block per row (grid-stride over rows). The block's threads stride
  *   over the row (coalesced again), each keeps a partial sum, and the block combines them:

@@ -109,7 +109,9 @@ static kn_status launch(kn_dp *d, int b) {
     if (d->cfg.strategy == KN_DP_DDP) {
         float *g = kn_dp_slab_grad(d) + k->lo;
         if (d->cfg.ring) {
-            /* kiln's ring is blocking: it runs here, between two nodes of the backward */
+            /* kiln's ring is blocking: it runs here, between two nodes of the backward; its
+             * payload counts in "gradients sent" as the library all-reduce's does */
+            d->bytes_sent += (k->hi - k->lo) * (int64_t)sizeof(float);
             kn_status st = kn_ring_all_reduce(d->comm, g, k->hi - k->lo, KN_DT_F32, d->ring_scratch);
             d->t_last_done = kn_time_now();
             if (d->t_launch) d->t_launch[d->nbuckets + b] = d->t_last_done;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # run-compare.sh LAB KILN REF_KILN CACHE_DIR [kiln train args...] — `make run LAB=NN`.
+# LAUNCH (environment, may be empty) goes before both runs: lab 10's `mpiexec -n 2`.
 #
 # Trains with KILN (built with YOUR units of lab LAB), then puts the held-out loss of the
 # staff's reference build (REF_KILN: every unit the staff's) for the same settings beside
@@ -16,22 +17,23 @@
 # reported in issue 19; that one is now also refused as an error). For settings far from
 # the default the spread may differ: compare a few --seed values too.
 set -u
+LAUNCH=${LAUNCH:-}
 lab=$1 kiln=$2 ref=$3 cache=$4
 shift 4
 tol=${TOL:-0.05}
 log=$(mktemp); trap 'rm -f "$log"' EXIT
-"$kiln" train "$@" | tee "$log"
+$LAUNCH "$kiln" train "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || exit "$rc"
 held() { sed -n 's/^ *held-out loss *\([0-9.naif-]*\) .*/\1/p' "$1" | tail -n 1; }
 mine=$(held "$log")
 [ -n "$mine" ] || { echo "run-compare: no held-out loss in kiln train's output"; exit 1; }
 mkdir -p "$cache"
-key=$( (sha256sum < "$ref"; printf '%s\n' "$@") | sha256sum | cut -c1-16)
+key=$( (sha256sum < "$ref"; printf '%s\n' "$LAUNCH" "$@") | sha256sum | cut -c1-16)
 if [ ! -s "$cache/$key" ]; then
     echo
     echo "  training the staff reference with the same settings for comparison (once; cached in $cache/$key)"
-    "$ref" train "$@" --out none > "$cache/$key.log" 2>&1 || { echo "run-compare: the reference run failed:"; tail -n 5 "$cache/$key.log"; exit 1; }
+    $LAUNCH "$ref" train "$@" --out none > "$cache/$key.log" 2>&1 || { echo "run-compare: the reference run failed:"; tail -n 5 "$cache/$key.log"; exit 1; }
     held "$cache/$key.log" > "$cache/$key"
 fi
 staff=$(cat "$cache/$key")

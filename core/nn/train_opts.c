@@ -48,8 +48,9 @@ static const opt_row k_opts[] = {
     {"data-bytes", O_I64, F(data_bytes), 0, 1024, 1e9, true, "size of the grammar corpus in bytes"},
     {"precision", O_STR, S(precision), 0, 0, true, "fp32, tf32 (a GPU's fp32 matmuls on TF32 tensor cores; the CPU's are fp32), bf16 or fp16 (the autocast pass)"},
     {"device", O_STR, S(device), 0, 0, false, "auto (cuda when a GPU is usable, else cpu), cpu, cuda or cuda:N"},
-    {"mode", O_STR, S(mode), 0, 0, false, "auto, compiled (fused generated kernels: C on the CPU, CUDA on a GPU), interp (node by node) or eager (CPU)"},
+    {"mode", O_STR, S(mode), 0, 0, false, "auto, compiled (fused generated kernels: C on the CPU, CUDA on a GPU), emu (compiled to CUDA, run by the CPU's CUDA emulator: the GPU's code path without a GPU; slow), interp (node by node) or eager (CPU)"},
     {"remat", O_STR, S(remat), 0, 0, false, "activation checkpointing: none, selective, full, every:K or mincut"},
+    {"passes", O_STR, S(passes), 0, 0, false, "graph passes run first on the step's graph: none, all (views, algebra, cse, dce, fold) or a list like cse,dce (kiln/passes.h)"},
     {"flash", O_INT, F(flash), 0, 0, 1, false, "flash attention (the flash pass): 1 (also bare --flash) or 0"},
     {"epilogue", O_INT, F(epilogue), 0, 0, 1, false, "matmul epilogues (the epilogue pass: bias, gelu and the bias gradient in the matmul's library call): 1 (also bare --epilogue) or 0"},
     {"hfuse", O_INT, F(hfuse), 0, 0, 1, false, "horizontal fusion (the hfuse pass: the q, k, v products of one weight's column slices as one wide product, forward and backward): 1 (also bare --hfuse) or 0"},
@@ -96,6 +97,7 @@ static void defaults(kn_train_opts *o) {
     snprintf(o->device, sizeof o->device, "auto");
     snprintf(o->mode, sizeof o->mode, "auto");
     snprintf(o->remat, sizeof o->remat, "none");
+    snprintf(o->passes, sizeof o->passes, "none");
     snprintf(o->cuda_graph, sizeof o->cuda_graph, "off");
     snprintf(o->loss_scale, sizeof o->loss_scale, "auto");
     snprintf(o->precision, sizeof o->precision, "fp32");
@@ -315,8 +317,9 @@ int kn_train_opts_parse(kn_train_opts *o, int argc, char **argv) {
     if (strcmp(o->optimizer, "adamw") && strcmp(o->optimizer, "sgd"))
         return usage_error("--optimizer '%s': use adamw or sgd", o->optimizer);
     if (!strcmp(o->mode, "graph")) snprintf(o->mode, sizeof o->mode, "interp"); /* the former name */
-    if (strcmp(o->mode, "auto") && strcmp(o->mode, "compiled") && strcmp(o->mode, "interp") && strcmp(o->mode, "eager"))
-        return usage_error("--mode '%s': use auto, compiled, interp or eager", o->mode);
+    if (strcmp(o->mode, "auto") && strcmp(o->mode, "compiled") && strcmp(o->mode, "emu") && strcmp(o->mode, "interp") &&
+        strcmp(o->mode, "eager"))
+        return usage_error("--mode '%s': use auto, compiled, emu, interp or eager", o->mode);
     if (kn_remat_check_arg(o->remat) != KN_OK) return usage_error("--remat: %s", kn_last_error());
     if (strcmp(o->cuda_graph, "on") && strcmp(o->cuda_graph, "off"))
         return usage_error("--cuda-graph '%s': use on or off", o->cuda_graph);
@@ -326,6 +329,9 @@ int kn_train_opts_parse(kn_train_opts *o, int argc, char **argv) {
         if (rewrites[i].on && !strcmp(o->mode, "eager"))
             return usage_error("--%s: eager mode runs the model op by op, with no graph to rewrite; use --mode auto, "
                                "compiled or interp", rewrites[i].name);
+    if (strcmp(o->passes, "none") && !strcmp(o->mode, "eager"))
+        return usage_error("--passes %s: eager mode runs the model op by op, with no graph for passes; use --mode "
+                           "auto, compiled or interp", o->passes);
     if (strcmp(o->remat, "none") && !strcmp(o->mode, "eager"))
         return usage_error("--remat %s: eager mode runs the model op by op, with no graph to rematerialize; use "
                            "--mode auto, compiled or interp", o->remat);

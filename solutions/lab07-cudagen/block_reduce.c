@@ -15,6 +15,9 @@
  *
  * kn_block_max is the same with max instead of +; it must propagate NaN (a NaN anywhere
  * in the row gives NaN, as the CPU's max does): kn_max2(a, b) = (b > a || b != b) ? b : a.
+ * Define kn_max2 in the text as well: the row kernels the renderer writes call it for each
+ * thread's partial max (s = kn_max2(s, x)). So the text defines KN_DEVICE functions
+ * kn_max2, kn_block_sum and kn_block_max (and whatever helpers you like).
  *
  * The text is compiled twice: by NVRTC for the GPU, and by the host C compiler for the
  * CUDA emulator (core/runtime/cuda_emu.c), where each thread is a coroutine that switches

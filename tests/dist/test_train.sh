@@ -46,6 +46,7 @@ r=$(python3 "$here/compare.py" one.log in3.log one.st in3.st $TOL); echo "zero3 
 run $MPIEXEC -n 4 "$kiln" train $A --dist ddp --allreduce ring --bucket-mb 0.01 --out ring.st --log ring.log > ring.txt 2>&1 \
     || { cat ring.txt; exit 1; }
 r=$(python3 "$here/compare.py" one.log ring.log one.st ring.st $TOL); echo "ddp with kiln's ring, 4 ranks: $r"
+grep -Eq "gradients sent +[1-9][0-9]* bytes" ring.txt || { grep "gradients sent" ring.txt; echo "the ring's sends are not counted in 'gradients sent'"; exit 1; }
 
 # mixed precision with data parallelism (issue 32): bf16 under DDP (the weights' low copies
 # bound in the step the strategy's pass made), fp16 under DDP with its dynamic loss scale

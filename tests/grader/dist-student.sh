@@ -42,7 +42,7 @@ shipped_files() {
     local units; units=$(bash core/mk/units.sh core)  # the references core/ owns (solutions/ links to them)
     git ls-files -z --cached | while IFS= read -r -d '' f; do
         case $f in
-            solutions/*|tests/lab[0-9]*|tests/grader/*|tests/grade.mk|tests/student.mk) continue ;;
+            solutions/*|tests/lab[0-9]*|tests/grader/*|tests/grade.mk|tests/student.mk|tests/student-tree/*) continue ;;
         esac
         grep -qxF -- "$f" <<< "$units" && continue
         printf '%s\0' "$f"
@@ -71,6 +71,10 @@ seed_objects() {
         cp "$o" "$d" "$tree/build/obj/$(dirname "$rel")/" && n=$((n + 1))
     done < <(find "$broot/obj" -path "$broot/obj/solutions" -prune -o -name '*.d' -print0)
     [ -d "$tree/build/obj" ] && find "$tree/build/obj" -type f -exec touch {} +
+    # The Makefile's flags stamp (CUDA on or off): the same as the objects', and older.
+    for f in "$broot"/obj/.flags-cuda*; do
+        [ -f "$f" ] && [ -d "$tree/build/obj" ] && cp "$f" "$tree/build/obj/" && touch -d @1 "$tree/build/obj/$(basename "$f")"
+    done
     echo "dist-student: reused $n object files of the repository's build"
 }
 
@@ -99,7 +103,7 @@ make)
         for c in "$idx"/solutions/"$lab"/*.c; do objs+=("build/obj/solutions/$lab/$(basename "${c%.c}").o"); done
     done
     if [ ${#objs[@]} -gt 0 ] &&
-       ! make -C "$idx" --no-print-directory -j"$(nproc)" BUILD_ROOT=build SAN=0 NVCC= "${objs[@]}" > "$idx/staff.log" 2>&1; then
+       ! make -C "$idx" --no-print-directory -j"$(nproc)" BUILD_ROOT=build SAN=0 CUDA=0 NVCC= "${objs[@]}" > "$idx/staff.log" 2>&1; then
         echo "dist-student: the reference units do not compile:"; tail -n 20 "$idx/staff.log"; exit 1
     fi
     # CUDA C units (cuda_*.c, lab 08's flash kernel): nvcc's build too, where nvcc is, so a
@@ -110,7 +114,7 @@ make)
         for o in "${objs[@]}"; do [[ $(basename "$o") == cuda_*.o ]] && gobjs+=("${o%.o}.gpu.o"); done
     fi
     if [ ${#gobjs[@]} -gt 0 ] &&
-       ! make -C "$idx" --no-print-directory -j"$(nproc)" BUILD_ROOT=build SAN=0 "${gobjs[@]}" >> "$idx/staff.log" 2>&1; then
+       ! make -C "$idx" --no-print-directory -j"$(nproc)" BUILD_ROOT=build SAN=0 CUDA=1 "${gobjs[@]}" >> "$idx/staff.log" 2>&1; then
         echo "dist-student: the reference CUDA units do not compile with nvcc:"; tail -n 20 "$idx/staff.log"; exit 1
     fi
     objs+=("${gobjs[@]}")

@@ -55,4 +55,26 @@ if [ ! -s "$tap" ] || [ "$(cut -d" " -f1-2 "$count")" = "0 0" ]; then
     echo "  (last lines of $log:)"; tail -n 15 "$log" | sed 's/^/    /'
 fi
 read -r p f _ < "$count"
+# A failing test's own output (what it printed on stderr: per-thread values, the emulator's
+# report, a glibc abort, a sanitizer's report) is in the log, interleaved with the other
+# tests' (they run in parallel): the first KN_DETAIL_MAX (3) failures that did not time out
+# are run again alone (Criterion's --filter) and their last KN_DETAIL_LINES (40) lines of
+# output, less Criterion's own lines (the message above), are shown. The MPI lab tests run
+# their ranks under mpiexec and have no --filter: their log's last lines are shown instead.
+if [ "$f" -gt 0 ] && [ -s "$tap" ]; then
+    shown=0
+    if grep -q "mpiexec" "$log" 2>/dev/null || [ "${KN_DETAIL_MAX:-3}" = 0 ]; then
+        echo "  (last lines of $log:)"; tail -n "${KN_DETAIL_LINES:-40}" "$log" | sed 's/^/    /'
+    else
+        while read -r t; do
+            [ "$shown" -lt "${KN_DETAIL_MAX:-3}" ] || break
+            shown=$((shown + 1))
+            out=$(KN_TEST_DONE=/dev/null timeout --kill-after=5 60 "$bin" --filter "${t/::/\/}" -j1 --timeout 50 \
+                  --short-filename 2>&1 | grep -v '^\[\(----\|FAIL\|PASS\|RUN \|====\|SKIP\|WARN\)\]' |
+                  grep -v '^[[:space:]]*$' | tail -n "${KN_DETAIL_LINES:-40}")
+            [ -n "$out" ] && { echo "  output of $t (run again alone; last ${KN_DETAIL_LINES:-40} lines):"; printf '%s\n' "$out" | sed 's/^/    /'; }
+        done < <(awk '/^not ok - / && !/timed out/ {print $4}' "$tap")
+    fi
+    echo "  every test's output: $log"
+fi
 [ "$f" -eq 0 ] && [ "$p" -gt 0 ]

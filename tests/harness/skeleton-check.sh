@@ -5,8 +5,9 @@
 set -u
 lab=$1 cfg=$2 results=$3
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-bash tests/harness/run-suite.sh "$lab" "$cfg/test-$lab" "$tmp" > "$tmp/out" 2>&1
-bash tests/harness/run-suite.sh "$lab-hidden" "$cfg/test-$lab-hidden" "$tmp" >> "$tmp/out" 2>&1
+# KN_DETAIL_MAX=0: no failing test run again alone for its output (nobody reads it here)
+KN_DETAIL_MAX=0 bash tests/harness/run-suite.sh "$lab" "$cfg/test-$lab" "$tmp" > "$tmp/out" 2>&1
+KN_DETAIL_MAX=0 bash tests/harness/run-suite.sh "$lab-hidden" "$cfg/test-$lab-hidden" "$tmp" >> "$tmp/out" 2>&1
 read -r p1 f1 a1 _ < "$tmp/$lab.count"; read -r p2 f2 a2 _ < "$tmp/$lab-hidden.count"
 p=$((p1 + p2)) f=$((f1 + f2)) a=$((a1 + a2))
 why=""

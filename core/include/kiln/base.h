@@ -63,6 +63,9 @@ const char *kn_status_name(kn_status st);
 /* What a lab skeleton returns: records "not implemented (labNN: what)" and returns
  * KN_ERR_NOT_IMPLEMENTED. `lab` is "lab01", `what` says what the student writes. */
 kn_status kn_not_implemented(const char *lab, const char *what);
+/* The message of the first kn_not_implemented call of the process, on any thread (NULL
+ * when none): how a caller learns that a unit which returns no status (void) was a skeleton. */
+const char *kn_not_implemented_seen(void);
 
 /* Propagate a failing status: KN_TRY(kn_tensor_empty(&t, ...)); */
 #define KN_TRY(expr)                          \

@@ -70,6 +70,8 @@ kn_cuda_launch kn_cuda_launch_config(const kn_kernel *k, const kn_cuda_limits *l
  *   kn_cuda_launch_config (launch.c), above;
  *   kn_cuda_block_reduce_source (block_reduce.c): the CUDA C text (which must also compile
  *     as C11 for the emulator, with KN_DEVICE for __device__) defining
+ *         double kn_max2(double a, double b);   (the max of two that keeps a NaN: the row
+ *                                                kernels the renderer writes call it too)
  *         double kn_block_sum(double v, double *sh);   double kn_block_max(double v, double *sh);
  *     called by every thread of a block (blockDim.x a multiple of 32, at most 1024) with its
  *     partial v and a __shared__ double sh[32]; each returns the block's total (max: NaN if

@@ -52,7 +52,8 @@ KN_TEST(lab03_record, errors_name_the_caller_and_stick) {
     kn_val x = kn_input_typed(b, "x", KN_DT_F32, 2, s23), y = kn_input_typed(b, "y", KN_DT_F32, 1, s4);
     kn_val z = kn_add(b, x, y);
     cr_assert(!kn_val_ok(z), "[2,3] + [4] gives KN_VAL_NONE");
-    cr_assert(kn_builder_status(b) == KN_ERR_SHAPE, "status KN_ERR_SHAPE, got %s", kn_status_name(kn_builder_status(b)));
+    cr_assert(kn_builder_status(b) == KN_ERR_SHAPE, "status KN_ERR_SHAPE, got %s: %s",
+              kn_status_name(kn_builder_status(b)), kn_builder_error(b));
     cr_assert(strncmp(kn_builder_error(b), "kn_add: ", 8) == 0, "message starts with the caller: %s", kn_builder_error(b));
     int n = kn_builder_graph(b)->nnodes;
     cr_assert(!kn_val_ok(kn_neg(b, x)) && kn_builder_graph(b)->nnodes == n, "later calls do nothing");

@@ -36,7 +36,7 @@ KN_TEST(lab05_rules, a_row_reduction_and_its_epilogue) {
     q.mask = 2u;
     q.in[0] = (kn_fuse_operand){.type = &x, .in_group = true, .level = KN_LEVEL_FULL};
     int level = 0;
-    cr_assert_null(kn_fuse_refusal(&q, &level));
+    cr_assert_null(kn_fuse_refusal(&q, &level), "%s", kn_fuse_refusal(&q, &level));
     cr_assert_eq(level, KN_LEVEL_OUTER);
     /* x / sum(x): a full node reading the row's sum, broadcast over the row */
     kn_fuse_query d = l5_query(KN_OP_DIV, &x, 2, S23);
@@ -45,7 +45,7 @@ KN_TEST(lab05_rules, a_row_reduction_and_its_epilogue) {
     d.nin = 2;
     d.in[0] = (kn_fuse_operand){.type = &x, .in_group = true, .level = KN_LEVEL_FULL};
     d.in[1] = (kn_fuse_operand){.type = &r, .in_group = true, .level = KN_LEVEL_OUTER};
-    cr_assert_null(kn_fuse_refusal(&d, &level));
+    cr_assert_null(kn_fuse_refusal(&d, &level), "%s", kn_fuse_refusal(&d, &level));
     cr_assert_eq(level, KN_LEVEL_FULL);
 }
 
@@ -65,9 +65,11 @@ KN_TEST(lab05_index, row_offset_and_inner_index) {
 KN_TEST(lab05_bind, float_math_and_literals) {
     const char *args[1] = {"f3"};
     char out[256];
-    cr_assert(kn_render_c_bind("(0.5 * (x) * (1 + tanh(x)))", args, "x", true, out, sizeof out));
+    cr_assert(kn_render_c_bind("(0.5 * (x) * (1 + tanh(x)))", args, "x", true, out, sizeof out),
+              "kn_render_c_bind returned false: %s", kn_last_error());
     cr_assert_str_eq(out, "(0.5f * ((f3)) * (1 + tanhf((f3))))");
-    cr_assert(kn_render_c_bind("exp(x)", args, "x", false, out, sizeof out));
+    cr_assert(kn_render_c_bind("exp(x)", args, "x", false, out, sizeof out), "kn_render_c_bind returned false: %s",
+              kn_last_error());
     cr_assert_str_eq(out, "exp((f3))");
 }
 

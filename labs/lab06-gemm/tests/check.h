@@ -4,12 +4,23 @@
 #define LAB06_CHECK_H
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "kn_test.h"
 #include "kiln/gemm.h"
+
+/* The GEMM's units return nothing (void): a skeleton records "not implemented (lab06: ...)"
+ * process-wide (kn_not_implemented_seen) and leaves garbage; appended to a wrong result's
+ * message ("" when every unit called is written). */
+static inline const char *l6_why(void) {
+    static char w[1100];
+    const char *m = kn_not_implemented_seen();
+    snprintf(w, sizeof w, "%s%s", m ? ": " : "", m ? m : "");
+    return w;
+}
 
 static inline float *l6_rand(int64_t n, unsigned seed) {
     float *x = malloc((size_t)(n > 0 ? n : 1) * sizeof *x);
@@ -94,8 +105,8 @@ static inline void l6_check_product(int64_t s) {
     l6_naive(a, b, want, s, s, s);
     kn_k_matmul_f32(a, b, c, s, s, s, false, false);
     for (int64_t i = 0; i < s * s; i++)
-        cr_assert(fabsf(c[i] - want[i]) <= 1e-3f * (1 + fabsf(want[i])), "the %lld^3 product is wrong at %lld: %g, want %g",
-                  (long long)s, (long long)i, c[i], want[i]);
+        cr_assert(fabsf(c[i] - want[i]) <= 1e-3f * (1 + fabsf(want[i])), "the %lld^3 product is wrong at %lld: %g, want %g%s",
+                  (long long)s, (long long)i, c[i], want[i], l6_why());
     free(a), free(b), free(c), free(want);
 }
 

@@ -14,12 +14,13 @@ KN_TEST(lab06_micro, a_full_block_and_an_edge) {
     kn_gemm_micro_f32(ap, bp, k, c, 20, KN_GEMM_MR, KN_GEMM_NR, true);
     l6_micro_ref(ap, bp, k, want, 20, KN_GEMM_MR, KN_GEMM_NR, true);
     for (int i = 0; i < KN_GEMM_MR * 20; i++)
-        cr_assert(fabsf(c[i] - want[i]) <= 1e-5f * (1 + fabsf(want[i])), "c[%d][%d] = %g, want %g", i / 20, i % 20, c[i], want[i]);
+        cr_assert(fabsf(c[i] - want[i]) <= 1e-5f * (1 + fabsf(want[i])), "c[%d][%d] = %g, want %g%s", i / 20, i % 20, c[i], want[i],
+                  l6_why());
     kn_gemm_micro_f32(ap, bp, k, c, 20, 4, 9, false); /* an edge block, accumulating */
     l6_micro_ref(ap, bp, k, want, 20, 4, 9, false);
     for (int i = 0; i < KN_GEMM_MR * 20; i++)
-        cr_assert(fabsf(c[i] - want[i]) <= 1e-5f * (1 + fabsf(want[i])), "edge: c[%d][%d] = %g, want %g", i / 20, i % 20,
-                  c[i], want[i]);
+        cr_assert(fabsf(c[i] - want[i]) <= 1e-5f * (1 + fabsf(want[i])), "edge: c[%d][%d] = %g, want %g%s", i / 20,
+                  i % 20, c[i], want[i], l6_why());
     free(ap), free(bp);
 }
 
@@ -33,8 +34,8 @@ KN_TEST(lab06_blocked, awkward_shapes_match_a_reference) {
             float *c = l6_product(a, b, m, n, k, ta, tb);
             double *ref = l6_ref(a, b, m, n, k, ta, tb);
             double e = l6_err(c, ref, m * n, k);
-            cr_assert(e <= 1, "%lld x %lld x %lld (ta %d, tb %d): error %.3g of the tolerance", (long long)m, (long long)n,
-                      (long long)k, ta, tb, e);
+            cr_assert(e <= 1, "%lld x %lld x %lld (ta %d, tb %d): error %.3g of the tolerance%s", (long long)m,
+                      (long long)n, (long long)k, ta, tb, e, l6_why());
             free(a), free(b), free(c), free(ref);
         }
 }
@@ -50,7 +51,7 @@ KN_TEST(lab06_blocked, the_same_bits_whatever_the_blocking) {
         float *c = l6_product(a, b, m, n, k, false, false);
         if (!first) {
             first = c;
-            cr_assert(l6_err(c, ref, m * n, k) <= 1, "the product is wrong");
+            cr_assert(l6_err(c, ref, m * n, k) <= 1, "the product is wrong%s", l6_why());
         } else {
             cr_assert(memcmp(first, c, (size_t)(m * n) * sizeof *c) == 0, "kc %lld, mc %lld changed the bits",
                       (long long)cfgs[i].kc, (long long)cfgs[i].mc);

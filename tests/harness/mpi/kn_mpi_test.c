@@ -308,17 +308,34 @@ static int run_job(const char *self, int np, int timeout_s, verdict *v) {
     int rc = system(cmd);
     int status = rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
     /* the job's own words about why it died: the timeout message, an abort, a crash */
-    char tail[1500] = "";
+    char tail[1500] = "", first[1100] = "";
     FILE *lf = fopen(log, "r");
     char line[1024];
-    int nt = 0;
-    while (lf && fgets(line, sizeof line, lf) && nt < 8)
+    int nt = 0, more = 0;
+    while (lf && fgets(line, sizeof line, lf) && nt < 8) {
+        /* a rank's own failed check ("rank 1: test_ring.c:48: ... KN_ERR_ARG ..."), printed
+         * before the job ended: often the cause of the rest (its partner then waits out
+         * KILN_COMM_TIMEOUT), so the last one before the end leads the report */
+        int rk = 0, pos = 0;
+        if (sscanf(line, "rank %d: %*[^:]:%*d:%n", &rk, &pos) == 1 && pos > 0) {
+            snprintf(first, sizeof first, " %s", line);
+            more = 3; /* its indented lines after it: "    returned KN_ERR_ARG: ..." */
+            continue;
+        }
+        if (more > 0 && line[0] == ' ') {
+            append(first, sizeof first, "  ");
+            append(first, sizeof first, line);
+            more--;
+            continue;
+        }
+        more = 0;
         if (strstr(line, "timed out") || strstr(line, "abort") || strstr(line, "ABORT") || strstr(line, "signal") ||
             strstr(line, "kn_mpi_test:")) {
             append(tail, sizeof tail, "    ");
             append(tail, sizeof tail, line);
             nt++;
         }
+    }
     if (lf) fclose(lf);
     int seen[KN_MPI_TEST_MAX] = {0};
     FILE *f = fopen(results, "r");
@@ -370,7 +387,11 @@ static int run_job(const char *self, int np, int timeout_s, verdict *v) {
             /* the reason goes first: it is the TAP line's own text */
             char old[sizeof v[t].why];
             snprintf(old, sizeof old, "%s", v[t].why);
-            snprintf(v[t].why, sizeof v[t].why, "%s%s%s", w, tail, old);
+            /* in the test the job ended in, a rank's failed check is the TAP line's text */
+            if (first[0] && !strcmp(full, running))
+                snprintf(v[t].why, sizeof v[t].why, "%s   then the job ended:%s%s%s", first, w, tail, old);
+            else
+                snprintf(v[t].why, sizeof v[t].why, "%s%s%s", w, tail, old);
         }
         clean = 0;
     }
