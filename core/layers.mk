@@ -1,12 +1,13 @@
 # core/layers.mk — the layering check (core/mk/layers.py) in `make test`.
 #
 #   make layers               check that no include and no call goes up the stack
-#                             base -> tensor -> ir -> autograd -> passes -> schedule ->
-#                             codegen -> runtime -> program -> data -> nn -> dist -> cli,
+#                             base -> storage -> tensor -> ir -> autograd -> passes ->
+#                             schedule -> codegen -> runtime -> program -> data -> nn ->
+#                             dist -> cli,
 #                             over the sources and the objects of the reference build
-#   make test runs "layers" (the check, after building libkiln) and "layers-selftest"
-#   (tests/core/test_layers.sh: an upward include and an upward call planted in copies
-#   must fail it).
+#   make test runs "layers" (the check, after building libkiln), "units" (below) and
+#   "layers-selftest" (tests/core/test_layers.sh: an upward include and an upward call
+#   planted in copies must fail it).
 
 .PHONY: layers test-step-layers test-step-layers-selftest
 layers:
@@ -19,3 +20,10 @@ test-step-layers:
 	@bash tests/harness/record.sh $(ALL_RESULTS) layers $(PYTHON) core/mk/layers.py --objects $(BUILD)/obj
 test-step-layers-selftest:
 	@bash tests/harness/record.sh $(ALL_RESULTS) layers-selftest bash tests/core/test_layers.sh
+
+# "units": every lab unit's reference is a core file that solutions/ links to
+# (core/mk/units.list, core/mk/units.sh check).
+TEST_STEPS += test-step-units
+.PHONY: test-step-units
+test-step-units:
+	@bash tests/harness/record.sh $(ALL_RESULTS) units bash core/mk/units.sh check
