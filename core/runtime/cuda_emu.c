@@ -371,7 +371,16 @@ static void emu_access(uintptr_t a, size_t n, int write, const void *pc)
     }
 }
 
-#if !defined(__SANITIZE_ADDRESS__) /* under ASan (make SAN=1) its runtime owns these names */
+/* Under ASan (make SAN=1 with gcc: __SANITIZE_ADDRESS__; clang's builds, the IR fuzzer
+ * among them: __has_feature(address_sanitizer)) its runtime owns these names. */
+#if defined(__SANITIZE_ADDRESS__)
+#define KN_EMU_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KN_EMU_UNDER_ASAN 1
+#endif
+#endif
+#if !defined(KN_EMU_UNDER_ASAN)
 #define KN_EMU_HOOKS(n)                                                                                   \
     void __asan_load##n##_noabort(void *p);                                                               \
     void __asan_store##n##_noabort(void *p);                                                              \

@@ -228,9 +228,9 @@ def rubric_cases():
             ("10", "fractional points", "ranges_of_ten_over_four 4 ", "ranges_of_ten_over_four 3.5 ", "points an integer"),
             ("10", "two mpi= tags", "ranges_of_ten_over_four 4 mpi=2", "ranges_of_ten_over_four 4 mpi=2 mpi=4",
              "more than once"),
-            ("10", "a dropped mpi=4", "all_reduce_sums_exactly 9 mpi=4", "all_reduce_sums_exactly 9", "needs mpi=4"),
-            ("10", "a rank count the test does not declare", "all_reduce_sums_exactly 9 mpi=4",
-             "all_reduce_sums_exactly 9 mpi=2", "declares 4 ranks"),
+            ("10", "a dropped mpi=4", "all_reduce_sums_exactly 5 mpi=4", "all_reduce_sums_exactly 5", "needs mpi=4"),
+            ("10", "a rank count the test does not declare", "all_reduce_sums_exactly 5 mpi=4",
+             "all_reduce_sums_exactly 5 mpi=2", "declares 4 ranks"),
             ("01", "mpi= on a Criterion test", None, " mpi=2", "not a KN_MPI_TEST")):
         cases.append((lab, name, old, new, says))
     bad = 0
