@@ -115,7 +115,8 @@ def build():
            "`make test` checks it is up to date). Do not edit by hand: a figure quoted anywhere in kiln",
            "names the folder it comes from, and is quoted as a ratio with its machine and date.",
            "Newest first. A table is one benchmark summary (`bench_summary.json` as `plots/bench.sh`",
-           "writes it: every row from one run); other runs are described by their folder's README.md.", ""]
+           "writes it: every row from one run); other runs are described by their folder's README.md.",
+           "What README.md and the design notes once said about each run, dated, is in `history.md`.", ""]
     for name in runs:
         folder = os.path.join(HERE, name)
         m = DATE.search(name)
