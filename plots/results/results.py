@@ -107,6 +107,22 @@ def summary_table(path, rel):
     return "\n".join(out)
 
 
+def printed_tables(path):
+    """The tables plots/bench.sh printed into a saved log (from its "impl" header to its
+    "shape:" line), for runs whose summary JSON did not come back."""
+    out, cur = [], None
+    for line in open(path, encoding="utf-8", errors="replace"):
+        line = line.rstrip("\n")
+        if re.match(r"^impl\s+step ms", line):
+            cur = [line]
+        elif cur is not None:
+            cur.append(line)
+            if line.startswith("shape:"):
+                out.append("\n".join(cur))
+                cur = None
+    return out
+
+
 def build():
     runs = sorted((n for n in os.listdir(HERE) if os.path.isdir(os.path.join(HERE, n))),
                   key=lambda n: (DATE.search(n).group(1) if DATE.search(n) else "0000", n), reverse=True)
@@ -116,7 +132,9 @@ def build():
            "names the folder it comes from, and is quoted as a ratio with its machine and date.",
            "Newest first. A table is one benchmark summary (`bench_summary.json` as `plots/bench.sh`",
            "writes it: every row from one run); other runs are described by their folder's README.md.",
-           "What README.md and the design notes once said about each run, dated, is in `history.md`.", ""]
+           "What README.md and the design notes once said about each run, dated, is in `history.md`.",
+           "A torch.compile row not marked \"(fused AdamW)\" ran PyTorch's foreach AdamW (the default",
+           "before 2026-11-27): not the anchor a practitioner runs.", ""]
     for name in runs:
         folder = os.path.join(HERE, name)
         m = DATE.search(name)
@@ -130,11 +148,18 @@ def build():
         out.append("- files: %d (%s)" % (len(files), ", ".join("`%s`" % f for f in files[:8]) +
                                          (", ..." if len(files) > 8 else "")))
         out.append("")
+        tables = 0
         for f in files:
             if f.endswith(".json"):
                 t = summary_table(os.path.join(folder, f), f)
                 if t:
                     out += [t, ""]
+                    tables += 1
+        if not tables:  # no summary JSON: the tables the benchmark printed, verbatim
+            for f in files:
+                if f.endswith(".txt"):
+                    for t in printed_tables(os.path.join(folder, f)):
+                        out += ["`%s`, as `plots/bench.sh` printed it:" % f, "", "```", t, "```", ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
