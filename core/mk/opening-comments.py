@@ -11,7 +11,12 @@ defined or used nowhere in core/, tests/, solutions/ or plots/ but in comments, 
 does not exist, an ARCHITECTURE.md section that is not there) and exits 1 if any: the
 cheap half of reading them, the rest is a person reading comment against code.
 
+--readmes rewrites the "## Files" list of every core/<folder>/README.md from the files'
+opening comments (their first sentence), --check-readmes exits 1 when a list is not what
+--readmes would write (a file added, removed or re-described: run `make folder-readmes`).
+
     python3 core/mk/opening-comments.py [--first|--missing|--refs] [DIR...]   (default: core)
+    python3 core/mk/opening-comments.py --readmes|--check-readmes
 """
 import os
 import re
@@ -101,7 +106,57 @@ def stale_refs(path, comment):
     return out
 
 
+def summary(path):
+    """A file's opening comment as one line: its first sentence, its name dropped, cut near
+    160 characters (parentheses first, then at a comma, semicolon or colon)."""
+    text = " ".join(l for l in opening_comment(path) if l).strip()
+    text = re.sub(r"^[\w./]+(\s*\[[^\]]*\])?\s*(\u2014|:|-)\s*", "", text, count=1)
+    m = re.search(r"\.(\s|$)", text)
+    s = text[:m.start() + 1] if m else text
+    if len(s) > 160:  # drop parentheses past the first words, which name the thing
+        head, rest = s[:60], s[60:]
+        while True:
+            n = re.sub(r" ?\([^()]*\)", "", rest)
+            if n == rest:
+                break
+            rest = n
+        s = head + rest
+    if len(s) > 160:
+        cut = max(s.rfind(", ", 0, 160), s.rfind("; ", 0, 160), s.rfind(": ", 0, 160))
+        s = (s[:cut] if cut > 60 else s[:157].rsplit(" ", 1)[0]) + " ..."
+    return s
+
+
+def files_block(folder):
+    return "\n".join("- `%s`: %s" % (fn, summary(os.path.join(folder, fn)))
+                      for fn in sorted(os.listdir(folder))
+                      if fn.endswith(EXTS) and os.path.isfile(os.path.join(folder, fn)))
+
+
+def readmes(check):
+    """Rewrite (or check) the Files list of each core/<folder>/README.md."""
+    stale = []
+    for d in sorted(os.listdir("core")):
+        readme = os.path.join("core", d, "README.md")
+        if not os.path.isfile(readme):
+            continue
+        t = open(readme, encoding="utf-8").read()
+        m = re.search(r"(## Files\n\n)(.*?)(\n\n## |\Z)", t, flags=re.S)
+        if not m:
+            continue
+        new = t[:m.start(2)] + files_block(os.path.join("core", d)) + t[m.end(2):]
+        if new != t:
+            stale.append(readme)
+            if not check:
+                open(readme, "w", encoding="utf-8").write(new)
+    for r in stale:
+        print(("%s: its Files list is stale (run `make folder-readmes`)" if check else "rewrote %s") % r)
+    return 1 if (check and stale) else 0
+
+
 def main():
+    if "--readmes" in sys.argv or "--check-readmes" in sys.argv:
+        return readmes("--check-readmes" in sys.argv)
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     first = "--first" in sys.argv
     missing = "--missing" in sys.argv
