@@ -12,7 +12,7 @@
 #   make help                the targets for students, instructors and self-learners
 #   make SAN=1 test          the same with AddressSanitizer + UndefinedBehaviorSanitizer
 #
-# Unit selection (ARCHITECTURE.md, "The lab mechanism"):
+# Unit selection (tests/README.md, "The lab mechanism"):
 #   IMPL=labs|solutions|staff  units of the lab being built (lab targets default to labs/,
 #                            everything else to solutions/, else staff/ when it exists)
 #   PRIOR=labs|solutions|staff units of every other lab (default: solutions/ when it exists,

@@ -1,5 +1,5 @@
-/* bench.c — `kiln bench`: time GPT training steps on random tokens (the eager baseline's
- * benchmark). Defaults are the GPT-2 124M shape (vocab 50304, context 1024, 12 layers,
+/* bench.c — `kiln bench`: time GPT training steps on random tokens, node by node or
+ * compiled (--mode; what `make bench-gpu` runs for kiln's rows). Defaults are the GPT-2 124M shape (vocab 50304, context 1024, 12 layers,
  * width 768, 12 heads, batch 8), fp32, AdamW with clip 1.0, on the first GPU when one is
  * usable (--device cpu to force the CPU); flags shrink the model for a quick check.
  *

@@ -4,7 +4,7 @@
  * operands and attributes, infers the result type with the op's shape rule, appends the
  * node to the builder's graph and, in EAGER mode, runs the node's kernel at once and keeps
  * the tensor. In GRAPH mode nothing runs; kn_builder_finish hands the graph to whoever
- * runs it (the interpreter, later the compiler). Because both modes record the same nodes
+ * runs it (the interpreter, or kn_program_compile). Because both modes record the same nodes
  * and call the same kernels, a model function runs eagerly or is captured with identical
  * results.
  *

@@ -3,7 +3,7 @@
  *
  * A collective talks to other ranks, which no kernel can: the interpreter and programs
  * send every node of category KN_CAT_COLLECTIVE here, with the kn_collectives context of
- * the run (data parallelism's, core/dist/dp_ir.c, reaches the rank's communicator through
+ * the run (data parallelism's, core/dist/dp_buckets.c, reaches the rank's communicator through
  * it). The node's value is a 0-d f32 token, 0: what matters is the order the tokens
  * impose (a bucket's all_reduce_start after its last grad_store, its comm_wait after the
  * start) and what the context does.

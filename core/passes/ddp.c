@@ -4,7 +4,7 @@
  * in slab order (the trainer's: kiln/nn.h). The slab's layout is read from the graph:
  * parameter i's gradient (output 1 + i) lives at the sum of the earlier ones' sizes, and
  * it gets weight decay when it is a matrix (two or more axes), as the GPT's layout says.
- * The buckets are lab 10's (kn_dp_buckets, the same the hook path uses): contiguous slab
+ * The buckets are lab 10's (kn_dp_buckets, the same buckets core/dist/dp.c sets up): contiguous slab
  * ranges of whole parameters, formed from the slab's end, which the backward fills first.
  *
  * The pass rewrites the graph so that communication is part of it (kiln/ir.h, "collectives

@@ -28,7 +28,7 @@
  *
  * The rewrite, per such v: c = cast(v, low) right after v, so the kernel that computes v
  * stores the 16-bit copy and v itself dies in the forward ("Where a cast stands decides
- * what it fuses with", ARCHITECTURE.md); each backward reader r reads cast(c, f32) made
+ * what it fuses with", core/passes/NOTES.md); each backward reader r reads cast(c, f32) made
  * right before r, so the f32 copy lives only inside r's kernel. The forward's readers
  * still read v: the forward and the loss are bit for bit as before, only the gradients
  * move. Run it after autocast (and lowloss) and before epilogue and remat: remat then

@@ -3,7 +3,7 @@
  *
  * Parameters, gradients and optimizer state each live in ONE contiguous slab of n floats
  * (the model's tensors are views into it). That makes an optimizer step a single loop,
- * and later lets data parallelism all-reduce one buffer and ZeRO shard one range.
+ * and lets data parallelism all-reduce one buffer and ZeRO shard one range.
  * Weight decay applies to the first n_decay elements only: the model lays out the
  * matrices (which are decayed) before the biases and norm gains (which are not).
  *

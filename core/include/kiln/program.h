@@ -2,23 +2,25 @@
  *
  * A program holds, on one device:
  *   - the graph after passes (its own copy: the caller's graph is not changed);
- *   - the schedule: ordered steps. Today one step per computing node, each run by the
+ *   - the schedule: ordered steps: one per computing node (NODES), or generated kernels
+ *     and library steps (COMPILED), collectives among them, each library step run by the
  *     backend of the program's device (kiln/device.h: supports_op is asked at compile
  *     time, so a node the device cannot compute is an error here, naming the op and the
  *     device, not in the middle of a run). A source with no operands that the device
- *     does not compute (a `full`) runs on the host; its consumer's backend copies it.
- *     Fusion, generated kernels, library calls and collectives will be steps too;
+ *     does not compute (a `full`) runs on the host; its consumer's backend copies it;
  *   - the bindings of its inputs and parameters (by name, aliased in place, so a training
  *     loop updates its parameter slab and just runs again) and, after a run, its outputs.
  * The interpreter (kn_interp) stays the reference: a program's results equal it bitwise
  * as long as the program runs the same kernels in the same order (test_program.c).
  *
- * Modes: KN_PROGRAM_NODES runs one step per node. KN_PROGRAM_COMPILED (CPU) decomposes
- * the composite ops into primitives (the "decompose" pass), fuses (kn_schedule_build),
- * lowers each fused group to kernel IR, renders all of them as one C file, compiles it
- * (cached on disk) and runs generated kernels and library steps in order; its results
- * equal the interpreter's within rounding (test_codegen.c). With no C compiler it says so
- * once (a warning) and runs as NODES. A COMPILED program also plans its memory: the values
+ * Modes: KN_PROGRAM_NODES runs one step per node. KN_PROGRAM_COMPILED decomposes the
+ * composite ops into primitives (the "decompose" pass), fuses (kn_schedule_build), lowers
+ * each fused group to kernel IR, plans memory, renders all the kernels as one source (C on
+ * the CPU, compiled with cc; CUDA C on a GPU, compiled with NVRTC; the CUDA dialect as C
+ * under opts.cuda_emu), compiles it (cached on disk) and runs generated kernels and library
+ * steps in order: the stages of core/program/compile.c. Its results equal the
+ * interpreter's within rounding (test_codegen.c, test_cudagen.c). On the CPU with no C
+ * compiler it says so once (a warning) and runs as NODES. A COMPILED program also plans its memory: the values
  * its steps make (not inputs, params or outputs) share one arena, each at an offset chosen
  * from the lifetimes over the steps (kn_program_stats: mem_sum, mem_planned, mem_lower).
  *
