@@ -338,6 +338,7 @@ static void emu_fault(void)
 /* Every hooked load and store. Shared memory: the race shadow; near it, or near a watched
  * buffer and in none: out of bounds. Anything else (a thread's stack, a generated kernel's
  * buffers, which KN_EMU_AT checks) passes. */
+__attribute__((unused)) /* only the hooks below call it; ASan builds leave them out */
 static void emu_access(uintptr_t a, size_t n, int write, const void *pc)
 {
     for (int i = 0; i < nwindows; i++) {
