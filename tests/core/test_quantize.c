@@ -1,12 +1,13 @@
 /* test_quantize.c — INT8 post-training quantization (kiln/quant.h): the quantizers' error
  * bound, the int8 and weight-only products against an f64 reference of the same codes, the
  * pass `quantize` on a small graph (what it rewrites, what it leaves, the result against the
- * f32 program), its option errors, and the held-out loss of a GPT trained here: w8 within
- * 0.5% of fp32, w8a8 within 2%. */
+ * f32 program), its option errors, the held-out loss of a GPT trained here (w8 within 0.5% of
+ * fp32, w8a8 within 2%), and the CUDA kernels against the CPU's (skipped without a GPU). */
 #include <math.h>
 #include <string.h>
 
 #include "kn_test.h"
+#include "cuda_test_util.h"
 #include "kiln/data.h"
 #include "kiln/nn.h"
 #include "kiln/passes.h"
@@ -222,4 +223,30 @@ KN_TEST(quantize, trained_gpt_heldout_loss, .timeout = 120) {
     KN_ASSERT_ERR(kn_gpt_heldout_loss(&g, "", ids + ntrain, T, B, T, 3, 1, &l[0]), KN_ERR_ARG);
     kn_free(ids);
     kn_gpt_free(&g);
+}
+
+/* The CUDA kernels (core/runtime/cuda_quant.cu) against the CPU's: the same codes and int32
+ * sums, so w8a8 and w8a8_tensor agree to the last bits of the epilogue and w8 to f32
+ * rounding; shapes with K a multiple of 4 (__dp4a) and not, tb on and off. */
+KN_TEST(quantize, cuda_matches_cpu) {
+    SKIP_WITHOUT_GPU();
+    kn_rng r = kn_rng_new(21);
+    const kn_op ops[3] = {KN_OP_MATMUL_W8, KN_OP_MATMUL_W8A8, KN_OP_MATMUL_W8A8_TENSOR};
+    const int64_t shapes[4][3] = {{5, 64, 48}, {3, 37, 11}, {64, 768, 96}, {1, 8, 3}};
+    for (int si = 0; si < 4; si++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int oi = 0; oi < 3; oi++) {
+                const int64_t m = shapes[si][0], k = shapes[si][1], nn = shapes[si][2];
+                int64_t xs[2] = {m, k}, ws[2] = {tb ? nn : k, tb ? k : nn};
+                kn_tensor *host[2] = {randn(&r, KN_DT_F32, 2, xs), randn(&r, KN_DT_F32, 2, ws)}, *d[2], *want = NULL;
+                kn_node n = node(ops[oi]);
+                n.attrs.tb = tb;
+                gpu_operands(&n, 2, host, NULL, d);
+                KN_ASSERT_OK(kn_node_eval(&n, (const kn_tensor *const *)host, &want));
+                kn_tensor *got = on_gpu(&n, d);
+                compare(&n, got, want, TOL_REDUCE);
+                kn_tensor_free(got);
+                kn_tensor_free(want);
+                for (int i = 0; i < 2; i++) { kn_tensor_free(host[i]); kn_tensor_free(d[i]); }
+            }
 }
