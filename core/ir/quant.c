@@ -3,8 +3,9 @@
  * kiln/quant.h states the arithmetic. Layout: both int8 operands are kept "k-contiguous"
  * (a [m][k], b [n][k]) so that the inner loop of every output element is a dot product of
  * two contiguous int8 rows, which the compiler vectorizes (widening multiply-adds into int32
- * lanes). The microkernel makes four outputs of one row at once (one pass over a's row for
- * four of b's), which keeps a's row in registers/L1 for four columns.
+ * lanes) when the loop has a constant trip count (QCHUNK). The microkernel makes four
+ * outputs of one row at once (one pass over a's row for four of b's), and the columns go in
+ * blocks of four outside the rows, so those four weight rows stay in L1.
  *
  * The ops (core/ir/ops.def): operands x [..., M, K] (f32, ta = 0) and W, a 2-D f32 weight,
  * [K, N] (tb = 0) or [N, K] (tb = 1): the output channel is a column of the product either
@@ -66,69 +67,72 @@ typedef struct gemm_q {
     int64_t n, k;
 } gemm_q;
 
-static int32_t dot_i8(const int8_t *a, const int8_t *b, int64_t k) {
-    int32_t s = 0;
-    for (int64_t t = 0; t < k; t++) s += (int32_t)a[t] * (int32_t)b[t];
+/* The chunk the inner loops run over: a constant trip count, so that the compiler vectorizes
+ * them at -O2 (its cheapest cost model takes no loop of unknown length), and the tail after
+ * the last whole chunk runs scalar. */
+#define QCHUNK 32
+
+/* Four int8 dot products of a with b0..b3, int32 sums (exact, in any order). */
+static void dot4_i8(const int8_t *a, const int8_t *b0, const int8_t *b1, const int8_t *b2, const int8_t *b3,
+                    int64_t k, int32_t *out) {
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t t = 0;
+    for (; t + QCHUNK <= k; t += QCHUNK)
+        for (int u = 0; u < QCHUNK; u++) {
+            int16_t av = a[t + u];
+            s0 += av * b0[t + u];
+            s1 += av * b1[t + u];
+            s2 += av * b2[t + u];
+            s3 += av * b3[t + u];
+        }
+    for (; t < k; t++) {
+        s0 += a[t] * b0[t];
+        s1 += a[t] * b1[t];
+        s2 += a[t] * b2[t];
+        s3 += a[t] * b3[t];
+    }
+    out[0] = s0, out[1] = s1, out[2] = s2, out[3] = s3;
+}
+
+/* x . b in f32 with the codes widened in the loop: eight lanes of partial sums (each lane
+ * its own sequence, so the lanes vectorize without reordering any one sum), then added. */
+static float dot_w8(const float *x, const int8_t *b, int64_t k) {
+    float lane[8] = {0};
+    int64_t t = 0;
+    for (; t + QCHUNK <= k; t += QCHUNK)
+        for (int u = 0; u < QCHUNK; u += 8)
+            for (int l = 0; l < 8; l++) lane[l] += x[t + u + l] * (float)b[t + u + l];
+    float s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    for (; t < k; t++) s += x[t] * (float)b[t];
     return s;
 }
 
-/* Rows [lo, hi) of the int8 product: four columns per pass over a's row, then the rest. */
+/* Rows [lo, hi) of the int8 product. Columns in blocks of four outside, rows inside: the
+ * block's four weight rows (4 K bytes) stay in L1 while every activation row passes by. */
 static void gemm_i8_rows(void *vctx, int64_t lo, int64_t hi) {
     const gemm_q *g = vctx;
     const int64_t n = g->n, k = g->k;
-    for (int64_t i = lo; i < hi; i++) {
-        const int8_t *a = g->a + i * k;
-        const float sa = g->sa ? g->sa[i] : 1.0f;
-        float *c = g->c + i * n;
-        int64_t j = 0;
-        for (; j + 4 <= n; j += 4) {
-            const int8_t *b0 = g->b + j * k, *b1 = b0 + k, *b2 = b1 + k, *b3 = b2 + k;
-            int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-            for (int64_t t = 0; t < k; t++) {
-                int32_t av = a[t];
-                s0 += av * b0[t];
-                s1 += av * b1[t];
-                s2 += av * b2[t];
-                s3 += av * b3[t];
-            }
-            c[j] = (float)s0 * sa * g->sb[j];
-            c[j + 1] = (float)s1 * sa * g->sb[j + 1];
-            c[j + 2] = (float)s2 * sa * g->sb[j + 2];
-            c[j + 3] = (float)s3 * sa * g->sb[j + 3];
+    for (int64_t j = 0; j < n; j += 4) {
+        const int64_t nj = n - j < 4 ? n - j : 4;
+        const int8_t *b[4];
+        for (int q = 0; q < 4; q++) b[q] = g->b + (j + (q < nj ? q : 0)) * k; /* a short block repeats a row */
+        for (int64_t i = lo; i < hi; i++) {
+            int32_t acc[4];
+            dot4_i8(g->a + i * k, b[0], b[1], b[2], b[3], k, acc);
+            const float sa = g->sa ? g->sa[i] : 1.0f;
+            for (int q = 0; q < nj; q++) g->c[i * n + j + q] = (float)acc[q] * sa * g->sb[j + q]; /* the epilogue */
         }
-        for (; j < n; j++) c[j] = (float)dot_i8(a, g->b + j * k, k) * sa * g->sb[j];
     }
 }
 
-/* Rows [lo, hi) of the weight-only product: the codes widened to f32 in the loop. */
+/* Rows [lo, hi) of the weight-only product, in the same blocking. */
 static void gemm_w8_rows(void *vctx, int64_t lo, int64_t hi) {
     const gemm_q *g = vctx;
     const int64_t n = g->n, k = g->k;
-    for (int64_t i = lo; i < hi; i++) {
-        const float *x = g->x + i * k;
-        float *c = g->c + i * n;
-        int64_t j = 0;
-        for (; j + 4 <= n; j += 4) {
-            const int8_t *b0 = g->b + j * k, *b1 = b0 + k, *b2 = b1 + k, *b3 = b2 + k;
-            float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-            for (int64_t t = 0; t < k; t++) {
-                float xv = x[t];
-                s0 += xv * (float)b0[t];
-                s1 += xv * (float)b1[t];
-                s2 += xv * (float)b2[t];
-                s3 += xv * (float)b3[t];
-            }
-            c[j] = s0 * g->sb[j];
-            c[j + 1] = s1 * g->sb[j + 1];
-            c[j + 2] = s2 * g->sb[j + 2];
-            c[j + 3] = s3 * g->sb[j + 3];
-        }
-        for (; j < n; j++) {
-            const int8_t *b = g->b + j * k;
-            float s = 0;
-            for (int64_t t = 0; t < k; t++) s += x[t] * (float)b[t];
-            c[j] = s * g->sb[j];
-        }
+    for (int64_t j = 0; j < n; j += 4) {
+        const int64_t nj = n - j < 4 ? n - j : 4;
+        for (int64_t i = lo; i < hi; i++)
+            for (int q = 0; q < nj; q++) g->c[i * n + j + q] = dot_w8(g->x + i * k, g->b + (j + q) * k, k) * g->sb[j + q];
     }
 }
 
