@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "kiln/passes.h"
+#include "kiln/quant.h"
 
 static const kn_pass kn_pass_table[] = {
     {"fold", kn_pass_fold, "constant folding: an op of `full` constants that gives one value becomes a full", NULL, false},
@@ -53,6 +54,9 @@ static const kn_pass kn_pass_table[] = {
     {"zero3", kn_pass_zero3, "ZeRO-3/FSDP, zero3:MB: as zero, and each bucket of parameters all-gathered before its "
      "first reader in the forward and again in the backward, the next one prefetched, freed after its last reader "
      "(not in all)", kn_ddp_check_arg, true},
+    {"quantize", kn_pass_quantize, "INT8 post-training quantization, quantize:w8, quantize:w8a8 or quantize:w8a8-tensor: products of a 2-D "
+     "weight parameter use it quantized per output channel (w8a8: and the activations per token, -tensor: per tensor; int32 sums; not in "
+     "all; kiln/quant.h)", kn_quantize_check_arg, true},
 };
 #define KN_NPASSES ((int)(sizeof kn_pass_table / sizeof kn_pass_table[0]))
 

@@ -311,6 +311,7 @@ KNC_KERNEL(knc_onehot);
 KNC_KERNEL(knc_reduce);
 KNC_KERNEL(knc_matmul);
 KNC_KERNEL(knc_matmul_ep);       /* cuda_matmul_lt.cu */
+KNC_KERNEL(knc_matmul_q);        /* cuda_quant.cu: matmul_w8, matmul_w8a8, matmul_w8a8_tensor */
 /* The matmul op's product, autotuned (cuda_matmul_lt.cu): cuBLAS's own choice (base, which
  * queues cublasGemmStridedBatchedEx on ctx) against cuBLASLt's candidates for the problem,
  * timed once per problem and remembered (in memory and in the kernel cache), then run.

@@ -1,0 +1,72 @@
+/* kiln/quant.h — INT8 post-training quantization: the quantizers, the int8 kernels and the
+ * `quantize` pass.
+ *
+ * Symmetric int8: a row of values v with absmax a gets the scale s = a / 127 and the codes
+ * q = round(v / s) in [-127, 127] (-128 is never made, so negation is exact); v ~ q * s with
+ * an error of at most s / 2 per element. A row of zeros gets s = 0 and q = 0.
+ *
+ * Two products (the ops matmul_w8 and matmul_w8a8 of core/ir/ops.def, the kernels below):
+ *   w8    the weight quantized per output channel (one scale per column of the product);
+ *         the activations stay f32: c[i][j] = s_w[j] * sum_k x[i][k] * q_w[j][k], the int8
+ *         codes widened to f32 inside the loop (dequantize in the loop, f32 accumulation).
+ *   w8a8  the activations quantized too, per token (one scale per row of x, computed at run
+ *         time from the row's absmax: dynamic): c[i][j] = s_x[i] s_w[j] sum_k q_x[i][k] q_w[j][k],
+ *         the sum in int32 (exact: |q| <= 127, so K up to 133,000 cannot overflow), the two
+ *         scales applied in the epilogue.
+ *
+ * w8a8-tensor (matmul_w8a8_tensor) is w8a8 with one activation scale for all of x: the naive
+ * per-tensor baseline, kept to show what the per-token scales buy.
+ *
+ * The IR has no int8 dtype: the ops read the f32 weight and quantize it inside the kernel on
+ * every run (O(K N), against the product's O(M K N)); the numbers are those of a stored int8
+ * weight, the memory is not saved yet. */
+#ifndef KILN_QUANT_H
+#define KILN_QUANT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kiln/nn.h"
+#include "kiln/passes.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KN_QMAX 127
+
+/* Quantize each of the `rows` rows of x (row-major, `cols` floats each, row stride ld) into
+ * q (rows x cols int8, contiguous) and scale[rows]. Non-finite input: scale becomes NaN
+ * (the product then reads NaN, as the f32 product would). */
+void kn_quant_rows_i8(const float *x, int64_t rows, int64_t cols, int64_t ld, int8_t *q, float *scale);
+/* Quantize the columns of w [k, n] (row-major) into q [n][k] (each column contiguous, the
+ * layout the kernels read) and scale[n]. */
+void kn_quant_cols_i8(const float *w, int64_t k, int64_t n, int8_t *q, float *scale);
+/* c [m, n] (f32) = sa[i] * sb[j] * sum_k a[i][k] b[j][k]: a [m][k], b [n][k] int8 codes,
+ * int32 accumulation; sa NULL: 1 per row. Threaded over rows (kn_k_parallel). */
+void kn_gemm_i8(const int8_t *a, const int8_t *b, const float *sa, const float *sb, float *c, int64_t m, int64_t n,
+                int64_t k);
+/* c [m, n] = sb[j] * sum_k x[i][k] b[j][k]: x f32 [m][k], b [n][k] int8, f32 accumulation. */
+void kn_gemm_w8(const float *x, const int8_t *b, const float *sb, float *c, int64_t m, int64_t n, int64_t k);
+
+/* The pass `quantize:w8` / `quantize:w8a8` (kiln/passes.h's table): every f32 product
+ * matmul(x, W) whose right operand is a 2-D parameter W (x not transposed; W may be, tb)
+ * becomes matmul_w8, matmul_w8a8 or matmul_w8a8_tensor with the same operands. Products of two activations
+ * (attention), parameters read by anything else (embeddings, layernorm, biases) and products
+ * through a cast of W (after autocast) are left alone. */
+kn_status kn_pass_quantize(kn_graph *g, kn_pass_stats *st);
+/* Accepts "w8", "w8a8" and "w8a8-tensor"; anything else (or no argument) is KN_ERR_ARG with the options. */
+kn_status kn_quantize_check_arg(const char *arg);
+
+/* The mean loss of g over nbatches held-out batches of [B, T] drawn from tokens[0..n) as
+ * `kiln train` draws its evaluation batches (kn_batch_sample, stream 1, batch e), with the
+ * forward graph compiled node by node on the CPU after `passes` ("" or NULL: fp32 as
+ * recorded; "autocast:bf16"; "quantize:w8"; "quantize:w8a8"). Errors: bad sizes, a token
+ * outside the vocabulary, a pass list kn_passes_run refuses (core/nn/quant_eval.c). */
+kn_status kn_gpt_heldout_loss(const kn_gpt *g, const char *passes, const int32_t *tokens, int64_t n, int B, int T,
+                              uint64_t seed, int nbatches, double *loss);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
