@@ -13,6 +13,8 @@
 #include "cli/cli.h"
 #include "cli/infer_cli.h"
 #include "cli/train_impl.h"
+#include "kiln/nn.h"
+#include "kiln/passes.h"
 #include "kiln/quant.h"
 
 typedef struct eval_opts {

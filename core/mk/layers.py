@@ -51,6 +51,7 @@ HEADER_LAYER = {
     "tensor.h": "tensor", "kernels.h": "tensor", "scalar.h": "tensor", "gemm.h": "tensor",
     "pointwise.def": "tensor", "scalar_type.inc": "tensor",
     "ir.h": "ir", "ops.def": "ir", "pointwise_cases.inc": "ir",
+    "quant.h": "ir",  # the int8 kernels (ir/quant.c); the pass and the eval declared beside them
     "autograd.h": "autograd",
     "passes.h": "passes",
     "schedule.h": "schedule",

@@ -10,6 +10,7 @@
 
 #include "kiln/data.h"
 #include "kiln/program.h"
+#include "kiln/nn.h"
 #include "kiln/quant.h"
 
 static kn_status record_loss_graph(const kn_gpt *g, const kn_tensor *x, const kn_tensor *y, kn_graph **out) {

@@ -14,6 +14,7 @@
  * autocast) or a view. Not exact (the rounding of int8): asked for by name only. */
 #include <string.h>
 
+#include "kiln/passes.h"
 #include "kiln/quant.h"
 
 kn_status kn_quantize_check_arg(const char *arg) {

@@ -264,6 +264,15 @@ kn_status kn_checkpoint_config(const char *path, kn_gpt_config *cfg);
 struct kn_safetensors;
 kn_status kn_checkpoint_load(const char *path, kn_gpt *g, kn_optim *opt, struct kn_safetensors *st);
 
+/* ---------------------------------------------------------------- held-out loss (kiln eval, quantization) */
+/* The mean loss of g over nbatches held-out batches of [B, T] drawn from tokens[0..n) as
+ * `kiln train` draws its evaluation batches (kn_batch_sample, stream 1, batch e), with the
+ * forward graph compiled node by node on the CPU after `passes` ("" or NULL: fp32 as
+ * recorded; "autocast:bf16"; "quantize:w8"; "quantize:w8a8"). Errors: bad sizes, a token
+ * outside the vocabulary, a pass list kn_passes_run refuses (core/nn/quant_eval.c). */
+kn_status kn_gpt_heldout_loss(const kn_gpt *g, const char *passes, const int32_t *tokens, int64_t n, int B, int T,
+                              uint64_t seed, int nbatches, double *loss);
+
 #ifdef __cplusplus
 }
 #endif

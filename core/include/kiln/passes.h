@@ -590,6 +590,16 @@ kn_autocast_class kn_autocast_policy(kn_op op);
 kn_status kn_autocast_decide(const kn_graph *g, int32_t i, kn_dtype low, kn_dtype *dt, bool *reads_low,
                              bool *early);
 
+/* ---------------------------------------------------------------- quantize (kiln/quant.h: the kernels) */
+/* The pass `quantize:w8` / `quantize:w8a8` (kiln/passes.h's table): every f32 product
+ * matmul(x, W) whose right operand is a 2-D parameter W (x not transposed; W may be, tb)
+ * becomes matmul_w8, matmul_w8a8 or matmul_w8a8_tensor with the same operands. Products of two activations
+ * (attention), parameters read by anything else (embeddings, layernorm, biases) and products
+ * through a cast of W (after autocast) are left alone. */
+kn_status kn_pass_quantize(kn_graph *g, kn_pass_stats *st);
+/* Accepts "w8", "w8a8" and "w8a8-tensor"; anything else (or no argument) is KN_ERR_ARG with the options. */
+kn_status kn_quantize_check_arg(const char *arg);
+
 #ifdef __cplusplus
 }
 #endif

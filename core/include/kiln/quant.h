@@ -26,8 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "kiln/nn.h"
-#include "kiln/passes.h"
+#include "kiln/base.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,22 +48,8 @@ void kn_gemm_i8(const int8_t *a, const int8_t *b, const float *sa, const float *
 /* c [m, n] = sb[j] * sum_k x[i][k] b[j][k]: x f32 [m][k], b [n][k] int8, f32 accumulation. */
 void kn_gemm_w8(const float *x, const int8_t *b, const float *sb, float *c, int64_t m, int64_t n, int64_t k);
 
-/* The pass `quantize:w8` / `quantize:w8a8` (kiln/passes.h's table): every f32 product
- * matmul(x, W) whose right operand is a 2-D parameter W (x not transposed; W may be, tb)
- * becomes matmul_w8, matmul_w8a8 or matmul_w8a8_tensor with the same operands. Products of two activations
- * (attention), parameters read by anything else (embeddings, layernorm, biases) and products
- * through a cast of W (after autocast) are left alone. */
-kn_status kn_pass_quantize(kn_graph *g, kn_pass_stats *st);
-/* Accepts "w8", "w8a8" and "w8a8-tensor"; anything else (or no argument) is KN_ERR_ARG with the options. */
-kn_status kn_quantize_check_arg(const char *arg);
-
-/* The mean loss of g over nbatches held-out batches of [B, T] drawn from tokens[0..n) as
- * `kiln train` draws its evaluation batches (kn_batch_sample, stream 1, batch e), with the
- * forward graph compiled node by node on the CPU after `passes` ("" or NULL: fp32 as
- * recorded; "autocast:bf16"; "quantize:w8"; "quantize:w8a8"). Errors: bad sizes, a token
- * outside the vocabulary, a pass list kn_passes_run refuses (core/nn/quant_eval.c). */
-kn_status kn_gpt_heldout_loss(const kn_gpt *g, const char *passes, const int32_t *tokens, int64_t n, int B, int T,
-                              uint64_t seed, int nbatches, double *loss);
+/* The pass itself (kn_pass_quantize) is declared in kiln/passes.h, the held-out loss that
+ * compares the programs (kn_gpt_heldout_loss) in kiln/nn.h: this header is the kernels'. */
 
 #ifdef __cplusplus
 }
