@@ -62,7 +62,7 @@ grep -q "concat" "$dir/h.ir" || fail "hfuse: no concat in the IR"
 grep -q "matmul_bgrad" "$dir/e.ir" || fail "no matmul_bgrad in the emitted IR"
 
 # Usage errors: exit 2.
-expect 2 "unknown pass 'bogus' (known: fold, views, algebra, cse, dce, remat, autocast, lowparams, lowloss, lowsave, flash, epilogue, hfuse, ddp, zero, zero3, all, none)" tests/passes/dce.in.ir --passes cse,bogus
+expect 2 "unknown pass 'bogus' (known: fold, views, algebra, cse, dce, remat, autocast, lowparams, lowloss, lowsave, flash, epilogue, hfuse, ddp, zero, zero3, quantize, all, none)" tests/passes/dce.in.ir --passes cse,bogus
 expect 2 "unknown option '--frobnicate'" tests/passes/dce.in.ir --frobnicate
 expect 2 "give one input" --passes all
 expect 2 "give one input" tests/passes/dce.in.ir --gpt small
