@@ -40,6 +40,5 @@ test-step-emu-checks: $(EMU_CHECKS)
 ifneq ($(SAN),1)
 $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out core/runtime/cuda_emu.c,$(wildcard core/runtime/*_emu.c))): \
   CFLAGS += $(EMU_HOOKS)
-$(BUILD)/obj/solutions/lab08-memory/cuda_%.o: CFLAGS += $(EMU_HOOKS)
-$(BUILD)/obj/labs/lab08-memory/cuda_%.o: CFLAGS += $(EMU_HOOKS)
+$(foreach impl,solutions labs,$(BUILD)/obj/$(impl)/lab08-memory/cuda_flash_fwd.o): CFLAGS += $(EMU_HOOKS)
 endif

@@ -95,7 +95,9 @@ KN_MPI_TEST(lab10_ring, all_reduce_above_the_eager_limit) {
     int64_t n = (int64_t)c->size * (1 << 18); /* 2^18 floats = 1 MiB a chunk */
     float *buf = malloc((size_t)n * sizeof(float)), *scratch = malloc((size_t)n * sizeof(float));
     for (int64_t i = 0; i < n; i++) buf[i] = (float)contrib(c->rank, i);
+    kn_mpi_sent sent = kn_mpi_test_sent();
     if (KN_MOK(kn_ring_all_reduce(c, buf, n, KN_DT_F32, scratch))) {
+        check_ring_traffic(c, sent);
         int64_t bad = 0, first = -1;
         for (int64_t i = 0; i < n; i++) {
             double want = 0;
