@@ -9,7 +9,8 @@
  * start) and what the context does.
  *
  * The local context is one process alone: grad_store copies into a slab of its own, an
- * all-reduce over one rank changes nothing, and it checks the protocol: a range is started
+ * all-reduce over one rank changes nothing (so does every value collective over one rank;
+ * a send to itself waits for the recv of its type), and it checks the protocol: a range is started
  * once before it is waited for, and every start is waited for before the next run starts.
  * `kiln compile` checks a graph with collectives against the one without them with it. */
 #include <string.h>
@@ -33,6 +34,25 @@ static kn_status eval_contiguous(const kn_collectives *c, kn_device dev, int32_t
         if (!*out) KN_TRY(kn_tensor_empty_on(out, dev, KN_DT_F32, 1, &len));
         kn_status st = c->run(c->ctx, id, n, in, *out);
         if (st != KN_OK) {
+            kn_tensor_free(*out);
+            *out = NULL;
+        }
+        return st;
+    }
+    if (kn_op_makes_tensor(n->op)) { /* a value collective: the tensor of the node's type it fills */
+        kn_type have = {0};
+        if (*out) {
+            have.dtype = (*out)->dtype;
+            have.ndim = (*out)->ndim;
+            for (int d = 0; d < have.ndim; d++) have.shape[d] = (*out)->shape[d];
+        }
+        if (*out && !kn_type_equal(&have, &n->type))
+            return kn_error(KN_ERR_INTERNAL, "%s: %%%d: the value's slot does not have the node's type",
+                            kn_op_name(n->op), id);
+        bool made = !*out;
+        if (made) KN_TRY(kn_tensor_empty_on(out, dev, n->type.dtype, n->type.ndim, n->type.shape));
+        kn_status st = c->run(c->ctx, id, n, in, *out);
+        if (st != KN_OK && made) {
             kn_tensor_free(*out);
             *out = NULL;
         }
@@ -80,6 +100,8 @@ struct kn_collectives_local {
     int64_t open_lo[64], open_hi[64]; /* ranges started and not yet waited for */
     bool open_gather[64];             /* ... by an all_gather (a range may be reduced and gathered at once) */
     int nopen;
+    kn_tensor *sent[8];               /* sends to itself not yet received (first in, first out) */
+    int nsent;
 };
 
 static kn_status local_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor *const *in, kn_tensor *out) {
@@ -98,6 +120,37 @@ static kn_status local_run(void *ctx, int32_t id, const kn_node *n, const kn_ten
             l->n = end;
         }
         memcpy(l->slab + n->attrs.offset, kn_tensor_data(in[0]), (size_t)m * sizeof(float));
+        return KN_OK;
+    }
+    if (n->op == KN_OP_ALL_REDUCE || n->op == KN_OP_ALL_GATHER || n->op == KN_OP_REDUCE_SCATTER ||
+        n->op == KN_OP_SEND || n->op == KN_OP_RECV) {
+        if (n->attrs.parts != 1)
+            return kn_error(KN_ERR_UNSUPPORTED, "%s: %%%d: spans %lld ranks of mesh axis %lld; the one-process context "
+                            "has one (run it under mpiexec with a mesh: kiln train --mesh)", kn_op_name(n->op), id,
+                            (long long)n->attrs.parts, (long long)n->attrs.mesh);
+        if (n->op == KN_OP_SEND) { /* to itself: kept until a recv of its type takes it */
+            if (l->nsent == 8) return kn_error(KN_ERR_ARG, "send: %%%d: more than 8 sends not yet received", id);
+            KN_TRY(kn_tensor_clone(&l->sent[l->nsent], in[0]));
+            l->nsent++;
+            return KN_OK;
+        }
+        const kn_tensor *src = in[0];
+        int k = 0;
+        if (n->op == KN_OP_RECV) {
+            while (k < l->nsent && (l->sent[k]->dtype != out->dtype || kn_tensor_numel(l->sent[k]) != kn_tensor_numel(out)))
+                k++;
+            if (k == l->nsent)
+                return kn_error(KN_ERR_ARG, "recv: %%%d: no send of a %s[%lld] is waiting", id, kn_dtype_name(out->dtype),
+                                (long long)kn_tensor_numel(out));
+            src = l->sent[k];
+        }
+        /* over one rank every value collective is the identity */
+        memcpy(kn_tensor_data(out), kn_tensor_data(src), (size_t)kn_tensor_numel(src) * kn_dtype_size(src->dtype));
+        if (n->op == KN_OP_RECV) {
+            kn_tensor_free(l->sent[k]);
+            for (; k + 1 < l->nsent; k++) l->sent[k] = l->sent[k + 1];
+            l->nsent--;
+        }
         return KN_OK;
     }
     bool gather = n->op == KN_OP_ALL_GATHER_START || in[0]->ndim == 1;
@@ -155,6 +208,7 @@ void kn_collectives_local_free(kn_collectives_local *l) {
     if (!l) return;
     kn_free(l->params);
     kn_free(l->slab);
+    for (int k = 0; k < l->nsent; k++) kn_tensor_free(l->sent[k]);
     kn_free(l);
 }
 

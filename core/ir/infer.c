@@ -221,6 +221,73 @@ kn_status infer_comm_wait(const kn_node *n, const kn_type *const *in, kn_type *o
     return KN_OK;
 }
 
+/* Value collectives (kiln/ir.h): {mesh, parts} name a mesh axis and its rank count. */
+static kn_status check_mesh(const kn_node *n, char *msg, size_t msz) {
+    if (n->attrs.mesh < 0 || n->attrs.mesh >= 4 || n->attrs.parts < 1)
+        return fail(msg, msz, KN_ERR_ARG, "mesh axis %lld with %lld ranks: the axis must be in [0, 4) and the ranks "
+                    ">= 1", (long long)n->attrs.mesh, (long long)n->attrs.parts);
+    return KN_OK;
+}
+
+kn_status infer_all_reduce(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
+    KN_TRY(check_mesh(n, msg, msz));
+    KN_TRY(need_float(in[0], "operand", msg, msz));
+    *out = *in[0];
+    return KN_OK;
+}
+
+static kn_status dim_axis(const kn_node *n, const kn_type *x, int *d, char *msg, size_t msz) {
+    char tb0[96];
+    const kn_type *const *in = &x;
+    KN_TRY(check_mesh(n, msg, msz));
+    if (x->ndim < 1 || n->attrs.axis < 0 || n->attrs.axis >= x->ndim)
+        return fail(msg, msz, KN_ERR_ARG, "axis %lld is not a dimension of %s", (long long)n->attrs.axis, T(0));
+    *d = (int)n->attrs.axis;
+    return KN_OK;
+}
+
+kn_status infer_gather_dim(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
+    int d;
+    KN_TRY(dim_axis(n, in[0], &d, msg, msz));
+    *out = *in[0];
+    out->shape[d] *= n->attrs.parts;
+    return KN_OK;
+}
+
+kn_status infer_scatter_dim(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
+    char tb0[96];
+    int d;
+    KN_TRY(dim_axis(n, in[0], &d, msg, msz));
+    KN_TRY(need_float(in[0], "operand", msg, msz));
+    if (in[0]->shape[d] % n->attrs.parts)
+        return fail(msg, msz, KN_ERR_SHAPE, "dimension %d of %s does not cut into %lld equal blocks", d, T(0),
+                    (long long)n->attrs.parts);
+    *out = *in[0];
+    out->shape[d] /= n->attrs.parts;
+    return KN_OK;
+}
+
+kn_status infer_send(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
+    (void)in;
+    KN_TRY(check_mesh(n, msg, msz));
+    if (n->attrs.peer < 0 || n->attrs.peer >= n->attrs.parts)
+        return fail(msg, msz, KN_ERR_ARG, "peer %lld is not a rank of the axis's %lld", (long long)n->attrs.peer,
+                    (long long)n->attrs.parts);
+    *out = (kn_type){KN_DT_F32, 0, {0}};
+    return KN_OK;
+}
+
+kn_status infer_recv(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
+    KN_TRY(infer_send(n, in, out, msg, msz));
+    kn_type t = {n->attrs.dtype, n->attrs.nshape, {0}};
+    for (int i = 0; i < n->attrs.nshape; i++) {
+        if (n->attrs.shape[i] < 0) return fail(msg, msz, KN_ERR_SHAPE, "recv: dimension %d is negative", i);
+        t.shape[i] = n->attrs.shape[i];
+    }
+    *out = t;
+    return KN_OK;
+}
+
 kn_status infer_cast(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
     (void)msg; (void)msz;
     *out = *in[0];

@@ -155,6 +155,9 @@ int64_t *kn_attr_int(kn_attrs *a, kn_attr_id id) {
     case KN_ATTR_TB: return &a->tb;
     case KN_ATTR_SEED: return &a->seed;
     case KN_ATTR_OFFSET: return &a->offset;
+    case KN_ATTR_MESH: return &a->mesh;
+    case KN_ATTR_PARTS: return &a->parts;
+    case KN_ATTR_PEER: return &a->peer;
     case KN_ATTR_AXES: case KN_ATTR_PERM: case KN_ATTR_SHAPE: case KN_ATTR_EPS: case KN_ATTR_P: case KN_ATTR_VALUE: case KN_ATTR_SCALE: case KN_ATTR_DTYPE: case KN_ATTR_NAME: case KN_ATTR_FN: case KN_ATTR_COUNT: return NULL; /* not an INT attribute */
     }
     return NULL;
@@ -166,7 +169,7 @@ double *kn_attr_f64(kn_attrs *a, kn_attr_id id) {
     case KN_ATTR_P: return &a->p;
     case KN_ATTR_VALUE: return &a->value;
     case KN_ATTR_SCALE: return &a->scale;
-    case KN_ATTR_AXES: case KN_ATTR_PERM: case KN_ATTR_SHAPE: case KN_ATTR_AXIS: case KN_ATTR_KEEPDIM: case KN_ATTR_START: case KN_ATTR_STOP: case KN_ATTR_STEP: case KN_ATTR_TA: case KN_ATTR_TB: case KN_ATTR_SEED: case KN_ATTR_OFFSET: case KN_ATTR_DTYPE: case KN_ATTR_NAME: case KN_ATTR_FN: case KN_ATTR_COUNT: return NULL; /* not an F64 attribute */
+    case KN_ATTR_AXES: case KN_ATTR_PERM: case KN_ATTR_SHAPE: case KN_ATTR_AXIS: case KN_ATTR_KEEPDIM: case KN_ATTR_START: case KN_ATTR_STOP: case KN_ATTR_STEP: case KN_ATTR_TA: case KN_ATTR_TB: case KN_ATTR_SEED: case KN_ATTR_OFFSET: case KN_ATTR_MESH: case KN_ATTR_PARTS: case KN_ATTR_PEER: case KN_ATTR_DTYPE: case KN_ATTR_NAME: case KN_ATTR_FN: case KN_ATTR_COUNT: return NULL; /* not an F64 attribute */
     }
     return NULL;
 }
@@ -176,7 +179,7 @@ int64_t *kn_attr_ints(kn_attrs *a, kn_attr_id id, int **count) {
     case KN_ATTR_AXES: *count = &a->naxes; return a->axes;
     case KN_ATTR_PERM: *count = &a->nperm; return a->perm;
     case KN_ATTR_SHAPE: *count = &a->nshape; return a->shape;
-    case KN_ATTR_AXIS: case KN_ATTR_KEEPDIM: case KN_ATTR_START: case KN_ATTR_STOP: case KN_ATTR_STEP: case KN_ATTR_TA: case KN_ATTR_TB: case KN_ATTR_SEED: case KN_ATTR_OFFSET: case KN_ATTR_EPS: case KN_ATTR_P: case KN_ATTR_VALUE: case KN_ATTR_SCALE: case KN_ATTR_DTYPE: case KN_ATTR_NAME: case KN_ATTR_FN: case KN_ATTR_COUNT: *count = NULL; return NULL; /* not an INTS attribute */
+    case KN_ATTR_AXIS: case KN_ATTR_KEEPDIM: case KN_ATTR_START: case KN_ATTR_STOP: case KN_ATTR_STEP: case KN_ATTR_TA: case KN_ATTR_TB: case KN_ATTR_SEED: case KN_ATTR_OFFSET: case KN_ATTR_MESH: case KN_ATTR_PARTS: case KN_ATTR_PEER: case KN_ATTR_EPS: case KN_ATTR_P: case KN_ATTR_VALUE: case KN_ATTR_SCALE: case KN_ATTR_DTYPE: case KN_ATTR_NAME: case KN_ATTR_FN: case KN_ATTR_COUNT: *count = NULL; return NULL; /* not an INTS attribute */
     }
     *count = NULL;
     return NULL;
@@ -277,4 +280,8 @@ void bw_none(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
     const kn_graph *g = kn_builder_graph(b);
     kn_builder_fail(b, KN_ERR_UNSUPPORTED, "kn_backward: %%%d = %s is not differentiable", id,
                     kn_op_name(g->nodes[id].op));
+}
+
+bool kn_op_makes_tensor(kn_op op) {
+    return op == KN_OP_ALL_REDUCE || op == KN_OP_ALL_GATHER || op == KN_OP_REDUCE_SCATTER || op == KN_OP_RECV;
 }

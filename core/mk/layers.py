@@ -53,14 +53,14 @@ HEADER_LAYER = {
     "ir.h": "ir", "ops.def": "ir", "pointwise_cases.inc": "ir",
     "quant.h": "ir",  # the int8 kernels (ir/quant.c); the pass and the eval declared beside them
     "autograd.h": "autograd",
-    "passes.h": "passes",
+    "passes.h": "passes", "placement.h": "passes",
     "schedule.h": "schedule",
     "codegen.h": "codegen",
     "device.h": "runtime", "cuda.h": "runtime", "optim.h": "runtime",
     "program.h": "program",
     "data.h": "data",
     "nn.h": "nn", "step.h": "nn", "infer.h": "nn",
-    "dist.h": "dist",
+    "dist.h": "dist", "pipeline.h": "dist",
 }
 
 # Lab units (solutions/labNN-*/FILE.c, labs/labNN-*/FILE.c): the layer of the core file

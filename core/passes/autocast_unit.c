@@ -70,6 +70,7 @@ kn_autocast_class kn_autocast_policy(kn_op op) {
     case KN_OP_MATMUL_BIAS: case KN_OP_MATMUL_BIAS_GELU: case KN_OP_MATMUL_DGELU: case KN_OP_MATMUL_BGRAD:
     case KN_OP_GRAD_STORE: case KN_OP_ALL_REDUCE_START: case KN_OP_REDUCE_SCATTER_START:
     case KN_OP_ALL_GATHER_START: case KN_OP_COMM_WAIT:
+    case KN_OP_ALL_REDUCE: case KN_OP_ALL_GATHER: case KN_OP_REDUCE_SCATTER: case KN_OP_SEND: case KN_OP_RECV:
     case KN_OP_COUNT:
         return KN_AUTOCAST_KEEP;
     }

@@ -123,6 +123,8 @@ typedef struct kn_attrs {
     kn_dtype dtype;                 /* cast: the target dtype */
     char name[KN_NAME_MAX];         /* input/param: the binding name */
     int32_t fn;                     /* unary_grad: the kn_unary_op whose gradient; default -1 */
+    int64_t mesh, parts, peer;      /* value collectives: the mesh axis, its rank count (default
+                                     * 1), send/recv's other rank along it */
 } kn_attrs;
 
 /* The defaults every node starts from (axis -1, step 1, eps 1e-5, dtype f32, ...). */
@@ -159,6 +161,9 @@ bool kn_op_unary(kn_op op, kn_unary_op *out);
 kn_op kn_unary_ir_op(kn_unary_op f);
 bool kn_op_binary(kn_op op, kn_binary_op *out);
 bool kn_op_reduce(kn_op op, kn_reduce_op *out);
+/* A value collective that makes a tensor (all_reduce, all_gather, reduce_scatter, recv),
+ * not a token: its context fills the node's value (kiln/ir.h, "value collectives"). */
+bool kn_op_makes_tensor(kn_op op);
 
 /* ---------------------------------------------------------------- graphs */
 
@@ -437,11 +442,26 @@ void kn_interp_set_hook(kn_interp *it, kn_interp_hook fn, void *ctx);
  *                                           parameters' readers read views of %p, so the
  *                                           buffer lives until its last reader (then freed)
  * Each other one defines a 0-d f32 token (value 0) that orders it after what it depends on.
+ *
+ * Value collectives (tensor, sequence and pipeline parallelism: kiln/placement.h) take and
+ * make tensors, over the ranks of one axis of the device mesh ({mesh=A, parts=N}: axis A,
+ * N ranks; the context maps A to its communicator):
+ *   %y = all_reduce %x {mesh, parts}           the sum of every rank's x (same type)
+ *   %y = all_gather %x {mesh, parts, axis=d}   every rank's x concatenated along d, in rank
+ *                                              order (dim d times N)
+ *   %y = reduce_scatter %x {mesh, parts, axis=d}  the sum, cut along d into N blocks: this
+ *                                              rank's block (dim d divided by N)
+ *   %t = send %x {mesh, parts, peer}           x to rank `peer` of the axis: a token
+ *   %y = recv %t {mesh, parts, peer, shape, dtype}  a tensor of that type from rank `peer`,
+ *                                              after %t (any value: it orders the recv)
+ * The context's `run` gets the value's tensor to fill as `out` (the node's type, on the run's
+ * device) for all_reduce, all_gather, reduce_scatter and recv.
  * The context decides what the ops mean in a run (kiln/dist.h: the rank's communicator;
  * accumulation adds into the slab and communicates on the last micro-batch only), and is
  * polled between the other nodes so that nonblocking requests progress. `run` gets the
  * node, its operand tensors (contiguous, on the run's device: a GPU rank's NCCL reads
- * them there) and, for an all_gather_start, the buffer to fill (NULL otherwise); `poll`
+ * them there) and, for an all_gather_start or a value collective that makes a tensor, the
+ * buffer to fill (NULL otherwise); `poll`
  * may be NULL. */
 typedef struct kn_collectives {
     void *ctx;
