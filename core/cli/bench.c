@@ -36,6 +36,7 @@ typedef struct bench_opts {
     bool tf32, cuda_graph, flash; /* flash: the flash pass after --passes (before remat) */
     bool epilogue;                /* the epilogue pass after autocast (before remat) */
     bool hfuse;                   /* the hfuse pass after autocast (before epilogue and remat) */
+    bool no_plan;                 /* compiled: no memory plan (every value its own bytes) */
     char profile_out[512];
     uint64_t seed;
     char device[16];
@@ -78,6 +79,7 @@ static void usage(FILE *f) {
                "                  [--warmup N] [--steps N] [--seed N] [--device auto|cpu|cuda|cuda:N] [--profile N]\n"
                "                  [--profile-out FILE.tsv] [--tf32] [--mode compiled|interp] [--passes LIST]\n"
                "                  [--flash] [--epilogue] [--hfuse] [--remat none|selective|full|every:K|mincut] [--cuda-graph]\n"
+               "                  [--no-plan]\n"
                "                  [--precision fp32|bf16|fp16] [--tokens uniform|same|zipf]\n"
                "Times GPT training steps (fp32, AdamW, clip 1.0) on random tokens. Defaults: the GPT-2 124M\n"
                "shape: vocab 50304, context 1024, 12 layers, width 768, 12 heads, batch 8; 3 warm-up and\n"
@@ -100,6 +102,8 @@ static void usage(FILE *f) {
                "the backward (the remat pass, after the others): it prints the step's largest live set, the\n"
                "lower bound of its activation memory, beside the time (plots/remat.sh plots every policy).\n"
                "--cuda-graph (with --mode compiled on a GPU) replays the step as one CUDA graph.\n"
+               "--no-plan (with --mode compiled) gives every value of the step its own bytes: no memory plan\n"
+               "(the ablation's row; make ablation).\n"
                "--precision bf16|fp16 runs the autocast pass first (matmuls in 16 bits, f32 accumulation), and\n"
                "lowparams (the optimizer writes the weights' 16-bit copies in its update), lowloss (the loss\n"
                "reads the 16-bit logits: no f32 copy of them) and lowsave (the backward keeps the MLP's\n"
@@ -126,6 +130,7 @@ static int parse(bench_opts *o, int argc, char **argv) {
         if (!strcmp(a, "--flash")) { o->flash = true; continue; }
         if (!strcmp(a, "--epilogue")) { o->epilogue = true; continue; }
         if (!strcmp(a, "--hfuse")) { o->hfuse = true; continue; }
+        if (!strcmp(a, "--no-plan")) { o->no_plan = true; continue; }
         if (!strcmp(a, "--cuda-graph")) { o->cuda_graph = true; continue; }
         bool known = !strcmp(a, "--device") || !strcmp(a, "--seed") || !strcmp(a, "--profile-out") || !strcmp(a, "--mode") ||
                      !strcmp(a, "--passes") || !strcmp(a, "--remat") || !strcmp(a, "--precision") ||
@@ -256,6 +261,9 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s%s", list[0] ? "," : "", parts[i], args[i]);
     tr.passes = list[0] ? list : NULL;
     tr.cuda_graph = o->cuda_graph;
+    tr.no_plan = o->no_plan;
+    if (st == KN_OK && o->no_plan && !compiled)
+        st = kn_error(KN_ERR_ARG, "kiln bench: --no-plan turns off the compiled step's memory plan: use it with --mode compiled");
     if (st == KN_OK && o->cuda_graph && (dev.type != KN_DEVICE_CUDA || !compiled))
         st = kn_error(KN_ERR_ARG, "kiln bench: --cuda-graph replays the compiled GPU step: use it with --mode compiled on a GPU");
     if (st == KN_OK && o->cuda_graph && o->profile > 0)
@@ -398,13 +406,13 @@ static kn_status bench(const bench_opts *o, kn_device dev, char *devname, size_t
                    "\"loss_first\": %.5f, \"loss_last\": %.5f, \"tf32\": %s, \"mode\": \"%s\", \"nsteps\": %d, "
                    "\"nkernels\": %d, \"nodes\": %d, \"compile_ms\": %.1f, \"compile_cached\": %s, \"passes\": \"%s\", "
                    "\"remat\": \"%s\", \"live_bytes\": %.0f, \"live_bytes_none\": %.0f, \"mem_planned\": %.0f, "
-                   "\"mem_lower\": %.0f, \"cuda_graph\": %s, \"flash\": %s, \"hfuse\": %s, \"precision\": \"%s\", "
+                   "\"mem_lower\": %.0f, \"no_plan\": %s, \"cuda_graph\": %s, \"flash\": %s, \"hfuse\": %s, \"precision\": \"%s\", "
                    "\"tokens\": \"%s\"}\n",
                    devname, o->vocab, o->context, o->layers, o->width, o->heads, o->batch, (long long)g.p.n,
                    o->warmup, nt, med, lo, hi, tps, mf, mo, peak, peak_res, loss0, loss1, o->tf32 ? "true" : "false",
                    compiled ? "compiled" : "interp", ps.nsteps, ps.nkernels, ps.nodes_computing, ps.compile_ms,
                    ps.cached ? "true" : "false", o->passes[0] ? o->passes : "none", o->remat, live, live_none,
-                   ps.mem_planned, ps.mem_lower, o->cuda_graph ? "true" : "false", o->flash ? "true" : "false",
+                   ps.mem_planned, ps.mem_lower, o->no_plan ? "true" : "false", o->cuda_graph ? "true" : "false", o->flash ? "true" : "false",
                    o->hfuse ? "true" : "false", o->precision, o->tokens);
         }
     }

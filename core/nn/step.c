@@ -101,7 +101,8 @@ kn_status kn_step_compile(kn_trainer *t, kn_device dev) {
     const char *cp = r->has_comm && r->comm.pass && *r->comm.pass ? r->comm.pass : NULL;
     snprintf(list, sizeof list, "%s%s%s", own ? t->passes : "", own && cp ? "," : "", cp ? cp : "");
     kn_program_mode mode = t->compiled ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES;
-    kn_program_opts so = {.device = dev, .passes = list[0] ? list : NULL, .mode = mode, .cuda_emu = t->cuda_emu};
+    kn_program_opts so = {.device = dev, .passes = list[0] ? list : NULL, .mode = mode, .cuda_emu = t->cuda_emu,
+                          .no_plan = t->no_plan};
     kn_program_opts eo = {.device = dev, .passes = t->passes, .mode = mode, .cuda_emu = t->cuda_emu};
     KN_TRY(kn_program_compile(&t->prog, t->joint, &so));
     KN_TRY(kn_program_compile(&t->eval, t->fwd, &eo));

@@ -277,7 +277,7 @@ static kn_status stage_plan(kn_compile *c) {
     kn_program *p = c->p;
     liveness(p);
     if (c->o.mode != KN_PROGRAM_COMPILED) return KN_OK;
-    KN_TRY(kn_program_plan_memory(p)); /* the arena: host memory for C and the emulator, GPU memory for CUDA */
+    KN_TRY(kn_program_plan_memory(p, !c->o.no_plan)); /* the arena: host memory for C and the emulator, GPU memory for CUDA */
     for (int i = 0; i < p->nkernels; i++)
         for (int b = 0; b < p->kernels[i].ir.nbufs; b++) c->naliased += p->kernels[i].ir.bufs[b].aliased;
     return KN_OK;

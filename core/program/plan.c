@@ -132,7 +132,7 @@ static void mark_aliased(kn_program *p, const int32_t *root) {
     }
 }
 
-kn_status kn_program_plan_memory(kn_program *p) {
+kn_status kn_program_plan_memory(kn_program *p, bool share) {
     const kn_graph *g = p->g;
     int nn = g->nnodes;
     size_t nids = 0;
@@ -176,7 +176,7 @@ kn_status kn_program_plan_memory(kn_program *p) {
     for (int i = 0; st == KN_OK && i < nn; i++) /* planned: made by a step, not an output, not empty */
         if (bad[i] || p->mem_def[i] < 0) sz[i] = 0;
     /* in place: a value joins the group of the operand it overwrites */
-    for (int s = 0; st == KN_OK && p->target == KN_TARGET_C && s < p->nsteps; s++) {
+    for (int s = 0; st == KN_OK && share && p->target == KN_TARGET_C && s < p->nsteps; s++) {
         const kn_program_step *sp = &p->steps[s];
         const kn_kernel *k = sp->kernel >= 0 ? &p->kernels[sp->kernel].ir : NULL;
         for (int b = 0; k && !k->reduces && b < k->nbufs; b++) {
@@ -188,7 +188,7 @@ kn_status kn_program_plan_memory(kn_program *p) {
             p->stats.mem_inplace_bytes += (double)sz[v];
         }
     }
-    for (int s = 0; st == KN_OK && s < p->nsteps; s++) { /* library steps, on every target */
+    for (int s = 0; st == KN_OK && share && s < p->nsteps; s++) { /* library steps, on every target */
         int32_t v = p->steps[s].node, r;
         if (p->steps[s].kernel >= 0 || (r = library_inplace_over(p, s, root, sz, taken)) < 0) continue;
         taken[r] = true;
@@ -214,8 +214,15 @@ kn_status kn_program_plan_memory(kn_program *p) {
         if (p->mem_last[i] > bufs[group[i]].last) bufs[group[i]].last = p->mem_last[i];
     }
     size_t top = 0, top_own = 0;
-    if (st == KN_OK) st = kn_mem_assign_offsets(own, nown, offs, &top_own);
-    if (st == KN_OK) st = kn_mem_assign_offsets(bufs, nbuf, offs, &top);
+    if (st == KN_OK && !share) { /* no plan (the ablation's row): every buffer its own bytes, one after another */
+        for (int b = 0; b < nbuf; b++) {
+            offs[b] = top;
+            top += (bufs[b].size + 255) & ~(size_t)255;
+        }
+        top_own = top;
+    }
+    if (st == KN_OK && share) st = kn_mem_assign_offsets(own, nown, offs, &top_own);
+    if (st == KN_OK && share) st = kn_mem_assign_offsets(bufs, nbuf, offs, &top);
     if (st == KN_OK && top > top_own) {
         /* greedy by size is a heuristic: a chain made one longer buffer can pack worse than
          * its values apart (the small GPT's step keeping its loss, opts.keep_loss: 1.62 MB

@@ -111,6 +111,6 @@ void kn_program_profile_free(kn_program *p);
  * aliased flag of the kernel buffers it writes in place), made by compile.c's plan stage
  * once the steps, their kernels' IR and their liveness are known, before rendering. */
 size_t kn_program_plan_size(const kn_type *t);
-kn_status kn_program_plan_memory(kn_program *p);
+kn_status kn_program_plan_memory(kn_program *p, bool share); /* share false: no reuse (opts.no_plan) */
 
 #endif

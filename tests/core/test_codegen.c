@@ -385,6 +385,27 @@ KN_TEST(codegen, the_memory_plan_shares_bytes_between_lifetimes) {
     kn_graph_free(g);
 }
 
+/* opts.no_plan (the ablation's "-plan" row): every value its own bytes, nothing in place;
+ * the arena is then at least the sum of the values, and the results do not change. */
+KN_TEST(codegen, no_plan_gives_every_value_its_own_bytes) {
+    private_cache();
+    kn_gpt_config c = tiny();
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_gpt_graph(&c, 3, 8, true, &g));
+    kn_program_opts o = {.device = KN_CPU, .mode = KN_PROGRAM_COMPILED}, n = o;
+    n.no_plan = true;
+    kn_program *p = NULL, *q = NULL;
+    KN_ASSERT_OK(kn_program_compile(&p, g, &o));
+    KN_ASSERT_OK(kn_program_compile(&q, g, &n));
+    kn_program_stats sp = kn_program_get_stats(p), sq = kn_program_get_stats(q);
+    cr_assert_geq(sq.mem_planned, sq.mem_sum, "no plan: %.0f bytes for values of %.0f", sq.mem_planned, sq.mem_sum);
+    cr_assert_eq(sq.mem_inplace, 0);
+    cr_assert_lt(sp.mem_planned, 0.5 * sq.mem_planned);
+    kn_program_free(p);
+    kn_program_free(q);
+    kn_graph_free(g);
+}
+
 /* x @ w, exp of it (in place over the product, which dies there), and its product with w:
  * the start of both graphs below. */
 #define INPLACE_HEAD                                                                                                   \

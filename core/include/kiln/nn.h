@@ -140,6 +140,8 @@ typedef struct kn_trainer {
                               * on a GPU (KN_PROGRAM_COMPILED; set with kn_trainer_set_compiled) */
     bool cuda_emu;           /* compiled on the CPU: the CUDA kernels under the emulator
                               * (kn_program_opts.cuda_emu; a test of the GPU's code path) */
+    bool no_plan;            /* compiled: the step without a memory plan (kn_program_opts.no_plan;
+                              * kiln bench --no-plan, the ablation's row) */
     bool cuda_graph;         /* compiled on a GPU: replay the step as one CUDA graph
                               * (kn_program_set_cuda_graph) */
     const char *passes;      /* borrowed: the pass list the programs are compiled with

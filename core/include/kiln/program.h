@@ -61,6 +61,9 @@ typedef struct kn_program_opts {
      * ones) even where glibc's vector variants are there (kn_cc_vector_math): a few ulp
      * apart, slower; to compare (once the environment variable KILN_SCALAR_MATH). */
     bool scalar_math;
+    /* COMPILED: no memory plan: every value its own bytes in the arena, none shared and none
+     * written in place (the ablation's "planner off" row: make ablation). */
+    bool no_plan;
     /* The facts about the target the passes decide by (kiln/passes.h, kn_pass_target), passed
      * to every pass of opts.passes; NULL: kn_program_target_default(). */
     const struct kn_pass_target *target;
