@@ -5,7 +5,15 @@
 #       (plots/ablation.sh): DIR/ablation.md (the table, machine and date), .tsv, .svg, .png.
 #       DEVICE defaults to cuda when nvidia-smi sees a GPU, else cpu; DIR to build/ablation-DEVICE.
 #
-# Test step (make test): "ablation", tests/core/test_ablation.sh: the driver on a tiny GPT,
+#   make report [REPORT_OUT=DIR] [REPORT_QUICK=1]
+#       the capstone report (plots/report.sh, then plots/report.py): train, latency, memory,
+#       correctness, roofline, ablation, scaling, inference and quantization measured in this
+#       run on the CPU, the GPU runs under plots/results/ quoted with their folder and date:
+#       DIR/report.html (pandoc, the book's stylesheet), report.md, the figures, logs/. DIR
+#       defaults to build/report. About 3 minutes on 2 cores; REPORT_QUICK=1 shrinks every step.
+#
+# Test steps (make test): "report", tests/core/test_report.sh (the quick report, every
+# section and figure there, a missing measurement refused by name); "ablation", tests/core/test_ablation.sh: the driver on a tiny GPT,
 # checking its rows, that no optimization changes the loss beyond rounding, that the memory
 # plan saves memory, and that the figure is drawn.
 
@@ -13,7 +21,12 @@ ABLATION_DEVICE := $(or $(DEVICE),$(if $(shell nvidia-smi -L 2>/dev/null | grep 
 ABLATION_OUT ?= $(BUILD)/ablation-$(ABLATION_DEVICE)
 ABLATION_FLAGS ?=
 
-.PHONY: ablation test-step-ablation
+REPORT_OUT ?= $(BUILD)/report
+
+.PHONY: ablation test-step-ablation report test-step-report
+report: $(KILN)
+	KILN=$(KILN) MPIEXEC='$(MPIEXEC)' REPORT_QUICK=$(REPORT_QUICK) bash plots/report.sh $(REPORT_OUT)
+
 ablation: $(KILN)
 	KILN=$(KILN) bash plots/ablation.sh $(ABLATION_OUT) --device $(ABLATION_DEVICE) $(ABLATION_FLAGS)
 
@@ -21,3 +34,8 @@ TEST_STEPS += test-step-ablation
 test-step-ablation:
 	@$(MAKE) --no-print-directory $(BUILD)/$(DEFAULT_IMPL)/kiln IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) ablation bash tests/core/test_ablation.sh $(BUILD)/$(DEFAULT_IMPL)/kiln
+
+TEST_STEPS += test-step-report
+test-step-report:
+	@$(MAKE) --no-print-directory $(BUILD)/$(DEFAULT_IMPL)/kiln IMPL=$(DEFAULT_IMPL) >/dev/null
+	@bash tests/harness/record.sh $(ALL_RESULTS) report env MPIEXEC='$(MPIEXEC)' bash tests/core/test_report.sh $(BUILD)/$(DEFAULT_IMPL)/kiln
