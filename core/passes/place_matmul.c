@@ -27,22 +27,30 @@ static bool valid_place(int nd, kn_placement p) {
     return p.kind != KN_PLACE_SHARD || (p.dim >= 0 && p.dim < nd);
 }
 
-/* BEGIN SOLUTION */
-/* "R", "P", "S(d)" or "S(d,k)", for messages. */
+/* "R", "P", "S(d)" or "S(d,k)" (a kind out of range: "kind N"), for messages: yours too. */
 static const char *place_str(kn_placement p, char buf[32]) {
     if (p.kind == KN_PLACE_SHARD && p.blocks != 1) snprintf(buf, 32, "S(%d,%d)", p.dim, p.blocks);
     else if (p.kind == KN_PLACE_SHARD) snprintf(buf, 32, "S(%d)", p.dim);
-    else snprintf(buf, 32, "%s", p.kind == KN_PLACE_PARTIAL ? "P" : "R");
+    else if (p.kind == KN_PLACE_PARTIAL || p.kind == KN_PLACE_REPLICATE) snprintf(buf, 32, "%s", p.kind == KN_PLACE_PARTIAL ? "P" : "R");
+    else snprintf(buf, 32, "kind %d", (int)p.kind);
     return buf;
+}
+
+/* BEGIN SOLUTION */
+/* The rule's answer: written to *out only when there is one. */
+static kn_status answer(kn_placement *out, kn_placement r) {
+    *out = r;
+    return KN_OK;
 }
 /* END SOLUTION */
 
 kn_status kn_place_rule_matmul(int nd, bool ta, bool tb, kn_placement a, kn_placement b, kn_placement *out) {
     if (!out) return kn_error(KN_ERR_ARG, "kn_place_rule_matmul: NULL out");
     if (nd < 2 || nd > 4) return kn_error(KN_ERR_ARG, "kn_place_rule_matmul: operands of rank %d (2..4)", nd);
+    char sa[32], sb[32];
     if (!valid_place(nd, a) || !valid_place(nd, b))
-        return kn_error(KN_ERR_ARG, "kn_place_rule_matmul: a placement (kind %d dim %d, kind %d dim %d) of rank-%d operands",
-                        (int)a.kind, a.dim, (int)b.kind, b.dim, nd);
+        return kn_error(KN_ERR_ARG, "kn_place_rule_matmul: a %s x b %s is not a pair of placements of rank-%d operands",
+                        place_str(a, sa), place_str(b, sb), nd);
     /* BEGIN SOLUTION */
     /* the operands' dims as stored: a is [.., M, K] ([.., K, M] when ta), b [.., K, N] */
     int a_m = ta ? nd - 1 : nd - 2, a_k = ta ? nd - 2 : nd - 1;
@@ -50,19 +58,14 @@ kn_status kn_place_rule_matmul(int nd, bool ta, bool tb, kn_placement a, kn_plac
     bool ar = a.kind == KN_PLACE_REPLICATE, br = b.kind == KN_PLACE_REPLICATE;
     bool as = a.kind == KN_PLACE_SHARD && a.blocks == 1, bs = b.kind == KN_PLACE_SHARD && b.blocks == 1;
     bool ap = a.kind == KN_PLACE_PARTIAL, bp = b.kind == KN_PLACE_PARTIAL;
-    kn_placement r;
-    char sa[32], sb[32];
-    if (ar && br) r = kn_place_replicate();
-    else if (as && br && a.dim == a_m) r = kn_place_shard(nd - 2);
-    else if (ar && bs && b.dim == b_n) r = kn_place_shard(nd - 1);
-    else if (as && bs && a.dim == a_k && b.dim == b_k) r = kn_place_partial();
-    else if (as && bs && a.dim == b.dim && a.dim < nd - 2) r = kn_place_shard(a.dim);
-    else if ((ap && br) || (ar && bp)) r = kn_place_partial();
-    else
-        return kn_error(KN_ERR_UNSUPPORTED, "kn_place_rule_matmul: no local rule for a %s x b %s (rank %d%s%s)",
-                        place_str(a, sa), place_str(b, sb), nd, ta ? ", a transposed" : "", tb ? ", b transposed" : "");
-    *out = r;
-    return KN_OK;
+    if (ar && br) return answer(out, kn_place_replicate());
+    if (as && br && a.dim == a_m) return answer(out, kn_place_shard(nd - 2));
+    if (ar && bs && b.dim == b_n) return answer(out, kn_place_shard(nd - 1));
+    if (as && bs && a.dim == a_k && b.dim == b_k) return answer(out, kn_place_partial());
+    if (as && bs && a.dim == b.dim && a.dim < nd - 2) return answer(out, kn_place_shard(a.dim));
+    if ((ap && br) || (ar && bp)) return answer(out, kn_place_partial());
+    return kn_error(KN_ERR_UNSUPPORTED, "kn_place_rule_matmul: no local rule for a %s x b %s (rank %d%s%s)",
+                    place_str(a, sa), place_str(b, sb), nd, ta ? ", a transposed" : "", tb ? ", b transposed" : "");
     /* SKELETON
     (void)ta; (void)tb;
     return kn_not_implemented("lab11", "kn_place_rule_matmul: the placement rule of matmul (place_matmul.c)");

@@ -24,12 +24,21 @@
 kn_status kn_place_gpt_param(const char *name, kn_placement *out) {
     if (!name || !out) return kn_error(KN_ERR_ARG, "kn_place_gpt_param: NULL name or out");
     /* BEGIN SOLUTION */
-    static const struct { const char *suffix; int dim, blocks; } block[] = {
-        /* dim -1: replicated */
-        {"attn.c_attn.weight", 1, 3}, {"attn.c_attn.bias", 0, 3}, {"attn.c_proj.weight", 0, 1},
-        {"attn.c_proj.bias", -1, 1},  {"mlp.c_fc.weight", 1, 1},  {"mlp.c_fc.bias", 0, 1},
-        {"mlp.c_proj.weight", 0, 1},  {"mlp.c_proj.bias", -1, 1}, {"ln_1.weight", -1, 1},
-        {"ln_1.bias", -1, 1},         {"ln_2.weight", -1, 1},     {"ln_2.bias", -1, 1},
+    /* a block's parameters, after "h.L." */
+    const struct { const char *suffix; kn_placement p; } block[] = {
+        {"attn.c_attn.weight", kn_place_shard_blocks(1, 3)},
+        {"attn.c_attn.bias", kn_place_shard_blocks(0, 3)},
+        {"attn.c_proj.weight", kn_place_shard(0)},
+        {"attn.c_proj.bias", kn_place_replicate()},
+        {"mlp.c_fc.weight", kn_place_shard(1)},
+        {"mlp.c_fc.bias", kn_place_shard(0)},
+        {"mlp.c_proj.weight", kn_place_shard(0)},
+        {"mlp.c_proj.bias", kn_place_replicate()},
+        {"ln_1.weight", kn_place_replicate()},
+        {"ln_1.bias", kn_place_replicate()},
+        {"ln_2.weight", kn_place_replicate()},
+        {"ln_2.bias", kn_place_replicate()},
+        {NULL, kn_place_replicate()},
     };
     if (!strcmp(name, "wte.weight")) {
         *out = kn_place_shard(0);
@@ -45,9 +54,9 @@ kn_status kn_place_gpt_param(const char *name, kn_placement *out) {
         int digits = 0;
         while (*p >= '0' && *p <= '9') p++, digits++;
         if (digits > 0 && *p == '.') {
-            for (size_t i = 0; i < sizeof block / sizeof block[0]; i++) {
+            for (int i = 0; block[i].suffix; i++) {
                 if (strcmp(p + 1, block[i].suffix)) continue;
-                *out = block[i].dim < 0 ? kn_place_replicate() : kn_place_shard_blocks(block[i].dim, block[i].blocks);
+                *out = block[i].p;
                 return KN_OK;
             }
         }
@@ -103,7 +112,7 @@ static kn_status move_part(const char *who, const float *src, float *dst, bool t
     int64_t total = 1;
     for (int i = 0; i < ndim; i++) total *= shape[i];
     if (p.kind == KN_PLACE_REPLICATE) {
-        if (total > 0) memcpy(dst, src, (size_t)total * sizeof(float));
+        memcpy(dst, src, (size_t)total * sizeof(float));
         return KN_OK;
     }
     int64_t outer = 1, inner = 1;

@@ -27,13 +27,23 @@ static bool valid_place(int nd, kn_placement p) {
     return p.kind != KN_PLACE_SHARD || (p.dim >= 0 && p.dim < nd);
 }
 
+/* "R", "P", "S(d)" or "S(d,k)" (a kind out of range: "kind N"), for messages: yours too. */
+static const char *place_str(kn_placement p, char buf[32]) {
+    if (p.kind == KN_PLACE_SHARD && p.blocks != 1) snprintf(buf, 32, "S(%d,%d)", p.dim, p.blocks);
+    else if (p.kind == KN_PLACE_SHARD) snprintf(buf, 32, "S(%d)", p.dim);
+    else if (p.kind == KN_PLACE_PARTIAL || p.kind == KN_PLACE_REPLICATE) snprintf(buf, 32, "%s", p.kind == KN_PLACE_PARTIAL ? "P" : "R");
+    else snprintf(buf, 32, "kind %d", (int)p.kind);
+    return buf;
+}
+
 
 kn_status kn_place_rule_matmul(int nd, bool ta, bool tb, kn_placement a, kn_placement b, kn_placement *out) {
     if (!out) return kn_error(KN_ERR_ARG, "kn_place_rule_matmul: NULL out");
     if (nd < 2 || nd > 4) return kn_error(KN_ERR_ARG, "kn_place_rule_matmul: operands of rank %d (2..4)", nd);
+    char sa[32], sb[32];
     if (!valid_place(nd, a) || !valid_place(nd, b))
-        return kn_error(KN_ERR_ARG, "kn_place_rule_matmul: a placement (kind %d dim %d, kind %d dim %d) of rank-%d operands",
-                        (int)a.kind, a.dim, (int)b.kind, b.dim, nd);
+        return kn_error(KN_ERR_ARG, "kn_place_rule_matmul: a %s x b %s is not a pair of placements of rank-%d operands",
+                        place_str(a, sa), place_str(b, sb), nd);
     (void)ta; (void)tb;
     return kn_not_implemented("lab11", "kn_place_rule_matmul: the placement rule of matmul (place_matmul.c)");
 }

@@ -270,6 +270,9 @@ KN_TEST(lab11_hidden_place_split, names_that_are_not_parameters) {
                          "h..attn.c_attn.weight",
                          "h.a.attn.c_attn.weight",
                          "h.0a.attn.c_attn.weight",
+                         "h./.attn.c_attn.weight",
+                         "h.:.attn.c_attn.weight",
+                         "h.1/.ln_1.weight",
                          "h.+1.mlp.c_fc.bias",
                          "h. 1.mlp.c_fc.bias",
                          "h.1.mlp.c_fc",
@@ -323,7 +326,7 @@ KN_TEST(lab11_hidden_place_split, local_shapes_exhaustive) {
     for (int it = 0; it < 400; it++) {
         int nd = 1 + (int)(next_u32(&seed) % 4), k = 1 + (int)(next_u32(&seed) % 3), parts = 1 + (int)(next_u32(&seed) % 4);
         int dim = (int)(next_u32(&seed) % nd);
-        int64_t s[4], ls[4] = {-1, -1, -1, -1};
+        int64_t s[4], ls[5] = {-1, -1, -1, -1, -1};
         for (int d = 0; d < nd; d++) s[d] = 1 + next_u32(&seed) % 13;
         if (it % 2) s[dim] = (int64_t)k * parts * (1 + next_u32(&seed) % 3);
         kn_placement p = kn_place_shard_blocks(dim, k);
@@ -337,6 +340,7 @@ KN_TEST(lab11_hidden_place_split, local_shapes_exhaustive) {
         for (int d = 0; d < nd; d++)
             cr_assert_eq(ls[d], d == dim ? s[d] / parts : s[d], "S(%d,%d) over %d: local dim %d = %lld", dim, k, parts,
                          d, (long long)ls[d]);
+        cr_assert_eq(ls[nd], -1, "local[%d] written past the value's %d dims", nd, nd);
         for (int q = 0; q < 2; q++) {
             kn_placement whole = q ? kn_place_partial() : kn_place_replicate();
             KN_ASSERT_OK(kn_place_local_shape(nd, s, whole, parts, ls));
@@ -402,6 +406,14 @@ KN_TEST(lab11_hidden_place_split, replicate_and_errors) {
         cr_assert(!memcmp(part, full, sizeof full) && !memcmp(back, full, sizeof full), "R over 3, rank %d", r);
         cr_assert(part[30] == 0 && part[31] == 0, "R wrote past the value");
     }
+    /* a scalar and a one-element value, replicated: one float each */
+    float one[2] = {3.5f, -9}, got[2] = {0, -9};
+    int64_t s1[1] = {1};
+    KN_ASSERT_OK(kn_place_scatter(one, 0, NULL, kn_place_replicate(), 2, 1, got));
+    cr_assert(got[0] == 3.5f && got[1] == -9, "a replicated scalar: %g %g", got[0], got[1]);
+    got[0] = 0;
+    KN_ASSERT_OK(kn_place_gather(one, 1, s1, kn_place_replicate(), 4, 3, got));
+    cr_assert(got[0] == 3.5f && got[1] == -9, "a replicated [1]: %g %g", got[0], got[1]);
     /* a zero-size value: nothing to copy */
     int64_t z[2] = {0, 4};
     KN_ASSERT_OK(kn_place_scatter(full, 2, z, kn_place_shard(1), 2, 1, part));
