@@ -255,16 +255,20 @@ LAB_RUN_ARGS_05 := --mode compiled
 LAB_RUN_ARGS_07 := --mode emu --layers 1 --width 32 --heads 2 --context 32 --batch 4 --steps 40 --eval-batches 2 --sample 0
 LAB_RUN_ARGS_08 := --mode compiled --remat selective
 LAB_RUN_ARGS_09 := --precision bf16 --loss-scale dynamic
+#   11: no training: kiln pp-sim with your schedules (GPipe, 1F1B, interleaved on 4 ranks),
+#       compared action for action with the staff's (core/mk/run-pp-sim.sh; LAB_RUN_CMD_NN
+#       replaces kiln train, and takes the reference kiln when there is one)
 LAB_RUN_ARGS_10 = --dist ddp --device cpu --bucket-mb 0.05 --allreduce ring
 LAB_RUN_LAUNCH_10 = env $(DIST_ENV) $(MPIEXEC) -n $(DIST_RANKS)
+LAB_RUN_CMD_11 = bash core/mk/run-pp-sim.sh $(KILN)
 run: $(KILN)
 	@bash core/mk/deps.sh
 ifneq ($(and $(LAB),$(filter labs,$(IMPL)),$(filter-out labs,$(DEFAULT_IMPL))),)
 	@$(MAKE) --no-print-directory $(REF_KILN) LAB= IMPL=$(DEFAULT_IMPL) PRIOR=$(DEFAULT_IMPL) >/dev/null
-	@LAUNCH='$(LAB_RUN_LAUNCH_$(LAB))' bash core/mk/run-compare.sh $(LAB) $(KILN) $(REF_KILN) $(BUILD)/run-reference \
-	  $(LAB_RUN_ARGS_$(LAB)) $(RUN_ARGS)
+	@$(if $(LAB_RUN_CMD_$(LAB)),$(LAB_RUN_CMD_$(LAB)) $(REF_KILN),LAUNCH='$(LAB_RUN_LAUNCH_$(LAB))' \
+	  bash core/mk/run-compare.sh $(LAB) $(KILN) $(REF_KILN) $(BUILD)/run-reference $(LAB_RUN_ARGS_$(LAB)) $(RUN_ARGS))
 else
-	$(LAB_RUN_LAUNCH_$(LAB)) $(KILN) train $(if $(LAB),$(LAB_RUN_ARGS_$(LAB))) $(RUN_ARGS)
+	$(if $(LAB_RUN_CMD_$(LAB)),$(LAB_RUN_CMD_$(LAB)),$(LAB_RUN_LAUNCH_$(LAB)) $(KILN) train $(if $(LAB),$(LAB_RUN_ARGS_$(LAB))) $(RUN_ARGS))
 endif
 
 # lab01 .. lab12: build with that lab's units (IMPL, default labs/) and PRIOR elsewhere.

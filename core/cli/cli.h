@@ -16,6 +16,7 @@ int kn_cli_roofline(int argc, char **argv);
 int kn_cli_generate(int argc, char **argv);
 int kn_cli_bench_infer(int argc, char **argv);
 int kn_cli_eval(int argc, char **argv);
+int kn_cli_pp_sim(int argc, char **argv);
 #define KN_CLI_COMMANDS /* {"name", kn_cli_name, "one line of help"}, */ \
     {"ir", kn_cli_ir, "print, verify or run an IR text file"}, \
     {"train", kn_cli_train, "train a small GPT on the CPU or a GPU (kiln train --help)"}, \
@@ -28,6 +29,7 @@ int kn_cli_eval(int argc, char **argv);
     {"roofline", kn_cli_roofline, "CPU ceilings and the GPT step's kernels on the roofline (TSV; make roofline plots it)"}, \
     {"generate", kn_cli_generate, "continue a prompt with a checkpoint's model, streaming (KV cache; kiln generate --help)"}, \
     {"bench-infer", kn_cli_bench_infer, "inference latency: TTFT, TPOT, ITL, end to end, tokens/s (kiln bench-infer --help)"}, \
-    {"eval", kn_cli_eval, "held-out loss and perplexity of a checkpoint: fp32, bf16, w8, w8a8 (kiln eval --help)"},
+    {"eval", kn_cli_eval, "held-out loss and perplexity of a checkpoint: fp32, bf16, w8, w8a8 (kiln eval --help)"}, \
+    {"pp-sim", kn_cli_pp_sim, "pipeline schedules on a clock: each rank's list, the bubble, a timeline (kiln pp-sim --help)"},
 
 #endif
