@@ -1,7 +1,7 @@
 /* test_hidden_gemm.c — lab 06 hidden tests: every partial block of the microkernel, the
  * packed layouts and their zero padding, the loop nest's corner cases (k = 0, k blocks that
  * do not divide k, one panel per group, threads), many shapes and transposes, the
- * search's order, and speed at 512^3. */
+ * search's order and its ties (planted times), and speed at 512^3. */
 #include <stdio.h>
 #include <unistd.h>
 
@@ -145,6 +145,32 @@ KN_TEST(lab06_hidden_tune, candidates_in_order_and_the_minimum, .timeout = 120) 
         if (r.trials[i].seconds < r.trials[first_min].seconds) first_min = i;
     cr_assert(r.best.kc == r.trials[first_min].cfg.kc && r.best.mc == r.trials[first_min].cfg.mc,
               "best: the first of the fastest trials (%d)", first_min);
+    kn_k_gemm_config_set(4, -1, (kn_gemm_config){0, 0});
+}
+
+/* Planted times: the search times this product (its m, n, k, not another shape), keeps the
+ * first of equal times wherever they fall, and keeps a later, strictly faster one. */
+KN_TEST(lab06_hidden_tune, planted_times_shape_ties_and_the_last) {
+    static const int64_t kcs[] = KN_GEMM_KCS, mcs[] = KN_GEMM_MCS;
+    l6_planted p;
+    kn_gemm_tune_result r;
+    for (int i = 0; i < 25; i++) p.t[i] = 10.0 - 0.25 * i; /* strictly decreasing: the last wins */
+    KN_ASSERT_OK(l6_tune_planted(24, 56, 40, &p, &r));
+    cr_assert(p.calls == 25 && p.bad == 0, "%d of %d kn_gemm_time calls had a shape other than 24 x 56 x 40", p.bad,
+              p.calls);
+    cr_assert(r.best.kc == kcs[4] && r.best.mc == mcs[4], "decreasing times: best kc %lld mc %lld, want the last",
+              (long long)r.best.kc, (long long)r.best.mc);
+    for (int i = 0; i < 25; i++) cr_assert(r.trials[i].seconds == p.t[i], "trial %d: %g s, planted %g", i, r.trials[i].seconds, p.t[i]);
+    for (int i = 0; i < 25; i++) p.t[i] = 5.0;
+    p.t[0] = p.t[1] = 0.5; /* a tie at the very front */
+    KN_ASSERT_OK(l6_tune_planted(24, 56, 40, &p, &r));
+    cr_assert(r.best.kc == kcs[0] && r.best.mc == mcs[0], "tie of trials 0 and 1: best kc %lld mc %lld", (long long)r.best.kc,
+              (long long)r.best.mc);
+    for (int i = 0; i < 25; i++) p.t[i] = 5.0 + i;
+    p.t[19] = p.t[20] = 0.5; /* across a kc boundary */
+    KN_ASSERT_OK(l6_tune_planted(24, 56, 40, &p, &r));
+    cr_assert(r.best.kc == kcs[3] && r.best.mc == mcs[4], "tie of trials 19 and 20: best kc %lld mc %lld",
+              (long long)r.best.kc, (long long)r.best.mc);
     kn_k_gemm_config_set(4, -1, (kn_gemm_config){0, 0});
 }
 
