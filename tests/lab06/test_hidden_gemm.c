@@ -48,13 +48,20 @@ KN_TEST(lab06_hidden_pack, layouts_and_zero_padding) {
     for (int t = 0; t < 2; t++) {
         float *a = l6_rand(m * k, 31), *b = l6_rand(k * n, 32);
         int64_t mp = (m + KN_GEMM_MR - 1) / KN_GEMM_MR, np = (n + KN_GEMM_NR - 1) / KN_GEMM_NR;
-        float *ap = malloc((size_t)(mp * KN_GEMM_MR * k) * 4), *bp = malloc((size_t)(np * KN_GEMM_NR * k) * 4);
-        for (int64_t i = 0; i < mp * KN_GEMM_MR * k; i++) ap[i] = NAN;
-        for (int64_t i = 0; i < np * KN_GEMM_NR * k; i++) bp[i] = NAN;
+        /* one panel more than the product has, on each side: it must stay untouched */
+        float *ap = malloc((size_t)((mp + 1) * KN_GEMM_MR * k) * 4), *bp = malloc((size_t)((np + 1) * KN_GEMM_NR * k) * 4);
+        for (int64_t i = 0; i < (mp + 1) * KN_GEMM_MR * k; i++) ap[i] = NAN;
+        for (int64_t i = 0; i < (np + 1) * KN_GEMM_NR * k; i++) bp[i] = NAN;
         kn_gemm_f32 x = {.a = a, .b = b, .ap = ap, .bp = bp, .m = m, .n = n, .k = k, .kc = 1, .mcp = 1, .ta = t, .tb = t};
         kn_gemm_pack_a_f32(&x, 1, mp); /* only the second panel */
         kn_gemm_pack_b_f32(&x, 0, np);
         for (int64_t i = 0; i < KN_GEMM_MR * k; i++) cr_assert(isnan(ap[i]), "panel 0 was not asked for");
+        for (int64_t i = mp * KN_GEMM_MR * k; i < (mp + 1) * KN_GEMM_MR * k; i++)
+            cr_assert(isnan(ap[i]), "a: element %lld of panel %lld, past the panels asked for, was written", (long long)i,
+                      (long long)mp);
+        for (int64_t i = np * KN_GEMM_NR * k; i < (np + 1) * KN_GEMM_NR * k; i++)
+            cr_assert(isnan(bp[i]), "b: element %lld of panel %lld, past the panels asked for, was written", (long long)i,
+                      (long long)np);
         for (int64_t kk = 0; kk < k; kk++)
             for (int r = 0; r < KN_GEMM_MR; r++) {
                 int64_t i = KN_GEMM_MR + r;
