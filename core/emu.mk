@@ -11,9 +11,11 @@
 TEST_STEPS += test-step-cuda-emu
 .PHONY: test-step-cuda-emu
 EMU_TEST := $(BUILD)/emu/test_cuda_emu
-$(EMU_TEST): tests/emu/test_cuda_emu.c core/runtime/cuda_emu.c core/runtime/cuda_emu.h
+EMU_SRCS := core/runtime/cuda_emu.c core/runtime/cuda_emu_check.c
+EMU_HDRS := core/runtime/cuda_emu.h core/runtime/cuda_emu_state.h
+$(EMU_TEST): tests/emu/test_cuda_emu.c $(EMU_SRCS) $(EMU_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(CFLAGS) tests/emu/test_cuda_emu.c core/runtime/cuda_emu.c -ldl -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) tests/emu/test_cuda_emu.c $(EMU_SRCS) -ldl -o $@
 test-step-cuda-emu: $(EMU_TEST)
 	@bash tests/harness/record.sh $(ALL_RESULTS) cuda-emu timeout 60 $(EMU_TEST)
 
@@ -23,10 +25,11 @@ test-step-cuda-emu: $(EMU_TEST)
 EMU_HOOKS := -g -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0 \
   --param asan-stack=0 --param asan-globals=0
 EMU_CHECKS := $(BUILD)/emu/test_emu_checks
-$(EMU_CHECKS): tests/emu/test_emu_checks.c tests/emu/emu_oob_shared.c core/runtime/cuda_emu.c core/runtime/cuda_emu.h
+$(EMU_CHECKS): tests/emu/test_emu_checks.c tests/emu/emu_oob_shared.c $(EMU_SRCS) $(EMU_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c core/runtime/cuda_emu.c -o $@.emu.o
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(EMU_HOOKS) -rdynamic tests/emu/test_emu_checks.c $@.emu.o tests/emu/emu_oob_shared.c -ldl -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c core/runtime/cuda_emu_check.c -o $@.check.o
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(EMU_HOOKS) -rdynamic tests/emu/test_emu_checks.c $@.emu.o $@.check.o tests/emu/emu_oob_shared.c -ldl -o $@
 ifneq ($(SAN),1)
 TEST_STEPS += test-step-emu-checks
 endif

@@ -1,8 +1,9 @@
 /* main.c — the `kiln` command: a table of subcommands, each in its own file of core/cli/.
  *
- *   kiln train ...    train a GPT (core/cli/train.c)
- *   kiln ir ...       print, verify and run IR text files (core/cli/ir.c)
- *   kiln version      what this build has (CUDA or not)
+ * The table is KN_CLI_COMMANDS of cli/cli.h (ir, train, bench, bench-attn, compile, dump,
+ * bench-comm, tune-gemm, roofline, generate, bench-infer, eval: each a name, a function
+ * and a line of help) plus `kiln version` (what this build has: CUDA or not), defined here.
+ * `kiln` or `kiln --help` prints the table; an unknown command is bad usage.
  *
  * A subcommand is `int fn(int argc, char **argv)` with argv[0] the subcommand's name; it
  * returns the process exit status (0 ok, 1 failure, 2 bad usage). */

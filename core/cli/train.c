@@ -40,8 +40,9 @@
 #include "kiln/step.h"
 #include "nn/train_opts.h"
 
-/* Whether --mode auto runs the compiled program on a GPU (set from the benchmark: see
- * ARCHITECTURE.md, "The compiled GPU program"). */
+/* Whether --mode auto runs the compiled program on a GPU: set from the benchmark, where
+ * the compiled GPU step ran at 0.97x the node-by-node one (H100, TF32, GPT-2 shape:
+ * plots/results/h100-2026-11-24/README.md). */
 #define KN_AUTO_GPU_COMPILED 0
 
 /* ---------------------------------------------------------------- the run */

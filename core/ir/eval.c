@@ -4,16 +4,15 @@
  * contiguous CPU tensors of the operand types (eager mode and the interpreter guarantee
  * this), allocates the result and fills it with the raw kernels of kiln/kernels.h. Float
  * ops run on f32 and f64. The low-precision floats (f16, bf16) get no third family of
- * kernels: kn_cpu_node_eval widens their operands to f32, runs the f32 kernel and rounds
- * the result once as it stores it (eval_low_precision below), as a GPU kernel that loads
- * bf16 into float registers and stores bf16 does.
+ * kernels: kn_cpu_node_eval (node_eval.c) widens their operands to f32, runs the f32
+ * kernel and rounds the result once as it stores it, as a GPU kernel that loads bf16 into
+ * float registers and stores bf16 does.
  * Views materialize a contiguous copy, except reshape and a slice that keeps one contiguous
  * block (kn_ir_aliases), which alias (values are never written after they are defined, so
  * sharing storage is safe). */
 #include <string.h>
 
 #include "ir/ir_impl.h"
-#include "kiln/device.h"
 #include "kiln/kernels.h"
 #include "kiln/scalar.h"
 
@@ -36,9 +35,8 @@ static kn_status no_kernel(const kn_node *n, const char *kernel) {
     return kn_error(KN_ERR_UNSUPPORTED, "%s: the cpu backend's %s does not compute this op", kn_op_name(n->op), kernel);
 }
 
-/* The node's output: a new tensor, or the one the caller placed in *out (a compiled
- * program's memory plan: contiguous, of the node's type, on the CPU). */
-static kn_status new_out(const kn_node *n, kn_tensor **out) {
+/* The node's output (contract in ir_impl.h). */
+kn_status kn_eval_new_out(const kn_node *n, kn_tensor **out) {
     if (*out) {
         const kn_tensor *t = *out;
         bool ok = t->dtype == n->type.dtype && t->ndim == n->type.ndim && kn_tensor_is_contiguous(t) &&
@@ -56,7 +54,7 @@ static kn_status new_out(const kn_node *n, kn_tensor **out) {
 /* Allocate *out, then run STMT (which evaluates to false for an unsupported dtype). */
 #define KN_RUN(n, out, dt, STMT)                                        \
     do {                                                                \
-        KN_TRY(new_out(n, out));                                        \
+        KN_TRY(kn_eval_new_out(n, out));                                        \
         if (!(STMT)) {                                                  \
             kn_tensor_free(*out);                                       \
             *out = NULL;                                                \
@@ -67,7 +65,7 @@ static kn_status new_out(const kn_node *n, kn_tensor **out) {
 
 kn_status kern_full(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
     (void)in;
-    KN_TRY(new_out(n, out));
+    KN_TRY(kn_eval_new_out(n, out));
     int64_t k = NUMEL(*out);
     void *p = D(*out);
     if (n->type.dtype == KN_DT_F32) for (int64_t i = 0; i < k; i++) ((float *)p)[i] = (float)n->attrs.value;
@@ -105,7 +103,7 @@ static void bcast_walk(const kn_node *n, int nops, const kn_tensor *const *in, i
 }
 
 static kn_status generic_select(const kn_node *n, const kn_tensor *const *in, kn_tensor **out, int nops) {
-    KN_TRY(new_out(n, out));
+    KN_TRY(kn_eval_new_out(n, out));
     int64_t total = NUMEL(*out);
     int64_t *offs = kn_malloc((size_t)(total * nops) * sizeof(int64_t));
     if (!offs) { kn_tensor_free(*out); *out = NULL; return kn_error(KN_ERR_OOM, "%s: out of memory", kn_op_name(n->op)); }
@@ -142,7 +140,7 @@ kn_status kern_unary_grad(const kn_node *n, const kn_tensor *const *in, kn_tenso
 }
 
 kn_status kern_cast(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    KN_TRY(new_out(n, out));
+    KN_TRY(kn_eval_new_out(n, out));
     kn_dtype_convert(n->type.dtype, D(*out), in[0]->dtype, D(in[0]), NUMEL(in[0]));
     return KN_OK;
 }
@@ -198,7 +196,7 @@ kn_status kern_reduce(const kn_node *n, const kn_tensor *const *in, kn_tensor **
         kn_k_strided_copy(es, x->ndim, psh, D(x), pst, tmp, dst);
         src = tmp;
     }
-    kn_status st = new_out(n, out);
+    kn_status st = kn_eval_new_out(n, out);
     if (st == KN_OK && !KN_DISPATCH(x->dtype, kn_k_reduce, op, src, D(*out), outer, r, inner)) {
         kn_tensor_free(*out);
         *out = NULL;
@@ -245,7 +243,7 @@ kn_status kern_matmul(const kn_node *n, const kn_tensor *const *in, kn_tensor **
     kn_ir_broadcast_strides(b->ndim - 2, b->shape, nb, t->shape, sb);
     for (int i = 0; i < nb; i++) nbatch *= t->shape[i];
     if (t->dtype != KN_DT_F32 && t->dtype != KN_DT_F64) return unsupported(n, t->dtype);
-    KN_TRY(new_out(n, out));
+    KN_TRY(kn_eval_new_out(n, out));
     bool a_full = a->ndim - 2 == nb;
     for (int i = 0; a_full && i < nb; i++) a_full = a->shape[i] == t->shape[i];
     if (b->ndim == 2 && a_full && !ta) {
@@ -312,7 +310,7 @@ kn_status kern_reshape(const kn_node *n, const kn_tensor *const *in, kn_tensor *
 /* out = strided read of x (source strides sst, element offset soff) over n->type. */
 static kn_status strided_out(const kn_node *n, const kn_tensor *x, const int64_t *sst, int64_t soff, kn_tensor **out) {
     int64_t dst[KN_MAX_DIMS];
-    KN_TRY(new_out(n, out));
+    KN_TRY(kn_eval_new_out(n, out));
     size_t es = kn_dtype_size(x->dtype);
     contig_strides(n->type.ndim, n->type.shape, dst);
     kn_k_strided_copy(es, n->type.ndim, n->type.shape, (const char *)D(x) + soff * (int64_t)es, sst, D(*out), dst);
@@ -348,7 +346,7 @@ kn_status kern_slice_grad(const kn_node *n, const kn_tensor *const *in, kn_tenso
     int64_t st[KN_MAX_DIMS], sst[KN_MAX_DIMS], first, len;
     const kn_type *t = &n->type;
     int ax = (int)(n->attrs.axis < 0 ? n->attrs.axis + t->ndim : n->attrs.axis);
-    KN_TRY(new_out(n, out));
+    KN_TRY(kn_eval_new_out(n, out));
     size_t es = kn_dtype_size(t->dtype);
     memset(D(*out), 0, (size_t)NUMEL(*out) * es);
     contig_strides(t->ndim, t->shape, st);
@@ -367,7 +365,7 @@ kn_status kern_concat(const kn_node *n, const kn_tensor *const *in, kn_tensor **
     int64_t st[KN_MAX_DIMS];
     const kn_type *t = &n->type;
     int ax = (int)(n->attrs.axis < 0 ? n->attrs.axis + t->ndim : n->attrs.axis);
-    KN_TRY(new_out(n, out));
+    KN_TRY(kn_eval_new_out(n, out));
     size_t es = kn_dtype_size(t->dtype);
     contig_strides(t->ndim, t->shape, st);
     char *dst = D(*out);
@@ -390,7 +388,7 @@ kn_status kern_onehot(const kn_node *n, const kn_tensor *const *in, kn_tensor **
         int64_t tg = (int64_t)kn_dtype_load(t->dtype, D(t), r);
         if (tg < 0 || tg >= v) return bad_index(n, t, r, v);
     }
-    KN_TRY(new_out(n, out));
+    KN_TRY(kn_eval_new_out(n, out));
     unsigned char *o = D(*out);
     memset(o, 0, (size_t)(rows * v));
     for (int64_t r = 0; r < rows; r++) o[r * v + (int64_t)kn_dtype_load(t->dtype, D(t), r)] = 1;
@@ -401,7 +399,7 @@ kn_status kern_embedding(const kn_node *n, const kn_tensor *const *in, kn_tensor
     const kn_tensor *w = in[0], *idx = in[1];
     int64_t bad = 0, v = w->shape[0], d = w->shape[1];
     bool ok = true;
-    KN_TRY(new_out(n, out));
+    KN_TRY(kn_eval_new_out(n, out));
     if (!KN_DISPATCH_OK(w->dtype, ok, kn_k_embedding, D(w), v, d, D(idx), idx->dtype, NUMEL(idx), D(*out), &bad)) {
         kn_tensor_free(*out); *out = NULL; return unsupported(n, w->dtype);
     }
@@ -413,7 +411,7 @@ kn_status kern_embedding_grad(const kn_node *n, const kn_tensor *const *in, kn_t
     const kn_tensor *dy = in[0], *idx = in[1];
     int64_t bad = 0, v = n->type.shape[0], d = n->type.shape[1];
     bool ok = true;
-    KN_TRY(new_out(n, out));
+    KN_TRY(kn_eval_new_out(n, out));
     if (!KN_DISPATCH_OK(dy->dtype, ok, kn_k_embedding_grad, D(dy), D(idx), idx->dtype, NUMEL(idx), v, d, D(*out), &bad)) {
         kn_tensor_free(*out); *out = NULL; return unsupported(n, dy->dtype);
     }
@@ -480,7 +478,7 @@ static void flash_dims(const kn_tensor *q, int64_t *bh, int64_t *t, int64_t *d) 
  * kernels' scratch tiles could not be allocated) as out of memory. */
 #define KN_RUN_OK(n, out, dt, ok, STMT)                                                         \
     do {                                                                                        \
-        KN_TRY(new_out(n, out));                                                                \
+        KN_TRY(kn_eval_new_out(n, out));                                                                \
         bool known_ = (STMT);                                                                   \
         if (!known_ || !(ok)) {                                                                 \
             kn_tensor_free(*out);                                                               \
@@ -539,7 +537,7 @@ kn_status kern_cross_entropy(const kn_node *n, const kn_tensor *const *in, kn_te
     bool ok = true;
     v = lg->shape[lg->ndim - 1];
     r = NUMEL(t);
-    KN_TRY(new_out(n, out));
+    KN_TRY(kn_eval_new_out(n, out));
     if (!KN_DISPATCH_OK(lg->dtype, ok, kn_k_cross_entropy, D(lg), D(t), t->dtype, r, v, D(*out), &bad)) {
         kn_tensor_free(*out); *out = NULL; return unsupported(n, lg->dtype);
     }
@@ -552,81 +550,10 @@ kn_status kern_cross_entropy_bwd(const kn_node *n, const kn_tensor *const *in, k
     int64_t v = lg->shape[lg->ndim - 1], r = NUMEL(t), bad = 0;
     bool ok = true;
     double g = kn_dtype_load(dl->dtype, D(dl), 0);
-    KN_TRY(new_out(n, out));
+    KN_TRY(kn_eval_new_out(n, out));
     if (!KN_DISPATCH_OK(lg->dtype, ok, kn_k_cross_entropy_bwd, g, D(lg), D(t), t->dtype, r, v, D(*out), &bad)) {
         kn_tensor_free(*out); *out = NULL; return unsupported(n, lg->dtype);
     }
     if (!ok) { kn_tensor_free(*out); *out = NULL; return bad_index(n, t, bad, v); }
     return KN_OK;
-}
-
-static bool is_low_precision(kn_dtype dt) { return dt == KN_DT_F16 || dt == KN_DT_BF16; }
-
-/* Kernels that move or convert elements without arithmetic on them take every dtype as
- * it is (views, copies, cast, full, eq, where: kn_dtype_load/store or bytes). */
-static bool moves_elements(const kn_node *n) {
-    kn_kernel_fn k = kn_op_impls[n->op].kernel;
-    return k == kern_none || k == kern_full || k == kern_cast || k == kern_eq || k == kern_where || k == kern_reshape ||
-           k == kern_permute || k == kern_broadcast_to || k == kern_slice || k == kern_slice_grad || k == kern_concat;
-}
-
-/* A node with an f16 or bf16 operand or result, on the CPU: the GPU's arithmetic. Each
- * low-precision operand is widened to f32 (exact), the node's f32 kernel computes (a
- * matmul accumulates in f32, as a tensor core does; reductions as in f32), and the result
- * is rounded to the node's dtype once, to nearest even, as it is stored. A value is thus
- * rounded exactly where a GPU kernel would store it: at every node here, at every store of
- * a fused kernel in generated code (core/codegen/render_c.c). */
-static kn_status eval_low_precision(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    kn_node w = *n;
-    const kn_tensor *win[KN_MAX_OPERANDS];
-    kn_tensor *wide[KN_MAX_OPERANDS] = {0}, *r = NULL;
-    kn_status st = KN_OK;
-    if (is_low_precision(w.type.dtype)) w.type.dtype = KN_DT_F32;
-    for (int i = 0; i < n->nin && st == KN_OK; i++) {
-        win[i] = in[i];
-        if (is_low_precision(in[i]->dtype)) { /* not kn_tensor_cast: the IR stays off lab 01's units */
-            st = kn_tensor_empty(&wide[i], KN_DT_F32, in[i]->ndim, in[i]->shape);
-            if (st == KN_OK) kn_dtype_convert(KN_DT_F32, D(wide[i]), in[i]->dtype, D(in[i]), NUMEL(in[i]));
-            win[i] = wide[i];
-        }
-    }
-    if (st == KN_OK) st = kn_op_impls[n->op].kernel(&w, win, &r);
-    if (st == KN_OK) st = new_out(n, out);
-    if (st == KN_OK) kn_dtype_convert(n->type.dtype, D(*out), r->dtype, D(r), NUMEL(r));
-    kn_tensor_free(r);
-    for (int i = 0; i < n->nin; i++) kn_tensor_free(wide[i]);
-    return st;
-}
-
-/* The CPU backend's node_eval (device_cpu.c): operands are contiguous CPU tensors. */
-kn_status kn_cpu_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    bool low = is_low_precision(n->type.dtype);
-    for (int i = 0; i < n->nin; i++) {
-        if (!in[i] || in[i]->storage->device.type != KN_DEVICE_CPU || !kn_tensor_is_contiguous(in[i]))
-            return kn_error(KN_ERR_ARG, "kn_node_eval: %s: operand %d is not a contiguous CPU tensor",
-                            kn_op_name(n->op), i);
-        low |= is_low_precision(in[i]->dtype);
-    }
-    if (low && !moves_elements(n)) return eval_low_precision(n, in, out);
-    return kn_op_impls[n->op].kernel(n, in, out);
-}
-
-kn_status kn_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    if (!n || !out) return kn_error(KN_ERR_ARG, "kn_node_eval: NULL argument");
-    if ((unsigned)n->op >= KN_OP_COUNT) return kn_error(KN_ERR_ARG, "kn_node_eval: invalid op %d", (int)n->op);
-    if (n->nin > 0 && !in) return kn_error(KN_ERR_ARG, "kn_node_eval: %s: NULL operands", kn_op_name(n->op));
-    /* Device dispatch: the node runs on the backend of its first operand that is not on
-     * the host (a host operand, such as a `full` scalar, is copied over by that backend);
-     * with every operand on the host, on the CPU backend. */
-    if (kn_op_impls[n->op].kernel == kern_none) return kern_none(n, in, out); /* bound, never computed */
-    kn_device dev = KN_CPU;
-    for (int i = 0; i < n->nin; i++)
-        if (in[i] && in[i]->storage->device.type != KN_DEVICE_CPU) { dev = in[i]->storage->device; break; }
-    const kn_device_backend *be = kn_device_backend_get(dev.type);
-    if (!be) return kn_error(KN_ERR_UNSUPPORTED, "kn_node_eval: %s: no %s backend in this build", kn_op_name(n->op),
-                             kn_device_type_name(dev.type));
-    if (!be->supports_op(be->ctx, n->op))
-        return kn_error(KN_ERR_UNSUPPORTED, "kn_node_eval: %s: the %s backend has no kernel for it", kn_op_name(n->op),
-                        be->name);
-    return be->node_eval(be->ctx, dev.index, n, in, out);
 }

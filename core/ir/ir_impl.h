@@ -50,6 +50,10 @@ void kn_backward_checked(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
 /* Run n's CPU kernel (the CPU backend's node_eval): operands must be contiguous CPU
  * tensors (KN_ERR_ARG otherwise). */
 kn_status kn_cpu_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out);
+/* A CPU kernel's output (eval.c): a new contiguous tensor of n's type in *out, or, when
+ * *out is already set (a compiled program's memory plan), a check that it is a contiguous
+ * CPU tensor of n's type (KN_ERR_INTERNAL if not). */
+kn_status kn_eval_new_out(const kn_node *n, kn_tensor **out);
 
 typedef enum kn_attr_kind { KN_AK_INT, KN_AK_F64, KN_AK_INTS, KN_AK_DTYPE, KN_AK_STR, KN_AK_FN } kn_attr_kind;
 typedef struct kn_attr_meta {

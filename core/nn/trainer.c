@@ -3,10 +3,12 @@
  *
  * The trainer records the GPT's forward pass for a fixed batch shape into a graph (graph
  * mode of the builder) and differentiates it into the joint forward+backward graph
- * (kn_autograd). The step runner (kiln/step.h, core/nn/step.c) compiles both into
- * programs bound by alias to the trainer's state, and takes each step:
- *     copy the batch in -> run the joint graph (gradients written into the slab)
- *     -> clip -> optimizer update of the parameter slab,
+ * (kn_autograd). The step runner (kiln/step.h, core/nn/step.c) compiles the joint graph
+ * into the step program and the forward into the evaluation program, both bound by alias
+ * to the trainer's state, and takes each step:
+ *     copy the batch in -> run the step program (gradients written into the slab; with K
+ *     micro-batches, summed) -> unscale -> clip -> the loss scaler's overflow check (a
+ *     skipped step ends there) -> optimizer update of the parameter slab,
  * with no graph rebuilt and no parameter copied. Everything is sequential and in a fixed
  * order, so the same (parameters, optimizer state, step, batch) always gives the same
  * bits: the basis of exact resume. The eager mode (t->eager) rebuilds the model op by op

@@ -40,7 +40,7 @@
  *     through KN_EMU_AT with the range its view reaches; an index outside it is reported
  *     (kn_emu_oob) and goes to a scratch element, so memory stays intact;
  *   - in code compiled with the access hooks (KN_EMU_HOOK_FLAGS: gcc's -fsanitize=kernel-address
- *     calling __asan_loadN/storeN_noabort, which cuda_emu.c defines; cc.c compiles the
+ *     calling __asan_loadN/storeN_noabort, which cuda_emu_check.c defines; cc.c compiles the
  *     emulator dialect so, core/emu.mk the *_emu.c kernels, lab 08's flash unit and
  *     tests/emu's kernels): shared-memory races (a byte written by one thread and read or
  *     written by another with no barrier between, nor, for two lanes of one warp, a shuffle:

@@ -3,9 +3,13 @@
  *
  * One table indexed by kn_device_type holds a pointer to each compute backend built into
  * this binary. The CPU backend (device_cpu.c) is always there. The CUDA backend
- * (device_cuda.cu) is compiled only by nvcc; when kiln is built without it, its slot stays
- * NULL. Each entry point checks its device through kn_device_check (kiln/storage.h: the
- * same errors as the storage entry points) before touching a backend. */
+ * (device_cuda.cu) is built only in a CUDA build (KN_HAVE_CUDA: nvcc present and CUDA=1,
+ * or CUDA=auto on a machine with a GPU or in the staff repository; the Makefile says why);
+ * without it its slot stays NULL. The entry points that run something on a device
+ * (contiguous copies, the optimizer, clip, scale, the profile) check it through
+ * kn_device_check (kiln/storage.h: the same errors as the storage entry points) before
+ * touching a backend; the queries kn_device_backend_get and kn_device_supports_op answer
+ * NULL or false for a device without one. */
 #include "kiln/device.h"
 
 extern const kn_device_backend kn_device_cpu_backend;

@@ -1,7 +1,7 @@
 /* test_ir_lowp.c — f16 and bf16 through the IR on the CPU.
  *
  * A low-precision node computes in f32 and rounds its result once, to nearest even, as it
- * is stored (core/ir/eval.c, eval_low_precision). So, for every op, on inputs that are
+ * is stored (core/ir/node_eval.c, eval_low_precision). So, for every op, on inputs that are
  * exact in the low dtype:
  *   - the low-precision result equals, bit for bit, the f32 kernel's result rounded once;
  *   - it is within the dtype's unit roundoff u of the f64 result, relative to 1 + |ref|

@@ -1,7 +1,7 @@
 /* test_hidden_gemm.c — lab 06 hidden tests: every partial block of the microkernel, the
  * packed layouts and their zero padding, the loop nest's corner cases (k = 0, k blocks that
  * do not divide k, one panel per group, threads), many shapes and transposes, the
- * search's order, and speed at 512^3. */
+ * search's order and its ties (planted times), and speed at 512^3. */
 #include <stdio.h>
 #include <unistd.h>
 
@@ -48,13 +48,20 @@ KN_TEST(lab06_hidden_pack, layouts_and_zero_padding) {
     for (int t = 0; t < 2; t++) {
         float *a = l6_rand(m * k, 31), *b = l6_rand(k * n, 32);
         int64_t mp = (m + KN_GEMM_MR - 1) / KN_GEMM_MR, np = (n + KN_GEMM_NR - 1) / KN_GEMM_NR;
-        float *ap = malloc((size_t)(mp * KN_GEMM_MR * k) * 4), *bp = malloc((size_t)(np * KN_GEMM_NR * k) * 4);
-        for (int64_t i = 0; i < mp * KN_GEMM_MR * k; i++) ap[i] = NAN;
-        for (int64_t i = 0; i < np * KN_GEMM_NR * k; i++) bp[i] = NAN;
+        /* one panel more than the product has, on each side: it must stay untouched */
+        float *ap = malloc((size_t)((mp + 1) * KN_GEMM_MR * k) * 4), *bp = malloc((size_t)((np + 1) * KN_GEMM_NR * k) * 4);
+        for (int64_t i = 0; i < (mp + 1) * KN_GEMM_MR * k; i++) ap[i] = NAN;
+        for (int64_t i = 0; i < (np + 1) * KN_GEMM_NR * k; i++) bp[i] = NAN;
         kn_gemm_f32 x = {.a = a, .b = b, .ap = ap, .bp = bp, .m = m, .n = n, .k = k, .kc = 1, .mcp = 1, .ta = t, .tb = t};
         kn_gemm_pack_a_f32(&x, 1, mp); /* only the second panel */
         kn_gemm_pack_b_f32(&x, 0, np);
         for (int64_t i = 0; i < KN_GEMM_MR * k; i++) cr_assert(isnan(ap[i]), "panel 0 was not asked for");
+        for (int64_t i = mp * KN_GEMM_MR * k; i < (mp + 1) * KN_GEMM_MR * k; i++)
+            cr_assert(isnan(ap[i]), "a: element %lld of panel %lld, past the panels asked for, was written", (long long)i,
+                      (long long)mp);
+        for (int64_t i = np * KN_GEMM_NR * k; i < (np + 1) * KN_GEMM_NR * k; i++)
+            cr_assert(isnan(bp[i]), "b: element %lld of panel %lld, past the panels asked for, was written", (long long)i,
+                      (long long)np);
         for (int64_t kk = 0; kk < k; kk++)
             for (int r = 0; r < KN_GEMM_MR; r++) {
                 int64_t i = KN_GEMM_MR + r;
@@ -145,6 +152,32 @@ KN_TEST(lab06_hidden_tune, candidates_in_order_and_the_minimum, .timeout = 120) 
         if (r.trials[i].seconds < r.trials[first_min].seconds) first_min = i;
     cr_assert(r.best.kc == r.trials[first_min].cfg.kc && r.best.mc == r.trials[first_min].cfg.mc,
               "best: the first of the fastest trials (%d)", first_min);
+    kn_k_gemm_config_set(4, -1, (kn_gemm_config){0, 0});
+}
+
+/* Planted times: the search times this product (its m, n, k, not another shape), keeps the
+ * first of equal times wherever they fall, and keeps a later, strictly faster one. */
+KN_TEST(lab06_hidden_tune, planted_times_shape_ties_and_the_last) {
+    static const int64_t kcs[] = KN_GEMM_KCS, mcs[] = KN_GEMM_MCS;
+    l6_planted p;
+    kn_gemm_tune_result r;
+    for (int i = 0; i < 25; i++) p.t[i] = 10.0 - 0.25 * i; /* strictly decreasing: the last wins */
+    KN_ASSERT_OK(l6_tune_planted(24, 56, 40, &p, &r));
+    cr_assert(p.calls == 25 && p.bad == 0, "%d of %d kn_gemm_time calls had a shape other than 24 x 56 x 40", p.bad,
+              p.calls);
+    cr_assert(r.best.kc == kcs[4] && r.best.mc == mcs[4], "decreasing times: best kc %lld mc %lld, want the last",
+              (long long)r.best.kc, (long long)r.best.mc);
+    for (int i = 0; i < 25; i++) cr_assert(r.trials[i].seconds == p.t[i], "trial %d: %g s, planted %g", i, r.trials[i].seconds, p.t[i]);
+    for (int i = 0; i < 25; i++) p.t[i] = 5.0;
+    p.t[0] = p.t[1] = 0.5; /* a tie at the very front */
+    KN_ASSERT_OK(l6_tune_planted(24, 56, 40, &p, &r));
+    cr_assert(r.best.kc == kcs[0] && r.best.mc == mcs[0], "tie of trials 0 and 1: best kc %lld mc %lld", (long long)r.best.kc,
+              (long long)r.best.mc);
+    for (int i = 0; i < 25; i++) p.t[i] = 5.0 + i;
+    p.t[19] = p.t[20] = 0.5; /* across a kc boundary */
+    KN_ASSERT_OK(l6_tune_planted(24, 56, 40, &p, &r));
+    cr_assert(r.best.kc == kcs[3] && r.best.mc == mcs[4], "tie of trials 19 and 20: best kc %lld mc %lld",
+              (long long)r.best.kc, (long long)r.best.mc);
     kn_k_gemm_config_set(4, -1, (kn_gemm_config){0, 0});
 }
 

@@ -10,8 +10,10 @@
  * The schedule and the kernel IR (kn_schedule_build, kn_kernel_lower: core/schedule/) are
  * declared in kiln/schedule.h, which this header includes.
  *
- * The compiled program (kiln/program.h, KN_PROGRAM_COMPILED) uses all of this on the CPU;
- * the CUDA renderer (lab 07) will read the same kernel IR. */
+ * The compiled program (kiln/program.h, KN_PROGRAM_COMPILED) uses all of this: on the CPU
+ * the C renderer and kn_cc_compile; on a GPU the CUDA renderer below (lab 07's block
+ * reduction among its parts), compiled by NVRTC (kiln/cuda.h); and with the CUDA emulator
+ * the same CUDA text in its C dialect, compiled by kn_cc_compile. */
 #ifndef KILN_CODEGEN_H
 #define KILN_CODEGEN_H
 
@@ -37,8 +39,10 @@ const char *kn_render_c_prelude_math(bool vector_math);
 /* ---------------------------------------------------------------- CUDA code
  *
  * The same kernel as CUDA C (core/codegen/render_cuda.c):
- *     KN_KERNEL <name>(float *__restrict__ p0, const float *__restrict__ p1, ...)
- * one pointer per buffer (k->bufs order), launched as kn_cuda_launch_config says. A kernel
+ *     KN_KERNEL [__launch_bounds__(block)] <name>(float *__restrict__ p0, const float *__restrict__ p1, ...)
+ * one pointer per buffer (k->bufs order) of the type the buffer stores (unsigned short for
+ * f16 and bf16; const for a buffer the kernel only reads), __launch_bounds__ when l gives
+ * the block size, launched as kn_cuda_launch_config says. A kernel
  * without a reduction runs a thread per element of its space (grid-stride); one with a
  * reduction runs a block per row (grid-stride over rows), the block's threads striding
  * over the row and combining their partial sums with warp shuffles and shared memory.

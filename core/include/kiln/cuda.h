@@ -1,7 +1,7 @@
 /* kiln/cuda.h — the eager GPU path: CUDA kernels for the ops of the graph IR, and the CUDA
  * caching allocator's controls.
  *
- * kn_node_eval (core/ir/eval.c) sends a node whose operands live on a CUDA device here: the
+ * kn_node_eval (core/ir/node_eval.c) sends a node whose operands live on a CUDA device here: the
  * op's CUDA kernel runs on that device and the result stays there (kn_tensor_to brings it
  * back). One kernel (or one cuBLAS call) per op, on the default stream, in program order:
  * a result is ready for the next op without any synchronization, and only copies to the

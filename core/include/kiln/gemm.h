@@ -102,6 +102,12 @@ kn_status kn_gemm_tune(int64_t m, int64_t n, int64_t k, const char *cache_dir, b
  * cls: the median of 3 runs after a warm-up. Leaves cfg set for the class. */
 kn_status kn_gemm_time(int64_t m, int64_t n, int64_t k, int cls, kn_gemm_config cfg, const float *a, const float *b,
                        float *c, double *sec);
+/* Test hook: while fn is set, kn_gemm_time runs the product once and reports
+ * fn(m, n, k, cfg, ctx) seconds instead of the clock's median, so a test can plant equal
+ * times (real ones rarely tie); fn NULL restores the clock. Process-wide, not thread-safe:
+ * for tests only. */
+typedef double (*kn_gemm_timer)(int64_t m, int64_t n, int64_t k, kn_gemm_config cfg, void *ctx);
+void kn_gemm_tune_set_timer(kn_gemm_timer fn, void *ctx);
 /* lab 06 (see above): the search over the candidates; r->cls is set by the caller. */
 kn_status kn_gemm_search(int64_t m, int64_t n, int64_t k, const float *a, const float *b, float *c,
                          kn_gemm_tune_result *r);

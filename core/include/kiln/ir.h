@@ -6,7 +6,8 @@
  * type is a dtype and a shape (kn_type). A node names its op, its operands (earlier values)
  * and its attributes. Sources (`input`, `param`, `full`) have no operands. A graph also has
  * an ordered list of outputs. Every op is one line of core/include/kiln/ops.def (name, arity,
- * category, attributes, shape rule, CPU kernel, backward rule, cost).
+ * category, attributes, shape rule, CPU kernel, backward rule, cost), or, for a pointwise
+ * function, a row of kiln/pointwise.def marked IR, which ops.def includes.
  *
  * Text format (one node per line; `#` starts a comment; blank lines are ignored):
  *
@@ -41,17 +42,20 @@
  * the builder in error, or with KN_VAL_NONE as an operand, does nothing and returns
  * KN_VAL_NONE. So model code checks once, at the end.
  *
- * Both modes record the graph. EAGER mode also runs every node at once on the CPU
- * kernels, and the value holds its tensor (kn_val_tensor). GRAPH mode only records;
+ * Both modes record the graph. EAGER mode also runs every node at once (kn_node_eval: the
+ * backend of its operands' device; the CPU kernels for host tensors), and the value holds
+ * its tensor (kn_val_tensor). GRAPH mode only records;
  * kn_builder_finish hands over the graph, which the interpreter (kn_interp) runs with the
  * inputs and params bound by name. Eager and interpreted runs call the same kernel for
  * each node, so they agree bitwise. This is capture: one model function, two modes.
  *
- * Runtime values are always contiguous tensors on the CPU (views are materialized by
- * their kernels; reshape of a contiguous tensor is an alias). CPU kernels exist for f32
- * and f64 (float ops), plus the integer index operands of embedding and cross_entropy,
- * bool for eq/where, and any pair of dtypes for cast. Binary ops do not promote: their
- * operands must have the same dtype (insert a cast).
+ * Runtime values are contiguous tensors, on the CPU or on the device a backend runs them
+ * on (views are materialized by their kernels; reshape of a contiguous tensor and a slice
+ * that keeps one contiguous block are aliases). The CPU kernels compute float ops in f32
+ * and f64, and in f16 and bf16 by widening the operands to f32 and rounding the result
+ * once as it is stored (as a GPU does); plus the integer index operands of embedding and
+ * cross_entropy, bool for eq/where, and any pair of dtypes for cast. Binary ops do not
+ * promote: their operands must have the same dtype (insert a cast).
  *
  * Threads: the CPU kernels split large matrix products and row-wise kernels over
  * KILN_THREADS threads (default: the online CPUs); results do not depend on the thread

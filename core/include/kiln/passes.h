@@ -1,6 +1,7 @@
 /* kiln/passes.h — graph passes: a table of named graph-to-graph rewrites, the pass manager
  * that runs a list of them (verifying after each), a small declarative pattern rewriter,
- * a random-graph generator and a numeric before/after check.
+ * and helpers that rebuild a graph; with kiln/randgraph.h (included), a random-graph
+ * generator and a numeric before/after check.
  *
  * In place. A kn_graph is a flat array of nodes in definition order whose ids are their
  * indices, so removing or inserting a node renumbers everything after it. A pass
@@ -19,14 +20,16 @@
  *     kn_passes_run(g, "fold,algebra,views,cse,dce", &rep);   // or "all", or "none"
  *     ... rep.npasses, rep.pass[i].nodes_before / nodes_after / ms / fired ...
  *
- * The pattern rewriter (kn_rewrite) is how the algebraic and view rewrites are written,
- * and how the later fusion, attention and epilogue rewrites will be: a rule is a pattern
- * (a tree of ops with constraints on operand types and attributes) and a replacement
- * function that emits new nodes. See "pattern rewriter" below. */
+ * The pattern rewriter (kn_rewrite) is how the algebraic and view rewrites and the
+ * decomposition of composite ops are written: a rule is a pattern (a tree of ops with
+ * constraints on operand types and attributes) and a replacement function that emits new
+ * nodes. See "pattern rewriter" below. Passes that replace whole groups of nodes (flash,
+ * epilogue, hfuse, lowsave) rebuild the graph instead ("graph editing helpers"). */
 #ifndef KILN_PASSES_H
 #define KILN_PASSES_H
 
 #include "kiln/ir.h"
+#include "kiln/randgraph.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -346,7 +349,8 @@ void kn_graph_uses(const kn_graph *g, int32_t *uses);
  * values alone (a value the forward makes only for the backward, as lowsave's copies).
  * The rest is the backward. No outputs: nothing is forward. */
 void kn_graph_forward(const kn_graph *g, bool *fwd);
-/* Rebuilding g into a new graph out (passes that replace groups of nodes: flash, epilogue).
+/* Rebuilding g into a new graph out (passes that replace groups of nodes: flash, epilogue,
+ * hfuse, lowsave).
  * kn_graph_rebuild_start makes out and map (old id -> out's id, g->nnodes entries; the
  * error names pass); kn_graph_emit appends a node of op on out's values in[], its type
  * inferred (the error names pass, op and the rule's message); kn_graph_emit_copy appends a
@@ -449,36 +453,8 @@ int32_t kn_rw_full(kn_rewriter *rw, const kn_type *t, double value);
 bool kn_rw_type_of(const kn_rewriter *rw, kn_op op, int nin, const int32_t *in, const kn_attrs *attrs,
                    kn_type *out);
 
-/* ---------------------------------------------------------------- random graphs */
-
-typedef struct kn_randgraph_opts {
-    int nodes;          /* ops to draw (besides sources), default 24 */
-    int max_dim;        /* largest dimension, default 4 */
-    int max_ndim;       /* most axes, default 3 */
-    int noutputs;       /* outputs, default 2 */
-    kn_dtype dtype;     /* float dtype of the graph, default f64 */
-    /* 0..100: how often to plant a rewrite opportunity (x*1, x+0, neg neg, a duplicate,
-     * a view chain, a constant subgraph, ...) instead of a plain random op; default 35. */
-    int plant;
-} kn_randgraph_opts;
-
-/* The defaults above. */
-kn_randgraph_opts kn_randgraph_defaults(void);
-/* A random verified graph from seed: inputs and params of random shapes, then random
- * elementwise ops (with broadcasting), reductions, matmuls, views (reshape, permute,
- * broadcast_to, slice), softmax, casts, dropout and `full` constants, some of them left
- * unused (dead). The same seed gives the same graph. o may be NULL (defaults). Every
- * value stays finite on inputs in [-1, 1] (no log or sqrt of a raw input; exp of tanh). */
-kn_status kn_randgraph(kn_graph **out, uint64_t seed, const kn_randgraph_opts *o);
-
-/* Run a and b on the same random inputs (every input and param of a, bound by name in
- * both; floats uniform in [-1, 1) from seed; integer inputs in the range their users
- * accept) and set *maxdiff to the largest |a_i - b_i| over all outputs (NaN against NaN
- * and equal infinities count 0; NaN against a number counts +inf). The graphs must have
- * the same output types (KN_ERR_ARG otherwise). */
-kn_status kn_graph_compare(const kn_graph *a, const kn_graph *b, uint64_t seed, double *maxdiff);
-/* The random tensor kn_graph_compare binds to input or param v of g (a new CPU tensor). */
-kn_status kn_graph_random_input(const kn_graph *g, int32_t v, uint64_t seed, kn_tensor **out);
+/* ---------------------------------------------------------------- random graphs
+ * kn_randgraph and kn_graph_compare, the passes' numeric check: kiln/randgraph.h. */
 
 /* ---------------------------------------------------------------- lab 04 units
  * Declared here, called by the core (kn_passes_run, `kiln compile`), written by students

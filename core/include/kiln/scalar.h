@@ -2,23 +2,30 @@
  *
  * The unary functions and their gradients are the rows of kiln/pointwise.def, written
  * there once as C; this header compiles each row for float (_f32) and double (_f64), each
- * computing in its own type, and stringizes the same rows for the code renderers. The
- * CPU kernels (core/tensor/elementwise.c for the tensor library, kernels_train.inc for the
- * interpreter and eager mode), the CUDA kernels (the .cu files of core/runtime: under nvcc
- * every function is __host__ __device__) and the C/CUDA renderers (core/codegen) all
- * compute these functions, so a CPU result and a GPU result can only differ by the libm
- * of each side, never by a formula.
+ * computing in its own type (S is f32 or f64 below; the f32 and f64 functions are the
+ * same table expanded twice, kiln/scalar_type.inc), and stringizes the same rows for the
+ * code renderers. The CPU kernels (core/tensor/elementwise.c for the tensor library,
+ * kernels_train.inc for the IR's kernels that the interpreter and eager mode run,
+ * rowmath.h's softmax, layernorm and cross-entropy rows), the CUDA kernels (the .cu files
+ * of core/runtime: under nvcc every function is __host__ __device__) and the C/CUDA
+ * renderers (core/codegen) all compute these functions, so a CPU result and a GPU result
+ * can only differ by the libm of each side, never by a formula.
  *
- *   kn_sc_unary_S(op, x)          every kn_unary_op
+ *   kn_sc_unary_S(op, x)          every kn_unary_op (NaN for a value that is not one)
  *   kn_sc_unary_grad_S(op, d, x)  dx = f'(x) d for a row with a gradient column (NaN for
  *                                 one without: kn_sc_unary_has_grad says which)
- *   kn_sc_<name>_S(x), kn_sc_<name>_grad_S(d, x)  the same, one function per row
- *   kn_sc_binary_S(op, a, b)      the arithmetic kn_binary_ops (ADD SUB MUL DIV POW MAX
- *                                 MIN); comparisons yield 0 or 1
+ *   kn_sc_<name>_S(x), kn_sc_<name>_t_S(x), kn_sc_<name>_grad_S(d, x)  the same, one
+ *                                 function per row (t: the part of f'(x) the gradient
+ *                                 reuses, such as gelu's tanh)
+ *   kn_sc_binary_S(op, a, b)      every kn_binary_op: the arithmetic ones (ADD SUB MUL DIV
+ *                                 POW MAX MIN, NaN propagating through MAX and MIN) and
+ *                                 the comparisons, which yield 0 or 1
+ *                                 (kn_sc_binary_is_compare says which)
  *   kn_sc_unary_expr(op)          the row's function as a C expression of x for the
  *                                 renderers (tinygrad's code_for_op), double math names
  *                                 and constants, which kn_render_c_bind turns to float;
- *   kn_sc_unary_grad_t_expr(op), kn_sc_unary_grad_expr(op)  its t(x) and its dx(d, x, t);
+ *   kn_sc_unary_grad_t_expr(op), kn_sc_unary_grad_expr(op)  its t(x) and its dx(d, x, t)
+ *                                 (kn_sc_unary_grad_needs_t: whether dx reads t);
  *                                 kn_sc_binary_expr likewise of a, b.
  *
  * Semantics follow PyTorch where the two former CPU families disagreed: relu(NaN) = NaN,

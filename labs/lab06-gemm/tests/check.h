@@ -1,5 +1,5 @@
 /* check.h — helpers for lab 06's tests (public and hidden): random matrices, a reference
- * product in double, the microkernel's reference, and a timer. */
+ * product in double, the microkernel's reference, a timer, and planted search times. */
 #ifndef LAB06_CHECK_H
 #define LAB06_CHECK_H
 
@@ -130,6 +130,39 @@ static inline double l6_speedup(int64_t s) {
     }
     free(a), free(b), free(c);
     return tn / tk;
+}
+
+/* Planted times for the search (kn_gemm_tune_set_timer): real timings almost never tie,
+ * so the rule for equal times is tested with these. t[i] is the time of candidate i in the
+ * contract's order (kc outer: KN_GEMM_KCS[i / 5], KN_GEMM_MCS[i % 5]); the time is looked up
+ * by the blocking, not by the call's position, so a wrong order is not hidden. Every call's
+ * shape must be want_m x want_n x want_k (calls counts the calls, bad those with another). */
+typedef struct l6_planted {
+    double t[25];
+    int64_t want_m, want_n, want_k;
+    int calls, bad;
+} l6_planted;
+
+static inline double l6_planted_time(int64_t m, int64_t n, int64_t k, kn_gemm_config cfg, void *ctx) {
+    l6_planted *p = ctx;
+    static const int64_t kcs[] = KN_GEMM_KCS, mcs[] = KN_GEMM_MCS;
+    p->calls++;
+    if (m != p->want_m || n != p->want_n || k != p->want_k) p->bad++;
+    for (int i = 0; i < 25; i++)
+        if (cfg.kc == kcs[i / 5] && cfg.mc == mcs[i % 5]) return p->t[i];
+    return 1e9; /* not a candidate: never the fastest */
+}
+
+/* Tune m x n x k (forced, in a fresh cache directory) with the planted times p->t; the clock
+ * is restored before anything is checked. Returns kn_gemm_tune's status. */
+static inline kn_status l6_tune_planted(int64_t m, int64_t n, int64_t k, l6_planted *p, kn_gemm_tune_result *r) {
+    char dir[] = "/tmp/kiln-l6t-XXXXXX";
+    if (!mkdtemp(dir)) return kn_error(KN_ERR_IO, "l6_tune_planted: mkdtemp failed");
+    p->want_m = m, p->want_n = n, p->want_k = k, p->calls = p->bad = 0;
+    kn_gemm_tune_set_timer(l6_planted_time, p);
+    kn_status st = kn_gemm_tune(m, n, k, dir, true, r);
+    kn_gemm_tune_set_timer(NULL, NULL);
+    return st;
 }
 
 #endif

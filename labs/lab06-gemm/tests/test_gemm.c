@@ -1,6 +1,7 @@
 /* test_gemm.c — lab 06 public tests: the microkernel against its contract, the blocked
  * product on awkward shapes against a double reference, the same bits whatever the
- * blocking, the autotuner's search, and the speed against a naive triple loop. */
+ * blocking, the autotuner's search (its order, and ties with planted times), and the
+ * speed against a naive triple loop. */
 #include <stdio.h>
 #include <unistd.h>
 
@@ -86,6 +87,30 @@ KN_TEST(lab06_tune, search_times_every_candidate, .timeout = 120) {
     kn_gemm_tune_result again;
     KN_ASSERT_OK(kn_gemm_tune(48, 48, 48, dir, false, &again));
     cr_assert(again.from_cache && again.best.kc == r.best.kc && again.best.mc == r.best.mc);
+    kn_k_gemm_config_set(4, -1, (kn_gemm_config){0, 0});
+}
+
+/* Equal times: the contract keeps the first of them. Real timings almost never tie, so
+ * these are planted (kn_gemm_tune_set_timer); a search that keeps the last of equal times
+ * ('<=') picks another blocking, which changes every product's speed from then on. */
+KN_TEST(lab06_tune, ties_keep_the_first_candidate) {
+    static const int64_t kcs[] = KN_GEMM_KCS, mcs[] = KN_GEMM_MCS;
+    l6_planted p;
+    kn_gemm_tune_result r;
+    for (int i = 0; i < 25; i++) p.t[i] = 3.0 + 0.01 * (i % 7); /* the slow ones, ties among them */
+    p.t[6] = p.t[13] = p.t[24] = 1.0;                           /* three fastest, equal */
+    KN_ASSERT_OK(l6_tune_planted(40, 40, 40, &p, &r));
+    cr_assert_eq(p.calls, 25, "kn_gemm_time called %d times (want one per candidate, 25)", p.calls);
+    cr_assert(r.best.kc == kcs[1] && r.best.mc == mcs[1],
+              "candidates 6, 13 and 24 (kc %lld mc %lld, kc %lld mc %lld, kc %lld mc %lld) have equal times; the best "
+              "must be the first, kc %lld mc %lld, not kc %lld mc %lld",
+              (long long)kcs[1], (long long)mcs[1], (long long)kcs[2], (long long)mcs[3], (long long)kcs[4],
+              (long long)mcs[4], (long long)kcs[1], (long long)mcs[1], (long long)r.best.kc, (long long)r.best.mc);
+    for (int i = 0; i < 25; i++) p.t[i] = 2.0; /* all equal: the very first candidate */
+    KN_ASSERT_OK(l6_tune_planted(40, 40, 40, &p, &r));
+    cr_assert(r.best.kc == kcs[0] && r.best.mc == mcs[0],
+              "every candidate took the same time: the best must be the first, kc %lld mc %lld, not kc %lld mc %lld",
+              (long long)kcs[0], (long long)mcs[0], (long long)r.best.kc, (long long)r.best.mc);
     kn_k_gemm_config_set(4, -1, (kn_gemm_config){0, 0});
 }
 
