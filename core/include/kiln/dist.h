@@ -293,6 +293,42 @@ kn_dp_memory kn_dp_memory_of(const kn_dp *d);
 /* The table's prediction for fp32 Adam with P parameters on n ranks (distributed.md). */
 kn_dp_memory kn_dp_memory_expected(kn_dp_strategy s, int64_t P, int n);
 
+/* ---------------------------------------------------------------- tensor parallelism
+ * (core/dist/tp.c; the placement pass that makes a rank's graph: kiln/placement.h)
+ *
+ * A device mesh from the command line: `--mesh dp=2,tp=2` lays the ranks out over named
+ * axes, in any order; the sizes multiply to the rank count. The axis indices of the value
+ * collectives' {mesh=A} are fixed whatever the order: 0 dp, 1 tp, 2 pp. */
+enum { KN_MESH_DP = 0, KN_MESH_TP = 1, KN_MESH_PP = 2, KN_MESH_AXES = 3 };
+
+typedef struct kn_mesh {
+    int size[KN_MESH_AXES];  /* ranks along dp, tp, pp (1: the axis is absent) */
+    int order[KN_MESH_AXES]; /* the axes in the order written (row-major, the last fastest) */
+    int naxes;               /* how many were written */
+} kn_mesh;
+
+/* Parse "tp=2", "dp=2,tp=2", "tp=2,pp=2,dp=2" for a job of `ranks` ranks. KN_ERR_ARG with
+ * a message naming the problem: an unknown axis ("--mesh: unknown axis 'xp' (dp, tp,
+ * pp)"), a repeated one, a size that is not an integer >= 1, or sizes whose product is not
+ * the rank count ("--mesh dp=2,tp=2: 4 ranks, but the job has 2"). */
+kn_status kn_mesh_parse(const char *text, int ranks, kn_mesh *out);
+/* Whether a GPT can be split tp ways (Megatron): heads, width, 4 * width and the
+ * vocabulary must be multiples of tp. KN_ERR_ARG naming the first that is not. */
+kn_status kn_mesh_check_gpt(const kn_mesh *m, const kn_gpt_config *cfg);
+/* The communicators of the mesh over c (kn_comm_mesh, in the written order): axes[A] gets
+ * the one along axis A (NULL for an absent axis), coords[A] this rank's index along it. */
+kn_status kn_mesh_comms(const kn_mesh *m, kn_comm *c, kn_comm **axes, int *coords);
+
+/* The value collectives of a rank's graph (all_reduce, all_gather, reduce_scatter, send,
+ * recv: kiln/ir.h) run over the communicator of their {mesh=A} axis: MPI for CPU tensors,
+ * NCCL for GPU ones (whatever backend the communicator has). An all_gather or a
+ * reduce_scatter along a dim other than the leading one rearranges the blocks locally
+ * (kn_device_memcpy_2d), so it works on any device. `axes` is copied (borrowed comms). */
+typedef struct kn_tp_comms {
+    kn_comm *axes[KN_MESH_AXES];
+} kn_tp_comms;
+void kn_tp_collectives(kn_tp_comms *t, kn_collectives *out);
+
 /* ---------------------------------------------------------------- lab 10 units */
 /* Written by the student in labs/lab10-dataparallel/ (the staff's reference units are
  * linked for every other lab); the core calls them: DDP's `--allreduce ring`, ZeRO's
