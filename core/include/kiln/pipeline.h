@@ -11,7 +11,9 @@
  * micro-batches' activations alive instead of m; interleaving divides the bubble by v.
  *
  * Lab 11 unit (labs/lab11-parallel/pp_schedule.c; the staff's reference core/dist/pp_schedule.c):
- * kn_pp_schedule. A skeleton returns KN_ERR_NOT_IMPLEMENTED. */
+ * kn_pp_schedule. A skeleton returns KN_ERR_NOT_IMPLEMENTED. Below it, staff code: kn_pp_simulate
+ * (core/dist/pp_schedule_sim.c) replays the schedules on a clock, for the bubble, the live
+ * activations and deadlocks. */
 #ifndef KILN_PIPELINE_H
 #define KILN_PIPELINE_H
 
@@ -47,6 +49,43 @@ typedef struct kn_pp_action {
  * KN_ERR_ARG naming the problem: p, m or v < 1, rank outside [0, p), v != 1 for GPipe and
  * 1F1B, v < 2 or m not a multiple of p for interleaved, cap < 2*m*v, a NULL pointer. */
 kn_status kn_pp_schedule(kn_pp_kind k, int p, int m, int v, int rank, kn_pp_action *out, int cap, int *n);
+
+/* ---------------------------------------------------------------- staff: the schedule simulator */
+
+/* One action of a simulated step: which rank ran it, and when. */
+typedef struct kn_pp_event {
+    int rank;
+    kn_pp_action a;
+    double start, end;
+} kn_pp_event;
+
+/* What kn_pp_simulate measured. The arrays are the caller's (any may be NULL): busy[p],
+ * peak_live[p], events[2 m v p]. */
+typedef struct kn_pp_sim {
+    double makespan;   /* the end of the last action (the step's time) */
+    double bubble;     /* idle share of the ranks' time: 1 - sum(busy) / (p * makespan) */
+    double *busy;      /* per rank: the time it computed */
+    int *peak_live;    /* per rank: the most micro-batch chunks whose forward ran and backward not yet */
+    kn_pp_event *events; /* every action, ranks in order, each rank's in its list's order */
+    int nevents;
+} kn_pp_sim;
+
+/* core/dist/pp_schedule_sim.c (staff code, not a lab unit). Replay p ranks' action lists
+ * (lists[r][0..counts[r]), v chunks per rank, m micro-batches) as the runner would, with a
+ * forward taking tf and a backward tb, every action as early as its dependencies allow:
+ *   - each rank runs its actions in list order, one at a time;
+ *   - the forward of model stage s (chunk c of rank r: s = c p + r) for micro-batch i after
+ *     the forward of stage s-1 for i;
+ *   - the backward of stage s for i after the backward of stage s+1 for i (the last stage:
+ *     none) and after its own forward.
+ * Communication is free and buffered (a send never waits for its receive). KN_ERR_ARG for
+ * bad sizes, an action naming a micro-batch or chunk out of range or an action twice, or a
+ * list that misses one; KN_ERR_UNSUPPORTED when the lists deadlock (no rank's next action
+ * can run), naming each stuck rank's next action. */
+kn_status kn_pp_simulate_lists(int p, int m, int v, const kn_pp_action *const *lists, const int *counts, double tf,
+                               double tb, kn_pp_sim *out);
+/* The same for kn_pp_schedule's lists of schedule k (its errors passed on). */
+kn_status kn_pp_simulate(kn_pp_kind k, int p, int m, int v, double tf, double tb, kn_pp_sim *out);
 
 #ifdef __cplusplus
 }

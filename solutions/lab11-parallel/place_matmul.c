@@ -1,0 +1,1 @@
+../../core/passes/place_matmul.c

@@ -1,0 +1,1 @@
+../../core/dist/pp_schedule.c
