@@ -58,12 +58,16 @@ kn_status kn_mesh_check_gpt(const kn_mesh *m, const kn_gpt_config *cfg) {
     if (!m || !cfg) return kn_error(KN_ERR_ARG, "kn_mesh_check_gpt: NULL argument");
     int tp = m->size[KN_MESH_TP];
     struct { const char *what; long n; } dims[] = {
-        {"heads", cfg->heads}, {"width", cfg->width}, {"4 * width", 4L * cfg->width}, {"vocabulary", cfg->vocab}};
+        {"heads", cfg->heads}, {"width", cfg->width}, {"4 * width", 4L * cfg->width}};
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         if (dims[i].n % tp)
             return kn_error(KN_ERR_ARG, "--mesh tp=%d: the model's %s (%ld) is not a multiple of tp", tp, dims[i].what,
                             dims[i].n);
     return KN_OK;
+}
+
+bool kn_mesh_vocab_split(const kn_mesh *m, const kn_gpt_config *cfg) {
+    return m && cfg && cfg->vocab % m->size[KN_MESH_TP] == 0;
 }
 
 kn_status kn_mesh_comms(const kn_mesh *m, kn_comm *c, kn_comm **axes, int *coords) {
