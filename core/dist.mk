@@ -81,9 +81,9 @@ TEST_STEPS += test-step-dist-comm test-step-dist-matrix test-step-dist-train tes
 # tensor parallelism (tests/dist/test_tp.c): the placement pass's local graphs on 2 and 4
 # ranks (tp=2, tp=4) against one process, and the bad meshes of kiln train --mesh
 test-step-dist-tp:
-	@$(MAKE) --no-print-directory $(CFG)/test-dist IMPL=$(DEFAULT_IMPL) >/dev/null
+	@$(MAKE) --no-print-directory $(KILN) $(CFG)/test-dist IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) dist-tp env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \
-	  bash tests/dist/test_tp.sh $(BUILD)/$(DEFAULT_IMPL)/test-dist
+	  bash tests/dist/test_tp.sh $(BUILD)/$(DEFAULT_IMPL)/test-dist $(BUILD)/$(DEFAULT_IMPL)/kiln
 test-step-dist-comm:
 	@$(MAKE) --no-print-directory $(CFG)/test-dist IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) dist-comm env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \

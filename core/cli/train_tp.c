@@ -39,6 +39,11 @@ int kn_train_tp_begin(kn_train_opts *o, kn_train_dist *rd) {
                     "(run tp=%d alone)\n", o->mesh, rd->size);
         return 2;
     }
+    kn_gpt_config shape = {.vocab = 1, .context = o->context, .layers = o->layers, .width = o->width, .heads = o->heads};
+    if (kn_mesh_check_gpt(&rd->mesh, &shape) != KN_OK) { /* the vocabulary is the data's: attach */
+        if (rd->rank == 0) fprintf(stderr, "kiln train: %s\n", kn_last_error());
+        return 2;
+    }
     const char *refuse = o->accum > 1 ? "--accum" : o->resume[0] ? "--resume" :
                          strcmp(o->precision, "fp32") != 0 ? "--precision" : NULL;
     if (refuse) {

@@ -1,11 +1,53 @@
 #!/usr/bin/env bash
-# test_tp.sh TEST_DIST — tensor parallelism (tests/dist/test_tp.c) under mpiexec with 2 and
-# 4 ranks (tp=2, tp=4: the placement pass's local graphs trained against one process; 4
-# ranks oversubscribe 2 cores, kiln's waits sleep).
+# test_tp.sh TEST_DIST KILN — tensor parallelism (make test's test-step-dist-tp).
+#
+# 1. tests/dist/test_tp.c under mpiexec with 2 and 4 ranks: the placement pass's local
+#    graphs (tp=2, tp=4) trained by hand against one process (losses, gradients, final
+#    parameters) and the pass's collective count.
+# 2. `mpiexec -n N kiln train --mesh tp=N` (N = 2, 4; 4 ranks oversubscribe 2 cores, kiln's
+#    waits sleep) against one process on the same global batch: the per-step losses and the
+#    checkpoint (parameters and AdamW state gathered from the shards), compare.py with
+#    data-parallel's tolerance (a summation order). --emit-ir writes rank 0's local graph.
+# 3. Every bad mesh gets its message: sizes that do not multiply to the ranks, an unknown or
+#    repeated axis, heads not divisible by tp, an axis not combined yet, no mpiexec.
 set -euo pipefail
-bin=$1
+bin=$(realpath "$1")
+kiln=$(realpath "$2")
 MPIEXEC=${MPIEXEC:-mpiexec}
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+run() { timeout 120 "$@"; }
 for n in 2 4; do
     echo "== mpiexec -n $n test-dist tp"
-    timeout 120 $MPIEXEC -n $n "$bin" tp
+    run $MPIEXEC -n $n "$bin" tp
 done
+
+A="--layers 2 --width 32 --heads 4 --context 16 --batch 4 --steps 4 --data-bytes 20000 --eval-batches 1 --sample 0 --device cpu --lr 1e-2"
+TOL="1e-5 1e-3"
+run "$kiln" train $A --out one.st --log one.log > one.txt 2>&1 || { cat one.txt; exit 1; }
+for n in 2 4; do
+    run $MPIEXEC -n $n "$kiln" train $A --mesh tp=$n --out tp$n.st --log tp$n.log --emit-ir tp$n.ir > tp$n.txt 2>&1 \
+        || { cat tp$n.txt; exit 1; }
+    r=$(python3 "$here/compare.py" one.log tp$n.log one.st tp$n.st $TOL); echo "kiln train --mesh tp=$n on $n ranks: $r"
+    grep -q "tensor parallel: tp=$n ranks" tp$n.txt || { cat tp$n.txt; echo "no tensor-parallel line"; exit 1; }
+    grep -q "all_reduce.*inserted" tp$n.ir || { echo "--emit-ir: no inserted all_reduce in tp$n.ir"; exit 1; }
+done
+
+# bad meshes: each must fail with its message
+expect() { # expect MESSAGE COMMAND...: the command fails and prints MESSAGE
+    local want=$1; shift
+    if "$@" > bad.txt 2>&1; then cat bad.txt; echo "expected a failure: $*"; exit 1; fi
+    grep -qF -- "$want" bad.txt || { cat bad.txt; echo "expected '$want' from: $*"; exit 1; }
+    echo "ok: $want"
+}
+B="--layers 1 --width 32 --heads 4 --context 16 --batch 4 --steps 1 --data-bytes 20000 --sample 0 --out none --device cpu"
+expect "4 ranks, but the job has 2" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=4
+expect "unknown axis 'xp'" run $MPIEXEC -n 2 "$kiln" train $B --mesh xp=2
+expect "axis tp given twice" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=2,tp=1
+expect "the size of tp must be an integer >= 1" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=two
+expect "not yet combined with the dp and pp axes" run $MPIEXEC -n 2 "$kiln" train $B --mesh dp=2,tp=1
+expect "not yet combined with the dp and pp axes" run $MPIEXEC -n 2 "$kiln" train $B --mesh pp=2
+expect "heads (3) is not a multiple of tp" run $MPIEXEC -n 2 "$kiln" train $B --heads 3 --width 48 --mesh tp=2
+expect "mpiexec" run "$kiln" train $B --mesh tp=2
