@@ -43,11 +43,12 @@ static kn_status slab_view(const kn_tensor *slab, int64_t off, int ndim, const i
 }
 
 /* Megatron's placement (kn_place_gpt_param), but the token embedding replicated when the
- * vocabulary does not split (ctx: the kn_tp): a tokenizer's vocabulary is what it is. */
-static kn_status tp_param(void *ctx, const char *name, kn_placement *out) {
-    const kn_tp *t = ctx;
+ * vocabulary does not split: a tokenizer's vocabulary is what it is. */
+kn_status kn_tp_gpt_param(void *ctx, const char *name, kn_placement *out) {
+    const kn_tp_split *s = ctx;
+    if (!s || !name || !out) return kn_error(KN_ERR_ARG, "kn_tp_gpt_param: NULL argument");
     KN_TRY(kn_place_gpt_param(name, out));
-    if (!strcmp(name, "wte.weight") && t->tr->model->cfg.vocab % t->parts != 0) *out = kn_place_replicate();
+    if (!strcmp(name, "wte.weight") && (s->parts < 1 || s->vocab % s->parts != 0)) *out = kn_place_replicate();
     return KN_OK;
 }
 
@@ -68,13 +69,15 @@ kn_status kn_tp_new(kn_tp *t, kn_comm *comm, kn_trainer *tr) {
         kn_tp_free(t);
         return kn_error(KN_ERR_OOM, "kn_tp_new: out of memory");
     }
-    kn_place_opts po = {.mesh = KN_MESH_TP, .parts = t->parts, .rank = t->rank, .param = tp_param, .param_ctx = t};
+    t->split = (kn_tp_split){tr->model->cfg.vocab, t->parts};
+    kn_place_opts po = {.mesh = KN_MESH_TP, .parts = t->parts, .rank = t->rank, .param = kn_tp_gpt_param,
+                        .param_ctx = &t->split};
     if ((st = kn_place_graph(tr->joint, &po, &t->placed)) != KN_OK) goto fail;
     /* the local slab: the model's order, each parameter its local size */
     int64_t local[KN_MAX_DIMS];
     for (int i = 0; i < p->count; i++) {
         const kn_param_info *pi = &p->info[i];
-        if ((st = tp_param(t, pi->name, &t->place[i])) != KN_OK) goto fail;
+        if ((st = kn_tp_gpt_param(&t->split, pi->name, &t->place[i])) != KN_OK) goto fail;
         if ((st = kn_place_local_shape(pi->ndim, pi->shape, t->place[i], t->parts, local)) != KN_OK) goto fail;
         int64_t n = 1;
         for (int d = 0; d < pi->ndim; d++) n *= local[d];

@@ -35,6 +35,14 @@ for n in 2 4; do
     grep -q "all_reduce.*inserted" tp$n.ir || { echo "--emit-ir: no inserted all_reduce in tp$n.ir"; exit 1; }
 done
 
+# kiln compile --mesh: the collectives of rank 1's local graph (2 layers: 4 all-reduces per
+# block, the logits' gradient's, the embedding's and the logits' gathers), shown in --emit-ir
+"$kiln" compile --gpt layers=2,width=32,heads=4,context=16,vocab=64 --mesh tp=2 --rank 1 --emit-ir c.ir > c.txt
+grep -q "9 all_reduce, 2 all_gather" c.txt || { cat c.txt; echo "kiln compile --mesh: not Megatron's collectives"; exit 1; }
+[ "$(grep -c '= all_reduce .*# R of .* inserted' c.ir)" = 9 ] || { echo "--emit-ir: not 9 all_reduce lines"; exit 1; }
+grep -q "# S(1,3) of f32\[32,96\]" c.ir || { echo "--emit-ir: c_attn's placement missing"; exit 1; }
+echo "ok: kiln compile --mesh tp=2 --emit-ir"
+
 # bad meshes: each must fail with its message
 expect() { # expect MESSAGE COMMAND...: the command fails and prints MESSAGE
     local want=$1; shift
@@ -51,3 +59,4 @@ expect "not yet combined with the dp and pp axes" run $MPIEXEC -n 2 "$kiln" trai
 expect "not yet combined with the dp and pp axes" run $MPIEXEC -n 2 "$kiln" train $B --mesh pp=2
 expect "heads (3) is not a multiple of tp" run $MPIEXEC -n 2 "$kiln" train $B --heads 3 --width 48 --mesh tp=2
 expect "mpiexec" run "$kiln" train $B --mesh tp=2
+expect "heads (2) is not a multiple of tp" "$kiln" compile --gpt layers=1,width=32,heads=2,context=8,vocab=8 --mesh tp=4

@@ -311,7 +311,8 @@ typedef struct kn_mesh {
 /* Parse "tp=2", "dp=2,tp=2", "tp=2,pp=2,dp=2" for a job of `ranks` ranks. KN_ERR_ARG with
  * a message naming the problem: an unknown axis ("--mesh: unknown axis 'xp' (dp, tp,
  * pp)"), a repeated one, a size that is not an integer >= 1, or sizes whose product is not
- * the rank count ("--mesh dp=2,tp=2: 4 ranks, but the job has 2"). */
+ * the rank count ("--mesh dp=2,tp=2: 4 ranks, but the job has 2"; ranks <= 0: any count,
+ * for kiln compile). */
 kn_status kn_mesh_parse(const char *text, int ranks, kn_mesh *out);
 /* Whether a GPT can be split tp ways (Megatron): heads, width and 4 * width must be
  * multiples of tp. KN_ERR_ARG naming the first that is not. A vocabulary that is not a
@@ -319,6 +320,11 @@ kn_status kn_mesh_parse(const char *text, int ranks, kn_mesh *out);
  * kn_mesh_vocab_split says which. */
 kn_status kn_mesh_check_gpt(const kn_mesh *m, const kn_gpt_config *cfg);
 bool kn_mesh_vocab_split(const kn_mesh *m, const kn_gpt_config *cfg);
+/* The placement tensor parallelism gives a GPT's parameter (kn_place_opts.param; ctx: a
+ * kn_tp_split): Megatron's (kn_place_gpt_param), the token embedding replicated when the
+ * vocabulary is not a multiple of the ranks. */
+typedef struct kn_tp_split { int vocab, parts; } kn_tp_split;
+kn_status kn_tp_gpt_param(void *ctx, const char *name, kn_placement *out);
 /* The communicators of the mesh over c (kn_comm_mesh, in the written order): axes[A] gets
  * the one along axis A (NULL for an absent axis), coords[A] this rank's index along it. */
 kn_status kn_mesh_comms(const kn_mesh *m, kn_comm *c, kn_comm **axes, int *coords);
@@ -356,6 +362,7 @@ typedef struct kn_tp {
     kn_program *prog;        /* owned: the local joint graph compiled */
     int np;                  /* the model's parameters */
     kn_placement *place;     /* owned: each parameter's placement */
+    kn_tp_split split;       /* kn_tp_gpt_param's context */
     int64_t *loff, *lnum;    /* owned: each parameter's offset and size in the local slab */
     int64_t n, n_decay;      /* floats in the local slab; the decayed ones first */
     kn_tensor *params, *grads, *state; /* owned, on the trainer's device: the local slabs */
