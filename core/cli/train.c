@@ -147,7 +147,7 @@ static kn_status precision_passes(const kn_train_opts *o, kn_device dev, const c
         return kn_error(KN_ERR_IO, "--precision tf32: cannot set KILN_TF32");
     /* the optimizer writes the weights' low copies (lowparams), but ZeRO-3's ranks hold a
      * shard of the weights, gathered bucket by bucket: there the step casts them itself */
-    bool copies = low && strcmp(o->dist, "zero3") != 0;
+    bool copies = low && strcmp(o->dist, "zero3") != 0 && !o->mesh[0]; /* --mesh: kn_tp's shards, cast in-step too */
     if (low) snprintf(list, cap, "autocast:%s%s%s,lowloss,lowsave%s%s", o->precision, copies ? ",lowparams:" : "",
                       copies ? o->precision : "", remat ? "," : "", remat ? remat : "");
     else snprintf(list, cap, "%s", remat ? remat : "");

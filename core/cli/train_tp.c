@@ -4,7 +4,7 @@
  * after the trainer is built, the split of the model (kn_mesh_check_gpt), the communicator
  * and the tensor-parallel state (kn_tp, core/dist/tp_train.c). Ranks other than 0 print
  * nothing. What is not combined yet says so: dp or pp axes in the mesh, --dist, --accum,
- * --resume, 16-bit precision. */
+ * --resume, fp16 (its loss scale). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -45,10 +45,10 @@ int kn_train_tp_begin(kn_train_opts *o, kn_train_dist *rd) {
         return 2;
     }
     const char *refuse = o->accum > 1 ? "--accum" : o->resume[0] ? "--resume" :
-                         strcmp(o->precision, "fp32") != 0 ? "--precision" : NULL;
+                         !strcmp(o->precision, "fp16") ? "--precision fp16" : NULL;
     if (refuse) {
         if (rd->rank == 0)
-            fprintf(stderr, "kiln train: --mesh %s with %s: not supported yet (fp32, one micro-batch, a fresh run)\n",
+            fprintf(stderr, "kiln train: --mesh %s with %s: not supported yet (fp32, tf32 or bf16, one micro-batch, a fresh run)\n",
                     o->mesh, refuse);
         return 2;
     }

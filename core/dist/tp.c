@@ -7,7 +7,9 @@
  * (an interpreter, a program) hands those nodes to the kn_collectives made here. The
  * communicator of axis A does the sum or the concatenation; a gather or scatter along a
  * dim d > 0 is a collective over the leading layout plus one strided 2-D copy (the blocks
- * of rank q are rows q*Dl.. of every outer index), on whatever device the tensors are. */
+ * of rank q are rows q*Dl.. of every outer index), on whatever device the tensors are.
+ * MPI cannot add 16-bit floats: a bf16/fp16 sum over MPI (CPU ranks) is made in f32 and
+ * rounded once. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,6 +94,21 @@ static void around(const kn_tensor *t, int d, int64_t *outer, int64_t *inner) {
     for (int i = d + 1; i < t->ndim; i++) *inner *= t->shape[i];
 }
 
+static kn_status tp_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor *const *in, kn_tensor *out);
+
+/* A sum of 16-bit floats over a backend that cannot add them (MPI): in f32, rounded once
+ * at the end (what NCCL's bf16 sum does too). */
+static kn_status sum_in_f32(void *ctx, int32_t id, const kn_node *n, const kn_tensor *x, kn_tensor *out) {
+    kn_tensor *x32 = NULL, *o32 = NULL;
+    kn_status st = kn_tensor_cast(&x32, x, KN_DT_F32);
+    if (st == KN_OK) st = kn_tensor_empty(&o32, KN_DT_F32, out->ndim, out->shape);
+    const kn_tensor *in1[1] = {x32};
+    if (st == KN_OK) st = tp_run(ctx, id, n, in1, o32);
+    if (st == KN_OK) st = kn_tensor_copy_into(out, o32);
+    kn_tensor_free(x32), kn_tensor_free(o32);
+    return st;
+}
+
 static kn_status tp_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor *const *in, kn_tensor *out) {
     kn_tp_comms *t = ctx;
     const char *name = kn_op_name(n->op);
@@ -107,6 +124,9 @@ static kn_status tp_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor
     size_t es = kn_dtype_size(x->dtype);
     kn_device dev = x->storage->device;
     int64_t numel = kn_tensor_numel(x);
+    if ((n->op == KN_OP_ALL_REDUCE || n->op == KN_OP_REDUCE_SCATTER) && c->be->type == KN_COMM_MPI &&
+        (x->dtype == KN_DT_BF16 || x->dtype == KN_DT_F16))
+        return sum_in_f32(ctx, id, n, x, out);
     switch ((int)n->op) {
     case KN_OP_ALL_REDUCE:
         return kn_comm_all_reduce(c, kn_tensor_data(x), kn_tensor_data(out), numel, x->dtype);

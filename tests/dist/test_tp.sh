@@ -8,8 +8,11 @@
 #    waits sleep) against one process on the same global batch: the per-step losses and the
 #    checkpoint (parameters and AdamW state gathered from the shards), compare.py with
 #    data-parallel's tolerance (a summation order). --emit-ir writes rank 0's local graph.
+#    The same in bf16 (to a bf16 tolerance). kiln compile --mesh tp=2 shows Megatron's
+#    collectives in rank 1's local graph.
 # 3. Every bad mesh gets its message: sizes that do not multiply to the ranks, an unknown or
-#    repeated axis, heads not divisible by tp, an axis not combined yet, no mpiexec.
+#    repeated axis, heads not divisible by tp (train and compile), an axis not combined yet,
+#    no mpiexec.
 set -euo pipefail
 bin=$(realpath "$1")
 kiln=$(realpath "$2")
@@ -33,6 +36,27 @@ for n in 2 4; do
     r=$(python3 "$here/compare.py" one.log tp$n.log one.st tp$n.st $TOL); echo "kiln train --mesh tp=$n on $n ranks: $r"
     grep -q "tensor parallel: tp=$n ranks" tp$n.txt || { cat tp$n.txt; echo "no tensor-parallel line"; exit 1; }
     grep -q "all_reduce.*inserted" tp$n.ir || { echo "--emit-ir: no inserted all_reduce in tp$n.ir"; exit 1; }
+done
+
+# SGD + momentum in fp32: no Adam to amplify the rounding noise of near-zero gradients, so
+# the tolerance is a summation order's (seen: losses equal, tensors 1.5e-7 relative)
+G="$A --optimizer sgd --momentum 0.9"
+run "$kiln" train $G --out g1.st --log g1.log > g1.txt 2>&1 || { cat g1.txt; exit 1; }
+for n in 2 4; do
+    run $MPIEXEC -n $n "$kiln" train $G --mesh tp=$n --out g$n.st --log g$n.log > g$n.txt 2>&1 || { cat g$n.txt; exit 1; }
+    r=$(python3 "$here/compare.py" g1.log g$n.log g1.st g$n.st 1e-6 1e-5); echo "SGD, --mesh tp=$n on $n ranks: $r"
+done
+
+# bf16 (autocast; the weights cast in the step, the sums of 16-bit partials made in f32 over
+# MPI) against one process in bf16, with SGD + momentum (Adam turns the rounding noise of a
+# gradient that is zero in exact arithmetic, the key bias, into +-lr: compare.py), to a
+# bf16 tolerance: one rounding of a partial sum before its all-reduce (seen: losses 1.6e-5,
+# tensors 2.1e-3 relative)
+S="$A --precision bf16 --optimizer sgd --momentum 0.9"
+run "$kiln" train $S --out b1.st --log b1.log > b1.txt 2>&1 || { cat b1.txt; exit 1; }
+for n in 2 4; do
+    run $MPIEXEC -n $n "$kiln" train $S --mesh tp=$n --out b$n.st --log b$n.log > b$n.txt 2>&1 || { cat b$n.txt; exit 1; }
+    r=$(python3 "$here/compare.py" b1.log b$n.log b1.st b$n.st 1e-4 1e-2); echo "bf16, --mesh tp=$n on $n ranks: $r"
 done
 
 # kiln compile --mesh: the collectives of rank 1's local graph (2 layers: 4 all-reduces per
