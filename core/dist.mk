@@ -84,6 +84,11 @@ test-step-dist-tp:
 	@$(MAKE) --no-print-directory $(KILN) $(CFG)/test-dist IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) dist-tp env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \
 	  bash tests/dist/test_tp.sh $(BUILD)/$(DEFAULT_IMPL)/test-dist $(BUILD)/$(DEFAULT_IMPL)/kiln
+# tensor parallelism on 2 GPUs (NCCL) against one GPU; skips without 2 GPUs (run it on the
+# lent machine: make test-tp-gpu)
+.PHONY: test-tp-gpu
+test-tp-gpu: $(KILN)
+	MPIEXEC='$(MPIEXEC)' bash tests/dist/test_tp_gpu.sh $(KILN)
 test-step-dist-comm:
 	@$(MAKE) --no-print-directory $(CFG)/test-dist IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) dist-comm env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \
