@@ -32,6 +32,10 @@ typedef struct place_state {
     int cap_info;
     conv_entry *conv;
     int nconv, cap_conv;
+    /* vocabulary parallelism's shared values: the mask and local ids of one index value, the
+     * row statistics of one logits value */
+    int32_t mask_of, mask, mask_ids;     /* idx (local id) -> mask f32 [...], clamped ids */
+    int32_t stats_of, stats_m, stats_e, stats_s, stats_oh; /* logits -> m, e, s, one-hot */
 } place_state;
 
 const char *kn_place_str(kn_placement p, char *buf, size_t size) {
@@ -235,6 +239,211 @@ static kn_status convert(place_state *s, int32_t v, kn_placement to, const char 
     return add_conv(s, v, to, c);
 }
 
+/* ---------------------------------------------------------------- vocabulary parallelism */
+
+/* A local node of the expansion (its type inferred; role STEP unless given). */
+static kn_status vstep(place_state *s, kn_op op, int nin, const int32_t *in, const kn_attrs *a, int32_t scope,
+                       const char *what, int32_t *id) {
+    kn_node n = mk(op, nin, in, scope);
+    if (a) n.attrs = *a;
+    kn_type none = {KN_DT_F32, 0, {0}};
+    if (op == KN_OP_FULL) n.type = none;
+    return emit(s, &n, kn_place_replicate(), &none, KN_PLACE_ROLE_STEP, -1, what, id);
+}
+
+static kn_status vfull(place_state *s, double v, int32_t scope, const char *what, int32_t *id) {
+    kn_attrs a = kn_attrs_default();
+    a.value = v;
+    return vstep(s, KN_OP_FULL, 0, NULL, &a, scope, what, id);
+}
+
+static kn_status vunary(place_state *s, kn_op op, int32_t x, int32_t scope, const char *what, int32_t *id) {
+    return vstep(s, op, 1, &x, NULL, scope, what, id);
+}
+
+static kn_status vbin(place_state *s, kn_op op, int32_t x, int32_t y, int32_t scope, const char *what, int32_t *id) {
+    int32_t in[2] = {x, y};
+    return vstep(s, op, 2, in, NULL, scope, what, id);
+}
+
+static kn_status vcast(place_state *s, int32_t x, kn_dtype dt, int32_t scope, const char *what, int32_t *id) {
+    kn_attrs a = kn_attrs_default();
+    a.dtype = dt;
+    return vstep(s, KN_OP_CAST, 1, &x, &a, scope, what, id);
+}
+
+static kn_status vreshape(place_state *s, int32_t x, int nd, const int64_t *shape, int32_t scope, const char *what,
+                          int32_t *id) {
+    kn_attrs a = kn_attrs_default();
+    a.nshape = nd;
+    memcpy(a.shape, shape, (size_t)nd * sizeof *shape);
+    return vstep(s, KN_OP_RESHAPE, 1, &x, &a, scope, what, id);
+}
+
+/* The rank's view of index value idx (local id, R, over a vocabulary of V): *mask (f32, 1
+ * where lo <= id < hi, else 0) and *ids (the id - lo clamped to [0, Vl), idx's dtype).
+ * Exact: ids are integers below 2^24 in f32, and
+ *   below = relu(-(id - lo)), above = relu((id - lo) - (Vl - 1)),
+ *   mask = relu(1 - below) * relu(1 - above), clamped = (id - lo) + below - above. */
+static kn_status vocab_ids(place_state *s, int32_t idx, int64_t V, int32_t sc, const char *what, int32_t *mask,
+                           int32_t *ids) {
+    if (s->mask_of == idx) { *mask = s->mask, *ids = s->mask_ids; return KN_OK; }
+    int64_t Vl = V / s->o->parts, lo = (int64_t)s->o->rank * Vl;
+    int32_t f, lo_c, top_c, one, tl, neg, below, over, above, a, b, m, c1, c2, ci;
+    kn_dtype idt = s->r->local->nodes[idx].type.dtype;
+    KN_TRY(vcast(s, idx, KN_DT_F32, sc, what, &f));
+    KN_TRY(vfull(s, (double)lo, sc, what, &lo_c));
+    KN_TRY(vfull(s, (double)(Vl - 1), sc, what, &top_c));
+    KN_TRY(vfull(s, 1.0, sc, what, &one));
+    KN_TRY(vbin(s, KN_OP_SUB, f, lo_c, sc, what, &tl));
+    KN_TRY(vunary(s, KN_OP_NEG, tl, sc, what, &neg));
+    KN_TRY(vunary(s, KN_OP_RELU, neg, sc, what, &below));
+    KN_TRY(vbin(s, KN_OP_SUB, tl, top_c, sc, what, &over));
+    KN_TRY(vunary(s, KN_OP_RELU, over, sc, what, &above));
+    KN_TRY(vbin(s, KN_OP_SUB, one, below, sc, what, &a));
+    KN_TRY(vunary(s, KN_OP_RELU, a, sc, what, &a));
+    KN_TRY(vbin(s, KN_OP_SUB, one, above, sc, what, &b));
+    KN_TRY(vunary(s, KN_OP_RELU, b, sc, what, &b));
+    KN_TRY(vbin(s, KN_OP_MUL, a, b, sc, what, &m));
+    KN_TRY(vbin(s, KN_OP_ADD, tl, below, sc, what, &c1));
+    KN_TRY(vbin(s, KN_OP_SUB, c1, above, sc, what, &c2));
+    KN_TRY(vcast(s, c2, idt, sc, what, &ci));
+    s->mask_of = idx, s->mask = m, s->mask_ids = ci;
+    *mask = m, *ids = ci;
+    return KN_OK;
+}
+
+/* mask [...] as [..., 1], to scale rows of [..., D]. */
+static kn_status mask_col(place_state *s, int32_t mask, int32_t sc, const char *what, int32_t *out) {
+    const kn_type *t = &s->r->local->nodes[mask].type;
+    int64_t sh[KN_MAX_DIMS];
+    memcpy(sh, t->shape, (size_t)t->ndim * sizeof *sh);
+    sh[t->ndim] = 1;
+    return vreshape(s, mask, t->ndim + 1, sh, sc, what, out);
+}
+
+/* Emit the last node of an expansion of input node i with placement p (role EXPAND). */
+static kn_status vlast(place_state *s, kn_op op, int nin, const int32_t *in, const kn_attrs *a, const kn_node *gn,
+                       int32_t i, kn_placement p, const char *what, int32_t *id) {
+    kn_node n = mk(op, nin, in, gn->scope);
+    if (a) n.attrs = *a;
+    return emit(s, &n, p, &gn->type, KN_PLACE_ROLE_EXPAND, i, what, id);
+}
+
+/* The row statistics of 2-D logits x (local [rows, Vl], S(1)) with targets t: m (the row max,
+ * R [rows, 1]), e = exp(x - m) [rows, Vl], s = sum of e over the vocabulary (R [rows, 1]),
+ * and oh, the rank's part of the targets' one-hot, f32 [rows, Vl] (masked). */
+static kn_status vocab_stats(place_state *s, int32_t x, int32_t t, int64_t V, int32_t sc, const char *what) {
+    if (s->stats_of == x) return KN_OK;
+    const kn_type *xt = &s->r->local->nodes[x].type;
+    int64_t rows = xt->shape[0], Vl = xt->shape[1];
+    kn_attrs red = kn_attrs_default();
+    red.naxes = 1, red.axes[0] = 1, red.keepdim = 1;
+    int32_t mloc, mg, m, xs, e, sl, sg, mask, ids, col, oh, ohf, ohm;
+    KN_TRY(vstep(s, KN_OP_MAX, 1, &x, &red, sc, what, &mloc));
+    kn_node g = mk(KN_OP_ALL_GATHER, 1, &mloc, sc);
+    g.attrs.mesh = s->o->mesh, g.attrs.parts = s->o->parts, g.attrs.axis = 1;
+    kn_type none = {KN_DT_F32, 0, {0}};
+    KN_TRY(emit(s, &g, kn_place_replicate(), &none, KN_PLACE_ROLE_STEP, -1, what, &mg));
+    s->r->all_gather++;
+    KN_TRY(vstep(s, KN_OP_MAX, 1, &mg, &red, sc, what, &m));
+    KN_TRY(vbin(s, KN_OP_SUB, x, m, sc, what, &xs));
+    KN_TRY(vunary(s, KN_OP_EXP, xs, sc, what, &e));
+    KN_TRY(vstep(s, KN_OP_SUM, 1, &e, &red, sc, what, &sl));
+    kn_node ar = mk(KN_OP_ALL_REDUCE, 1, &sl, sc);
+    ar.attrs.mesh = s->o->mesh, ar.attrs.parts = s->o->parts;
+    KN_TRY(emit(s, &ar, kn_place_replicate(), &none, KN_PLACE_ROLE_STEP, -1, what, &sg));
+    s->r->all_reduce++;
+    KN_TRY(vocab_ids(s, t, V, sc, what, &mask, &ids));
+    int64_t sh[2] = {rows, 1};
+    KN_TRY(vreshape(s, ids, 2, sh, sc, what, &col));
+    kn_attrs oa = kn_attrs_default();
+    oa.nshape = 2, oa.shape[0] = rows, oa.shape[1] = Vl;
+    KN_TRY(vstep(s, KN_OP_ONEHOT, 1, &col, &oa, sc, what, &oh));
+    KN_TRY(vcast(s, oh, KN_DT_F32, sc, what, &ohf));
+    KN_TRY(mask_col(s, mask, sc, what, &col));
+    KN_TRY(vbin(s, KN_OP_MUL, ohf, col, sc, what, &ohm));
+    s->stats_of = x, s->stats_m = m, s->stats_e = e, s->stats_s = sg, s->stats_oh = ohm;
+    (void)xs;
+    return KN_OK;
+}
+
+/* Input node i's vocabulary-parallel expansion, when its operands (local ids in[]) arrive
+ * placed for one (*done false otherwise: the rules decide). */
+static kn_status expand_vocab(place_state *s, const kn_node *gn, int32_t i, const int32_t *in, const char *what,
+                              bool *done, int32_t *id) {
+    *done = false;
+    const kn_place_info *f = s->r->info;
+    int N = s->o->parts;
+    if (N == 1) return KN_OK;
+    int32_t sc = gn->scope, mask, ids, col, t;
+    switch ((int)gn->op) {
+    case KN_OP_EMBEDDING: { /* (w [V, D] S(0), idx R) -> P */
+        if (!kn_place_equal(f[in[0]].p, kn_place_shard(0)) || f[in[1]].p.kind != KN_PLACE_REPLICATE) return KN_OK;
+        KN_TRY(vocab_ids(s, in[1], f[in[0]].global.shape[0], sc, what, &mask, &ids));
+        int32_t e, two[2] = {in[0], ids};
+        KN_TRY(vstep(s, KN_OP_EMBEDDING, 2, two, NULL, sc, what, &e));
+        KN_TRY(mask_col(s, mask, sc, what, &col));
+        int32_t mul[2] = {e, col};
+        *done = true;
+        return vlast(s, KN_OP_MUL, 2, mul, NULL, gn, i, kn_place_partial(), what, id);
+    }
+    case KN_OP_EMBEDDING_GRAD: { /* (dy R, idx R) {shape=[V, D]} -> S(0) */
+        if (f[in[0]].p.kind != KN_PLACE_REPLICATE || f[in[1]].p.kind != KN_PLACE_REPLICATE ||
+            gn->attrs.shape[0] % N != 0)
+            return KN_OK;
+        KN_TRY(vocab_ids(s, in[1], gn->attrs.shape[0], sc, what, &mask, &ids));
+        int32_t dym;
+        KN_TRY(mask_col(s, mask, sc, what, &col));
+        KN_TRY(vbin(s, KN_OP_MUL, in[0], col, sc, what, &dym));
+        kn_attrs a = gn->attrs;
+        a.shape[0] /= N;
+        int32_t two[2] = {dym, ids};
+        *done = true;
+        return vlast(s, KN_OP_EMBEDDING_GRAD, 2, two, &a, gn, i, kn_place_shard(0), what, id);
+    }
+    case KN_OP_CROSS_ENTROPY:      /* (x [rows, V] S(1), t [rows] R) -> R */
+    case KN_OP_CROSS_ENTROPY_BWD: { /* (dl R, x S(1), t R) -> S(1) */
+        bool bwd = gn->op == KN_OP_CROSS_ENTROPY_BWD;
+        int32_t x = in[bwd], tg = in[bwd + 1];
+        if (!kn_place_equal(f[x].p, kn_place_shard(1)) || f[x].global.ndim != 2 || f[x].global.dtype != KN_DT_F32 ||
+            f[tg].p.kind != KN_PLACE_REPLICATE || f[tg].global.ndim != 1 || (bwd && f[in[0]].p.kind != KN_PLACE_REPLICATE))
+            return KN_OK;
+        int64_t V = f[x].global.shape[1], rows = f[x].global.shape[0];
+        KN_TRY(vocab_stats(s, x, tg, V, sc, what));
+        kn_attrs red = kn_attrs_default();
+        red.naxes = 1, red.axes[0] = 1;
+        *done = true;
+        if (!bwd) { /* mean over rows of log s - (x_t - m) */
+            int32_t xs, xt, xtl, xtg, ls, lsr, d;
+            KN_TRY(vbin(s, KN_OP_SUB, x, s->stats_m, sc, what, &xs));
+            KN_TRY(vbin(s, KN_OP_MUL, xs, s->stats_oh, sc, what, &xt));
+            KN_TRY(vstep(s, KN_OP_SUM, 1, &xt, &red, sc, what, &xtl));
+            kn_node ar = mk(KN_OP_ALL_REDUCE, 1, &xtl, sc);
+            ar.attrs.mesh = s->o->mesh, ar.attrs.parts = N;
+            kn_type none = {KN_DT_F32, 0, {0}};
+            KN_TRY(emit(s, &ar, kn_place_replicate(), &none, KN_PLACE_ROLE_STEP, -1, what, &xtg));
+            s->r->all_reduce++;
+            KN_TRY(vunary(s, KN_OP_LOG, s->stats_s, sc, what, &ls));
+            KN_TRY(vreshape(s, ls, 1, &rows, sc, what, &lsr));
+            KN_TRY(vbin(s, KN_OP_SUB, lsr, xtg, sc, what, &d));
+            kn_attrs all = kn_attrs_default();
+            return vlast(s, KN_OP_MEAN, 1, &d, &all, gn, i, kn_place_replicate(), what, id);
+        }
+        /* dl / rows * (e / s - onehot) */
+        int32_t p, d, inv, g;
+        KN_TRY(vbin(s, KN_OP_DIV, s->stats_e, s->stats_s, sc, what, &p));
+        KN_TRY(vbin(s, KN_OP_SUB, p, s->stats_oh, sc, what, &d));
+        KN_TRY(vfull(s, 1.0 / (double)rows, sc, what, &inv));
+        KN_TRY(vbin(s, KN_OP_MUL, in[0], inv, sc, what, &g));
+        int32_t two[2] = {d, g};
+        (void)t;
+        return vlast(s, KN_OP_MUL, 2, two, NULL, gn, i, kn_place_shard(1), what, id);
+    }
+    default: return KN_OK;
+    }
+}
+
 /* The node's shape-carrying attributes for its local operands and type. */
 static void localize_attrs(const kn_node *gn, const kn_type *gin0, kn_placement in0, kn_placement outp,
                            const kn_type *lt, int parts, kn_attrs *a) {
@@ -302,7 +511,7 @@ kn_status kn_place_graph(const kn_graph *g, const kn_place_opts *o, kn_place_res
     kn_status st = check_opts(g, o, "kn_place_graph");
     if (st != KN_OK) return st;
     if ((st = kn_graph_verify(g)) != KN_OK) return st;
-    place_state s = {.g = g, .o = o, .r = out};
+    place_state s = {.g = g, .o = o, .r = out, .mask_of = -1, .stats_of = -1};
     int32_t *map = malloc(((size_t)g->nnodes + 1) * sizeof *map);
     if (!map) return kn_error(KN_ERR_OOM, "kn_place_graph: out of memory");
     if ((st = kn_graph_new(&out->local)) != KN_OK) goto done;
@@ -327,6 +536,10 @@ kn_status kn_place_graph(const kn_graph *g, const kn_place_opts *o, kn_place_res
             st = emit(&s, &n, p, &gn->type, KN_PLACE_ROLE_NODE, i, what, &map[i]);
             continue;
         }
+        int32_t lin[KN_MAX_OPERANDS];
+        bool done = false;
+        for (int k = 0; k < gn->nin; k++) lin[k] = map[gn->in[k]];
+        if ((st = expand_vocab(&s, gn, i, lin, what, &done, &map[i])) != KN_OK || done) continue;
         const kn_type *gin[KN_MAX_OPERANDS];
         kn_placement have[KN_MAX_OPERANDS], want[KN_MAX_OPERANDS], outp;
         bool ready[KN_MAX_OPERANDS];
@@ -424,6 +637,21 @@ kn_status kn_place_check(const kn_graph *g, const kn_place_result *r, const kn_p
             }
             continue;
         }
+        if (f->role == KN_PLACE_ROLE_EXPAND) { /* vocabulary parallelism: what each expansion gives */
+            if (f->from < 0 || f->from >= g->nnodes || !kn_type_equal(&g->nodes[f->from].type, &f->global))
+                return bad(l, i, "an expansion of no input node of its type", NULL, NULL);
+            int gop = (int)g->nodes[f->from].op;
+            kn_placement want = gop == KN_OP_EMBEDDING ? kn_place_partial() : gop == KN_OP_EMBEDDING_GRAD ? kn_place_shard(0)
+                              : gop == KN_OP_CROSS_ENTROPY ? kn_place_replicate() : kn_place_shard(1);
+            bool known = gop == KN_OP_EMBEDDING || gop == KN_OP_EMBEDDING_GRAD || gop == KN_OP_CROSS_ENTROPY ||
+                         gop == KN_OP_CROSS_ENTROPY_BWD;
+            if (!known || !kn_place_equal(want, f->p)) {
+                snprintf(msg, sizeof msg, "the vocabulary-parallel %s placed %s, it gives ", kn_op_name((kn_op)gop),
+                         kn_place_str(f->p, b1, sizeof b1));
+                return bad(l, i, msg, known ? kn_place_str(want, b2, sizeof b2) : "nothing", NULL);
+            }
+            continue;
+        }
         if (f->from < 0 || f->from >= g->nnodes || g->nodes[f->from].op != n->op)
             return bad(l, i, "not a node of the input graph", NULL, NULL);
         const kn_node *gn = &g->nodes[f->from];
@@ -481,7 +709,8 @@ kn_status kn_place_print(FILE *f, const kn_place_result *r) {
         if (i < r->local->nnodes) {
             char pb[24], tb[96];
             const kn_place_info *in = &r->info[i];
-            const char *role = in->role == KN_PLACE_ROLE_NODE ? "" : in->role == KN_PLACE_ROLE_CONV ? "  inserted" : "  inserted (step)";
+            const char *role = in->role == KN_PLACE_ROLE_NODE ? "" : in->role == KN_PLACE_ROLE_CONV ? "  inserted"
+                             : in->role == KN_PLACE_ROLE_EXPAND ? "  vocabulary-parallel" : "  inserted (step)";
             fprintf(f, "%.*s  # %s of %s%s\n", len, line, kn_place_str(in->p, pb, sizeof pb),
                     kn_type_str(&in->global, tb, sizeof tb), role);
         } else {

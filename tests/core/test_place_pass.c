@@ -1,7 +1,8 @@
 /* test_place_pass.c — the placement pass (core/passes/place.c, kiln/placement.h) on a
  * small GPT's joint graph: Megatron's collectives found by propagation (2 all-reduces per
- * block forward, in that block's scope, 2 per block backward; the logits' gradient one; the
- * embedding's and logits' gathers), the local types, the verifier naming the node where a
+ * block forward, in that block's scope, 2 per block backward; the vocabulary-parallel
+ * embedding's, the logits' gradient's and the cross-entropy's), the local types, the
+ * verifier naming the node where a
  * planted wrong placement or a dropped all_reduce breaks a rule, the one-rank graph
  * computing what the global one does, and a clear message for a model that cannot split.
  * The multi-rank equality is tests/dist/test_tp.c (under mpiexec). */
@@ -44,9 +45,11 @@ KN_TEST(place_pass, megatron_collectives) {
         for (int l = 0; l < cfg.layers; l++)
             cr_assert_eq(count_in_scope(r.local, KN_OP_ALL_REDUCE, l), 2, "tp=%d block %d: %d all_reduces", N, l,
                          count_in_scope(r.local, KN_OP_ALL_REDUCE, l));
-        cr_assert_eq(count_in_scope(r.local, KN_OP_ALL_REDUCE, KN_SCOPE_NONE), 2 * cfg.layers + 1);
-        cr_assert_eq(r.all_reduce, 4 * cfg.layers + 1, "tp=%d: %d all_reduces", N, r.all_reduce); /* + dlogits */
-        cr_assert_eq(r.all_gather, 2);       /* the embedding's weight, the logits */
+        /* outside the blocks: the vocabulary-parallel embedding's P, the logits' gradient,
+         * the cross-entropy's sum of exp and target logit */
+        cr_assert_eq(count_in_scope(r.local, KN_OP_ALL_REDUCE, KN_SCOPE_NONE), 2 * cfg.layers + 4);
+        cr_assert_eq(r.all_reduce, 4 * cfg.layers + 4, "tp=%d: %d all_reduces", N, r.all_reduce);
+        cr_assert_eq(r.all_gather, 1);       /* the cross-entropy's row max: no weight or logits gathered */
         cr_assert_eq(r.reduce_scatter, 0);
         /* the parameters are local: c_fc.weight [D, 4D] S(1) is [D, 4D/N] */
         int32_t fc = kn_graph_find(r.local, "h.0.mlp.c_fc.weight");
@@ -63,12 +66,18 @@ KN_TEST(place_pass, megatron_collectives) {
 
 /* A wrong placement planted on the attention's row-parallel product (P claimed R): the
  * verifier names that node. */
+static int32_t first_all_reduce_of(const kn_graph *g, kn_op op) {
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i].op == KN_OP_ALL_REDUCE && g->nodes[g->nodes[i].in[0]].op == op) return i;
+    return -1;
+}
+
 KN_TEST(place_pass, verifier_names_a_wrong_placement) {
     kn_graph *g = joint(&cfg);
     kn_place_opts o = {.mesh = 1, .parts = 2, .rank = 0};
     kn_place_result r;
     KN_ASSERT_OK(kn_place_graph(g, &o, &r));
-    int32_t ar = first_op(r.local, KN_OP_ALL_REDUCE);
+    int32_t ar = first_all_reduce_of(r.local, KN_OP_MATMUL);
     cr_assert(ar > 0);
     int32_t mm = r.local->nodes[ar].in[0];
     cr_assert_eq(r.local->nodes[mm].op, KN_OP_MATMUL);
@@ -144,6 +153,23 @@ KN_TEST(place_pass, one_rank_computes_the_same) {
     kn_collectives_local_free(loc);
     kn_tensor_free(x), kn_tensor_free(y);
     kn_gpt_free(&m);
+    kn_place_result_free(&r);
+    kn_graph_free(g);
+}
+
+/* A vocabulary-parallel expansion placed wrong (the embedding's P claimed R): named. */
+KN_TEST(place_pass, verifier_names_a_wrong_expansion) {
+    kn_graph *g = joint(&cfg);
+    kn_place_opts o = {.mesh = 1, .parts = 2, .rank = 0};
+    kn_place_result r;
+    KN_ASSERT_OK(kn_place_graph(g, &o, &r));
+    int32_t e = -1;
+    for (int i = 0; i < r.local->nnodes && e < 0; i++)
+        if (r.info[i].role == KN_PLACE_ROLE_EXPAND) e = i;
+    cr_assert(e > 0 && r.info[e].p.kind == KN_PLACE_PARTIAL);
+    r.info[e].p = kn_place_replicate();
+    KN_ASSERT_ERR(kn_place_check(g, &r, &o), KN_ERR_INTERNAL);
+    cr_assert(strstr(kn_last_error(), "vocabulary-parallel embedding placed R, it gives P"), "%s", kn_last_error());
     kn_place_result_free(&r);
     kn_graph_free(g);
 }

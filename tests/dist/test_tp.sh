@@ -8,7 +8,8 @@
 #    waits sleep) against one process on the same global batch: the per-step losses and the
 #    checkpoint (parameters and AdamW state gathered from the shards), compare.py with
 #    data-parallel's tolerance (a summation order). --emit-ir writes rank 0's local graph.
-#    The same in bf16 (to a bf16 tolerance). kiln compile --mesh tp=2 shows Megatron's
+#    The same in bf16 (to a bf16 tolerance), and with a vocabulary that splits (the
+#    vocabulary-parallel embedding and cross-entropy). kiln compile --mesh tp=2 shows Megatron's
 #    collectives in rank 1's local graph.
 # 3. Every bad mesh gets its message: sizes that do not multiply to the ranks, an unknown or
 #    repeated axis, heads not divisible by tp (train and compile), an axis not combined yet,
@@ -59,11 +60,36 @@ for n in 2 4; do
     r=$(python3 "$here/compare.py" b1.log b$n.log b1.st b$n.st 1e-4 1e-2); echo "bf16, --mesh tp=$n on $n ranks: $r"
 done
 
+# The vocabulary split too (the bundled grammar's 41 tokens do not split, so the runs above
+# keep the embedding replicated): a text of 32 distinct bytes, so wte is S(0), the embedding
+# and the cross-entropy vocabulary-parallel; fp32 to a summation order, bf16 to bf16's
+python3 -c "
+import random
+random.seed(1)
+words = [''.join(random.choice('abcdefghijklmnopqrstuvwxyz') for _ in range(random.randint(2, 7))) for _ in range(300)]
+out, n = [], 0
+while n < 30000:
+    w = random.choice(words) + random.choice(' .,;!?'); out.append(w); n += len(w) + 1
+open('v32.txt', 'w').write(' '.join(out))"
+V="--layers 2 --width 32 --heads 4 --context 16 --batch 4 --steps 4 --data v32.txt --eval-batches 1 --sample 0 --device cpu --lr 1e-2 --optimizer sgd --momentum 0.9"
+for p in fp32 bf16; do
+    tol="1e-6 1e-5"; [ $p = bf16 ] && tol="1e-4 1e-2"
+    run "$kiln" train $V --precision $p --out v1$p.st --log v1$p.log > v1$p.txt 2>&1 || { cat v1$p.txt; exit 1; }
+    for n in 2 4; do
+        run $MPIEXEC -n $n "$kiln" train $V --precision $p --mesh tp=$n --out v$n$p.st --log v$n$p.log > v$n$p.txt 2>&1 \
+            || { cat v$n$p.txt; exit 1; }
+        grep -q "vocab 32" v$n$p.txt && ! grep -q "stay replicated" v$n$p.txt || { cat v$n$p.txt; echo "the vocabulary did not split"; exit 1; }
+        r=$(python3 "$here/compare.py" v1$p.log v$n$p.log v1$p.st v$n$p.st $tol); echo "$p, vocabulary-parallel, --mesh tp=$n: $r"
+    done
+done
+
 # kiln compile --mesh: the collectives of rank 1's local graph (2 layers: 4 all-reduces per
-# block, the logits' gradient's, the embedding's and the logits' gathers), shown in --emit-ir
+# block; vocabulary-parallel: the embedding's, the logits' gradient's, the cross-entropy's
+# two, and its row max gathered), shown in --emit-ir
 "$kiln" compile --gpt layers=2,width=32,heads=4,context=16,vocab=64 --mesh tp=2 --rank 1 --emit-ir c.ir > c.txt
-grep -q "9 all_reduce, 2 all_gather" c.txt || { cat c.txt; echo "kiln compile --mesh: not Megatron's collectives"; exit 1; }
-[ "$(grep -c '= all_reduce .*# R of .* inserted' c.ir)" = 9 ] || { echo "--emit-ir: not 9 all_reduce lines"; exit 1; }
+grep -q "12 all_reduce, 1 all_gather" c.txt || { cat c.txt; echo "kiln compile --mesh: not Megatron's collectives"; exit 1; }
+[ "$(grep -c '= all_reduce .*# R of .* inserted' c.ir)" = 12 ] || { echo "--emit-ir: not 12 all_reduce lines"; exit 1; }
+grep -q "embedding_grad .*# S(0) of f32\[64,32\]  vocabulary-parallel" c.ir || { echo "--emit-ir: no vocabulary-parallel embedding_grad"; exit 1; }
 grep -q "# S(1,3) of f32\[32,96\]" c.ir || { echo "--emit-ir: c_attn's placement missing"; exit 1; }
 echo "ok: kiln compile --mesh tp=2 --emit-ir"
 

@@ -129,13 +129,27 @@ kn_status kn_place_gather(const float *local, int ndim, const int64_t *shape, kn
  *       embedding_grad) are rewritten; each node's local type is re-inferred and must be
  *       kn_place_local_shape of its global one.
  * The result is rank r's local graph, with each value's placement and global type. An op
- * without a rule takes every operand replicated (always correct, the fallback). */
+ * without a rule takes every operand replicated (always correct, the fallback).
+ *
+ * Vocabulary parallelism (Megatron's): four ops are expanded into local ops and value
+ * collectives when their operands arrive so placed, rank r holding the vocabulary rows
+ * [r V/N, (r+1) V/N) (lo .. hi):
+ *   embedding(w S(0), idx R)          rows of ids outside [lo, hi) are zero: P
+ *   embedding_grad(dy R, idx R)       only the rank's rows of the [V, D] gradient: S(0)
+ *   cross_entropy(x S(1), t R)        the row max gathered (all_gather of [rows, 1], max),
+ *                                     the sum of exp and the target's logit all-reduced: R
+ *   cross_entropy_bwd(dl R, x S(1), t R)  softmax minus the rank's part of the one-hot: S(1)
+ * An id is masked with exact f32 arithmetic on the id (relu of the distance to the range),
+ * the clamped local id then indexes the local rows; the row statistics of cross_entropy
+ * are made once and reused by its backward. */
 
 /* What the placement pass made of one node of the local graph. */
 typedef enum kn_place_role {
     KN_PLACE_ROLE_NODE = 0,  /* a node of the input graph, localized */
     KN_PLACE_ROLE_CONV,      /* the last node of an inserted conversion: the converted value */
-    KN_PLACE_ROLE_STEP       /* an inner node of a conversion (segments of an S(d,k)) */
+    KN_PLACE_ROLE_STEP,      /* an inner node of a conversion or of an expansion */
+    KN_PLACE_ROLE_EXPAND     /* the last node of a vocabulary-parallel expansion of an input
+                              * node (from): its value, in the placement the expansion gives */
 } kn_place_role;
 
 typedef struct kn_place_info {
