@@ -192,7 +192,8 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
                  o->batch, o->accum);
         goto fail;
     }
-    if (kn_trainer_new(&tr, &g, rd->on ? rd->rows : o->batch / o->accum, o->context, &oc, o->clip) != KN_OK) goto fail;
+    if (kn_trainer_new(&tr, &g, rd->on || rd->tp_on ? rd->rows : o->batch / o->accum, o->context, &oc, o->clip) != KN_OK)
+        goto fail;
     tr.eager = !strcmp(o->mode, "eager");
     /* --flash, --remat: passes on the step's joint graph, applied when the programs are compiled for
      * their device and mode below (the eval program's forward graph has no backward: the

@@ -179,6 +179,7 @@ void kn_train_dist_report(const kn_train_dist *rd, int64_t P) {
 void kn_train_dist_end(kn_train_dist *rd) {
     if (rd->tp_on) {
         kn_tp_free(&rd->tp);
+        for (int a = 0; a < KN_MESH_AXES; a++) kn_comm_free(rd->axes[a]);
         kn_comm_free(rd->comm);
         kn_dist_finalize();
         return;

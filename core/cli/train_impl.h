@@ -43,6 +43,7 @@ typedef struct kn_train_dist {
     bool tp_on;
     kn_mesh mesh;
     kn_tp tp;
+    kn_comm *axes[KN_MESH_AXES]; /* owned: the mesh's communicators (NULL: an absent axis) */
 } kn_train_dist;
 
 /* Before the run: --dist needs mpiexec and a batch the ranks and micro-batches divide.
@@ -57,9 +58,9 @@ void kn_train_dist_end(kn_train_dist *rd);
 
 /* ---------------------------------------------------------------- train_tp.c */
 
-/* --mesh tp=N: under mpiexec, the mesh's checks every rank makes alike (its size is the
- * job's, no axis but tp yet, heads and width split, no --dist, --accum, --resume or fp16
- * with it).
+/* --mesh tp=N or dp=D,tp=N: under mpiexec, the mesh's checks every rank makes alike (its
+ * size is the job's, no pp yet, heads and width split, the batch split over dp, no --dist,
+ * --accum, --resume or fp16 with it).
  * Returns -1 to go on (rd->tp_on), else the exit status (a message printed). */
 int kn_train_tp_begin(kn_train_opts *o, kn_train_dist *rd);
 /* After the trainer is built: the model must split tp ways; the communicator and the

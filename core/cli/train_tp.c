@@ -3,8 +3,9 @@
  * ends the job with one clear message, not in MPI_Abort) and the device each rank takes;
  * after the trainer is built, the split of the model (kn_mesh_check_gpt), the communicator
  * and the tensor-parallel state (kn_tp, core/dist/tp_train.c). Ranks other than 0 print
- * nothing. What is not combined yet says so: dp or pp axes in the mesh, --dist, --accum,
- * --resume, fp16 (its loss scale). */
+ * nothing. A dp axis beside tp averages the local gradients over the data-parallel groups
+ * (kn_tp_set_dp). What is not combined yet says so: a pp axis, --dist, --accum, --resume,
+ * fp16 (its loss scale). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,12 +34,26 @@ int kn_train_tp_begin(kn_train_opts *o, kn_train_dist *rd) {
         if (rd->rank == 0) fprintf(stderr, "kiln train: %s\n", kn_last_error());
         return 2;
     }
-    if (rd->mesh.size[KN_MESH_DP] > 1 || rd->mesh.size[KN_MESH_PP] > 1) {
+    if (rd->mesh.size[KN_MESH_PP] > 1) {
         if (rd->rank == 0)
-            fprintf(stderr, "kiln train: --mesh %s: tensor parallelism is not yet combined with the dp and pp axes "
-                    "(run tp=%d alone)\n", o->mesh, rd->size);
+            fprintf(stderr, "kiln train: --mesh %s: the pp axis is not yet combined with tp and dp here (pipeline "
+                    "parallelism: kiln train --pp)\n", o->mesh);
         return 2;
     }
+    int dp = rd->mesh.size[KN_MESH_DP];
+    if (rd->mesh.size[KN_MESH_TP] == 1 && dp > 1) {
+        if (rd->rank == 0)
+            fprintf(stderr, "kiln train: --mesh %s: no tensor parallelism (tp=1): data parallelism alone is --dist "
+                    "ddp\n", o->mesh);
+        return 2;
+    }
+    if (o->batch % dp != 0) {
+        if (rd->rank == 0)
+            fprintf(stderr, "kiln train: --mesh %s: --batch %d is not divisible by dp=%d (each data-parallel group "
+                    "takes an equal share)\n", o->mesh, o->batch, dp);
+        return 2;
+    }
+    rd->rows = o->batch / dp;
     kn_gpt_config shape = {.vocab = 1, .context = o->context, .layers = o->layers, .width = o->width, .heads = o->heads};
     if (kn_mesh_check_gpt(&rd->mesh, &shape) != KN_OK) { /* the vocabulary is the data's: attach */
         if (rd->rank == 0) fprintf(stderr, "kiln train: %s\n", kn_last_error());
@@ -78,10 +93,17 @@ kn_status kn_train_tp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_train
     if (!rd->tp_on) return KN_OK;
     KN_TRY(kn_mesh_check_gpt(&rd->mesh, &tr->model->cfg));
     KN_TRY(kn_comm_world(&rd->comm, !strcmp(o->comm, "nccl") ? KN_COMM_NCCL : KN_COMM_MPI));
-    KN_TRY(kn_tp_new(&rd->tp, rd->comm, tr));
+    int coords[KN_MESH_AXES];
+    KN_TRY(kn_mesh_comms(&rd->mesh, rd->comm, rd->axes, coords));
+    kn_comm *tp = rd->axes[KN_MESH_TP] ? rd->axes[KN_MESH_TP] : rd->comm; /* tp absent: one rank (begin) */
+    KN_TRY(kn_tp_new(&rd->tp, tp, tr));
+    KN_TRY(kn_tp_set_dp(&rd->tp, rd->axes[KN_MESH_DP]));
     printf("  tensor parallel: tp=%d ranks (%s), Megatron's split; the step's local graph has %d all_reduce, %d "
-           "all_gather (the placement pass); %lld of %lld parameters per rank\n", rd->size, o->comm,
+           "all_gather (the placement pass); %lld of %lld parameters per rank\n", tp->size, o->comm,
            rd->tp.placed.all_reduce, rd->tp.placed.all_gather, (long long)rd->tp.n, (long long)tr->model->p.n);
+    if (rd->axes[KN_MESH_DP])
+        printf("  data parallel: dp=%d groups, %d rows each; the local gradients averaged over dp (one all-reduce "
+               "per step)\n", rd->axes[KN_MESH_DP]->size, rd->rows);
     if (!kn_mesh_vocab_split(&rd->mesh, &tr->model->cfg))
         printf("  vocabulary            %d is not a multiple of tp=%d: the token embedding and the logits stay "
                "replicated\n", tr->model->cfg.vocab, rd->size);

@@ -142,14 +142,27 @@ fail:
     return st;
 }
 
+kn_status kn_tp_set_dp(kn_tp *t, kn_comm *dp) {
+    if (!t || !t->prog) return kn_error(KN_ERR_ARG, "kn_tp_set_dp: no tensor-parallel state");
+    t->dp = dp && dp->size > 1 ? dp : NULL;
+    return KN_OK;
+}
+
 kn_status kn_tp_step(kn_tp *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm) {
     if (!t || !t->prog || !x || !y || !loss) return kn_error(KN_ERR_ARG, "kn_tp_step: NULL argument");
     kn_device dev = t->tr->dev;
-    size_t bytes = (size_t)(t->tr->B * t->tr->T) * sizeof *x;
-    KN_TRY(kn_device_memcpy(dev, kn_tensor_data(t->x), KN_CPU, x, bytes));
-    KN_TRY(kn_device_memcpy(dev, kn_tensor_data(t->y), KN_CPU, y, bytes));
+    size_t n = (size_t)(t->tr->B * t->tr->T), off = t->dp ? (size_t)t->dp->rank * n : 0;
+    KN_TRY(kn_device_memcpy(dev, kn_tensor_data(t->x), KN_CPU, x + off, n * sizeof *x));
+    KN_TRY(kn_device_memcpy(dev, kn_tensor_data(t->y), KN_CPU, y + off, n * sizeof *y));
     KN_TRY(kn_program_run(t->prog));
     KN_TRY(kn_tensor_item_any(kn_program_output(t->prog, 0), loss));
+    if (t->dp) { /* the mean over the dp groups' equal shares: the global batch's */
+        float *g = kn_tensor_data(t->grads);
+        KN_TRY(kn_comm_all_reduce(t->dp, g, g, t->n, KN_DT_F32));
+        KN_TRY(kn_device_scale(dev, g, t->n, 1.0 / t->dp->size));
+        KN_TRY(kn_comm_all_reduce(t->dp, loss, loss, 1, KN_DT_F64));
+        *loss /= t->dp->size;
+    }
     /* the global norm: replicated gradients once (rank 0's), sharded ones summed */
     double sq = 0;
     float *grad = kn_tensor_data(t->grads);

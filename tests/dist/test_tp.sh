@@ -8,12 +8,12 @@
 #    waits sleep) against one process on the same global batch: the per-step losses and the
 #    checkpoint (parameters and AdamW state gathered from the shards), compare.py with
 #    data-parallel's tolerance (a summation order). --emit-ir writes rank 0's local graph.
-#    The same in bf16 (to a bf16 tolerance), and with a vocabulary that splits (the
-#    vocabulary-parallel embedding and cross-entropy). kiln compile --mesh tp=2 shows Megatron's
+#    The same in bf16 (to a bf16 tolerance), with a vocabulary that splits (the
+#    vocabulary-parallel embedding and cross-entropy), and dp=2 x tp=2 on 4 ranks. kiln compile --mesh tp=2 shows Megatron's
 #    collectives in rank 1's local graph.
 # 3. Every bad mesh gets its message: sizes that do not multiply to the ranks, an unknown or
-#    repeated axis, heads not divisible by tp (train and compile), an axis not combined yet,
-#    no mpiexec.
+#    repeated axis, heads not divisible by tp (train and compile), pp (not combined yet), no tp
+#    axis, a batch dp does not divide, no mpiexec.
 set -euo pipefail
 bin=$(realpath "$1")
 kiln=$(realpath "$2")
@@ -83,6 +83,14 @@ for p in fp32 bf16; do
     done
 done
 
+# dp x tp on 4 ranks (either order of the axes): the data-parallel groups' gradients
+# averaged, against one process to a summation order
+for m in dp=2,tp=2 tp=2,dp=2; do
+    run $MPIEXEC -n 4 "$kiln" train $V --mesh $m --out m.st --log m.log > m.txt 2>&1 || { cat m.txt; exit 1; }
+    grep -q "data parallel: dp=2 groups" m.txt || { cat m.txt; echo "no data-parallel line"; exit 1; }
+    r=$(python3 "$here/compare.py" v1fp32.log m.log v1fp32.st m.st 1e-6 1e-5); echo "--mesh $m on 4 ranks: $r"
+done
+
 # kiln compile --mesh: the collectives of rank 1's local graph (2 layers: 4 all-reduces per
 # block; vocabulary-parallel: the embedding's, the logits' gradient's, the cross-entropy's
 # two, and its row max gathered), shown in --emit-ir
@@ -105,8 +113,10 @@ expect "4 ranks, but the job has 2" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp
 expect "unknown axis 'xp'" run $MPIEXEC -n 2 "$kiln" train $B --mesh xp=2
 expect "axis tp given twice" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=2,tp=1
 expect "the size of tp must be an integer >= 1" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=two
-expect "not yet combined with the dp and pp axes" run $MPIEXEC -n 2 "$kiln" train $B --mesh dp=2,tp=1
-expect "not yet combined with the dp and pp axes" run $MPIEXEC -n 2 "$kiln" train $B --mesh pp=2
+expect "no tensor parallelism (tp=1)" run $MPIEXEC -n 2 "$kiln" train $B --mesh dp=2,tp=1
+expect "the pp axis is not yet combined" run $MPIEXEC -n 2 "$kiln" train $B --mesh pp=2
+expect "the pp axis is not yet combined" run $MPIEXEC -n 4 "$kiln" train $B --mesh tp=2,pp=2
+expect "--batch 3 is not divisible by dp=2" run $MPIEXEC -n 4 "$kiln" train $B --batch 3 --mesh dp=2,tp=2
 expect "heads (3) is not a multiple of tp" run $MPIEXEC -n 2 "$kiln" train $B --heads 3 --width 48 --mesh tp=2
 expect "mpiexec" run "$kiln" train $B --mesh tp=2
 expect "heads (2) is not a multiple of tp" "$kiln" compile --gpt layers=1,width=32,heads=2,context=8,vocab=8 --mesh tp=4

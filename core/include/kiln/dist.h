@@ -369,10 +369,15 @@ typedef struct kn_tp {
     kn_tensor **pviews, **gviews;      /* owned: views of them shaped like the local parameters */
     kn_tensor *x, *y;        /* owned, on the device: the batch, i32 [B, T] */
     kn_optim opt;            /* over the local slab */
+    kn_comm *dp;             /* borrowed, NULL: none; the data-parallel axis (kn_tp_set_dp) */
 } kn_tp;
 kn_status kn_tp_new(kn_tp *t, kn_comm *comm, kn_trainer *tr);
-/* One step on the global batch x, y (the trainer's B rows of T tokens, the same on every
- * tp rank); *loss the mean loss, *gnorm (may be NULL) the global gradient norm. */
+/* Compose with data parallelism (a dp x tp mesh): the dp axis's ranks each take their
+ * equal share of the global batch (the trainer's B rows: rows [dp_rank B, ...)); the local
+ * gradient slab is averaged over dp (one all-reduce, before the clip), and so is the loss. */
+kn_status kn_tp_set_dp(kn_tp *t, kn_comm *dp);
+/* One step on the global batch x, y (dp * the trainer's B rows of T tokens, the same on
+ * every rank); *loss the mean loss, *gnorm (may be NULL) the global gradient norm. */
 kn_status kn_tp_step(kn_tp *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm);
 /* Every rank's shards gathered into the trainer's model slab and optimizer state (and its
  * step count), on every rank. */
