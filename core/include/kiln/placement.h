@@ -192,8 +192,10 @@ void kn_place_result_free(kn_place_result *r);   /* NULL and a zeroed result are
  * receives the placement the op computes operand k from (have[k] when it takes it as it
  * is) and *out the result's placement; a rule given what it wants wants it again
  * (idempotent), which the verifier relies on. `ready[k]`, when not NULL, says that
- * operand k's all-reduced (R) form already exists: a rule may then prefer R to P. Never
- * fails for a valid node: an op without a rule wants every operand R and gives R. */
+ * operand k's all-reduced (R) form already exists: a rule may then prefer R to P. Fails
+ * only for bad arguments or lab 11's skeleton (KN_ERR_NOT_IMPLEMENTED from
+ * kn_place_rule_matmul: never a silent replication); an op without a rule wants every
+ * operand R and gives R. */
 kn_status kn_place_rule(const kn_node *n, const kn_type *const *in, const kn_placement *have,
                         const bool *ready, int parts, kn_placement *want, kn_placement *out);
 
