@@ -142,6 +142,36 @@ fail:
     return st;
 }
 
+/* Host values over a communicator whose backend may want device buffers (NCCL): staged
+ * through the trainer's device. */
+static kn_status host_collective(kn_comm *c, kn_device dev, bool gather, void *send, void *recv, int64_t n,
+                                 kn_dtype dt) {
+    int64_t *counts = NULL;
+    if (gather) {
+        if (!(counts = calloc((size_t)c->size, sizeof *counts))) return kn_error(KN_ERR_OOM, "kn_tp: out of memory");
+        for (int q = 0; q < c->size; q++) counts[q] = n;
+    }
+    kn_status st;
+    if (c->be->type == KN_COMM_MPI) {
+        st = gather ? kn_comm_all_gather(c, send, recv, counts, dt) : kn_comm_all_reduce(c, send, recv, n, dt);
+        free(counts);
+        return st;
+    }
+    size_t es = kn_dtype_size(dt);
+    int64_t nr = gather ? n * c->size : n;
+    kn_tensor *a = NULL, *b = NULL;
+    st = kn_tensor_empty_on(&a, dev, dt, 1, &n);
+    if (st == KN_OK) st = kn_tensor_empty_on(&b, dev, dt, 1, &nr);
+    if (st == KN_OK) st = kn_device_memcpy(dev, kn_tensor_data(a), KN_CPU, send, (size_t)n * es);
+    if (st == KN_OK)
+        st = gather ? kn_comm_all_gather(c, kn_tensor_data(a), kn_tensor_data(b), counts, dt)
+                    : kn_comm_all_reduce(c, kn_tensor_data(a), kn_tensor_data(b), n, dt);
+    if (st == KN_OK) st = kn_device_memcpy(KN_CPU, recv, dev, kn_tensor_data(b), (size_t)nr * es);
+    kn_tensor_free(a), kn_tensor_free(b);
+    free(counts);
+    return st;
+}
+
 kn_status kn_tp_set_dp(kn_tp *t, kn_comm *dp) {
     if (!t || !t->prog) return kn_error(KN_ERR_ARG, "kn_tp_set_dp: no tensor-parallel state");
     t->dp = dp && dp->size > 1 ? dp : NULL;
@@ -160,7 +190,7 @@ kn_status kn_tp_step(kn_tp *t, const int32_t *x, const int32_t *y, double lr, do
         float *g = kn_tensor_data(t->grads);
         KN_TRY(kn_comm_all_reduce(t->dp, g, g, t->n, KN_DT_F32));
         KN_TRY(kn_device_scale(dev, g, t->n, 1.0 / t->dp->size));
-        KN_TRY(kn_comm_all_reduce(t->dp, loss, loss, 1, KN_DT_F64));
+        KN_TRY(host_collective(t->dp, dev, false, loss, loss, 1, KN_DT_F64));
         *loss /= t->dp->size;
     }
     /* the global norm: replicated gradients once (rank 0's), sharded ones summed */
@@ -172,7 +202,7 @@ kn_status kn_tp_step(kn_tp *t, const int32_t *x, const int32_t *y, double lr, do
         KN_TRY(kn_device_clip_grad_norm(dev, grad + t->loff[i], t->lnum[i], 0, &n));
         sq += n * n;
     }
-    KN_TRY(kn_comm_all_reduce(t->comm, &sq, &sq, 1, KN_DT_F64));
+    KN_TRY(host_collective(t->comm, dev, false, &sq, &sq, 1, KN_DT_F64));
     double norm = sqrt(sq);
     if (gnorm) *gnorm = norm;
     if (t->tr->clip > 0 && norm > t->tr->clip) KN_TRY(kn_device_scale(dev, grad, t->n, t->tr->clip / (norm + 1e-6)));
@@ -184,15 +214,13 @@ static kn_status gather_slab(kn_tp *t, const float *local, float *full) {
     const kn_params *p = &t->tr->model->p;
     int N = t->parts;
     float *all = malloc((size_t)(t->n * N) * sizeof *all);
-    int64_t *counts = calloc((size_t)N, sizeof *counts);
-    kn_status st = all && counts ? KN_OK : kn_error(KN_ERR_OOM, "kn_tp_gather_state: out of memory");
-    for (int q = 0; q < N && st == KN_OK; q++) counts[q] = t->n;
-    if (st == KN_OK) st = kn_comm_all_gather(t->comm, local, all, counts, KN_DT_F32);
+    kn_status st = all ? KN_OK : kn_error(KN_ERR_OOM, "kn_tp_gather_state: out of memory");
+    if (st == KN_OK) st = host_collective(t->comm, t->tr->dev, true, (void *)local, all, t->n, KN_DT_F32);
     for (int q = 0; q < N && st == KN_OK; q++)
         for (int i = 0; i < p->count && st == KN_OK; i++)
             st = kn_place_gather(all + q * t->n + t->loff[i], p->info[i].ndim, p->info[i].shape, t->place[i], N, q,
                                  full + p->info[i].offset);
-    free(all), free(counts);
+    free(all);
     return st;
 }
 
