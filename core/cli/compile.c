@@ -4,7 +4,7 @@
  *   kiln compile FILE.ir | --gpt CONFIG [--graph forward|joint] [--batch B] [--seq T]
  *                [--passes LIST|all|none] [--report out.json] [--emit-ir out.ir]
  *                [--seed N] [--tol X] [--no-check] [--dist ddp|zero1|zero2|zero3 [--bucket-mb X]]
- *                [--stages] [--keep-loss] [--mesh tp=N [--rank R]]
+ *                [--stages] [--keep-loss] [--mesh tp=N [--rank R] [--sp]]
  *
  * CONFIG names a GPT: "gpt2" (GPT-2 124M: 12 layers, width 768, 12 heads, context 1024,
  * vocabulary 50257), "small" (what `kiln train` builds by default, vocabulary 65), or
@@ -39,7 +39,8 @@
  * --mesh tp=N runs the placement pass (kiln/placement.h) on the graph as captured, as
  * `kiln train --mesh tp=N` does before its passes: it prints the collectives inserted, and
  * --emit-ir writes rank R's (--rank, default 0) local graph with each value's placement and
- * global type as a comment, the inserted conversions marked. */
+ * global type as a comment, the inserted conversions marked; --sp places it with sequence
+ * parallelism (KN_PLACE_SEQUENCE_PARALLEL). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +83,8 @@ static void usage(FILE *f) {
             "                     the compile pipeline: each stage's time and what it made\n"
             "  --keep-loss        the compiled program keeps the loss as library steps, as a GPU does\n"
             "  --mesh tp=N        tensor parallelism: place the captured graph over N ranks (the placement pass);\n"
-            "                     --emit-ir then writes rank --rank R's (default 0) local graph with placements\n",
+            "                     --emit-ir then writes rank --rank R's (default 0) local graph with placements;\n"
+            "                     --sp: with sequence parallelism\n",
             kn_passes_names());
 }
 
@@ -213,7 +215,7 @@ int kn_cli_compile(int argc, char **argv) {
     long batch = 1, seq = 0;
     unsigned long long seed = 0;
     double tol = 1e-6;
-    bool check = true, show_schedule = false, show_stages = false, keep_loss = false;
+    bool check = true, show_schedule = false, show_stages = false, keep_loss = false, sp = false;
     const char *kernels_dir = NULL, *memory_tsv = NULL, *dist = NULL, *mesh = NULL;
     long mesh_rank = 0;
     double bucket_mb = 25;
@@ -224,6 +226,7 @@ int kn_cli_compile(int argc, char **argv) {
         if (!strcmp(a, "--schedule")) { show_schedule = true; continue; }
         if (!strcmp(a, "--stages")) { show_stages = true; continue; }
         if (!strcmp(a, "--keep-loss")) { keep_loss = true; continue; }
+        if (!strcmp(a, "--sp")) { sp = true; continue; }
         if (a[0] != '-' || !a[1]) {
             if (file) { fprintf(stderr, "kiln compile: two input files: %s and %s\n", file, a); return 2; }
             file = a;
@@ -292,6 +295,7 @@ int kn_cli_compile(int argc, char **argv) {
     }
     if (kn_passes_check(passes, NULL) != KN_OK) { fprintf(stderr, "kiln compile: %s\n", kn_last_error()); return 2; }
     kn_mesh m;
+    if (sp && !mesh) { fprintf(stderr, "kiln compile: --sp goes with --mesh tp=N\n"); return 2; }
     if (mesh) {
         if (kn_mesh_parse(mesh, 0, &m) != KN_OK) { fprintf(stderr, "kiln compile: %s\n", kn_last_error()); return 2; }
         if (m.size[KN_MESH_DP] > 1 || m.size[KN_MESH_PP] > 1 || dist) {
@@ -418,7 +422,8 @@ int kn_cli_compile(int argc, char **argv) {
         kn_placement outs[64];
         kn_tp_split split = {gpt ? cfg.vocab : 0, m.size[KN_MESH_TP]};
         kn_place_opts po = {.mesh = KN_MESH_TP, .parts = m.size[KN_MESH_TP], .rank = (int)mesh_rank,
-                            .param = gpt ? kn_tp_gpt_param : NULL, .param_ctx = &split};
+                            .param = gpt ? kn_tp_gpt_param : NULL, .param_ctx = &split,
+                            .flags = sp ? KN_PLACE_SEQUENCE_PARALLEL : 0};
         if (strcmp(graph_kind, "joint") != 0 || !gpt) { /* not loss + gradients: every output replicated */
             for (int i = 0; i < before->noutputs && i < 64; i++) outs[i] = kn_place_replicate();
             po.outputs = outs;

@@ -12,10 +12,15 @@
 
 #include "cli/train_impl.h"
 #include "kiln/device.h"
+#include "kiln/passes.h"
 
 int kn_train_tp_begin(kn_train_opts *o, kn_train_dist *rd) {
     /* the mesh's size is the job's: decided before MPI starts when possible (the launcher's
      * environment), so every rank prints the same message and exits 2 */
+    if (o->sp && !o->mesh[0]) {
+        fprintf(stderr, "kiln train: --sp is sequence parallelism within tensor parallelism: give --mesh tp=N\n");
+        return 2;
+    }
     if (o->dist[0]) {
         fprintf(stderr, "kiln train: --mesh with --dist %s: write the data-parallel axis in the mesh (dp=2,tp=2); "
                 "the two are not combined yet\n", o->dist);
@@ -96,11 +101,17 @@ kn_status kn_train_tp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_train
     int coords[KN_MESH_AXES];
     KN_TRY(kn_mesh_comms(&rd->mesh, rd->comm, rd->axes, coords));
     kn_comm *tp = rd->axes[KN_MESH_TP] ? rd->axes[KN_MESH_TP] : rd->comm; /* tp absent: one rank (begin) */
-    KN_TRY(kn_tp_new(&rd->tp, tp, tr));
+    KN_TRY(kn_tp_new(&rd->tp, tp, tr, o->sp ? KN_PLACE_SEQUENCE_PARALLEL : 0));
     KN_TRY(kn_tp_set_dp(&rd->tp, rd->axes[KN_MESH_DP]));
     printf("  tensor parallel: tp=%d ranks (%s), Megatron's split; the step's local graph has %d all_reduce, %d "
            "all_gather (the placement pass); %lld of %lld parameters per rank\n", tp->size, o->comm,
            rd->tp.placed.all_reduce, rd->tp.placed.all_gather, (long long)rd->tp.n, (long long)tr->model->p.n);
+    double live_one = 0, live_rank = 0; /* activations: the largest live set in node order */
+    KN_TRY(kn_graph_live_bytes(tr->joint, &live_one, NULL));
+    KN_TRY(kn_graph_live_bytes(rd->tp.placed.local, &live_rank, NULL));
+    printf("  activation memory     %.2f MB per rank at the largest live set of the step (one process: %.2f MB)%s; "
+           "%d reduce_scatter\n", live_rank / 1e6, live_one / 1e6, o->sp ? ", sequence parallel" : "",
+           rd->tp.placed.reduce_scatter);
     if (rd->axes[KN_MESH_DP])
         printf("  data parallel: dp=%d groups, %d rows each; the local gradients averaged over dp (one all-reduce "
                "per step)\n", rd->axes[KN_MESH_DP]->size, rd->rows);

@@ -52,7 +52,7 @@ kn_status kn_tp_gpt_param(void *ctx, const char *name, kn_placement *out) {
     return KN_OK;
 }
 
-kn_status kn_tp_new(kn_tp *t, kn_comm *comm, kn_trainer *tr) {
+kn_status kn_tp_new(kn_tp *t, kn_comm *comm, kn_trainer *tr, unsigned flags) {
     if (!t || !comm || !tr || !tr->model || !tr->joint) return kn_error(KN_ERR_ARG, "kn_tp_new: NULL argument");
     memset(t, 0, sizeof *t);
     t->comm = comm, t->tr = tr, t->parts = comm->size, t->rank = comm->rank;
@@ -71,7 +71,7 @@ kn_status kn_tp_new(kn_tp *t, kn_comm *comm, kn_trainer *tr) {
     }
     t->split = (kn_tp_split){tr->model->cfg.vocab, t->parts};
     kn_place_opts po = {.mesh = KN_MESH_TP, .parts = t->parts, .rank = t->rank, .param = kn_tp_gpt_param,
-                        .param_ctx = &t->split};
+                        .param_ctx = &t->split, .flags = flags};
     if ((st = kn_place_graph(tr->joint, &po, &t->placed)) != KN_OK) goto fail;
     /* the local slab: the model's order, each parameter its local size */
     int64_t local[KN_MAX_DIMS];

@@ -548,7 +548,7 @@ kn_status kn_place_graph(const kn_graph *g, const kn_place_opts *o, kn_place_res
             have[k] = out->info[map[gn->in[k]]].p;
             ready[k] = find_conv(&s, map[gn->in[k]], kn_place_replicate()) >= 0;
         }
-        if ((st = kn_place_rule(gn, gin, have, ready, o->parts, want, &outp)) != KN_OK) break;
+        if ((st = kn_place_rule(gn, gin, have, ready, o->parts, o->flags, want, &outp)) != KN_OK) break;
         for (int k = 0; k < gn->nin && st == KN_OK; k++) st = convert(&s, map[gn->in[k]], want[k], what, &n.in[k]);
         if (st != KN_OK) break;
         if (gn->op == KN_OP_FULL || gn->op == KN_OP_INPUT) {
@@ -671,7 +671,7 @@ kn_status kn_place_check(const kn_graph *g, const kn_place_result *r, const kn_p
             gin[k] = &r->info[n->in[k]].global;
             have[k] = r->info[n->in[k]].p;
         }
-        if ((st = kn_place_rule(gn, gin, have, NULL, o->parts, want, &outp)) != KN_OK) return st;
+        if ((st = kn_place_rule(gn, gin, have, NULL, o->parts, o->flags, want, &outp)) != KN_OK) return st;
         for (int k = 0; k < n->nin; k++)
             if (!kn_place_equal(have[k], want[k])) {
                 snprintf(msg, sizeof msg, "operand %d is %s, its rule wants ", k, kn_place_str(have[k], b1, sizeof b1));

@@ -78,7 +78,7 @@ static bool not_axis(int d, int nd, const kn_node *n) {
 /* ---------------------------------------------------------------- elementwise */
 
 static void rule_elementwise(const kn_node *n, const kn_type *const *in, const kn_placement *have, int parts,
-                             kn_placement *want, kn_placement *out) {
+                             unsigned flags, kn_placement *want, kn_placement *out) {
     int nin = n->nin, nd = n->type.ndim;
     /* P through ops linear in it */
     int np = 0, nr = 0, ns = 0;
@@ -100,6 +100,25 @@ static void rule_elementwise(const kn_node *n, const kn_type *const *in, const k
     if (n->op == KN_OP_DROPOUT || n->op == KN_OP_ONEHOT) { /* position-dependent / reshaping */
         all_r(nin, want, out);
         return;
+    }
+    if ((flags & KN_PLACE_SEQUENCE_PARALLEL) && np > 0 && ns == 0 && n->op != KN_OP_CAUSAL_FILL) {
+        /* sequence parallelism: the P arrives reduce-scattered along the first row dim that
+         * splits; the other operands are sliced there or broadcast along it */
+        for (int d = 0; d < nd - 1; d++) {
+            if (n->type.shape[d] == 1 || !shardable(&n->type, d, 1, parts)) continue;
+            bool ok = true;
+            for (int k = 0; k < nin && ok; k++) {
+                int jd = d - (nd - in[k]->ndim);
+                if (jd >= 0 && in[k]->shape[jd] != 1 && !shardable(in[k], jd, 1, parts)) ok = false;
+            }
+            if (!ok) continue;
+            for (int k = 0; k < nin; k++) {
+                int jd = d - (nd - in[k]->ndim);
+                want[k] = (jd < 0 || in[k]->shape[jd] == 1) ? R() : kn_place_shard(jd);
+            }
+            *out = kn_place_shard(d);
+            return;
+        }
     }
     /* the shard: the first operand's on an output dim every operand can take */
     kn_placement t = R();
@@ -191,7 +210,10 @@ static kn_status rule_matmul(const kn_node *n, const kn_type *const *in, const k
             kn_status st = kn_place_rule_matmul(nd, ta, tb, cand[0][i], cand[1][j], &o);
             if (st == KN_ERR_NOT_IMPLEMENTED) return st; /* lab 11's skeleton: say so, never replicate silently */
             if (st != KN_OK) continue;
-            int c = conv_cost(have[0], cand[0][i]) + conv_cost(have[1], cand[1][j]);
+            /* on equal cost, convert the activation (a) before the weight (b): Megatron
+             * gathers activations, a sharded weight stays sharded */
+            int cb = conv_cost(have[1], cand[1][j]);
+            int c = conv_cost(have[0], cand[0][i]) + cb + (cb >= 10);
             if (best < 0 || c < best) best = c, bo = o, ba = cand[0][i], bb = cand[1][j];
         }
     if (best < 0) { all_r(2, want, out); return KN_OK; }
@@ -275,7 +297,7 @@ static void rule_view(const kn_node *n, const kn_type *const *in, const kn_place
 /* ---------------------------------------------------------------- the rule */
 
 kn_status kn_place_rule(const kn_node *n, const kn_type *const *in, const kn_placement *have_in,
-                        const bool *ready, int parts, kn_placement *want, kn_placement *out) {
+                        const bool *ready, int parts, unsigned flags, kn_placement *want, kn_placement *out) {
     if (!n || !want || !out || parts < 1 || n->nin < 0 || n->nin > KN_MAX_OPERANDS || (n->nin && (!in || !have_in)))
         return kn_error(KN_ERR_ARG, "kn_place_rule: bad arguments");
     kn_placement have[KN_MAX_OPERANDS];
@@ -343,7 +365,7 @@ kn_status kn_place_rule(const kn_node *n, const kn_type *const *in, const kn_pla
     }
     default: break;
     }
-    if (info->category == KN_CAT_ELEMENTWISE) { rule_elementwise(n, in, have, parts, want, out); return KN_OK; }
+    if (info->category == KN_CAT_ELEMENTWISE) { rule_elementwise(n, in, have, parts, flags, want, out); return KN_OK; }
     all_r(nin, want, out); /* no rule: replicate (cross_entropy, the epilogue matmuls, ...) */
     return KN_OK;
 }

@@ -174,6 +174,36 @@ KN_TEST(place_pass, verifier_names_a_wrong_expansion) {
     kn_graph_free(g);
 }
 
+/* Sequence parallelism: the blocks' all-reduces of activations become reduce-scatters (and
+ * all-gathers before the column-parallel products); a dropped reduce_scatter (its reader
+ * given the partial sum) is named by the verifier. (The sequence-parallel graph is also
+ * valid under the plain rules: the flag only changes which conversion a P gets.) */
+KN_TEST(place_pass, sequence_parallel) {
+    kn_graph *g;
+    KN_ASSERT_OK(kn_gpt_graph(&cfg, 2, 8, true, &g));
+    kn_place_opts o = {.mesh = 1, .parts = 2, .rank = 0, .flags = KN_PLACE_SEQUENCE_PARALLEL};
+    kn_place_result r;
+    KN_ASSERT_OK(kn_place_graph(g, &o, &r));
+    cr_assert_geq(r.reduce_scatter, 4 * cfg.layers, "%d reduce_scatters", r.reduce_scatter);
+    cr_assert_geq(r.all_gather, 4 * cfg.layers, "%d all_gathers", r.all_gather);
+    for (int i = 0; i < r.local->nnodes; i++) /* only small values are still all-reduced */
+        if (r.local->nodes[i].op == KN_OP_ALL_REDUCE)
+            cr_assert_lt(kn_type_numel(&r.local->nodes[i].type), 2 * 8 * cfg.width, "%%%d", i);
+    KN_ASSERT_OK(kn_place_check(g, &r, &o));
+    int32_t rs = first_op(r.local, KN_OP_REDUCE_SCATTER), reader = -1;
+    cr_assert(rs > 0);
+    for (int i = rs + 1; i < r.local->nnodes && reader < 0; i++)
+        for (int k = 0; k < r.local->nodes[i].nin; k++)
+            if (r.local->nodes[i].in[k] == rs) reader = i, r.local->nodes[i].in[k] = r.local->nodes[rs].in[0];
+    cr_assert(reader > 0);
+    KN_ASSERT_ERR(kn_place_check(g, &r, &o), KN_ERR_INTERNAL);
+    char want[48];
+    snprintf(want, sizeof want, "%%%d = ", (int)reader);
+    cr_assert(strstr(kn_last_error(), want), "%s", kn_last_error());
+    kn_place_result_free(&r);
+    kn_graph_free(g);
+}
+
 KN_TEST(place_pass, a_model_that_cannot_split) {
     kn_gpt_config c = cfg;
     c.vocab = 17; /* wte [17, D] S(0) over 2 ranks */

@@ -297,7 +297,7 @@ int main(int argc, char **argv) {
         return finish(c);
     }
     if (argc > 1 && !strcmp(argv[1], "tp")) {
-        test_tp(c);
+        test_tp(c, argc > 2 && !strcmp(argv[2], "sp"));
         return finish(c);
     }
     if (argc > 1 && !strcmp(argv[1], "matrix")) {

@@ -8,7 +8,8 @@
  * SGD steps on one global batch: each step's loss must agree, the first step's gradients
  * (each rank's local ones gathered over MPI and put in place with kn_place_gather) and
  * the final parameters too, to the tolerance of a different summation order (fp32).
- * The model is sized so tp = 2 and 4 divide heads, width, 4 * width and the vocabulary. */
+ * The model is sized so tp = 2 and 4 divide heads, width, 4 * width and the vocabulary.
+ * `test-dist tp sp` does the same with sequence parallelism (KN_PLACE_SEQUENCE_PARALLEL). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,7 @@
 #include "dist_test.h"
 #include "kiln/placement.h"
 
-enum { B = 2, T = 8, STEPS = 3 };
+enum { B = 4, T = 8, STEPS = 3 }; /* B: tp = 4 divides it (sequence parallelism shards the rows [B, T] by batch first) */
 static const kn_gpt_config tcfg = {.vocab = 16, .context = T, .layers = 2, .width = 16, .heads = 4};
 static const double LR = 0.1, TOL = 2e-5;
 
@@ -93,23 +94,33 @@ static kn_status gather_full(kn_comm *c, const tp_run *r, const kn_gpt *m, int k
     return st;
 }
 
-void test_tp(kn_comm *c) {
+void test_tp(kn_comm *c, bool sp) {
     int N = c->size, r = c->rank;
     kn_gpt m;
     CHECK(kn_gpt_new(&m, &tcfg) == KN_OK, "gpt");
     kn_gpt_init(&m, 5);
     kn_graph *g = NULL, *g2 = NULL;
     CHECK(kn_gpt_graph(&tcfg, B, T, true, &g) == KN_OK && kn_gpt_graph(&tcfg, B, T, true, &g2) == KN_OK, "graph");
-    kn_place_opts o = {.mesh = KN_MESH_TP, .parts = N, .rank = r};
+    kn_place_opts o = {.mesh = KN_MESH_TP, .parts = N, .rank = r, .flags = sp ? KN_PLACE_SEQUENCE_PARALLEL : 0};
     kn_place_result pr;
-    CHECK(kn_place_graph(g, &o, &pr) == KN_OK, "place tp=%d", N);
+    CHECK(kn_place_graph(g, &o, &pr) == KN_OK, "place tp=%d%s", N, sp ? " sp" : "");
     if (g_fail) return;
+    if (sp) { /* sequence parallelism: the blocks' all-reduces of activations become reduce-scatter +
+               * all-gather; what is still all-reduced is small (the replicated weights' gradients,
+               * made from the rank's rows, and the loss's row statistics) */
+        CHECK(pr.reduce_scatter >= 4 * tcfg.layers, "tp=%d sp: %d reduce_scatters", N, pr.reduce_scatter);
+        for (int i = 0; i < pr.local->nnodes; i++)
+            if (pr.local->nodes[i].op == KN_OP_ALL_REDUCE)
+                CHECK(kn_type_numel(&pr.local->nodes[i].type) < (int64_t)B * T * tcfg.width,
+                      "tp=%d sp: %%%d = all_reduce of an activation", N, i);
+    } else {
     /* the collectives the pass placed: Megatron's 2 all-reduces per block forward and 2
      * backward; the vocabulary-parallel embedding's (P) and the logits' gradient's; the
      * cross-entropy's sum of exp and target logit (all-reduced) and row max (gathered) */
     int want_ar = 4 * tcfg.layers + 4;
     CHECK(pr.all_reduce == want_ar, "tp=%d: %d all_reduces, want %d", N, pr.all_reduce, want_ar);
     CHECK(pr.all_gather == 1, "tp=%d: %d all_gathers, want 1", N, pr.all_gather);
+    }
 
     int32_t xs[B * T], ys[B * T];
     for (int i = 0; i < B * T; i++) xs[i] = (i * 7 + 3) % tcfg.vocab, ys[i] = (i * 5 + 1) % tcfg.vocab;
@@ -161,7 +172,10 @@ void test_tp(kn_comm *c) {
         CHECK(d <= TOL * (1 + sc), "tp=%d: final %s differs by %g", N, m.p.info[tp.model_index[k]].name, d);
         free(full);
     }
-    if (r == 0 && !g_fail) printf("tp=%d: %d steps, losses, gradients and parameters equal one process's\n", N, STEPS);
+    if (r == 0 && !g_fail)
+        printf("tp=%d%s: %d steps, losses, gradients and parameters equal one process's (%d all_reduce, %d "
+               "all_gather, %d reduce_scatter)\n", N, sp ? " with sequence parallelism" : "", STEPS, pr.all_reduce,
+               pr.all_gather, pr.reduce_scatter);
 done:
     run_free(&ref);
     run_free(&tp);

@@ -9,7 +9,8 @@
 #    checkpoint (parameters and AdamW state gathered from the shards), compare.py with
 #    data-parallel's tolerance (a summation order). --emit-ir writes rank 0's local graph.
 #    The same in bf16 (to a bf16 tolerance), with a vocabulary that splits (the
-#    vocabulary-parallel embedding and cross-entropy), and dp=2 x tp=2 on 4 ranks. kiln compile --mesh tp=2 shows Megatron's
+#    vocabulary-parallel embedding and cross-entropy), with sequence parallelism (--sp: the
+#    activation memory per rank below plain tp's), and dp=2 x tp=2 on 4 ranks. kiln compile --mesh tp=2 shows Megatron's
 #    collectives in rank 1's local graph.
 # 3. Every bad mesh gets its message: sizes that do not multiply to the ranks, an unknown or
 #    repeated axis, heads not divisible by tp (train and compile), pp (not combined yet), no tp
@@ -83,6 +84,19 @@ for p in fp32 bf16; do
     done
 done
 
+# sequence parallelism (--sp): the layernorms and residual adds on the rank's rows, the
+# all-reduces of activations replaced by reduce-scatter + all-gather; to a summation order,
+# and the activation memory per rank reported below the tensor-parallel one's
+for n in 2 4; do
+    run $MPIEXEC -n $n "$kiln" train $V --mesh tp=$n --sp --out sp$n.st --log sp$n.log > sp$n.txt 2>&1 || { cat sp$n.txt; exit 1; }
+    grep -q "activation memory .*sequence parallel; [1-9][0-9]* reduce_scatter" sp$n.txt || { cat sp$n.txt; echo "no sequence-parallel line"; exit 1; }
+    r=$(python3 "$here/compare.py" v1fp32.log sp$n.log v1fp32.st sp$n.st 1e-6 1e-5); echo "--mesh tp=$n --sp: $r"
+done
+mb() { sed -n 's/.*activation memory *\([0-9.]*\) MB per rank.*/\1/p' "$1"; }
+awk -v a="$(mb sp2.txt)" -v b="$(mb v2fp32.txt)" 'BEGIN { exit !(a < b) }' \
+    || { echo "sequence parallelism's activations ($(mb sp2.txt) MB) not below tensor parallelism's ($(mb v2fp32.txt) MB)"; exit 1; }
+echo "ok: activation memory per rank, tp=2: $(mb v2fp32.txt) MB, with --sp: $(mb sp2.txt) MB"
+
 # dp x tp on 4 ranks (either order of the axes): the data-parallel groups' gradients
 # averaged, against one process to a summation order
 for m in dp=2,tp=2 tp=2,dp=2; do
@@ -100,6 +114,9 @@ grep -q "12 all_reduce, 1 all_gather" c.txt || { cat c.txt; echo "kiln compile -
 grep -q "embedding_grad .*# S(0) of f32\[64,32\]  vocabulary-parallel" c.ir || { echo "--emit-ir: no vocabulary-parallel embedding_grad"; exit 1; }
 grep -q "# S(1,3) of f32\[32,96\]" c.ir || { echo "--emit-ir: c_attn's placement missing"; exit 1; }
 echo "ok: kiln compile --mesh tp=2 --emit-ir"
+"$kiln" compile --gpt layers=2,width=32,heads=4,context=16,vocab=64 --batch 2 --mesh tp=2 --sp --no-check > c.txt
+grep -q "10 reduce_scatter" c.txt || { cat c.txt; echo "kiln compile --mesh tp=2 --sp: no reduce_scatters"; exit 1; }
+echo "ok: kiln compile --mesh tp=2 --sp"
 
 # bad meshes: each must fail with its message
 expect() { # expect MESSAGE COMMAND...: the command fails and prints MESSAGE

@@ -345,7 +345,8 @@ void kn_tp_collectives(kn_tp_comms *t, kn_collectives *out);
  * token embedding replicated when the vocabulary does not split), its
  * joint graph becomes the rank's local graph (kn_place_graph along KN_MESH_TP), compiled on
  * the trainer's device with the trainer's pass list and mode, its value collectives run
- * over `comm` (kn_tp_collectives). A step runs the whole global batch on every tp rank:
+ * over `comm` (kn_tp_collectives); flags are the pass's (KN_PLACE_SEQUENCE_PARALLEL: Megatron's
+ * sequence parallelism). A step runs the whole global batch on every tp rank:
  * the loss comes out R; the gradients land in a local slab laid out like the model's
  * (matrices first, so weight decay covers the same parameters); the clip's global norm
  * counts a replicated parameter once and sums the sharded ones' squares over the ranks;
@@ -371,7 +372,7 @@ typedef struct kn_tp {
     kn_optim opt;            /* over the local slab */
     kn_comm *dp;             /* borrowed, NULL: none; the data-parallel axis (kn_tp_set_dp) */
 } kn_tp;
-kn_status kn_tp_new(kn_tp *t, kn_comm *comm, kn_trainer *tr);
+kn_status kn_tp_new(kn_tp *t, kn_comm *comm, kn_trainer *tr, unsigned flags);
 /* Compose with data parallelism (a dp x tp mesh): the dp axis's ranks each take their
  * equal share of the global batch (the trainer's B rows: rows [dp_rank B, ...)); the local
  * gradient slab is averaged over dp (one all-reduce, before the clip), and so is the loss. */

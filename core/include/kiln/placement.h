@@ -171,6 +171,7 @@ typedef struct kn_place_opts {
      * 1 + i the placement of the input graph's i-th parameter, in node order: the joint
      * graph's loss and gradients). */
     const kn_placement *outputs;
+    unsigned flags;          /* kn_place_rule's flags: KN_PLACE_SEQUENCE_PARALLEL */
 } kn_place_opts;
 
 typedef struct kn_place_result {
@@ -197,7 +198,15 @@ void kn_place_result_free(kn_place_result *r);   /* NULL and a zeroed result are
  * kn_place_rule_matmul: never a silent replication); an op without a rule wants every
  * operand R and gives R. */
 kn_status kn_place_rule(const kn_node *n, const kn_type *const *in, const kn_placement *have,
-                        const bool *ready, int parts, kn_placement *want, kn_placement *out);
+                        const bool *ready, int parts, unsigned flags, kn_placement *want, kn_placement *out);
+/* kn_place_rule's flags. KN_PLACE_SEQUENCE_PARALLEL: Megatron's sequence parallelism: where
+ * an elementwise op takes a P operand it cannot keep partial (the bias add after a
+ * row-parallel product, the embedding's sum), the result is sharded along its first
+ * splittable row dim (the sequence when B = 1, the batch when N divides B) instead of
+ * replicated, so the P arrives by reduce_scatter, not all_reduce; the layernorms and the
+ * residual adds then run on the rank's rows, and the column-parallel products all-gather
+ * their input (a matmul converts its activation operand before its weight on equal cost). */
+enum { KN_PLACE_SEQUENCE_PARALLEL = 1u };
 
 /* The verifier: re-derive every node's placement of r from its operands' with the rules
  * (kn_place_rule must want exactly the operands' placements and give the recorded one), and
