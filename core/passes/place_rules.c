@@ -28,7 +28,11 @@
  *   embedding     idx sharded (rows) with the weight R, or the weight sharded on D;
  *                 embedding_grad: dy sharded on D, or rows with idx sharded alike (P).
  *   everything else (cross_entropy and its backward, onehot, dropout, the epilogue and
- *   quantized matmuls, ...): every operand R, the result R — always correct.
+ *   quantized matmuls, ...): every operand R, the result R — always correct (the pass
+ *   expands embedding and cross_entropy vocabulary-parallel first where it can: place.c).
+ * KN_PLACE_SEQUENCE_PARALLEL changes one choice: an elementwise op given a P operand it
+ * cannot keep partial shards its result along the first row dim that splits (the P is then
+ * reduce-scattered, not all-reduced), and everything row-wise downstream follows.
  * A rule offered a P operand whose all-reduced form exists already (ready[k]) takes R: the
  * all-reduce is paid for, and a replicated value needs no later one. */
 #include <string.h>

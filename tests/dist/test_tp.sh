@@ -2,8 +2,8 @@
 # test_tp.sh TEST_DIST KILN — tensor parallelism (make test's test-step-dist-tp).
 #
 # 1. tests/dist/test_tp.c under mpiexec with 2 and 4 ranks: the placement pass's local
-#    graphs (tp=2, tp=4) trained by hand against one process (losses, gradients, final
-#    parameters) and the pass's collective count.
+#    graphs (tp=2, tp=4; plain and sequence-parallel) trained by hand against one process
+#    (losses, gradients, final parameters) and the pass's collective count.
 # 2. `mpiexec -n N kiln train --mesh tp=N` (N = 2, 4; 4 ranks oversubscribe 2 cores, kiln's
 #    waits sleep) against one process on the same global batch: the per-step losses and the
 #    checkpoint (parameters and AdamW state gathered from the shards), compare.py with
@@ -25,8 +25,9 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"
 run() { timeout 120 "$@"; }
 for n in 2 4; do
-    echo "== mpiexec -n $n test-dist tp"
+    echo "== mpiexec -n $n test-dist tp (and with sequence parallelism)"
     run $MPIEXEC -n $n "$bin" tp
+    run $MPIEXEC -n $n "$bin" tp sp
 done
 
 A="--layers 2 --width 32 --heads 4 --context 16 --batch 4 --steps 4 --data-bytes 20000 --eval-batches 1 --sample 0 --device cpu --lr 1e-2"
