@@ -98,6 +98,14 @@ awk -v a="$(mb sp2.txt)" -v b="$(mb v2fp32.txt)" 'BEGIN { exit !(a < b) }' \
     || { echo "sequence parallelism's activations ($(mb sp2.txt) MB) not below tensor parallelism's ($(mb v2fp32.txt) MB)"; exit 1; }
 echo "ok: activation memory per rank, tp=2: $(mb v2fp32.txt) MB, with --sp: $(mb sp2.txt) MB"
 
+# the trainer's passes run on each rank's local graph after the placement: flash attention
+# (heads local), activation checkpointing
+for x in "--flash" "--remat selective"; do
+    run "$kiln" train $V $x --out x1.st --log x1.log > x1.txt 2>&1 || { cat x1.txt; exit 1; }
+    run $MPIEXEC -n 2 "$kiln" train $V $x --mesh tp=2 --out x2.st --log x2.log > x2.txt 2>&1 || { cat x2.txt; exit 1; }
+    r=$(python3 "$here/compare.py" x1.log x2.log x1.st x2.st 1e-6 1e-5); echo "$x, --mesh tp=2: $r"
+done
+
 # dp x tp on 4 ranks (either order of the axes): the data-parallel groups' gradients
 # averaged, against one process to a summation order
 for m in dp=2,tp=2 tp=2,dp=2; do
