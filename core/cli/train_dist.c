@@ -18,7 +18,7 @@
 int kn_train_dist_begin(kn_train_opts *o, kn_train_dist *rd) {
     memset(rd, 0, sizeof *rd);
     rd->size = 1;
-    if (o->mesh[0]) return kn_train_tp_begin(o, rd);
+    if (o->mesh[0] || o->sp) return kn_train_tp_begin(o, rd);
     if (!o->dist[0]) return -1;
     kn_dp_strategy s;
     if (kn_dp_strategy_parse(o->dist, &s) != KN_OK) {

@@ -145,4 +145,6 @@ expect "the pp axis is not yet combined" run $MPIEXEC -n 4 "$kiln" train $B --me
 expect "--batch 3 is not divisible by dp=2" run $MPIEXEC -n 4 "$kiln" train $B --batch 3 --mesh dp=2,tp=2
 expect "heads (3) is not a multiple of tp" run $MPIEXEC -n 2 "$kiln" train $B --heads 3 --width 48 --mesh tp=2
 expect "mpiexec" run "$kiln" train $B --mesh tp=2
+expect "give --mesh tp=N" run "$kiln" train $B --sp
+expect "write the data-parallel axis in the mesh" run "$kiln" train $B --mesh tp=2 --dist ddp
 expect "heads (2) is not a multiple of tp" "$kiln" compile --gpt layers=1,width=32,heads=2,context=8,vocab=8 --mesh tp=4
