@@ -50,7 +50,7 @@ $(KILN): LDLIBS += $(MPI_LDLIBS)
 
 # The multi-rank test program: plain C (not Criterion: Criterion forks, MPI ranks must not).
 DIST_TEST := $(CFG)/test-dist
-DIST_TEST_OBJS := $(call obj,tests/dist/test_comm.c tests/dist/test_dp.c tests/dist/test_matrix.c)
+DIST_TEST_OBJS := $(call obj,tests/dist/test_comm.c tests/dist/test_dp.c tests/dist/test_matrix.c tests/dist/test_tp.c)
 $(DIST_TEST): $(DIST_TEST_OBJS) $(LIB)
 	$(call quiet,LINK,$@)$(CC) $(LDFLAGS) -o $@ $(DIST_TEST_OBJS) $(LIB) $(LDLIBS) $(MPI_LDLIBS)
 
@@ -76,13 +76,24 @@ endif
 bench-comm: $(KILN)
 	$(DIST_ENV) $(MPIEXEC) -n $(DIST_RANKS) $(KILN) bench-comm
 
-TEST_STEPS += test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout
-.PHONY: test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout
+TEST_STEPS += test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp
+.PHONY: test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp
+# tensor parallelism (tests/dist/test_tp.c): the placement pass's local graphs on 2 and 4
+# ranks (tp=2, tp=4) against one process, and the bad meshes of kiln train --mesh
+test-step-dist-tp:
+	@$(MAKE) --no-print-directory $(KILN) $(CFG)/test-dist IMPL=$(DEFAULT_IMPL) >/dev/null
+	@bash tests/harness/record.sh $(ALL_RESULTS) dist-tp env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \
+	  bash tests/dist/test_tp.sh $(BUILD)/$(DEFAULT_IMPL)/test-dist $(BUILD)/$(DEFAULT_IMPL)/kiln
+# tensor parallelism on 2 GPUs (NCCL) against one GPU; skips without 2 GPUs (run it on the
+# lent machine: make test-tp-gpu)
+.PHONY: test-tp-gpu
+test-tp-gpu: $(KILN)
+	MPIEXEC='$(MPIEXEC)' bash tests/dist/test_tp_gpu.sh $(KILN)
 test-step-dist-comm:
 	@$(MAKE) --no-print-directory $(CFG)/test-dist IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) dist-comm env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \
 	  bash tests/dist/test_comm.sh $(BUILD)/$(DEFAULT_IMPL)/test-dist
-# the combination matrix (tests/dist/test_matrix.c): every precision x strategy x mode x
+# the combination matrix (tests/dist/test_matrix.c tests/dist/test_tp.c): every precision x strategy x mode x
 # accumulation cell on 2 ranks against one process, in one launch
 test-step-dist-matrix:
 	@$(MAKE) --no-print-directory $(CFG)/test-dist IMPL=$(DEFAULT_IMPL) >/dev/null

@@ -4,7 +4,7 @@
  *   kiln compile FILE.ir | --gpt CONFIG [--graph forward|joint] [--batch B] [--seq T]
  *                [--passes LIST|all|none] [--report out.json] [--emit-ir out.ir]
  *                [--seed N] [--tol X] [--no-check] [--dist ddp|zero1|zero2|zero3 [--bucket-mb X]]
- *                [--stages] [--keep-loss]
+ *                [--stages] [--keep-loss] [--mesh tp=N [--rank R] [--sp]]
  *
  * CONFIG names a GPT: "gpt2" (GPT-2 124M: 12 layers, width 768, 12 heads, context 1024,
  * vocabulary 50257), "small" (what `kiln train` builds by default, vocabulary 65), or
@@ -34,7 +34,13 @@
  * --stages compiles the original graph to generated C with the pass list inside the program
  * (kn_program_compile's pipeline: passes, decompose, schedule, lower, plan, render, load) and
  * prints each stage's time and a line of what it made. --keep-loss keeps the loss as library
- * steps on the CPU, as a GPU does (kn_program_opts.keep_loss), for the compiled program. */
+ * steps on the CPU, as a GPU does (kn_program_opts.keep_loss), for the compiled program.
+ *
+ * --mesh tp=N runs the placement pass (kiln/placement.h) on the graph as captured, as
+ * `kiln train --mesh tp=N` does before its passes: it prints the collectives inserted, and
+ * --emit-ir writes rank R's (--rank, default 0) local graph with each value's placement and
+ * global type as a comment, the inserted conversions marked; --sp places it with sequence
+ * parallelism (KN_PLACE_SEQUENCE_PARALLEL). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +48,9 @@
 
 #include "cli/cli.h"
 #include "kiln/nn.h"
+#include "kiln/dist.h"
 #include "kiln/passes.h"
+#include "kiln/placement.h"
 #include "kiln/program.h"
 
 static void usage(FILE *f) {
@@ -73,7 +81,10 @@ static void usage(FILE *f) {
             "  --no-check         skip running the graphs before and after\n"
             "  --stages           compile to generated C with the passes inside the program and print\n"
             "                     the compile pipeline: each stage's time and what it made\n"
-            "  --keep-loss        the compiled program keeps the loss as library steps, as a GPU does\n",
+            "  --keep-loss        the compiled program keeps the loss as library steps, as a GPU does\n"
+            "  --mesh tp=N        tensor parallelism: place the captured graph over N ranks (the placement pass);\n"
+            "                     --emit-ir then writes rank --rank R's (default 0) local graph with placements;\n"
+            "                     --sp: with sequence parallelism\n",
             kn_passes_names());
 }
 
@@ -204,8 +215,9 @@ int kn_cli_compile(int argc, char **argv) {
     long batch = 1, seq = 0;
     unsigned long long seed = 0;
     double tol = 1e-6;
-    bool check = true, show_schedule = false, show_stages = false, keep_loss = false;
-    const char *kernels_dir = NULL, *memory_tsv = NULL, *dist = NULL;
+    bool check = true, show_schedule = false, show_stages = false, keep_loss = false, sp = false;
+    const char *kernels_dir = NULL, *memory_tsv = NULL, *dist = NULL, *mesh = NULL;
+    long mesh_rank = 0;
     double bucket_mb = 25;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -214,6 +226,7 @@ int kn_cli_compile(int argc, char **argv) {
         if (!strcmp(a, "--schedule")) { show_schedule = true; continue; }
         if (!strcmp(a, "--stages")) { show_stages = true; continue; }
         if (!strcmp(a, "--keep-loss")) { keep_loss = true; continue; }
+        if (!strcmp(a, "--sp")) { sp = true; continue; }
         if (a[0] != '-' || !a[1]) {
             if (file) { fprintf(stderr, "kiln compile: two input files: %s and %s\n", file, a); return 2; }
             file = a;
@@ -221,7 +234,7 @@ int kn_cli_compile(int argc, char **argv) {
         }
         static const char *const with_value[] = {"--gpt", "--graph", "--batch", "--seq", "--passes", "--report",
                                                  "--emit-ir", "--seed", "--tol", "--emit-kernels", "--memory-plot",
-                                                 "--dist", "--bucket-mb"};
+                                                 "--dist", "--bucket-mb", "--mesh", "--rank"};
         bool known = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) known |= !strcmp(a, with_value[k]);
         if (!known) { fprintf(stderr, "kiln compile: unknown option '%s'\n", a); usage(stderr); return 2; }
@@ -236,6 +249,11 @@ int kn_cli_compile(int argc, char **argv) {
         else if (!strcmp(a, "--emit-kernels")) kernels_dir = v;
         else if (!strcmp(a, "--memory-plot")) memory_tsv = v;
         else if (!strcmp(a, "--dist")) dist = v;
+        else if (!strcmp(a, "--mesh")) mesh = v;
+        else if (!strcmp(a, "--rank")) {
+            mesh_rank = strtol(v, &end, 10);
+            if (end == v || *end || mesh_rank < 0) { fprintf(stderr, "kiln compile: --rank '%s' is not an integer >= 0\n", v); return 2; }
+        }
         else if (!strcmp(a, "--bucket-mb")) {
             bucket_mb = strtod(v, &end);
             if (end == v || *end || !(bucket_mb > 0)) { fprintf(stderr, "kiln compile: --bucket-mb '%s' is not a number > 0\n", v); return 2; }
@@ -276,11 +294,29 @@ int kn_cli_compile(int argc, char **argv) {
         passes = dist_passes;
     }
     if (kn_passes_check(passes, NULL) != KN_OK) { fprintf(stderr, "kiln compile: %s\n", kn_last_error()); return 2; }
+    kn_mesh m;
+    if (sp && !mesh) { fprintf(stderr, "kiln compile: --sp goes with --mesh tp=N\n"); return 2; }
+    if (mesh) {
+        if (kn_mesh_parse(mesh, 0, &m) != KN_OK) { fprintf(stderr, "kiln compile: %s\n", kn_last_error()); return 2; }
+        if (m.size[KN_MESH_DP] > 1 || m.size[KN_MESH_PP] > 1 || dist) {
+            fprintf(stderr, "kiln compile: --mesh %s: only tp is placed so far (no dp, pp or --dist with it)\n", mesh);
+            return 2;
+        }
+        if (mesh_rank >= m.size[KN_MESH_TP]) {
+            fprintf(stderr, "kiln compile: --rank %ld: tp=%d has ranks 0..%d\n", mesh_rank, m.size[KN_MESH_TP],
+                    m.size[KN_MESH_TP] - 1);
+            return 2;
+        }
+    }
     kn_gpt_config cfg;
     if (gpt) {
         int rc = parse_gpt(gpt, &cfg);
         if (rc) return rc;
         if (seq == 0) seq = cfg.context;
+        if (mesh && kn_mesh_check_gpt(&m, &cfg) != KN_OK) {
+            fprintf(stderr, "kiln compile: %s\n", kn_last_error());
+            return 2;
+        }
         if (seq > cfg.context) {
             fprintf(stderr, "kiln compile: --seq %ld is longer than the context %d\n", seq, cfg.context);
             return 2;
@@ -381,9 +417,33 @@ int kn_cli_compile(int argc, char **argv) {
             if (kernels_dir) printf("kernels written to %s\n", kernels_dir);
         }
     }
+    kn_place_result placed = {0};
+    if (rc == 0 && mesh) { /* the graph as captured, as kiln train --mesh places it */
+        kn_placement outs[64];
+        kn_tp_split split = {gpt ? cfg.vocab : 0, m.size[KN_MESH_TP]};
+        kn_place_opts po = {.mesh = KN_MESH_TP, .parts = m.size[KN_MESH_TP], .rank = (int)mesh_rank,
+                            .param = gpt ? kn_tp_gpt_param : NULL, .param_ctx = &split,
+                            .flags = sp ? KN_PLACE_SEQUENCE_PARALLEL : 0};
+        if (strcmp(graph_kind, "joint") != 0 || !gpt) { /* not loss + gradients: every output replicated */
+            for (int i = 0; i < before->noutputs && i < 64; i++) outs[i] = kn_place_replicate();
+            po.outputs = outs;
+        }
+        if (before->noutputs > 64 && po.outputs) st = kn_error(KN_ERR_ARG, "more than 64 outputs");
+        else st = kn_place_graph(before, &po, &placed);
+        if (st != KN_OK) rc = fail("--mesh");
+        else {
+            if (gpt && cfg.vocab % m.size[KN_MESH_TP] != 0)
+                printf("mesh tp=%d: the vocabulary %d does not split: the token embedding and the logits stay "
+                       "replicated\n", m.size[KN_MESH_TP], cfg.vocab);
+            printf("mesh tp=%d: rank %ld's local graph %d nodes (the captured graph %d): %d all_reduce, %d all_gather, "
+                   "%d reduce_scatter, %d local slices inserted; kn_place_check passed\n", m.size[KN_MESH_TP],
+                   mesh_rank, placed.local->nnodes, before->nnodes, placed.all_reduce, placed.all_gather,
+                   placed.reduce_scatter, placed.local_slices);
+        }
+    }
     if (rc == 0 && emit) {
         FILE *f = fopen(emit, "w");
-        st = f ? kn_graph_print(f, after) : kn_error(KN_ERR_IO, "cannot write %s", emit);
+        st = !f ? kn_error(KN_ERR_IO, "cannot write %s", emit) : mesh ? kn_place_print(f, &placed) : kn_graph_print(f, after);
         if (f && fclose(f) != 0 && st == KN_OK) st = kn_error(KN_ERR_IO, "cannot write %s", emit);
         if (st != KN_OK) rc = fail("--emit-ir");
     }
@@ -400,6 +460,7 @@ int kn_cli_compile(int argc, char **argv) {
         kn_free(text);
         if (st != KN_OK) rc = fail("--report");
     }
+    kn_place_result_free(&placed);
     kn_graph_free(before);
     kn_graph_free(after);
     return rc;

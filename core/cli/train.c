@@ -148,7 +148,7 @@ static kn_status precision_passes(const kn_train_opts *o, kn_device dev, const c
         return kn_error(KN_ERR_IO, "--precision tf32: cannot set KILN_TF32");
     /* the optimizer writes the weights' low copies (lowparams), but ZeRO-3's ranks hold a
      * shard of the weights, gathered bucket by bucket: there the step casts them itself */
-    bool copies = low && strcmp(o->dist, "zero3") != 0;
+    bool copies = low && strcmp(o->dist, "zero3") != 0 && !o->mesh[0]; /* --mesh: kn_tp's shards, cast in-step too */
     if (low) snprintf(list, cap, "autocast:%s%s%s,lowloss,lowsave%s%s", o->precision, copies ? ",lowparams:" : "",
                       copies ? o->precision : "", remat ? "," : "", remat ? remat : "");
     else snprintf(list, cap, "%s", remat ? remat : "");
@@ -193,7 +193,8 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
                  o->batch, o->accum);
         goto fail;
     }
-    if (kn_trainer_new(&tr, &g, rd->on ? rd->rows : o->batch / o->accum, o->context, &oc, o->clip) != KN_OK) goto fail;
+    if (kn_trainer_new(&tr, &g, rd->on || rd->tp_on ? rd->rows : o->batch / o->accum, o->context, &oc, o->clip) != KN_OK)
+        goto fail;
     tr.eager = !strcmp(o->mode, "eager");
     /* --flash, --remat: passes on the step's joint graph, applied when the programs are compiled for
      * their device and mode below (the eval program's forward graph has no backward: the
@@ -286,6 +287,7 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
     /* --accum without --dist: the step runner sums the micro-batches' gradients itself */
     if (!rd->on && o->accum > 1 && kn_step_set_comm(&tr, NULL, o->accum) != KN_OK) goto fail;
     if (kn_train_dist_attach(o, rd, &tr) != KN_OK) goto fail;
+    if (kn_train_tp_attach(o, rd, &tr) != KN_OK) goto fail;
     /* the peak reported at the end is the training steps' (ZeRO has freed what it shards) */
     if (kn_device_mem_reset_peak(dev) != KN_OK) goto fail;
     int64_t end = o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
@@ -358,7 +360,9 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
         st = kn_batch_sample(d.tokens, d.n_train, o->batch, o->context, o->seed, 0, s, x, y);
         tr.inject_inf = inject_at(s, rd->rank);
         if (st == KN_OK)
-            st = rd->on ? kn_dp_step(&rd->dp, x, y, o->batch, lr, &loss, &gn) : kn_trainer_step(&tr, x, y, lr, &loss, &gn);
+            st = rd->on      ? kn_dp_step(&rd->dp, x, y, o->batch, lr, &loss, &gn)
+                 : rd->tp_on ? kn_tp_step(&rd->tp, x, y, lr, &loss, &gn)
+                             : kn_trainer_step(&tr, x, y, lr, &loss, &gn);
         /* a skeleton unit that returns nothing (lab 06's GEMM) left garbage: stop, saying whose */
         if (st == KN_OK && !skeleton_before && kn_not_implemented_seen())
             st = kn_error(KN_ERR_NOT_IMPLEMENTED, "step %lld called a skeleton unit, whose results are garbage: %s",
@@ -386,6 +390,7 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
      * shards are gathered first (on the trainer's device; ZeRO-3's parameters too), then
      * copied to the host */
     if (rd->on && kn_dp_gather_state(&rd->dp) != KN_OK) goto fail;
+    if (rd->tp_on && kn_tp_gather_state(&rd->tp) != KN_OK) goto fail;
     double val = NAN;
     if (evaluate(o, &tr, &d, &val) != KN_OK) goto fail;
     if (kn_trainer_sync_host(&tr) != KN_OK) goto fail;
@@ -453,13 +458,13 @@ int kn_cli_train(int argc, char **argv) {
     if (rc >= 0) return rc; /* --help (0) or bad usage (2) */
     kn_train_dist rd;
     if ((rc = kn_train_dist_begin(&o, &rd)) >= 0) {
-        if (rd.on) kn_dist_finalize(); /* every rank made the same decision */
+        if (rd.on || rd.tp_on) kn_dist_finalize(); /* every rank made the same decision */
         return rc;
     }
     kn_device dev;
     rc = pick_device(&o, &dev);
     if (rc == 0) rc = run(&o, dev, &rd);
-    if (rc != 0 && rd.on && rd.size > 1) kn_dist_abort(rc); /* a failing rank ends the job, not a hang */
+    if (rc != 0 && (rd.on || rd.tp_on) && rd.size > 1) kn_dist_abort(rc); /* a failing rank ends the job, not a hang */
     kn_train_dist_end(&rd);
     return rc;
 }

@@ -18,6 +18,7 @@
 int kn_train_dist_begin(kn_train_opts *o, kn_train_dist *rd) {
     memset(rd, 0, sizeof *rd);
     rd->size = 1;
+    if (o->mesh[0] || o->sp) return kn_train_tp_begin(o, rd);
     if (!o->dist[0]) return -1;
     kn_dp_strategy s;
     if (kn_dp_strategy_parse(o->dist, &s) != KN_OK) {
@@ -176,6 +177,13 @@ void kn_train_dist_report(const kn_train_dist *rd, int64_t P) {
 }
 
 void kn_train_dist_end(kn_train_dist *rd) {
+    if (rd->tp_on) {
+        kn_tp_free(&rd->tp);
+        for (int a = 0; a < KN_MESH_AXES; a++) kn_comm_free(rd->axes[a]);
+        kn_comm_free(rd->comm);
+        kn_dist_finalize();
+        return;
+    }
     if (!rd->on) return;
     kn_dp_free(&rd->dp);
     kn_comm_free(rd->comm);

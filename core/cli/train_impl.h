@@ -1,6 +1,7 @@
 /* train_impl.h — what the files of `kiln train` share: train.c runs the training,
  * train_data.c loads the tokens it trains on and writes the checkpoint's metadata,
- * train_dist.c sets up data parallelism (--dist) around the run. */
+ * train_dist.c sets up data parallelism (--dist) around the run, train_tp.c tensor
+ * parallelism (--mesh tp=N). */
 #ifndef KILN_CLI_TRAIN_IMPL_H
 #define KILN_CLI_TRAIN_IMPL_H
 
@@ -38,6 +39,11 @@ typedef struct kn_train_dist {
     kn_comm *comm;
     kn_dp dp;
     int rank, size, rows;   /* rows: the trainer's batch, batch / (size x accum) */
+    /* --mesh (train_tp.c): tensor parallelism; `on` stays false (it means --dist) */
+    bool tp_on;
+    kn_mesh mesh;
+    kn_tp tp;
+    kn_comm *axes[KN_MESH_AXES]; /* owned: the mesh's communicators (NULL: an absent axis) */
 } kn_train_dist;
 
 /* Before the run: --dist needs mpiexec and a batch the ranks and micro-batches divide.
@@ -49,5 +55,16 @@ kn_status kn_train_dist_attach(const kn_train_opts *o, kn_train_dist *rd, kn_tra
 void kn_train_dist_report(const kn_train_dist *rd, int64_t P);
 /* After the run: the strategy, the communicator, MPI. */
 void kn_train_dist_end(kn_train_dist *rd);
+
+/* ---------------------------------------------------------------- train_tp.c */
+
+/* --mesh tp=N or dp=D,tp=N: under mpiexec, the mesh's checks every rank makes alike (its
+ * size is the job's, no pp yet, heads and width split, the batch split over dp, no --dist,
+ * --accum, --resume or fp16 with it).
+ * Returns -1 to go on (rd->tp_on), else the exit status (a message printed). */
+int kn_train_tp_begin(kn_train_opts *o, kn_train_dist *rd);
+/* After the trainer is built: the model must split tp ways; the communicator and the
+ * tensor-parallel state (kn_tp). Nothing when --mesh is not given. */
+kn_status kn_train_tp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_trainer *tr);
 
 #endif

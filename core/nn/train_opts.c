@@ -70,6 +70,8 @@ static const opt_row k_opts[] = {
     {"allreduce", O_STR, S(allreduce), 0, 0, false, "--dist ddp: library (MPI/NCCL's own) or ring (kiln's)"},
     {"compress", O_STR, S(compress), 0, 0, false, "--dist ddp: gradient compression, none or int8 (error feedback)"},
     {"emit-ir", O_STR, S(emit_ir), 0, 0, false, "--dist: write the joint graph and where each collective starts"},
+    {"mesh", O_STR, S(mesh), 0, 0, false, "device mesh under mpiexec: tp=N (tensor parallel, Megatron), axes dp, tp, pp (kiln/dist.h)"},
+    {"sp", O_INT, F(sp), 0, 0, 1, false, "--mesh: sequence parallelism (layernorms and residuals on the rank's rows; reduce-scatter + all-gather): 1 (also bare --sp) or 0"},
 };
 #undef F
 #undef S

@@ -55,6 +55,8 @@ typedef struct kn_train_opts {
     char allreduce[16];          /* "library" or "ring" (kiln's own, DDP) */
     char compress[16];           /* "none" or "int8" (DDP's buckets, error feedback) */
     char emit_ir[KN_TRAIN_STR];  /* write the step's joint graph with its collectives here */
+    char mesh[64];               /* "" or a device mesh, "tp=2", "dp=2,tp=2" (kn_mesh_parse) */
+    int sp;                      /* --mesh: sequence parallelism (1) or not (0) */
 } kn_train_opts;
 
 /* Parse argv (argv[0] is the subcommand). Returns -1 when the run should go ahead, 0 after

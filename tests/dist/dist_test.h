@@ -25,5 +25,8 @@ void test_zero3(kn_comm *c);
 /* test_matrix.c: every precision x strategy x mode x accumulation cell against one process
  * (`test-dist matrix`). */
 void test_matrix(kn_comm *c);
+/* test_tp.c: tensor parallelism (tp = the job's size) against one process (`test-dist tp`;
+ * sp: with sequence parallelism, `test-dist tp sp`). */
+void test_tp(kn_comm *c, bool sp);
 
 #endif /* KILN_TESTS_DIST_TEST_H */

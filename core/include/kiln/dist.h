@@ -23,6 +23,7 @@
 #define KILN_DIST_H
 
 #include "kiln/nn.h"
+#include "kiln/placement.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -292,6 +293,97 @@ typedef struct kn_dp_memory {
 kn_dp_memory kn_dp_memory_of(const kn_dp *d);
 /* The table's prediction for fp32 Adam with P parameters on n ranks (distributed.md). */
 kn_dp_memory kn_dp_memory_expected(kn_dp_strategy s, int64_t P, int n);
+
+/* ---------------------------------------------------------------- tensor parallelism
+ * (core/dist/tp.c; the placement pass that makes a rank's graph: kiln/placement.h)
+ *
+ * A device mesh from the command line: `--mesh dp=2,tp=2` lays the ranks out over named
+ * axes, in any order; the sizes multiply to the rank count. The axis indices of the value
+ * collectives' {mesh=A} are fixed whatever the order: 0 dp, 1 tp, 2 pp. */
+enum { KN_MESH_DP = 0, KN_MESH_TP = 1, KN_MESH_PP = 2, KN_MESH_AXES = 3 };
+
+typedef struct kn_mesh {
+    int size[KN_MESH_AXES];  /* ranks along dp, tp, pp (1: the axis is absent) */
+    int order[KN_MESH_AXES]; /* the axes in the order written (row-major, the last fastest) */
+    int naxes;               /* how many were written */
+} kn_mesh;
+
+/* Parse "tp=2", "dp=2,tp=2", "tp=2,pp=2,dp=2" for a job of `ranks` ranks. KN_ERR_ARG with
+ * a message naming the problem: an unknown axis ("--mesh: unknown axis 'xp' (dp, tp,
+ * pp)"), a repeated one, a size that is not an integer >= 1, or sizes whose product is not
+ * the rank count ("--mesh dp=2,tp=2: 4 ranks, but the job has 2"; ranks <= 0: any count,
+ * for kiln compile). */
+kn_status kn_mesh_parse(const char *text, int ranks, kn_mesh *out);
+/* Whether a GPT can be split tp ways (Megatron): heads, width and 4 * width must be
+ * multiples of tp. KN_ERR_ARG naming the first that is not. A vocabulary that is not a
+ * multiple keeps the token embedding (and the logits) replicated: kn_tp does that, and
+ * kn_mesh_vocab_split says which. */
+kn_status kn_mesh_check_gpt(const kn_mesh *m, const kn_gpt_config *cfg);
+bool kn_mesh_vocab_split(const kn_mesh *m, const kn_gpt_config *cfg);
+/* The placement tensor parallelism gives a GPT's parameter (kn_place_opts.param; ctx: a
+ * kn_tp_split): Megatron's (kn_place_gpt_param), the token embedding replicated when the
+ * vocabulary is not a multiple of the ranks. */
+typedef struct kn_tp_split { int vocab, parts; } kn_tp_split;
+kn_status kn_tp_gpt_param(void *ctx, const char *name, kn_placement *out);
+/* The communicators of the mesh over c (kn_comm_mesh, in the written order): axes[A] gets
+ * the one along axis A (NULL for an absent axis), coords[A] this rank's index along it. */
+kn_status kn_mesh_comms(const kn_mesh *m, kn_comm *c, kn_comm **axes, int *coords);
+
+/* The value collectives of a rank's graph (all_reduce, all_gather, reduce_scatter, send,
+ * recv: kiln/ir.h) run over the communicator of their {mesh=A} axis: MPI for CPU tensors,
+ * NCCL for GPU ones (whatever backend the communicator has). An all_gather or a
+ * reduce_scatter along a dim other than the leading one rearranges the blocks locally
+ * (kn_device_memcpy_2d), so it works on any device. `axes` is copied (borrowed comms). */
+typedef struct kn_tp_comms {
+    kn_comm *axes[KN_MESH_AXES];
+} kn_tp_comms;
+void kn_tp_collectives(kn_tp_comms *t, kn_collectives *out);
+
+/* A tensor-parallel trainer around a kn_trainer (core/dist/tp_train.c): the trainer's model
+ * (the full one, initialized like one process's: every rank starts from the same values)
+ * is cut into this rank's shards (kn_place_scatter, Megatron's kn_place_gpt_param; the
+ * token embedding replicated when the vocabulary does not split), its
+ * joint graph becomes the rank's local graph (kn_place_graph along KN_MESH_TP), compiled on
+ * the trainer's device with the trainer's pass list and mode, its value collectives run
+ * over `comm` (kn_tp_collectives); flags are the pass's (KN_PLACE_SEQUENCE_PARALLEL: Megatron's
+ * sequence parallelism). A step runs the whole global batch on every tp rank:
+ * the loss comes out R; the gradients land in a local slab laid out like the model's
+ * (matrices first, so weight decay covers the same parameters); the clip's global norm
+ * counts a replicated parameter once and sums the sharded ones' squares over the ranks;
+ * the optimizer updates the local shards (AdamW and SGD are elementwise, so that is the
+ * one-process update). kn_tp_gather_state puts the full parameters and optimizer state
+ * back into the trainer's model and optimizer (checkpoints, evaluation, the sample). */
+typedef struct kn_tp {
+    kn_comm *comm;           /* borrowed: the tp axis */
+    kn_trainer *tr;          /* borrowed */
+    int parts, rank;
+    kn_place_result placed;  /* owned: the pass's result (the local graph, its placements) */
+    kn_tp_comms comms;
+    kn_collectives coll;
+    kn_program *prog;        /* owned: the local joint graph compiled */
+    int np;                  /* the model's parameters */
+    kn_placement *place;     /* owned: each parameter's placement */
+    kn_tp_split split;       /* kn_tp_gpt_param's context */
+    int64_t *loff, *lnum;    /* owned: each parameter's offset and size in the local slab */
+    int64_t n, n_decay;      /* floats in the local slab; the decayed ones first */
+    kn_tensor *params, *grads, *state; /* owned, on the trainer's device: the local slabs */
+    kn_tensor **pviews, **gviews;      /* owned: views of them shaped like the local parameters */
+    kn_tensor *x, *y;        /* owned, on the device: the batch, i32 [B, T] */
+    kn_optim opt;            /* over the local slab */
+    kn_comm *dp;             /* borrowed, NULL: none; the data-parallel axis (kn_tp_set_dp) */
+} kn_tp;
+kn_status kn_tp_new(kn_tp *t, kn_comm *comm, kn_trainer *tr, unsigned flags);
+/* Compose with data parallelism (a dp x tp mesh): the dp axis's ranks each take their
+ * equal share of the global batch (the trainer's B rows: rows [dp_rank B, ...)); the local
+ * gradient slab is averaged over dp (one all-reduce, before the clip), and so is the loss. */
+kn_status kn_tp_set_dp(kn_tp *t, kn_comm *dp);
+/* One step on the global batch x, y (dp * the trainer's B rows of T tokens, the same on
+ * every rank); *loss the mean loss, *gnorm (may be NULL) the global gradient norm. */
+kn_status kn_tp_step(kn_tp *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm);
+/* Every rank's shards gathered into the trainer's model slab and optimizer state (and its
+ * step count), on every rank. */
+kn_status kn_tp_gather_state(kn_tp *t);
+void kn_tp_free(kn_tp *t);
 
 /* ---------------------------------------------------------------- lab 10 units */
 /* Written by the student in labs/lab10-dataparallel/ (the staff's reference units are

@@ -106,6 +106,123 @@ kn_status kn_place_scatter(const float *full, int ndim, const int64_t *shape, kn
 kn_status kn_place_gather(const float *local, int ndim, const int64_t *shape, kn_placement p, int parts, int rank,
                           float *full);
 
+/* ---------------------------------------------------------------- the placement pass
+ * (core/passes/place.c, the per-op rules in core/passes/place_rules.c)
+ *
+ * Tensor parallelism the compiler's way, along one mesh axis of N ranks. Given a verified
+ * graph with global shapes (kn_gpt_graph's joint graph: inputs, parameters by name, outputs
+ * the loss then every parameter's gradient), a placement for each parameter and this rank's
+ * index r, the pass
+ *   (a) propagates placements node by node, in order, with each op's rule (kn_place_rule):
+ *       given its operands' placements, a rule says which placements it computes from
+ *       locally (perhaps others: "slice this replicated operand", "all-reduce that partial
+ *       one") and the placement of its result. Where an operand's placement is not the one
+ *       wanted, the pass inserts the conversion: P -> R all_reduce, S(d) -> R all_gather
+ *       {axis=d} (S(d,k), k > 1: then the segments put back in order by slices and concats),
+ *       P -> S(d) reduce_scatter, R -> S(d) a local slice of rank r's block (the rank is a
+ *       constant of each rank's graph). A conversion made once is reused by later
+ *       consumers; a rule offered a partial operand whose all-reduced form already exists
+ *       takes that one (it costs nothing more). The outputs get their wanted placements
+ *       the same way (the loss R, each gradient its parameter's);
+ *   (b) localizes: every value gets its local type (S(d): dim d / N) and the attributes
+ *       that carry shapes (reshape, broadcast_to, slice on a sharded axis, slice_grad,
+ *       embedding_grad) are rewritten; each node's local type is re-inferred and must be
+ *       kn_place_local_shape of its global one.
+ * The result is rank r's local graph, with each value's placement and global type. An op
+ * without a rule takes every operand replicated (always correct, the fallback).
+ *
+ * Vocabulary parallelism (Megatron's): four ops are expanded into local ops and value
+ * collectives when their operands arrive so placed, rank r holding the vocabulary rows
+ * [r V/N, (r+1) V/N) (lo .. hi):
+ *   embedding(w S(0), idx R)          rows of ids outside [lo, hi) are zero: P
+ *   embedding_grad(dy R, idx R)       only the rank's rows of the [V, D] gradient: S(0)
+ *   cross_entropy(x S(1), t R)        the row max gathered (all_gather of [rows, 1], max),
+ *                                     the sum of exp and the target's logit all-reduced: R
+ *   cross_entropy_bwd(dl R, x S(1), t R)  softmax minus the rank's part of the one-hot: S(1)
+ * An id is masked with exact f32 arithmetic on the id (relu of the distance to the range),
+ * the clamped local id then indexes the local rows; the row statistics of cross_entropy
+ * are made once and reused by its backward. */
+
+/* What the placement pass made of one node of the local graph. */
+typedef enum kn_place_role {
+    KN_PLACE_ROLE_NODE = 0,  /* a node of the input graph, localized */
+    KN_PLACE_ROLE_CONV,      /* the last node of an inserted conversion: the converted value */
+    KN_PLACE_ROLE_STEP,      /* an inner node of a conversion or of an expansion */
+    KN_PLACE_ROLE_EXPAND     /* the last node of a vocabulary-parallel expansion of an input
+                              * node (from): its value, in the placement the expansion gives */
+} kn_place_role;
+
+typedef struct kn_place_info {
+    kn_placement p;          /* the value's placement along the axis */
+    kn_type global;          /* its global type (the local one is the node's) */
+    kn_place_role role;
+    int32_t from;            /* ROLE_NODE: the input graph's node; CONV/STEP: the local value
+                              * converted */
+} kn_place_info;
+
+typedef struct kn_place_opts {
+    int mesh;                /* the mesh axis the collectives span (1: tp) */
+    int parts;               /* its ranks, N >= 1 */
+    int rank;                /* this rank's index along it, in [0, N) */
+    /* The placement of parameter `name` (NULL: kn_place_gpt_param). */
+    kn_status (*param)(void *ctx, const char *name, kn_placement *out);
+    void *param_ctx;
+    /* The placement each output must end in, noutputs of them (NULL: output 0 R, output
+     * 1 + i the placement of the input graph's i-th parameter, in node order: the joint
+     * graph's loss and gradients). */
+    const kn_placement *outputs;
+    unsigned flags;          /* kn_place_rule's flags: KN_PLACE_SEQUENCE_PARALLEL */
+} kn_place_opts;
+
+typedef struct kn_place_result {
+    kn_graph *local;         /* owned: rank r's graph (verified) */
+    kn_place_info *info;     /* owned: local->nnodes entries */
+    int all_reduce, all_gather, reduce_scatter, local_slices; /* conversions inserted */
+} kn_place_result;
+
+/* Run the pass on g; *out is filled (free with kn_place_result_free). KN_ERR_SHAPE naming
+ * the parameter when a parameter's sharded dim is not divisible ("h.0.mlp.c_fc.weight:
+ * dim 1 (258) is not a multiple of 2 ranks"); KN_ERR_ARG for bad options; a rule's or the
+ * localization's failure names the node ("%46 = matmul: ..."). Then kn_place_check runs on
+ * the result (a failure there is a bug of a rule). */
+kn_status kn_place_graph(const kn_graph *g, const kn_place_opts *o, kn_place_result *out);
+void kn_place_result_free(kn_place_result *r);   /* NULL and a zeroed result are fine */
+
+/* The rule of one op along an axis of `parts` ranks. n is the node with its GLOBAL
+ * attributes, in[k] the operands' global types and have[k] their placements. *want[k]
+ * receives the placement the op computes operand k from (have[k] when it takes it as it
+ * is) and *out the result's placement; a rule given what it wants wants it again
+ * (idempotent), which the verifier relies on. `ready[k]`, when not NULL, says that
+ * operand k's all-reduced (R) form already exists: a rule may then prefer R to P. Fails
+ * only for bad arguments or lab 11's skeleton (KN_ERR_NOT_IMPLEMENTED from
+ * kn_place_rule_matmul: never a silent replication); an op without a rule wants every
+ * operand R and gives R. */
+kn_status kn_place_rule(const kn_node *n, const kn_type *const *in, const kn_placement *have,
+                        const bool *ready, int parts, unsigned flags, kn_placement *want, kn_placement *out);
+/* kn_place_rule's flags. KN_PLACE_SEQUENCE_PARALLEL: Megatron's sequence parallelism: where
+ * an elementwise op takes a P operand it cannot keep partial (the bias add after a
+ * row-parallel product, the embedding's sum), the result is sharded along its first
+ * splittable row dim (the sequence when B = 1, the batch when N divides B) instead of
+ * replicated, so the P arrives by reduce_scatter, not all_reduce; the layernorms and the
+ * residual adds then run on the rank's rows, and the column-parallel products all-gather
+ * their input (a matmul converts its activation operand before its weight on equal cost). */
+enum { KN_PLACE_SEQUENCE_PARALLEL = 1u };
+
+/* The verifier: re-derive every node's placement of r from its operands' with the rules
+ * (kn_place_rule must want exactly the operands' placements and give the recorded one), and
+ * check each conversion (all_reduce: P -> R, all_gather {axis=d}: S(d) -> R,
+ * reduce_scatter {axis=d}: P -> S(d), a local slice: R -> S), each local type
+ * (kn_place_local_shape of the global one) and the outputs' placements (opts as for
+ * kn_place_graph, o->outputs NULL: the joint graph's). Fails naming the first node where
+ * one does not hold: "kn_place_check: %46 = matmul: operand 0 is P, its rule wants R". */
+kn_status kn_place_check(const kn_graph *input, const kn_place_result *r, const kn_place_opts *o);
+
+/* "R", "P", "S(1)", "S(1,3)" into buf (NUL-terminated); returns buf. */
+const char *kn_place_str(kn_placement p, char *buf, size_t size);
+/* Print the local graph with each node's placement and global type as a comment, the
+ * inserted conversions marked (`kiln compile --mesh tp=N --emit-ir`). */
+kn_status kn_place_print(FILE *f, const kn_place_result *r);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# test_tp.sh TEST_DIST KILN — tensor parallelism (make test's test-step-dist-tp).
+#
+# 1. tests/dist/test_tp.c under mpiexec with 2 and 4 ranks: the placement pass's local
+#    graphs (tp=2, tp=4; plain and sequence-parallel) trained by hand against one process
+#    (losses, gradients, final parameters) and the pass's collective count.
+# 2. `mpiexec -n N kiln train --mesh tp=N` (N = 2, 4; 4 ranks oversubscribe 2 cores, kiln's
+#    waits sleep) against one process on the same global batch: the per-step losses and the
+#    checkpoint (parameters and AdamW state gathered from the shards), compare.py with
+#    data-parallel's tolerance (a summation order). --emit-ir writes rank 0's local graph.
+#    The same in bf16 (to a bf16 tolerance), with a vocabulary that splits (the
+#    vocabulary-parallel embedding and cross-entropy), with sequence parallelism (--sp: the
+#    activation memory per rank below plain tp's), and dp=2 x tp=2 on 4 ranks. kiln compile --mesh tp=2 shows Megatron's
+#    collectives in rank 1's local graph.
+# 3. Every bad mesh gets its message: sizes that do not multiply to the ranks, an unknown or
+#    repeated axis, heads not divisible by tp (train and compile), pp (not combined yet), no tp
+#    axis, a batch dp does not divide, no mpiexec.
+set -euo pipefail
+bin=$(realpath "$1")
+kiln=$(realpath "$2")
+MPIEXEC=${MPIEXEC:-mpiexec}
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+run() { timeout 120 "$@"; }
+for n in 2 4; do
+    echo "== mpiexec -n $n test-dist tp (and with sequence parallelism)"
+    run $MPIEXEC -n $n "$bin" tp
+    run $MPIEXEC -n $n "$bin" tp sp
+done
+
+A="--layers 2 --width 32 --heads 4 --context 16 --batch 4 --steps 4 --data-bytes 20000 --eval-batches 1 --sample 0 --device cpu --lr 1e-2"
+TOL="1e-5 1e-3"
+run "$kiln" train $A --out one.st --log one.log > one.txt 2>&1 || { cat one.txt; exit 1; }
+for n in 2 4; do
+    run $MPIEXEC -n $n "$kiln" train $A --mesh tp=$n --out tp$n.st --log tp$n.log --emit-ir tp$n.ir > tp$n.txt 2>&1 \
+        || { cat tp$n.txt; exit 1; }
+    r=$(python3 "$here/compare.py" one.log tp$n.log one.st tp$n.st $TOL); echo "kiln train --mesh tp=$n on $n ranks: $r"
+    grep -q "tensor parallel: tp=$n ranks" tp$n.txt || { cat tp$n.txt; echo "no tensor-parallel line"; exit 1; }
+    grep -q "all_reduce.*inserted" tp$n.ir || { echo "--emit-ir: no inserted all_reduce in tp$n.ir"; exit 1; }
+done
+
+# SGD + momentum in fp32: no Adam to amplify the rounding noise of near-zero gradients, so
+# the tolerance is a summation order's (seen: losses equal, tensors 1.5e-7 relative)
+G="$A --optimizer sgd --momentum 0.9"
+run "$kiln" train $G --out g1.st --log g1.log > g1.txt 2>&1 || { cat g1.txt; exit 1; }
+for n in 2 4; do
+    run $MPIEXEC -n $n "$kiln" train $G --mesh tp=$n --out g$n.st --log g$n.log > g$n.txt 2>&1 || { cat g$n.txt; exit 1; }
+    r=$(python3 "$here/compare.py" g1.log g$n.log g1.st g$n.st 1e-6 1e-5); echo "SGD, --mesh tp=$n on $n ranks: $r"
+done
+
+# bf16 (autocast; the weights cast in the step, the sums of 16-bit partials made in f32 over
+# MPI) against one process in bf16, with SGD + momentum (Adam turns the rounding noise of a
+# gradient that is zero in exact arithmetic, the key bias, into +-lr: compare.py), to a
+# bf16 tolerance: one rounding of a partial sum before its all-reduce (seen: losses 1.6e-5,
+# tensors 2.1e-3 relative)
+S="$A --precision bf16 --optimizer sgd --momentum 0.9"
+run "$kiln" train $S --out b1.st --log b1.log > b1.txt 2>&1 || { cat b1.txt; exit 1; }
+for n in 2 4; do
+    run $MPIEXEC -n $n "$kiln" train $S --mesh tp=$n --out b$n.st --log b$n.log > b$n.txt 2>&1 || { cat b$n.txt; exit 1; }
+    r=$(python3 "$here/compare.py" b1.log b$n.log b1.st b$n.st 1e-4 1e-2); echo "bf16, --mesh tp=$n on $n ranks: $r"
+done
+
+# The vocabulary split too (the bundled grammar's 41 tokens do not split, so the runs above
+# keep the embedding replicated): a text of 32 distinct bytes, so wte is S(0), the embedding
+# and the cross-entropy vocabulary-parallel; fp32 to a summation order, bf16 to bf16's
+python3 -c "
+import random
+random.seed(1)
+words = [''.join(random.choice('abcdefghijklmnopqrstuvwxyz') for _ in range(random.randint(2, 7))) for _ in range(300)]
+out, n = [], 0
+while n < 30000:
+    w = random.choice(words) + random.choice(' .,;!?'); out.append(w); n += len(w) + 1
+open('v32.txt', 'w').write(' '.join(out))"
+V="--layers 2 --width 32 --heads 4 --context 16 --batch 4 --steps 4 --data v32.txt --eval-batches 1 --sample 0 --device cpu --lr 1e-2 --optimizer sgd --momentum 0.9"
+for p in fp32 bf16; do
+    tol="1e-6 1e-5"; [ $p = bf16 ] && tol="1e-4 1e-2"
+    run "$kiln" train $V --precision $p --out v1$p.st --log v1$p.log > v1$p.txt 2>&1 || { cat v1$p.txt; exit 1; }
+    for n in 2 4; do
+        run $MPIEXEC -n $n "$kiln" train $V --precision $p --mesh tp=$n --out v$n$p.st --log v$n$p.log > v$n$p.txt 2>&1 \
+            || { cat v$n$p.txt; exit 1; }
+        grep -q "vocab 32" v$n$p.txt && ! grep -q "stay replicated" v$n$p.txt || { cat v$n$p.txt; echo "the vocabulary did not split"; exit 1; }
+        r=$(python3 "$here/compare.py" v1$p.log v$n$p.log v1$p.st v$n$p.st $tol); echo "$p, vocabulary-parallel, --mesh tp=$n: $r"
+    done
+done
+
+# sequence parallelism (--sp): the layernorms and residual adds on the rank's rows, the
+# all-reduces of activations replaced by reduce-scatter + all-gather; to a summation order,
+# and the activation memory per rank reported below the tensor-parallel one's
+for n in 2 4; do
+    run $MPIEXEC -n $n "$kiln" train $V --mesh tp=$n --sp --out sp$n.st --log sp$n.log > sp$n.txt 2>&1 || { cat sp$n.txt; exit 1; }
+    grep -q "activation memory .*sequence parallel; [1-9][0-9]* reduce_scatter" sp$n.txt || { cat sp$n.txt; echo "no sequence-parallel line"; exit 1; }
+    r=$(python3 "$here/compare.py" v1fp32.log sp$n.log v1fp32.st sp$n.st 1e-6 1e-5); echo "--mesh tp=$n --sp: $r"
+done
+mb() { sed -n 's/.*activation memory *\([0-9.]*\) MB per rank.*/\1/p' "$1"; }
+awk -v a="$(mb sp2.txt)" -v b="$(mb v2fp32.txt)" 'BEGIN { exit !(a < b) }' \
+    || { echo "sequence parallelism's activations ($(mb sp2.txt) MB) not below tensor parallelism's ($(mb v2fp32.txt) MB)"; exit 1; }
+echo "ok: activation memory per rank, tp=2: $(mb v2fp32.txt) MB, with --sp: $(mb sp2.txt) MB"
+
+# the trainer's passes run on each rank's local graph after the placement: flash attention
+# (heads local), activation checkpointing
+for x in "--flash" "--remat selective"; do
+    run "$kiln" train $V $x --out x1.st --log x1.log > x1.txt 2>&1 || { cat x1.txt; exit 1; }
+    run $MPIEXEC -n 2 "$kiln" train $V $x --mesh tp=2 --out x2.st --log x2.log > x2.txt 2>&1 || { cat x2.txt; exit 1; }
+    r=$(python3 "$here/compare.py" x1.log x2.log x1.st x2.st 1e-6 1e-5); echo "$x, --mesh tp=2: $r"
+done
+
+# dp x tp on 4 ranks (either order of the axes): the data-parallel groups' gradients
+# averaged, against one process to a summation order
+for m in dp=2,tp=2 tp=2,dp=2; do
+    run $MPIEXEC -n 4 "$kiln" train $V --mesh $m --out m.st --log m.log > m.txt 2>&1 || { cat m.txt; exit 1; }
+    grep -q "data parallel: dp=2 groups" m.txt || { cat m.txt; echo "no data-parallel line"; exit 1; }
+    r=$(python3 "$here/compare.py" v1fp32.log m.log v1fp32.st m.st 1e-6 1e-5); echo "--mesh $m on 4 ranks: $r"
+done
+
+# kiln compile --mesh: the collectives of rank 1's local graph (2 layers: 4 all-reduces per
+# block; vocabulary-parallel: the embedding's, the logits' gradient's, the cross-entropy's
+# two, and its row max gathered), shown in --emit-ir
+"$kiln" compile --gpt layers=2,width=32,heads=4,context=16,vocab=64 --mesh tp=2 --rank 1 --emit-ir c.ir > c.txt
+grep -q "12 all_reduce, 1 all_gather" c.txt || { cat c.txt; echo "kiln compile --mesh: not Megatron's collectives"; exit 1; }
+[ "$(grep -c '= all_reduce .*# R of .* inserted' c.ir)" = 12 ] || { echo "--emit-ir: not 12 all_reduce lines"; exit 1; }
+grep -q "embedding_grad .*# S(0) of f32\[64,32\]  vocabulary-parallel" c.ir || { echo "--emit-ir: no vocabulary-parallel embedding_grad"; exit 1; }
+grep -q "# S(1,3) of f32\[32,96\]" c.ir || { echo "--emit-ir: c_attn's placement missing"; exit 1; }
+echo "ok: kiln compile --mesh tp=2 --emit-ir"
+"$kiln" compile --gpt layers=2,width=32,heads=4,context=16,vocab=64 --batch 2 --mesh tp=2 --sp --no-check > c.txt
+grep -q "10 reduce_scatter" c.txt || { cat c.txt; echo "kiln compile --mesh tp=2 --sp: no reduce_scatters"; exit 1; }
+echo "ok: kiln compile --mesh tp=2 --sp"
+
+# bad meshes: each must fail with its message
+expect() { # expect MESSAGE COMMAND...: the command fails and prints MESSAGE
+    local want=$1; shift
+    if "$@" > bad.txt 2>&1; then cat bad.txt; echo "expected a failure: $*"; exit 1; fi
+    grep -qF -- "$want" bad.txt || { cat bad.txt; echo "expected '$want' from: $*"; exit 1; }
+    echo "ok: $want"
+}
+B="--layers 1 --width 32 --heads 4 --context 16 --batch 4 --steps 1 --data-bytes 20000 --sample 0 --out none --device cpu"
+expect "4 ranks, but the job has 2" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=4
+expect "unknown axis 'xp'" run $MPIEXEC -n 2 "$kiln" train $B --mesh xp=2
+expect "axis tp given twice" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=2,tp=1
+expect "the size of tp must be an integer >= 1" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=two
+expect "no tensor parallelism (tp=1)" run $MPIEXEC -n 2 "$kiln" train $B --mesh dp=2,tp=1
+expect "the pp axis is not yet combined" run $MPIEXEC -n 2 "$kiln" train $B --mesh pp=2
+expect "the pp axis is not yet combined" run $MPIEXEC -n 4 "$kiln" train $B --mesh tp=2,pp=2
+expect "--batch 3 is not divisible by dp=2" run $MPIEXEC -n 4 "$kiln" train $B --batch 3 --mesh dp=2,tp=2
+expect "heads (3) is not a multiple of tp" run $MPIEXEC -n 2 "$kiln" train $B --heads 3 --width 48 --mesh tp=2
+expect "mpiexec" run "$kiln" train $B --mesh tp=2
+expect "give --mesh tp=N" run "$kiln" train $B --sp
+expect "write the data-parallel axis in the mesh" run "$kiln" train $B --mesh tp=2 --dist ddp
+expect "heads (2) is not a multiple of tp" "$kiln" compile --gpt layers=1,width=32,heads=2,context=8,vocab=8 --mesh tp=4
