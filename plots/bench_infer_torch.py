@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """bench_infer_torch.py - the PyTorch side of `kiln bench-infer`: the same GPT (GPT-2's
-architecture, as plots/bench_torch.py and ../shared/reference/torch_gpt.py: token + position
-embeddings, pre-norm blocks with biases, GELU-tanh MLP, final layernorm, output tied to the
-token embedding) generating greedily with a static KV cache, on one CUDA GPU, over kiln's
-four workloads at the same batch sizes, printing the same metrics in the same JSON.
+architecture, plots/bench_torch.py's blocks and init, imported, as
+../shared/reference/torch_gpt.py: token + position embeddings, pre-norm blocks with biases,
+GELU-tanh MLP, final layernorm, output tied to the token embedding) generating greedily with
+a static KV cache, on one CUDA GPU, over kiln's four workloads at the same batch sizes,
+printing the same metrics in the same JSON.
 
 The cache is static as in gpt-fast and Hugging Face's StaticCache: k and v buffers
 [layers, B, H, Tmax, D/H] allocated once; the prefill writes positions 0..T0-1, each decode
@@ -18,53 +19,37 @@ size (tiny, small, 124M as kiln bench-infer's --model); timings do not depend on
 --dtype bf16 runs the model in bfloat16 (kiln: --passes autocast:bf16); fp32 allows TF32
 unless --no-tf32. Metrics as kiln's (vLLM's definitions): TTFT, TPOT, ITL, E2E (mean, p50,
 p95, p99 by numpy's linear interpolation), output tokens/s, peak torch.cuda memory."""
-import argparse, json, math, os, sys, time
+import argparse, json, os, sys, time
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 WORKLOADS = {"chat": (32, 64), "long": (16, 512), "mid": (64, 256), "summarize": (500, 128)}
 MODELS = {"tiny": (64, 128, 2, 32, 2), "small": (256, 1024, 4, 256, 4), "124M": (50257, 1024, 12, 768, 12)}
 
 
-class Block(nn.Module):
-    def __init__(self, width, heads):
-        super().__init__()
-        self.heads = heads
-        self.ln_1, self.ln_2 = nn.LayerNorm(width), nn.LayerNorm(width)
-        self.c_attn, self.attn_proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
-        self.c_fc, self.mlp_proj = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_torch  # noqa: E402  the same blocks, parameter names and init as the training benchmark
 
+
+class Block(bench_torch.Block):
+    """bench_torch's block, attending over a static KV cache."""
     def forward(self, x, pos, mask, kc, vc):
         """x [B, T, D] at positions pos [T]; kc, vc [B, H, Tmax, hd] this layer's cache."""
         B, T, D = x.shape
-        H = self.heads
-        q, k, v = self.c_attn(self.ln_1(x)).split(D, dim=2)
-        q, k, v = [t.view(B, T, H, D // H).transpose(1, 2) for t in (q, k, v)]
+        q, k, v = self.qkv(self.ln_1(x))
         kc.index_copy_(2, pos, k)
         vc.index_copy_(2, pos, v)
         y = F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask)
         x = x + self.attn_proj(y.transpose(1, 2).reshape(B, T, D))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+        return x + self.mlp(self.ln_2(x))
 
 
-class GPT(nn.Module):
+class GPT(bench_torch.GPT):
     def __init__(self, vocab, context, layers, width, heads):
-        super().__init__()
+        super().__init__(vocab, context, layers, width, heads, "sdpa", block=Block)
         self.context = context
-        self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(context, width)
-        self.h = nn.ModuleList([Block(width, heads) for _ in range(layers)])
-        self.ln_f = nn.LayerNorm(width)
-        resid = 0.02 / math.sqrt(2 * layers)
-        for name, p in self.named_parameters():
-            if p.dim() >= 2:
-                nn.init.normal_(p, 0.0, resid if name.endswith("proj.weight") else 0.02)
-            elif name.endswith("bias"):
-                nn.init.zeros_(p)
-            else:
-                nn.init.ones_(p)
 
     def setup_cache(self, B, dtype):
         """The static cache, as buffers (so a CUDA graph sees the same addresses every step)."""

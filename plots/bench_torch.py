@@ -30,11 +30,20 @@ class Block(nn.Module):
         self.c_attn, self.attn_proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
         self.c_fc, self.mlp_proj = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
 
-    def attention(self, x):
+    def qkv(self, x):
+        """q, k, v of x [B, T, D], each [B, H, T, D/H] (plots/bench_infer_torch.py too)."""
         B, T, D = x.shape
         H = self.heads
         q, k, v = self.c_attn(x).split(D, dim=2)
-        q, k, v = [t.view(B, T, H, D // H).transpose(1, 2) for t in (q, k, v)]
+        return [t.view(B, T, H, D // H).transpose(1, 2) for t in (q, k, v)]
+
+    def mlp(self, x):
+        return self.mlp_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+    def attention(self, x):
+        B, T, D = x.shape
+        H = self.heads
+        q, k, v = self.qkv(x)
         if self.attn == "sdpa":
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
@@ -45,14 +54,15 @@ class Block(nn.Module):
 
     def forward(self, x):
         x = x + self.attention(self.ln_1(x))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+        return x + self.mlp(self.ln_2(x))
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab, context, layers, width, heads, attn):
+    """block: the block class (plots/bench_infer_torch.py passes its KV-cache block)."""
+    def __init__(self, vocab, context, layers, width, heads, attn, block=Block):
         super().__init__()
         self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(context, width)
-        self.h = nn.ModuleList([Block(width, heads, attn) for _ in range(layers)])
+        self.h = nn.ModuleList([block(width, heads, attn) for _ in range(layers)])
         self.ln_f = nn.LayerNorm(width)
         resid = 0.02 / math.sqrt(2 * layers)
         for name, p in self.named_parameters():

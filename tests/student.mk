@@ -5,8 +5,9 @@
 # results as in the repository (tests/grader/dist-student.sh check). Then, in the same tree
 # (tests/student-tree/, not shipped either): `make run LAB=NN` and `make run-dist` on every
 # untouched skeleton stop with "not implemented (labNN" (run-skeletons.sh), and every shell
-# command quoted in the handouts and lessons resolves or runs there (handout-commands.py;
-# in the plain run only: under SAN=1 the tree's ./kiln finds no plain build). Not shipped.
+# command quoted in the handouts, the lessons and README.md (not its section for
+# instructors) resolves or runs there (handout-commands.py; in the plain run only: under
+# SAN=1 the tree's ./kiln finds no plain build). Not shipped.
 
 TEST_STEPS += test-step-student-tree
 .PHONY: test-step-student-tree

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""handout-commands.py TREE RESULTS — every shell command the handouts and lessons quote works
-in the student tree (make test, tests/student.mk; the book's listings are checked the same way).
+"""handout-commands.py TREE RESULTS [DOC...] — every shell command the handouts, the lessons and
+the README quote works in the student tree (make test, tests/student.mk; the book's listings are
+checked the same way). DOC...: only those documents (paths in the tree), for a quick check.
 
 TREE is `make dist-student`'s tree, after tests/student-tree/run-skeletons.sh built every lab
 there (so ./kiln, the root's wrapper, runs the last lab build). Commands come from
-labs/*/README.md and lessons/*.md: the lines of ``` code blocks (sh, bash, console or no
+labs/*/README.md, lessons/*.md and README.md: the lines of ``` code blocks (sh, bash, console or no
 language) and of 4-space indented blocks that start with make, ./kiln, kiln, build/,
 mpiexec, bash or python3 (after VAR=value prefixes; a trailing backslash joins lines), and
 inline `make ...`, `./kiln ...`, `kiln SUB ...` and `build/...` spans in the prose.
@@ -20,10 +21,12 @@ What is checked, cheapest first (nothing here trains or builds):
     ones RUN for real: `./kiln compile` whose input exists (a --gpt graph), without --device
     cuda (the expensive ones, train, tune-gemm, bench, resolve only);
   - build/PATH: a folder the tree's make writes (build/labNN-labs-staff/..., build/book/...),
-    never one named for solutions/ (the student tree has staff/);
+    or build/ckpt.safetensors, the checkpoint `make run` writes (the tree's Makefile must say
+    so), never one named for solutions/ (the student tree has staff/);
   - mpiexec, bash, python3: on the PATH (bash SCRIPT: the script is in the tree).
-A line whose comment says it is for the staff (`# staff: ...`), and an inline span on a line
-that names the staff, is not checked (hidden tests and the grader are not in the tree). One recorded test per document (student-commands-<name>): passed =
+A line whose comment says it is for the staff (`# staff: ...`), an inline span on a line
+that names the staff, and a section whose heading names the staff or instructors (README.md's
+"For instructors") are not checked (hidden tests and the grader are not in the tree). One recorded test per document (student-commands-<name>): passed =
 commands that work, failed = the others, each printed with its reason.
 """
 import glob
@@ -58,9 +61,14 @@ def strip_env(words):
 
 def extract(path):
     """(line number, command, where) for every quoted command: where is 'block' or 'inline'."""
-    out, fence, lang, pending = [], False, "", None
+    out, fence, lang, pending, staff = [], False, "", None, False
     lines = open(path).read().split("\n")
     for i, line in enumerate(lines):
+        h = None if fence else re.match(r"^#{1,6}\s+(.*)", line)
+        if h:  # a section for the staff or instructors: its commands run in the repository
+            staff = re.search(r"\b(staff|instructors?)\b", h.group(1), re.I) is not None
+        if staff:
+            continue
         m = re.match(r"^\s*```(\w*)", line)
         if m:
             fence, lang = not fence, m.group(1)
@@ -142,6 +150,10 @@ def check_path(words):
     p = words[0]
     if p == "build/":
         return None
+    if p == "build/ckpt.safetensors":  # make run's checkpoint (RUN_ARGS ?= --out $(BUILD)/ckpt.safetensors)
+        mk = open(os.path.join(tree, "Makefile")).read()
+        return None if re.search(r"--out \$\(BUILD\)/ckpt\.safetensors", mk) else (
+            "%s: the tree's Makefile no longer writes it (make run's --out)" % p)
     if "solutions" in p:
         return "%s: the student tree has no solutions/ (its builds are build/labNN-labs-staff/...): use ./kiln" % p
     if not re.match(r"^build/(lab\d\d-labs-staff|staff|book)(/|$)", p):
@@ -196,10 +208,15 @@ if not os.path.exists(os.path.join(tree, "build/staff/kiln")):
         print(out[-3000:])
         print("student-commands: make kiln failed in %s" % tree)
 docs = sorted(glob.glob(os.path.join(tree, "labs/*/README.md"))) + sorted(glob.glob(os.path.join(tree, "lessons/*.md")))
+docs += [os.path.join(tree, "README.md")] if os.path.exists(os.path.join(tree, "README.md")) else []
+if len(sys.argv) > 3:
+    docs = [os.path.join(tree, d) for d in sys.argv[3:]]
 status = 0
 for doc in docs:
     rel = os.path.relpath(doc, tree)
     name = "student-commands-" + (rel.split("/")[1] if rel.startswith("labs/") else os.path.basename(rel)[:-3])
+    if rel == "README.md":
+        name = "student-commands-readme"
     ok = bad = 0
     fails = []
     for line, cmd, where in extract(doc):
