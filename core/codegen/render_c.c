@@ -327,11 +327,14 @@ void kn_rc_clear(kn_rc *c) {
     c->cached = NULL;
 }
 
+/* The kernel's parameters; restrict_kw ("__restrict__") on every buffer the memory plan did
+ * not alias (today the plan aliases only C kernels' buffers: this keeps CUDA right if it
+ * ever does). */
 void kn_rc_params(kn_rc *c, const char *restrict_kw) {
     const kn_kernel *k = c->k;
     for (int b = 0; b < k->nbufs; b++)
         kn_remit(&c->o, "%s%s%s *%s p%d", b ? ", " : "", k->bufs[b].store ? "" : "const ", kn_rc_stype(k->bufs[b].dtype),
-                 restrict_kw, b);
+                 k->bufs[b].aliased ? "" : restrict_kw, b);
 }
 
 /* At the top of a row: the coordinates c<A> of the outer index o, each buffer's row offset
