@@ -114,4 +114,9 @@ kn_graph *kn_builder_graph_mut(kn_builder *b);
  * On failure t is freed and the status returned (the builder is not marked failed). */
 kn_status kn_builder_push(kn_builder *b, const kn_node *n, kn_tensor *t, int32_t *id);
 
+/* The shape rules' messages (infer.c, shared with infer_comm.c): fail writes the message and
+ * returns st; need_float fails unless t is a floating type, naming `what`. */
+kn_status kn_infer_fail(char *msg, size_t msz, kn_status st, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+kn_status kn_infer_need_float(const kn_type *t, const char *what, char *msg, size_t msz);
+
 #endif /* KILN_IR_IMPL_H */
