@@ -50,7 +50,7 @@ $(KILN): LDLIBS += $(MPI_LDLIBS)
 
 # The multi-rank test program: plain C (not Criterion: Criterion forks, MPI ranks must not).
 DIST_TEST := $(CFG)/test-dist
-DIST_TEST_OBJS := $(call obj,tests/dist/test_comm.c tests/dist/test_dp.c tests/dist/test_matrix.c)
+DIST_TEST_OBJS := $(call obj,tests/dist/test_comm.c tests/dist/test_dp.c tests/dist/test_matrix.c tests/dist/test_pp.c)
 $(DIST_TEST): $(DIST_TEST_OBJS) $(LIB)
 	$(call quiet,LINK,$@)$(CC) $(LDFLAGS) -o $@ $(DIST_TEST_OBJS) $(LIB) $(LDLIBS) $(MPI_LDLIBS)
 

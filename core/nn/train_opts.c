@@ -70,6 +70,11 @@ static const opt_row k_opts[] = {
     {"allreduce", O_STR, S(allreduce), 0, 0, false, "--dist ddp: library (MPI/NCCL's own) or ring (kiln's)"},
     {"compress", O_STR, S(compress), 0, 0, false, "--dist ddp: gradient compression, none or int8 (error feedback)"},
     {"emit-ir", O_STR, S(emit_ir), 0, 0, false, "--dist: write the joint graph and where each collective starts"},
+    {"pp", O_INT, F(pp), 0, 0, 1024, false, "pipeline parallelism under mpiexec -n N: N stages of consecutive blocks (kiln/dist.h)"},
+    {"schedule", O_STR, S(schedule), 0, 0, false, "--pp: gpipe, 1f1b or interleaved (kiln/pipeline.h)"},
+    {"microbatches", O_INT, F(microbatches), 0, 0, 65536, false, "--pp: micro-batches per step (0: 4 x --pp)"},
+    {"chunks", O_INT, F(chunks), 0, 0, 64, false, "--pp: model chunks per rank (0: 2 for interleaved, else 1)"},
+    {"timeline", O_STR, S(timeline), 0, 0, false, "--pp: write the last step's per-rank timeline (TSV; plots/pp_timeline.sh)"},
 };
 #undef F
 #undef S
@@ -110,6 +115,7 @@ static void defaults(kn_train_opts *o) {
     snprintf(o->comm, sizeof o->comm, "mpi");
     snprintf(o->allreduce, sizeof o->allreduce, "library");
     snprintf(o->compress, sizeof o->compress, "none");
+    snprintf(o->schedule, sizeof o->schedule, "1f1b");
 }
 
 static const opt_row *find_opt(const char *name, size_t len) {

@@ -25,5 +25,7 @@ void test_zero3(kn_comm *c);
 /* test_matrix.c: every precision x strategy x mode x accumulation cell against one process
  * (`test-dist matrix`). */
 void test_matrix(kn_comm *c);
+/* test_pp.c: pipeline parallelism, every schedule against one process (`test-dist pp`). */
+void test_pp(kn_comm *c);
 
 #endif /* KILN_TESTS_DIST_TEST_H */

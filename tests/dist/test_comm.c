@@ -296,6 +296,10 @@ int main(int argc, char **argv) {
         kn_comm_all_reduce(c, &x, &x, 1, KN_DT_F32);
         return finish(c);
     }
+    if (argc > 1 && !strcmp(argv[1], "pp")) {
+        test_pp(c);
+        return finish(c);
+    }
     if (argc > 1 && !strcmp(argv[1], "matrix")) {
         test_matrix(c);
         return finish(c);
