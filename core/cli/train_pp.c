@@ -3,9 +3,11 @@
  * the run, kn_pp_check's refusals, made alike on every rank so a bad configuration ends the
  * job cleanly, and the device each rank takes (train_dist.c's); after the trainer is built
  * on one micro-batch, the communicator and the stages (kn_pp, core/dist/pp*.c); after the
- * run, the last step's timeline and its bubble beside the formula. The entry point takes
+ * run, the last step's timeline and its bubble beside the formula. --emit-ir FILE writes rank 0's
+ * stage graphs, their send and recv ops included. The entry point takes
  * (pp size, schedule, micro-batches, chunks), so a mesh's pp axis maps onto it. Ranks other
  * than 0 print nothing. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -59,6 +61,14 @@ kn_status kn_train_pp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_train
            "micro-batches of %d rows\n", p->stages, tr->model->cfg.layers / p->stages, p->p, o->comm, p->v,
            p->v == 1 ? "" : "s", kn_pp_kind_name(p->cfg.schedule), p->cfg.micro, rd->rows);
     printf("  send / recv           ops of each stage's forward and backward programs (mesh axis 2, pp)\n");
+    if (o->emit_ir[0] && rd->rank == 0) {
+        FILE *f = fopen(o->emit_ir, "w");
+        if (!f) return kn_error(KN_ERR_IO, "--emit-ir %s: cannot open: %s", o->emit_ir, strerror(errno));
+        kn_status st = kn_pp_print(f, p);
+        if (fclose(f) != 0 && st == KN_OK) st = kn_error(KN_ERR_IO, "--emit-ir %s: write failed", o->emit_ir);
+        KN_TRY(st);
+        printf("  stages                %s (rank 0's forward and backward graphs)\n", o->emit_ir);
+    }
     return KN_OK;
 }
 

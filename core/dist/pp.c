@@ -275,6 +275,21 @@ kn_status kn_pp_stage_compile(kn_pp *pp, kn_pp_stage *st) {
     return KN_OK;
 }
 
+kn_status kn_pp_print(FILE *f, const kn_pp *pp) {
+    if (!f || !pp || !pp->stage) return kn_error(KN_ERR_ARG, "kn_pp_print: NULL argument");
+    for (int c = 0; c < pp->v; c++) {
+        const kn_pp_stage *st = &pp->stage[c];
+        fprintf(f, "# rank %d of %d, chunk %d: model stage %d of %d, blocks [%d, %d)%s%s\n", pp->rank, pp->p, c, st->s,
+                pp->stages, st->l0, st->l1, st->first ? ", the embeddings" : "", st->last ? ", ln_f, logits, loss" : "");
+        fprintf(f, "# forward: outputs %s, then the %d stashed values\n", st->last ? "the loss" : "the send's token",
+                st->nsaved);
+        KN_TRY(kn_graph_print(f, st->gf));
+        fprintf(f, "# backward: outputs the %d parameters' gradients%s\n", st->np, st->first ? "" : ", then the send's token");
+        KN_TRY(kn_graph_print(f, st->gb));
+    }
+    return KN_OK;
+}
+
 void kn_pp_stage_free(kn_pp_stage *st) {
     kn_program_free(st->pf);
     kn_program_free(st->pb);

@@ -207,6 +207,8 @@ static kn_status hook_grads(void *ctx, const int32_t *x, const int32_t *y, doubl
         pp->recv_seen = false;
         double t0 = kn_time_now();
         kn_status st = run_action(pp, a, x, y);
+        /* a GPU runs behind the host: the action ends when its kernels have */
+        if (st == KN_OK && t->dev.type != KN_DEVICE_CPU) st = kn_device_synchronize(t->dev);
         if (st != KN_OK) {
             (void)kn_pp_sends_progress(pp, true);
             return st;

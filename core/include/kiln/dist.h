@@ -387,6 +387,9 @@ kn_status kn_pp_gather(kn_pp *pp);
  * as TSV ("rank op micro chunk t0 t_ready t1", seconds) when path is not NULL. *bubble (may
  * be NULL): 1 - busy / (p * makespan) over every rank. */
 kn_status kn_pp_timeline(kn_pp *pp, const char *path, double *bubble);
+/* This rank's stages as text (kiln/ir.h's format, parseable): for each chunk a comment naming
+ * the model stage and its blocks, its forward graph, its backward graph. */
+kn_status kn_pp_print(FILE *f, const kn_pp *pp);
 
 /* ---------------------------------------------------------------- lab 10 units */
 /* Written by the student in labs/lab10-dataparallel/ (the staff's reference units are
