@@ -83,8 +83,12 @@ void kn_train_pp_report(const kn_train_opts *o, kn_train_dist *rd) {
     printf("  pipeline bubble       %.1f%% measured in the last step (1 - busy / (p x makespan)); (p-1)/(m+p-1) = "
            "%.1f%%", 100 * bubble, 100.0 * (pp - 1) / (m + pp - 1));
     if (v > 1) printf(", interleaved (p-1)/(v m+p-1) = %.1f%%", 100.0 * (pp - 1) / (v * m + pp - 1));
-    printf("\n  stash (rank 0)        %d micro-batches' activations alive at the peak, %.2f MB\n", p->stash_peak,
-           (double)p->stash_peak_bytes / 1e6);
+    printf("\n");
+    double peaks[2 * 1024];
+    if (pp <= 1024 && kn_pp_stash_peaks(p, peaks) == KN_OK)
+        for (int r = 0; r < pp; r++)
+            printf("  stash, rank %-9d %.0f micro-batch chunks' activations alive at the peak, %.2f MB\n", r,
+                   peaks[2 * r], peaks[2 * r + 1] / 1e6);
     if (o->timeline[0]) printf("  timeline              %s (draw: bash plots/pp_timeline.sh %s OUT.png)\n", o->timeline,
                                o->timeline);
 }

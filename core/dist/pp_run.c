@@ -463,6 +463,14 @@ kn_status kn_pp_gather(kn_pp *pp) {
 
 /* ---------------------------------------------------------------- the timeline */
 
+kn_status kn_pp_stash_peaks(kn_pp *pp, double *peaks) {
+    if (!pp || !peaks) return kn_error(KN_ERR_ARG, "kn_pp_stash_peaks: NULL argument");
+    for (int r = 0; r < 2 * pp->p; r++) peaks[r] = 0;
+    peaks[2 * pp->rank] = pp->stash_peak;
+    peaks[2 * pp->rank + 1] = (double)pp->stash_peak_bytes;
+    return sum_f64(pp, pp->comm, peaks, 2 * pp->p, "stash peaks");
+}
+
 kn_status kn_pp_timeline(kn_pp *pp, const char *path, double *bubble) {
     if (!pp || !pp->events) return kn_error(KN_ERR_ARG, "kn_pp_timeline: NULL argument");
     int n = pp->nactions, p = pp->p, w = 6;
@@ -492,12 +500,13 @@ kn_status kn_pp_timeline(kn_pp *pp, const char *path, double *bubble) {
         if (st == KN_OK) {
             fprintf(f, "# kiln pipeline timeline: schedule %s, p %d, m %d, v %d (seconds from the step's start)\n",
                     kn_pp_kind_name(pp->cfg.schedule), p, pp->cfg.micro, pp->v);
-            fprintf(f, "# rank\top\tmicro\tchunk\tt0\tt_ready\tt1\n");
+            fprintf(f, "# rank\top\tmicro\tchunk\tt0\tt_ready\tt1\tidle (before t_ready, since the rank's last "
+                    "action ended)\n");
             for (int r = 0; r < p; r++)
                 for (int i = 0; i < n; i++) {
-                    const double *row = all + ((size_t)r * n + i) * w;
-                    fprintf(f, "%d\t%s\t%d\t%d\t%.6f\t%.6f\t%.6f\n", r, row[0] == KN_PP_FWD ? "F" : "B", (int)row[1],
-                            (int)row[2], row[3], row[4], row[5]);
+                    const double *row = all + ((size_t)r * n + i) * w, prev = i ? row[5 - w] : 0;
+                    fprintf(f, "%d\t%s\t%d\t%d\t%.6f\t%.6f\t%.6f\t%.6f\n", r, row[0] == KN_PP_FWD ? "F" : "B",
+                            (int)row[1], (int)row[2], row[3], row[4], row[5], row[4] - prev);
                 }
             if (fclose(f) != 0) st = kn_error(KN_ERR_IO, "--timeline %s: write failed", path);
         }

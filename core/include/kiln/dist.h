@@ -384,9 +384,13 @@ kn_status kn_pp_step(kn_pp *pp, const int32_t *x, const int32_t *y, int global_b
  * comparison. Collective over the pp axis. */
 kn_status kn_pp_gather(kn_pp *pp);
 /* The last step's timeline of every rank, gathered (collective); rank 0 writes it to path
- * as TSV ("rank op micro chunk t0 t_ready t1", seconds) when path is not NULL. *bubble (may
+ * as TSV ("rank op micro chunk t0 t_ready t1 idle", seconds; idle: the wait before t_ready since
+ * the rank's previous action ended) when path is not NULL. *bubble (may
  * be NULL): 1 - busy / (p * makespan) over every rank. */
 kn_status kn_pp_timeline(kn_pp *pp, const char *path, double *bubble);
+/* Every rank's stash at its peak in the last step (collective): peaks[2 r] the micro-batch
+ * chunks alive, peaks[2 r + 1] their bytes, for r < p. */
+kn_status kn_pp_stash_peaks(kn_pp *pp, double *peaks);
 /* This rank's stages as text (kiln/ir.h's format, parseable): for each chunk a comment naming
  * the model stage and its blocks, its forward graph, its backward graph. */
 kn_status kn_pp_print(FILE *f, const kn_pp *pp);
