@@ -356,9 +356,12 @@ static kn_status coll_run(void *ctx, int32_t id, const kn_node *n, const kn_tens
         q->buf = bf;
         q->cap = cap;
     }
-    kn_tensor *copy;
-    KN_TRY(kn_tensor_clone(&copy, in[0])); /* the program may reuse in[0]'s memory after its run */
-    kn_status st = kn_comm_isend(c, kn_tensor_data(copy), kn_tensor_numel(copy), copy->dtype, peer,
+    kn_tensor *copy; /* the program may reuse in[0]'s memory after its run: a copy where in[0] is */
+    kn_device dev = in[0]->storage->device;
+    size_t bytes = (size_t)kn_tensor_numel(in[0]) * kn_dtype_size(in[0]->dtype);
+    KN_TRY(kn_tensor_empty_on(&copy, dev, in[0]->dtype, in[0]->ndim, in[0]->shape));
+    kn_status st = kn_device_memcpy(dev, kn_tensor_data(copy), dev, kn_tensor_data(in[0]), bytes);
+    if (st == KN_OK) st = kn_comm_isend(c, kn_tensor_data(copy), kn_tensor_numel(copy), copy->dtype, peer,
                                  d->dir ? "pp gradient" : "pp activation", &q->req[q->n]);
     if (st != KN_OK) {
         kn_tensor_free(copy);

@@ -84,7 +84,8 @@ static kn_status sum_f64(kn_pp *pp, kn_comm *c, double *v, int n, const char *wh
     return st;
 }
 
-/* dst += src (f32 tensors of one shape on the trainer's device): the add node's kernel. */
+/* dst += src (contiguous f32 tensors of one shape on the trainer's device): the add node's kernel,
+ * the CPU's or the GPU's. */
 static kn_status add_into(kn_tensor *dst, const kn_tensor *src) {
     kn_node n = {.op = KN_OP_ADD, .nin = 2, .attrs = kn_attrs_default()};
     n.type.dtype = KN_DT_F32;
@@ -93,7 +94,9 @@ static kn_status add_into(kn_tensor *dst, const kn_tensor *src) {
     const kn_tensor *in[2] = {dst, src};
     kn_tensor *c = NULL;
     kn_status st = kn_node_eval(&n, in, &c);
-    if (st == KN_OK) st = kn_tensor_copy_into(dst, c);
+    if (st == KN_OK)
+        st = kn_device_memcpy(dst->storage->device, kn_tensor_data(dst), c->storage->device, kn_tensor_data(c),
+                              (size_t)kn_tensor_numel(dst) * sizeof(float));
     kn_tensor_free(c);
     return st;
 }
