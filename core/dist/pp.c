@@ -21,7 +21,7 @@
  * previous one. The programs are compiled like any other (kn_program_compile, the
  * trainer's passes, mode and device) and run the send/recv through this file's
  * kn_collectives context: a send copies its tensor and starts a nonblocking send on the
- * forward or the backward communicator (so the buffer the program frees after its run is
+ * communicator of its direction and sender (kn_pp.link; so the buffer the program frees after its run is
  * never the one in flight; the copy is freed once the send is done: polled between steps
  * and waited at the end of the schedule), a recv blocks until its data is there and
  * notes the time (the timeline's "ready"). */
@@ -331,12 +331,14 @@ kn_status kn_pp_sends_progress(kn_pp *pp, bool wait) {
 static kn_status coll_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor *const *in, kn_tensor *out) {
     struct kn_pp_dir *d = ctx;
     kn_pp *pp = d->pp;
-    kn_comm *c = pp->dir[d->dir];
+    kn_comm *c = NULL; /* the link of this direction's messages sent by the sender */
     if ((n->op != KN_OP_SEND && n->op != KN_OP_RECV) || n->attrs.mesh != 2 || n->attrs.parts != pp->p)
         return kn_error(KN_ERR_UNSUPPORTED, "%s: %%%d {mesh=%lld, parts=%lld}: the pipeline's context runs send and "
                         "recv over mesh axis 2 (pp) of %d ranks", kn_op_name(n->op), id, (long long)n->attrs.mesh,
                         (long long)n->attrs.parts, pp->p);
     int peer = (int)n->attrs.peer;
+    if (peer < 0 || peer >= pp->p) return kn_error(KN_ERR_ARG, "%s: %%%d: peer %d of %d", kn_op_name(n->op), id, peer, pp->p);
+    c = pp->link[d->dir * pp->p + (n->op == KN_OP_RECV ? peer : pp->rank)];
     if (n->op == KN_OP_RECV) {
         kn_comm_req r;
         KN_TRY(kn_comm_irecv(c, kn_tensor_data(out), kn_tensor_numel(out), out->dtype, peer,

@@ -361,8 +361,9 @@ kn_status kn_pp_new(kn_pp *pp, kn_comm *c, kn_trainer *tr, const kn_pp_config *c
     pp->stages = pp->p * pp->v;
     kn_status st = KN_OK;
 #define TRY_(x) do { if (st == KN_OK) st = (x); } while (0)
-    TRY_(kn_comm_split(c, 0, c->rank, &pp->dir[0]));
-    TRY_(kn_comm_split(c, 0, c->rank, &pp->dir[1]));
+    pp->link = kn_calloc(2 * (size_t)pp->p, sizeof *pp->link);
+    if (!pp->link) st = kn_error(KN_ERR_OOM, "kn_pp_new: out of memory");
+    for (int k = 0; k < 2 * pp->p; k++) TRY_(kn_comm_split(c, 0, c->rank, &pp->link[k]));
     if (pp->p > 1) {
         kn_comm *e = NULL;
         bool in = pp->rank == 0 || pp->rank == pp->p - 1;
@@ -420,8 +421,8 @@ void kn_pp_free(kn_pp *pp) {
     kn_free(pp->owned);
     kn_free(pp->actions);
     kn_free(pp->events);
-    kn_comm_free(pp->dir[0]);
-    kn_comm_free(pp->dir[1]);
+    for (int k = 0; pp->link && k < 2 * pp->p; k++) kn_comm_free(pp->link[k]);
+    kn_free(pp->link);
     kn_comm_free(pp->embed);
     memset(pp, 0, sizeof *pp);
 }

@@ -331,9 +331,13 @@ typedef struct kn_pp_stage kn_pp_stage; /* pp.c */
 
 typedef struct kn_pp {
     kn_comm *comm;           /* borrowed: the pp axis (this rank's index: comm->rank) */
-    kn_comm *dir[2];         /* owned: the axis again, one for the forwards' traffic and one for
-                              * the backwards' (a pair of ranks then carries one kind of message
-                              * per communicator, in the same order on both ends) */
+    kn_comm **link;          /* owned, 2 p: the axis again, link[d p + s] carrying direction d's
+                              * messages (0 activations, 1 gradients) sent by rank s: each
+                              * communicator then holds one kind of message from one sender, sent
+                              * and received in the same order, and a rank's sends and receives
+                              * never share one (NCCL runs a communicator's operations in order on
+                              * its stream: a send waiting for its receiver there would hold up
+                              * a receive queued behind it) */
     kn_comm *embed;          /* owned: ranks 0 and p-1 (the tied wte's group); NULL elsewhere and
                               * for p = 1 */
     kn_trainer *tr;          /* borrowed: its batch is one micro-batch */
