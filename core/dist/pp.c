@@ -348,6 +348,9 @@ static kn_status coll_run(void *ctx, int32_t id, const kn_node *n, const kn_tens
         pp->recv_seen = true;
         return KN_OK;
     }
+    /* the test hook's compute time, before the data leaves (kn_pp.test_sleep) */
+    kn_pp_test_sleep(pp->test_sleep[d->dir]);
+    pp->sent = true;
     struct kn_pp_sends *q = pp->sends;
     if (q->n == q->cap) {
         int cap = q->cap ? 2 * q->cap : 16;

@@ -50,5 +50,7 @@ void kn_pp_stage_free(kn_pp_stage *st);
 kn_status kn_pp_sends_new(kn_pp *pp);
 void kn_pp_sends_free(kn_pp *pp);
 kn_status kn_pp_sends_progress(kn_pp *pp, bool wait);
+/* kn_pp.test_sleep's sleep of s seconds (none for s <= 0). */
+void kn_pp_test_sleep(double s);
 
 #endif /* KILN_DIST_PP_IMPL_H */

@@ -25,6 +25,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "kiln/device.h"
 #include "kiln/dist.h"
@@ -152,6 +153,13 @@ static kn_status slot_find(kn_pp *pp, int micro, int chunk, struct kn_pp_slot **
 
 /* ---------------------------------------------------------------- one action */
 
+void kn_pp_test_sleep(double s) {
+    if (s <= 0) return;
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
 static kn_status run_action(kn_pp *pp, const kn_pp_action *a, const int32_t *x, const int32_t *y) {
     kn_trainer *t = pp->tr;
     if (a->chunk < 0 || a->chunk >= pp->v || a->micro < 0 || a->micro >= pp->cfg.micro)
@@ -166,6 +174,7 @@ static kn_status run_action(kn_pp *pp, const kn_pp_action *a, const int32_t *x, 
         for (int k = 0; k < s->n; k++) KN_TRY(kn_program_bind_output(st->pf, 1 + k, s->t[k]));
         KN_TRY(kn_trainer_low_refresh(t));
         KN_TRY(kn_program_run(st->pf));
+        if (!pp->sent) kn_pp_test_sleep(pp->test_sleep[0]); /* a send sleeps before it leaves */
         if (st->last) {
             double l;
             KN_TRY(kn_tensor_item_any(kn_program_output(st->pf, 0), &l));
@@ -180,6 +189,7 @@ static kn_status run_action(kn_pp *pp, const kn_pp_action *a, const int32_t *x, 
         KN_TRY(kn_program_bind(st->pb, name, s->t[k]));
     }
     KN_TRY(kn_program_run(st->pb));
+    if (!pp->sent) kn_pp_test_sleep(pp->test_sleep[1]);
     for (int k = 0; k < st->np; k++) /* the micro-batches' gradients summed in the slab */
         KN_TRY(add_into(t->grad_views[st->pidx[k]], kn_program_output(st->pb, k)));
     s->used = false;
@@ -207,7 +217,7 @@ static kn_status hook_grads(void *ctx, const int32_t *x, const int32_t *y, doubl
         e->op = a->op;
         e->micro = a->micro;
         e->chunk = a->chunk;
-        pp->recv_seen = false;
+        pp->recv_seen = pp->sent = false;
         double t0 = kn_time_now();
         kn_status st = run_action(pp, a, x, y);
         /* a GPU runs behind the host: the action ends when its kernels have */

@@ -4,7 +4,8 @@
 #
 # 1. test-dist pp (tests/dist/test_pp.c) under mpiexec -n 1, 2 and 4: every schedule's
 #    losses, gradient norms and final parameters against one process, the tied wte's two
-#    copies bitwise equal, the stash's peak, the timeline's order, kn_pp_check's refusals.
+#    copies bitwise equal, the stash's peak, the timeline's order, the bubble with every action
+#    sleeping a fixed time (within 6 points of (p-1)/(v m+p-1)), kn_pp_check's refusals.
 # 2. `kiln train --pp N --schedule S` on 2 and 4 CPU ranks gives one process's losses and
 #    final parameters and optimizer state (compare.py; tolerance: a summation order), and its
 #    --timeline has every rank's 2 m v actions, in order, each computing after its input came;
@@ -12,7 +13,8 @@
 # 3. Bad usage gets its message: ranks != --pp, layers not divisible into stages, fewer
 #    micro-batches than stages, a batch the micro-batches do not divide, interleaved with m
 #    not a multiple of p, --pp with --dist or --accum.
-# The measured bubble is printed, not checked: 4 ranks on 2 loaded cores time nothing well.
+# kiln train's measured bubble is printed, not checked: 4 ranks on 2 loaded cores time tiny
+# stages badly (test-dist pp checks the bubble with sleeps instead).
 set -euo pipefail
 kiln=$(realpath "$1")
 dist=$(realpath "$2")

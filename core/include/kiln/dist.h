@@ -363,7 +363,12 @@ typedef struct kn_pp {
     double loss_sum;         /* the last stage's micro-batch losses summed (this rank) */
     double t_ready;          /* set by a recv: when its data arrived */
     bool recv_seen;
+    bool sent;               /* the action's program ran its send */
     struct kn_pp_sends *sends;   /* owned: sends in flight */
+    double test_sleep[2];    /* a test hook (seconds, 0: none): every forward [0] and backward [1]
+                              * also sleeps this long (before its send, or after its program when
+                              * it sends nothing), so a step's timing is the schedule's and not the
+                              * loaded machine's (tests/dist/test_pp.c checks the bubble) */
 } kn_pp;
 
 /* The checks a pipeline makes before anything runs, the same on every rank: KN_ERR_ARG with
