@@ -9,7 +9,8 @@
 # 2. `kiln train --pp N --schedule S` on 2 and 4 CPU ranks gives one process's losses and
 #    final parameters and optimizer state (compare.py; tolerance: a summation order), and its
 #    --timeline has every rank's 2 m v actions, in order, each computing after its input came;
-#    plots/pp_timeline.sh draws it (where gnuplot is).
+#    plots/pp_timeline.sh draws it (where gnuplot is); a checkpoint resumes on another mesh and
+#    schedule; bf16; --emit-ir shows the stages' send and recv.
 # 3. Bad usage gets its message: ranks != --pp, layers not divisible into stages, fewer
 #    micro-batches than stages, a batch the micro-batches do not divide, interleaved with m
 #    not a multiple of p, --pp with --dist or --accum.
@@ -51,6 +52,14 @@ for cell in "2 gpipe" "2 1f1b" "2 interleaved" "4 1f1b" "4 interleaved"; do
         END { for (r = 0; r < p; r++) if (rows[r] != want) { print "rank " r ": " rows[r] " actions, not " want; bad = 1 }
               exit bad }' $tag.tsv || { echo "pp $n, $s: the timeline is malformed"; exit 1; }
 done
+# a checkpoint of --pp 4 1f1b (its every rank's parameters and optimizer state gathered)
+# resumes as --pp 2 gpipe with other micro-batches, on one process's course
+run $MPIEXEC -n 4 "$kiln" train $A --pp 4 --microbatches 4 --stop-after 2 --out r.st --log r1.log > r1.txt 2>&1 \
+    || { cat r1.txt; exit 1; }
+run $MPIEXEC -n 2 "$kiln" train --resume r.st --pp 2 --schedule gpipe --microbatches 2 --out r2.st --log r2.log \
+    > r2.txt 2>&1 || { cat r2.txt; exit 1; }
+cat r1.log r2.log > r.log
+echo "pp 4 1f1b, resumed as pp 2 gpipe: $(python3 "$here/compare.py" one.log r.log one.st r2.st $TOL)"
 # bf16 (the weights' low copies bound in every stage's programs), SGD: Adam's update of a
 # noise-only gradient is order-dependent at 16 bits (compare.py); the tolerance is DDP's bf16 one
 M="--layers 4 --width 32 --heads 2 --context 16 --batch 8 --steps 4 --data-bytes 20000 --eval-batches 1 --sample 0 --device cpu --optimizer sgd --momentum 0.9 --lr 0.1 --precision bf16"
