@@ -84,11 +84,13 @@ void kn_train_pp_report(const kn_train_opts *o, kn_train_dist *rd) {
            "%.1f%%", 100 * bubble, 100.0 * (pp - 1) / (m + pp - 1));
     if (v > 1) printf(", interleaved (p-1)/(v m+p-1) = %.1f%%", 100.0 * (pp - 1) / (v * m + pp - 1));
     printf("\n");
-    double peaks[2 * 1024];
-    if (pp <= 1024 && kn_pp_stash_peaks(p, peaks) == KN_OK)
+    double st[3 * 1024];
+    double P = (double)p->tr->model->p.n;
+    if (pp <= 1024 && kn_pp_rank_stats(p, st) == KN_OK)
         for (int r = 0; r < pp; r++)
-            printf("  stash, rank %-9d %.0f micro-batch chunks' activations alive at the peak, %.2f MB\n", r,
-                   peaks[2 * r], peaks[2 * r + 1] / 1e6);
+            printf("  rank %-16d stash: %.0f micro-batch chunks' activations alive at the peak, %.2f MB; "
+                   "parameters trained: %.0f of P = %.0f (%.0f%%)\n", r, st[3 * r], st[3 * r + 1] / 1e6,
+                   st[3 * r + 2], P, 100 * st[3 * r + 2] / P);
     if (o->timeline[0]) printf("  timeline              %s (draw: bash plots/pp_timeline.sh %s OUT.png)\n", o->timeline,
                                o->timeline);
 }

@@ -477,12 +477,15 @@ kn_status kn_pp_gather(kn_pp *pp) {
 
 /* ---------------------------------------------------------------- the timeline */
 
-kn_status kn_pp_stash_peaks(kn_pp *pp, double *peaks) {
-    if (!pp || !peaks) return kn_error(KN_ERR_ARG, "kn_pp_stash_peaks: NULL argument");
-    for (int r = 0; r < 2 * pp->p; r++) peaks[r] = 0;
-    peaks[2 * pp->rank] = pp->stash_peak;
-    peaks[2 * pp->rank + 1] = (double)pp->stash_peak_bytes;
-    return sum_f64(pp, pp->comm, peaks, 2 * pp->p, "stash peaks");
+kn_status kn_pp_rank_stats(kn_pp *pp, double *out) {
+    if (!pp || !out) return kn_error(KN_ERR_ARG, "kn_pp_rank_stats: NULL argument");
+    for (int r = 0; r < 3 * pp->p; r++) out[r] = 0;
+    double held = 0;
+    for (int k = 0; k < pp->nranges; k++) held += (double)(pp->hi[k] - pp->lo[k]);
+    out[3 * pp->rank] = pp->stash_peak;
+    out[3 * pp->rank + 1] = (double)pp->stash_peak_bytes;
+    out[3 * pp->rank + 2] = held;
+    return sum_f64(pp, pp->comm, out, 3 * pp->p, "pipeline rank statistics");
 }
 
 kn_status kn_pp_timeline(kn_pp *pp, const char *path, double *bubble) {

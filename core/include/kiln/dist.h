@@ -397,9 +397,10 @@ kn_status kn_pp_gather(kn_pp *pp);
  * the rank's previous action ended) when path is not NULL. *bubble (may
  * be NULL): 1 - busy / (p * makespan) over every rank. */
 kn_status kn_pp_timeline(kn_pp *pp, const char *path, double *bubble);
-/* Every rank's stash at its peak in the last step (collective): peaks[2 r] the micro-batch
- * chunks alive, peaks[2 r + 1] their bytes, for r < p. */
-kn_status kn_pp_stash_peaks(kn_pp *pp, double *peaks);
+/* Every rank's figures (collective), for r < p: out[3 r] its stash at the peak of the last
+ * step (micro-batch chunks alive), out[3 r + 1] their bytes, out[3 r + 2] the parameters its
+ * stages read, differentiate and update (floats; the slab itself is whole on every rank). */
+kn_status kn_pp_rank_stats(kn_pp *pp, double *out);
 /* This rank's stages as text (kiln/ir.h's format, parseable): for each chunk a comment naming
  * the model stage and its blocks, its forward graph, its backward graph. */
 kn_status kn_pp_print(FILE *f, const kn_pp *pp);

@@ -33,6 +33,7 @@ struct kn_trainer;
  * calls them in this order each step:
  *   for m in 0..micro-1: micro_begin(m, last) · the step program (its collective ops run
  *                        through coll) · micro_end(m, status of the run)
+ *   (or, when grads is set, grads(x, y) instead of that loop: a pipeline's schedule)
  *   sum(loss) · clip(scale, ...) · [sum(overflow flag) when a loss scale is on] · update
  * so the hooks never see a half-made step. */
 typedef struct kn_step_comm {
