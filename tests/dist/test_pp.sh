@@ -10,7 +10,8 @@
 #    final parameters and optimizer state (compare.py; tolerance: a summation order), and its
 #    --timeline has every rank's 2 m v actions, in order, each computing after its input came;
 #    plots/pp_timeline.sh draws it (where gnuplot is); a checkpoint resumes on another mesh and
-#    schedule; bf16; --emit-ir shows the stages' send and recv.
+#    schedule; bf16; --mode emu (the CUDA code under the emulator); --emit-ir shows the
+#    stages' send and recv.
 # 3. Bad usage gets its message: ranks != --pp, layers not divisible into stages, fewer
 #    micro-batches than stages, a batch the micro-batches do not divide, interleaved with m
 #    not a multiple of p, --pp with --dist or --accum.
@@ -60,6 +61,12 @@ run $MPIEXEC -n 2 "$kiln" train --resume r.st --pp 2 --schedule gpipe --microbat
     > r2.txt 2>&1 || { cat r2.txt; exit 1; }
 cat r1.log r2.log > r.log
 echo "pp 4 1f1b, resumed as pp 2 gpipe: $(python3 "$here/compare.py" one.log r.log one.st r2.st $TOL)"
+# the GPU's code path without a GPU: the stages' programs rendered as CUDA and run by the
+# CUDA emulator (--mode emu)
+E="--layers 2 --width 16 --heads 2 --context 8 --batch 4 --steps 2 --data-bytes 20000 --eval-batches 1 --sample 0 --lr 1e-2 --mode emu"
+run "$kiln" train $E --out e1.st --log e1.log > e1.txt 2>&1 || { cat e1.txt; exit 1; }
+run $MPIEXEC -n 2 "$kiln" train $E --pp 2 --microbatches 2 --out e2.st --log e2.log > e2.txt 2>&1 || { cat e2.txt; exit 1; }
+echo "pp 2, 1f1b, --mode emu: $(python3 "$here/compare.py" e1.log e2.log e1.st e2.st $TOL)"
 # bf16 (the weights' low copies bound in every stage's programs), SGD: Adam's update of a
 # noise-only gradient is order-dependent at 16 bits (compare.py); the tolerance is DDP's bf16 one
 M="--layers 4 --width 32 --heads 2 --context 16 --batch 8 --steps 4 --data-bytes 20000 --eval-batches 1 --sample 0 --device cpu --optimizer sgd --momentum 0.9 --lr 0.1 --precision bf16"
