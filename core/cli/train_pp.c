@@ -4,11 +4,13 @@
  * job cleanly, and the device each rank takes (train_dist.c's); after the trainer is built
  * on one micro-batch, the communicator and the stages (kn_pp, core/dist/pp*.c); after the
  * run, the last step's timeline and its bubble beside the formula. --emit-ir FILE writes rank 0's
- * stage graphs, their send and recv ops included. The entry point takes
+ * stage graphs, their send and recv ops included. KILN_PP_SLEEP_MS=F,B adds a sleep to every
+ * forward and backward (kn_pp.test_sleep): a timeline of the schedule's shape on any machine. The entry point takes
  * (pp size, schedule, micro-batches, chunks), so a mesh's pp axis maps onto it. Ranks other
  * than 0 print nothing. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/train_impl.h"
@@ -56,7 +58,18 @@ int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, const char *s
 kn_status kn_train_pp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_trainer *tr) {
     KN_TRY(kn_comm_world(&rd->comm, !strcmp(o->comm, "nccl") ? KN_COMM_NCCL : KN_COMM_MPI));
     KN_TRY(kn_pp_new(&rd->pp, rd->comm, tr, &rd->pp_cfg));
-    const kn_pp *p = &rd->pp;
+    kn_pp *p = &rd->pp;
+    /* KILN_PP_SLEEP_MS=F,B: every forward sleeps F ms and backward B ms (kn_pp.test_sleep): a
+     * timeline with the schedule's shape on any machine, for figures and the bubble formula */
+    const char *sl = getenv("KILN_PP_SLEEP_MS");
+    if (sl && *sl) {
+        double f = 0, b = 0;
+        if (sscanf(sl, "%lf,%lf", &f, &b) != 2 || f < 0 || b < 0 || f > 1e5 || b > 1e5)
+            return kn_error(KN_ERR_ARG, "KILN_PP_SLEEP_MS='%s': expected FORWARD_MS,BACKWARD_MS (e.g. 20,40)", sl);
+        p->test_sleep[0] = f / 1e3;
+        p->test_sleep[1] = b / 1e3;
+        printf("  test sleeps           every forward %g ms, every backward %g ms (KILN_PP_SLEEP_MS)\n", f, b);
+    }
     printf("  pipeline parallel: %d stages of %d blocks on %d ranks (%s, %d chunk%s per rank), schedule %s, %d "
            "micro-batches of %d rows\n", p->stages, tr->model->cfg.layers / p->stages, p->p, o->comm, p->v,
            p->v == 1 ? "" : "s", kn_pp_kind_name(p->cfg.schedule), p->cfg.micro, rd->rows);
