@@ -351,6 +351,7 @@ static kn_status coll_run(void *ctx, int32_t id, const kn_node *n, const kn_tens
     /* the test hook's compute time, before the data leaves (kn_pp.test_sleep) */
     kn_pp_test_sleep(pp->test_sleep[d->dir]);
     pp->sent = true;
+    pp->t_sent = kn_time_now();
     struct kn_pp_sends *q = pp->sends;
     if (q->n == q->cap) {
         int cap = q->cap ? 2 * q->cap : 16;

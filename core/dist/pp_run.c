@@ -229,6 +229,7 @@ static kn_status hook_grads(void *ctx, const int32_t *x, const int32_t *y, doubl
         e->t0 = t0 - pp->t_step0;
         e->t_ready = (pp->recv_seen ? pp->t_ready : t0) - pp->t_step0;
         e->t1 = kn_time_now() - pp->t_step0;
+        e->t_sent = pp->sent ? pp->t_sent - pp->t_step0 : e->t1;
     }
     KN_TRY(kn_pp_sends_progress(pp, true));
     if (pp->embed) { /* the tied embedding: both copies' gradients summed (ranks 0 and p-1) */

@@ -9,7 +9,7 @@
  * tied wte (ranks 0 and p-1) are bitwise equal; the stash never holds more than the
  * schedule allows (1F1B: p - rank micro-batches, GPipe: m); the timeline has the schedule's
  * actions in order, each after its input arrived, a forward's input never before the
- * previous stage's forward of that micro-batch ended (across ranks, on the common clock),
+ * previous stage's forward of that micro-batch sent it (across ranks, on the common clock),
  * and a bubble in [0, 1); with every action sleeping a fixed time (the test hook), the
  * measured bubble is within 6 points of (p-1)/(v m+p-1); the bad configurations are refused
  * with their message. */
@@ -43,7 +43,7 @@ static double worst_param_diff(const kn_params *a, const kn_params *b) {
 
 /* The timeline's structure: this rank's actions are the schedule's, in order, each one's
  * input there before it computes; across ranks, F(micro, stage s) starts computing only
- * after F(micro, s-1) ended (absolute clock: the ranks share a host). */
+ * after F(micro, s-1) sent its output (absolute clock: the ranks share a host). */
 static void check_timeline(kn_pp *pp, kn_comm *c) {
     int n = pp->nactions, p = pp->p;
     for (int i = 0; i < n; i++) {
@@ -54,14 +54,16 @@ static void check_timeline(kn_pp *pp, kn_comm *c) {
               e->t_ready, e->t1);
         if (i > 0) CHECK(pp->events[i - 1].t1 <= e->t0, "action %d starts before action %d ended", i, i - 1);
     }
-    /* every rank's forward ends, absolute: [rank][chunk][micro] */
+    /* every rank's forward sends, absolute: [rank][chunk][micro] */
     int V = pp->v, cells = p * V * M;
     double *end = kn_calloc((size_t)cells, sizeof *end), *ready = kn_calloc((size_t)cells, sizeof *ready);
     for (int i = 0; i < n; i++) {
         const kn_pp_record *e = &pp->events[i];
         if (e->op != KN_PP_FWD) continue;
         int at = (pp->rank * V + e->chunk) * M + e->micro;
-        end[at] = pp->t_step0 + e->t1;
+        end[at] = pp->t_step0 + e->t_sent; /* its output left here: the program's end-of-run work follows */
+        CHECK(e->t_ready <= e->t_sent && e->t_sent <= e->t1, "action %d: sent at %g outside [%g, %g]", i, e->t_sent,
+              e->t_ready, e->t1);
         ready[at] = pp->t_step0 + e->t_ready;
     }
     CHECK(kn_comm_all_reduce(c, end, end, cells, KN_DT_F64) == KN_OK, "gather the forward ends");
@@ -71,7 +73,7 @@ static void check_timeline(kn_pp *pp, kn_comm *c) {
             int r = s % p, ch = s / p, pr = (s - 1) % p, pc = (s - 1) / p;
             double got = ready[(r * V + ch) * M + m], before = end[(pr * V + pc) * M + m];
             CHECK(got + 1e-4 >= before, "F(micro %d) of stage %d had its input at %.6f, before stage %d's forward "
-                  "ended at %.6f", m, s, got, s - 1, before);
+                  "sent it at %.6f", m, s, got, s - 1, before);
         }
     kn_free(end);
     kn_free(ready);

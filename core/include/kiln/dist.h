@@ -325,6 +325,7 @@ typedef struct kn_pp_config {
 typedef struct kn_pp_record {
     int op, micro, chunk;  /* op: KN_PP_FWD or KN_PP_BWD */
     double t0, t_ready, t1;
+    double t_sent;         /* when its send left (after its compute; t1 when it sends nothing) */
 } kn_pp_record;
 
 typedef struct kn_pp_stage kn_pp_stage; /* pp.c */
@@ -362,6 +363,7 @@ typedef struct kn_pp {
     double t_step0;
     double loss_sum;         /* the last stage's micro-batch losses summed (this rank) */
     double t_ready;          /* set by a recv: when its data arrived */
+    double t_sent;           /* set by a send: when it left */
     bool recv_seen;
     bool sent;               /* the action's program ran its send */
     struct kn_pp_sends *sends;   /* owned: sends in flight */
