@@ -121,19 +121,19 @@ static void pp_against_one_process(kn_comm *c, kn_pp_kind kind) {
         kn_free(w);
     }
     check_timeline(&pp, c);
-    /* the bubble: with every forward 20 ms and backward 40 ms of sleep the compute is noise,
+    /* the bubble: with every forward 30 ms and backward 60 ms of sleep the compute is noise,
      * and the measured idle share is the schedule's: (p-1)/(v m+p-1) (v = 1: (p-1)/(m+p-1)) */
     if (p > 1) {
         double bubble = -1, want = (double)(p - 1) / (pp.v * M + p - 1);
-        pp.test_sleep[0] = 0.02;
-        pp.test_sleep[1] = 0.04;
+        pp.test_sleep[0] = 0.03;
+        pp.test_sleep[1] = 0.06;
         batch(x, y, 0);
         CHECK(kn_pp_step(&pp, x, y, G, 0.0, NULL, NULL) == KN_OK, "a step with sleeps");
         CHECK(kn_pp_timeline(&pp, NULL, &bubble) == KN_OK, "timeline");
         CHECK(fabs(bubble - want) < 0.06, "%s on %d ranks: bubble %.3f measured, %.3f by the formula",
               kn_pp_kind_name(kind), p, bubble, want);
         if (g_rank == 0)
-            printf("pp %d ranks, %-11s m=%d, forward 20 ms, backward 40 ms: bubble %.1f%% measured, %.1f%% by the "
+            printf("pp %d ranks, %-11s m=%d, forward 30 ms, backward 60 ms: bubble %.1f%% measured, %.1f%% by the "
                    "formula\n", p, kn_pp_kind_name(kind), M, 100 * bubble, 100 * want);
         pp.test_sleep[0] = pp.test_sleep[1] = 0;
     }
