@@ -8,7 +8,8 @@
 #                             4 ranks, the combination matrix (every precision x strategy x
 #                             mode x accumulation cell on 2 ranks against one process),
 #                             strategy equality against one process, the memory and overlap
-#                             figures, and the timeout tests
+#                             figures, the timeout tests, and pipeline parallelism
+#                             (test-step-dist-pp: every schedule on 1, 2 and 4 ranks)
 #
 # MPI-neutral: MPICC and MPIEXEC pick the MPI (MPICH here, Open MPI on the GPU machines);
 # the compile and link flags come from `$(MPICC) -show` (MPICH) or `--showme` (Open MPI).
@@ -50,7 +51,7 @@ $(KILN): LDLIBS += $(MPI_LDLIBS)
 
 # The multi-rank test program: plain C (not Criterion: Criterion forks, MPI ranks must not).
 DIST_TEST := $(CFG)/test-dist
-DIST_TEST_OBJS := $(call obj,tests/dist/test_comm.c tests/dist/test_dp.c tests/dist/test_matrix.c tests/dist/test_tp.c)
+DIST_TEST_OBJS := $(call obj,tests/dist/test_comm.c tests/dist/test_dp.c tests/dist/test_matrix.c tests/dist/test_tp.c tests/dist/test_pp.c)
 $(DIST_TEST): $(DIST_TEST_OBJS) $(LIB)
 	$(call quiet,LINK,$@)$(CC) $(LDFLAGS) -o $@ $(DIST_TEST_OBJS) $(LIB) $(LDLIBS) $(MPI_LDLIBS)
 
@@ -76,8 +77,8 @@ endif
 bench-comm: $(KILN)
 	$(DIST_ENV) $(MPIEXEC) -n $(DIST_RANKS) $(KILN) bench-comm
 
-TEST_STEPS += test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp
-.PHONY: test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp
+TEST_STEPS += test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp test-step-dist-pp
+.PHONY: test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp test-step-dist-pp
 # tensor parallelism (tests/dist/test_tp.c): the placement pass's local graphs on 2 and 4
 # ranks (tp=2, tp=4) against one process, and the bad meshes of kiln train --mesh
 test-step-dist-tp:
@@ -103,6 +104,17 @@ test-step-dist-train:
 	@$(MAKE) --no-print-directory $(KILN) IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) dist-train env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \
 	  bash tests/dist/test_train.sh $(BUILD)/$(DEFAULT_IMPL)/kiln
+# pipeline parallelism (tests/dist/test_pp.sh): every schedule on 1, 2 and 4 ranks against one
+# process (test-dist pp and kiln train --pp), the timeline's structure, the refusals
+test-step-dist-pp:
+	@$(MAKE) --no-print-directory $(KILN) $(CFG)/test-dist IMPL=$(DEFAULT_IMPL) >/dev/null
+	@bash tests/harness/record.sh $(ALL_RESULTS) dist-pp env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \
+	  bash tests/dist/test_pp.sh $(BUILD)/$(DEFAULT_IMPL)/kiln $(BUILD)/$(DEFAULT_IMPL)/test-dist
+# GPU ranks (by hand on a machine with 2 or 4 GPUs; "skip" without): equality with one GPU
+# and the bubble of pp=4, m=16 (tests/dist/test_pp_gpu.sh)
+.PHONY: test-dist-pp-gpu
+test-dist-pp-gpu: $(KILN)
+	MPIEXEC='$(MPIEXEC)' bash tests/dist/test_pp_gpu.sh $(KILN) $(BUILD)/pp-gpu
 test-step-dist-timeout:
 	@$(MAKE) --no-print-directory $(KILN) $(CFG)/test-dist IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) dist-timeout env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \

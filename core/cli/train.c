@@ -360,7 +360,8 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
         st = kn_batch_sample(d.tokens, d.n_train, o->batch, o->context, o->seed, 0, s, x, y);
         tr.inject_inf = inject_at(s, rd->rank);
         if (st == KN_OK)
-            st = rd->on      ? kn_dp_step(&rd->dp, x, y, o->batch, lr, &loss, &gn)
+            st = rd->pp_on   ? kn_pp_step(&rd->pp, x, y, o->batch, lr, &loss, &gn)
+                 : rd->on    ? kn_dp_step(&rd->dp, x, y, o->batch, lr, &loss, &gn)
                  : rd->tp_on ? kn_tp_step(&rd->tp, x, y, lr, &loss, &gn)
                              : kn_trainer_step(&tr, x, y, lr, &loss, &gn);
         /* a skeleton unit that returns nothing (lab 06's GEMM) left garbage: stop, saying whose */
@@ -389,7 +390,7 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
     /* evaluation, the checkpoint and the sample read the whole model and state: ZeRO's
      * shards are gathered first (on the trainer's device; ZeRO-3's parameters too), then
      * copied to the host */
-    if (rd->on && kn_dp_gather_state(&rd->dp) != KN_OK) goto fail;
+    if (rd->on && (rd->pp_on ? kn_pp_gather(&rd->pp) : kn_dp_gather_state(&rd->dp)) != KN_OK) goto fail;
     if (rd->tp_on && kn_tp_gather_state(&rd->tp) != KN_OK) goto fail;
     double val = NAN;
     if (evaluate(o, &tr, &d, &val) != KN_OK) goto fail;
@@ -414,6 +415,7 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
     printf("  held-out loss         %.4f nats/token (%d batches)%s\n", val, o->eval_batches,
            val < d.unigram ? "  -> below the unigram baseline" : "  -> NOT below the unigram baseline");
     kn_train_dist_report(rd, g.p.n);
+    if (rd->pp_on) kn_train_pp_report(o, rd);
     if (strcmp(o->out, "none") != 0 && rd->rank == 0) {
         if (kn_train_save(o, &tr, &d, end) != KN_OK) goto fail;
         printf("  checkpoint            %s (step %lld of %lld%s)\n", o->out, (long long)end, (long long)o->steps,
@@ -424,7 +426,8 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
 fail:
     if (rc) fprintf(stderr, "kiln train: %s\n", kn_last_error());
     if (have_ck) kn_safetensors_free(&ck);
-    if (rd->on) kn_dp_free(&rd->dp);
+    if (rd->pp_on) kn_pp_free(&rd->pp);
+    else if (rd->on) kn_dp_free(&rd->dp);
     kn_trainer_free(&tr);
     kn_gpt_free(&g);
     kn_free(d.tokens);

@@ -18,7 +18,16 @@
 int kn_train_dist_begin(kn_train_opts *o, kn_train_dist *rd) {
     memset(rd, 0, sizeof *rd);
     rd->size = 1;
+    if (o->mesh[0] && !o->sp) { /* --mesh pp=N alone is --pp N (pipeline parallelism: train_pp.c) */
+        kn_mesh m;
+        if (kn_mesh_parse(o->mesh, 0, &m) == KN_OK && m.size[KN_MESH_DP] == 1 && m.size[KN_MESH_TP] == 1 &&
+            m.size[KN_MESH_PP] > 1 && (o->pp == 0 || o->pp == m.size[KN_MESH_PP])) {
+            o->pp = m.size[KN_MESH_PP];
+            o->mesh[0] = '\0';
+        }
+    }
     if (o->mesh[0] || o->sp) return kn_train_tp_begin(o, rd);
+    if (o->pp > 0) return kn_train_pp_begin(o, rd, o->pp, o->schedule, o->microbatches, o->chunks);
     if (!o->dist[0]) return -1;
     kn_dp_strategy s;
     if (kn_dp_strategy_parse(o->dist, &s) != KN_OK) {
@@ -78,6 +87,10 @@ int kn_train_dist_begin(kn_train_opts *o, kn_train_dist *rd) {
         return 2;
     }
     rd->rows = o->batch / (rd->size * o->accum);
+    return kn_train_dist_ranks(o, rd);
+}
+
+int kn_train_dist_ranks(kn_train_opts *o, kn_train_dist *rd) {
     if (!strcmp(o->comm, "nccl")) {
         /* GPU ranks: one GPU per rank, the rank's index on its host (as kn_comm_world(nccl)) */
         int local = kn_dist_local_rank();
@@ -113,6 +126,7 @@ int kn_train_dist_begin(kn_train_opts *o, kn_train_dist *rd) {
 
 kn_status kn_train_dist_attach(const kn_train_opts *o, kn_train_dist *rd, kn_trainer *tr) {
     if (!rd->on) return KN_OK;
+    if (rd->pp_on) return kn_train_pp_attach(o, rd, tr);
     KN_TRY(kn_comm_world(&rd->comm, !strcmp(o->comm, "nccl") ? KN_COMM_NCCL : KN_COMM_MPI));
     kn_dp_config c = {.bucket_mb = o->bucket_mb, .accum = o->accum, .ring = !strcmp(o->allreduce, "ring"),
                       .compress = !strcmp(o->compress, "int8")};
@@ -136,7 +150,7 @@ kn_status kn_train_dist_attach(const kn_train_opts *o, kn_train_dist *rd, kn_tra
 }
 
 void kn_train_dist_report(const kn_train_dist *rd, int64_t P) {
-    if (!rd->on) return;
+    if (!rd->on || rd->pp_on) return;
     kn_dp_memory m = kn_dp_memory_of(&rd->dp), e = kn_dp_memory_expected(rd->dp.cfg.strategy, P, rd->size);
     printf("  memory per rank (bytes)   held        table (fp32 Adam, P=%lld, N=%d)\n", (long long)P, rd->size);
     printf("    parameters              %-11lld %lld\n", (long long)m.params, (long long)e.params);
@@ -185,7 +199,8 @@ void kn_train_dist_end(kn_train_dist *rd) {
         return;
     }
     if (!rd->on) return;
-    kn_dp_free(&rd->dp);
+    if (rd->pp_on) kn_pp_free(&rd->pp);
+    else kn_dp_free(&rd->dp);
     kn_comm_free(rd->comm);
     kn_dist_finalize();
 }

@@ -38,7 +38,10 @@ typedef struct kn_train_dist {
     bool on;
     kn_comm *comm;
     kn_dp dp;
-    int rank, size, rows;   /* rows: the trainer's batch, batch / (size x accum) */
+    int rank, size, rows;   /* rows: the trainer's batch, batch / (size x accum) (--pp: / micro-batches) */
+    bool pp_on;             /* --pp: pipeline parallelism (train_pp.c) instead of dp (on is set too) */
+    kn_pp pp;
+    kn_pp_config pp_cfg;
     /* --mesh (train_tp.c): tensor parallelism; `on` stays false (it means --dist) */
     bool tp_on;
     kn_mesh mesh;
@@ -49,6 +52,10 @@ typedef struct kn_train_dist {
 /* Before the run: --dist needs mpiexec and a batch the ranks and micro-batches divide.
  * Returns -1 to go on, else the exit status (a message printed). */
 int kn_train_dist_begin(kn_train_opts *o, kn_train_dist *rd);
+/* After MPI is up (rd->rank, rd->size set): the device this rank takes (--comm nccl: the
+ * GPU of its index on the host; mpi: the CPU), and ranks other than 0 silenced. Returns -1
+ * to go on, else the exit status (a message printed). */
+int kn_train_dist_ranks(kn_train_opts *o, kn_train_dist *rd);
 /* After the trainer is built (and loaded): the communicator and the strategy. */
 kn_status kn_train_dist_attach(const kn_train_opts *o, kn_train_dist *rd, kn_trainer *tr);
 /* Rank 0's report: memory per rank against distributed.md's table, and the overlap. */
@@ -66,5 +73,17 @@ int kn_train_tp_begin(kn_train_opts *o, kn_train_dist *rd);
 /* After the trainer is built: the model must split tp ways; the communicator and the
  * tensor-parallel state (kn_tp). Nothing when --mesh is not given. */
 kn_status kn_train_tp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_trainer *tr);
+/* ---------------------------------------------------------------- train_pp.c */
+
+/* --pp N --schedule S --microbatches M [--chunks V] under mpiexec -n N: the checks every rank
+ * makes alike (kn_pp_check's messages), MPI, the device each rank takes. The entry point
+ * for a mesh's pp axis too (`--mesh pp=N` maps to pp = N). Returns -1 to go on, else the
+ * exit status (a message printed). */
+int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, const char *schedule, int micro, int chunks);
+/* After the trainer is built: the communicator and the stages (kn_pp_new). */
+kn_status kn_train_pp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_trainer *tr);
+/* After the run (collective): the last step's timeline (--timeline FILE), the measured bubble
+ * beside (p-1)/(m+p-1), the stash's peak. */
+void kn_train_pp_report(const kn_train_opts *o, kn_train_dist *rd);
 
 #endif

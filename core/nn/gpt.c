@@ -241,34 +241,55 @@ kn_status kn_gpt_build(kn_builder *b, const kn_gpt *g, kn_val idx, kn_val target
         return kn_builder_status(b);
     }
     const int B = (int)kn_val_dim(b, idx, 0), T = (int)kn_val_dim(b, idx, 1);
+    kn_val out;
+    return kn_gpt_build_part(b, g, 0, c->layers, true, true, idx, B, T, targets, pvals, &out, logits, loss);
+}
+
+kn_status kn_gpt_build_part(kn_builder *b, const kn_gpt *g, int l0, int l1, bool embed, bool head, kn_val in, int B,
+                            int T, kn_val targets, const kn_val *pvals, kn_val *out, kn_val *logits, kn_val *loss) {
+    if (!b || !g || !pvals || !out) return kn_error(KN_ERR_ARG, "kn_gpt_build_part: NULL argument");
+    const kn_gpt_config *c = &g->cfg;
+    const int nL = c->layers;
+    if (l0 < 0 || l1 < l0 || l1 > nL) {
+        kn_builder_fail(b, KN_ERR_ARG, "kn_gpt_build_part: layers [%d, %d) outside the model's %d", l0, l1, nL);
+        return kn_builder_status(b);
+    }
     const int64_t D = c->width;
     /* pvals follow gpt_layout's order: wte, wpe, 4 matrices per layer, 8 vectors per layer, ln_f */
     const kn_val *P = pvals;
-    const int nL = c->layers;
     const kn_val *mats = P + 2, *vecs = P + 2 + 4 * nL, *lnf = P + 2 + 12 * nL;
-    kn_val tok = kn_embedding(b, P[0], idx);                              /* [B, T, D] */
-    kn_val pos = kn_slice(b, P[1], 0, 0, T, 1);                           /* [T, D] */
-    int64_t s2[2] = {(int64_t)B * T, D};
-    kn_val x = kn_reshape(b, kn_add(b, tok, pos), 2, s2);                 /* [BT, D] */
+    kn_val x = in;
+    if (embed) {
+        kn_val tok = kn_embedding(b, P[0], in);                           /* [B, T, D] */
+        kn_val pos = kn_slice(b, P[1], 0, 0, T, 1);                       /* [T, D] */
+        int64_t s2[2] = {(int64_t)B * T, D};
+        x = kn_reshape(b, kn_add(b, tok, pos), 2, s2);                    /* [BT, D] */
+    }
     /* Each block's nodes carry its index as their scope: activation checkpointing
      * (core/passes/remat.c) finds a layer's input and its forward by it. */
     int32_t outer = KN_SCOPE_NONE;
-    for (int l = 0; l < nL; l++) {
+    for (int l = l0; l < l1; l++) {
         const kn_val *m = mats + 4 * l, *v = vecs + 8 * l;
         int32_t prev = kn_builder_set_scope(b, l);
-        if (l == 0) outer = prev;
+        if (l == l0) outer = prev;
         kn_val h = kn_nn_layernorm(b, x, v[0], v[1]);
         x = kn_add(b, x, kn_nn_attention(b, h, B, T, c->heads, m[0], v[2], m[1], v[3]));
         h = kn_nn_layernorm(b, x, v[4], v[5]);
         x = kn_add(b, x, kn_nn_mlp(b, h, m[2], v[6], m[3], v[7]));
     }
-    kn_builder_set_scope(b, outer);
+    if (l1 > l0) kn_builder_set_scope(b, outer);
+    *out = x;
+    if (!head) return kn_builder_status(b);
+    kn_val lg;
+    if (!logits) logits = &lg;
     x = kn_nn_layernorm(b, x, lnf[0], lnf[1]);
     *logits = kn_matmul_t(b, x, P[0], false, true);                      /* [BT, V], tied to wte */
+    *out = *logits;
     if (kn_val_ok(targets)) {
         int64_t s1[1] = {(int64_t)B * T};
         kn_val l = kn_cross_entropy(b, *logits, kn_reshape(b, targets, 1, s1));
         if (loss) *loss = l;
+        *out = l;
     }
     return kn_builder_status(b);
 }

@@ -16,7 +16,8 @@
  *                 exactly the trainer's step before the runner, bit for bit. With K
  *                 micro-batches the runs' gradients are summed on the device and divided
  *                 by K before the hook, and the loss is the runs' mean.
- *   with comm     for each micro-batch: its rows in, micro_begin, the step program (its
+ *   with comm     (a pipeline: its `grads` hook takes the micro-batches, the rest as here)
+ *                 for each micro-batch: its rows in, micro_begin, the step program (its
  *                 collectives run through the hooks: gradients stored, buckets reduced
  *                 as the backward goes), micro_end; then the loss summed over the ranks,
  *                 the reduced gradients scaled by 1/(ranks x micro x loss scale) and
@@ -218,7 +219,8 @@ static kn_status run_comm(kn_trainer *t, const int32_t *x, const int32_t *y, dou
     const kn_step_comm *c = &t->step.comm;
     int K = t->step.micro, N = c->ranks;
     double lsum = 0;
-    for (int m = 0; m < K; m++) {
+    if (c->grads) KN_TRY(c->grads(c->ctx, x, y, &lsum)); /* a pipeline's schedule */
+    for (int m = 0; !c->grads && m < K; m++) {
         double l = 0;
         KN_TRY(load_rows(t, x, y, ((size_t)c->rank * (size_t)K + (size_t)m) * (size_t)t->B));
         KN_TRY(c->micro_begin(c->ctx, m, m == K - 1));

@@ -72,6 +72,11 @@ static const opt_row k_opts[] = {
     {"emit-ir", O_STR, S(emit_ir), 0, 0, false, "--dist: write the joint graph and where each collective starts"},
     {"mesh", O_STR, S(mesh), 0, 0, false, "device mesh under mpiexec: tp=N (tensor parallel, Megatron), axes dp, tp, pp (kiln/dist.h)"},
     {"sp", O_INT, F(sp), 0, 0, 1, false, "--mesh: sequence parallelism (layernorms and residuals on the rank's rows; reduce-scatter + all-gather): 1 (also bare --sp) or 0"},
+    {"pp", O_INT, F(pp), 0, 0, 1024, false, "pipeline parallelism under mpiexec -n N: N stages of consecutive blocks (kiln/dist.h)"},
+    {"schedule", O_STR, S(schedule), 0, 0, false, "--pp: gpipe, 1f1b or interleaved (kiln/pipeline.h)"},
+    {"microbatches", O_INT, F(microbatches), 0, 0, 65536, false, "--pp: micro-batches per step (0: 4 x --pp)"},
+    {"chunks", O_INT, F(chunks), 0, 0, 64, false, "--pp: model chunks per rank (0: 2 for interleaved, else 1)"},
+    {"timeline", O_STR, S(timeline), 0, 0, false, "--pp: write the last step's per-rank timeline (TSV; plots/pp_timeline.sh)"},
 };
 #undef F
 #undef S
@@ -112,6 +117,7 @@ static void defaults(kn_train_opts *o) {
     snprintf(o->comm, sizeof o->comm, "mpi");
     snprintf(o->allreduce, sizeof o->allreduce, "library");
     snprintf(o->compress, sizeof o->compress, "none");
+    snprintf(o->schedule, sizeof o->schedule, "1f1b");
 }
 
 static const opt_row *find_opt(const char *name, size_t len) {

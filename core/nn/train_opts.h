@@ -57,6 +57,12 @@ typedef struct kn_train_opts {
     char emit_ir[KN_TRAIN_STR];  /* write the step's joint graph with its collectives here */
     char mesh[64];               /* "" or a device mesh, "tp=2", "dp=2,tp=2" (kn_mesh_parse) */
     int sp;                      /* --mesh: sequence parallelism (1) or not (0) */
+    /* pipeline parallelism (core/dist/pp*.c; this invocation only) */
+    int pp;                      /* stages (ranks) on the pp axis; 0: off */
+    char schedule[16];           /* "gpipe", "1f1b" or "interleaved" */
+    int microbatches;            /* micro-batches per step; 0: 4 x pp */
+    int chunks;                  /* chunks per rank; 0: implied by the schedule */
+    char timeline[KN_TRAIN_STR]; /* --pp: write the last step's timeline (TSV) here */
 } kn_train_opts;
 
 /* Parse argv (argv[0] is the subcommand). Returns -1 when the run should go ahead, 0 after

@@ -28,5 +28,7 @@ void test_matrix(kn_comm *c);
 /* test_tp.c: tensor parallelism (tp = the job's size) against one process (`test-dist tp`;
  * sp: with sequence parallelism, `test-dist tp sp`). */
 void test_tp(kn_comm *c, bool sp);
+/* test_pp.c: pipeline parallelism, every schedule against one process (`test-dist pp`). */
+void test_pp(kn_comm *c);
 
 #endif /* KILN_TESTS_DIST_TEST_H */

@@ -300,6 +300,10 @@ int main(int argc, char **argv) {
         test_tp(c, argc > 2 && !strcmp(argv[2], "sp"));
         return finish(c);
     }
+    if (argc > 1 && !strcmp(argv[1], "pp")) {
+        test_pp(c);
+        return finish(c);
+    }
     if (argc > 1 && !strcmp(argv[1], "matrix")) {
         test_matrix(c);
         return finish(c);

@@ -24,6 +24,7 @@
 
 #include "kiln/nn.h"
 #include "kiln/placement.h"
+#include "kiln/pipeline.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -384,6 +385,118 @@ kn_status kn_tp_step(kn_tp *t, const int32_t *x, const int32_t *y, double lr, do
  * step count), on every rank. */
 kn_status kn_tp_gather_state(kn_tp *t);
 void kn_tp_free(kn_tp *t);
+/* ---------------------------------------------------------------- pipeline parallelism
+ *
+ * p ranks (the pp axis of the mesh, mesh axis 2) hold p*v stages of consecutive blocks of
+ * the GPT (core/dist/pp.c): rank r holds chunks c = 0..v-1, model stage c*p + r (v = 1
+ * unless the schedule is interleaved). Stage 0 also holds the embeddings (wte, wpe), the
+ * last stage ln_f and the logits tied to wte, and the loss: wte lives on both ends, and
+ * their gradients are summed between those two ranks before the update (Megatron's
+ * embedding group), so both copies stay equal. Each stage is two programs compiled from
+ * the model's pieces (kn_gpt_build_part) and autograd: its forward (a recv of the previous
+ * stage's activation, or idx, in; a send of its activation, or the loss, out; plus the
+ * activations its backward reads, which the runner stashes per micro-batch) and its
+ * backward (a recv of its output's gradient in, a send of its input's gradient out, plus
+ * its parameters' gradients). The send and recv are IR ops ({mesh=2, parts=p, peer}),
+ * run by this rank's context over the pp communicator: a send copies its tensor and
+ * completes later (MPI isend / NCCL send), a recv blocks. One optimizer step runs the
+ * rank's actions of kn_pp_schedule (kiln/pipeline.h) through the step runner (kiln/step.h:
+ * the runner's `grads` hook), sums the parameters' gradients over the micro-batches, and
+ * clips by the norm over every stage (each parameter counted once). */
+
+typedef struct kn_pp_config {
+    kn_pp_kind schedule;   /* gpipe, 1f1b, interleaved */
+    int micro;             /* m: micro-batches per step (>= 1) */
+    int chunks;            /* v: chunks per rank; 0: implied (2 for interleaved, else 1) */
+} kn_pp_config;
+
+/* One action of the last step, for the timeline: F or B of (micro, chunk), started at t0
+ * (seconds from the step's common start, a barrier), its input there at t_ready (after
+ * the recv; t0 when none), done at t1. Busy is [t_ready, t1); the rest idle. */
+typedef struct kn_pp_record {
+    int op, micro, chunk;  /* op: KN_PP_FWD or KN_PP_BWD */
+    double t0, t_ready, t1;
+    double t_sent;         /* when its send left (after its compute; t1 when it sends nothing) */
+} kn_pp_record;
+
+typedef struct kn_pp_stage kn_pp_stage; /* pp.c */
+
+typedef struct kn_pp {
+    kn_comm *comm;           /* borrowed: the pp axis (this rank's index: comm->rank) */
+    kn_comm **link;          /* owned, 2 p: the axis again, link[d p + s] carrying direction d's
+                              * messages (0 activations, 1 gradients) sent by rank s: each
+                              * communicator then holds one kind of message from one sender, sent
+                              * and received in the same order, and a rank's sends and receives
+                              * never share one (NCCL runs a communicator's operations in order on
+                              * its stream: a send waiting for its receiver there would hold up
+                              * a receive queued behind it) */
+    kn_comm *embed;          /* owned: ranks 0 and p-1 (the tied wte's group); NULL elsewhere and
+                              * for p = 1 */
+    kn_trainer *tr;          /* borrowed: its batch is one micro-batch */
+    kn_pp_config cfg;
+    int p, rank, v, stages;  /* stages = p * v */
+    kn_pp_stage *stage;      /* owned: v, chunk c at [c] */
+    kn_pp_action *actions;   /* owned: this rank's schedule */
+    int nactions;
+    /* the parameters this rank owns: contiguous slab ranges, each with its optimizer */
+    int nranges;
+    int64_t *lo, *hi;        /* owned */
+    kn_optim *opt;           /* owned: one per range (the trainer's config, its step) */
+    kn_tensor **state;       /* owned: per range its optimizer state on the trainer's device */
+    bool *owned;             /* owned: per parameter, this rank holds it */
+    /* stashed activations: a slot per (micro, chunk) between its F and its B */
+    struct kn_pp_slot *slots;
+    int nslots;
+    int stash_alive, stash_peak;      /* slots in use now / at the most in the last step */
+    int64_t stash_bytes, stash_peak_bytes;
+    /* the last step */
+    kn_pp_record *events;     /* owned: nactions */
+    double t_step0;
+    double loss_sum;         /* the last stage's micro-batch losses summed (this rank) */
+    double t_ready;          /* set by a recv: when its data arrived */
+    double t_sent;           /* set by a send: when it left */
+    bool recv_seen;
+    bool sent;               /* the action's program ran its send */
+    struct kn_pp_sends *sends;   /* owned: sends in flight */
+    double test_sleep[2];    /* a test hook (seconds, 0: none): every forward [0] and backward [1]
+                              * also sleeps this long (before its send, or after its program when
+                              * it sends nothing), so a step's timing is the schedule's and not the
+                              * loaded machine's (tests/dist/test_pp.c checks the bubble) */
+} kn_pp;
+
+/* The checks a pipeline makes before anything runs, the same on every rank: KN_ERR_ARG with
+ * a message naming the fix for: ranks != p, p < 1, layers not divisible into p*v stages, m
+ * fewer than p (1f1b, interleaved), a global batch not divisible by m, interleaved with m
+ * not a multiple of p or v < 2, gpipe/1f1b with v != 1. */
+kn_status kn_pp_check(const kn_gpt_config *g, int p, int ranks, int global_batch, const kn_pp_config *c);
+/* Set up on communicator c (the pp axis: p = c->size): the stages of this rank, their
+ * programs, the schedule, the owned ranges and their optimizers, and the trainer's step
+ * runner's hooks (kn_step_set_comm: from now on kn_pp_step takes the steps). The trainer's
+ * batch must be one micro-batch (global batch / m rows); fp32 without a loss scale.
+ * Every rank's parameters are made rank 0's. */
+kn_status kn_pp_new(kn_pp *pp, kn_comm *c, kn_trainer *tr, const kn_pp_config *cfg);
+void kn_pp_free(kn_pp *pp);
+/* One optimizer step on the global batch x, y (global_batch x T each): the schedule's
+ * forwards and backwards, the tied gradient summed, the clip over every stage, the update
+ * of this rank's parameters. *loss: the global batch's mean loss on every rank. */
+kn_status kn_pp_step(kn_pp *pp, const int32_t *x, const int32_t *y, int global_batch, double lr, double *loss,
+                     double *gnorm);
+/* Every rank's parameters and optimizer state brought to every rank (each range broadcast
+ * by its owner) into the trainer's slabs: before evaluation, sampling, a checkpoint, or a
+ * comparison. Collective over the pp axis. */
+kn_status kn_pp_gather(kn_pp *pp);
+/* The last step's timeline of every rank, gathered (collective); rank 0 writes it to path
+ * as TSV ("rank op micro chunk t0 t_ready t1 idle", seconds; idle: the wait before t_ready since
+ * the rank's previous action ended) when path is not NULL. *bubble (may
+ * be NULL): 1 - busy / (p * makespan) over every rank. */
+kn_status kn_pp_timeline(kn_pp *pp, const char *path, double *bubble);
+/* Every rank's figures (collective), for r < p: out[3 r] its stash at the peak of the last
+ * step (micro-batch chunks alive), out[3 r + 1] their bytes, out[3 r + 2] the parameters its
+ * stages read, differentiate and update (floats; the slab itself is whole on every rank). */
+kn_status kn_pp_rank_stats(kn_pp *pp, double *out);
+/* This rank's stages as text (kiln/ir.h's format, parseable): for each chunk a comment naming
+ * the model stage and its blocks, its forward graph, its backward graph. */
+kn_status kn_pp_print(FILE *f, const kn_pp *pp);
 
 /* ---------------------------------------------------------------- lab 10 units */
 /* Written by the student in labs/lab10-dataparallel/ (the staff's reference units are

@@ -114,6 +114,17 @@ int kn_gpt_find(const kn_gpt *g, const char *name);
 kn_status kn_gpt_build(kn_builder *b, const kn_gpt *g, kn_val idx, kn_val targets, kn_val *pvals,
                        kn_val *logits, kn_val *loss);
 
+/* A part of the model, for a pipeline stage (core/dist/pp.c) and for kn_gpt_build itself:
+ * blocks [l0, l1) appended to the builder, on the parameters pvals (gpt_layout's order;
+ * only those the part reads need be valid). embed: `in` is idx [B, T] (i32) and the token
+ * and position embeddings come first; otherwise `in` is the activation [B*T, D]. head: the
+ * final layernorm, the logits tied to wte (*logits) and, with valid targets [B, T], the mean
+ * cross-entropy (*loss) follow. *out receives the part's last value: the activation
+ * [B*T, D], or the logits, or the loss. The same ops in the same order as the whole model,
+ * so the parts chained compute its very numbers. Returns the builder's status. */
+kn_status kn_gpt_build_part(kn_builder *b, const kn_gpt *g, int l0, int l1, bool embed, bool head, kn_val in, int B,
+                            int T, kn_val targets, const kn_val *pvals, kn_val *out, kn_val *logits, kn_val *loss);
+
 /* The GPT of cfg captured as the trainer captures it, for the passes to compile
  * (`kiln compile --gpt`, the pass tests): inputs "idx" and "targets" (i32 [B, T]), the
  * model's parameters, and outputs (loss, logits) for the forward graph, or autograd's joint

@@ -9,9 +9,10 @@
  * parallelism (core/dist/dp.c) plugs in. The step program is compiled by the runner
  * alone (kn_step_compile), with the trainer's passes plus the hooks' pass, so whatever
  * recompiles it (a mode, a loss scale, a device) keeps the collectives in it; nothing
- * else swaps the trainer's program. Pipeline schedules are the next user: a stage's
- * forward and backward programs and the activations 1F1B stashes between them will be
- * the runner's too (today the step is one joint program, with nothing to stash).
+ * else swaps the trainer's program. Pipeline parallelism (core/dist/pp.c) takes the
+ * micro-batches itself through the `grads` hook: its schedule runs the stages' forward
+ * and backward programs and stashes the activations between them; the runner keeps the
+ * loss, the clip, the overflow decision and the update.
  *
  * Layering: nn (the runner and the trainer) sits below dist; dist hands the runner a
  * kn_step_comm of function pointers and never the other way round. */
@@ -32,6 +33,7 @@ struct kn_trainer;
  * calls them in this order each step:
  *   for m in 0..micro-1: micro_begin(m, last) · the step program (its collective ops run
  *                        through coll) · micro_end(m, status of the run)
+ *   (or, when grads is set, grads(x, y) instead of that loop: a pipeline's schedule)
  *   sum(loss) · clip(scale, ...) · [sum(overflow flag) when a loss scale is on] · update
  * so the hooks never see a half-made step. */
 typedef struct kn_step_comm {
@@ -59,6 +61,12 @@ typedef struct kn_step_comm {
     /* The optimizer at lr over what this rank keeps; afterwards every rank reads the same
      * parameters (gathered where sharded). */
     kn_status (*update)(void *ctx, double lr);
+    /* Optional: the micro-batches taken by the strategy itself instead of the runner's loop
+     * (a pipeline schedule, core/dist/pp.c: its stages' programs, not the step program):
+     * given the step's rows of x and y, every micro-batch's forward and backward, the
+     * gradients summed where clip reads them, *lsum the micro-batches' losses summed (the
+     * same on every rank). micro_begin and micro_end are then not called. */
+    kn_status (*grads)(void *ctx, const int32_t *x, const int32_t *y, double *lsum);
 } kn_step_comm;
 
 /* What the runner holds, inside the trainer (kn_trainer.step). */

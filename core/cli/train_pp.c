@@ -1,0 +1,109 @@
+/* train_pp.c — pipeline parallelism for `kiln train` (--pp N --schedule gpipe|1f1b|interleaved
+ * --microbatches M [--chunks V] [--timeline FILE] under `mpiexec -n N`; train_impl.h): before
+ * the run, kn_pp_check's refusals, made alike on every rank so a bad configuration ends the
+ * job cleanly, and the device each rank takes (train_dist.c's); after the trainer is built
+ * on one micro-batch, the communicator and the stages (kn_pp, core/dist/pp*.c); after the
+ * run, the last step's timeline and its bubble beside the formula. --emit-ir FILE writes rank 0's
+ * stage graphs, their send and recv ops included. KILN_PP_SLEEP_MS=F,B adds a sleep to every
+ * forward and backward (kn_pp.test_sleep): a timeline of the schedule's shape on any machine. The entry point takes
+ * (pp size, schedule, micro-batches, chunks), so a mesh's pp axis maps onto it. Ranks other
+ * than 0 print nothing. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/train_impl.h"
+
+int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, const char *schedule, int micro, int chunks) {
+    kn_pp_config c = {.micro = micro > 0 ? micro : 4 * pp, .chunks = chunks};
+    if (kn_pp_kind_parse(schedule, &c.schedule) != KN_OK) {
+        fprintf(stderr, "kiln train: --schedule: %s\n", kn_last_error());
+        return 2;
+    }
+    if (o->dist[0]) {
+        fprintf(stderr, "kiln train: --pp with --dist %s: pipeline and data parallelism are not combined yet (a mesh "
+                "dp x pp is issue 33's next step); use one of them\n", o->dist);
+        return 2;
+    }
+    if (o->accum != 1) {
+        fprintf(stderr, "kiln train: --pp splits the batch into --microbatches (here %d); --accum %d is the data-"
+                "parallel way of doing it: drop it\n", c.micro, o->accum);
+        return 2;
+    }
+    if (!strcmp(o->mode, "eager")) {
+        fprintf(stderr, "kiln train: --pp runs each stage as compiled programs: use --mode interp or compiled, not "
+                "eager\n");
+        return 2;
+    }
+    char who[64];
+    snprintf(who, sizeof who, "kiln train --pp %d", pp);
+    if (kn_dist_init(who) != KN_OK) {
+        fprintf(stderr, "kiln train: %s\n", kn_last_error());
+        return 2;
+    }
+    rd->on = rd->pp_on = true;
+    rd->rank = kn_dist_rank();
+    rd->size = kn_dist_size();
+    kn_gpt_config g = {.vocab = 1, .context = o->context, .layers = o->layers, .width = o->width, .heads = o->heads};
+    if (kn_pp_check(&g, pp, rd->size, o->batch, &c) != KN_OK) {
+        if (rd->rank == 0) fprintf(stderr, "kiln train: %s\n", kn_last_error());
+        return 2;
+    }
+    rd->pp_cfg = c;
+    rd->rows = o->batch / c.micro;
+    return kn_train_dist_ranks(o, rd);
+}
+
+kn_status kn_train_pp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_trainer *tr) {
+    KN_TRY(kn_comm_world(&rd->comm, !strcmp(o->comm, "nccl") ? KN_COMM_NCCL : KN_COMM_MPI));
+    KN_TRY(kn_pp_new(&rd->pp, rd->comm, tr, &rd->pp_cfg));
+    kn_pp *p = &rd->pp;
+    /* KILN_PP_SLEEP_MS=F,B: every forward sleeps F ms and backward B ms (kn_pp.test_sleep): a
+     * timeline with the schedule's shape on any machine, for figures and the bubble formula */
+    const char *sl = getenv("KILN_PP_SLEEP_MS");
+    if (sl && *sl) {
+        double f = 0, b = 0;
+        if (sscanf(sl, "%lf,%lf", &f, &b) != 2 || f < 0 || b < 0 || f > 1e5 || b > 1e5)
+            return kn_error(KN_ERR_ARG, "KILN_PP_SLEEP_MS='%s': expected FORWARD_MS,BACKWARD_MS (e.g. 20,40)", sl);
+        p->test_sleep[0] = f / 1e3;
+        p->test_sleep[1] = b / 1e3;
+        printf("  test sleeps           every forward %g ms, every backward %g ms (KILN_PP_SLEEP_MS)\n", f, b);
+    }
+    printf("  pipeline parallel: %d stages of %d blocks on %d ranks (%s, %d chunk%s per rank), schedule %s, %d "
+           "micro-batches of %d rows\n", p->stages, tr->model->cfg.layers / p->stages, p->p, o->comm, p->v,
+           p->v == 1 ? "" : "s", kn_pp_kind_name(p->cfg.schedule), p->cfg.micro, rd->rows);
+    printf("  send / recv           ops of each stage's forward and backward programs (mesh axis 2, pp)\n");
+    if (o->emit_ir[0] && rd->rank == 0) {
+        FILE *f = fopen(o->emit_ir, "w");
+        if (!f) return kn_error(KN_ERR_IO, "--emit-ir %s: cannot open: %s", o->emit_ir, strerror(errno));
+        kn_status st = kn_pp_print(f, p);
+        if (fclose(f) != 0 && st == KN_OK) st = kn_error(KN_ERR_IO, "--emit-ir %s: write failed", o->emit_ir);
+        KN_TRY(st);
+        printf("  stages                %s (rank 0's forward and backward graphs)\n", o->emit_ir);
+    }
+    return KN_OK;
+}
+
+void kn_train_pp_report(const kn_train_opts *o, kn_train_dist *rd) {
+    kn_pp *p = &rd->pp;
+    double bubble = 0;
+    if (kn_pp_timeline(p, o->timeline[0] ? o->timeline : NULL, &bubble) != KN_OK) {
+        fprintf(stderr, "kiln train: rank %d: %s\n", rd->rank, kn_last_error());
+        return;
+    }
+    int pp = p->p, m = p->cfg.micro, v = p->v;
+    printf("  pipeline bubble       %.1f%% measured in the last step (1 - busy / (p x makespan)); (p-1)/(m+p-1) = "
+           "%.1f%%", 100 * bubble, 100.0 * (pp - 1) / (m + pp - 1));
+    if (v > 1) printf(", interleaved (p-1)/(v m+p-1) = %.1f%%", 100.0 * (pp - 1) / (v * m + pp - 1));
+    printf("\n");
+    double st[3 * 1024];
+    double P = (double)p->tr->model->p.n;
+    if (pp <= 1024 && kn_pp_rank_stats(p, st) == KN_OK)
+        for (int r = 0; r < pp; r++)
+            printf("  rank %-16d stash: %.0f micro-batch chunks' activations alive at the peak, %.2f MB; "
+                   "parameters trained: %.0f of P = %.0f (%.0f%%)\n", r, st[3 * r], st[3 * r + 1] / 1e6,
+                   st[3 * r + 2], P, 100 * st[3 * r + 2] / P);
+    if (o->timeline[0]) printf("  timeline              %s (draw: bash plots/pp_timeline.sh %s OUT.png)\n", o->timeline,
+                               o->timeline);
+}
