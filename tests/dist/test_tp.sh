@@ -140,7 +140,8 @@ expect "unknown axis 'xp'" run $MPIEXEC -n 2 "$kiln" train $B --mesh xp=2
 expect "axis tp given twice" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=2,tp=1
 expect "the size of tp must be an integer >= 1" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=two
 expect "no tensor parallelism (tp=1)" run $MPIEXEC -n 2 "$kiln" train $B --mesh dp=2,tp=1
-expect "the pp axis is not yet combined" run $MPIEXEC -n 2 "$kiln" train $B --mesh pp=2
+# --mesh pp=N alone is --pp N: the pipeline's own checks answer (here: 1 layer, 2 stages)
+expect "--pp 2: 1 layers do not divide into 2 stages" run $MPIEXEC -n 2 "$kiln" train $B --mesh pp=2
 expect "the pp axis is not yet combined" run $MPIEXEC -n 4 "$kiln" train $B --mesh tp=2,pp=2
 expect "--batch 3 is not divisible by dp=2" run $MPIEXEC -n 4 "$kiln" train $B --batch 3 --mesh dp=2,tp=2
 expect "heads (3) is not a multiple of tp" run $MPIEXEC -n 2 "$kiln" train $B --heads 3 --width 48 --mesh tp=2
