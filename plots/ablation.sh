@@ -17,7 +17,8 @@
 # and each run's JSON line in OUTDIR/runs.jsonl. Size flags default to a small GPT on the CPU
 # (4 layers, width 256, context 128, batch 8, 2 warm-up + 8 timed steps) and GPT-2 124M at
 # batch 8 on a GPU. KILN names the kiln binary (default build/solutions/kiln). Exit 2 with a
-# message when gnuplot or kiln is missing; 1 when a run fails (its log is printed).
+# message when kiln is missing; without gnuplot the table only (ABLATION_PLOT_ONLY=1 draws a
+# table measured before, e.g. on a GPU machine without gnuplot); 1 when a run fails.
 set -eu
 out=${1:?usage: ablation.sh OUTDIR [--device cpu|cuda] [kiln bench flags...]}
 shift
@@ -25,12 +26,17 @@ device=cpu
 if [ "${1:-}" = --device ]; then device=${2:?--device needs cpu or cuda}; shift 2; fi
 case $device in cpu|cuda) ;; *) echo "ablation.sh: --device must be cpu or cuda, not '$device'" >&2; exit 2 ;; esac
 KILN=${KILN:-build/solutions/kiln}
-command -v gnuplot > /dev/null || { echo "ablation.sh: gnuplot is not installed (apt-get install gnuplot-nox)" >&2; exit 2; }
-[ -x "$KILN" ] || { echo "ablation.sh: no kiln binary at $KILN (make kiln, or set KILN)" >&2; exit 2; }
+plot=1
+command -v gnuplot > /dev/null || { plot=0; echo "ablation.sh: gnuplot is not installed (apt-get install gnuplot-nox): the table only; draw it later with: ABLATION_PLOT_ONLY=1 bash plots/ablation.sh $out" >&2; }
+[ -x "$KILN" ] || [ "${ABLATION_PLOT_ONLY:-0}" = 1 ] || { echo "ablation.sh: no kiln binary at $KILN (make kiln, or set KILN)" >&2; exit 2; }
 if [ $# -eq 0 ]; then
     if [ "$device" = cpu ]; then set -- --vocab 512 --context 128 --layers 4 --width 256 --heads 4 --batch 8 --warmup 2 --steps 8
     else set -- --batch 8 --warmup 3 --steps 10; fi
 fi
+if [ "${ABLATION_PLOT_ONLY:-0}" = 1 ]; then # only draw a table measured before (on a machine without gnuplot)
+    [ -s "$out/ablation.tsv" ] || { echo "ablation.sh: ABLATION_PLOT_ONLY=1 but no $out/ablation.tsv" >&2; exit 2; }
+    [ "$plot" = 1 ] || exit 2
+else
 mkdir -p "$out"
 : > "$out/runs.jsonl"
 : > "$out/variants.tsv"
@@ -124,6 +130,8 @@ with open(os.path.join(out, "ablation.md"), "w") as f:
 print(open(os.path.join(out, "ablation.md")).read())
 PY
 
+fi
+[ "$plot" = 1 ] || exit 0
 gnuplot <<GP
 set datafile separator "\t"
 set style data histograms

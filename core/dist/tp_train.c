@@ -205,6 +205,9 @@ kn_status kn_tp_step(kn_tp *t, const int32_t *x, const int32_t *y, double lr, do
     KN_TRY(host_collective(t->comm, dev, false, &sq, &sq, 1, KN_DT_F64));
     double norm = sqrt(sq);
     if (gnorm) *gnorm = norm;
+    if (!isfinite(*loss) || !isfinite(norm)) /* the same on every rank (both are summed over the ranks) */
+        return kn_error(KN_ERR_ARG, "kn_tp_step: loss %g, gradient norm %g at optimizer step %lld (diverged: lower the "
+                        "learning rate)", *loss, norm, (long long)t->opt.step);
     if (t->tr->clip > 0 && norm > t->tr->clip) KN_TRY(kn_device_scale(dev, grad, t->n, t->tr->clip / (norm + 1e-6)));
     return kn_device_optim_step(dev, &t->opt, kn_tensor_data(t->params), grad, kn_tensor_data(t->state), lr);
 }
