@@ -177,7 +177,8 @@ a deadlock? Above MPI's eager limit a send completes only once its receive is po
             on && /^# / { next }
             on && /^(TAP version [0-9]+|1\.\.[0-9]+)$/ { next }
             on { sub(/^ +/, ""); sub(/^- /, ""); sub(/: \|\+$/, ":"); print }' <<< "$taps" |
-            sed -E '/^\([0-9.]+s\)$/d' | head -c 4000)
+            sed -E '/^\([0-9.]+s\)$/d; /^#$/d; /^kn_test\.h:[0-9]+:$/d' |
+            sed -E "s/^Assertion failed: (your code's run)/\1/; s/kn_mpi_test\.c:[0-9]+: (your code's run)/\1/" | head -c 4000)
         [ -n "$msg" ] || msg="the test failed"
         kind=assert
         if grep -qE 'signal|crash|CRASH' <<< "$msg$lines"; then
@@ -234,9 +235,10 @@ if [ -n "$checker" ]; then
         verdict=failed kind="" msg="grader: this test is tagged checked in the rubric but read none of the results of your code's run (a staff error: tell the course staff)"
     elif [ "$verdict" = failed ] && [ "$own_verdict" != passed ] && [ -n "$own_msg" ] &&
          grep -qE "your code's run of this test (ended|wrote no results)" <<< "$msg"; then
-        # The checker saw the producer stop: its own failure says why.
+        # The checker saw the producer stop: its own failure (a check of its own, a limit, a
+        # signal: never what decides) says why.
         msg="$msg
-$own_msg"
+your code's run said: $own_msg"
         [ "$own_kind" = assert ] || kind=""
     fi
     {   echo "--- the checker (the staff's build of this test, judging your code's results):"

@@ -123,8 +123,8 @@ void kn_out_begin(const char *suite, const char *name, void (*fail)(const char *
         char rn[KN_OUT_NAME], got[sizeof g_test] = "";
         uint64_t len = 0;
         if (!kn_out_next(rn, &len)) {
-            kn_out_problem("your code's run of this test wrote no results at all: it crashed, exited or failed before "
-                           "its first result, or never started (its message follows)");
+            kn_out_problem("your code's run of this test wrote no results at all: it stopped (a failed check, a "
+                           "fault, exit() or a limit) before its first result, or never started");
             return;
         }
         if (strcmp(rn, "test") != 0 || len >= sizeof got || fread(got, 1, (size_t)len, g_in) != len ||
@@ -163,8 +163,8 @@ static int kn_out_take(const char *what, void *p, size_t n, int text) {
     char rn[KN_OUT_NAME];
     uint64_t len = 0;
     if (!kn_out_next(rn, &len)) {
-        kn_out_problem("your code's run of this test ended before it produced %s (it stopped there: a failed check, a "
-                       "crash, exit(), or a limit; its message follows)", what);
+        kn_out_problem("your code's run of this test ended before it produced %s (a failed check there, a fault, "
+                       "exit() or a limit)", what);
     } else if (strncmp(rn, what, KN_OUT_NAME - 1) != 0) {
         kn_out_problem("your code's run of this test produced %s where %s was due (it took another path)", rn, what);
     } else if (text ? len == 0 || len > n : len != n) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """plant.py OUT_DIR — the hostile lab 10 submissions of the grader's self-test (issue 36).
 
-Run from the repository root (tests/grader/mpi-lab.sh does, into a temporary folder). Each
+Run from the repository root (tests/grader/hostile-lab.sh does, into a temporary folder). Each
 case folder OUT_DIR/<case>/ gets lab 10's three units: the SKELETON's (labs/), with one
 attack on the grader planted in ring.c, so that each case must score no more than the
 untouched skeleton (an attack that worked would add points). Cases:
