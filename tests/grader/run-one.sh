@@ -231,8 +231,11 @@ if [ -n "$checker" ]; then
     launch "$checker" "$cuid" "$cd_" "$work/out/$idx.check" "" KN_RESULTS_IN="$cd_/in/res" KILN_CACHE_DIR="$cd_/scratch/cache"
     judge "$work/out/$idx.check"
     secs_all=$(awk -v a="$secs_all" -v b="$secs" 'BEGIN { printf "%.3f", a + b }')
-    if cat "$cd_/in"/res.unchecked.* 2>/dev/null | grep -q .; then
+    late=$(cat "$cd_/in"/res.unchecked.* 2>/dev/null | head -c 1000)
+    if grep -q '^unchecked: ' <<< "$late"; then
         verdict=failed kind="" msg="grader: this test is tagged checked in the rubric but read none of the results of your code's run (a staff error: tell the course staff)"
+    elif grep -q '^failed: ' <<< "$late"; then
+        verdict=failed kind="" msg=$(sed -n '1s/^failed: //p' <<< "$late")
     elif [ "$verdict" = failed ] && [ "$own_verdict" != passed ] && [ -n "$own_msg" ] &&
          grep -qE "your code's run of this test (ended|wrote no results)" <<< "$msg"; then
         # The checker saw the producer stop: its own failure (a check of its own, a limit, a

@@ -39,7 +39,9 @@
 void kn_out_begin(const char *suite, const char *name, void (*fail)(const char *msg));
 /* End the test (the harness calls it after the body): in the checker, a test that read
  * no value of the producer is a staff error (a `checked` test that checks nothing of the
- * student's); it is written to PREFIX.unchecked.RANK for the grader. */
+ * student's), and a mismatch found but never reported (the header named another test,
+ * and no kn_out call followed) fails the test; either is written to PREFIX.unchecked.RANK
+ * ("unchecked: ..." or "failed: ...") for the grader. */
 void kn_out_end(void);
 /* True in the checker: the student's values will come from the producer's file, so a test
  * may skip computing them (expensive runs) before kn_out fills them in. */
