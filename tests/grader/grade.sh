@@ -23,7 +23,8 @@
 # solution's time, at least FLOOR), KN_GRADE_WERROR, KN_GRADE_HIDDEN_DETAILS, KN_GRADE_JAIL,
 # KN_GRADE_ISOLATION,
 # KN_GRADE_MEM_MB, KN_GRADE_NPROC, KN_GRADE_NOFILE, KN_GRADE_FSIZE_MB,
-# KN_GRADE_HIDDEN_VISIBILITY, KN_GRADE_SKIP_WEIGHT, KN_GRADE_BASE, MPIEXEC.
+# KN_GRADE_HIDDEN_VISIBILITY, KN_GRADE_SKIP_WEIGHT, KN_GRADE_BASE, MPIEXEC, KN_GRADE_CHECKER (0: ignore
+# the rubric's checked tags; the self-test only).
 # Exit 0 when graded (whatever the score), 2 when the grader itself could not run.
 set -u
 # Nothing the grader writes is readable by other users unless it says so (install -m, chmod):
