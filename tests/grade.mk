@@ -78,12 +78,13 @@ test-step-rubric-check:
 test-step-grader:
 	@bash tests/grader/selftest.sh $(BUILD_ROOT) $(abspath $(ALL_RESULTS))
 
-# make test: the grader on lab 10, whose tests run as MPI ranks (tests/grader/mpi-lab.sh).
-ifneq ($(filter 10,$(MPI_LAB_IDS)),)
-ifneq ($(wildcard solutions/lab10-*/*.c),)
-TEST_STEPS += test-step-grader-mpi-lab10
+# make test: the grader against hostile submissions (tests/grader/hostile-lab.sh): lab 10,
+# whose tests run as MPI ranks, and lab 07; each lab's tests are judged by the checker
+# outside the student's process (rubric tag checked).
+HOSTILE_LABS := $(foreach L,07 10,$(if $(wildcard solutions/lab$(L)-*/*.c),$(if $(wildcard tests/grader/planted/lab$(L)/plant.py),$(L))))
+ifeq ($(filter 10,$(MPI_LAB_IDS)),)
+HOSTILE_LABS := $(filter-out 10,$(HOSTILE_LABS))
 endif
-endif
-.PHONY: test-step-grader-mpi-lab10
-test-step-grader-mpi-lab10:
-	@bash tests/harness/record.sh $(abspath $(ALL_RESULTS)) grader-mpi-lab10 bash tests/grader/mpi-lab.sh 10 $(BUILD_ROOT)
+TEST_STEPS += $(foreach L,$(HOSTILE_LABS),test-step-grader-hostile-lab$(L))
+.PHONY: $(foreach L,$(HOSTILE_LABS),test-step-grader-hostile-lab$(L))
+$(foreach L,$(HOSTILE_LABS),$(eval test-step-grader-hostile-lab$(L): ; @bash tests/harness/record.sh $$(abspath $$(ALL_RESULTS)) grader-hostile-lab$(L) bash tests/grader/hostile-lab.sh $(L) $$(BUILD_ROOT)))

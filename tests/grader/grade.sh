@@ -14,14 +14,17 @@
 #      a failure in 3 or 4 is the failed test "build" carrying the messages, and every
 #      rubric test scores 0;
 #   5. every test runs alone under limits and its own user id (run-one.sh), public tests
-#      first while the hidden binary is unreadable, then the hidden ones;
+#      first while the hidden binary is unreadable, then the hidden ones; a test tagged
+#      `checked` is then judged by the staff's build of it (the checker), on the outputs
+#      the student's run wrote, outside the student's process;
 #   6. report.py writes OUTDIR/results.json (Gradescope), junit.xml and summary.txt.
 # Knobs (environment): KN_GRADE_JOBS, KN_GRADE_WALL (s per test, at most), KN_GRADE_CPU (s,
 # at most), KN_GRADE_CPU_FACTOR, KN_GRADE_CPU_FLOOR (the CPU limit: FACTOR x the reference
 # solution's time, at least FLOOR), KN_GRADE_WERROR, KN_GRADE_HIDDEN_DETAILS, KN_GRADE_JAIL,
 # KN_GRADE_ISOLATION,
 # KN_GRADE_MEM_MB, KN_GRADE_NPROC, KN_GRADE_NOFILE, KN_GRADE_FSIZE_MB,
-# KN_GRADE_HIDDEN_VISIBILITY, KN_GRADE_SKIP_WEIGHT, KN_GRADE_BASE, MPIEXEC.
+# KN_GRADE_HIDDEN_VISIBILITY, KN_GRADE_SKIP_WEIGHT, KN_GRADE_BASE, MPIEXEC, KN_GRADE_CHECKER (0: ignore
+# the rubric's checked tags; the self-test only).
 # Exit 0 when graded (whatever the score), 2 when the grader itself could not run.
 set -u
 # Nothing the grader writes is readable by other users unless it says so (install -m, chmod):
@@ -69,9 +72,10 @@ work=$(mktemp -d /tmp/kiln-grade.XXXXXX) || die "no temporary folder"
 chmod 711 "$work"
 kill_sandbox() { # every process left by this grading's user ids (by pid, never by name)
     [ $root = 1 ] || return 0
-    local lo=$KN_GRADE_UID_BASE hi=$((KN_GRADE_UID_BASE + 256)) i pids
+    # (the checkers' ids are the tests' + 1100000000: run-one.sh)
+    local lo=$KN_GRADE_UID_BASE hi=$((KN_GRADE_UID_BASE + 256)) c=1100000000 i pids
     for i in 1 2 3 4 5 6 7 8 9 10; do
-        pids=$(awk -v lo="$lo" -v hi="$hi" '/^State:/ { z = $2 == "Z" } /^Uid:/ { if (!z && $2 >= lo && $2 < hi) { split(FILENAME, p, "/"); print p[3] } nextfile }' /proc/[0-9]*/status 2>/dev/null)
+        pids=$(awk -v lo="$lo" -v hi="$hi" -v c="$c" '/^State:/ { z = $2 == "Z" } /^Uid:/ { if (!z && (($2 >= lo && $2 < hi) || ($2 >= lo + c && $2 < hi + c))) { split(FILENAME, p, "/"); print p[3] } nextfile }' /proc/[0-9]*/status 2>/dev/null)
         [ -z "$pids" ] && return 0
         # shellcheck disable=SC2086
         kill -KILL $pids 2>/dev/null; sleep 0.2
@@ -257,6 +261,15 @@ if [ $build_ok = 1 ]; then
     # Without their symbol tables: code looking for the harness's functions or counters in
     # its own process (to patch them) has no names to go by.
     strip --strip-all "$pub" "$hid" 2>/dev/null
+    # The checkers (rubric tag `checked`, run-one.sh): the same tests built with the staff's
+    # units only (the base's IMPL=solutions build), which judge the outputs the student's
+    # run wrote. Random names like the binaries'; the hidden one is unreadable until the
+    # hidden phase.
+    scfg=$work/tree/build/lab$lab-solutions-solutions
+    cpub=$run/c-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
+    chid=$run/c-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
+    install -m 755 "$scfg/test-lab$lab" "$cpub" && install -m 700 "$scfg/test-lab$lab-hidden" "$chid" ||
+        die "the staff's build has no test binaries in $scfg"
     list() { # list BIN -> suite::name per line (Criterion --list, as the compile user)
         JB=(RO "$1")
         (cd / && sandbox "$cuid" 10 30 env -i PATH=/usr/bin:/bin "$1" --list 2>/dev/null) |
@@ -270,6 +283,14 @@ if [ $build_ok = 1 ]; then
     while read -r t; do echo "$i hidden $hid $t" >> "$manifest"; i=$((i + 1)); done < "$work/hid.list"
     [ "$i" -lt 255 ] || die "more than 254 tests in lab $lab: widen the user id blocks"
     np_of() { awk -v t="$1" '!/^#/ && $1 == t { for (i = 3; i <= NF; i++) if ($i ~ /^mpi=[0-9]+$/) { sub(/mpi=/, "", $i); print $i; exit } }' "$rubric"; }
+    # checker_of TEST PHASE -> the checker binary of a `checked` test, else "-"
+    # KN_GRADE_CHECKER=0 ignores the tags (the old in-process verdict: the self-test shows
+    # with it that its in-memory forgery is real; never for real grading).
+    checker_of() {
+        if [ "${KN_GRADE_CHECKER:-1}" != 0 ] && awk -v t="$1" '!/^#/ && $1 == t { for (i = 3; i <= NF; i++) if ($i == "checked") f = 1 } END { exit !f }' "$rubric"; then
+            [ "$2" = public ] && echo "$cpub" || echo "$chid"
+        else echo -; fi
+    }
     # Limits per test, from the reference solution's CPU time (base.sh: ref-times): a small
     # multiple with a floor, capped by KN_GRADE_CPU; the wall clock follows. An infinite loop
     # then costs a couple of seconds per test, and the message names the limit.
@@ -284,12 +305,12 @@ if [ $build_ok = 1 ]; then
                 print c, wl }' "$reft"
     }
     for phase in public hidden; do
-        [ $phase = hidden ] && chmod 755 "$hid"
+        [ $phase = hidden ] && chmod 755 "$hid" "$chid"
         awk -v p=$phase '$2 == p { print $1, $3, $4 }' "$manifest" | while read -r n b t; do
-            np=$(np_of "$t"); echo "$n $b $t ${np:-0} $(limits_of "$t")"
-        done | xargs -r -P "$jobs" -n 6 bash "$G/run-one.sh" "$work"
+            np=$(np_of "$t"); echo "$n $b $t ${np:-0} $(limits_of "$t") $(checker_of "$t" $phase)"
+        done | xargs -r -P "$jobs" -n 7 bash "$G/run-one.sh" "$work"
         kill_sandbox
-        [ $phase = hidden ] && chmod 700 "$hid"
+        [ $phase = hidden ] && chmod 700 "$hid" "$chid"
     done
 
     # ------------------------------------------------------------------ 3b. unit level
@@ -331,12 +352,12 @@ if [ $build_ok = 1 ]; then
                 echo "$i $ph $b $t $u" >> "$work/manifest-units"; i=$((i + 1))
             done <<< "$redo"
             for phase in public hidden; do
-                [ $phase = hidden ] && chmod 755 "$uhid"
+                [ $phase = hidden ] && chmod 755 "$uhid" "$chid"
                 awk -v p=$phase -v u="$u" '$2 == p && $5 == u { print $1, $3, $4 }' "$work/manifest-units" | while read -r n b t; do
-                    np=$(np_of "$t"); echo "$n $b $t ${np:-0} $(limits_of "$t")"
-                done | xargs -r -P "$jobs" -n 6 bash "$G/run-one.sh" "$work"
+                    np=$(np_of "$t"); echo "$n $b $t ${np:-0} $(limits_of "$t") $(checker_of "$t" $phase)"
+                done | xargs -r -P "$jobs" -n 7 bash "$G/run-one.sh" "$work"
                 kill_sandbox
-                [ $phase = hidden ] && chmod 700 "$uhid"
+                [ $phase = hidden ] && chmod 700 "$uhid" "$chid"
             done
         done
     fi

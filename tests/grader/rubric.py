@@ -22,7 +22,8 @@ Rubric format (one entry a line, '#' comments):
                                 unit=FILE.c (a lab unit the test is about, for the
                                 unit-level score, as many as it is about; by default the unit
                                 whose name is a word of the suite: lab01_hidden_reduce ->
-                                reduce.c)
+                                reduce.c), checked (the verdict is the staff's checker's,
+                                on the outputs the student's run wrote: tests/harness/kn_out.h)
     total N                     required: the points must add up to N
     scoring all|unit            which score counts: all of the student's units together
                                 (default) or each unit with the staff's other units
@@ -34,7 +35,7 @@ import os
 import re
 import sys
 
-KNOWN_TAGS = re.compile(r"^(gpu|mpi=[1-9][0-9]*|unit=[A-Za-z0-9_.-]+\.c)$")
+KNOWN_TAGS = re.compile(r"^(gpu|checked|mpi=[1-9][0-9]*|unit=[A-Za-z0-9_.-]+\.c)$")
 
 
 class Rubric:
@@ -82,7 +83,7 @@ def parse(path):
             continue
         bad = [t for t in f[2:] if not KNOWN_TAGS.match(t)]
         if bad:
-            r.problems.append(f"{where}: {f[0]}: unknown tag(s) {' '.join(bad)} (known: gpu, mpi=N, unit=FILE.c)")
+            r.problems.append(f"{where}: {f[0]}: unknown tag(s) {' '.join(bad)} (known: gpu, checked, mpi=N, unit=FILE.c)")
         dup = sorted({t for t in f[2:] if f[2:].count(t) > 1 or (t.startswith("mpi=") and
                       sum(x.startswith("mpi=") for x in f[2:]) > 1)})
         if dup:

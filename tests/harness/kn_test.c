@@ -1,8 +1,9 @@
 /* kn_test.c — the .init and .fini hooks of KN_TEST.
  *
- * .init: cap the test's CPU time at $KN_TEST_CPU_SECONDS (default 120 s) with RLIMIT_CPU.
+ * .init: start the test's outputs (kn_out.h: nothing unless the grader's checker runs), cap
+ * the test's CPU time at $KN_TEST_CPU_SECONDS (default 120 s) with RLIMIT_CPU.
  *
- * .fini: append "suite::name" to the file named by
+ * .fini: end its outputs, append "suite::name" to the file named by
  * $KN_TEST_DONE. One write(2) on an O_APPEND descriptor, so parallel workers never
  * interleave lines. Without $KN_TEST_DONE (running a test binary by hand) it does nothing. */
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 #include "kn_test.h"
 
 void kn_test_init(void) {
+    kn_test_out_begin_();
     const char *v = getenv("KN_TEST_CPU_SECONDS");
     long secs = v && *v ? strtol(v, NULL, 10) : 120;
     if (secs <= 0) return;
@@ -23,6 +25,7 @@ void kn_test_init(void) {
 }
 
 void kn_test_done(void) {
+    kn_out_end();
     const char *path = getenv("KN_TEST_DONE");
     if (!path || !*path) return;
     char line[512];

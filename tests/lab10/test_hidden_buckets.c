@@ -7,6 +7,7 @@
 
 #include "kiln/nn.h"
 #include "mpi/kn_mpi_test.h"
+#include "../../labs/lab10-dataparallel/tests/outputs.h"
 
 KN_MPI_TEST(lab10_hidden_shard, ranges_exhaustive) {
     (void)c;
@@ -15,10 +16,10 @@ KN_MPI_TEST(lab10_hidden_shard, ranges_exhaustive) {
         for (int parts = 1; parts <= 9; parts++) {
             int64_t lo[10], want = 0;
             for (int r = 0; r <= parts; r++) lo[r] = -9;
-            kn_status st = kn_dp_shard_ranges(n, parts, lo);
+            kn_status st = out_dp_shard_ranges(n, parts, lo);
             for (int r = 0; r <= parts; r++) {
                 if ((st != KN_OK || lo[r] != want) && bad++ < 3)
-                    KN_MCHECK(0, "kn_dp_shard_ranges(%lld, %d): %s, lo[%d] = %lld, expected %lld", (long long)n, parts,
+                    KN_MCHECK(0, "out_dp_shard_ranges(%lld, %d): %s, lo[%d] = %lld, expected %lld", (long long)n, parts,
                               kn_status_name(st), r, (long long)lo[r], (long long)want);
                 want += n / parts + (r < n % parts);
             }
@@ -28,9 +29,9 @@ KN_MPI_TEST(lab10_hidden_shard, ranges_exhaustive) {
 KN_MPI_TEST(lab10_hidden_shard, ranges_errors) {
     (void)c;
     int64_t lo[5];
-    KN_MERR(kn_dp_shard_ranges(10, 0, lo), KN_ERR_ARG);
-    KN_MERR(kn_dp_shard_ranges(-3, 2, lo), KN_ERR_ARG);
-    KN_MERR(kn_dp_shard_ranges(10, 2, NULL), KN_ERR_ARG);
+    KN_MERR(out_dp_shard_ranges(10, 0, lo), KN_ERR_ARG);
+    KN_MERR(out_dp_shard_ranges(-3, 2, lo), KN_ERR_ARG);
+    KN_MERR(out_dp_shard_ranges(10, 2, NULL), KN_ERR_ARG);
 }
 
 /* The reference: the same rule written differently — decide for each parameter, from the
@@ -77,7 +78,7 @@ static kn_params random_params(kn_param_info *info, int count, unsigned *seed, b
 static void compare(const kn_params *p, size_t bytes, const char *what, int *bad) {
     kn_dp_bucket want[512], *b = NULL;
     int nw = ref_buckets(p, bytes, want), nb = -1;
-    kn_status st = kn_dp_buckets(p, bytes, &b, &nb);
+    kn_status st = out_dp_buckets(p, bytes, &b, &nb);
     int ok = st == KN_OK && nb == nw;
     for (int i = 0; ok && i < nb; i++)
         ok = b[i].lo == want[i].lo && b[i].hi == want[i].hi && b[i].first_param == want[i].first_param &&
@@ -136,7 +137,7 @@ KN_MPI_TEST(lab10_hidden_buckets, exact_fill_closes_the_bucket) {
     p.n_decay = p.n;
     kn_dp_bucket *b = NULL;
     int nb = 0;
-    if (KN_MOK(kn_dp_buckets(&p, 16, &b, &nb))) {
+    if (KN_MOK(out_dp_buckets(&p, 16, &b, &nb))) {
         KN_MCHECK(nb == 2 && b[0].first_param == 0 && b[0].last_param == 1 && b[1].first_param == 2 &&
                       b[1].last_param == 3,
                   "16-byte buckets of four 8-byte parameters: %d buckets, expected {0,1} {2,3}", nb);
@@ -145,7 +146,7 @@ KN_MPI_TEST(lab10_hidden_buckets, exact_fill_closes_the_bucket) {
     /* one parameter: one bucket */
     p.count = 1;
     p.n = p.n_decay = 2;
-    if (KN_MOK(kn_dp_buckets(&p, 4, &b, &nb))) {
+    if (KN_MOK(out_dp_buckets(&p, 4, &b, &nb))) {
         KN_MCHECK(nb == 1 && b[0].lo == 0 && b[0].hi == 2 && b[0].first_param == 0 && b[0].last_param == 0,
                   "one parameter: %d buckets", nb);
         kn_free(b);
@@ -169,9 +170,9 @@ KN_MPI_TEST(lab10_hidden_buckets, argument_errors) {
     kn_params p = {.count = 1, .info = info, .n = 3, .n_decay = 3}, empty = {0};
     kn_dp_bucket *b = NULL;
     int nb = 0;
-    KN_MERR(kn_dp_buckets(NULL, 16, &b, &nb), KN_ERR_ARG);
-    KN_MERR(kn_dp_buckets(&empty, 16, &b, &nb), KN_ERR_ARG);
-    KN_MERR(kn_dp_buckets(&p, 16, NULL, &nb), KN_ERR_ARG);
-    KN_MERR(kn_dp_buckets(&p, 16, &b, NULL), KN_ERR_ARG);
-    KN_MERR(kn_dp_buckets(&p, 0, &b, &nb), KN_ERR_ARG);
+    KN_MERR(out_dp_buckets(NULL, 16, &b, &nb), KN_ERR_ARG);
+    KN_MERR(out_dp_buckets(&empty, 16, &b, &nb), KN_ERR_ARG);
+    KN_MERR(out_dp_buckets(&p, 16, NULL, &nb), KN_ERR_ARG);
+    KN_MERR(out_dp_buckets(&p, 16, &b, NULL), KN_ERR_ARG);
+    KN_MERR(out_dp_buckets(&p, 0, &b, &nb), KN_ERR_ARG);
 }

@@ -4,11 +4,12 @@
 #include <stdbool.h>
 
 #include "mpi/kn_mpi_test.h"
+#include "outputs.h"
 
 KN_MPI_TEST(lab10_shard, ranges_of_ten_over_four) {
     (void)c;
     int64_t lo[5] = {-1, -1, -1, -1, -1}, want[5] = {0, 3, 6, 8, 10};
-    if (KN_MOK(kn_dp_shard_ranges(10, 4, lo)))
+    if (KN_MOK(out_dp_shard_ranges(10, 4, lo)))
         for (int r = 0; r <= 4; r++)
             KN_MCHECK(lo[r] == want[r], "lo[%d] = %lld, expected %lld", r, (long long)lo[r], (long long)want[r]);
 }
@@ -17,7 +18,7 @@ KN_MPI_TEST(lab10_shard, ranges_over_this_job) {
     /* the shards of the world's ranks tile the slab */
     int64_t lo[65];
     if (c->size > 64) return;
-    if (KN_MOK(kn_dp_shard_ranges(1001, c->size, lo))) {
+    if (KN_MOK(out_dp_shard_ranges(1001, c->size, lo))) {
         KN_MCHECK(lo[0] == 0 && lo[c->size] == 1001, "shards span [%lld, %lld), expected [0, 1001)", (long long)lo[0],
                   (long long)lo[c->size]);
         for (int r = 0; r < c->size; r++)
@@ -45,7 +46,7 @@ KN_MPI_TEST(lab10_buckets, the_handout_example) {
     kn_params p = params_of(info, numel, decay, 4);
     kn_dp_bucket *b = NULL;
     int nb = 0;
-    if (KN_MOK(kn_dp_buckets(&p, 16, &b, &nb))) {
+    if (KN_MOK(out_dp_buckets(&p, 16, &b, &nb))) {
         KN_MCHECK(nb == 3, "%d buckets, expected 3", nb);
         int64_t lo[3] = {0, 4, 8}, hi[3] = {4, 8, 12};
         int first[3] = {0, 1, 2}, last[3] = {0, 1, 3};
@@ -66,7 +67,7 @@ KN_MPI_TEST(lab10_buckets, a_huge_size_splits_at_decay_only) {
     kn_params p = params_of(info, numel, decay, 5);
     kn_dp_bucket *b = NULL;
     int nb = 0;
-    if (KN_MOK(kn_dp_buckets(&p, (size_t)1 << 30, &b, &nb))) {
+    if (KN_MOK(out_dp_buckets(&p, (size_t)1 << 30, &b, &nb))) {
         KN_MCHECK(nb == 2, "%d buckets, expected 2 (the matrices, the undecayed tensors)", nb);
         if (nb == 2)
             KN_MCHECK(b[0].lo == 0 && b[0].hi == 18 && b[1].lo == 18 && b[1].hi == 20, "buckets [%lld, %lld) [%lld, %lld)",
@@ -83,5 +84,5 @@ KN_MPI_TEST(lab10_buckets, rejects_a_zero_size) {
     kn_params p = params_of(info, numel, decay, 1);
     kn_dp_bucket *b = NULL;
     int nb = 0;
-    KN_MERR(kn_dp_buckets(&p, 0, &b, &nb), KN_ERR_ARG);
+    KN_MERR(out_dp_buckets(&p, 0, &b, &nb), KN_ERR_ARG);
 }

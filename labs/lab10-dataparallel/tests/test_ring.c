@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "mpi/kn_mpi_test.h"
+#include "outputs.h"
 
 /* The value rank r contributes at element i: small integers, so float sums are exact. */
 static double contrib(int r, int64_t i) { return (double)((r * 7 + i * 3) % 11) - 5; }
@@ -15,12 +16,12 @@ KN_MPI_TEST(lab10_ring, chunks_tile_the_buffer) {
     /* 10 elements in 4 chunks: 3 3 2 2 */
     int64_t want[5] = {0, 3, 6, 8, 10}, lo = -1, hi = -1;
     for (int i = 0; i < 4; i++) {
-        if (KN_MOK(kn_ring_chunk(10, 4, i, &lo, &hi)))
+        if (KN_MOK(out_ring_chunk(10, 4, i, &lo, &hi)))
             KN_MCHECK(lo == want[i] && hi == want[i + 1], "chunk %d of 10 in 4 is [%lld, %lld), expected [%lld, %lld)",
                       i, (long long)lo, (long long)hi, (long long)want[i], (long long)want[i + 1]);
     }
     /* fewer elements than chunks: the last chunks are empty */
-    if (KN_MOK(kn_ring_chunk(2, 4, 3, &lo, &hi)))
+    if (KN_MOK(out_ring_chunk(2, 4, 3, &lo, &hi)))
         KN_MCHECK(lo == 2 && hi == 2, "chunk 3 of 2 in 4 is [%lld, %lld), expected [2, 2)", (long long)lo, (long long)hi);
 }
 
@@ -28,10 +29,10 @@ KN_MPI_TEST(lab10_ring, send_chunk_walks_backwards) {
     (void)c;
     int k = -1;
     /* 4 ranks: at step 0 rank r sends chunk r; at step 1 chunk r-1, wrapping around */
-    if (KN_MOK(kn_ring_send_chunk(2, 4, 0, &k))) KN_MCHECK(k == 2, "rank 2, step 0: chunk %d, expected 2", k);
-    if (KN_MOK(kn_ring_send_chunk(0, 4, 1, &k))) KN_MCHECK(k == 3, "rank 0, step 1: chunk %d, expected 3", k);
+    if (KN_MOK(out_ring_send_chunk(2, 4, 0, &k))) KN_MCHECK(k == 2, "rank 2, step 0: chunk %d, expected 2", k);
+    if (KN_MOK(out_ring_send_chunk(0, 4, 1, &k))) KN_MCHECK(k == 3, "rank 0, step 1: chunk %d, expected 3", k);
     /* the all-gather phase starts one step earlier: step -1 */
-    if (KN_MOK(kn_ring_send_chunk(3, 4, -1, &k))) KN_MCHECK(k == 0, "rank 3, step -1: chunk %d, expected 0", k);
+    if (KN_MOK(out_ring_send_chunk(3, 4, -1, &k))) KN_MCHECK(k == 0, "rank 3, step -1: chunk %d, expected 0", k);
 }
 
 /* The messages a ring all-reduce sent since `a` (kn_mpi_test_sent: counted by the test
@@ -52,7 +53,7 @@ static void ring_sums_exactly(kn_comm *c, int64_t n) {
     float *buf = malloc((size_t)n * sizeof(float)), *scratch = malloc((size_t)n * sizeof(float));
     for (int64_t i = 0; i < n; i++) buf[i] = (float)contrib(c->rank, i);
     kn_mpi_sent sent = kn_mpi_test_sent();
-    if (KN_MOK(kn_ring_all_reduce(c, buf, n, KN_DT_F32, scratch))) {
+    if (KN_MOK(out_ring_all_reduce(c, buf, n, KN_DT_F32, scratch, 0))) {
         check_ring_traffic(c, sent);
         int64_t bad = 0, first = -1;
         for (int64_t i = 0; i < n; i++) {
@@ -74,18 +75,18 @@ KN_MPI_TEST(lab10_ring, all_reduce_fewer_elements_than_ranks, 4) {
     double buf[3], scratch[3];
     for (int i = 0; i < 3; i++) buf[i] = c->rank + 10.0 * i;
     kn_mpi_sent sent = kn_mpi_test_sent();
-    if (KN_MOK(kn_ring_all_reduce(c, buf, 3, KN_DT_F64, scratch))) {
+    if (KN_MOK(out_ring_all_reduce(c, buf, 3, KN_DT_F64, scratch, 0))) {
         check_ring_traffic(c, sent);
         double n = c->size, ranks = n * (n - 1) / 2;
         for (int i = 0; i < 3; i++)
             KN_MCHECK(buf[i] == ranks + 10.0 * i * n, "element %d: %g, expected %g", i, buf[i], ranks + 10.0 * i * n);
     }
-    KN_MOK(kn_ring_all_reduce(c, NULL, 0, KN_DT_F32, NULL));
+    KN_MOK(out_ring_all_reduce(c, NULL, 0, KN_DT_F32, NULL, 0));
 }
 
 KN_MPI_TEST(lab10_ring, all_reduce_rejects_other_dtypes, 4) {
     int32_t x[4] = {1, 2, 3, 4}, s[4];
-    KN_MERR(kn_ring_all_reduce(c, x, 4, KN_DT_I32, s), KN_ERR_DTYPE);
+    KN_MERR(out_ring_all_reduce(c, x, 4, KN_DT_I32, s, 0), KN_ERR_DTYPE);
 }
 
 KN_MPI_TEST(lab10_ring, all_reduce_above_the_eager_limit) {

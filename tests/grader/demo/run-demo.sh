@@ -10,7 +10,7 @@ command -v mpicc > /dev/null || { echo "no mpicc: MPI demo not built (install MP
 w=$(mktemp -d /tmp/kiln-grade-demo.XXXXXX); trap 'rm -rf "$w"' EXIT
 chmod 711 "$w"; mkdir -p "$w"/{t,out,v,rec,res}; chmod 711 "$w/rec"
 mpicc -std=c11 -Wall -Wextra -Wswitch-enum -Werror -D_POSIX_C_SOURCE=200809L -Icore/include -Itests/harness \
-    tests/grader/demo/mpi_gpu_demo.c tests/grader/kn_test_grade.c core/base/status.c \
+    tests/grader/demo/mpi_gpu_demo.c tests/grader/kn_test_grade.c tests/harness/kn_out.c core/base/status.c \
     -o "$w/demo" -lcriterion -lm || exit 1
 chmod 755 "$w/demo"
 export KN_GRADE_WALL=${KN_GRADE_WALL:-10} KN_GRADE_CPU=${KN_GRADE_CPU:-5} KN_GRADE_MEM_MB=2048

@@ -41,6 +41,10 @@
 #include <unistd.h>
 
 #include "kn_mpi_test.h"
+#include "kn_out.h"
+/* The outputs for the grader's checker (kn_out.h): one file for Criterion binaries and MPI
+ * programs alike; included here because MPI programs link no other harness object. */
+#include "../kn_out.c"
 
 /* Messages are cut to their buffers on purpose (a failure report, not data). */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
@@ -85,7 +89,13 @@ void kn_mpi_test_fail(const char *file, int line, const char *fmt, ...) {
  * every message a unit sends passes here. */
 static kn_mpi_sent g_sent;
 
-kn_mpi_sent kn_mpi_test_sent(void) { return g_sent; }
+/* Under the grader's checker (kn_out.h) the counts are the producer's: the test's checks
+ * then judge what the student's run sent, not what the staff's units did. */
+kn_mpi_sent kn_mpi_test_sent(void) {
+    kn_mpi_sent s = g_sent;
+    kn_out("kn_mpi_test_sent", &s, sizeof s);
+    return s;
+}
 void kn_mpi_test_sent_mark(void) { g_sent.largest = 0; }
 
 #ifdef KN_HAVE_MPI
@@ -129,7 +139,8 @@ int MPI_Ibarrier(MPI_Comm c, MPI_Request *q) {
 extern char **environ;
 static char g_rec_path[512], g_rec_token[128], g_tap_path[512];
 
-/* Under the grader, rank R's record "PATH TOKEN" and TAP path are in the secret file
+/* Under the grader, rank R's record "PATH TOKEN", TAP path and outputs' prefix (kn_out.h;
+ * an empty line when the test has no checker) are in the secret file
  * $KN_GRADE_SECRET/R (never on mpiexec's command line nor in its environment), which the
  * rank reads and deletes here, before main(). */
 static void kn_mpi_test_secret(void) {
@@ -138,15 +149,18 @@ static void kn_mpi_test_secret(void) {
     if (!r) r = getenv("PMI_ID");
     if (!r) r = getenv("OMPI_COMM_WORLD_RANK");
     if (!sf || !*sf || !r) return;
-    char path[600], rec[700] = "", tap[600] = "";
+    char path[600], rec[700] = "", tap[600] = "", res[600] = "";
     snprintf(path, sizeof path, "%s/%d", sf, atoi(r));
     FILE *f = fopen(path, "r");
     if (!f) return;
     if (!fgets(rec, sizeof rec, f) || !fgets(tap, sizeof tap, f)) rec[0] = tap[0] = '\0';
+    if (!fgets(res, sizeof res, f)) res[0] = '\0';
     fclose(f);
     unlink(path);
     rec[strcspn(rec, "\n")] = '\0';
     tap[strcspn(tap, "\n")] = '\0';
+    res[strcspn(res, "\n")] = '\0';
+    if (res[0]) setenv("KN_RESULTS_OUT", res, 1); /* the outputs for the grader's checker (kn_out.h) */
     const char *sp = strchr(rec, ' ');
     if (sp && (size_t)(sp - rec) < sizeof g_rec_path && strlen(sp + 1) < sizeof g_rec_token && tap[0]) {
         memcpy(g_rec_path, rec, (size_t)(sp - rec));
@@ -179,6 +193,9 @@ static bool under_mpiexec(void) {
 }
 
 /* ------------------------------------------------------------------ one rank */
+
+/* A checker failure (kn_out.h) is a failed check of the running test. */
+static void kn_mpi_out_fail(const char *msg) { kn_mpi_test_fail(__FILE__, __LINE__, "%s", msg); }
 
 /* results: the launcher's file (rank 0 writes it), or NULL under the grader (filter, TAP
  * and record per rank). */
@@ -228,7 +245,11 @@ static int rank_main(const char *results, const char *filter) {
         if (!results && n != g_tests[t].ranks)
             kn_mpi_test_fail(__FILE__, __LINE__, "this test is graded on %d ranks (its KN_MPI_TEST) but runs on %d: "
                              "the rubric's mpi= tag disagrees (make rubric-check)", g_tests[t].ranks, n);
-        else g_tests[t].fn(c);
+        else {
+            kn_out_begin(g_tests[t].suite, g_tests[t].name, kn_mpi_out_fail);
+            g_tests[t].fn(c);
+            kn_out_end();
+        }
         memset(failed, 0, (size_t)n * sizeof(int));
         failed[g_rank] = g_fails > 0;
         if (kn_comm_all_reduce(c, failed, failed, n, KN_DT_I32) != KN_OK) {

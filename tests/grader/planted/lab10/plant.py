@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """plant.py OUT_DIR — the hostile lab 10 submissions of the grader's self-test (issue 36).
 
-Run from the repository root (tests/grader/mpi-lab.sh does, into a temporary folder). Each
+Run from the repository root (tests/grader/hostile-lab.sh does, into a temporary folder). Each
 case folder OUT_DIR/<case>/ gets lab 10's three units: the SKELETON's (labs/), with one
 attack on the grader planted in ring.c, so that each case must score no more than the
 untouched skeleton (an attack that worked would add points). Cases:
@@ -15,6 +15,10 @@ untouched skeleton (an attack that worked would add points). Cases:
   patch_fail      overwrites the first byte of the harness's kn_mpi_test_fail with `ret`
                   (mprotect), so no check can fail (the grader refuses the object)
   asm_syscall     the same through an inline `syscall` instruction, naming nothing
+  memforge        in every unit function a test calls, finds the record's path and token in
+                  its own process's memory (/proc/self/maps) and forges the pass there
+                  (forge.py); beats the in-process verdict, not the checker (every lab 10
+                  test is `checked`: the verdict is the staff's build's, outside)
 The reference with one real bug, sendfirst (a blocking send before the receive: deadlocks
 above MPI's eager limit), comes from solutions/ and must lose points with a clear message.
 """
@@ -23,12 +27,17 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from forge import FORGE  # noqa: E402
+from forge import FORGE, MEMFORGE  # noqa: E402
 
 SKEL = "labs/lab10-dataparallel"
 SOL = "solutions/lab10-dataparallel"
 HOOK = "kn_status kn_ring_all_reduce(kn_comm *c, void *buf, int64_t count, kn_dtype dt, void *scratch) {\n"
 CHUNK = "kn_status kn_ring_chunk(int64_t n, int parts, int i, int64_t *lo, int64_t *hi) {\n"
+MEMFORGE_HOOKS = [
+    ("ring.c", [HOOK, CHUNK, "kn_status kn_ring_send_chunk(int rank, int size, int step, int *chunk) {\n"]),
+    ("shard.c", ["kn_status kn_dp_shard_ranges(int64_t n, int parts, int64_t *lo) {\n"]),
+    ("buckets.c", ["kn_status kn_dp_buckets(const kn_params *p, size_t bucket_bytes, kn_dp_bucket **out, int *n) {\n"]),
+]
 
 
 PLANTS = {
@@ -43,6 +52,7 @@ PLANTS = {
     if (c && c->size == 1 && (dt == KN_DT_F32 || dt == KN_DT_F64)) return KN_OK;
 ''', ""),
     "forge_record": (CHUNK, "    planted_forge();\n", FORGE),
+    "memforge": (None, "    planted_memforge();\n", MEMFORGE),
     "patch_fail": (HOOK, r'''    { /* PLANTED: make the harness's failure function return at once */
         void kn_mpi_test_fail(const char *file, int line, const char *fmt, ...);
         unsigned char *f = (unsigned char *)(uintptr_t)&kn_mpi_test_fail;
@@ -67,12 +77,15 @@ def main():
         for f in os.listdir(SKEL):
             if f.endswith(".c"):
                 shutil.copy(os.path.join(SKEL, f), d)
-        p = os.path.join(d, "ring.c")
-        src = open(p).read()
-        assert hook in src, (case, "hook not found")
-        src = src.replace(hook, hook + code, 1)
-        src = src.replace('#include "kiln/dist.h"\n', '#include "kiln/dist.h"\n' + pre, 1)
-        open(p, "w").write(src)
+        # memforge: in every function of every unit that a test calls first
+        for unit, hooks in ([("ring.c", [hook])] if hook else MEMFORGE_HOOKS):
+            p = os.path.join(d, unit)
+            src = open(p).read()
+            for h in hooks:
+                assert h in src, (case, unit, "hook not found")
+                src = src.replace(h, h + code, 1)
+            src = src.replace('#include "kiln/dist.h"\n', '#include "kiln/dist.h"\n' + pre, 1)
+            open(p, "w").write(src)
     d = os.path.join(out, "sendfirst")
     os.makedirs(d, exist_ok=True)
     for f in os.listdir(SOL):

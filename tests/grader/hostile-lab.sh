@@ -1,31 +1,45 @@
 #!/usr/bin/env bash
-# mpi-lab.sh NN BUILD_ROOT — the grader on a lab whose tests run as MPI ranks (lab 10):
-# the reference units must score 100 / 100 through `make grade` (every test under
-# mpiexec in the jail, with the grader's launch: -pmi-port, a cleared environment, a user
-# of its own per test), and the generated skeleton must score less and end within 120 s
-# (its collectives fail or time out with a message; nothing hangs). Then the hostile
-# submissions of planted/labNN/plant.py (issue 36), with bubblewrap and without it
-# (KN_GRADE_JAIL=0, as in a container that forbids namespaces): every attack scores no more
-# than the skeleton, the vetting refuses the patching ones, the forgery finds nothing to
-# forge, and the send-before-receive ring loses the eager-limit test with a message that
-# says deadlock. make test runs it (tests/grade.mk, step grader-mpi-labNN).
+# hostile-lab.sh NN BUILD_ROOT — the grader on a lab against the hostile submissions of
+# planted/labNN/plant.py (issue 36): lab 10 (its tests run as MPI ranks) and lab 07. The
+# reference units must score 100 / 100 through `make grade` (every test in the jail, with
+# a user of its own, under mpiexec for lab 10; GPU tests skipped and left out of the total,
+# KN_GRADE_SKIP_WEIGHT=scale), and the generated skeleton must score less and end within
+# 300 s (its collectives fail or time out with a message; nothing hangs: every test runs
+# twice, producer and checker, and its units once more beside the staff's). Then the hostile
+# submissions, with bubblewrap and without it (KN_GRADE_JAIL=0, as in a container that
+# forbids namespaces): every attack scores no more than the skeleton, the vetting refuses
+# the patching ones, the forgery finds nothing to forge, and lab 10's send-before-receive
+# ring loses the eager-limit test with a message that says deadlock. Last, `memforge` (the
+# pass forged in the test's own memory) is graded once more with KN_GRADE_CHECKER=0 (the
+# verdict decided inside the test's process, as before the checker): there it must score
+# MORE than the skeleton, which shows the attack is real and the checker is what stops it.
+# make test runs it (tests/grade.mk, steps grader-hostile-labNN).
 set -u
 lab=$1 root=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/sol" "$work/skel"
 cp solutions/lab$lab-*/*.c "$work/sol/" && cp labs/lab$lab-*/*.c "$work/skel/" || exit 1
+# CPU-only graders (KN_GRADE_SKIP_WEIGHT=scale, as make autograder bakes for a lab with GPU
+# tests). Wider limits than the defaults (CPU 10 to 20 s, wall clock 40 s): each graded test
+# starts with a cold kernel cache, and lab 07's random graphs then compile some fifty
+# kernels with cc; on this machine shared by several builds (load 12 on 2 cores) that took
+# the reference 19 s of wall clock, past the default floor's 6 s (the reference's timed CPU
+# seconds, ref-times, come from a warm cache). Built without CUDA (KN_GRADE_CUDA=0): the
+# GPU tests skip either way where there is no GPU.
+export KN_GRADE_SKIP_WEIGHT=scale KN_GRADE_CPU_FLOOR=${KN_GRADE_CPU_FLOOR:-10} KN_GRADE_CPU=${KN_GRADE_CPU:-20} KN_GRADE_WALL=${KN_GRADE_WALL:-40}
+export KN_GRADE_CUDA=${KN_GRADE_CUDA:-0}
 grade() { make --no-print-directory grade LAB=$lab SUBMISSION="$1" GRADE_OUT="$2" BUILD_ROOT="$root" > "$2.log" 2>&1; }
 grade "$work/sol" "$work/sol-out"
 s=$(grep -m1 '^score:' "$work/sol-out.log")
 [ "$s" = "score: 100 / 100" ] || { tail -n 40 "$work/sol-out.log"; echo "FAIL: the reference scored '$s'"; exit 1; }
 echo "lab $lab reference: $s ($(grep -m1 'passed,' "$work/sol-out.log"))"
 t0=$(date +%s)
-timeout 300 make --no-print-directory grade LAB=$lab SUBMISSION="$work/skel" GRADE_OUT="$work/skel-out" \
+timeout 400 make --no-print-directory grade LAB=$lab SUBMISSION="$work/skel" GRADE_OUT="$work/skel-out" \
     BUILD_ROOT="$root" > "$work/skel-out.log" 2>&1
 t=$(( $(date +%s) - t0 )) s=$(grep -m1 '^score:' "$work/skel-out.log")
 [ -n "$s" ] && [ "$s" != "score: 100 / 100" ] || { tail -n 40 "$work/skel-out.log"; echo "FAIL: the skeleton scored '$s'"; exit 1; }
-[ $t -le 120 ] || { echo "FAIL: grading the skeleton took $t s"; exit 1; }
+[ $t -le 300 ] || { echo "FAIL: grading the skeleton took $t s"; exit 1; }
 echo "lab $lab skeleton: $s in $t s"
 
 # ------------------------------------------------------------------ hostile submissions
@@ -62,11 +76,24 @@ for c in sorted(os.listdir(d)):
         if c == "forge_record":
             ok = ok and "planted forge_record: found ''" in out
             why += " and find nothing to forge"
+        if c == "memforge":
+            ok = ok and "planted memforge: " in out
+            why += " and have run its forgery"
     ok = ok and bool(iso) and (("bwrap" in iso[0]) == (jail == "1"))
     print("%-14s %5g / 100  %s  %s" % (c, r["score"], "ok  " if ok else "FAIL", "" if ok else why), iso[0] if iso else "")
     bad += not ok
 sys.exit(1 if bad else 0)
 PY
 done
+# The in-memory forgery against the verdict decided in the test's own process.
+if [ -d "$work/p/memforge" ]; then
+    KN_GRADE_CHECKER=0 KN_GRADE_UNITS=0 grade "$work/p/memforge" "$work/memforge-inprocess"
+    m=$(sed -n 's/^score: \([0-9.]*\) .*/\1/p' "$work/memforge-inprocess.log" | head -1)
+    if awk -v m="${m:-0}" -v s="$skel" 'BEGIN { exit !(m > s) }'; then
+        echo "lab $lab memforge with KN_GRADE_CHECKER=0 (the verdict inside the test's process): $m / 100, more than the skeleton's $skel: the attack is real; the checker stops it (above)"
+    else
+        echo "FAIL: memforge scored ${m:-nothing} without the checker, no more than the skeleton ($skel): the planted attack no longer works, so it shows nothing"; status=1
+    fi
+fi
 [ $status = 0 ] || { echo "FAIL: a hostile lab $lab submission beat the grader (above)"; exit 1; }
 echo "lab $lab: every hostile submission scored no more than the skeleton, with and without bubblewrap"
