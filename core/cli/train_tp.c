@@ -72,26 +72,7 @@ int kn_train_tp_begin(kn_train_opts *o, kn_train_dist *rd) {
                     o->mesh, refuse);
         return 2;
     }
-    if (!strcmp(o->comm, "nccl")) {
-        int local = kn_dist_local_rank();
-        if (kn_device_count(KN_DEVICE_CUDA) == 0) {
-            if (rd->rank == 0) fprintf(stderr, "kiln train: --comm nccl: this machine has no usable GPU\n");
-            return 2;
-        }
-        snprintf(o->device, sizeof o->device, "cuda:%d", local & 0xffff);
-    } else if (!strcmp(o->device, "auto")) {
-        snprintf(o->device, sizeof o->device, "cpu");
-    } else if (strcmp(o->device, "cpu") != 0) {
-        if (rd->rank == 0)
-            fprintf(stderr, "kiln train: --device %s with --comm mpi: GPU ranks talk over NCCL (add --comm nccl)\n",
-                    o->device);
-        return 2;
-    }
-    if (rd->rank > 0) {
-        if (!freopen("/dev/null", "w", stdout)) return 1;
-        o->log[0] = '\0';
-    }
-    return -1;
+    return kn_train_dist_ranks(o, rd); /* the device each rank takes, ranks > 0 silenced: as --dist */
 }
 
 kn_status kn_train_tp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_trainer *tr) {

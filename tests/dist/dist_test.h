@@ -20,6 +20,13 @@ extern int g_fail, g_checks, g_rank;
         }                                                                           \
     } while (0)
 
+/* test_comm.c. The batch of step `step` (rows x T ids below vocab, targets likewise): the
+ * same on every rank and in the one-process reference. */
+void dist_test_batch(int32_t *x, int32_t *y, int rows, int T, int vocab, int step);
+/* The largest |a - b| of a parameter of a and b (laid out alike), relative to that
+ * parameter's largest |a| (as compare.py measures). */
+double dist_test_param_diff(const kn_params *a, const kn_params *b);
+
 /* test_dp.c: ZeRO-3 through the library against one process on every rank. */
 void test_zero3(kn_comm *c);
 /* test_matrix.c: every precision x strategy x mode x accumulation cell against one process

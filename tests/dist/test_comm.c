@@ -10,6 +10,7 @@
  *                          GPU; skips with one line where there is no GPU (or no NCCL)
  *   test-dist stall R S    rank R sleeps S seconds before an all-reduce the others wait in
  *                          (the timeout test: they must end the job, naming the operation) */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,4 +318,23 @@ int main(int argc, char **argv) {
     test_errors(c);
     test_zero3(c);
     return finish(c);
+}
+
+void dist_test_batch(int32_t *x, int32_t *y, int rows, int T, int vocab, int step) {
+    for (int i = 0; i < rows * T; i++) {
+        x[i] = (i * 7 + step * 3 + i / T) % vocab;
+        y[i] = (i * 5 + step + 1) % vocab;
+    }
+}
+
+double dist_test_param_diff(const kn_params *a, const kn_params *b) {
+    double worst = 0;
+    for (int i = 0; i < a->count; i++) {
+        const float *x = a->data + a->info[i].offset, *y = b->data + b->info[i].offset;
+        double scale = 1e-30, d = 0;
+        for (int64_t j = 0; j < a->info[i].numel; j++) scale = fmax(scale, fabs(x[j]));
+        for (int64_t j = 0; j < a->info[i].numel; j++) d = fmax(d, fabs((double)x[j] - y[j]));
+        worst = fmax(worst, d / scale);
+    }
+    return worst;
 }

@@ -19,25 +19,8 @@
 enum { G = 8, T = 8 }; /* global batch (divisible by 1, 2, 4 ranks x 2 micro-batches), sequence */
 static const kn_gpt_config cfg = {.vocab = 11, .context = T, .layers = 2, .width = 16, .heads = 2};
 
-static void batch(int32_t *x, int32_t *y, int step) {
-    for (int i = 0; i < G * T; i++) {
-        x[i] = (i * 7 + step * 3 + i / T) % cfg.vocab;
-        y[i] = (i * 5 + step + 1) % cfg.vocab;
-    }
-}
+static void batch(int32_t *x, int32_t *y, int step) { dist_test_batch(x, y, G, T, cfg.vocab, step); }
 
-/* The largest |a - b| of a parameter, relative to the parameter's largest |a| (compare.py). */
-static double worst_param_diff(const kn_params *a, const kn_params *b) {
-    double worst = 0;
-    for (int i = 0; i < a->count; i++) {
-        const float *x = a->data + a->info[i].offset, *y = b->data + b->info[i].offset;
-        double scale = 1e-30, d = 0;
-        for (int64_t j = 0; j < a->info[i].numel; j++) scale = fmax(scale, fabs(x[j]));
-        for (int64_t j = 0; j < a->info[i].numel; j++) d = fmax(d, fabs((double)x[j] - y[j]));
-        worst = fmax(worst, d / scale);
-    }
-    return worst;
-}
 
 /* ZeRO-3 with `accum` micro-batches for `steps` steps against the reference. */
 static void zero3_against_one_process(kn_comm *c, int accum, int steps) {
@@ -109,7 +92,7 @@ static void zero3_against_one_process(kn_comm *c, int accum, int steps) {
           "evaluation without the parameters says what is missing");
     CHECK(kn_dp_gather_state(&d) == KN_OK && g.p.slab, "gather the parameters");
     CHECK(kn_trainer_eval(&tr, x, y, &l_eval) == KN_OK && isfinite(l_eval), "evaluation after the gather");
-    double w = g.p.data ? worst_param_diff(&ref.p, &g.p) : 1;
+    double w = g.p.data ? dist_test_param_diff(&ref.p, &g.p) : 1;
     CHECK(w <= 1e-3, "accum %d: the parameters differ from one process by %.3g relative", accum, w);
     /* one more step drops the gathered slab again and stays on course */
     double l_ref = 0, l = 0;

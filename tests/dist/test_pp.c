@@ -22,24 +22,8 @@
 enum { G = 8, T = 8, M = 4, STEPS = 3 }; /* global batch, sequence, micro-batches (a multiple of 1, 2, 4), steps */
 static const kn_gpt_config cfg = {.vocab = 13, .context = T, .layers = 8, .width = 16, .heads = 2};
 
-static void batch(int32_t *x, int32_t *y, int step) {
-    for (int i = 0; i < G * T; i++) {
-        x[i] = (i * 7 + step * 3 + i / T) % cfg.vocab;
-        y[i] = (i * 5 + step + 1) % cfg.vocab;
-    }
-}
+static void batch(int32_t *x, int32_t *y, int step) { dist_test_batch(x, y, G, T, cfg.vocab, step); }
 
-static double worst_param_diff(const kn_params *a, const kn_params *b) {
-    double worst = 0;
-    for (int i = 0; i < a->count; i++) {
-        const float *x = a->data + a->info[i].offset, *y = b->data + b->info[i].offset;
-        double scale = 1e-30, d = 0;
-        for (int64_t j = 0; j < a->info[i].numel; j++) scale = fmax(scale, fabs(x[j]));
-        for (int64_t j = 0; j < a->info[i].numel; j++) d = fmax(d, fabs((double)x[j] - y[j]));
-        worst = fmax(worst, d / scale);
-    }
-    return worst;
-}
 
 /* The timeline's structure: this rank's actions are the schedule's, in order, each one's
  * input there before it computes; across ranks, F(micro, stage s) starts computing only
@@ -138,7 +122,7 @@ static void pp_against_one_process(kn_comm *c, kn_pp_kind kind) {
         pp.test_sleep[0] = pp.test_sleep[1] = 0;
     }
     CHECK(kn_pp_gather(&pp) == KN_OK, "gather");
-    double w = worst_param_diff(&ref.p, &g.p);
+    double w = dist_test_param_diff(&ref.p, &g.p);
     CHECK(w <= 1e-3, "%s: the parameters differ from one process by %.3g relative", kn_pp_kind_name(kind), w);
     if (g_rank == 0)
         printf("pp %d ranks, %-11s m=%d: parameters within %.2g of one process; stash peak %d (%lld bytes) on "
