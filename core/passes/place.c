@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kiln/placement.h"
+#include "passes/place_impl.h"
 
 typedef struct conv_entry { int32_t src; kn_placement p; int32_t id; } conv_entry;
 
@@ -59,7 +59,7 @@ void kn_place_result_free(kn_place_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-static kn_status local_type(const kn_type *global, kn_placement p, int parts, kn_type *out) {
+kn_status kn_place_local_type(const kn_type *global, kn_placement p, int parts, kn_type *out) {
     *out = *global;
     if (global->ndim == 0) return p.kind == KN_PLACE_SHARD ? KN_ERR_SHAPE : KN_OK;
     return kn_place_local_shape(global->ndim, global->shape, p, parts, out->shape);
@@ -74,7 +74,7 @@ static kn_status emit(place_state *s, kn_node *n, kn_placement p, const kn_type 
     kn_type want;
     char pb[24], b1[96], b2[96];
     if (role != KN_PLACE_ROLE_STEP) {
-        if (local_type(global, p, s->o->parts, &want) != KN_OK)
+        if (kn_place_local_type(global, p, s->o->parts, &want) != KN_OK)
             return kn_error(KN_ERR_SHAPE, "kn_place_graph: %s: %s of %s over %d ranks: %s", what,
                             kn_place_str(p, pb, sizeof pb), kn_type_str(global, b1, sizeof b1), s->o->parts,
                             kn_last_error());
@@ -478,21 +478,21 @@ static void localize_attrs(const kn_node *gn, const kn_type *gin0, kn_placement 
     }
 }
 
-static kn_status param_place(const kn_place_opts *o, const char *name, kn_placement *p) {
+kn_status kn_place_param_of(const kn_place_opts *o, const char *name, kn_placement *p) {
     return o->param ? o->param(o->param_ctx, name, p) : kn_place_gpt_param(name, p);
 }
 
 /* The placement output i must end in. */
-static kn_status output_place(const kn_graph *g, const kn_place_opts *o, int i, kn_placement *p) {
+kn_status kn_place_output_of(const kn_graph *g, const kn_place_opts *o, int i, kn_placement *p) {
     if (o->outputs) { *p = o->outputs[i]; return KN_OK; }
     if (i == 0) { *p = kn_place_replicate(); return KN_OK; }
     int seen = 0;
     for (int j = 0; j < g->nnodes; j++)
-        if (g->nodes[j].op == KN_OP_PARAM && ++seen == i) return param_place(o, g->nodes[j].attrs.name, p);
+        if (g->nodes[j].op == KN_OP_PARAM && ++seen == i) return kn_place_param_of(o, g->nodes[j].attrs.name, p);
     return kn_error(KN_ERR_ARG, "kn_place: output %d has no parameter (the graph has %d): pass opts->outputs", i, seen);
 }
 
-static kn_status check_opts(const kn_graph *g, const kn_place_opts *o, const char *fn) {
+kn_status kn_place_check_opts(const kn_graph *g, const kn_place_opts *o, const char *fn) {
     if (!g || !o) return kn_error(KN_ERR_ARG, "%s: NULL graph or options", fn);
     if (o->parts < 1 || o->rank < 0 || o->rank >= o->parts || o->mesh < 0)
         return kn_error(KN_ERR_ARG, "%s: rank %d of %d ranks on mesh axis %d: out of range", fn, o->rank, o->parts,
@@ -500,7 +500,7 @@ static kn_status check_opts(const kn_graph *g, const kn_place_opts *o, const cha
     return KN_OK;
 }
 
-static const char *node_name(const kn_graph *g, int32_t i, char *buf, size_t size) {
+const char *kn_place_node_name(const kn_graph *g, int32_t i, char *buf, size_t size) {
     snprintf(buf, size, "%%%d = %s", (int)i, kn_op_name(g->nodes[i].op));
     return buf;
 }
@@ -508,7 +508,7 @@ static const char *node_name(const kn_graph *g, int32_t i, char *buf, size_t siz
 kn_status kn_place_graph(const kn_graph *g, const kn_place_opts *o, kn_place_result *out) {
     if (!out) return kn_error(KN_ERR_ARG, "kn_place_graph: NULL result");
     memset(out, 0, sizeof *out);
-    kn_status st = check_opts(g, o, "kn_place_graph");
+    kn_status st = kn_place_check_opts(g, o, "kn_place_graph");
     if (st != KN_OK) return st;
     if ((st = kn_graph_verify(g)) != KN_OK) return st;
     place_state s = {.g = g, .o = o, .r = out, .mask_of = -1, .stats_of = -1};
@@ -518,7 +518,7 @@ kn_status kn_place_graph(const kn_graph *g, const kn_place_opts *o, kn_place_res
     char what[96], pb[24], tb[96];
     for (int32_t i = 0; i < g->nnodes && st == KN_OK; i++) {
         const kn_node *gn = &g->nodes[i];
-        node_name(g, i, what, sizeof what);
+        kn_place_node_name(g, i, what, sizeof what);
         kn_node n = *gn;
         if (kn_op_get(gn->op)->category == KN_CAT_COLLECTIVE) {
             st = kn_error(KN_ERR_UNSUPPORTED, "kn_place_graph: %s: the graph already has collectives", what);
@@ -526,8 +526,8 @@ kn_status kn_place_graph(const kn_graph *g, const kn_place_opts *o, kn_place_res
         }
         if (gn->op == KN_OP_PARAM) {
             kn_placement p;
-            if ((st = param_place(o, gn->attrs.name, &p)) != KN_OK) break;
-            if (local_type(&gn->type, p, o->parts, &n.type) != KN_OK) {
+            if ((st = kn_place_param_of(o, gn->attrs.name, &p)) != KN_OK) break;
+            if (kn_place_local_type(&gn->type, p, o->parts, &n.type) != KN_OK) {
                 st = kn_error(KN_ERR_SHAPE, "kn_place_graph: parameter %s %s placed %s: %s", gn->attrs.name,
                               kn_type_str(&gn->type, tb, sizeof tb), kn_place_str(p, pb, sizeof pb),
                               kn_last_error());
@@ -556,7 +556,7 @@ kn_status kn_place_graph(const kn_graph *g, const kn_place_opts *o, kn_place_res
             continue;
         }
         kn_type lt;
-        if (local_type(&gn->type, outp, o->parts, &lt) != KN_OK) {
+        if (kn_place_local_type(&gn->type, outp, o->parts, &lt) != KN_OK) {
             st = kn_error(KN_ERR_SHAPE, "kn_place_graph: %s: result %s cannot be %s over %d ranks", what,
                           kn_type_str(&gn->type, tb, sizeof tb), kn_place_str(outp, pb, sizeof pb), o->parts);
             break;
@@ -569,7 +569,7 @@ kn_status kn_place_graph(const kn_graph *g, const kn_place_opts *o, kn_place_res
         kn_placement p;
         int32_t id;
         snprintf(what, sizeof what, "output %d (%%%d)", i, (int)g->outputs[i]);
-        if ((st = output_place(g, o, i, &p)) != KN_OK) break;
+        if ((st = kn_place_output_of(g, o, i, &p)) != KN_OK) break;
         if ((st = convert(&s, map[g->outputs[i]], p, what, &id)) != KN_OK) break;
         st = kn_graph_add_output(out->local, id);
     }
@@ -583,141 +583,3 @@ done:
     return st;
 }
 
-/* ---------------------------------------------------------------- the verifier */
-
-static kn_status bad(const kn_graph *l, int32_t i, const char *fmt, const char *a, const char *b) {
-    char nb[64];
-    return kn_error(KN_ERR_INTERNAL, "kn_place_check: %s: %s%s%s", node_name(l, i, nb, sizeof nb), fmt, a ? a : "",
-                    b ? b : "");
-}
-
-kn_status kn_place_check(const kn_graph *g, const kn_place_result *r, const kn_place_opts *o) {
-    kn_status st = check_opts(g, o, "kn_place_check");
-    if (st != KN_OK) return st;
-    if (!r || !r->local || !r->info) return kn_error(KN_ERR_ARG, "kn_place_check: no result");
-    const kn_graph *l = r->local;
-    char b1[24], b2[24], msg[160];
-    for (int32_t i = 0; i < l->nnodes; i++) {
-        const kn_node *n = &l->nodes[i];
-        const kn_place_info *f = &r->info[i];
-        if (kn_op_get(n->op)->category == KN_CAT_COLLECTIVE && (n->attrs.mesh != o->mesh || n->attrs.parts != o->parts))
-            return bad(l, i, "collective over another mesh axis or rank count", NULL, NULL);
-        if (f->role == KN_PLACE_ROLE_STEP) continue;
-        kn_type lt;
-        if (local_type(&f->global, f->p, o->parts, &lt) != KN_OK || !kn_type_equal(&lt, &n->type))
-            return bad(l, i, "its type is not the local type of its placement ", kn_place_str(f->p, b1, sizeof b1),
-                       NULL);
-        if (f->role == KN_PLACE_ROLE_CONV) {
-            if (f->from < 0 || f->from >= i) return bad(l, i, "a conversion of no earlier value", NULL, NULL);
-            kn_placement from = r->info[f->from].p, to = f->p;
-            bool ok = !kn_type_equal(&f->global, &r->info[f->from].global) ? false : to.kind != KN_PLACE_PARTIAL;
-            const kn_placement *in0 = n->nin ? &r->info[n->in[0]].p : NULL;
-            switch ((int)n->op) {
-            case KN_OP_ALL_REDUCE: ok = ok && in0 && in0->kind == KN_PLACE_PARTIAL && to.kind == KN_PLACE_REPLICATE; break;
-            case KN_OP_ALL_GATHER:
-                ok = ok && in0 && in0->kind == KN_PLACE_SHARD && in0->blocks == 1 && in0->dim == n->attrs.axis &&
-                     to.kind == KN_PLACE_REPLICATE;
-                break;
-            case KN_OP_REDUCE_SCATTER:
-                ok = ok && in0 && in0->kind == KN_PLACE_PARTIAL && to.kind == KN_PLACE_SHARD && to.blocks == 1 &&
-                     to.dim == n->attrs.axis;
-                break;
-            case KN_OP_SLICE: { /* R -> S(d): rank r's block */
-                int64_t len = f->global.shape[to.dim] / o->parts;
-                ok = ok && in0 && in0->kind == KN_PLACE_REPLICATE && to.kind == KN_PLACE_SHARD && to.blocks == 1 &&
-                     n->attrs.axis == to.dim && n->attrs.start == o->rank * len && n->attrs.stop == (o->rank + 1) * len;
-                break;
-            }
-            case KN_OP_CONCAT: ok = ok && (to.kind == KN_PLACE_REPLICATE || from.kind == KN_PLACE_REPLICATE); break;
-            default: ok = false; break;
-            }
-            if (!ok) {
-                snprintf(msg, sizeof msg, "%s -> %s", kn_place_str(from, b1, sizeof b1), kn_place_str(to, b2, sizeof b2));
-                return bad(l, i, "not a conversion it makes: ", msg, NULL);
-            }
-            continue;
-        }
-        if (f->role == KN_PLACE_ROLE_EXPAND) { /* vocabulary parallelism: what each expansion gives */
-            if (f->from < 0 || f->from >= g->nnodes || !kn_type_equal(&g->nodes[f->from].type, &f->global))
-                return bad(l, i, "an expansion of no input node of its type", NULL, NULL);
-            int gop = (int)g->nodes[f->from].op;
-            kn_placement want = gop == KN_OP_EMBEDDING ? kn_place_partial() : gop == KN_OP_EMBEDDING_GRAD ? kn_place_shard(0)
-                              : gop == KN_OP_CROSS_ENTROPY ? kn_place_replicate() : kn_place_shard(1);
-            bool known = gop == KN_OP_EMBEDDING || gop == KN_OP_EMBEDDING_GRAD || gop == KN_OP_CROSS_ENTROPY ||
-                         gop == KN_OP_CROSS_ENTROPY_BWD;
-            if (!known || !kn_place_equal(want, f->p)) {
-                snprintf(msg, sizeof msg, "the vocabulary-parallel %s placed %s, it gives ", kn_op_name((kn_op)gop),
-                         kn_place_str(f->p, b1, sizeof b1));
-                return bad(l, i, msg, known ? kn_place_str(want, b2, sizeof b2) : "nothing", NULL);
-            }
-            continue;
-        }
-        if (f->from < 0 || f->from >= g->nnodes || g->nodes[f->from].op != n->op)
-            return bad(l, i, "not a node of the input graph", NULL, NULL);
-        const kn_node *gn = &g->nodes[f->from];
-        if (!kn_type_equal(&gn->type, &f->global)) return bad(l, i, "its global type is not its input node's", NULL, NULL);
-        if (n->op == KN_OP_PARAM) {
-            kn_placement p;
-            if ((st = param_place(o, n->attrs.name, &p)) != KN_OK) return st;
-            if (!kn_place_equal(p, f->p))
-                return bad(l, i, "a parameter placed ", kn_place_str(f->p, b1, sizeof b1), ", not as declared");
-            continue;
-        }
-        const kn_type *gin[KN_MAX_OPERANDS];
-        kn_placement have[KN_MAX_OPERANDS], want[KN_MAX_OPERANDS], outp;
-        for (int k = 0; k < n->nin; k++) {
-            if (!kn_type_equal(&r->info[n->in[k]].global, &g->nodes[gn->in[k]].type))
-                return bad(l, i, "an operand is not its input node's operand", NULL, NULL);
-            gin[k] = &r->info[n->in[k]].global;
-            have[k] = r->info[n->in[k]].p;
-        }
-        if ((st = kn_place_rule(gn, gin, have, NULL, o->parts, o->flags, want, &outp)) != KN_OK) return st;
-        for (int k = 0; k < n->nin; k++)
-            if (!kn_place_equal(have[k], want[k])) {
-                snprintf(msg, sizeof msg, "operand %d is %s, its rule wants ", k, kn_place_str(have[k], b1, sizeof b1));
-                return bad(l, i, msg, kn_place_str(want[k], b2, sizeof b2), NULL);
-            }
-        if (!kn_place_equal(outp, f->p)) {
-            snprintf(msg, sizeof msg, "placed %s, its rule gives ", kn_place_str(f->p, b1, sizeof b1));
-            return bad(l, i, msg, kn_place_str(outp, b2, sizeof b2), NULL);
-        }
-    }
-    if (l->noutputs != g->noutputs)
-        return kn_error(KN_ERR_INTERNAL, "kn_place_check: %d outputs, the input graph has %d", l->noutputs, g->noutputs);
-    for (int i = 0; i < l->noutputs; i++) {
-        kn_placement p;
-        if ((st = output_place(g, o, i, &p)) != KN_OK) return st;
-        if (!kn_place_equal(p, r->info[l->outputs[i]].p))
-            return kn_error(KN_ERR_INTERNAL, "kn_place_check: output %d (%%%d) is %s, it must be %s", i,
-                            (int)l->outputs[i], kn_place_str(r->info[l->outputs[i]].p, b1, sizeof b1),
-                            kn_place_str(p, b2, sizeof b2));
-    }
-    return KN_OK;
-}
-
-kn_status kn_place_print(FILE *f, const kn_place_result *r) {
-    if (!f || !r || !r->local) return kn_error(KN_ERR_ARG, "kn_place_print: NULL argument");
-    char *text = NULL;
-    kn_status st = kn_graph_to_string(r->local, &text);
-    if (st != KN_OK) return st;
-    fprintf(f, "# rank's local graph: %d all_reduce, %d all_gather, %d reduce_scatter, %d local slices inserted\n",
-            r->all_reduce, r->all_gather, r->reduce_scatter, r->local_slices);
-    char *line = text;
-    for (int i = 0; line && *line; i++) {
-        char *nl = strchr(line, '\n');
-        int len = nl ? (int)(nl - line) : (int)strlen(line);
-        if (i < r->local->nnodes) {
-            char pb[24], tb[96];
-            const kn_place_info *in = &r->info[i];
-            const char *role = in->role == KN_PLACE_ROLE_NODE ? "" : in->role == KN_PLACE_ROLE_CONV ? "  inserted"
-                             : in->role == KN_PLACE_ROLE_EXPAND ? "  vocabulary-parallel" : "  inserted (step)";
-            fprintf(f, "%.*s  # %s of %s%s\n", len, line, kn_place_str(in->p, pb, sizeof pb),
-                    kn_type_str(&in->global, tb, sizeof tb), role);
-        } else {
-            fprintf(f, "%.*s\n", len, line);
-        }
-        line = nl ? nl + 1 : NULL;
-    }
-    kn_free(text);
-    return KN_OK;
-}
