@@ -82,13 +82,13 @@ bash core/mk/carry-criterion.sh "$tmp/carry" > "$tmp/carry.log" 2>&1 || { cat "$
     fail "carry-criterion.sh did not write the headers and the library"
 ls "$tmp/carry/lib" | grep -qE '^(libc|libm|libresolv)\.so' && fail "carry-criterion.sh copied a C library part"
 vars="BUILD_ROOT=$tmp/b CARRY_DIR=$tmp/carry CRITERION_FROM=carry NVCC="
-mk $vars "$tmp/b/obj/tests/harness/kn_test.o" > "$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; fail "build with the carried headers"; }
+mk $vars "$tmp/b/obj/tests/harness/kn_test.o" "$tmp/b/obj/tests/harness/kn_out.o" > "$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; fail "build with the carried headers"; }
 grep -q "$tmp/carry/include/criterion/criterion.h" "$tmp/b/obj/tests/harness/kn_test.d" ||
     fail "kn_test.o was not compiled against the carried headers"
 grep -q '/usr/include/criterion' "$tmp/b/obj/tests/harness/kn_test.d" && fail "kn_test.o used /usr/include/criterion"
 ldlibs=$(mk -s $vars -f Makefile -f <(printf 'print-%%:\n\t@echo $($*)\n') print-TEST_LDLIBS)
 echo "$ldlibs" | grep -q -- '-lcriterion\b' && fail "TEST_LDLIBS still names the system's -lcriterion: $ldlibs"
-cc -o "$tmp/t" "$tmp/b/obj/tests/harness/kn_test.o" $ldlibs || fail "link with $ldlibs"
+cc -o "$tmp/t" "$tmp/b/obj/tests/harness/kn_test.o" "$tmp/b/obj/tests/harness/kn_out.o" $ldlibs || fail "link with $ldlibs"
 ldd "$tmp/t" | grep -q "libcriterion.so.3 => $tmp/carry/lib/libcriterion.so.3" || { ldd "$tmp/t"; fail "libcriterion not from the carry"; }
 ldd "$tmp/t" | grep -q "libgit2.* => $tmp/carry/lib/" || { ldd "$tmp/t"; fail "libcriterion's own dependencies not from the carry"; }
 "$tmp/t" > "$tmp/t.out" 2>&1 || { cat "$tmp/t.out"; fail "the test binary linked to the carried Criterion does not run"; }
