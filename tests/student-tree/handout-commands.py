@@ -156,8 +156,13 @@ def check_path(words):
             "%s: the tree's Makefile no longer writes it (make run's --out)" % p)
     if "solutions" in p:
         return "%s: the student tree has no solutions/ (its builds are build/labNN-labs-staff/...): use ./kiln" % p
+    m = re.match(r"^build/(report|ablation-cpu|ablation-cuda)(/|$)", p)
+    if m:  # make report's and make ablation's folders (plots/report.mk: $(BUILD)/report, $(BUILD)/ablation-DEVICE)
+        mk = open(os.path.join(tree, "plots", "report.mk")).read() if os.path.exists(os.path.join(tree, "plots", "report.mk")) else ""
+        want = "REPORT_OUT ?= $(BUILD)/report" if m.group(1) == "report" else "ABLATION_OUT ?= $(BUILD)/ablation-"
+        return None if want in mk else "%s: the tree's plots/report.mk no longer writes it" % p
     if not re.match(r"^build/(lab\d\d-labs-staff|staff|book)(/|$)", p):
-        return "%s: not a folder the tree's make writes (build/labNN-labs-staff/, build/staff/, build/book/)" % p
+        return "%s: not a folder the tree's make writes (build/labNN-labs-staff/, build/staff/, build/book/, build/report/)" % p
     m = re.match(r"^build/(lab\d\d)-labs-staff/(kiln|test-lab\d\d)$", p)
     if m and not os.path.exists(os.path.join(tree, p)):
         return "%s: not there after make %s" % (p, m.group(1))
