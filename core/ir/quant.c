@@ -119,9 +119,16 @@ static void gemm_i8_rows(void *vctx, int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; i++) {
             int32_t acc[4];
             dot4_i8(g->a + i * k, b[0], b[1], b[2], b[3], k, acc);
-            const float sa = g->sa ? g->sa[i] : 1.0f;
-            for (int q = 0; q < nj; q++) g->c[i * n + j + q] = (float)acc[q] * sa * g->sb[j + q]; /* the epilogue */
+            kn_i8_dequant(acc, 1, nj, 4, g->sa ? g->sa + i : NULL, g->sb + j, g->c + i * n + j, n);
         }
+    }
+}
+
+void kn_i8_dequant(const int32_t *acc, int64_t rows, int64_t cols, int64_t ldacc, const float *sa, const float *sb,
+                   float *c, int64_t ldc) {
+    for (int64_t i = 0; i < rows; i++) {
+        const float s = sa ? sa[i] : 1.0f;
+        for (int64_t j = 0; j < cols; j++) c[i * ldc + j] = (float)acc[i * ldacc + j] * s * sb[j];
     }
 }
 

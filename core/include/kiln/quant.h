@@ -45,6 +45,13 @@ void kn_quant_cols_i8(const float *w, int64_t k, int64_t n, int8_t *q, float *sc
  * int32 accumulation; sa NULL: 1 per row. Threaded over rows (kn_k_parallel). */
 void kn_gemm_i8(const int8_t *a, const int8_t *b, const float *sa, const float *sb, float *c, int64_t m, int64_t n,
                 int64_t k);
+/* The dequantizing epilogue of the int8 product, shared by every kernel that makes int32
+ * sums (the CPU microkernels and, as the reference, the GPU's): rows x cols int32 sums acc
+ * (row stride ldacc) become c[i][j] = (float)acc[i][j] * sa[i] * sb[j] (row stride ldc),
+ * the multiplications in that order, in f32. sa NULL: 1 for every row. sa/sb are indexed
+ * from the tile's first row/column (callers pass sa + i0, sb + j0). */
+void kn_i8_dequant(const int32_t *acc, int64_t rows, int64_t cols, int64_t ldacc, const float *sa, const float *sb,
+                   float *c, int64_t ldc);
 /* c [m, n] = sb[j] * sum_k x[i][k] b[j][k]: x f32 [m][k], b [n][k] int8, f32 accumulation. */
 void kn_gemm_w8(const float *x, const int8_t *b, const float *sb, float *c, int64_t m, int64_t n, int64_t k);
 
