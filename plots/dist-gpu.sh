@@ -100,7 +100,7 @@ if [ "$ngpu" -ge 2 ]; then
             > comm-torch.txt 2>&1 || tail -n 3 comm-torch.txt
     fi
     awk 'FNR == 1 { src = (FILENAME ~ /kiln/) ? "kiln" : "nccl" }
-         $1 ~ /^[0-9]+$/ && NF == 4 { bw[src, $1, $2] = $4; key[$1 SUBSEP $2] = 1 }
+         $1 ~ /^[0-9]+$/ && NF >= 4 { bw[src, $1, $2] = $4; key[$1 SUBSEP $2] = 1 }
          END { print "# elements\tcollective\tkiln_bus_GBs\tnccl_bus_GBs\tratio"
                for (k in key) { split(k, p, SUBSEP); a = bw["kiln", p[1], p[2]]; b = bw["nccl", p[1], p[2]]
                    printf "%s\t%s\t%s\t%s\t%s\n", p[1], p[2], a, b, (a && b) ? sprintf("%.3f", a / b) : "-" } }' \

@@ -75,7 +75,7 @@ static kn_status nc_start(kn_comm *c, int k, float *send, float *recv, int64_t n
 
 /* Fill, run once, check on the host (every rank), then time `iters` runs. */
 static kn_status nc_bench(kn_comm *c, kn_device dev, int k, int64_t n, int iters, float *host, float *send,
-                          float *recv, double *dt) {
+                          float *recv, double *dt, double *enq) {
     int N = c->size;
     int64_t m = n / N, counts[1024];
     if (N > 1024) return kn_error(KN_ERR_ARG, "bench-comm: more than 1024 ranks");
@@ -105,6 +105,7 @@ static kn_status nc_bench(kn_comm *c, kn_device dev, int k, int64_t n, int iters
     kn_status st = kn_comm_barrier(c);
     double t0 = kn_time_now();
     for (int it = 0; st == KN_OK && it < iters; it++) st = nc_start(c, k, send, recv, n, counts, &reqs[it]);
+    *enq = (kn_time_now() - t0) / iters; /* the host's share: enqueueing, before any wait */
     if (st == KN_OK) st = kn_comm_wait_all(iters, reqs);
     *dt = (kn_time_now() - t0) / iters;
     kn_free(reqs);
@@ -136,7 +137,8 @@ static int bench_nccl(const char *sizes, int iters) {
     if (kn_comm_world(&c, KN_COMM_NCCL) != KN_OK) goto out;
     if (c->rank == 0)
         printf("kiln bench-comm: %d ranks over NCCL (one GPU each), f32, %d iterations per size\n"
-               "%12s  %-15s %12s %10s\n", c->size, iters, "elements", "collective", "us/op", "bus GB/s");
+               "%12s  %-15s %12s %10s %12s\n", c->size, iters, "elements", "collective", "us/op", "bus GB/s",
+               "enqueue us");
     if (parse_sizes(sizes, list, &nsizes) != KN_OK) goto out;
     for (int si = 0; si < nsizes; si++) {
         int64_t n = list[si];
@@ -149,11 +151,12 @@ static int bench_nccl(const char *sizes, int iters) {
         if (st == KN_OK) st = kn_device_alloc(dev, bytes, &send);
         if (st == KN_OK) st = kn_device_alloc(dev, bytes, &recv);
         for (int k = 0; st == KN_OK && k < NC_COUNT; k++) {
-            double dt = 0;
-            st = nc_bench(c, dev, k, n, iters, host, send, recv, &dt);
+            double dt = 0, enq = 0;
+            st = nc_bench(c, dev, k, n, iters, host, send, recv, &dt, &enq);
             double f = k == NC_ALL_REDUCE ? 2.0 * (c->size - 1) / c->size : (double)(c->size - 1) / c->size;
             if (st == KN_OK && c->rank == 0)
-                printf("%12lld  %-15s %12.1f %10.2f\n", (long long)n, nc_names[k], dt * 1e6, f * (double)bytes / dt / 1e9);
+                printf("%12lld  %-15s %12.1f %10.2f %12.1f\n", (long long)n, nc_names[k], dt * 1e6,
+                       f * (double)bytes / dt / 1e9, enq * 1e6);
         }
         kn_free(host);
         if (send) kn_device_free(dev, send, bytes);

@@ -2,11 +2,12 @@
  *
  * One rank per GPU (NCCL refuses two ranks on one GPU): the ranks of a host find each
  * other with MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), and local rank i takes GPU i.
- * Rank 0 makes the NCCL unique id and broadcasts it over MPI. The communicator is
- * non-blocking (config.blocking = 0), so no NCCL call can hang the host thread: every
- * operation is enqueued on the communicator's own stream followed by an event, and
- * "finished?" is cudaEventQuery plus ncclCommGetAsyncError. On a timeout the generic wait
- * (comm.c) calls ncclCommAbort here before MPI_Abort.
+ * Rank 0 makes the NCCL unique id and broadcasts it over MPI. Every operation is enqueued
+ * on the communicator's own stream followed by an event, and "finished?" is cudaEventQuery
+ * plus ncclCommGetAsyncError, so the host never waits inside NCCL for a peer. The
+ * communicator is blocking by default (comm_blocking says why; KILN_NCCL_NONBLOCKING=1
+ * makes it non-blocking: then a call may answer ncclInProgress and settle() polls). On a
+ * timeout the generic wait (comm.c) calls ncclCommAbort here before MPI_Abort.
  *
  * Every CUDA and NCCL call goes through a checking macro naming the call, file:line and
  * the library's message. Built only with CUDA, nccl.h and MPI (KN_HAVE_NCCL). */
@@ -14,7 +15,9 @@
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
+#include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -56,7 +59,9 @@ typedef struct nccl_ctx {
     } while (0)
 
 /* A non-blocking communicator may answer ncclInProgress: wait (polling, bounded) until the
- * call has really been issued. */
+ * call has really been issued. The first 5 ms spin (sched_yield), as kn_comm_wait's do: a
+ * 1 us nanosleep lasts about 55 us (timer slack), longer than a whole 4 MB all-reduce on
+ * NVLink, and paying it on every enqueue made small collectives a third of NCCL's speed. */
 static kn_status settle(ncclComm_t comm, const char *what) {
     double t0 = kn_time_now();
     struct timespec nap = {0, 1000};
@@ -66,10 +71,23 @@ static kn_status settle(ncclComm_t comm, const char *what) {
         if (st == ncclSuccess) return KN_OK;
         if (st != ncclInProgress)
             return kn_error(KN_ERR_DEVICE, "%s: NCCL: %s (%s)", what, ncclGetErrorString(st), ncclGetLastError(comm));
-        if (kn_time_now() - t0 > 300) return kn_error(KN_ERR_DEVICE, "%s: NCCL still in progress after 300 s", what);
-        nanosleep(&nap, NULL);
+        double waited = kn_time_now() - t0;
+        if (waited > 300) return kn_error(KN_ERR_DEVICE, "%s: NCCL still in progress after 300 s", what);
+        if (waited < 5e-3) sched_yield();
+        else nanosleep(&nap, NULL);
     }
 }
+
+/* Blocking unless KILN_NCCL_NONBLOCKING is set. Measured on 4 H100s (2026-11-27, kiln
+ * bench-comm's "enqueue us" column): a non-blocking communicator hands every collective to
+ * a background thread and answers ncclInProgress until it is issued, so each enqueue waited
+ * 80-90 us, longer than a whole 1-4 MB all-reduce (a third of NCCL's speed at those sizes);
+ * a blocking one issues it in the call, in 9-10 us, as PyTorch's default does. A stalled
+ * peer is still found: the wait (comm.c) polls the operation's event against
+ * KILN_COMM_TIMEOUT and aborts the communicator; what a blocking communicator gives up is
+ * a guarantee that the enqueue itself never waits (NCCL connects peers lazily, at their
+ * first operation). */
+static int comm_blocking(void) { return getenv("KILN_NCCL_NONBLOCKING") ? 0 : 1; }
 
 static kn_status nccl_type(const char *fn, kn_dtype dt, ncclDataType_t *out) {
     switch (dt) {
@@ -150,7 +168,7 @@ static kn_status nccl_world(void **out, int *rank, int *size) {
         st = kn_error(KN_ERR_DEVICE, "kn_comm_world(nccl): another rank could not set up its GPU");
     if (st == KN_OK) {
         ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-        cfg.blocking = 0;
+        cfg.blocking = comm_blocking();
         ncclResult_t r = ncclCommInitRankConfig(&n->comm, *size, id, *rank, &cfg);
         if (r != ncclSuccess && r != ncclInProgress)
             st = kn_error(KN_ERR_DEVICE, "ncclCommInitRankConfig (rank %d of %d, GPU %d) failed: %s", *rank, *size,
@@ -166,7 +184,7 @@ static kn_status nccl_split(void *ctx, int color, int key, void **out, int *rank
     if (!n) return kn_error(KN_ERR_OOM, "kn_comm_split(nccl): out of memory");
     n->device = p->device;
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-    cfg.blocking = 0;
+    cfg.blocking = comm_blocking();
     kn_status st = KN_OK;
     ncclResult_t r = ncclCommSplit(p->comm, color, key, &n->comm, &cfg);
     if (r != ncclSuccess && r != ncclInProgress)
