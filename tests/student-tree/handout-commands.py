@@ -161,8 +161,12 @@ def check_path(words):
         mk = open(os.path.join(tree, "plots", "report.mk")).read() if os.path.exists(os.path.join(tree, "plots", "report.mk")) else ""
         want = "REPORT_OUT ?= $(BUILD)/report" if m.group(1) == "report" else "ABLATION_OUT ?= $(BUILD)/ablation-"
         return None if want in mk else "%s: the tree's plots/report.mk no longer writes it" % p
+    if re.match(r"^build/scaling(/|$)", p):  # make scaling's folder (plots/scaling.mk: $(BUILD)/scaling)
+        mk = os.path.join(tree, "plots", "scaling.mk")
+        return None if os.path.exists(mk) and "SCALING_OUT ?= $(BUILD)/scaling" in open(mk).read() else (
+            "%s: the tree's plots/scaling.mk no longer writes it" % p)
     if not re.match(r"^build/(lab\d\d-labs-staff|staff|book)(/|$)", p):
-        return "%s: not a folder the tree's make writes (build/labNN-labs-staff/, build/staff/, build/book/, build/report/)" % p
+        return "%s: not a folder the tree's make writes (build/labNN-labs-staff/, build/staff/, build/book/, build/report/, build/scaling/)" % p
     m = re.match(r"^build/(lab\d\d)-labs-staff/(kiln|test-lab\d\d)$", p)
     if m and not os.path.exists(os.path.join(tree, p)):
         return "%s: not there after make %s" % (p, m.group(1))
