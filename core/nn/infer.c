@@ -5,8 +5,7 @@
  * linear, the q/k/v projection, the MLP), compiled once into kn_programs and replayed. The
  * cache is one device tensor; each (layer, k|v) block of it is bound to a program as an
  * input and as the output that replaces it, written in place by the step that makes it.
- * Per decode step the host uploads three small inputs (the tokens, their positions, the
- * attention mask), the step's new keys and values are copied into the cache with one 2-D
+ * Per decode step the host uploads two small inputs (the tokens and their position), the step's new keys and values are copied into the cache with one 2-D
  * copy, and the logits [B, V] come back. */
 #include <math.h>
 #include <string.h>
@@ -148,13 +147,13 @@ static kn_status build_prefill(const kn_infer *inf, int T, kn_val *pvals, kn_val
     return st;
 }
 
-/* Decode of one token per row at position pos (inputs "tok", "pos" [B, 1] i32 and "mask"
- * [B, 1, 1, Tmax] f32: 0 at the cached positions < pos, -inf from pos on). Per layer, q
- * attends over the cache ("cache.L.k", "cache.L.v": read only) and over the new token's own
- * k and v, which are not in the cache yet: the scores of both are joined before one
- * softmax, and the output is the cache's share plus the new value's. Output 0: logits
- * [B, V]; outputs 1..: the new k and v [B, H, 1, hd] of every layer, which the caller
- * stores at position pos afterwards (kn_infer_decode: one 2-D copy). */
+/* Decode of one token per row at position pos (inputs "tok" and "pos" [B, 1] i32). Per
+ * layer, q attends over the cache's first pos positions ("cache.L.k", "cache.L.v": read
+ * only) and over the new token's own k and v, which are not in the cache yet, in one op,
+ * attn_decode (kiln/ir.h: one launch per layer, reading only the valid positions; "pos" is
+ * both the position embedding's index and the count of cached positions). Output 0:
+ * logits [B, V]; outputs 1..: the new k and v [B, H, 1, hd] of every layer, which the
+ * caller stores at position pos afterwards (kn_infer_decode: one 2-D copy). */
 static kn_status build_decode(const kn_infer *inf, kn_val *pvals, kn_val *kv, kn_graph **out) {
     const kn_gpt *g = inf->model;
     const kn_gpt_config *c = &g->cfg;
@@ -164,9 +163,8 @@ static kn_status build_decode(const kn_infer *inf, kn_val *pvals, kn_val *kv, kn
     KN_TRY(kn_builder_new(&b, KN_MODE_GRAPH));
     gpt_vals P;
     declare_params(b, g, pvals, &P);
-    int64_t s1[2] = {B, 1}, sm[4] = {B, 1, 1, Tm}, s2[2] = {B, c->width}, sc[4] = {B, H, Tm, hd};
+    int64_t s1[2] = {B, 1}, s2[2] = {B, c->width}, sc[4] = {B, H, Tm, hd};
     kn_val tok = kn_input_typed(b, "tok", KN_DT_I32, 2, s1), pos = kn_input_typed(b, "pos", KN_DT_I32, 2, s1);
-    kn_val mask = kn_input_typed(b, "mask", KN_DT_F32, 4, sm);
     kn_val x = kn_reshape(b, kn_add(b, kn_embedding(b, P.all[0], tok), kn_embedding(b, P.all[1], pos)), 2, s2);
     for (int l = 0; l < c->layers; l++) {
         const kn_val *m = P.mats + 4 * l, *v = P.vecs + 8 * l;
@@ -178,11 +176,7 @@ static kn_status build_decode(const kn_infer *inf, kn_val *pvals, kn_val *kv, kn
             cache[i] = kn_input_typed(b, name, KN_DT_F32, 4, sc);
             kv[2 * l + i] = qkv[1 + i];
         }
-        kn_val s_old = kn_add(b, kn_mul_scalar(b, kn_matmul_t(b, qkv[0], cache[0], false, true), scale), mask);
-        kn_val s_new = kn_mul_scalar(b, kn_matmul_t(b, qkv[0], qkv[1], false, true), scale);
-        kn_val att = kn_softmax(b, kn_concat(b, s_old, s_new, 3), -1);      /* [B, H, 1, Tmax + 1] */
-        kn_val y = kn_add(b, kn_matmul(b, kn_slice(b, att, 3, 0, Tm, 1), cache[1]),
-                          kn_mul(b, kn_slice(b, att, 3, Tm, Tm + 1, 1), qkv[2])); /* [B, H, 1, hd] */
+        kn_val y = kn_attn_decode(b, qkv[0], cache[0], cache[1], qkv[1], qkv[2], pos, scale); /* [B, H, 1, hd] */
         x = kn_add(b, x, kn_nn_heads_merge(b, y, m[1], v[3]));
         x = block_mlp(b, x, m, v);
     }
@@ -241,7 +235,6 @@ static kn_status compile_step(kn_infer *inf, int T, kn_program **out) {
     if (st == KN_OK) st = bind_low(inf, p);
     if (st == KN_OK && !T) st = kn_program_bind(p, "tok", inf->tok);
     if (st == KN_OK && !T) st = kn_program_bind(p, "pos", inf->pos);
-    if (st == KN_OK && !T) st = kn_program_bind(p, "mask", inf->mask);
     if (st == KN_OK && !T && inf->o.cuda_graph) st = kn_program_set_cuda_graph(p, true);
     kn_graph_free(gr);
     kn_free(pvals);
@@ -283,7 +276,7 @@ kn_status kn_infer_new(kn_infer *inf, const kn_gpt *model, int B, const kn_infer
     else inf->o.device = KN_CPU;
     KN_TRY(kn_device_check("kn_infer_new", inf->o.device));
     const int64_t hd = c->width / c->heads, Tm = c->context;
-    int64_t scache[6] = {c->layers, 2, B, c->heads, Tm, hd}, s1[2] = {B, 1}, sm[4] = {B, 1, 1, Tm}, sv[4] = {B, c->heads, Tm, hd};
+    int64_t scache[6] = {c->layers, 2, B, c->heads, Tm, hd}, s1[2] = {B, 1}, sv[4] = {B, c->heads, Tm, hd};
     kn_status st = kn_tensor_to(&inf->params, model->p.slab, inf->o.device);
     if (st == KN_OK) st = kn_params_views(&model->p, inf->params, &inf->views);
     if (st == KN_OK) st = device_tensor(inf, KN_DT_F32, 6, scache, &inf->cache);
@@ -299,14 +292,12 @@ kn_status kn_infer_new(kn_infer *inf, const kn_gpt *model, int B, const kn_infer
     }
     if (st == KN_OK) st = device_tensor(inf, KN_DT_I32, 2, s1, &inf->tok);
     if (st == KN_OK) st = device_tensor(inf, KN_DT_I32, 2, s1, &inf->pos);
-    if (st == KN_OK) st = device_tensor(inf, KN_DT_F32, 4, sm, &inf->mask);
     if (st == KN_OK) {
         inf->h_tok = kn_calloc((size_t)B, sizeof *inf->h_tok);
         inf->h_pos = kn_calloc((size_t)B, sizeof *inf->h_pos);
-        inf->h_mask = kn_calloc((size_t)B * (size_t)Tm, sizeof *inf->h_mask);
         inf->logits = kn_calloc((size_t)B * (size_t)c->vocab, sizeof *inf->logits);
         inf->scratch = kn_calloc((size_t)c->vocab, sizeof *inf->scratch);
-        if (!inf->h_tok || !inf->h_pos || !inf->h_mask || !inf->logits || !inf->scratch)
+        if (!inf->h_tok || !inf->h_pos || !inf->logits || !inf->scratch)
             st = kn_error(KN_ERR_OOM, "kn_infer_new: out of memory");
     }
     if (st == KN_OK) st = compile_step(inf, 0, &inf->decode);
@@ -329,9 +320,9 @@ void kn_infer_free(kn_infer *inf) {
     }
     kn_free(inf->cache_views);
     kn_free(inf->new_views);
-    kn_tensor *ts[] = {inf->params, inf->low, inf->cache, inf->kv_new, inf->tok, inf->pos, inf->mask};
+    kn_tensor *ts[] = {inf->params, inf->low, inf->cache, inf->kv_new, inf->tok, inf->pos};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) kn_tensor_free(ts[i]);
-    void *hs[] = {inf->h_tok, inf->h_pos, inf->h_mask, inf->logits, inf->scratch};
+    void *hs[] = {inf->h_tok, inf->h_pos, inf->logits, inf->scratch};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) kn_free(hs[i]);
     memset(inf, 0, sizeof *inf);
 }
@@ -405,11 +396,9 @@ kn_status kn_infer_decode(kn_infer *inf, const int32_t *tok) {
     for (int b = 0; b < B; b++) {
         inf->h_tok[b] = tok[b];
         inf->h_pos[b] = pos;
-        for (int t = 0; t < Tm; t++) inf->h_mask[(size_t)b * Tm + t] = t < pos ? 0.0f : -INFINITY;
     }
     KN_TRY(upload(inf, inf->tok, inf->h_tok));
     KN_TRY(upload(inf, inf->pos, inf->h_pos));
-    KN_TRY(upload(inf, inf->mask, inf->h_mask));
     KN_TRY(kn_program_run(inf->decode));
     /* the new keys and values, rows (layer, k|v, b, h) of hd floats, into cache position pos */
     const size_t hd = (size_t)(inf->model->cfg.width / inf->model->cfg.heads), row = hd * sizeof(float);

@@ -55,6 +55,7 @@ kn_autocast_class kn_autocast_policy(kn_op op) {
     case KN_OP_CROSS_ENTROPY: case KN_OP_CROSS_ENTROPY_BWD:
     case KN_OP_EMBEDDING_GRAD:
     case KN_OP_MATMUL_W8: case KN_OP_MATMUL_W8A8: case KN_OP_MATMUL_W8A8_TENSOR: /* int8 inside, f32 at the edges */
+    case KN_OP_ATTN_DECODE: /* a softmax inside, over the f32 KV cache */
         return KN_AUTOCAST_F32;
     /* Every other op keeps its operands' dtype. Listed one by one (-Wswitch-enum): a new op
      * is a compile error here until someone decides its class, never silently KEEP. */
@@ -78,7 +79,8 @@ kn_autocast_class kn_autocast_policy(kn_op op) {
     /* SKELETON
     // LOW: matmul, flash attention and its backward. F32: the reductions, softmaxes
     // (plain, log, causal) and their backwards, the norms and layernorm's input gradient,
-    // the loss and its backward, the embedding gradient, the int8 products (quantize:...).
+    // the loss and its backward, the embedding gradient, the int8 products (quantize:...),
+    // decode attention (a softmax over the f32 KV cache).
     // KEEP: every other op.
     (void)op;
     kn_not_implemented("lab09", "kn_autocast_policy: which ops run low, which stay f32");

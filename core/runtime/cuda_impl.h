@@ -341,6 +341,7 @@ KNC_KERNEL(knc_normalize);
 KNC_KERNEL(knc_cross_entropy);
 KNC_KERNEL(knc_cross_entropy_bwd);
 KNC_KERNEL(knc_flash_attn);         /* cuda_flash.cu */
+KNC_KERNEL(knc_attn_decode);        /* cuda_attn_decode.cu */
 KNC_KERNEL(knc_flash_attn_bwd);
 
 /* The device a node runs on (that of its first operand). */

@@ -432,6 +432,7 @@ const knc_kernel_fn kern_causal_softmax_bwd = knc_causal_softmax_bwd, kern_layer
 const knc_kernel_fn kern_layernorm_dx = knc_layernorm_dx, kern_normalize = knc_normalize;
 const knc_kernel_fn kern_cross_entropy = knc_cross_entropy, kern_cross_entropy_bwd = knc_cross_entropy_bwd;
 const knc_kernel_fn kern_flash_attn = knc_flash_attn, kern_flash_attn_bwd = knc_flash_attn_bwd;
+const knc_kernel_fn kern_attn_decode = knc_attn_decode; /* cuda_attn_decode.cu */
 const knc_kernel_fn kern_matmul_ep = knc_matmul_ep; /* cuda_matmul_lt.cu: cuBLASLt's epilogues */
 const knc_kernel_fn kern_matmul_q = knc_matmul_q; /* cuda_quant.cu: the int8 products */
 } // namespace knc_col

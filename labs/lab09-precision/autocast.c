@@ -45,7 +45,8 @@ kn_autocast_class kn_autocast_policy(kn_op op) {
     if (kn_op_unary(op, &f)) return kn_autocast_pointwise(f);
     // LOW: matmul, flash attention and its backward. F32: the reductions, softmaxes
     // (plain, log, causal) and their backwards, the norms and layernorm's input gradient,
-    // the loss and its backward, the embedding gradient, the int8 products (quantize:...).
+    // the loss and its backward, the embedding gradient, the int8 products (quantize:...),
+    // decode attention (a softmax over the f32 KV cache).
     // KEEP: every other op.
     (void)op;
     kn_not_implemented("lab09", "kn_autocast_policy: which ops run low, which stay f32");

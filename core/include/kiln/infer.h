@@ -18,11 +18,11 @@
  * allocated once on the device. The prefill program writes it: its (layer, k|v) blocks are
  * the program's bound outputs (kn_program_bind_output), so the keys and values land there
  * with no copy. The decode program reads it: the blocks are its inputs "cache.L.k" /
- * "cache.L.v", and attention adds an input mask (0 at positions < pos, -inf from pos on) to
- * the scores before the softmax. The IR has no op that writes into a tensor at a position
+ * "cache.L.v", and each layer's attention is one attn_decode (kiln/ir.h) over the first pos
+ * positions and the new token. The IR has no op that writes into a tensor at a position
  * known only at run time, so the new token's k and v are outputs of the step (which also
  * attends over them directly) and are copied into the cache at pos afterwards: one 2-D
- * copy of 2 * layers * B * H rows (kn_device_memcpy_2d). The mask and the positions are
+ * copy of 2 * layers * B * H rows (kn_device_memcpy_2d). The tokens and the positions are
  * inputs the host fills per step, so one compiled decode program serves every position,
  * and its buffers never move: on a GPU it is replayed as one CUDA graph. The prefill
  * program depends on T0 (one is compiled per prompt length and kept).
@@ -86,9 +86,8 @@ typedef struct kn_infer {
                               * step's new keys and values (its outputs 1..), copied into the cache */
     kn_tensor **new_views;   /* owned: 2 * layers views [B, H, 1, D/H] of it */
     kn_program *decode;      /* owned: the decode step */
-    kn_tensor *tok, *pos, *mask; /* owned, on the device: the decode step's inputs */
+    kn_tensor *tok, *pos;    /* owned, on the device: the decode step's inputs */
     int32_t *h_tok, *h_pos;  /* host staging for them: [B] each */
-    float *h_mask;           /* [B * Tmax] */
     kn_program *prefill[KN_INFER_PREFILLS]; /* owned: prefill programs, by prompt length */
     int prefill_T[KN_INFER_PREFILLS];
     kn_tensor *idx[KN_INFER_PREFILLS];     /* owned: their inputs "idx" [B, T] on the device */

@@ -171,7 +171,7 @@ bool kn_op_makes_tensor(kn_op op);
 
 /* ---------------------------------------------------------------- graphs */
 
-#define KN_MAX_OPERANDS 5 /* flash_attn_bwd's q, k, v, y, dy */
+#define KN_MAX_OPERANDS 6 /* attn_decode's q, k and v caches, new k and v, len */
 
 typedef struct kn_type {
     kn_dtype dtype;
@@ -383,6 +383,14 @@ kn_val kn_causal_softmax(kn_builder *b, kn_val x, double scale);
  * op, flash_attn_bwd(q, k, v, y, dy) with dy [..., T, D + 1] (or [..., T, D] when no
  * gradient reaches L), is [3, ..., T, D]: dq, dk, dv stacked on a new leading axis. */
 kn_val kn_flash_attn(kn_builder *b, kn_val q, kn_val k, kn_val v, double scale);
+/* One new token's attention over a static KV cache (generation's decode step, core/nn/
+ * infer.c): q, kn, vn [B, H, 1, D] (the token's query, key and value), kc, vc [B, H, Tmax, D]
+ * (the cache; of q's float dtype), len i32 with B elements (row b's valid cache positions,
+ * clamped to [0, Tmax]). y [B, H, 1, D] = softmax over {scale q.kc[t] : t < len[b]} and
+ * scale q.kn of the matching values (vc[t], then vn): the cache's first len[b] positions and
+ * the new token, never the rest of the cache. Not differentiable. (core/ir/attn_decode.c;
+ * CUDA: core/runtime/cuda_attn_decode.cu) */
+kn_val kn_attn_decode(kn_builder *b, kn_val q, kn_val kc, kn_val vc, kn_val kn, kn_val vn, kn_val len, double scale);
 /* The tensor-core kernels of flash_attn and flash_attn_bwd (core/runtime/cuda_flash_tc.cu):
  * the one that runs kind at head dim d ("mma.m16n8k8 tf32, D 64"), or NULL: none. Declared
  * here, with the op, because a pass decides by it too: autocast lowers flash attention only
