@@ -3,7 +3,9 @@
  * the run, kn_pp_check's refusals, made alike on every rank so a bad configuration ends the
  * job cleanly, and the device each rank takes (train_dist.c's); after the trainer is built
  * on one micro-batch, the communicator and the stages (kn_pp, core/dist/pp*.c); after the
- * run, the last step's timeline and its bubble beside the formula. --emit-ir FILE writes rank 0's
+ * run, the last step's timeline and its bubble beside the formula, and what each rank
+ * holds: its stash's peak and its own slabs' bytes (parameters, gradients, optimizer state,
+ * low copies: only its stages' parameters, kn_pp.held). --emit-ir FILE writes rank 0's
  * stage graphs, their send and recv ops included. KILN_PP_SLEEP_MS=F,B adds a sleep to every
  * forward and backward (kn_pp.test_sleep): a timeline of the schedule's shape on any machine. The entry point takes
  * (pp size, schedule, micro-batches, chunks), so a mesh's pp axis maps onto it. Ranks other
@@ -97,13 +99,17 @@ void kn_train_pp_report(const kn_train_opts *o, kn_train_dist *rd) {
            "%.1f%%", 100 * bubble, 100.0 * (pp - 1) / (m + pp - 1));
     if (v > 1) printf(", interleaved (p-1)/(v m+p-1) = %.1f%%", 100.0 * (pp - 1) / (v * m + pp - 1));
     printf("\n");
-    double st[3 * 1024];
+    static double st[KN_PP_STATS * 1024];
     double P = (double)p->tr->model->p.n;
     if (pp <= 1024 && kn_pp_rank_stats(p, st) == KN_OK)
-        for (int r = 0; r < pp; r++)
-            printf("  rank %-16d stash: %.0f micro-batch chunks' activations alive at the peak, %.2f MB; "
-                   "parameters trained: %.0f of P = %.0f (%.0f%%)\n", r, st[3 * r], st[3 * r + 1] / 1e6,
-                   st[3 * r + 2], P, 100 * st[3 * r + 2] / P);
+        for (int r = 0; r < pp; r++) {
+            const double *q = st + KN_PP_STATS * r;
+            printf("  rank %-16d stash: %.0f micro-batch chunks' activations alive at the peak, %.2f MB\n", r, q[0],
+                   q[1] / 1e6);
+            printf("  rank %-16d holds %.0f of P = %.0f parameters (%.1f%%, P/p %.1f%%): parameter bytes %.0f, "
+                   "gradient bytes %.0f, optimizer-state bytes %.0f, low-copy bytes %.0f\n", r, q[2], P,
+                   100 * q[2] / P, 100.0 / pp, q[3], q[4], q[5], q[6]);
+        }
     if (o->timeline[0]) printf("  timeline              %s (draw: bash plots/pp_timeline.sh %s OUT.png)\n", o->timeline,
                                o->timeline);
 }

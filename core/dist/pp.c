@@ -243,16 +243,24 @@ kn_status kn_pp_stage_build(kn_pp *pp, kn_pp_stage *st) {
     return s;
 }
 
-/* Bind a program's parameters (and their low copies) to the trainer's views. */
-static kn_status bind_params(kn_trainer *t, kn_program *p) {
-    const kn_params *P = &t->model->p;
+/* Bind a program's parameters (and their low copies) to this rank's own slabs' views. */
+static kn_status bind_params(kn_pp *pp, kn_program *p) {
+    const kn_params *P = &pp->tr->model->p;
     char name[KN_NAME_MAX];
     for (int i = 0; i < P->count; i++) {
-        if (kn_graph_find(kn_program_graph(p), P->info[i].name) >= 0)
-            KN_TRY(kn_program_bind(p, P->info[i].name, t->views[i]));
-        if (t->low && kn_lowparam_name(P->info[i].name, t->low_dt, name) == KN_OK &&
-            kn_graph_find(kn_program_graph(p), name) >= 0)
-            KN_TRY(kn_program_bind(p, name, t->low_views[i]));
+        if (kn_graph_find(kn_program_graph(p), P->info[i].name) >= 0) {
+            if (!pp->lview[i])
+                return kn_error(KN_ERR_INTERNAL, "kn_pp: rank %d's stage reads %s, which it does not hold", pp->rank,
+                                P->info[i].name);
+            KN_TRY(kn_program_bind(p, P->info[i].name, pp->lview[i]));
+        }
+        if (pp->low_dt != KN_DT_F32 && kn_lowparam_name(P->info[i].name, pp->low_dt, name) == KN_OK &&
+            kn_graph_find(kn_program_graph(p), name) >= 0) {
+            if (!pp->llow_view || !pp->llow_view[i])
+                return kn_error(KN_ERR_INTERNAL, "kn_pp: rank %d's stage reads %s without its low copy", pp->rank,
+                                name);
+            KN_TRY(kn_program_bind(p, name, pp->llow_view[i]));
+        }
     }
     return KN_OK;
 }
@@ -266,8 +274,8 @@ kn_status kn_pp_stage_compile(kn_pp *pp, kn_pp_stage *st) {
                          .mode = t->compiled ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES, .cuda_emu = t->cuda_emu};
     KN_TRY(kn_program_compile(&st->pf, st->gf, &o));
     KN_TRY(kn_program_compile(&st->pb, st->gb, &o));
-    KN_TRY(bind_params(t, st->pf));
-    KN_TRY(bind_params(t, st->pb));
+    KN_TRY(bind_params(pp, st->pf));
+    KN_TRY(bind_params(pp, st->pb));
     if (st->first) KN_TRY(kn_program_bind(st->pf, "idx", t->x));
     if (st->last) KN_TRY(kn_program_bind(st->pf, "targets", t->y));
     kn_program_set_collectives(st->pf, &pp->sends->coll[0]);

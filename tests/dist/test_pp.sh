@@ -4,13 +4,16 @@
 #
 # 1. test-dist pp (tests/dist/test_pp.c) under mpiexec -n 1, 2 and 4: every schedule's
 #    losses, gradient norms and final parameters against one process, the tied wte's two
-#    copies bitwise equal, the stash's peak, the timeline's order, the bubble with every action
+#    copies bitwise equal, each rank's slabs exactly its stages' parameters (the trainer's
+#    whole-model slabs freed), the stash's peak, the timeline's order, the bubble with every action
 #    sleeping a fixed time (within 6 points of (p-1)/(v m+p-1)), kn_pp_check's refusals.
 # 2. `kiln train --pp N --schedule S` on 2 and 4 CPU ranks gives one process's losses and
 #    final parameters and optimizer state (compare.py; tolerance: a summation order), and its
 #    --timeline has every rank's 2 m v actions, in order, each computing after its input came;
-#    plots/pp_timeline.sh draws it (where gnuplot is); a checkpoint resumes on another mesh and
-#    schedule; bf16; --mode emu (the CUDA code under the emulator); --emit-ir shows the
+#    plots/pp_timeline.sh draws it (where gnuplot is); --pp 4's ranks each hold only their
+#    stages' parameters, gradients and AdamW state (the printed counts and bytes against the
+#    GPT's shapes); a checkpoint resumes on another mesh and schedule; bf16 (its low copies
+#    per rank too); --mode emu (the CUDA code under the emulator); --emit-ir shows the
 #    stages' send and recv.
 # 3. Bad usage gets its message: ranks != --pp, layers not divisible into stages, fewer
 #    micro-batches than stages, a batch the micro-batches do not divide, interleaved with m
@@ -53,6 +56,24 @@ for cell in "2 gpipe" "2 1f1b" "2 interleaved" "4 1f1b" "4 interleaved"; do
         END { for (r = 0; r < p; r++) if (rows[r] != want) { print "rank " r ": " rows[r] " actions, not " want; bad = 1 }
               exit bad }' $tag.tsv || { echo "pp $n, $s: the timeline is malformed"; exit 1; }
 done
+# memory per rank: kiln train --pp 4 prints each rank's own slabs; every rank holds its two
+# blocks (12 D^2 + 13 D each) plus, rank 0, wte and wpe, rank 3, ln_f and its wte copy: the
+# counts exact, the bytes 4 (parameters), 4 (gradients), 8 (AdamW's two moments) per
+# parameter, and each share within the embeddings' (V D + C D) of P/p
+python3 - 41f1b.txt <<'PY' || { echo "pp 4: the per-rank memory is not the stage split's"; exit 1; }
+import re, sys
+t = open(sys.argv[1]).read()
+L, D, C, V, P = map(int, re.search(r"GPT (\d+) layers, width (\d+), \d+ heads, context (\d+), vocab (\d+): (\d+) parameters", t).groups())
+p, blk = 4, 12 * D * D + 13 * D
+rows = re.findall(r"rank (\d+) +holds (\d+) of P = (\d+) parameters .*?parameter bytes (\d+), gradient bytes (\d+), optimizer-state bytes (\d+), low-copy bytes (\d+)", t)
+assert len(rows) == p, "%d ranks' memory printed, not %d" % (len(rows), p)
+for r, n, pp_, pb, gb, sb, lb in (map(int, row) for row in rows):
+    want = (L // p) * blk + (V * D + C * D if r == 0 else 0) + (2 * D + V * D if r == p - 1 else 0)
+    assert n == want, "rank %d holds %d parameters, its stages have %d" % (r, n, want)
+    assert (pb, gb, sb, lb) == (4 * n, 4 * n, 8 * n, 0), "rank %d's bytes %s for %d parameters" % (r, (pb, gb, sb, lb), n)
+    assert abs(n - P / p) <= V * D + C * D, "rank %d holds %d, P/p = %g" % (r, n, P / p)
+    print("rank %d holds %d parameters (%.1f%% of P; P/p 25%%), %d bytes with gradients and AdamW state" % (r, n, 100 * n / P, pb + gb + sb))
+PY
 # a checkpoint of --pp 4 1f1b (its every rank's parameters and optimizer state gathered)
 # resumes as --pp 2 gpipe with other micro-batches, on one process's course
 run $MPIEXEC -n 4 "$kiln" train $A --pp 4 --microbatches 4 --stop-after 2 --out r.st --log r1.log > r1.txt 2>&1 \
@@ -74,6 +95,10 @@ run "$kiln" train $M --out b1.st --log b1.log > b1.txt 2>&1 || { cat b1.txt; exi
 run $MPIEXEC -n 2 "$kiln" train $M --pp 2 --schedule interleaved --microbatches 4 --emit-ir stages.ir --out b2.st \
     --log b2.log > b2.txt 2>&1 || { cat b2.txt; exit 1; }
 echo "pp 2, interleaved, bf16: $(python3 "$here/compare.py" b1.log b2.log b1.st b2.st 3e-4 4e-3)"
+# ... and each rank's bf16 copies are of its own parameters only: 2 bytes per held parameter
+grep -o "holds [0-9]* of P.*low-copy bytes [0-9]*" b2.txt | awk '{ n++; if ($NF != 2 * $2) { print "bf16: " $0; bad = 1 } }
+    END { if (n != 2) { print "bf16: " n " ranks print their memory, not 2"; bad = 1 } exit bad }' \
+    || { echo "pp 2, bf16: the low copies are not per rank"; exit 1; }
 # --emit-ir: rank 0's stage programs, with their send and recv ops on mesh axis 2
 for op in "recv %" "send %"; do
     grep -q "= $op" stages.ir || { echo "--emit-ir: no $op in the stages' graphs"; exit 1; }

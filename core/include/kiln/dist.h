@@ -438,9 +438,22 @@ typedef struct kn_pp {
     kn_pp_stage *stage;      /* owned: v, chunk c at [c] */
     kn_pp_action *actions;   /* owned: this rank's schedule */
     int nactions;
-    /* the parameters this rank owns: contiguous slab ranges, each with its optimizer */
+    /* the parameters this rank owns: contiguous slab ranges, each with its optimizer. They
+     * live in this rank's own slabs (the trainer's device), range k at [loff[k], loff[k] +
+     * hi[k] - lo[k]): `held` floats of parameters, as many of gradients, the optimizer's
+     * state per range. The trainer's whole-model slabs (parameters, gradients, optimizer
+     * state, low copies) are freed while the steps run; kn_pp_gather makes them again. */
     int nranges;
-    int64_t *lo, *hi;        /* owned */
+    int64_t *lo, *hi;        /* owned: slab offsets */
+    int64_t *loff;           /* owned: each range's offset in the local slabs */
+    int64_t held;            /* floats of parameters this rank holds */
+    kn_tensor *lparam, *lgrad;   /* owned: f32 [held] each, on the trainer's device */
+    kn_tensor **lview, **lgview; /* owned: per parameter a view of lparam / lgrad (NULL: not held) */
+    kn_dtype low_dt;         /* the weights' low copies the stages read (f32: none) */
+    kn_tensor *llow;         /* owned: low_dt [held], rounded from lparam (NULL: none) */
+    kn_tensor **llow_view;   /* owned: per parameter a view of llow (NULL: not held) */
+    bool low_fresh;          /* llow is lparam rounded (cleared by every update) */
+    bool full;               /* the trainer's whole-model slabs exist (after kn_pp_gather) */
     kn_optim *opt;           /* owned: one per range (the trainer's config, its step) */
     kn_tensor **state;       /* owned: per range its optimizer state on the trainer's device */
     bool *owned;             /* owned: per parameter, this rank holds it */
@@ -473,7 +486,11 @@ kn_status kn_pp_check(const kn_gpt_config *g, int p, int ranks, int global_batch
  * programs, the schedule, the owned ranges and their optimizers, and the trainer's step
  * runner's hooks (kn_step_set_comm: from now on kn_pp_step takes the steps). The trainer's
  * batch must be one micro-batch (global batch / m rows); fp32 without a loss scale.
- * Every rank's parameters are made rank 0's. */
+ * Every rank's parameters are made rank 0's; this rank's are copied into its own slabs
+ * (kn_pp.lparam) and the trainer's whole-model slabs freed (model->p.slab on the CPU, the
+ * device copies on a GPU; the gradient and optimizer-state slabs; the low copies): the
+ * trainer is not stepped on its own after this, and its parameters are read only after
+ * kn_pp_gather. */
 kn_status kn_pp_new(kn_pp *pp, kn_comm *c, kn_trainer *tr, const kn_pp_config *cfg);
 void kn_pp_free(kn_pp *pp);
 /* One optimizer step on the global batch x, y (global_batch x T each): the schedule's
@@ -482,17 +499,22 @@ void kn_pp_free(kn_pp *pp);
 kn_status kn_pp_step(kn_pp *pp, const int32_t *x, const int32_t *y, int global_batch, double lr, double *loss,
                      double *gnorm);
 /* Every rank's parameters and optimizer state brought to every rank (each range broadcast
- * by its owner) into the trainer's slabs: before evaluation, sampling, a checkpoint, or a
- * comparison. Collective over the pp axis. */
+ * by its owner) into the trainer's slabs, made again for it (the parameters, the optimizer
+ * state, the low copies; not the gradients), the evaluation program bound to them: before
+ * evaluation, sampling, a checkpoint, or a comparison. The next kn_pp_step frees them again
+ * (the local slabs are what trains: a change made to the gathered slab is not seen).
+ * Collective over the pp axis. */
 kn_status kn_pp_gather(kn_pp *pp);
 /* The last step's timeline of every rank, gathered (collective); rank 0 writes it to path
  * as TSV ("rank op micro chunk t0 t_ready t1 idle", seconds; idle: the wait before t_ready since
  * the rank's previous action ended) when path is not NULL. *bubble (may
  * be NULL): 1 - busy / (p * makespan) over every rank. */
 kn_status kn_pp_timeline(kn_pp *pp, const char *path, double *bubble);
-/* Every rank's figures (collective), for r < p: out[3 r] its stash at the peak of the last
- * step (micro-batch chunks alive), out[3 r + 1] their bytes, out[3 r + 2] the parameters its
- * stages read, differentiate and update (floats; the slab itself is whole on every rank). */
+/* Every rank's figures (collective): out[KN_PP_STATS r + k] for rank r < p: k = 0 its stash at
+ * the peak of the last step (micro-batch chunks alive), 1 their bytes, 2 the parameters its
+ * stages read, differentiate and update (floats: kn_pp.held), then the bytes its own slabs
+ * allocated: 3 parameters, 4 gradients, 5 optimizer state, 6 the low copies (0: none). */
+enum { KN_PP_STATS = 7 };
 kn_status kn_pp_rank_stats(kn_pp *pp, double *out);
 /* This rank's stages as text (kiln/ir.h's format, parseable): for each chunk a comment naming
  * the model stage and its blocks, its forward graph, its backward graph. */
