@@ -1,5 +1,7 @@
 /* train_pp.c — pipeline parallelism for `kiln train` (--pp N --schedule gpipe|1f1b|interleaved
- * --microbatches M [--chunks V] [--timeline FILE] under `mpiexec -n N`; train_impl.h): before
+ * --microbatches M [--chunks V] [--timeline FILE] under `mpiexec -n N`, or --mesh pp=N, or
+ * --mesh dp=D,pp=N under `mpiexec -n D*N`: D pipelines on equal shares of the batch, their
+ * stages' gradients summed over dp (kn_pp_set_dp); train_impl.h): before
  * the run, kn_pp_check's refusals, made alike on every rank so a bad configuration ends the
  * job cleanly, and the device each rank takes (train_dist.c's); after the trainer is built
  * on one micro-batch, the communicator and the stages (kn_pp, core/dist/pp*.c); after the
@@ -17,15 +19,16 @@
 
 #include "cli/train_impl.h"
 
-int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, const char *schedule, int micro, int chunks) {
+int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, int dp, const char *schedule, int micro,
+                      int chunks) {
     kn_pp_config c = {.micro = micro > 0 ? micro : 4 * pp, .chunks = chunks};
     if (kn_pp_kind_parse(schedule, &c.schedule) != KN_OK) {
         fprintf(stderr, "kiln train: --schedule: %s\n", kn_last_error());
         return 2;
     }
     if (o->dist[0]) {
-        fprintf(stderr, "kiln train: --pp with --dist %s: pipeline and data parallelism are not combined yet (a mesh "
-                "dp x pp is issue 33's next step); use one of them\n", o->dist);
+        fprintf(stderr, "kiln train: --pp with --dist %s: pipeline and data parallelism are not combined yet this "
+                "way; write the mesh: --mesh dp=2,pp=%d (DDP's all-reduce per stage; ZeRO not yet)\n", o->dist, pp);
         return 2;
     }
     if (o->accum != 1) {
@@ -47,20 +50,38 @@ int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, const char *s
     rd->on = rd->pp_on = true;
     rd->rank = kn_dist_rank();
     rd->size = kn_dist_size();
+    if (dp > 1 && (rd->size != dp * pp || o->batch % dp != 0)) {
+        if (rd->rank == 0)
+            fprintf(stderr, "kiln train: --mesh dp=%d,pp=%d on %d ranks with --batch %d: %s\n", dp, pp, rd->size,
+                    o->batch, rd->size != dp * pp ? "the ranks must be dp x pp (run mpiexec -n dp*pp)"
+                                                  : "the batch is not divisible by dp (each pipeline takes an equal share)");
+        return 2;
+    }
     kn_gpt_config g = {.vocab = 1, .context = o->context, .layers = o->layers, .width = o->width, .heads = o->heads};
-    if (kn_pp_check(&g, pp, rd->size, o->batch, &c) != KN_OK) {
-        if (rd->rank == 0) fprintf(stderr, "kiln train: %s\n", kn_last_error());
+    if (kn_pp_check(&g, pp, rd->size / dp, o->batch / dp, &c) != KN_OK) {
+        if (rd->rank == 0) fprintf(stderr, "kiln train: %s%s\n", kn_last_error(), dp > 1 ? " (per pipeline of dp)" : "");
         return 2;
     }
     rd->pp_cfg = c;
-    rd->rows = o->batch / c.micro;
+    rd->rows = o->batch / dp / c.micro;
     return kn_train_dist_ranks(o, rd);
 }
 
 kn_status kn_train_pp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_trainer *tr) {
     KN_TRY(kn_comm_world(&rd->comm, !strcmp(o->comm, "nccl") ? KN_COMM_NCCL : KN_COMM_MPI));
-    KN_TRY(kn_pp_new(&rd->pp, rd->comm, tr, &rd->pp_cfg));
+    kn_comm *ppc = rd->comm, *dpc = NULL;
+    if (rd->mesh.size[KN_MESH_DP] > 1) { /* --mesh dp=D,pp=N: the pipeline along pp, replicas along dp */
+        int coords[KN_MESH_AXES];
+        KN_TRY(kn_mesh_comms(&rd->mesh, rd->comm, rd->axes, coords));
+        ppc = rd->axes[KN_MESH_PP];
+        dpc = rd->axes[KN_MESH_DP];
+    }
+    KN_TRY(kn_pp_new(&rd->pp, ppc, tr, &rd->pp_cfg));
+    KN_TRY(kn_pp_set_dp(&rd->pp, dpc));
     kn_pp *p = &rd->pp;
+    if (dpc)
+        printf("  data parallel: dp=%d pipelines, %d rows each; every stage's gradients summed over dp (one "
+               "all-reduce per step)\n", dpc->size, o->batch / dpc->size);
     /* KILN_PP_SLEEP_MS=F,B: every forward sleeps F ms and backward B ms (kn_pp.test_sleep): a
      * timeline with the schedule's shape on any machine, for figures and the bubble formula */
     const char *sl = getenv("KILN_PP_SLEEP_MS");

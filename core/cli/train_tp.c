@@ -41,8 +41,8 @@ int kn_train_tp_begin(kn_train_opts *o, kn_train_dist *rd) {
     }
     if (rd->mesh.size[KN_MESH_PP] > 1) {
         if (rd->rank == 0)
-            fprintf(stderr, "kiln train: --mesh %s: the pp axis is not yet combined with tp and dp here (pipeline "
-                    "parallelism: kiln train --pp)\n", o->mesh);
+            fprintf(stderr, "kiln train: --mesh %s: the pp axis is not yet combined with tp (tensor-parallel "
+                    "stages are not built); pp alone or with dp works: --mesh pp=N or dp=D,pp=N\n", o->mesh);
         return 2;
     }
     int dp = rd->mesh.size[KN_MESH_DP];

@@ -14,7 +14,10 @@
  * slots alive per rank, GPipe m: the peak is measured (stash_peak, stash_peak_bytes).
  * After the schedule: every send waited for; the tied wte's two gradients summed between
  * ranks 0 and p-1 (the embedding group), so both copies take the same update; the loss
- * (the last stage's) summed over the axis so every rank reports it.
+ * (the last stage's) summed over the axis so every rank reports it. With a dp axis
+ * (kn_pp_set_dp), each pipeline takes its share of the batch's micro-batches and its
+ * gradients are summed with the other pipelines' before the clip (the runner then divides
+ * by dp x m, so the step is the one process's on the whole batch).
  *
  * Each rank holds only its stages' parameters: contiguous ranges of the model's slab, copied
  * at setup into the rank's own slabs (parameters, gradients, per range an optimizer and its
@@ -254,8 +257,9 @@ static kn_status run_action(kn_pp *pp, const kn_pp_action *a, const int32_t *x, 
     kn_pp_stage *st = &pp->stage[a->chunk];
     struct kn_pp_slot *s = NULL;
     if (a->op == KN_PP_FWD) {
-        if (st->first) KN_TRY(load_rows(t, t->x, x, a->micro));
-        if (st->last) KN_TRY(load_rows(t, t->y, y, a->micro));
+        int row = (pp->dp ? pp->dp->rank * pp->cfg.micro : 0) + a->micro; /* this pipeline's share */
+        if (st->first) KN_TRY(load_rows(t, t->x, x, row));
+        if (st->last) KN_TRY(load_rows(t, t->y, y, row));
         KN_TRY(slot_take(pp, a->micro, a->chunk, &s));
         for (int k = 0; k < s->n; k++) KN_TRY(kn_program_bind_output(st->pf, 1 + k, s->t[k]));
         KN_TRY(low_refresh(pp));
@@ -326,6 +330,12 @@ static kn_status hook_grads(void *ctx, const int32_t *x, const int32_t *y, doubl
                                    "tied wte gradient", &r));
         KN_TRY(kn_comm_wait(&r));
     }
+    if (pp->dp) { /* the pipelines' gradients summed: the runner scales by 1/(dp m) */
+        float *g = kn_tensor_data(pp->lgrad);
+        kn_comm_req r;
+        KN_TRY(kn_comm_iall_reduce(pp->dp, g, g, pp->held, KN_DT_F32, "data-parallel gradients", &r));
+        KN_TRY(kn_comm_wait(&r));
+    }
     double l = pp->loss_sum;
     KN_TRY(sum_f64(pp, pp->comm, &l, 1, "pipeline loss"));
     *lsum = l;
@@ -342,10 +352,10 @@ static kn_status hook_micro_end(void *ctx, int m, kn_status run) {
     return run;
 }
 
-/* The data-parallel sum: a pipeline alone is one replica. */
+/* The data-parallel sum over the pipelines (a pipeline alone is one replica: nothing). */
 static kn_status hook_sum(void *ctx, double *v, const char *what) {
-    (void)ctx; (void)v; (void)what;
-    return KN_OK;
+    kn_pp *pp = ctx;
+    return pp->dp ? sum_f64(pp, pp->dp, v, 1, what) : KN_OK;
 }
 
 /* Is range k the last rank's copy of wte (counted by rank 0 in the norm)? */
@@ -578,15 +588,33 @@ void kn_pp_free(kn_pp *pp) {
     memset(pp, 0, sizeof *pp);
 }
 
+kn_status kn_pp_set_dp(kn_pp *pp, kn_comm *dp) {
+    if (!pp || !pp->tr || !pp->lparam) return kn_error(KN_ERR_ARG, "kn_pp_set_dp: no pipeline");
+    kn_trainer *t = pp->tr;
+    if (!t->step.has_comm || t->step.comm.ctx != pp)
+        return kn_error(KN_ERR_ARG, "kn_pp_set_dp: the trainer's step runner has another communication");
+    pp->dp = dp && dp->size > 1 ? dp : NULL;
+    t->step.comm.rank = pp->dp ? pp->dp->rank : 0; /* the runner's rows: ranks x micro x B */
+    t->step.comm.ranks = pp->dp ? pp->dp->size : 1;
+    if (!pp->dp) return KN_OK;
+    /* every pipeline starts from the first one's parameters and optimizer state */
+    KN_TRY(kn_comm_broadcast(pp->dp, kn_tensor_data(pp->lparam), pp->held, KN_DT_F32, 0));
+    for (int k = 0; k < pp->nranges; k++)
+        KN_TRY(kn_comm_broadcast(pp->dp, kn_tensor_data(pp->state[k]), kn_tensor_numel(pp->state[k]), KN_DT_F32, 0));
+    pp->low_fresh = false;
+    return KN_OK;
+}
+
 /* ---------------------------------------------------------------- the step */
 
 kn_status kn_pp_step(kn_pp *pp, const int32_t *x, const int32_t *y, int global_batch, double lr, double *loss,
                      double *gnorm) {
     if (!pp || !pp->tr || !x || !y) return kn_error(KN_ERR_ARG, "kn_pp_step: NULL argument");
     kn_trainer *t = pp->tr;
-    if ((int64_t)t->B * pp->cfg.micro != global_batch)
-        return kn_error(KN_ERR_ARG, "kn_pp_step: global batch %d is not %d micro-batches x %d rows", global_batch,
-                        pp->cfg.micro, t->B);
+    int reps = pp->dp ? pp->dp->size : 1;
+    if ((int64_t)t->B * pp->cfg.micro * reps != global_batch)
+        return kn_error(KN_ERR_ARG, "kn_pp_step: global batch %d is not %d pipeline%s x %d micro-batches x %d rows",
+                        global_batch, reps, reps == 1 ? "" : "s", pp->cfg.micro, t->B);
     if (!t->step.has_comm || t->step.comm.ctx != pp)
         return kn_error(KN_ERR_ARG, "kn_pp_step: the trainer's step runner has another communication");
     return kn_step_run(t, x, y, global_batch, lr, loss, gnorm);

@@ -30,6 +30,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 run() { timeout 120 "$@"; }
+ok() { # ok LABEL COMMAND...: COMMAND's output after LABEL; its failure ends the script
+    local r
+    if r=$("${@:2}"); then echo "$1: $r"; else echo "$1: $r"; exit 1; fi
+}
 
 for n in 1 2 4; do
     echo "== test-dist pp, mpiexec -n $n"
@@ -81,20 +85,20 @@ run $MPIEXEC -n 4 "$kiln" train $A --pp 4 --microbatches 4 --stop-after 2 --out 
 run $MPIEXEC -n 2 "$kiln" train --resume r.st --pp 2 --schedule gpipe --microbatches 2 --out r2.st --log r2.log \
     > r2.txt 2>&1 || { cat r2.txt; exit 1; }
 cat r1.log r2.log > r.log
-echo "pp 4 1f1b, resumed as pp 2 gpipe: $(python3 "$here/compare.py" one.log r.log one.st r2.st $TOL)"
+ok "pp 4 1f1b, resumed as pp 2 gpipe" python3 "$here/compare.py" one.log r.log one.st r2.st $TOL
 # the GPU's code path without a GPU: the stages' programs rendered as CUDA and run by the
 # CUDA emulator (--mode emu)
 E="--layers 2 --width 16 --heads 2 --context 8 --batch 4 --steps 2 --data-bytes 20000 --eval-batches 1 --sample 0 --lr 1e-2 --mode emu"
 run "$kiln" train $E --out e1.st --log e1.log > e1.txt 2>&1 || { cat e1.txt; exit 1; }
 run $MPIEXEC -n 2 "$kiln" train $E --pp 2 --microbatches 2 --out e2.st --log e2.log > e2.txt 2>&1 || { cat e2.txt; exit 1; }
-echo "pp 2, 1f1b, --mode emu: $(python3 "$here/compare.py" e1.log e2.log e1.st e2.st $TOL)"
+ok "pp 2, 1f1b, --mode emu" python3 "$here/compare.py" e1.log e2.log e1.st e2.st $TOL
 # bf16 (the weights' low copies bound in every stage's programs), SGD: Adam's update of a
 # noise-only gradient is order-dependent at 16 bits (compare.py); the tolerance is DDP's bf16 one
 M="--layers 4 --width 32 --heads 2 --context 16 --batch 8 --steps 4 --data-bytes 20000 --eval-batches 1 --sample 0 --device cpu --optimizer sgd --momentum 0.9 --lr 0.1 --precision bf16"
 run "$kiln" train $M --out b1.st --log b1.log > b1.txt 2>&1 || { cat b1.txt; exit 1; }
 run $MPIEXEC -n 2 "$kiln" train $M --pp 2 --schedule interleaved --microbatches 4 --emit-ir stages.ir --out b2.st \
     --log b2.log > b2.txt 2>&1 || { cat b2.txt; exit 1; }
-echo "pp 2, interleaved, bf16: $(python3 "$here/compare.py" b1.log b2.log b1.st b2.st 3e-4 4e-3)"
+ok "pp 2, interleaved, bf16" python3 "$here/compare.py" b1.log b2.log b1.st b2.st 3e-4 4e-3
 # ... and each rank's bf16 copies are of its own parameters only: 2 bytes per held parameter
 grep -o "holds [0-9]* of P.*low-copy bytes [0-9]*" b2.txt | awk '{ n++; if ($NF != 2 * $2) { print "bf16: " $0; bad = 1 } }
     END { if (n != 2) { print "bf16: " n " ranks print their memory, not 2"; bad = 1 } exit bad }' \

@@ -432,6 +432,8 @@ typedef struct kn_pp {
                               * a receive queued behind it) */
     kn_comm *embed;          /* owned: ranks 0 and p-1 (the tied wte's group); NULL elsewhere and
                               * for p = 1 */
+    kn_comm *dp;             /* borrowed, NULL: none; the data-parallel axis (kn_pp_set_dp): this
+                              * pipeline is replica dp->rank of dp->size */
     kn_trainer *tr;          /* borrowed: its batch is one micro-batch */
     kn_pp_config cfg;
     int p, rank, v, stages;  /* stages = p * v */
@@ -493,7 +495,17 @@ kn_status kn_pp_check(const kn_gpt_config *g, int p, int ranks, int global_batch
  * kn_pp_gather. */
 kn_status kn_pp_new(kn_pp *pp, kn_comm *c, kn_trainer *tr, const kn_pp_config *cfg);
 void kn_pp_free(kn_pp *pp);
-/* One optimizer step on the global batch x, y (global_batch x T each): the schedule's
+/* Compose with data parallelism (a dp x pp mesh): call after kn_pp_new, before the first
+ * step, on every rank; dp is the axis of the ranks holding the same stages in the other
+ * pipelines (NULL or size 1: none). Each pipeline then takes its equal share of the global
+ * batch (replica d: micro-batches d m .. d m + m - 1 of the global batch's d_size m), and
+ * after its schedule every stage's gradients are summed over dp (one all-reduce of the
+ * rank's gradient slab) before the clip, so the update is the one process's on the whole
+ * batch; the loss is averaged over dp. Every replica is made dp rank 0's (parameters and
+ * optimizer state). Collective over dp. */
+kn_status kn_pp_set_dp(kn_pp *pp, kn_comm *dp);
+/* One optimizer step on the global batch x, y (global_batch x T each; with dp, every
+ * pipeline's rows of it, global_batch = dp size x m x the trainer's rows): the schedule's
  * forwards and backwards, the tied gradient summed, the clip over every stage, the update
  * of this rank's parameters. *loss: the global batch's mean loss on every rank. */
 kn_status kn_pp_step(kn_pp *pp, const int32_t *x, const int32_t *y, int global_batch, double lr, double *loss,
