@@ -31,11 +31,7 @@ int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, int dp, const
                 "way; write the mesh: --mesh dp=2,pp=%d (DDP's all-reduce per stage; ZeRO not yet)\n", o->dist, pp);
         return 2;
     }
-    if (o->accum != 1) {
-        fprintf(stderr, "kiln train: --pp splits the batch into --microbatches (here %d); --accum %d is the data-"
-                "parallel way of doing it: drop it\n", c.micro, o->accum);
-        return 2;
-    }
+    c.accum = o->accum; /* --accum N: N rounds of the schedule per step, gradients summed */
     if (!strcmp(o->mode, "eager")) {
         fprintf(stderr, "kiln train: --pp runs each stage as compiled programs: use --mode interp or compiled, not "
                 "eager\n");
@@ -50,20 +46,25 @@ int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, int dp, const
     rd->on = rd->pp_on = true;
     rd->rank = kn_dist_rank();
     rd->size = kn_dist_size();
-    if (dp > 1 && (rd->size != dp * pp || o->batch % dp != 0)) {
+    if (o->batch % (dp * c.accum) != 0) {
         if (rd->rank == 0)
-            fprintf(stderr, "kiln train: --mesh dp=%d,pp=%d on %d ranks with --batch %d: %s\n", dp, pp, rd->size,
-                    o->batch, rd->size != dp * pp ? "the ranks must be dp x pp (run mpiexec -n dp*pp)"
-                                                  : "the batch is not divisible by dp (each pipeline takes an equal share)");
+            fprintf(stderr, "kiln train: --batch %d is not divisible by %s--accum %d (each %sround takes an equal "
+                    "share)\n", o->batch, dp > 1 ? "dp x " : "", c.accum, dp > 1 ? "pipeline's " : "");
+        return 2;
+    }
+    if (dp > 1 && rd->size != dp * pp) {
+        if (rd->rank == 0)
+            fprintf(stderr, "kiln train: --mesh dp=%d,pp=%d on %d ranks: the ranks must be dp x pp (run mpiexec -n "
+                    "%d)\n", dp, pp, rd->size, dp * pp);
         return 2;
     }
     kn_gpt_config g = {.vocab = 1, .context = o->context, .layers = o->layers, .width = o->width, .heads = o->heads};
-    if (kn_pp_check(&g, pp, rd->size / dp, o->batch / dp, &c) != KN_OK) {
+    if (kn_pp_check(&g, pp, rd->size / dp, o->batch / dp / c.accum, &c) != KN_OK) {
         if (rd->rank == 0) fprintf(stderr, "kiln train: %s%s\n", kn_last_error(), dp > 1 ? " (per pipeline of dp)" : "");
         return 2;
     }
     rd->pp_cfg = c;
-    rd->rows = o->batch / dp / c.micro;
+    rd->rows = o->batch / dp / c.accum / c.micro;
     return kn_train_dist_ranks(o, rd);
 }
 
@@ -96,6 +97,11 @@ kn_status kn_train_pp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_train
     printf("  pipeline parallel: %d stages of %d blocks on %d ranks (%s, %d chunk%s per rank), schedule %s, %d "
            "micro-batches of %d rows\n", p->stages, tr->model->cfg.layers / p->stages, p->p, o->comm, p->v,
            p->v == 1 ? "" : "s", kn_pp_kind_name(p->cfg.schedule), p->cfg.micro, rd->rows);
+    if (p->cfg.accum > 1)
+        printf("  accumulation          %d rounds of the schedule per step (--accum), gradients summed\n", p->cfg.accum);
+    if (p->scaled)
+        printf("  loss scale            the last stage differentiates loss x scale; an overflow on any rank skips the "
+               "step on all\n");
     printf("  send / recv           ops of each stage's forward and backward programs (mesh axis 2, pp)\n");
     if (o->emit_ir[0] && rd->rank == 0) {
         FILE *f = fopen(o->emit_ir, "w");

@@ -8,7 +8,9 @@
  * graph takes the previous stage's activation as input "pp.x" (stage 0: "idx") and makes
  * its activation y (the last stage: the loss); a non-last stage differentiates
  * sum(y * dy) with dy an input "pp.dy", whose gradient with respect to y is dy itself (the
- * seed 1 times dy: exact), so the backward starts from the next stage's gradient. The
+ * seed 1 times dy: exact), so the backward starts from the next stage's gradient (the last
+ * stage, with a loss scale (fp16), differentiates loss x the 0-d input "loss_scale", which
+ * its backward reads by name like a parameter, so the gradients it sends are scaled). The
  * joint graph is then cut in two (what AOTAutograd's partitioner does):
  *   forward   the nodes the output needs, and the activations the backward reads: those
  *             become extra outputs, which the runner stashes per micro-batch;
@@ -102,7 +104,9 @@ static kn_status partition(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, int nf
     for (int32_t i = 0; st_ == KN_OK && i < N; i++) {
         const kn_node *n = &J->nodes[i];
         dep_dy[i] = i == dy;
-        act[i] = n->op == KN_OP_INPUT;
+        /* the batch's inputs (a stage's x, idx, targets) make activations; the loss scale is an
+         * input the backward reads by name, like a parameter (not stashed) */
+        act[i] = n->op == KN_OP_INPUT && strcmp(n->attrs.name, "loss_scale") != 0;
         for (int k = 0; k < n->nin; k++) {
             dep_dy[i] |= dep_dy[n->in[k]];
             act[i] |= act[n->in[k]];
@@ -217,6 +221,8 @@ kn_status kn_pp_stage_build(kn_pp *pp, kn_pp_stage *st) {
     }
     if (s == KN_OK) {
         L = out;
+        if (st->last && t->scale_in) /* fp16: the backward starts from loss x the loss scale */
+            L = kn_mul(b, out, kn_input_typed(b, "loss_scale", KN_DT_F32, 0, NULL));
         if (!st->last) {
             dy = kn_input_typed(b, "pp.dy", KN_DT_F32, 2, act);
             L = kn_sum(b, kn_mul(b, out, dy), 0, NULL, false); /* d L / d out = dy */
@@ -278,6 +284,8 @@ kn_status kn_pp_stage_compile(kn_pp *pp, kn_pp_stage *st) {
     KN_TRY(bind_params(pp, st->pb));
     if (st->first) KN_TRY(kn_program_bind(st->pf, "idx", t->x));
     if (st->last) KN_TRY(kn_program_bind(st->pf, "targets", t->y));
+    if (t->scale_in && kn_graph_find(st->gb, "loss_scale") >= 0) /* the scaler's tensor: bound once */
+        KN_TRY(kn_program_bind(st->pb, "loss_scale", t->scale_in));
     kn_program_set_collectives(st->pf, &pp->sends->coll[0]);
     kn_program_set_collectives(st->pb, &pp->sends->coll[1]);
     return KN_OK;

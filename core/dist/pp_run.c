@@ -257,7 +257,8 @@ static kn_status run_action(kn_pp *pp, const kn_pp_action *a, const int32_t *x, 
     kn_pp_stage *st = &pp->stage[a->chunk];
     struct kn_pp_slot *s = NULL;
     if (a->op == KN_PP_FWD) {
-        int row = (pp->dp ? pp->dp->rank * pp->cfg.micro : 0) + a->micro; /* this pipeline's share */
+        /* this pipeline's share (dp), this round's micro-batches (--accum) */
+        int row = ((pp->dp ? pp->dp->rank : 0) * pp->cfg.accum + pp->round) * pp->cfg.micro + a->micro;
         if (st->first) KN_TRY(load_rows(t, t->x, x, row));
         if (st->last) KN_TRY(load_rows(t, t->y, y, row));
         KN_TRY(slot_take(pp, a->micro, a->chunk, &s));
@@ -290,18 +291,12 @@ static kn_status run_action(kn_pp *pp, const kn_pp_action *a, const int32_t *x, 
 
 /* ---------------------------------------------------------------- the runner's hooks */
 
-/* The schedule: every action of this rank, the sends finished, the tied gradient summed,
- * the loss summed over the axis. */
-static kn_status hook_grads(void *ctx, const int32_t *x, const int32_t *y, double *lsum) {
-    kn_pp *pp = ctx;
+/* One round of the schedule: every action of this rank, timed from a common origin (the
+ * timeline keeps the last round's), its sends finished. */
+static kn_status run_round(kn_pp *pp, const int32_t *x, const int32_t *y) {
     kn_trainer *t = pp->tr;
     KN_TRY(kn_comm_barrier(pp->comm)); /* a common origin for the timeline */
     pp->t_step0 = kn_time_now();
-    pp->loss_sum = 0;
-    pp->stash_peak = 0;
-    pp->stash_peak_bytes = 0;
-    KN_TRY(drop_full(pp)); /* a gathered whole model is a copy: the local slabs train */
-    KN_TRY(kn_device_memset(t->dev, kn_tensor_data(pp->lgrad), 0, (size_t)pp->held * sizeof(float)));
     for (int i = 0; i < pp->nactions; i++) {
         kn_pp_record *e = &pp->events[i];
         const kn_pp_action *a = &pp->actions[i];
@@ -322,7 +317,21 @@ static kn_status hook_grads(void *ctx, const int32_t *x, const int32_t *y, doubl
         e->t1 = kn_time_now() - pp->t_step0;
         e->t_sent = pp->sent ? pp->t_sent - pp->t_step0 : e->t1;
     }
-    KN_TRY(kn_pp_sends_progress(pp, true));
+    return kn_pp_sends_progress(pp, true);
+}
+
+/* The schedule (--accum rounds of it), the tied gradient summed, the pipelines' gradients
+ * summed over dp, the loss summed over the axis. */
+static kn_status hook_grads(void *ctx, const int32_t *x, const int32_t *y, double *lsum) {
+    kn_pp *pp = ctx;
+    kn_trainer *t = pp->tr;
+    pp->loss_sum = 0;
+    pp->stash_peak = 0;
+    pp->stash_peak_bytes = 0;
+    KN_TRY(drop_full(pp)); /* a gathered whole model is a copy: the local slabs train */
+    KN_TRY(kn_device_memset(t->dev, kn_tensor_data(pp->lgrad), 0, (size_t)pp->held * sizeof(float)));
+    for (pp->round = 0; pp->round < pp->cfg.accum; pp->round++) /* --accum: the schedule again */
+        KN_TRY(run_round(pp, x, y));
     if (pp->embed) { /* the tied embedding: both copies' gradients summed (ranks 0 and p-1) */
         kn_tensor *g = pp->lgview[0];
         kn_comm_req r;
@@ -330,7 +339,7 @@ static kn_status hook_grads(void *ctx, const int32_t *x, const int32_t *y, doubl
                                    "tied wte gradient", &r));
         KN_TRY(kn_comm_wait(&r));
     }
-    if (pp->dp) { /* the pipelines' gradients summed: the runner scales by 1/(dp m) */
+    if (pp->dp) { /* the pipelines' gradients summed: the runner scales by 1/(dp m accum) */
         float *g = kn_tensor_data(pp->lgrad);
         kn_comm_req r;
         KN_TRY(kn_comm_iall_reduce(pp->dp, g, g, pp->held, KN_DT_F32, "data-parallel gradients", &r));
@@ -368,9 +377,11 @@ static kn_status hook_clip(void *ctx, double scale, bool inject_inf, double *nor
     kn_trainer *t = pp->tr;
     float *g = kn_tensor_data(pp->lgrad);
     double ss = 0;
-    if (inject_inf && pp->rank == 0 && pp->nranges > 0) {
+    if (inject_inf && pp->held > 0) { /* the test hook (kiln train: on the ranks KILN_INJECT_INF_RANK names):
+                                         * this rank's last gradient, never in the last rank's copy of wte,
+                                         * which the norm leaves out */
         float inf = INFINITY;
-        KN_TRY(kn_device_memcpy(t->dev, g, KN_CPU, &inf, sizeof inf));
+        KN_TRY(kn_device_memcpy(t->dev, g + pp->held - 1, KN_CPU, &inf, sizeof inf));
     }
     for (int k = 0; k < pp->nranges; k++) {
         double nk;
@@ -403,9 +414,10 @@ static kn_status hook_update(void *ctx, double lr) {
 static kn_status hook_compiled(void *ctx, kn_program *step) {
     (void)step;
     kn_pp *pp = ctx;
-    if (pp->tr->scale_in)
-        return kn_error(KN_ERR_UNSUPPORTED, "pipeline parallelism runs without a loss scale so far (fp32 or bf16)");
     kn_trainer *t = pp->tr;
+    if ((t->scale_in != NULL) != pp->scaled)
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_pp: the loss scale was turned %s after kn_pp_new (the last stage's "
+                        "backward is built with it or without): set it before", pp->scaled ? "off" : "on");
     kn_dtype dt = t->low ? t->low_dt : KN_DT_F32;
     if (dt != pp->low_dt)
         return kn_error(KN_ERR_UNSUPPORTED, "kn_pp: the weights' low copies changed from %s to %s after kn_pp_new: set "
@@ -491,15 +503,16 @@ kn_status kn_pp_new(kn_pp *pp, kn_comm *c, kn_trainer *tr, const kn_pp_config *c
     memset(pp, 0, sizeof *pp);
     KN_TRY(kn_pp_check(&tr->model->cfg, c->size, c->size, tr->B * cfg->micro, cfg));
     if (tr->eager) return kn_error(KN_ERR_UNSUPPORTED, "kn_pp_new: the stages are programs (graph mode), not the eager tape");
-    if (tr->scale_in)
-        return kn_error(KN_ERR_UNSUPPORTED, "pipeline parallelism runs without a loss scale so far (fp32 or bf16)");
+    if (cfg->accum < 0) return kn_error(KN_ERR_ARG, "kn_pp_new: --accum %d: need >= 1", cfg->accum);
     pp->comm = c;
+    pp->scaled = tr->scale_in != NULL;
     pp->tr = tr;
     pp->cfg = *cfg;
     pp->p = c->size;
     pp->rank = c->rank;
     pp->v = cfg->chunks > 0 ? cfg->chunks : cfg->schedule == KN_PP_INTERLEAVED ? 2 : 1;
     pp->cfg.chunks = pp->v;
+    pp->cfg.accum = cfg->accum > 0 ? cfg->accum : 1;
     pp->stages = pp->p * pp->v;
     kn_status st = KN_OK;
 #define TRY_(x) do { if (st == KN_OK) st = (x); } while (0)
@@ -534,7 +547,7 @@ kn_status kn_pp_new(kn_pp *pp, kn_comm *c, kn_trainer *tr, const kn_pp_config *c
         kn_step_comm sc = {.ctx = pp, .rank = 0, .ranks = 1, .pass = NULL, .coll = pp->sends->coll[0],
                            .compiled = hook_compiled, .micro_begin = hook_micro_begin, .micro_end = hook_micro_end,
                            .sum = hook_sum, .clip = hook_clip, .update = hook_update, .grads = hook_grads};
-        st = kn_step_set_comm(tr, &sc, cfg->micro);
+        st = kn_step_set_comm(tr, &sc, cfg->micro * pp->cfg.accum);
     }
 #undef TRY_
     if (st != KN_OK) kn_pp_free(pp);
@@ -612,9 +625,9 @@ kn_status kn_pp_step(kn_pp *pp, const int32_t *x, const int32_t *y, int global_b
     if (!pp || !pp->tr || !x || !y) return kn_error(KN_ERR_ARG, "kn_pp_step: NULL argument");
     kn_trainer *t = pp->tr;
     int reps = pp->dp ? pp->dp->size : 1;
-    if ((int64_t)t->B * pp->cfg.micro * reps != global_batch)
-        return kn_error(KN_ERR_ARG, "kn_pp_step: global batch %d is not %d pipeline%s x %d micro-batches x %d rows",
-                        global_batch, reps, reps == 1 ? "" : "s", pp->cfg.micro, t->B);
+    if ((int64_t)t->B * pp->cfg.micro * pp->cfg.accum * reps != global_batch)
+        return kn_error(KN_ERR_ARG, "kn_pp_step: global batch %d is not %d pipeline%s x %d rounds x %d micro-batches x "
+                        "%d rows", global_batch, reps, reps == 1 ? "" : "s", pp->cfg.accum, pp->cfg.micro, t->B);
     if (!t->step.has_comm || t->step.comm.ctx != pp)
         return kn_error(KN_ERR_ARG, "kn_pp_step: the trainer's step runner has another communication");
     return kn_step_run(t, x, y, global_batch, lr, loss, gnorm);

@@ -7,10 +7,12 @@
 # one process on the same global batch (compare.py: every step's loss and every tensor of
 # the final checkpoint, parameters and optimizer state; tolerance: a summation order, the
 # pp tests' one): AdamW with 1F1B, SGD with momentum and GPipe, AdamW interleaved (two chunks
-# per rank), bf16 (SGD, the pp tests' bf16 tolerance), a checkpoint of the mesh resumed on
-# the mesh; each rank's slabs are its stages' parameters only (as --pp alone). Then what is
-# not built is refused with its reason: tp x pp, --dist with --pp, a batch the pipelines do
-# not share equally, ranks that are not dp x pp.
+# per rank), bf16 (SGD, the pp tests' bf16 tolerance), fp16 with an overflow on one rank
+# (every rank skips that step: one loss scale for the mesh), --accum 2 (two rounds of each
+# pipeline's schedule per step), a checkpoint of the mesh resumed on the mesh; each rank's
+# slabs are its stages' parameters only (as --pp alone). Then what is not built is refused
+# with its reason: tp x pp, --dist with --pp, a batch the pipelines and rounds do not share
+# equally, ranks that are not dp x pp.
 # A broken composition fails here: without the gradients' sum over dp each pipeline updates
 # from its half of the batch (the parameters leave the one process's course); with both
 # pipelines on the same rows the losses differ.
@@ -68,6 +70,24 @@ run "$kiln" train $B --out b1.st --log b1.log > b1.txt 2>&1 || { cat b1.txt; exi
 run $MPIEXEC -n 4 "$kiln" train $B --mesh dp=2,pp=2 --microbatches 2 --out b4.st --log b4.log > b4.txt 2>&1 \
     || { cat b4.txt; exit 1; }
 ok "dp=2,pp=2 1f1b bf16" python3 "$here/compare.py" b1.log b4.log b1.st b4.st 3e-4 4e-3
+# fp16: one loss scale for the whole mesh. An inf planted in one rank's gradients at step 2
+# (rank 3: the second stage of the second pipeline) must skip that step on every rank and
+# halve the scale, as one process (with micro-batches of the pipelines' 2 rows: --accum 4)
+# skips it; SGD (compare.py: Adam and rounding noise)
+F="$A --optimizer sgd --momentum 0.9 --lr 0.1 --precision fp16"
+KILN_INJECT_INF_STEP=2 run "$kiln" train $F --accum 4 --out f1.st --log f1.log > f1.txt 2>&1 || { cat f1.txt; exit 1; }
+KILN_INJECT_INF_STEP=2 KILN_INJECT_INF_RANK=3 run $MPIEXEC -n 4 "$kiln" train $F --mesh dp=2,pp=2 --microbatches 2 \
+    --out f4.st --log f4.log > f4.txt 2>&1 || { cat f4.txt; exit 1; }
+awk '$1 == 2 && !($5 == 32768 && $6 == 1) { print "step 2: scale " $5 ", skipped " $6 " (want 32768, 1)"; bad = 1 }
+     END { exit bad }' f4.log || { echo "dp=2,pp=2 fp16: rank 3's overflow did not skip the step"; exit 1; }
+ok "dp=2,pp=2 1f1b fp16, rank 3's overflow at step 2 skipped by all" python3 "$here/compare.py" f1.log f4.log f1.st f4.st $TOL
+# --accum 2 on the mesh: each pipeline runs its schedule twice per step (batch 16: micro-batches
+# of 2 rows; SGD: AdamW magnifies 1-row micro-batches' rounding, test_dist_full.sh)
+S="${A/--batch 8/--batch 16} --optimizer sgd --momentum 0.9 --lr 0.1"
+run "$kiln" train $S --out s16.st --log s16.log > s16.txt 2>&1 || { cat s16.txt; exit 1; }
+run $MPIEXEC -n 4 "$kiln" train $S --mesh dp=2,pp=2 --microbatches 2 --accum 2 --out a4.st --log a4.log > a4.txt 2>&1 \
+    || { cat a4.txt; exit 1; }
+ok "dp=2,pp=2 1f1b --accum 2" python3 "$here/compare.py" s16.log a4.log s16.st a4.st $TOL
 # a checkpoint of the mesh (gathered from the pipeline's ranks) resumes on the mesh
 run $MPIEXEC -n 4 "$kiln" train $A --lr 1e-2 --mesh dp=2,pp=2 --microbatches 2 --stop-after 2 --out r.st \
     --log r1.log > r1.txt 2>&1 || { cat r1.txt; exit 1; }
@@ -86,7 +106,7 @@ expect() { # expect MESSAGE RANKS ARGS...: the run fails, saying MESSAGE
 }
 expect "not yet combined with tp" 4 --mesh tp=2,pp=2
 expect "write the mesh: --mesh dp=2,pp=2" 2 --pp 2 --dist ddp
-expect "not divisible by dp" 4 --mesh dp=2,pp=2 --batch 7
+expect "not divisible by dp x --accum 2" 4 --mesh dp=2,pp=2 --accum 2 --batch 6
 expect "not divisible by --microbatches 4 (per pipeline of dp)" 4 --mesh dp=2,pp=2 --microbatches 4 --batch 4
 expect "the ranks must be dp x pp" 2 --mesh dp=2,pp=2
 echo "meshes dp x pp: ok"

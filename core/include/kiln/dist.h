@@ -408,6 +408,7 @@ typedef struct kn_pp_config {
     kn_pp_kind schedule;   /* gpipe, 1f1b, interleaved */
     int micro;             /* m: micro-batches per step (>= 1) */
     int chunks;            /* v: chunks per rank; 0: implied (2 for interleaved, else 1) */
+    int accum;             /* rounds of the schedule per step, gradients summed (--accum); 0: 1 */
 } kn_pp_config;
 
 /* One action of the last step, for the timeline: F or B of (micro, chunk), started at t0
@@ -435,8 +436,11 @@ typedef struct kn_pp {
     kn_comm *dp;             /* borrowed, NULL: none; the data-parallel axis (kn_pp_set_dp): this
                               * pipeline is replica dp->rank of dp->size */
     kn_trainer *tr;          /* borrowed: its batch is one micro-batch */
-    kn_pp_config cfg;
+    kn_pp_config cfg;        /* chunks and accum made explicit */
     int p, rank, v, stages;  /* stages = p * v */
+    int round;               /* the schedule's round now running (0 .. accum-1) */
+    bool scaled;             /* the stages differentiate loss x "loss_scale" (the trainer's, at
+                              * kn_pp_new: fp16's loss scaling) */
     kn_pp_stage *stage;      /* owned: v, chunk c at [c] */
     kn_pp_action *actions;   /* owned: this rank's schedule */
     int nactions;
@@ -487,7 +491,10 @@ kn_status kn_pp_check(const kn_gpt_config *g, int p, int ranks, int global_batch
 /* Set up on communicator c (the pp axis: p = c->size): the stages of this rank, their
  * programs, the schedule, the owned ranges and their optimizers, and the trainer's step
  * runner's hooks (kn_step_set_comm: from now on kn_pp_step takes the steps). The trainer's
- * batch must be one micro-batch (global batch / m rows); fp32 without a loss scale.
+ * batch must be one micro-batch (global batch / (m accum) rows). A loss scale (fp16), set on
+ * the trainer before, is differentiated by the last stage and agreed by the step runner
+ * (an overflow on any stage's rank skips the step on all: the norm is summed over pp, the
+ * overflow flag over dp).
  * Every rank's parameters are made rank 0's; this rank's are copied into its own slabs
  * (kn_pp.lparam) and the trainer's whole-model slabs freed (model->p.slab on the CPU, the
  * device copies on a GPU; the gradient and optimizer-state slabs; the low copies): the
@@ -504,10 +511,12 @@ void kn_pp_free(kn_pp *pp);
  * batch; the loss is averaged over dp. Every replica is made dp rank 0's (parameters and
  * optimizer state). Collective over dp. */
 kn_status kn_pp_set_dp(kn_pp *pp, kn_comm *dp);
-/* One optimizer step on the global batch x, y (global_batch x T each; with dp, every
- * pipeline's rows of it, global_batch = dp size x m x the trainer's rows): the schedule's
- * forwards and backwards, the tied gradient summed, the clip over every stage, the update
- * of this rank's parameters. *loss: the global batch's mean loss on every rank. */
+/* One optimizer step on the global batch x, y (global_batch x T each; global_batch = dp
+ * size x accum x m x the trainer's rows; pipeline d takes rows of micro-batches d accum m
+ * .. (d + 1) accum m - 1, round r its r-th m of them): the schedule's forwards and
+ * backwards (accum rounds), the tied gradient summed, the pipelines' gradients summed, the
+ * clip over every stage, the update of this rank's parameters (skipped on every rank when
+ * a loss scale overflowed anywhere). *loss: the global batch's mean loss on every rank. */
 kn_status kn_pp_step(kn_pp *pp, const int32_t *x, const int32_t *y, int global_batch, double lr, double *loss,
                      double *gnorm);
 /* Every rank's parameters and optimizer state brought to every rank (each range broadcast
