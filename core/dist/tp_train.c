@@ -10,7 +10,8 @@
  * its parameter's placement); AdamW and SGD update elementwise; weight decay covers the
  * first n_decay floats, and the local slab keeps the model's order (matrices first). Only
  * the clip couples parameters: the squares of a replicated gradient are counted once (rank
- * 0's), a sharded one's summed over the ranks. */
+ * 0's), a sharded one's summed over the ranks. With --accum (kn_tp_set_accum) the program
+ * runs once per micro-batch and the gradients are summed in a local slab of their own. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,7 @@ void kn_tp_free(kn_tp *t) {
     for (int i = 0; t->pviews && i < t->np; i++) kn_tensor_free(t->pviews[i]);
     for (int i = 0; t->gviews && i < t->np; i++) kn_tensor_free(t->gviews[i]);
     free(t->pviews), free(t->gviews), free(t->place), free(t->loff), free(t->lnum);
-    kn_tensor_free(t->params), kn_tensor_free(t->grads), kn_tensor_free(t->state);
+    kn_tensor_free(t->params), kn_tensor_free(t->grads), kn_tensor_free(t->state), kn_tensor_free(t->acc);
     kn_tensor_free(t->x), kn_tensor_free(t->y);
     kn_optim_free(&t->opt);
     memset(t, 0, sizeof *t);
@@ -178,14 +179,57 @@ kn_status kn_tp_set_dp(kn_tp *t, kn_comm *dp) {
     return KN_OK;
 }
 
+kn_status kn_tp_set_accum(kn_tp *t, int accum) {
+    if (!t || !t->prog) return kn_error(KN_ERR_ARG, "kn_tp_set_accum: no tensor-parallel state");
+    if (accum < 1) return kn_error(KN_ERR_ARG, "kn_tp_set_accum: --accum %d: need >= 1", accum);
+    kn_tensor_free(t->acc);
+    t->acc = NULL;
+    t->accum = accum;
+    return accum > 1 ? kn_tensor_empty_on(&t->acc, t->tr->dev, KN_DT_F32, 1, &t->n) : KN_OK;
+}
+
+/* dst += src over n floats on dev (the add node's kernel, the CPU's or the GPU's). */
+static kn_status add_slab(kn_device dev, kn_tensor *dst, const kn_tensor *src, int64_t n) {
+    kn_node nd = {.op = KN_OP_ADD, .nin = 2, .attrs = kn_attrs_default()};
+    nd.type.dtype = KN_DT_F32;
+    nd.type.ndim = 1;
+    nd.type.shape[0] = n;
+    const kn_tensor *in[2] = {dst, src};
+    kn_tensor *c = NULL;
+    kn_status st = kn_node_eval(&nd, in, &c);
+    if (st == KN_OK)
+        st = kn_device_memcpy(dev, kn_tensor_data(dst), c->storage->device, kn_tensor_data(c), (size_t)n * sizeof(float));
+    kn_tensor_free(c);
+    return st;
+}
+
 kn_status kn_tp_step(kn_tp *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm) {
     if (!t || !t->prog || !x || !y || !loss) return kn_error(KN_ERR_ARG, "kn_tp_step: NULL argument");
     kn_device dev = t->tr->dev;
-    size_t n = (size_t)(t->tr->B * t->tr->T), off = t->dp ? (size_t)t->dp->rank * n : 0;
-    KN_TRY(kn_device_memcpy(dev, kn_tensor_data(t->x), KN_CPU, x + off, n * sizeof *x));
-    KN_TRY(kn_device_memcpy(dev, kn_tensor_data(t->y), KN_CPU, y + off, n * sizeof *y));
-    KN_TRY(kn_program_run(t->prog));
-    KN_TRY(kn_tensor_item_any(kn_program_output(t->prog, 0), loss));
+    int K = t->accum > 1 ? t->accum : 1;
+    size_t n = (size_t)(t->tr->B * t->tr->T);
+    double lsum = 0;
+    for (int k = 0; k < K; k++) { /* this dp group's share: K micro-batches of B rows */
+        size_t off = ((size_t)(t->dp ? t->dp->rank : 0) * (size_t)K + (size_t)k) * n;
+        double l;
+        KN_TRY(kn_device_memcpy(dev, kn_tensor_data(t->x), KN_CPU, x + off, n * sizeof *x));
+        KN_TRY(kn_device_memcpy(dev, kn_tensor_data(t->y), KN_CPU, y + off, n * sizeof *y));
+        KN_TRY(kn_program_run(t->prog));
+        KN_TRY(kn_tensor_item_any(kn_program_output(t->prog, 0), &l));
+        lsum += l;
+        if (K == 1) break;
+        /* the program writes each micro-batch's gradients into the slab: summed in acc */
+        if (k == 0)
+            KN_TRY(kn_device_memcpy(dev, kn_tensor_data(t->acc), dev, kn_tensor_data(t->grads),
+                                    (size_t)t->n * sizeof(float)));
+        else
+            KN_TRY(add_slab(dev, t->acc, t->grads, t->n));
+    }
+    if (K > 1) { /* the mean over the micro-batches */
+        KN_TRY(kn_device_memcpy(dev, kn_tensor_data(t->grads), dev, kn_tensor_data(t->acc), (size_t)t->n * sizeof(float)));
+        KN_TRY(kn_device_scale(dev, kn_tensor_data(t->grads), t->n, 1.0 / K));
+    }
+    *loss = lsum / K;
     if (t->dp) { /* the mean over the dp groups' equal shares: the global batch's */
         float *g = kn_tensor_data(t->grads);
         KN_TRY(kn_comm_all_reduce(t->dp, g, g, t->n, KN_DT_F32));

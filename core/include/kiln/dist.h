@@ -372,12 +372,20 @@ typedef struct kn_tp {
     kn_tensor *x, *y;        /* owned, on the device: the batch, i32 [B, T] */
     kn_optim opt;            /* over the local slab */
     kn_comm *dp;             /* borrowed, NULL: none; the data-parallel axis (kn_tp_set_dp) */
+    int accum;               /* micro-batches per step (kn_tp_set_accum; 0 or 1: one) */
+    kn_tensor *acc;          /* owned, accum > 1: the micro-batches' gradients summed (local slab) */
 } kn_tp;
 kn_status kn_tp_new(kn_tp *t, kn_comm *comm, kn_trainer *tr, unsigned flags);
 /* Compose with data parallelism (a dp x tp mesh): the dp axis's ranks each take their
  * equal share of the global batch (the trainer's B rows: rows [dp_rank B, ...)); the local
  * gradient slab is averaged over dp (one all-reduce, before the clip), and so is the loss. */
 kn_status kn_tp_set_dp(kn_tp *t, kn_comm *dp);
+/* Gradient accumulation (--accum): each step runs the local program on accum micro-batches
+ * of the trainer's B rows (dp group g: micro-batches g accum .. g accum + accum - 1 of the
+ * global batch), their gradients summed in a local slab of their own and averaged, the
+ * loss too, before the dp average and the clip: the one process's step on the same global
+ * batch. */
+kn_status kn_tp_set_accum(kn_tp *t, int accum);
 /* One step on the global batch x, y (dp * the trainer's B rows of T tokens, the same on
  * every rank); *loss the mean loss, *gnorm (may be NULL) the global gradient norm. */
 kn_status kn_tp_step(kn_tp *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm);
