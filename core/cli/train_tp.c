@@ -5,7 +5,8 @@
  * and the tensor-parallel state (kn_tp, core/dist/tp_train.c). Ranks other than 0 print
  * nothing. A dp axis beside tp averages the local gradients over the data-parallel groups
  * (kn_tp_set_dp); --accum N runs N micro-batches per step (kn_tp_set_accum). What is not
- * combined yet says so: a pp axis with tp, --dist, --resume (the optimizer state is not
+ * combined yet says so: a pp axis with tp, --dist other than zero1 (ZeRO-1 on the mesh's dp
+ * axis: kn_tp_set_zero1), --resume (the optimizer state is not
  * scattered into the shards), fp16 (no loss scale in the tensor-parallel step). */
 #include <errno.h>
 #include <stdio.h>
@@ -22,9 +23,11 @@ int kn_train_tp_begin(kn_train_opts *o, kn_train_dist *rd) {
         fprintf(stderr, "kiln train: --sp is sequence parallelism within tensor parallelism: give --mesh tp=N\n");
         return 2;
     }
-    if (o->dist[0]) {
+    bool zero1 = !strcmp(o->dist, "zero1");
+    if (o->dist[0] && !zero1) {
         fprintf(stderr, "kiln train: --mesh with --dist %s: write the data-parallel axis in the mesh (dp=2,tp=2); "
-                "the two are not combined yet\n", o->dist);
+                "of the strategies only --dist zero1 (the optimizer state sharded over dp) is combined with it yet\n",
+                o->dist);
         return 2;
     }
     char who[96];
@@ -64,6 +67,12 @@ int kn_train_tp_begin(kn_train_opts *o, kn_train_dist *rd) {
         return 2;
     }
     rd->rows = o->batch / dp / accum;
+    if (zero1 && dp == 1) {
+        if (rd->rank == 0)
+            fprintf(stderr, "kiln train: --mesh %s --dist zero1: ZeRO-1 shards the optimizer state over the mesh's dp "
+                    "axis, and it has none (write --mesh dp=2,tp=...)\n", o->mesh);
+        return 2;
+    }
     kn_gpt_config shape = {.vocab = 1, .context = o->context, .layers = o->layers, .width = o->width, .heads = o->heads};
     if (kn_mesh_check_gpt(&rd->mesh, &shape) != KN_OK) { /* the vocabulary is the data's: attach */
         if (rd->rank == 0) fprintf(stderr, "kiln train: %s\n", kn_last_error());
@@ -93,6 +102,14 @@ kn_status kn_train_tp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_train
     KN_TRY(kn_tp_new(&rd->tp, tp, tr, o->sp ? KN_PLACE_SEQUENCE_PARALLEL : 0));
     KN_TRY(kn_tp_set_dp(&rd->tp, rd->axes[KN_MESH_DP]));
     KN_TRY(kn_tp_set_accum(&rd->tp, o->accum > 1 ? o->accum : 1));
+    if (!strcmp(o->dist, "zero1")) {
+        KN_TRY(kn_tp_set_zero1(&rd->tp));
+        printf("  ZeRO-1 on dp          optimizer state of %lld of the %lld local parameters on this rank (%lld bytes; "
+               "without ZeRO-1 %lld)\n", (long long)(rd->tp.zhi - rd->tp.zlo), (long long)rd->tp.n,
+               (long long)(rd->tp.opt.state_len * (int64_t)sizeof(float)),
+               (long long)(rd->tp.zhi > rd->tp.zlo ? rd->tp.opt.state_len / (rd->tp.zhi - rd->tp.zlo) * rd->tp.n *
+                                                         (int64_t)sizeof(float) : 0));
+    }
     if (o->accum > 1)
         printf("  accumulation          %d micro-batches of %d rows per step (--accum), gradients summed in a local "
                "slab\n", o->accum, rd->rows);

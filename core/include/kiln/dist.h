@@ -373,6 +373,9 @@ typedef struct kn_tp {
     kn_optim opt;            /* over the local slab */
     kn_comm *dp;             /* borrowed, NULL: none; the data-parallel axis (kn_tp_set_dp) */
     int accum;               /* micro-batches per step (kn_tp_set_accum; 0 or 1: one) */
+    bool zero1;              /* the optimizer state sharded over dp (kn_tp_set_zero1): this rank
+                              * keeps (and updates) local slab [zlo, zhi) only */
+    int64_t zlo, zhi;
     kn_tensor *acc;          /* owned, accum > 1: the micro-batches' gradients summed (local slab) */
 } kn_tp;
 kn_status kn_tp_new(kn_tp *t, kn_comm *comm, kn_trainer *tr, unsigned flags);
@@ -386,6 +389,12 @@ kn_status kn_tp_set_dp(kn_tp *t, kn_comm *dp);
  * loss too, before the dp average and the clip: the one process's step on the same global
  * batch. */
 kn_status kn_tp_set_accum(kn_tp *t, int accum);
+/* ZeRO-1 on the dp axis of a dp x tp mesh (after kn_tp_set_dp, before the first step; a
+ * fresh run): the local slab cut into dp nearly equal ranges, dp rank r keeping the
+ * optimizer state of range r only (1/dp of it) and updating those parameters, then the
+ * ranges all-gathered over dp. The gradients are still all-reduced over dp (each rank's
+ * norm needs the whole local slab). kn_tp_gather_state gathers the state back. */
+kn_status kn_tp_set_zero1(kn_tp *t);
 /* One step on the global batch x, y (dp * the trainer's B rows of T tokens, the same on
  * every rank); *loss the mean loss, *gnorm (may be NULL) the global gradient norm. */
 kn_status kn_tp_step(kn_tp *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm);
