@@ -8,8 +8,9 @@
 #                             4 ranks, the combination matrix (every precision x strategy x
 #                             mode x accumulation cell on 2 ranks against one process),
 #                             strategy equality against one process, the memory and overlap
-#                             figures, the timeout tests, and pipeline parallelism
-#                             (test-step-dist-pp: every schedule on 1, 2 and 4 ranks)
+#                             figures, the timeout tests, pipeline parallelism
+#                             (test-step-dist-pp: every schedule on 1, 2 and 4 ranks) and
+#                             the dp x pp mesh (test-step-dist-mesh: 4 ranks)
 #
 # MPI-neutral: MPICC and MPIEXEC pick the MPI (MPICH here, Open MPI on the GPU machines);
 # the compile and link flags come from `$(MPICC) -show` (MPICH) or `--showme` (Open MPI).
@@ -77,8 +78,8 @@ endif
 bench-comm: $(KILN)
 	$(DIST_ENV) $(MPIEXEC) -n $(DIST_RANKS) $(KILN) bench-comm
 
-TEST_STEPS += test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp test-step-dist-pp
-.PHONY: test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp test-step-dist-pp
+TEST_STEPS += test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp test-step-dist-pp test-step-dist-mesh
+.PHONY: test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp test-step-dist-pp test-step-dist-mesh
 # tensor parallelism (tests/dist/test_tp.c): the placement pass's local graphs on 2 and 4
 # ranks (tp=2, tp=4) against one process, and the bad meshes of kiln train --mesh
 test-step-dist-tp:
@@ -115,6 +116,13 @@ test-step-dist-pp:
 	@$(MAKE) --no-print-directory $(KILN) $(CFG)/test-dist IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) dist-pp env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \
 	  bash tests/dist/test_pp.sh $(BUILD)/$(DEFAULT_IMPL)/kiln $(BUILD)/$(DEFAULT_IMPL)/test-dist
+# meshes composing pipeline and data parallelism (tests/dist/test_mesh.sh): kiln train --mesh
+# dp=2,pp=2 on 4 ranks against one process (fp32 AdamW and SGD, each schedule, bf16, resume),
+# the memory per rank, the refusals of what is not built
+test-step-dist-mesh:
+	@$(MAKE) --no-print-directory $(KILN) IMPL=$(DEFAULT_IMPL) >/dev/null
+	@bash tests/harness/record.sh $(ALL_RESULTS) dist-mesh env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \
+	  bash tests/dist/test_mesh.sh $(BUILD)/$(DEFAULT_IMPL)/kiln
 # GPU ranks (by hand on a machine with 2 or 4 GPUs; "skip" without): equality with one GPU
 # and the bubble of pp=4, m=16 (tests/dist/test_pp_gpu.sh)
 .PHONY: test-dist-pp-gpu

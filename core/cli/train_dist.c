@@ -18,16 +18,19 @@
 int kn_train_dist_begin(kn_train_opts *o, kn_train_dist *rd) {
     memset(rd, 0, sizeof *rd);
     rd->size = 1;
-    if (o->mesh[0] && !o->sp) { /* --mesh pp=N alone is --pp N (pipeline parallelism: train_pp.c) */
+    int pp_dp = 1;
+    if (o->mesh[0] && !o->sp) { /* --mesh pp=N [with dp=D] is --pp N on D pipelines (train_pp.c) */
         kn_mesh m;
-        if (kn_mesh_parse(o->mesh, 0, &m) == KN_OK && m.size[KN_MESH_DP] == 1 && m.size[KN_MESH_TP] == 1 &&
-            m.size[KN_MESH_PP] > 1 && (o->pp == 0 || o->pp == m.size[KN_MESH_PP])) {
+        if (kn_mesh_parse(o->mesh, 0, &m) == KN_OK && m.size[KN_MESH_TP] == 1 && m.size[KN_MESH_PP] > 1 &&
+            (o->pp == 0 || o->pp == m.size[KN_MESH_PP])) {
             o->pp = m.size[KN_MESH_PP];
+            pp_dp = m.size[KN_MESH_DP];
+            rd->mesh = m;
             o->mesh[0] = '\0';
         }
     }
     if (o->mesh[0] || o->sp) return kn_train_tp_begin(o, rd);
-    if (o->pp > 0) return kn_train_pp_begin(o, rd, o->pp, o->schedule, o->microbatches, o->chunks);
+    if (o->pp > 0) return kn_train_pp_begin(o, rd, o->pp, pp_dp, o->schedule, o->microbatches, o->chunks);
     if (!o->dist[0]) return -1;
     kn_dp_strategy s;
     if (kn_dp_strategy_parse(o->dist, &s) != KN_OK) {
@@ -201,6 +204,7 @@ void kn_train_dist_end(kn_train_dist *rd) {
     if (!rd->on) return;
     if (rd->pp_on) kn_pp_free(&rd->pp);
     else kn_dp_free(&rd->dp);
+    for (int a = 0; a < KN_MESH_AXES; a++) kn_comm_free(rd->axes[a]); /* --mesh dp=D,pp=N's */
     kn_comm_free(rd->comm);
     kn_dist_finalize();
 }

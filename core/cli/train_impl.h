@@ -75,12 +75,15 @@ int kn_train_tp_begin(kn_train_opts *o, kn_train_dist *rd);
 kn_status kn_train_tp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_trainer *tr);
 /* ---------------------------------------------------------------- train_pp.c */
 
-/* --pp N --schedule S --microbatches M [--chunks V] under mpiexec -n N: the checks every rank
- * makes alike (kn_pp_check's messages), MPI, the device each rank takes. The entry point
- * for a mesh's pp axis too (`--mesh pp=N` maps to pp = N). Returns -1 to go on, else the
+/* --pp N --schedule S --microbatches M [--chunks V] under mpiexec -n N (dp pipelines: -n
+ * dp x N): the checks every rank makes alike (kn_pp_check's messages), MPI, the device each
+ * rank takes. The entry point for a mesh's pp axis too (`--mesh pp=N` maps to pp = N,
+ * `--mesh dp=D,pp=N` to dp = D; rd->mesh holds that mesh). Returns -1 to go on, else the
  * exit status (a message printed). */
-int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, const char *schedule, int micro, int chunks);
-/* After the trainer is built: the communicator and the stages (kn_pp_new). */
+int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, int dp, const char *schedule, int micro,
+                      int chunks);
+/* After the trainer is built: the communicators and the stages (kn_pp_new; with dp > 1
+ * the mesh's axes and kn_pp_set_dp). */
 kn_status kn_train_pp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_trainer *tr);
 /* After the run (collective): the last step's timeline (--timeline FILE), the measured bubble
  * beside (p-1)/(m+p-1), the stash's peak. */

@@ -1,9 +1,13 @@
 /* train_pp.c — pipeline parallelism for `kiln train` (--pp N --schedule gpipe|1f1b|interleaved
- * --microbatches M [--chunks V] [--timeline FILE] under `mpiexec -n N`; train_impl.h): before
+ * --microbatches M [--chunks V] [--timeline FILE] under `mpiexec -n N`, or --mesh pp=N, or
+ * --mesh dp=D,pp=N under `mpiexec -n D*N`: D pipelines on equal shares of the batch, their
+ * stages' gradients summed over dp (kn_pp_set_dp); train_impl.h): before
  * the run, kn_pp_check's refusals, made alike on every rank so a bad configuration ends the
  * job cleanly, and the device each rank takes (train_dist.c's); after the trainer is built
  * on one micro-batch, the communicator and the stages (kn_pp, core/dist/pp*.c); after the
- * run, the last step's timeline and its bubble beside the formula. --emit-ir FILE writes rank 0's
+ * run, the last step's timeline and its bubble beside the formula, and what each rank
+ * holds: its stash's peak and its own slabs' bytes (parameters, gradients, optimizer state,
+ * low copies: only its stages' parameters, kn_pp.held). --emit-ir FILE writes rank 0's
  * stage graphs, their send and recv ops included. KILN_PP_SLEEP_MS=F,B adds a sleep to every
  * forward and backward (kn_pp.test_sleep): a timeline of the schedule's shape on any machine. The entry point takes
  * (pp size, schedule, micro-batches, chunks), so a mesh's pp axis maps onto it. Ranks other
@@ -15,22 +19,19 @@
 
 #include "cli/train_impl.h"
 
-int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, const char *schedule, int micro, int chunks) {
+int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, int dp, const char *schedule, int micro,
+                      int chunks) {
     kn_pp_config c = {.micro = micro > 0 ? micro : 4 * pp, .chunks = chunks};
     if (kn_pp_kind_parse(schedule, &c.schedule) != KN_OK) {
         fprintf(stderr, "kiln train: --schedule: %s\n", kn_last_error());
         return 2;
     }
     if (o->dist[0]) {
-        fprintf(stderr, "kiln train: --pp with --dist %s: pipeline and data parallelism are not combined yet (a mesh "
-                "dp x pp is issue 33's next step); use one of them\n", o->dist);
+        fprintf(stderr, "kiln train: --pp with --dist %s: pipeline and data parallelism are not combined yet this "
+                "way; write the mesh: --mesh dp=2,pp=%d (DDP's all-reduce per stage; ZeRO not yet)\n", o->dist, pp);
         return 2;
     }
-    if (o->accum != 1) {
-        fprintf(stderr, "kiln train: --pp splits the batch into --microbatches (here %d); --accum %d is the data-"
-                "parallel way of doing it: drop it\n", c.micro, o->accum);
-        return 2;
-    }
+    c.accum = o->accum; /* --accum N: N rounds of the schedule per step, gradients summed */
     if (!strcmp(o->mode, "eager")) {
         fprintf(stderr, "kiln train: --pp runs each stage as compiled programs: use --mode interp or compiled, not "
                 "eager\n");
@@ -45,20 +46,43 @@ int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, const char *s
     rd->on = rd->pp_on = true;
     rd->rank = kn_dist_rank();
     rd->size = kn_dist_size();
+    if (o->batch % (dp * c.accum) != 0) {
+        if (rd->rank == 0)
+            fprintf(stderr, "kiln train: --batch %d is not divisible by %s--accum %d (each %sround takes an equal "
+                    "share)\n", o->batch, dp > 1 ? "dp x " : "", c.accum, dp > 1 ? "pipeline's " : "");
+        return 2;
+    }
+    if (dp > 1 && rd->size != dp * pp) {
+        if (rd->rank == 0)
+            fprintf(stderr, "kiln train: --mesh dp=%d,pp=%d on %d ranks: the ranks must be dp x pp (run mpiexec -n "
+                    "%d)\n", dp, pp, rd->size, dp * pp);
+        return 2;
+    }
     kn_gpt_config g = {.vocab = 1, .context = o->context, .layers = o->layers, .width = o->width, .heads = o->heads};
-    if (kn_pp_check(&g, pp, rd->size, o->batch, &c) != KN_OK) {
-        if (rd->rank == 0) fprintf(stderr, "kiln train: %s\n", kn_last_error());
+    if (kn_pp_check(&g, pp, rd->size / dp, o->batch / dp / c.accum, &c) != KN_OK) {
+        if (rd->rank == 0) fprintf(stderr, "kiln train: %s%s\n", kn_last_error(), dp > 1 ? " (per pipeline of dp)" : "");
         return 2;
     }
     rd->pp_cfg = c;
-    rd->rows = o->batch / c.micro;
+    rd->rows = o->batch / dp / c.accum / c.micro;
     return kn_train_dist_ranks(o, rd);
 }
 
 kn_status kn_train_pp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_trainer *tr) {
     KN_TRY(kn_comm_world(&rd->comm, !strcmp(o->comm, "nccl") ? KN_COMM_NCCL : KN_COMM_MPI));
-    KN_TRY(kn_pp_new(&rd->pp, rd->comm, tr, &rd->pp_cfg));
+    kn_comm *ppc = rd->comm, *dpc = NULL;
+    if (rd->mesh.size[KN_MESH_DP] > 1) { /* --mesh dp=D,pp=N: the pipeline along pp, replicas along dp */
+        int coords[KN_MESH_AXES];
+        KN_TRY(kn_mesh_comms(&rd->mesh, rd->comm, rd->axes, coords));
+        ppc = rd->axes[KN_MESH_PP];
+        dpc = rd->axes[KN_MESH_DP];
+    }
+    KN_TRY(kn_pp_new(&rd->pp, ppc, tr, &rd->pp_cfg));
+    KN_TRY(kn_pp_set_dp(&rd->pp, dpc));
     kn_pp *p = &rd->pp;
+    if (dpc)
+        printf("  data parallel: dp=%d pipelines, %d rows each; every stage's gradients summed over dp (one "
+               "all-reduce per step)\n", dpc->size, o->batch / dpc->size);
     /* KILN_PP_SLEEP_MS=F,B: every forward sleeps F ms and backward B ms (kn_pp.test_sleep): a
      * timeline with the schedule's shape on any machine, for figures and the bubble formula */
     const char *sl = getenv("KILN_PP_SLEEP_MS");
@@ -73,6 +97,11 @@ kn_status kn_train_pp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_train
     printf("  pipeline parallel: %d stages of %d blocks on %d ranks (%s, %d chunk%s per rank), schedule %s, %d "
            "micro-batches of %d rows\n", p->stages, tr->model->cfg.layers / p->stages, p->p, o->comm, p->v,
            p->v == 1 ? "" : "s", kn_pp_kind_name(p->cfg.schedule), p->cfg.micro, rd->rows);
+    if (p->cfg.accum > 1)
+        printf("  accumulation          %d rounds of the schedule per step (--accum), gradients summed\n", p->cfg.accum);
+    if (p->scaled)
+        printf("  loss scale            the last stage differentiates loss x scale; an overflow on any rank skips the "
+               "step on all\n");
     printf("  send / recv           ops of each stage's forward and backward programs (mesh axis 2, pp)\n");
     if (o->emit_ir[0] && rd->rank == 0) {
         FILE *f = fopen(o->emit_ir, "w");
@@ -97,13 +126,17 @@ void kn_train_pp_report(const kn_train_opts *o, kn_train_dist *rd) {
            "%.1f%%", 100 * bubble, 100.0 * (pp - 1) / (m + pp - 1));
     if (v > 1) printf(", interleaved (p-1)/(v m+p-1) = %.1f%%", 100.0 * (pp - 1) / (v * m + pp - 1));
     printf("\n");
-    double st[3 * 1024];
+    static double st[KN_PP_STATS * 1024];
     double P = (double)p->tr->model->p.n;
     if (pp <= 1024 && kn_pp_rank_stats(p, st) == KN_OK)
-        for (int r = 0; r < pp; r++)
-            printf("  rank %-16d stash: %.0f micro-batch chunks' activations alive at the peak, %.2f MB; "
-                   "parameters trained: %.0f of P = %.0f (%.0f%%)\n", r, st[3 * r], st[3 * r + 1] / 1e6,
-                   st[3 * r + 2], P, 100 * st[3 * r + 2] / P);
+        for (int r = 0; r < pp; r++) {
+            const double *q = st + KN_PP_STATS * r;
+            printf("  rank %-16d stash: %.0f micro-batch chunks' activations alive at the peak, %.2f MB\n", r, q[0],
+                   q[1] / 1e6);
+            printf("  rank %-16d holds %.0f of P = %.0f parameters (%.1f%%, P/p %.1f%%): parameter bytes %.0f, "
+                   "gradient bytes %.0f, optimizer-state bytes %.0f, low-copy bytes %.0f\n", r, q[2], P,
+                   100 * q[2] / P, 100.0 / pp, q[3], q[4], q[5], q[6]);
+        }
     if (o->timeline[0]) printf("  timeline              %s (draw: bash plots/pp_timeline.sh %s OUT.png)\n", o->timeline,
                                o->timeline);
 }

@@ -4,8 +4,10 @@
  * after the trainer is built, the split of the model (kn_mesh_check_gpt), the communicator
  * and the tensor-parallel state (kn_tp, core/dist/tp_train.c). Ranks other than 0 print
  * nothing. A dp axis beside tp averages the local gradients over the data-parallel groups
- * (kn_tp_set_dp). What is not combined yet says so: a pp axis, --dist, --accum, --resume,
- * fp16 (its loss scale). */
+ * (kn_tp_set_dp); --accum N runs N micro-batches per step (kn_tp_set_accum). What is not
+ * combined yet says so: a pp axis with tp, --dist other than zero1 (ZeRO-1 on the mesh's dp
+ * axis: kn_tp_set_zero1), --resume (the optimizer state is not
+ * scattered into the shards), fp16 (no loss scale in the tensor-parallel step). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,9 +23,11 @@ int kn_train_tp_begin(kn_train_opts *o, kn_train_dist *rd) {
         fprintf(stderr, "kiln train: --sp is sequence parallelism within tensor parallelism: give --mesh tp=N\n");
         return 2;
     }
-    if (o->dist[0]) {
+    bool zero1 = !strcmp(o->dist, "zero1");
+    if (o->dist[0] && !zero1) {
         fprintf(stderr, "kiln train: --mesh with --dist %s: write the data-parallel axis in the mesh (dp=2,tp=2); "
-                "the two are not combined yet\n", o->dist);
+                "of the strategies only --dist zero1 (the optimizer state sharded over dp) is combined with it yet\n",
+                o->dist);
         return 2;
     }
     char who[96];
@@ -41,8 +45,8 @@ int kn_train_tp_begin(kn_train_opts *o, kn_train_dist *rd) {
     }
     if (rd->mesh.size[KN_MESH_PP] > 1) {
         if (rd->rank == 0)
-            fprintf(stderr, "kiln train: --mesh %s: the pp axis is not yet combined with tp and dp here (pipeline "
-                    "parallelism: kiln train --pp)\n", o->mesh);
+            fprintf(stderr, "kiln train: --mesh %s: the pp axis is not yet combined with tp (tensor-parallel "
+                    "stages are not built); pp alone or with dp works: --mesh pp=N or dp=D,pp=N\n", o->mesh);
         return 2;
     }
     int dp = rd->mesh.size[KN_MESH_DP];
@@ -52,24 +56,37 @@ int kn_train_tp_begin(kn_train_opts *o, kn_train_dist *rd) {
                     "ddp\n", o->mesh);
         return 2;
     }
-    if (o->batch % dp != 0) {
-        if (rd->rank == 0)
-            fprintf(stderr, "kiln train: --mesh %s: --batch %d is not divisible by dp=%d (each data-parallel group "
-                    "takes an equal share)\n", o->mesh, o->batch, dp);
+    int accum = o->accum > 1 ? o->accum : 1;
+    if (o->batch % (dp * accum) != 0) {
+        if (rd->rank == 0) {
+            char acc[32] = "";
+            if (accum > 1) snprintf(acc, sizeof acc, " x --accum %d", accum);
+            fprintf(stderr, "kiln train: --mesh %s: --batch %d is not divisible by dp=%d%s (each data-parallel group "
+                    "and micro-batch takes an equal share)\n", o->mesh, o->batch, dp, acc);
+        }
         return 2;
     }
-    rd->rows = o->batch / dp;
+    rd->rows = o->batch / dp / accum;
+    if (zero1 && dp == 1) {
+        if (rd->rank == 0)
+            fprintf(stderr, "kiln train: --mesh %s --dist zero1: ZeRO-1 shards the optimizer state over the mesh's dp "
+                    "axis, and it has none (write --mesh dp=2,tp=...)\n", o->mesh);
+        return 2;
+    }
     kn_gpt_config shape = {.vocab = 1, .context = o->context, .layers = o->layers, .width = o->width, .heads = o->heads};
     if (kn_mesh_check_gpt(&rd->mesh, &shape) != KN_OK) { /* the vocabulary is the data's: attach */
         if (rd->rank == 0) fprintf(stderr, "kiln train: %s\n", kn_last_error());
         return 2;
     }
-    const char *refuse = o->accum > 1 ? "--accum" : o->resume[0] ? "--resume" :
-                         !strcmp(o->precision, "fp16") ? "--precision fp16" : NULL;
+    /* fp16 would need the loss scale in the local graph, its overflow agreed over tp and dp,
+     * and a skipped step (kn_tp_step has none yet); --resume, the shards cut from a
+     * checkpoint's model after loading (the scatter is there, the optimizer state's is not) */
+    const char *refuse = o->resume[0] ? "--resume" : !strcmp(o->precision, "fp16") ? "--precision fp16" : NULL;
     if (refuse) {
         if (rd->rank == 0)
-            fprintf(stderr, "kiln train: --mesh %s with %s: not supported yet (fp32, tf32 or bf16, one micro-batch, a fresh run)\n",
-                    o->mesh, refuse);
+            fprintf(stderr, "kiln train: --mesh %s with %s: not supported yet (fp32, tf32 or bf16, a fresh run; %s)\n",
+                    o->mesh, refuse, refuse[2] == 'r' ? "the optimizer state is not scattered into the shards"
+                                                      : "no loss scale in the tensor-parallel step: use bf16");
         return 2;
     }
     return kn_train_dist_ranks(o, rd); /* the device each rank takes, ranks > 0 silenced: as --dist */
@@ -84,6 +101,18 @@ kn_status kn_train_tp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_train
     kn_comm *tp = rd->axes[KN_MESH_TP] ? rd->axes[KN_MESH_TP] : rd->comm; /* tp absent: one rank (begin) */
     KN_TRY(kn_tp_new(&rd->tp, tp, tr, o->sp ? KN_PLACE_SEQUENCE_PARALLEL : 0));
     KN_TRY(kn_tp_set_dp(&rd->tp, rd->axes[KN_MESH_DP]));
+    KN_TRY(kn_tp_set_accum(&rd->tp, o->accum > 1 ? o->accum : 1));
+    if (!strcmp(o->dist, "zero1")) {
+        KN_TRY(kn_tp_set_zero1(&rd->tp));
+        printf("  ZeRO-1 on dp          optimizer state of %lld of the %lld local parameters on this rank (%lld bytes; "
+               "without ZeRO-1 %lld)\n", (long long)(rd->tp.zhi - rd->tp.zlo), (long long)rd->tp.n,
+               (long long)(rd->tp.opt.state_len * (int64_t)sizeof(float)),
+               (long long)(rd->tp.zhi > rd->tp.zlo ? rd->tp.opt.state_len / (rd->tp.zhi - rd->tp.zlo) * rd->tp.n *
+                                                         (int64_t)sizeof(float) : 0));
+    }
+    if (o->accum > 1)
+        printf("  accumulation          %d micro-batches of %d rows per step (--accum), gradients summed in a local "
+               "slab\n", o->accum, rd->rows);
     printf("  tensor parallel: tp=%d ranks (%s), Megatron's split; the step's local graph has %d all_reduce, %d "
            "all_gather (the placement pass); %lld of %lld parameters per rank\n", tp->size, o->comm,
            rd->tp.placed.all_reduce, rd->tp.placed.all_gather, (long long)rd->tp.n, (long long)tr->model->p.n);

@@ -8,7 +8,9 @@
  * graph takes the previous stage's activation as input "pp.x" (stage 0: "idx") and makes
  * its activation y (the last stage: the loss); a non-last stage differentiates
  * sum(y * dy) with dy an input "pp.dy", whose gradient with respect to y is dy itself (the
- * seed 1 times dy: exact), so the backward starts from the next stage's gradient. The
+ * seed 1 times dy: exact), so the backward starts from the next stage's gradient (the last
+ * stage, with a loss scale (fp16), differentiates loss x the 0-d input "loss_scale", which
+ * its backward reads by name like a parameter, so the gradients it sends are scaled). The
  * joint graph is then cut in two (what AOTAutograd's partitioner does):
  *   forward   the nodes the output needs, and the activations the backward reads: those
  *             become extra outputs, which the runner stashes per micro-batch;
@@ -102,7 +104,9 @@ static kn_status partition(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, int nf
     for (int32_t i = 0; st_ == KN_OK && i < N; i++) {
         const kn_node *n = &J->nodes[i];
         dep_dy[i] = i == dy;
-        act[i] = n->op == KN_OP_INPUT;
+        /* the batch's inputs (a stage's x, idx, targets) make activations; the loss scale is an
+         * input the backward reads by name, like a parameter (not stashed) */
+        act[i] = n->op == KN_OP_INPUT && strcmp(n->attrs.name, "loss_scale") != 0;
         for (int k = 0; k < n->nin; k++) {
             dep_dy[i] |= dep_dy[n->in[k]];
             act[i] |= act[n->in[k]];
@@ -217,6 +221,8 @@ kn_status kn_pp_stage_build(kn_pp *pp, kn_pp_stage *st) {
     }
     if (s == KN_OK) {
         L = out;
+        if (st->last && t->scale_in) /* fp16: the backward starts from loss x the loss scale */
+            L = kn_mul(b, out, kn_input_typed(b, "loss_scale", KN_DT_F32, 0, NULL));
         if (!st->last) {
             dy = kn_input_typed(b, "pp.dy", KN_DT_F32, 2, act);
             L = kn_sum(b, kn_mul(b, out, dy), 0, NULL, false); /* d L / d out = dy */
@@ -243,16 +249,24 @@ kn_status kn_pp_stage_build(kn_pp *pp, kn_pp_stage *st) {
     return s;
 }
 
-/* Bind a program's parameters (and their low copies) to the trainer's views. */
-static kn_status bind_params(kn_trainer *t, kn_program *p) {
-    const kn_params *P = &t->model->p;
+/* Bind a program's parameters (and their low copies) to this rank's own slabs' views. */
+static kn_status bind_params(kn_pp *pp, kn_program *p) {
+    const kn_params *P = &pp->tr->model->p;
     char name[KN_NAME_MAX];
     for (int i = 0; i < P->count; i++) {
-        if (kn_graph_find(kn_program_graph(p), P->info[i].name) >= 0)
-            KN_TRY(kn_program_bind(p, P->info[i].name, t->views[i]));
-        if (t->low && kn_lowparam_name(P->info[i].name, t->low_dt, name) == KN_OK &&
-            kn_graph_find(kn_program_graph(p), name) >= 0)
-            KN_TRY(kn_program_bind(p, name, t->low_views[i]));
+        if (kn_graph_find(kn_program_graph(p), P->info[i].name) >= 0) {
+            if (!pp->lview[i])
+                return kn_error(KN_ERR_INTERNAL, "kn_pp: rank %d's stage reads %s, which it does not hold", pp->rank,
+                                P->info[i].name);
+            KN_TRY(kn_program_bind(p, P->info[i].name, pp->lview[i]));
+        }
+        if (pp->low_dt != KN_DT_F32 && kn_lowparam_name(P->info[i].name, pp->low_dt, name) == KN_OK &&
+            kn_graph_find(kn_program_graph(p), name) >= 0) {
+            if (!pp->llow_view || !pp->llow_view[i])
+                return kn_error(KN_ERR_INTERNAL, "kn_pp: rank %d's stage reads %s without its low copy", pp->rank,
+                                name);
+            KN_TRY(kn_program_bind(p, name, pp->llow_view[i]));
+        }
     }
     return KN_OK;
 }
@@ -266,10 +280,12 @@ kn_status kn_pp_stage_compile(kn_pp *pp, kn_pp_stage *st) {
                          .mode = t->compiled ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES, .cuda_emu = t->cuda_emu};
     KN_TRY(kn_program_compile(&st->pf, st->gf, &o));
     KN_TRY(kn_program_compile(&st->pb, st->gb, &o));
-    KN_TRY(bind_params(t, st->pf));
-    KN_TRY(bind_params(t, st->pb));
+    KN_TRY(bind_params(pp, st->pf));
+    KN_TRY(bind_params(pp, st->pb));
     if (st->first) KN_TRY(kn_program_bind(st->pf, "idx", t->x));
     if (st->last) KN_TRY(kn_program_bind(st->pf, "targets", t->y));
+    if (t->scale_in && kn_graph_find(st->gb, "loss_scale") >= 0) /* the scaler's tensor: bound once */
+        KN_TRY(kn_program_bind(st->pb, "loss_scale", t->scale_in));
     kn_program_set_collectives(st->pf, &pp->sends->coll[0]);
     kn_program_set_collectives(st->pb, &pp->sends->coll[1]);
     return KN_OK;

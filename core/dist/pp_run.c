@@ -14,14 +14,21 @@
  * slots alive per rank, GPipe m: the peak is measured (stash_peak, stash_peak_bytes).
  * After the schedule: every send waited for; the tied wte's two gradients summed between
  * ranks 0 and p-1 (the embedding group), so both copies take the same update; the loss
- * (the last stage's) summed over the axis so every rank reports it.
+ * (the last stage's) summed over the axis so every rank reports it. With a dp axis
+ * (kn_pp_set_dp), each pipeline takes its share of the batch's micro-batches and its
+ * gradients are summed with the other pipelines' before the clip (the runner then divides
+ * by dp x m, so the step is the one process's on the whole batch).
  *
- * Each rank keeps the whole parameter slab (the trainer's) but reads, differentiates and
- * updates only its stages' parameters: contiguous slab ranges, each with its own optimizer
- * (the trainer's config and step; AdamW is elementwise, so a range's update is the one
- * process's). The norm counts every parameter once (the last rank leaves out its wte
- * copy). kn_pp_gather brings every rank's ranges (and their optimizer state) to all for
- * evaluation, sampling and checkpoints. */
+ * Each rank holds only its stages' parameters: contiguous ranges of the model's slab, copied
+ * at setup into the rank's own slabs (parameters, gradients, per range an optimizer and its
+ * state; the bf16 copies when the stages read them), which the stages' programs are bound
+ * to and the update writes (the trainer's config and step; AdamW is elementwise, so a
+ * range's update is the one process's). The trainer's whole-model slabs are freed, as
+ * ZeRO-3 frees its (P/p of the parameter, gradient and optimizer bytes per rank, plus the
+ * tied wte on the last rank). The norm counts every parameter once (the last rank leaves
+ * out its wte copy). kn_pp_gather makes the trainer's slabs again and brings every rank's
+ * ranges (and their optimizer state) to all for evaluation, sampling and checkpoints; the
+ * next step frees them again. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,6 +36,7 @@
 
 #include "kiln/device.h"
 #include "kiln/dist.h"
+#include "kiln/passes.h"
 #include "kiln/step.h"
 #include "pp_impl.h"
 
@@ -108,6 +116,87 @@ static kn_status load_rows(kn_trainer *t, kn_tensor *dst, const int32_t *src, in
                             bytes);
 }
 
+/* ---------------------------------------------------------------- this rank's slabs */
+
+/* Round lparam into llow unless it is fresh (the trainer's kn_trainer_low_refresh, on the
+ * rank's own slab). */
+static kn_status low_refresh(kn_pp *pp) {
+    if (!pp->llow || pp->low_fresh) return KN_OK;
+    kn_node n = {.op = KN_OP_CAST, .nin = 1, .attrs = kn_attrs_default()};
+    n.attrs.dtype = n.type.dtype = pp->low_dt;
+    n.type.ndim = 1;
+    n.type.shape[0] = pp->held;
+    const kn_tensor *in[1] = {pp->lparam};
+    kn_tensor *c = NULL;
+    kn_status st = kn_node_eval(&n, in, &c);
+    if (st == KN_OK)
+        st = kn_device_memcpy(pp->tr->dev, kn_tensor_data(pp->llow), c->storage->device, kn_tensor_data(c),
+                              (size_t)pp->held * kn_dtype_size(pp->low_dt));
+    kn_tensor_free(c);
+    if (st == KN_OK) pp->low_fresh = true;
+    return st;
+}
+
+/* Free the trainer's whole-model slabs (what ZeRO-2 and ZeRO-3 do with theirs, dp_shard.c,
+ * zero3.c): its programs' bindings to them first (a binding holds a reference), then the
+ * parameter slab (the model's on the CPU, the device copy on a GPU: the host's model slab
+ * stays there, host memory), the gradient slab, the optimizer state (the host's on the CPU,
+ * the device's on a GPU), the low copies. Whatever is already gone is skipped. */
+static kn_status drop_full(kn_pp *pp) {
+    kn_trainer *t = pp->tr;
+    kn_params *P = &t->model->p;
+    kn_program *ps[2] = {t->prog, t->eval};
+    const kn_dtype dts[2] = {KN_DT_BF16, KN_DT_F16};
+    char name[KN_NAME_MAX];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; ps[k] && i < P->count; i++) {
+            if (kn_graph_find(kn_program_graph(ps[k]), P->info[i].name) >= 0)
+                KN_TRY(kn_program_defer(ps[k], P->info[i].name));
+            for (int d = 0; d < 2; d++)
+                if (kn_lowparam_name(P->info[i].name, dts[d], name) == KN_OK &&
+                    kn_graph_find(kn_program_graph(ps[k]), name) >= 0)
+                    KN_TRY(kn_program_defer(ps[k], name));
+        }
+    if (t->views) {
+        kn_params_views_free(P, t->views);
+        kn_tensor_free(t->params);
+        if (t->dev.type == KN_DEVICE_CPU) { /* the trainer's were the model's */
+            P->views = NULL;
+            P->slab = NULL;
+            P->data = NULL;
+        }
+        t->views = NULL;
+        t->params = NULL;
+    }
+    kn_params_views_free(P, t->grad_views);
+    kn_tensor_free(t->grad);
+    t->grad_views = NULL;
+    t->grad = NULL;
+    if (t->dev.type == KN_DEVICE_CPU) {
+        kn_free(t->opt.state);
+        t->opt.state = NULL;
+    } else {
+        kn_tensor_free(t->state);
+        t->state = NULL;
+    }
+    kn_params_views_free(P, t->low_views);
+    kn_tensor_free(t->low);
+    t->low_views = NULL;
+    t->low = NULL;
+    t->low_fresh = false;
+    pp->full = false;
+    return KN_OK;
+}
+
+/* A view shaped like parameter i of slab s (floats or low copies) at offset off. */
+static kn_status local_view(const kn_param_info *q, const kn_tensor *s, int64_t off, kn_tensor **out) {
+    kn_tensor *sl = NULL;
+    kn_status st = kn_tensor_slice(&sl, s, 0, off, off + q->numel, 1);
+    if (st == KN_OK) st = kn_tensor_view(out, sl, q->ndim, q->shape);
+    kn_tensor_free(sl);
+    return st;
+}
+
 /* ---------------------------------------------------------------- the stash */
 
 static kn_status slot_take(kn_pp *pp, int micro, int chunk, struct kn_pp_slot **out) {
@@ -168,11 +257,13 @@ static kn_status run_action(kn_pp *pp, const kn_pp_action *a, const int32_t *x, 
     kn_pp_stage *st = &pp->stage[a->chunk];
     struct kn_pp_slot *s = NULL;
     if (a->op == KN_PP_FWD) {
-        if (st->first) KN_TRY(load_rows(t, t->x, x, a->micro));
-        if (st->last) KN_TRY(load_rows(t, t->y, y, a->micro));
+        /* this pipeline's share (dp), this round's micro-batches (--accum) */
+        int row = ((pp->dp ? pp->dp->rank : 0) * pp->cfg.accum + pp->round) * pp->cfg.micro + a->micro;
+        if (st->first) KN_TRY(load_rows(t, t->x, x, row));
+        if (st->last) KN_TRY(load_rows(t, t->y, y, row));
         KN_TRY(slot_take(pp, a->micro, a->chunk, &s));
         for (int k = 0; k < s->n; k++) KN_TRY(kn_program_bind_output(st->pf, 1 + k, s->t[k]));
-        KN_TRY(kn_trainer_low_refresh(t));
+        KN_TRY(low_refresh(pp));
         KN_TRY(kn_program_run(st->pf));
         if (!pp->sent) kn_pp_test_sleep(pp->test_sleep[0]); /* a send sleeps before it leaves */
         if (st->last) {
@@ -191,7 +282,7 @@ static kn_status run_action(kn_pp *pp, const kn_pp_action *a, const int32_t *x, 
     KN_TRY(kn_program_run(st->pb));
     if (!pp->sent) kn_pp_test_sleep(pp->test_sleep[1]);
     for (int k = 0; k < st->np; k++) /* the micro-batches' gradients summed in the slab */
-        KN_TRY(add_into(t->grad_views[st->pidx[k]], kn_program_output(st->pb, k)));
+        KN_TRY(add_into(pp->lgview[st->pidx[k]], kn_program_output(st->pb, k)));
     s->used = false;
     pp->stash_alive--;
     pp->stash_bytes -= s->bytes;
@@ -200,17 +291,12 @@ static kn_status run_action(kn_pp *pp, const kn_pp_action *a, const int32_t *x, 
 
 /* ---------------------------------------------------------------- the runner's hooks */
 
-/* The schedule: every action of this rank, the sends finished, the tied gradient summed,
- * the loss summed over the axis. */
-static kn_status hook_grads(void *ctx, const int32_t *x, const int32_t *y, double *lsum) {
-    kn_pp *pp = ctx;
+/* One round of the schedule: every action of this rank, timed from a common origin (the
+ * timeline keeps the last round's), its sends finished. */
+static kn_status run_round(kn_pp *pp, const int32_t *x, const int32_t *y) {
     kn_trainer *t = pp->tr;
     KN_TRY(kn_comm_barrier(pp->comm)); /* a common origin for the timeline */
     pp->t_step0 = kn_time_now();
-    pp->loss_sum = 0;
-    pp->stash_peak = 0;
-    pp->stash_peak_bytes = 0;
-    KN_TRY(kn_device_memset(t->dev, kn_tensor_data(t->grad), 0, (size_t)t->model->p.n * sizeof(float)));
     for (int i = 0; i < pp->nactions; i++) {
         kn_pp_record *e = &pp->events[i];
         const kn_pp_action *a = &pp->actions[i];
@@ -231,12 +317,32 @@ static kn_status hook_grads(void *ctx, const int32_t *x, const int32_t *y, doubl
         e->t1 = kn_time_now() - pp->t_step0;
         e->t_sent = pp->sent ? pp->t_sent - pp->t_step0 : e->t1;
     }
-    KN_TRY(kn_pp_sends_progress(pp, true));
+    return kn_pp_sends_progress(pp, true);
+}
+
+/* The schedule (--accum rounds of it), the tied gradient summed, the pipelines' gradients
+ * summed over dp, the loss summed over the axis. */
+static kn_status hook_grads(void *ctx, const int32_t *x, const int32_t *y, double *lsum) {
+    kn_pp *pp = ctx;
+    kn_trainer *t = pp->tr;
+    pp->loss_sum = 0;
+    pp->stash_peak = 0;
+    pp->stash_peak_bytes = 0;
+    KN_TRY(drop_full(pp)); /* a gathered whole model is a copy: the local slabs train */
+    KN_TRY(kn_device_memset(t->dev, kn_tensor_data(pp->lgrad), 0, (size_t)pp->held * sizeof(float)));
+    for (pp->round = 0; pp->round < pp->cfg.accum; pp->round++) /* --accum: the schedule again */
+        KN_TRY(run_round(pp, x, y));
     if (pp->embed) { /* the tied embedding: both copies' gradients summed (ranks 0 and p-1) */
-        kn_tensor *g = t->grad_views[0];
+        kn_tensor *g = pp->lgview[0];
         kn_comm_req r;
         KN_TRY(kn_comm_iall_reduce(pp->embed, kn_tensor_data(g), kn_tensor_data(g), kn_tensor_numel(g), KN_DT_F32,
                                    "tied wte gradient", &r));
+        KN_TRY(kn_comm_wait(&r));
+    }
+    if (pp->dp) { /* the pipelines' gradients summed: the runner scales by 1/(dp m accum) */
+        float *g = kn_tensor_data(pp->lgrad);
+        kn_comm_req r;
+        KN_TRY(kn_comm_iall_reduce(pp->dp, g, g, pp->held, KN_DT_F32, "data-parallel gradients", &r));
         KN_TRY(kn_comm_wait(&r));
     }
     double l = pp->loss_sum;
@@ -255,10 +361,10 @@ static kn_status hook_micro_end(void *ctx, int m, kn_status run) {
     return run;
 }
 
-/* The data-parallel sum: a pipeline alone is one replica. */
+/* The data-parallel sum over the pipelines (a pipeline alone is one replica: nothing). */
 static kn_status hook_sum(void *ctx, double *v, const char *what) {
-    (void)ctx; (void)v; (void)what;
-    return KN_OK;
+    kn_pp *pp = ctx;
+    return pp->dp ? sum_f64(pp, pp->dp, v, 1, what) : KN_OK;
 }
 
 /* Is range k the last rank's copy of wte (counted by rank 0 in the norm)? */
@@ -269,36 +375,38 @@ static bool range_is_tied_copy(const kn_pp *pp, int k) {
 static kn_status hook_clip(void *ctx, double scale, bool inject_inf, double *norm) {
     kn_pp *pp = ctx;
     kn_trainer *t = pp->tr;
-    float *g = kn_tensor_data(t->grad);
+    float *g = kn_tensor_data(pp->lgrad);
     double ss = 0;
-    if (inject_inf && pp->rank == 0 && pp->nranges > 0) {
+    if (inject_inf && pp->held > 0) { /* the test hook (kiln train: on the ranks KILN_INJECT_INF_RANK names):
+                                         * this rank's last gradient, never in the last rank's copy of wte,
+                                         * which the norm leaves out */
         float inf = INFINITY;
-        KN_TRY(kn_device_memcpy(t->dev, g + pp->lo[0], KN_CPU, &inf, sizeof inf));
+        KN_TRY(kn_device_memcpy(t->dev, g + pp->held - 1, KN_CPU, &inf, sizeof inf));
     }
     for (int k = 0; k < pp->nranges; k++) {
         double nk;
-        KN_TRY(kn_device_scale(t->dev, g + pp->lo[k], pp->hi[k] - pp->lo[k], scale));
-        KN_TRY(kn_device_clip_grad_norm(t->dev, g + pp->lo[k], pp->hi[k] - pp->lo[k], 0.0, &nk));
+        KN_TRY(kn_device_scale(t->dev, g + pp->loff[k], pp->hi[k] - pp->lo[k], scale));
+        KN_TRY(kn_device_clip_grad_norm(t->dev, g + pp->loff[k], pp->hi[k] - pp->lo[k], 0.0, &nk));
         if (!range_is_tied_copy(pp, k)) ss += nk * nk;
     }
     KN_TRY(sum_f64(pp, pp->comm, &ss, 1, "gradient norm"));
     *norm = sqrt(ss);
     if (t->clip > 0 && *norm > t->clip)
         for (int k = 0; k < pp->nranges; k++)
-            KN_TRY(kn_device_scale(t->dev, g + pp->lo[k], pp->hi[k] - pp->lo[k], t->clip / (*norm + 1e-6)));
+            KN_TRY(kn_device_scale(t->dev, g + pp->loff[k], pp->hi[k] - pp->lo[k], t->clip / (*norm + 1e-6)));
     return KN_OK;
 }
 
 static kn_status hook_update(void *ctx, double lr) {
     kn_pp *pp = ctx;
     kn_trainer *t = pp->tr;
-    float *param = kn_tensor_data(t->params), *grad = kn_tensor_data(t->grad);
+    float *param = kn_tensor_data(pp->lparam), *grad = kn_tensor_data(pp->lgrad);
     for (int k = 0; k < pp->nranges; k++)
-        KN_TRY(kn_device_optim_step(t->dev, &pp->opt[k], param + pp->lo[k], grad + pp->lo[k],
+        KN_TRY(kn_device_optim_step(t->dev, &pp->opt[k], param + pp->loff[k], grad + pp->loff[k],
                                     kn_tensor_data(pp->state[k]), lr));
     if (pp->nranges > 0) t->opt.step = pp->opt[0].step;
     else t->opt.step++;
-    t->low_fresh = false;
+    pp->low_fresh = false;
     return KN_OK;
 }
 
@@ -306,25 +414,38 @@ static kn_status hook_update(void *ctx, double lr) {
 static kn_status hook_compiled(void *ctx, kn_program *step) {
     (void)step;
     kn_pp *pp = ctx;
-    if (pp->tr->scale_in)
-        return kn_error(KN_ERR_UNSUPPORTED, "pipeline parallelism runs without a loss scale so far (fp32 or bf16)");
+    kn_trainer *t = pp->tr;
+    if ((t->scale_in != NULL) != pp->scaled)
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_pp: the loss scale was turned %s after kn_pp_new (the last stage's "
+                        "backward is built with it or without): set it before", pp->scaled ? "off" : "on");
+    kn_dtype dt = t->low ? t->low_dt : KN_DT_F32;
+    if (dt != pp->low_dt)
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_pp: the weights' low copies changed from %s to %s after kn_pp_new: set "
+                        "the trainer's passes before", kn_dtype_name(pp->low_dt), kn_dtype_name(dt));
     for (int c = 0; c < pp->v; c++) KN_TRY(kn_pp_stage_compile(pp, &pp->stage[c]));
-    return KN_OK;
+    return drop_full(pp); /* the trainer's compile made its low copies again */
 }
 
 /* ---------------------------------------------------------------- setup */
 
 /* The owned parameters as maximal contiguous slab ranges, each with its optimizer and its
- * state (taken from the trainer's, so a resumed run continues). */
+ * state (taken from the trainer's, so a resumed run continues), and this rank's own slabs:
+ * the ranges' parameters copied out of the trainer's slab, a gradient slab, the low copies
+ * when the trainer's programs read them. */
 static kn_status make_ranges(kn_pp *pp) {
     kn_trainer *t = pp->tr;
     const kn_params *P = &t->model->p;
-    pp->owned = kn_calloc((size_t)P->count, sizeof *pp->owned);
-    pp->lo = kn_calloc((size_t)P->count, sizeof *pp->lo);
-    pp->hi = kn_calloc((size_t)P->count, sizeof *pp->hi);
-    pp->opt = kn_calloc((size_t)P->count, sizeof *pp->opt);
-    pp->state = kn_calloc((size_t)P->count, sizeof *pp->state);
-    if (!pp->owned || !pp->lo || !pp->hi || !pp->opt || !pp->state) return kn_error(KN_ERR_OOM, "kn_pp: out of memory");
+    size_t np = (size_t)P->count;
+    pp->owned = kn_calloc(np, sizeof *pp->owned);
+    pp->lo = kn_calloc(np, sizeof *pp->lo);
+    pp->hi = kn_calloc(np, sizeof *pp->hi);
+    pp->loff = kn_calloc(np, sizeof *pp->loff);
+    pp->opt = kn_calloc(np, sizeof *pp->opt);
+    pp->state = kn_calloc(np, sizeof *pp->state);
+    pp->lview = kn_calloc(np, sizeof *pp->lview);
+    pp->lgview = kn_calloc(np, sizeof *pp->lgview);
+    if (!pp->owned || !pp->lo || !pp->hi || !pp->loff || !pp->opt || !pp->state || !pp->lview || !pp->lgview)
+        return kn_error(KN_ERR_OOM, "kn_pp: out of memory");
     for (int c = 0; c < pp->v; c++)
         for (int k = 0; k < pp->stage[c].np; k++) pp->owned[pp->stage[c].pidx[k]] = true;
     for (int i = 0; i < P->count; i++) {
@@ -335,14 +456,26 @@ static kn_status make_ranges(kn_pp *pp) {
             pp->hi[pp->nranges - 1] = hi;
         } else {
             pp->lo[pp->nranges] = lo;
+            pp->loff[pp->nranges] = pp->held;
             pp->hi[pp->nranges++] = hi;
         }
+        pp->held += hi - lo;
     }
-    int64_t n = P->n;
+    int64_t n = P->n, held = pp->held > 0 ? pp->held : 1;
     int comps = t->opt.n > 0 ? (int)(t->opt.state_len / t->opt.n) : 0;
     float *src = t->state ? kn_tensor_data(t->state) : t->opt.state;
+    KN_TRY(kn_tensor_empty_on(&pp->lparam, t->dev, KN_DT_F32, 1, &held));
+    KN_TRY(kn_tensor_empty_on(&pp->lgrad, t->dev, KN_DT_F32, 1, &held));
+    KN_TRY(kn_device_memset(t->dev, kn_tensor_data(pp->lgrad), 0, (size_t)held * sizeof(float)));
+    pp->low_dt = t->low ? t->low_dt : KN_DT_F32;
+    if (pp->low_dt != KN_DT_F32) {
+        KN_TRY(kn_tensor_empty_on(&pp->llow, t->dev, pp->low_dt, 1, &held));
+        if (!(pp->llow_view = kn_calloc(np, sizeof *pp->llow_view))) return kn_error(KN_ERR_OOM, "kn_pp: out of memory");
+    }
     for (int k = 0; k < pp->nranges; k++) {
         int64_t len = pp->hi[k] - pp->lo[k], nd = P->n_decay - pp->lo[k];
+        KN_TRY(kn_device_memcpy(t->dev, (float *)kn_tensor_data(pp->lparam) + pp->loff[k], t->dev,
+                                (float *)kn_tensor_data(t->params) + pp->lo[k], (size_t)len * sizeof(float)));
         nd = nd < 0 ? 0 : nd > len ? len : nd;
         KN_TRY(kn_optim_init(&pp->opt[k], &t->opt.cfg, len, nd));
         pp->opt[k].step = t->opt.step;
@@ -352,6 +485,16 @@ static kn_status make_ranges(kn_pp *pp) {
             KN_TRY(kn_device_memcpy(t->dev, (float *)kn_tensor_data(pp->state[k]) + c * len, t->dev,
                                     src + c * n + pp->lo[k], (size_t)len * sizeof(float)));
     }
+    /* every held parameter's views: its range's offset plus its own within the range */
+    for (int i = 0, k = 0; i < P->count; i++) {
+        if (!pp->owned[i]) continue;
+        while (P->info[i].offset >= pp->hi[k]) k++;
+        int64_t off = pp->loff[k] + P->info[i].offset - pp->lo[k];
+        KN_TRY(local_view(&P->info[i], pp->lparam, off, &pp->lview[i]));
+        KN_TRY(local_view(&P->info[i], pp->lgrad, off, &pp->lgview[i]));
+        if (pp->llow) KN_TRY(local_view(&P->info[i], pp->llow, off, &pp->llow_view[i]));
+    }
+    pp->full = true;
     return KN_OK;
 }
 
@@ -360,15 +503,16 @@ kn_status kn_pp_new(kn_pp *pp, kn_comm *c, kn_trainer *tr, const kn_pp_config *c
     memset(pp, 0, sizeof *pp);
     KN_TRY(kn_pp_check(&tr->model->cfg, c->size, c->size, tr->B * cfg->micro, cfg));
     if (tr->eager) return kn_error(KN_ERR_UNSUPPORTED, "kn_pp_new: the stages are programs (graph mode), not the eager tape");
-    if (tr->scale_in)
-        return kn_error(KN_ERR_UNSUPPORTED, "pipeline parallelism runs without a loss scale so far (fp32 or bf16)");
+    if (cfg->accum < 0) return kn_error(KN_ERR_ARG, "kn_pp_new: --accum %d: need >= 1", cfg->accum);
     pp->comm = c;
+    pp->scaled = tr->scale_in != NULL;
     pp->tr = tr;
     pp->cfg = *cfg;
     pp->p = c->size;
     pp->rank = c->rank;
     pp->v = cfg->chunks > 0 ? cfg->chunks : cfg->schedule == KN_PP_INTERLEAVED ? 2 : 1;
     pp->cfg.chunks = pp->v;
+    pp->cfg.accum = cfg->accum > 0 ? cfg->accum : 1;
     pp->stages = pp->p * pp->v;
     kn_status st = KN_OK;
 #define TRY_(x) do { if (st == KN_OK) st = (x); } while (0)
@@ -403,7 +547,7 @@ kn_status kn_pp_new(kn_pp *pp, kn_comm *c, kn_trainer *tr, const kn_pp_config *c
         kn_step_comm sc = {.ctx = pp, .rank = 0, .ranks = 1, .pass = NULL, .coll = pp->sends->coll[0],
                            .compiled = hook_compiled, .micro_begin = hook_micro_begin, .micro_end = hook_micro_end,
                            .sum = hook_sum, .clip = hook_clip, .update = hook_update, .grads = hook_grads};
-        st = kn_step_set_comm(tr, &sc, cfg->micro);
+        st = kn_step_set_comm(tr, &sc, cfg->micro * pp->cfg.accum);
     }
 #undef TRY_
     if (st != KN_OK) kn_pp_free(pp);
@@ -412,7 +556,14 @@ kn_status kn_pp_new(kn_pp *pp, kn_comm *c, kn_trainer *tr, const kn_pp_config *c
 
 void kn_pp_free(kn_pp *pp) {
     if (!pp) return;
-    if (pp->tr && pp->tr->step.has_comm && pp->tr->step.comm.ctx == pp) (void)kn_step_set_comm(pp->tr, NULL, 1);
+    if (pp->tr && pp->tr->step.has_comm && pp->tr->step.comm.ctx == pp) {
+        /* the trainer's runner forgets the hooks (as kn_dp_free: no recompile, whose gradient
+         * outputs would need the slab that is gone); a step of the trainer alone then fails,
+         * naming the missing slabs (kn_trainer_check_slabs) */
+        pp->tr->step.has_comm = false;
+        pp->tr->step.micro = 1;
+        if (pp->tr->prog) kn_program_set_collectives(pp->tr->prog, NULL);
+    }
     kn_pp_sends_free(pp);
     for (int k = 0; pp->stage && k < pp->v; k++) kn_pp_stage_free(&pp->stage[k]);
     kn_free(pp->stage);
@@ -427,8 +578,20 @@ void kn_pp_free(kn_pp *pp) {
     }
     kn_free(pp->opt);
     kn_free(pp->state);
+    for (int i = 0; pp->tr && i < pp->tr->model->p.count; i++) {
+        if (pp->lview) kn_tensor_free(pp->lview[i]);
+        if (pp->lgview) kn_tensor_free(pp->lgview[i]);
+        if (pp->llow_view) kn_tensor_free(pp->llow_view[i]);
+    }
+    kn_free(pp->lview);
+    kn_free(pp->lgview);
+    kn_free(pp->llow_view);
+    kn_tensor_free(pp->lparam);
+    kn_tensor_free(pp->lgrad);
+    kn_tensor_free(pp->llow);
     kn_free(pp->lo);
     kn_free(pp->hi);
+    kn_free(pp->loff);
     kn_free(pp->owned);
     kn_free(pp->actions);
     kn_free(pp->events);
@@ -438,18 +601,75 @@ void kn_pp_free(kn_pp *pp) {
     memset(pp, 0, sizeof *pp);
 }
 
+kn_status kn_pp_set_dp(kn_pp *pp, kn_comm *dp) {
+    if (!pp || !pp->tr || !pp->lparam) return kn_error(KN_ERR_ARG, "kn_pp_set_dp: no pipeline");
+    kn_trainer *t = pp->tr;
+    if (!t->step.has_comm || t->step.comm.ctx != pp)
+        return kn_error(KN_ERR_ARG, "kn_pp_set_dp: the trainer's step runner has another communication");
+    pp->dp = dp && dp->size > 1 ? dp : NULL;
+    t->step.comm.rank = pp->dp ? pp->dp->rank : 0; /* the runner's rows: ranks x micro x B */
+    t->step.comm.ranks = pp->dp ? pp->dp->size : 1;
+    if (!pp->dp) return KN_OK;
+    /* every pipeline starts from the first one's parameters and optimizer state */
+    KN_TRY(kn_comm_broadcast(pp->dp, kn_tensor_data(pp->lparam), pp->held, KN_DT_F32, 0));
+    for (int k = 0; k < pp->nranges; k++)
+        KN_TRY(kn_comm_broadcast(pp->dp, kn_tensor_data(pp->state[k]), kn_tensor_numel(pp->state[k]), KN_DT_F32, 0));
+    pp->low_fresh = false;
+    return KN_OK;
+}
+
 /* ---------------------------------------------------------------- the step */
 
 kn_status kn_pp_step(kn_pp *pp, const int32_t *x, const int32_t *y, int global_batch, double lr, double *loss,
                      double *gnorm) {
     if (!pp || !pp->tr || !x || !y) return kn_error(KN_ERR_ARG, "kn_pp_step: NULL argument");
     kn_trainer *t = pp->tr;
-    if ((int64_t)t->B * pp->cfg.micro != global_batch)
-        return kn_error(KN_ERR_ARG, "kn_pp_step: global batch %d is not %d micro-batches x %d rows", global_batch,
-                        pp->cfg.micro, t->B);
+    int reps = pp->dp ? pp->dp->size : 1;
+    if ((int64_t)t->B * pp->cfg.micro * pp->cfg.accum * reps != global_batch)
+        return kn_error(KN_ERR_ARG, "kn_pp_step: global batch %d is not %d pipeline%s x %d rounds x %d micro-batches x "
+                        "%d rows", global_batch, reps, reps == 1 ? "" : "s", pp->cfg.accum, pp->cfg.micro, t->B);
     if (!t->step.has_comm || t->step.comm.ctx != pp)
         return kn_error(KN_ERR_ARG, "kn_pp_step: the trainer's step runner has another communication");
     return kn_step_run(t, x, y, global_batch, lr, loss, gnorm);
+}
+
+/* The trainer's whole-model slabs made again (drop_full's), empty, and bound where its
+ * programs read them. */
+static kn_status make_full(kn_pp *pp) {
+    kn_trainer *t = pp->tr;
+    kn_params *P = &t->model->p;
+    int64_t n = P->n, sl = t->opt.state_len;
+    if (t->dev.type == KN_DEVICE_CPU) {
+        KN_TRY(kn_tensor_empty(&P->slab, KN_DT_F32, 1, &n));
+        P->data = kn_tensor_data(P->slab);
+        KN_TRY(kn_params_views(P, P->slab, &P->views));
+        t->params = P->slab;
+        t->views = P->views;
+        if (sl > 0 && !(t->opt.state = kn_malloc((size_t)sl * sizeof(float))))
+            return kn_error(KN_ERR_OOM, "kn_pp_gather: out of memory for the optimizer state");
+    } else {
+        KN_TRY(kn_tensor_empty_on(&t->params, t->dev, KN_DT_F32, 1, &n));
+        KN_TRY(kn_params_views(P, t->params, &t->views));
+        if (sl > 0) KN_TRY(kn_tensor_empty_on(&t->state, t->dev, KN_DT_F32, 1, &sl));
+    }
+    if (pp->low_dt != KN_DT_F32) {
+        KN_TRY(kn_tensor_empty_on(&t->low, t->dev, pp->low_dt, 1, &n));
+        KN_TRY(kn_params_views(P, t->low, &t->low_views));
+        t->low_dt = pp->low_dt;
+        t->low_fresh = false;
+    }
+    kn_program *ps[2] = {t->prog, t->eval};
+    char name[KN_NAME_MAX];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; ps[k] && i < P->count; i++) {
+            if (kn_graph_find(kn_program_graph(ps[k]), P->info[i].name) >= 0)
+                KN_TRY(kn_program_bind(ps[k], P->info[i].name, t->views[i]));
+            if (t->low && kn_lowparam_name(P->info[i].name, t->low_dt, name) == KN_OK &&
+                kn_graph_find(kn_program_graph(ps[k]), name) >= 0)
+                KN_TRY(kn_program_bind(ps[k], name, t->low_views[i]));
+        }
+    pp->full = true;
+    return KN_OK;
 }
 
 kn_status kn_pp_gather(kn_pp *pp) {
@@ -458,10 +678,20 @@ kn_status kn_pp_gather(kn_pp *pp) {
     const kn_params *P = &t->model->p;
     int64_t n = P->n;
     int comps = t->opt.n > 0 ? (int)(t->opt.state_len / t->opt.n) : 0;
+    if (!pp->full) {
+        kn_status st = make_full(pp);
+        if (st != KN_OK) {
+            (void)drop_full(pp);
+            return st;
+        }
+    }
     float *param = kn_tensor_data(t->params), *state = t->state ? kn_tensor_data(t->state) : t->opt.state;
-    /* this rank's optimizer state back into the trainer's slab, then every parameter's from its owner */
+    /* this rank's parameters and optimizer state into the trainer's slabs, then every
+     * parameter's from its owner */
     for (int k = 0; k < pp->nranges; k++) {
         int64_t len = pp->hi[k] - pp->lo[k];
+        KN_TRY(kn_device_memcpy(t->dev, param + pp->lo[k], t->dev, (float *)kn_tensor_data(pp->lparam) + pp->loff[k],
+                                (size_t)len * sizeof(float)));
         for (int c = 0; c < comps; c++)
             KN_TRY(kn_device_memcpy(t->dev, state + c * n + pp->lo[k], t->dev,
                                     (float *)kn_tensor_data(pp->state[k]) + c * len, (size_t)len * sizeof(float)));
@@ -478,15 +708,23 @@ kn_status kn_pp_gather(kn_pp *pp) {
 
 /* ---------------------------------------------------------------- the timeline */
 
+/* The bytes of a tensor this rank allocated (0 for none). */
+static double tensor_bytes(const kn_tensor *x) {
+    return x ? (double)kn_tensor_numel(x) * (double)kn_dtype_size(x->dtype) : 0;
+}
+
 kn_status kn_pp_rank_stats(kn_pp *pp, double *out) {
     if (!pp || !out) return kn_error(KN_ERR_ARG, "kn_pp_rank_stats: NULL argument");
-    for (int r = 0; r < 3 * pp->p; r++) out[r] = 0;
-    double held = 0;
-    for (int k = 0; k < pp->nranges; k++) held += (double)(pp->hi[k] - pp->lo[k]);
-    out[3 * pp->rank] = pp->stash_peak;
-    out[3 * pp->rank + 1] = (double)pp->stash_peak_bytes;
-    out[3 * pp->rank + 2] = held;
-    return sum_f64(pp, pp->comm, out, 3 * pp->p, "pipeline rank statistics");
+    for (int r = 0; r < KN_PP_STATS * pp->p; r++) out[r] = 0;
+    double *me = out + KN_PP_STATS * pp->rank;
+    me[0] = pp->stash_peak;
+    me[1] = (double)pp->stash_peak_bytes;
+    me[2] = (double)pp->held;
+    me[3] = tensor_bytes(pp->lparam);
+    me[4] = tensor_bytes(pp->lgrad);
+    for (int k = 0; k < pp->nranges; k++) me[5] += tensor_bytes(pp->state[k]);
+    me[6] = tensor_bytes(pp->llow);
+    return sum_f64(pp, pp->comm, out, KN_PP_STATS * pp->p, "pipeline rank statistics");
 }
 
 kn_status kn_pp_timeline(kn_pp *pp, const char *path, double *bubble) {

@@ -10,7 +10,8 @@
  * its parameter's placement); AdamW and SGD update elementwise; weight decay covers the
  * first n_decay floats, and the local slab keeps the model's order (matrices first). Only
  * the clip couples parameters: the squares of a replicated gradient are counted once (rank
- * 0's), a sharded one's summed over the ranks. */
+ * 0's), a sharded one's summed over the ranks. With --accum (kn_tp_set_accum) the program
+ * runs once per micro-batch and the gradients are summed in a local slab of their own. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,7 @@ void kn_tp_free(kn_tp *t) {
     for (int i = 0; t->pviews && i < t->np; i++) kn_tensor_free(t->pviews[i]);
     for (int i = 0; t->gviews && i < t->np; i++) kn_tensor_free(t->gviews[i]);
     free(t->pviews), free(t->gviews), free(t->place), free(t->loff), free(t->lnum);
-    kn_tensor_free(t->params), kn_tensor_free(t->grads), kn_tensor_free(t->state);
+    kn_tensor_free(t->params), kn_tensor_free(t->grads), kn_tensor_free(t->state), kn_tensor_free(t->acc);
     kn_tensor_free(t->x), kn_tensor_free(t->y);
     kn_optim_free(&t->opt);
     memset(t, 0, sizeof *t);
@@ -178,14 +179,118 @@ kn_status kn_tp_set_dp(kn_tp *t, kn_comm *dp) {
     return KN_OK;
 }
 
+kn_status kn_tp_set_accum(kn_tp *t, int accum) {
+    if (!t || !t->prog) return kn_error(KN_ERR_ARG, "kn_tp_set_accum: no tensor-parallel state");
+    if (accum < 1) return kn_error(KN_ERR_ARG, "kn_tp_set_accum: --accum %d: need >= 1", accum);
+    kn_tensor_free(t->acc);
+    t->acc = NULL;
+    t->accum = accum;
+    return accum > 1 ? kn_tensor_empty_on(&t->acc, t->tr->dev, KN_DT_F32, 1, &t->n) : KN_OK;
+}
+
+kn_status kn_tp_set_zero1(kn_tp *t) {
+    if (!t || !t->prog) return kn_error(KN_ERR_ARG, "kn_tp_set_zero1: no tensor-parallel state");
+    if (!t->dp) return kn_error(KN_ERR_ARG, "kn_tp_set_zero1: ZeRO-1 shards the optimizer state over the dp axis: "
+                                "the mesh has none (kn_tp_set_dp first)");
+    int R = t->dp->size, r = t->dp->rank;
+    int64_t lo = t->n * r / R, hi = t->n * (r + 1) / R, len = hi - lo, nd = t->n_decay - lo;
+    nd = nd < 0 ? 0 : nd > len ? len : nd;
+    kn_optim o;
+    KN_TRY(kn_optim_init(&o, &t->tr->opt.cfg, len, nd));
+    int64_t sl = o.state_len > 0 ? o.state_len : 1;
+    kn_tensor *st = NULL, *d = NULL;
+    kn_status s_ = kn_tensor_zeros(&st, KN_DT_F32, 1, &sl);
+    if (s_ == KN_OK && t->tr->dev.type != KN_DEVICE_CPU) {
+        s_ = kn_tensor_to(&d, st, t->tr->dev);
+        kn_tensor_free(st);
+        st = d;
+    }
+    if (s_ != KN_OK) {
+        kn_tensor_free(st);
+        kn_optim_free(&o);
+        return s_;
+    }
+    o.step = t->opt.step;
+    kn_optim_free(&t->opt);
+    kn_tensor_free(t->state);
+    t->opt = o;
+    t->state = st;
+    t->zero1 = true;
+    t->zlo = lo;
+    t->zhi = hi;
+    return KN_OK;
+}
+
+/* The dp axis's split of n local floats: counts[q] = rank q's share (kn_tp_set_zero1's). */
+static kn_status zero1_counts(const kn_tp *t, int64_t n, int64_t **out) {
+    int R = t->dp->size;
+    int64_t *c = calloc((size_t)R, sizeof *c);
+    if (!c) return kn_error(KN_ERR_OOM, "kn_tp: out of memory");
+    for (int q = 0; q < R; q++) c[q] = n * (q + 1) / R - n * q / R;
+    *out = c;
+    return KN_OK;
+}
+
+/* ZeRO-1's update: the optimizer on this dp rank's range of the local slab, then every dp
+ * rank's range gathered (each dp rank of a tp shard holds the same local slab again). */
+static kn_status zero1_update(kn_tp *t, double lr) {
+    kn_device dev = t->tr->dev;
+    float *param = kn_tensor_data(t->params), *grad = kn_tensor_data(t->grads);
+    int64_t len = t->zhi - t->zlo, *counts = NULL;
+    KN_TRY(kn_device_optim_step(dev, &t->opt, param + t->zlo, grad + t->zlo, kn_tensor_data(t->state), lr));
+    kn_tensor *mine = NULL; /* the send buffer must not lie inside the receive buffer */
+    int64_t l1 = len > 0 ? len : 1;
+    kn_status st = zero1_counts(t, t->n, &counts);
+    if (st == KN_OK) st = kn_tensor_empty_on(&mine, dev, KN_DT_F32, 1, &l1);
+    if (st == KN_OK) st = kn_device_memcpy(dev, kn_tensor_data(mine), dev, param + t->zlo, (size_t)len * sizeof(float));
+    if (st == KN_OK) st = kn_comm_all_gather(t->dp, kn_tensor_data(mine), param, counts, KN_DT_F32);
+    kn_tensor_free(mine);
+    free(counts);
+    return st;
+}
+
+/* dst += src over n floats on dev (the add node's kernel, the CPU's or the GPU's). */
+static kn_status add_slab(kn_device dev, kn_tensor *dst, const kn_tensor *src, int64_t n) {
+    kn_node nd = {.op = KN_OP_ADD, .nin = 2, .attrs = kn_attrs_default()};
+    nd.type.dtype = KN_DT_F32;
+    nd.type.ndim = 1;
+    nd.type.shape[0] = n;
+    const kn_tensor *in[2] = {dst, src};
+    kn_tensor *c = NULL;
+    kn_status st = kn_node_eval(&nd, in, &c);
+    if (st == KN_OK)
+        st = kn_device_memcpy(dev, kn_tensor_data(dst), c->storage->device, kn_tensor_data(c), (size_t)n * sizeof(float));
+    kn_tensor_free(c);
+    return st;
+}
+
 kn_status kn_tp_step(kn_tp *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm) {
     if (!t || !t->prog || !x || !y || !loss) return kn_error(KN_ERR_ARG, "kn_tp_step: NULL argument");
     kn_device dev = t->tr->dev;
-    size_t n = (size_t)(t->tr->B * t->tr->T), off = t->dp ? (size_t)t->dp->rank * n : 0;
-    KN_TRY(kn_device_memcpy(dev, kn_tensor_data(t->x), KN_CPU, x + off, n * sizeof *x));
-    KN_TRY(kn_device_memcpy(dev, kn_tensor_data(t->y), KN_CPU, y + off, n * sizeof *y));
-    KN_TRY(kn_program_run(t->prog));
-    KN_TRY(kn_tensor_item_any(kn_program_output(t->prog, 0), loss));
+    int K = t->accum > 1 ? t->accum : 1;
+    size_t n = (size_t)(t->tr->B * t->tr->T);
+    double lsum = 0;
+    for (int k = 0; k < K; k++) { /* this dp group's share: K micro-batches of B rows */
+        size_t off = ((size_t)(t->dp ? t->dp->rank : 0) * (size_t)K + (size_t)k) * n;
+        double l;
+        KN_TRY(kn_device_memcpy(dev, kn_tensor_data(t->x), KN_CPU, x + off, n * sizeof *x));
+        KN_TRY(kn_device_memcpy(dev, kn_tensor_data(t->y), KN_CPU, y + off, n * sizeof *y));
+        KN_TRY(kn_program_run(t->prog));
+        KN_TRY(kn_tensor_item_any(kn_program_output(t->prog, 0), &l));
+        lsum += l;
+        if (K == 1) break;
+        /* the program writes each micro-batch's gradients into the slab: summed in acc */
+        if (k == 0)
+            KN_TRY(kn_device_memcpy(dev, kn_tensor_data(t->acc), dev, kn_tensor_data(t->grads),
+                                    (size_t)t->n * sizeof(float)));
+        else
+            KN_TRY(add_slab(dev, t->acc, t->grads, t->n));
+    }
+    if (K > 1) { /* the mean over the micro-batches */
+        KN_TRY(kn_device_memcpy(dev, kn_tensor_data(t->grads), dev, kn_tensor_data(t->acc), (size_t)t->n * sizeof(float)));
+        KN_TRY(kn_device_scale(dev, kn_tensor_data(t->grads), t->n, 1.0 / K));
+    }
+    *loss = lsum / K;
     if (t->dp) { /* the mean over the dp groups' equal shares: the global batch's */
         float *g = kn_tensor_data(t->grads);
         KN_TRY(kn_comm_all_reduce(t->dp, g, g, t->n, KN_DT_F32));
@@ -209,6 +314,7 @@ kn_status kn_tp_step(kn_tp *t, const int32_t *x, const int32_t *y, double lr, do
         return kn_error(KN_ERR_ARG, "kn_tp_step: loss %g, gradient norm %g at optimizer step %lld (diverged: lower the "
                         "learning rate)", *loss, norm, (long long)t->opt.step);
     if (t->tr->clip > 0 && norm > t->tr->clip) KN_TRY(kn_device_scale(dev, grad, t->n, t->tr->clip / (norm + 1e-6)));
+    if (t->zero1) return zero1_update(t, lr);
     return kn_device_optim_step(dev, &t->opt, kn_tensor_data(t->params), grad, kn_tensor_data(t->state), lr);
 }
 
@@ -232,12 +338,23 @@ kn_status kn_tp_gather_state(kn_tp *t) {
     kn_trainer *tr = t->tr;
     kn_params *p = &tr->model->p;
     kn_device dev = tr->dev;
-    int64_t sl = t->opt.state_len;
+    /* ZeRO-1: every dp rank's range of each state slab first (the whole local state) */
+    int64_t len = t->zero1 ? t->zhi - t->zlo : t->n, comps = len > 0 ? t->opt.state_len / len : 0, sl = comps * t->n;
+    kn_tensor *zs = NULL;
+    int64_t *counts = NULL, sl1 = sl > 0 ? sl : 1;
+    kn_status st = t->zero1 ? zero1_counts(t, t->n, &counts) : KN_OK;
+    if (st == KN_OK && t->zero1) st = kn_tensor_empty_on(&zs, dev, KN_DT_F32, 1, &sl1);
+    for (int64_t c = 0; st == KN_OK && t->zero1 && c < comps; c++)
+        st = kn_comm_all_gather(t->dp, (float *)kn_tensor_data(t->state) + c * len, (float *)kn_tensor_data(zs) + c * t->n,
+                                counts, KN_DT_F32);
+    free(counts);
     float *host = malloc((size_t)(t->n + sl) * sizeof *host);
     float *full = malloc((size_t)p->n * sizeof *full);
-    kn_status st = host && full ? KN_OK : kn_error(KN_ERR_OOM, "kn_tp_gather_state: out of memory");
+    if (st == KN_OK && (!host || !full)) st = kn_error(KN_ERR_OOM, "kn_tp_gather_state: out of memory");
     if (st == KN_OK) st = kn_device_memcpy(KN_CPU, host, dev, kn_tensor_data(t->params), (size_t)t->n * sizeof *host);
-    if (st == KN_OK) st = kn_device_memcpy(KN_CPU, host + t->n, dev, kn_tensor_data(t->state), (size_t)sl * sizeof *host);
+    if (st == KN_OK)
+        st = kn_device_memcpy(KN_CPU, host + t->n, dev, kn_tensor_data(zs ? zs : t->state), (size_t)sl * sizeof *host);
+    kn_tensor_free(zs);
     if (st == KN_OK) st = gather_slab(t, host, p->data);
     /* the optimizer state: one (SGD) or two (AdamW: m, v) slabs of the parameters' layout */
     for (int64_t s = 0; st == KN_OK && s * t->n < sl; s++) {

@@ -8,8 +8,9 @@
 # SGD with momentum, see below); a failed comparison fails the run:
 #   --mesh tp=8 (8 heads), --mesh dp=2,tp=4, --mesh dp=4,tp=2,
 #   --pp 8 with gpipe and 1f1b (8 layers, 8 micro-batches), --pp 8 interleaved (16 layers,
-#   2 chunks a rank, 8 micro-batches).
-# The 2- and 4-rank cases of the same meshes run in make test (test-step-dist-tp, -pp).
+#   2 chunks a rank, 8 micro-batches), --mesh dp=2,pp=4 and dp=4,pp=2 (pipelines on shares
+#   of the batch), --mesh dp=2,tp=4 --dist zero1.
+# The 2- and 4-rank cases of the same meshes run in make test (test-step-dist-tp, -pp, -mesh).
 set -euo pipefail
 kiln=$(realpath "${1:?usage: test_dist_full.sh KILN}")
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -43,4 +44,7 @@ same "dp4tp2" tp 8 --mesh dp=4,tp=2
 same "pp8-gpipe" pp 8 --pp 8 --schedule gpipe --microbatches 8
 same "pp8-1f1b" pp 8 --pp 8 --schedule 1f1b --microbatches 8
 same "pp8-interleaved" ppi 8 --pp 8 --schedule interleaved --chunks 2 --microbatches 8
+same "dp2pp4" pp 8 --mesh dp=2,pp=4 --microbatches 4
+same "dp4pp2" pp 8 --mesh dp=4,pp=2 --microbatches 2
+same "dp2tp4-zero1" tp 8 --mesh dp=2,tp=4 --dist zero1
 echo "dist-full: every 8-rank mesh gives one process's losses and parameters"

@@ -65,6 +65,44 @@ static void check_timeline(kn_pp *pp, kn_comm *c) {
     CHECK(kn_pp_timeline(pp, NULL, &bubble) == KN_OK && bubble >= 0 && bubble < 1, "bubble %g", bubble);
 }
 
+/* Memory per rank: between steps the trainer's whole-model slabs are gone (parameters,
+ * gradients, optimizer state), and this rank's own slabs hold exactly its stages'
+ * parameters, counted here from the GPT's shapes (not from the split's code): a block has
+ * 12 D^2 + 13 D (ln_1 2D, c_attn 3D^2 + 3D, attn c_proj D^2 + D, ln_2 2D, c_fc 4D^2 + 4D,
+ * mlp c_proj 4D^2 + D), stage 0 adds wpe C D, the last stage ln_f 2D, and a rank holding
+ * either holds the tied wte V D (once: the last rank's is its own copy). Tolerance: none (the counts are whole numbers); AdamW's state is
+ * 2 floats per parameter. Over the ranks: P plus one more wte (p > 1). */
+static void check_memory(kn_pp *pp, const kn_gpt *g, const kn_trainer *tr, kn_comm *c) {
+    int64_t D = cfg.width, V = cfg.vocab, C = cfg.context, L = cfg.layers, blk = 12 * D * D + 13 * D;
+    int S = pp->stages, per = (int)L / S;
+    CHECK(V * D + C * D + L * blk + 2 * D == g->p.n, "the GPT's shapes give %lld parameters, the model has %lld",
+          (long long)(V * D + C * D + L * blk + 2 * D), (long long)g->p.n);
+    int64_t want = 0;
+    bool wte = false; /* once per rank, whichever of its stages reads it */
+    for (int ch = 0; ch < pp->v; ch++) {
+        int s = ch * pp->p + pp->rank;
+        want += per * blk;
+        if (s == 0) want += C * D;
+        if (s == S - 1) want += 2 * D;
+        wte |= s == 0 || s == S - 1;
+    }
+    want += wte ? V * D : 0;
+    CHECK(pp->held == want, "rank %d holds %lld parameters, its stages have %lld", pp->rank, (long long)pp->held,
+          (long long)want);
+    CHECK(!g->p.slab && !g->p.data && !tr->params && !tr->grad && !tr->opt.state && !tr->low,
+          "rank %d: the trainer's whole-model slabs are still allocated between steps", pp->rank);
+    double *st = kn_calloc((size_t)KN_PP_STATS * (size_t)pp->p, sizeof *st);
+    CHECK(kn_pp_rank_stats(pp, st) == KN_OK, "rank stats");
+    double sum = 0, *me = st + KN_PP_STATS * pp->rank;
+    for (int r = 0; r < pp->p; r++) sum += st[KN_PP_STATS * r + 2];
+    CHECK(sum == (double)(g->p.n + (pp->p > 1 ? V * D : 0)), "the ranks hold %.0f parameters, not P + wte", sum);
+    CHECK(me[3] == 4.0 * (double)want && me[4] == 4.0 * (double)want && me[5] == 8.0 * (double)want && me[6] == 0,
+          "rank %d's slabs: %.0f parameter, %.0f gradient, %.0f AdamW-state, %.0f low-copy bytes for %lld parameters",
+          pp->rank, me[3], me[4], me[5], me[6], (long long)want);
+    kn_free(st);
+    (void)c;
+}
+
 static void pp_against_one_process(kn_comm *c, kn_pp_kind kind) {
     int p = c->size;
     kn_gpt ref = {0}, g = {0};
@@ -95,13 +133,16 @@ static void pp_against_one_process(kn_comm *c, kn_pp_kind kind) {
     if (kind == KN_PP_1F1B) CHECK(pp.stash_peak <= p - pp.rank, "1f1b: %d stashed at the peak", pp.stash_peak);
     if (kind == KN_PP_GPIPE) CHECK(pp.stash_peak == M, "gpipe: %d stashed at the peak, not %d", pp.stash_peak, M);
     CHECK(pp.stash_alive == 0, "%d stash slots still in use after the step", pp.stash_alive);
-    /* the tied wte: ranks 0 and p-1 hold the same bits before any gather */
+    check_memory(&pp, &g, &tr, c);
+    /* the tied wte: ranks 0 and p-1 hold the same bits before any gather (at the start of
+     * both ranks' own slabs: wte is the model slab's first parameter) */
     if (p > 1) {
         int64_t nw = g.p.info[0].numel;
+        const float *mine = kn_tensor_data(pp.lparam);
         float *w = kn_malloc((size_t)nw * sizeof *w);
-        memcpy(w, g.p.data, (size_t)nw * sizeof *w);
+        memcpy(w, mine, (size_t)nw * sizeof *w);
         CHECK(kn_comm_broadcast(c, w, nw, KN_DT_F32, p - 1) == KN_OK, "broadcast wte");
-        if (pp.rank == 0) CHECK(!memcmp(w, g.p.data, (size_t)nw * sizeof *w), "the two copies of wte differ");
+        if (pp.rank == 0) CHECK(!memcmp(w, mine, (size_t)nw * sizeof *w), "the two copies of wte differ");
         kn_free(w);
     }
     check_timeline(&pp, c);

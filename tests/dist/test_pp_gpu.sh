@@ -5,7 +5,8 @@
 #
 #   equality  kiln train --pp 2 (and, with 4 GPUs, --pp 4) --comm nccl with each schedule
 #             against one GPU on the same global batch, fp32 (compare.py, a summation
-#             order's tolerance) and bf16 (SGD, DDP's bf16 tolerance)
+#             order's tolerance) and bf16 (SGD, DDP's bf16 tolerance); with 4 GPUs also
+#             --mesh dp=2,pp=2 (two pipelines, each on half of the batch)
 #   bubble    --pp 4 --microbatches 16 (1f1b, interleaved) on a model large enough for the
 #             GPU to be busy (16 layers, width 1024): the measured bubble printed beside
 #             (p-1)/(m+p-1) = 15.8%, and the timelines drawn (plots/pp_timeline.sh)
@@ -20,6 +21,10 @@ if [ "${ngpu:-0}" -lt 2 ]; then echo "skip: pipeline parallelism on GPUs needs 2
 mkdir -p "$out"
 cd "$out"
 run() { timeout 600 "$@"; }
+ok() { # ok LABEL COMMAND...: COMMAND's output after LABEL; its failure ends the script
+    local r
+    if r=$("${@:2}"); then echo "$1: $r"; else echo "$1: $r"; exit 1; fi
+}
 A="--layers 8 --width 128 --heads 4 --context 64 --batch 16 --steps 6 --data-bytes 200000 --eval-batches 1 --sample 0 --lr 1e-3 --mode compiled"
 for prec in fp32 bf16; do
     # bf16 with SGD and DDP's bf16 tolerance (test_pp.sh says why)
@@ -32,9 +37,15 @@ for prec in fp32 bf16; do
             tag=$prec-$n-$s
             run $MPIEXEC -n $n "$kiln" train $A --precision $prec --comm nccl --pp $n --schedule $s --microbatches 8 \
                 --out $tag.st --log $tag.log > $tag.txt 2>&1 || { cat $tag.txt; exit 1; }
-            echo "pp $n $s $prec: $(python3 "$here/compare.py" one-$prec.log $tag.log one-$prec.st $tag.st $tol)"
+            ok "pp $n $s $prec" python3 "$here/compare.py" one-$prec.log $tag.log one-$prec.st $tag.st $tol
         done
     done
+    if [ "$ngpu" -ge 4 ]; then # two pipelines of two GPUs, each on half of the batch (--mesh dp=2,pp=2)
+        tag=$prec-dp2pp2
+        run $MPIEXEC -n 4 "$kiln" train $A --precision $prec --comm nccl --mesh dp=2,pp=2 --microbatches 4 \
+            --out $tag.st --log $tag.log > $tag.txt 2>&1 || { cat $tag.txt; exit 1; }
+        ok "dp=2,pp=2 1f1b $prec" python3 "$here/compare.py" one-$prec.log $tag.log one-$prec.st $tag.st $tol
+    fi
 done
 if [ "$ngpu" -ge 4 ]; then
     B="--layers 16 --width 1024 --heads 16 --context 256 --batch 64 --steps 4 --data-bytes 2000000 --eval-batches 1 --sample 0 --mode compiled --out none"

@@ -10,11 +10,14 @@
 #    data-parallel's tolerance (a summation order). --emit-ir writes rank 0's local graph.
 #    The same in bf16 (to a bf16 tolerance), with a vocabulary that splits (the
 #    vocabulary-parallel embedding and cross-entropy), with sequence parallelism (--sp: the
-#    activation memory per rank below plain tp's), and dp=2 x tp=2 on 4 ranks. kiln compile --mesh tp=2 shows Megatron's
+#    activation memory per rank below plain tp's), dp=2 x tp=2 on 4 ranks, --accum 2 (tp=2
+#    and dp=2 x tp=2), ZeRO-1 on the dp axis (--dist zero1: half the optimizer state). kiln compile --mesh tp=2 shows Megatron's
 #    collectives in rank 1's local graph.
 # 3. Every bad mesh gets its message: sizes that do not multiply to the ranks, an unknown or
-#    repeated axis, heads not divisible by tp (train and compile), pp (not combined yet), no tp
-#    axis, a batch dp does not divide, no mpiexec.
+#    repeated axis, heads not divisible by tp (train and compile), pp with tp (not combined
+#    yet), no tp axis, a batch dp (or dp x --accum) does not divide, zero1 without a dp axis,
+#    fp16 (no loss scale in
+#    the tensor-parallel step), --resume, no mpiexec.
 set -euo pipefail
 bin=$(realpath "$1")
 kiln=$(realpath "$2")
@@ -114,6 +117,27 @@ for m in dp=2,tp=2 tp=2,dp=2; do
     r=$(python3 "$here/compare.py" v1fp32.log m.log v1fp32.st m.st 1e-6 1e-5); echo "--mesh $m on 4 ranks: $r"
 done
 
+# --accum 2: two micro-batches per step, their gradients summed in a local slab (tp=2 on 2
+# ranks, dp=2 x tp=2 on 4: each group's two), against one process on the whole batch
+for m in tp=2 dp=2,tp=2; do
+    n=2; [ $m = tp=2 ] || n=4
+    run $MPIEXEC -n $n "$kiln" train $A --batch 8 --mesh $m --accum 2 --out acc.st --log acc.log > acc.txt 2>&1 \
+        || { cat acc.txt; exit 1; }
+    grep -q "accumulation          2 micro-batches" acc.txt || { cat acc.txt; echo "no accumulation line"; exit 1; }
+    [ -f one8.log ] || run "$kiln" train $A --batch 8 --out one8.st --log one8.log > one8.txt 2>&1 || { cat one8.txt; exit 1; }
+    r=$(python3 "$here/compare.py" one8.log acc.log one8.st acc.st $TOL); echo "--mesh $m --accum 2 on $n ranks: $r"
+done
+
+# ZeRO-1 on the mesh's dp axis: each dp rank keeps the optimizer state of half the local
+# slab (the printed count: half of it, rounded), the same course as one process
+run $MPIEXEC -n 4 "$kiln" train $A --batch 8 --mesh dp=2,tp=2 --dist zero1 --out z1.st --log z1.log > z1.txt 2>&1 \
+    || { cat z1.txt; exit 1; }
+grep -o "optimizer state of [0-9]* of the [0-9]* local parameters on this rank ([0-9]* bytes; without ZeRO-1 [0-9]*" z1.txt \
+    | awk '{ n++; if ($4 != int($7 / 2) && $4 != int(($7 + 1) / 2)) bad = 1; if ($13 * 2 > $17 + 16) bad = 1 }
+           END { if (n != 1 || bad) { print "ZeRO-1: not half of the local optimizer state"; exit 1 } }' \
+    || { cat z1.txt; exit 1; }
+r=$(python3 "$here/compare.py" one8.log z1.log one8.st z1.st $TOL); echo "--mesh dp=2,tp=2 --dist zero1 on 4 ranks: $r"
+
 # kiln compile --mesh: the collectives of rank 1's local graph (2 layers: 4 all-reduces per
 # block; vocabulary-parallel: the embedding's, the logits' gradient's, the cross-entropy's
 # two, and its row max gathered), shown in --emit-ir
@@ -148,6 +172,10 @@ expect "(diverged: lower the learning rate)" run $MPIEXEC -n 2 "$kiln" train --l
 expect "--pp 2: 1 layers do not divide into 2 stages" run $MPIEXEC -n 2 "$kiln" train $B --mesh pp=2
 expect "the pp axis is not yet combined" run $MPIEXEC -n 4 "$kiln" train $B --mesh tp=2,pp=2
 expect "--batch 3 is not divisible by dp=2" run $MPIEXEC -n 4 "$kiln" train $B --batch 3 --mesh dp=2,tp=2
+expect "not divisible by dp=2 x --accum 2" run $MPIEXEC -n 4 "$kiln" train $B --batch 6 --accum 2 --mesh dp=2,tp=2
+expect "and it has none" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=2 --dist zero1
+expect "no loss scale in the tensor-parallel step" run $MPIEXEC -n 2 "$kiln" train $B --precision fp16 --mesh tp=2
+expect "the optimizer state is not scattered" run $MPIEXEC -n 2 "$kiln" train --resume one.st --mesh tp=2
 expect "heads (3) is not a multiple of tp" run $MPIEXEC -n 2 "$kiln" train $B --heads 3 --width 48 --mesh tp=2
 expect "mpiexec" run "$kiln" train $B --mesh tp=2
 expect "give --mesh tp=N" run "$kiln" train $B --sp

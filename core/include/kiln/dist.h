@@ -372,12 +372,29 @@ typedef struct kn_tp {
     kn_tensor *x, *y;        /* owned, on the device: the batch, i32 [B, T] */
     kn_optim opt;            /* over the local slab */
     kn_comm *dp;             /* borrowed, NULL: none; the data-parallel axis (kn_tp_set_dp) */
+    int accum;               /* micro-batches per step (kn_tp_set_accum; 0 or 1: one) */
+    bool zero1;              /* the optimizer state sharded over dp (kn_tp_set_zero1): this rank
+                              * keeps (and updates) local slab [zlo, zhi) only */
+    int64_t zlo, zhi;
+    kn_tensor *acc;          /* owned, accum > 1: the micro-batches' gradients summed (local slab) */
 } kn_tp;
 kn_status kn_tp_new(kn_tp *t, kn_comm *comm, kn_trainer *tr, unsigned flags);
 /* Compose with data parallelism (a dp x tp mesh): the dp axis's ranks each take their
  * equal share of the global batch (the trainer's B rows: rows [dp_rank B, ...)); the local
  * gradient slab is averaged over dp (one all-reduce, before the clip), and so is the loss. */
 kn_status kn_tp_set_dp(kn_tp *t, kn_comm *dp);
+/* Gradient accumulation (--accum): each step runs the local program on accum micro-batches
+ * of the trainer's B rows (dp group g: micro-batches g accum .. g accum + accum - 1 of the
+ * global batch), their gradients summed in a local slab of their own and averaged, the
+ * loss too, before the dp average and the clip: the one process's step on the same global
+ * batch. */
+kn_status kn_tp_set_accum(kn_tp *t, int accum);
+/* ZeRO-1 on the dp axis of a dp x tp mesh (after kn_tp_set_dp, before the first step; a
+ * fresh run): the local slab cut into dp nearly equal ranges, dp rank r keeping the
+ * optimizer state of range r only (1/dp of it) and updating those parameters, then the
+ * ranges all-gathered over dp. The gradients are still all-reduced over dp (each rank's
+ * norm needs the whole local slab). kn_tp_gather_state gathers the state back. */
+kn_status kn_tp_set_zero1(kn_tp *t);
 /* One step on the global batch x, y (dp * the trainer's B rows of T tokens, the same on
  * every rank); *loss the mean loss, *gnorm (may be NULL) the global gradient norm. */
 kn_status kn_tp_step(kn_tp *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm);
@@ -408,6 +425,7 @@ typedef struct kn_pp_config {
     kn_pp_kind schedule;   /* gpipe, 1f1b, interleaved */
     int micro;             /* m: micro-batches per step (>= 1) */
     int chunks;            /* v: chunks per rank; 0: implied (2 for interleaved, else 1) */
+    int accum;             /* rounds of the schedule per step, gradients summed (--accum); 0: 1 */
 } kn_pp_config;
 
 /* One action of the last step, for the timeline: F or B of (micro, chunk), started at t0
@@ -432,15 +450,33 @@ typedef struct kn_pp {
                               * a receive queued behind it) */
     kn_comm *embed;          /* owned: ranks 0 and p-1 (the tied wte's group); NULL elsewhere and
                               * for p = 1 */
+    kn_comm *dp;             /* borrowed, NULL: none; the data-parallel axis (kn_pp_set_dp): this
+                              * pipeline is replica dp->rank of dp->size */
     kn_trainer *tr;          /* borrowed: its batch is one micro-batch */
-    kn_pp_config cfg;
+    kn_pp_config cfg;        /* chunks and accum made explicit */
     int p, rank, v, stages;  /* stages = p * v */
+    int round;               /* the schedule's round now running (0 .. accum-1) */
+    bool scaled;             /* the stages differentiate loss x "loss_scale" (the trainer's, at
+                              * kn_pp_new: fp16's loss scaling) */
     kn_pp_stage *stage;      /* owned: v, chunk c at [c] */
     kn_pp_action *actions;   /* owned: this rank's schedule */
     int nactions;
-    /* the parameters this rank owns: contiguous slab ranges, each with its optimizer */
+    /* the parameters this rank owns: contiguous slab ranges, each with its optimizer. They
+     * live in this rank's own slabs (the trainer's device), range k at [loff[k], loff[k] +
+     * hi[k] - lo[k]): `held` floats of parameters, as many of gradients, the optimizer's
+     * state per range. The trainer's whole-model slabs (parameters, gradients, optimizer
+     * state, low copies) are freed while the steps run; kn_pp_gather makes them again. */
     int nranges;
-    int64_t *lo, *hi;        /* owned */
+    int64_t *lo, *hi;        /* owned: slab offsets */
+    int64_t *loff;           /* owned: each range's offset in the local slabs */
+    int64_t held;            /* floats of parameters this rank holds */
+    kn_tensor *lparam, *lgrad;   /* owned: f32 [held] each, on the trainer's device */
+    kn_tensor **lview, **lgview; /* owned: per parameter a view of lparam / lgrad (NULL: not held) */
+    kn_dtype low_dt;         /* the weights' low copies the stages read (f32: none) */
+    kn_tensor *llow;         /* owned: low_dt [held], rounded from lparam (NULL: none) */
+    kn_tensor **llow_view;   /* owned: per parameter a view of llow (NULL: not held) */
+    bool low_fresh;          /* llow is lparam rounded (cleared by every update) */
+    bool full;               /* the trainer's whole-model slabs exist (after kn_pp_gather) */
     kn_optim *opt;           /* owned: one per range (the trainer's config, its step) */
     kn_tensor **state;       /* owned: per range its optimizer state on the trainer's device */
     bool *owned;             /* owned: per parameter, this rank holds it */
@@ -472,27 +508,51 @@ kn_status kn_pp_check(const kn_gpt_config *g, int p, int ranks, int global_batch
 /* Set up on communicator c (the pp axis: p = c->size): the stages of this rank, their
  * programs, the schedule, the owned ranges and their optimizers, and the trainer's step
  * runner's hooks (kn_step_set_comm: from now on kn_pp_step takes the steps). The trainer's
- * batch must be one micro-batch (global batch / m rows); fp32 without a loss scale.
- * Every rank's parameters are made rank 0's. */
+ * batch must be one micro-batch (global batch / (m accum) rows). A loss scale (fp16), set on
+ * the trainer before, is differentiated by the last stage and agreed by the step runner
+ * (an overflow on any stage's rank skips the step on all: the norm is summed over pp, the
+ * overflow flag over dp).
+ * Every rank's parameters are made rank 0's; this rank's are copied into its own slabs
+ * (kn_pp.lparam) and the trainer's whole-model slabs freed (model->p.slab on the CPU, the
+ * device copies on a GPU; the gradient and optimizer-state slabs; the low copies): the
+ * trainer is not stepped on its own after this, and its parameters are read only after
+ * kn_pp_gather. */
 kn_status kn_pp_new(kn_pp *pp, kn_comm *c, kn_trainer *tr, const kn_pp_config *cfg);
 void kn_pp_free(kn_pp *pp);
-/* One optimizer step on the global batch x, y (global_batch x T each): the schedule's
- * forwards and backwards, the tied gradient summed, the clip over every stage, the update
- * of this rank's parameters. *loss: the global batch's mean loss on every rank. */
+/* Compose with data parallelism (a dp x pp mesh): call after kn_pp_new, before the first
+ * step, on every rank; dp is the axis of the ranks holding the same stages in the other
+ * pipelines (NULL or size 1: none). Each pipeline then takes its equal share of the global
+ * batch (replica d: micro-batches d m .. d m + m - 1 of the global batch's d_size m), and
+ * after its schedule every stage's gradients are summed over dp (one all-reduce of the
+ * rank's gradient slab) before the clip, so the update is the one process's on the whole
+ * batch; the loss is averaged over dp. Every replica is made dp rank 0's (parameters and
+ * optimizer state). Collective over dp. */
+kn_status kn_pp_set_dp(kn_pp *pp, kn_comm *dp);
+/* One optimizer step on the global batch x, y (global_batch x T each; global_batch = dp
+ * size x accum x m x the trainer's rows; pipeline d takes rows of micro-batches d accum m
+ * .. (d + 1) accum m - 1, round r its r-th m of them): the schedule's forwards and
+ * backwards (accum rounds), the tied gradient summed, the pipelines' gradients summed, the
+ * clip over every stage, the update of this rank's parameters (skipped on every rank when
+ * a loss scale overflowed anywhere). *loss: the global batch's mean loss on every rank. */
 kn_status kn_pp_step(kn_pp *pp, const int32_t *x, const int32_t *y, int global_batch, double lr, double *loss,
                      double *gnorm);
 /* Every rank's parameters and optimizer state brought to every rank (each range broadcast
- * by its owner) into the trainer's slabs: before evaluation, sampling, a checkpoint, or a
- * comparison. Collective over the pp axis. */
+ * by its owner) into the trainer's slabs, made again for it (the parameters, the optimizer
+ * state, the low copies; not the gradients), the evaluation program bound to them: before
+ * evaluation, sampling, a checkpoint, or a comparison. The next kn_pp_step frees them again
+ * (the local slabs are what trains: a change made to the gathered slab is not seen).
+ * Collective over the pp axis. */
 kn_status kn_pp_gather(kn_pp *pp);
 /* The last step's timeline of every rank, gathered (collective); rank 0 writes it to path
  * as TSV ("rank op micro chunk t0 t_ready t1 idle", seconds; idle: the wait before t_ready since
  * the rank's previous action ended) when path is not NULL. *bubble (may
  * be NULL): 1 - busy / (p * makespan) over every rank. */
 kn_status kn_pp_timeline(kn_pp *pp, const char *path, double *bubble);
-/* Every rank's figures (collective), for r < p: out[3 r] its stash at the peak of the last
- * step (micro-batch chunks alive), out[3 r + 1] their bytes, out[3 r + 2] the parameters its
- * stages read, differentiate and update (floats; the slab itself is whole on every rank). */
+/* Every rank's figures (collective): out[KN_PP_STATS r + k] for rank r < p: k = 0 its stash at
+ * the peak of the last step (micro-batch chunks alive), 1 their bytes, 2 the parameters its
+ * stages read, differentiate and update (floats: kn_pp.held), then the bytes its own slabs
+ * allocated: 3 parameters, 4 gradients, 5 optimizer state, 6 the low copies (0: none). */
+enum { KN_PP_STATS = 7 };
 kn_status kn_pp_rank_stats(kn_pp *pp, double *out);
 /* This rank's stages as text (kiln/ir.h's format, parseable): for each chunk a comment naming
  * the model stage and its blocks, its forward graph, its backward graph. */
