@@ -13,6 +13,7 @@ static kn_autocast_class want_class(kn_op op) {
         KN_OP_CAUSAL_SOFTMAX_BWD, KN_OP_LAYERNORM, KN_OP_LAYERNORM_DX, KN_OP_NORMALIZE,
         KN_OP_CROSS_ENTROPY, KN_OP_CROSS_ENTROPY_BWD, KN_OP_EMBEDDING_GRAD,
         KN_OP_MATMUL_W8,    KN_OP_MATMUL_W8A8,  KN_OP_MATMUL_W8A8_TENSOR,
+        KN_OP_MATMUL_W8A8_STATIC,
     };
     if (op == KN_OP_MATMUL || op == KN_OP_FLASH_ATTN || op == KN_OP_FLASH_ATTN_BWD) return KN_AUTOCAST_LOW;
     for (size_t i = 0; i < sizeof f32 / sizeof f32[0]; i++)
