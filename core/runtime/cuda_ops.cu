@@ -434,7 +434,7 @@ const knc_kernel_fn kern_cross_entropy = knc_cross_entropy, kern_cross_entropy_b
 const knc_kernel_fn kern_flash_attn = knc_flash_attn, kern_flash_attn_bwd = knc_flash_attn_bwd;
 const knc_kernel_fn kern_matmul_ep = knc_matmul_ep; /* cuda_matmul_lt.cu: cuBLASLt's epilogues */
 const knc_kernel_fn kern_matmul_q = knc_matmul_q; /* cuda_quant.cu: the int8 products */
-const knc_kernel_fn kern_matmul_q_static = nullptr; /* matmul_w8a8_static: CPU only (core/ir/quant_calib.c) */
+const knc_kernel_fn kern_matmul_q_static = knc_matmul_q_static; /* cuda_quant_static.cu */
 } // namespace knc_col
 
 static const knc_kernel_fn knc_kernels[KN_OP_COUNT] = {

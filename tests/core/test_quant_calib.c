@@ -4,12 +4,14 @@
  * stands far out and near it when none does); the static op against the dynamic per-tensor
  * op given the same threshold (the same numbers, bit for bit); SmoothQuant's factors and its
  * folding into a layernorm and the next product (the fp32 function unchanged to 1e-5); the
- * option parsing and refusals; and, on a GPT trained here, the outlier injection that keeps
+ * option parsing and refusals; the CUDA kernel against the CPU's (bit for bit; skipped without
+ * a GPU); and, on a GPT trained here, the outlier injection that keeps
  * fp32's loss while the naive per-tensor w8a8 degrades far more than per-token and smoothed. */
 #include <math.h>
 #include <string.h>
 
 #include "kn_test.h"
+#include "cuda_test_util.h"
 #include "kiln/data.h"
 #include "kiln/nn.h"
 #include "kiln/passes.h"
@@ -290,4 +292,31 @@ KN_TEST(quant_calib, outliers_break_per_tensor_not_smoothing, .timeout = 180) {
     KN_ASSERT_ERR(kn_gpt_heldout_loss_q(&g, "", &q, held, nh, B, T, 3, 1, &l[0]), KN_ERR_ARG);
     kn_free(ids);
     kn_gpt_free(&g);
+}
+
+/* The CUDA kernel (core/runtime/cuda_quant_static.cu) against the CPU's: the same codes, int32
+ * sums and epilogue, so the same numbers; K a multiple of 4 (__dp4a) and not, tb on and off, a
+ * threshold that clips, and a NaN in x. */
+KN_TEST(quant_calib, cuda_matches_cpu) {
+    SKIP_WITHOUT_GPU();
+    kn_rng r = kn_rng_new(23);
+    const int64_t shapes[3][3] = {{5, 64, 48}, {3, 37, 11}, {64, 768, 96}};
+    for (int si = 0; si < 3; si++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int v = 0; v < 3; v++) {
+                const int64_t m = shapes[si][0], k = shapes[si][1], nn = shapes[si][2];
+                int64_t xs[2] = {m, k}, ws[2] = {tb ? nn : k, tb ? k : nn};
+                kn_tensor *host[2] = {randn(&r, KN_DT_F32, 2, xs), randn(&r, KN_DT_F32, 2, ws)}, *d[2], *want = NULL;
+                if (v == 2) ((float *)kn_tensor_data(host[0]))[1] = NAN;
+                kn_node n = {.op = KN_OP_MATMUL_W8A8_STATIC, .nin = 2, .in = {0, 1}, .attrs = kn_attrs_default()};
+                n.attrs.tb = tb;
+                n.attrs.value = v == 1 ? 1.0 : 4.0;
+                gpu_operands(&n, 2, host, NULL, d);
+                KN_ASSERT_OK(kn_node_eval(&n, (const kn_tensor *const *)host, &want));
+                kn_tensor *got = on_gpu(&n, d);
+                compare(&n, got, want, TOL_EXACT);
+                kn_tensor_free(got);
+                kn_tensor_free(want);
+                for (int i = 0; i < 2; i++) { kn_tensor_free(host[i]); kn_tensor_free(d[i]); }
+            }
 }
