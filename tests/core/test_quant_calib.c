@@ -269,6 +269,8 @@ KN_TEST(quant_calib, outliers_break_per_tensor_not_smoothing, .timeout = 180) {
         KN_ASSERT_OK(kn_gpt_heldout_loss_q(&g, cal[i], &q, held, nh, B, T, 3, 4, &l[i]));
         cr_assert(fabs(l[i] - fp32) <= 0.02 * fp32 && l[i] != fp32, "%s: %g vs fp32 %g", cal[i], l[i], fp32);
     }
+    cr_assert(l[0] != l[1] && l[0] != l[2], "the observers choose their own thresholds: minmax %g, percentile %g, "
+              "mse %g", l[0], l[1], l[2]);
     cr_assert(strstr(q.smooth_note, "2 of"), "one product per block is smoothed: %s", q.smooth_note);
     q.outliers = 300;
     double fo, tensor, token, smooth;
