@@ -54,7 +54,8 @@ kn_autocast_class kn_autocast_policy(kn_op op) {
     case KN_OP_LAYERNORM: case KN_OP_LAYERNORM_DX: case KN_OP_NORMALIZE:
     case KN_OP_CROSS_ENTROPY: case KN_OP_CROSS_ENTROPY_BWD:
     case KN_OP_EMBEDDING_GRAD:
-    case KN_OP_MATMUL_W8: case KN_OP_MATMUL_W8A8: case KN_OP_MATMUL_W8A8_TENSOR: /* int8 inside, f32 at the edges */
+    case KN_OP_MATMUL_W8: case KN_OP_MATMUL_W8A8: case KN_OP_MATMUL_W8A8_TENSOR:
+    case KN_OP_MATMUL_W8A8_STATIC: /* int8 inside, f32 at the edges */
     case KN_OP_ATTN_DECODE: /* a softmax inside, over the f32 KV cache */
         return KN_AUTOCAST_F32;
     /* Every other op keeps its operands' dtype. Listed one by one (-Wswitch-enum): a new op

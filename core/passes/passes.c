@@ -56,7 +56,7 @@ static const kn_pass kn_pass_table[] = {
      "(not in all)", kn_ddp_check_arg, true},
     {"quantize", kn_pass_quantize, "INT8 post-training quantization, quantize:w8, quantize:w8a8 or quantize:w8a8-tensor: products of a 2-D "
      "weight parameter use it quantized per output channel (w8a8: and the activations per token, -tensor: per tensor; int32 sums; not in "
-     "all; kiln/quant.h)", kn_quantize_check_arg, true},
+     "all; kiln/quant.h); w8a8-static[:minmax|percentile[:P]|mse] and w8a8-smooth[:ALPHA] need calibration data (kiln eval)", kn_quantize_check_arg, true},
 };
 #define KN_NPASSES ((int)(sizeof kn_pass_table / sizeof kn_pass_table[0]))
 

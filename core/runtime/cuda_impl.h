@@ -312,6 +312,7 @@ KNC_KERNEL(knc_reduce);
 KNC_KERNEL(knc_matmul);
 KNC_KERNEL(knc_matmul_ep);       /* cuda_matmul_lt.cu */
 KNC_KERNEL(knc_matmul_q);        /* cuda_quant.cu: matmul_w8, matmul_w8a8, matmul_w8a8_tensor */
+KNC_KERNEL(knc_matmul_q_static); /* cuda_quant_static.cu: matmul_w8a8_static */
 /* The matmul op's product, autotuned (cuda_matmul_lt.cu): cuBLAS's own choice (base, which
  * queues cublasGemmStridedBatchedEx on ctx) against cuBLASLt's candidates for the problem,
  * timed once per problem and remembered (in memory and in the kernel cache), then run.

@@ -435,6 +435,7 @@ const knc_kernel_fn kern_flash_attn = knc_flash_attn, kern_flash_attn_bwd = knc_
 const knc_kernel_fn kern_attn_decode = knc_attn_decode; /* cuda_attn_decode.cu */
 const knc_kernel_fn kern_matmul_ep = knc_matmul_ep; /* cuda_matmul_lt.cu: cuBLASLt's epilogues */
 const knc_kernel_fn kern_matmul_q = knc_matmul_q; /* cuda_quant.cu: the int8 products */
+const knc_kernel_fn kern_matmul_q_static = knc_matmul_q_static; /* cuda_quant_static.cu */
 } // namespace knc_col
 
 static const knc_kernel_fn knc_kernels[KN_OP_COUNT] = {

@@ -282,7 +282,9 @@ kn_status kn_checkpoint_load(const char *path, kn_gpt *g, kn_optim *opt, struct 
  * `kiln train` draws its evaluation batches (kn_batch_sample, stream 1, batch e), with the
  * forward graph compiled node by node on the CPU after `passes` ("" or NULL: fp32 as
  * recorded; "autocast:bf16"; "quantize:w8"; "quantize:w8a8"). Errors: bad sizes, a token
- * outside the vocabulary, a pass list kn_passes_run refuses (core/nn/quant_eval.c). */
+ * outside the vocabulary, a pass list kn_passes_run refuses (core/nn/quant_eval.c), a
+ * calibrated scheme (quantize:w8a8-static, -smooth: kn_gpt_heldout_loss_q in kiln/quant.h
+ * takes the calibration batches they need). */
 kn_status kn_gpt_heldout_loss(const kn_gpt *g, const char *passes, const int32_t *tokens, int64_t n, int B, int T,
                               uint64_t seed, int nbatches, double *loss);
 

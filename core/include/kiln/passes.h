@@ -573,7 +573,10 @@ kn_status kn_autocast_decide(const kn_graph *g, int32_t i, kn_dtype low, kn_dtyp
  * (attention), parameters read by anything else (embeddings, layernorm, biases) and products
  * through a cast of W (after autocast) are left alone. */
 kn_status kn_pass_quantize(kn_graph *g, kn_pass_stats *st);
-/* Accepts "w8", "w8a8" and "w8a8-tensor"; anything else (or no argument) is KN_ERR_ARG with the options. */
+/* Accepts "w8", "w8a8" and "w8a8-tensor", and the calibrated "w8a8-static[:OBSERVER]" and
+ * "w8a8-smooth[:ALPHA]" (kn_quantize_parse_arg, kiln/quant.h), which the pass itself refuses
+ * (they need calibration data: kn_gpt_heldout_loss_q); anything else (or no argument) is
+ * KN_ERR_ARG with the options. */
 kn_status kn_quantize_check_arg(const char *arg);
 
 #ifdef __cplusplus

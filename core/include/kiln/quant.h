@@ -58,6 +58,121 @@ void kn_gemm_w8(const float *x, const int8_t *b, const float *sb, float *c, int6
 /* The pass itself (kn_pass_quantize) is declared in kiln/passes.h, the held-out loss that
  * compares the programs (kn_gpt_heldout_loss) in kiln/nn.h: this header is the kernels'. */
 
+/* ---------------------------------------------------------------- calibration and SmoothQuant
+ * (core/ir/quant_calib.c; the calibrated programs: core/nn/quant_eval.c, kn_gpt_heldout_loss_q)
+ *
+ * Static activation scales: one clipping threshold amax per product, measured once on
+ * calibration batches of the training split, then baked into the graph as the attribute
+ * `value` of matmul_w8a8_static (ops.def): x is quantized with the step amax / 127, values
+ * beyond +-amax clip to +-127. Three observers choose amax from what the batches showed:
+ *   minmax      the largest |x| seen (no clipping, the coarsest step);
+ *   percentile  the P-th percentile of |x| (default 99.99; the rare values above it clip);
+ *   mse         the threshold whose quantization error (rounding inside, clipping outside)
+ *               over the seen |x| is least.
+ * Percentile and MSE read a histogram of |x| over [0, absmax] (KN_CALIB_BINS bins, filled on
+ * a second pass over the batches, once absmax is known).
+ *
+ * SmoothQuant (Xiao et al., 2023): a product x W whose x has outlier channels j is the same
+ * function as (x / s) (s W) for any s > 0 per input channel: s_j = max|x_j|^alpha /
+ * max|W_j|^(1 - alpha) moves part of the activations' range into the weight, so that per-token
+ * scales of x / s are not set by a few channels. When x is a layernorm's output, x / s is that
+ * layernorm with gain / s and bias / s: the folding changes parameters only, not the graph. */
+#define KN_CALIB_BINS 2048
+#define KN_CALIB_PCT_DEFAULT 99.99
+
+typedef enum kn_calib_observer { KN_CALIB_MINMAX, KN_CALIB_PERCENTILE, KN_CALIB_MSE } kn_calib_observer;
+
+/* A histogram of |x| over [0, absmax]: bin b counts the values in [b w, (b + 1) w), w =
+ * absmax / KN_CALIB_BINS (values above absmax count in the last bin, non-finite ones not at
+ * all). */
+typedef struct kn_calib_hist {
+    float absmax;
+    int64_t total;
+    int64_t count[KN_CALIB_BINS];
+} kn_calib_hist;
+
+/* What quantize:w8a8-static and quantize:w8a8-smooth ask for (kn_quantize_parse_arg). */
+typedef enum kn_quant_scheme {
+    KN_QUANT_W8, KN_QUANT_W8A8, KN_QUANT_W8A8_TENSOR, KN_QUANT_W8A8_STATIC, KN_QUANT_W8A8_SMOOTH
+} kn_quant_scheme;
+typedef struct kn_quant_arg {
+    kn_quant_scheme scheme;
+    kn_calib_observer observer; /* static: default minmax */
+    double percentile;          /* static, percentile: in (0, 100], default KN_CALIB_PCT_DEFAULT */
+    double alpha;               /* smooth: in [0, 1], default 0.5 */
+} kn_quant_arg;
+
+/* Parse the option of the pass quantize: "w8", "w8a8", "w8a8-tensor",
+ * "w8a8-static[:minmax|:percentile[:P]|:mse]", "w8a8-smooth[:ALPHA]". KN_ERR_ARG naming the
+ * bad part (an unknown observer, P outside (0, 100], ALPHA outside [0, 1]). */
+kn_status kn_quantize_parse_arg(const char *arg, kn_quant_arg *out);
+/* "minmax", "percentile", "percentile:P", "mse" into *obs (and *pct); KN_ERR_ARG otherwise. */
+kn_status kn_calib_observer_parse(const char *s, kn_calib_observer *obs, double *pct);
+const char *kn_calib_observer_name(kn_calib_observer obs);
+
+/* The running max of |x| over n values (prev: the max so far); non-finite values are skipped. */
+float kn_calib_absmax(const float *x, int64_t n, float prev);
+/* amax[j] = max(amax[j], max_i |x[i][j]|) over rows x k values (row-major): per input channel. */
+void kn_calib_channel_absmax(const float *x, int64_t rows, int64_t k, float *amax);
+/* An empty histogram over [0, absmax] (absmax >= 0), and adding n values to it. */
+void kn_calib_hist_init(kn_calib_hist *h, float absmax);
+void kn_calib_hist_add(kn_calib_hist *h, const float *x, int64_t n);
+/* The observer's clipping threshold from h: minmax h->absmax; percentile the smallest t with
+ * at least pct% of the values at or below t (linear inside a bin); mse the bin edge t that
+ * minimizes sum over bins of count * err(centre, t), err = centre^2 for a centre that rounds
+ * to 0, step^2 / 12 for one inside (+-t), (centre - t)^2 for one that clips (step = t / 127).
+ * An empty histogram gives 0. KN_ERR_ARG: pct outside (0, 100]. */
+kn_status kn_calib_threshold(const kn_calib_hist *h, kn_calib_observer obs, double pct, float *amax);
+/* Codes of x with the clipping threshold amax: q = round(x * 127 / amax) clamped to +-127 (the
+ * same arithmetic as kn_quant_rows_i8, whose threshold is the row's absmax); amax 0: q = 0.
+ * Returns false (and q = 0) when x holds a non-finite value. */
+bool kn_quant_static_i8(const float *x, int64_t n, float amax, int8_t *q);
+
+/* SmoothQuant's factors: s[j] = xmax[j]^alpha / wmax[j]^(1 - alpha) for j < k, clamped to
+ * [1e-5, 1e5]; 1 where xmax[j] or wmax[j] is 0 or not finite (nothing to move). KN_ERR_ARG:
+ * alpha outside [0, 1]. */
+kn_status kn_smooth_scales(const float *xmax, const float *wmax, int64_t k, double alpha, float *s);
+/* wmax[j] = max(wmax[j], max |W_j|) over input channel j of a product's weight: w [k, n]
+ * (tb = false: row j) or [n, k] (tb = true: column j). */
+void kn_smooth_weight_absmax(const float *w, int64_t k, int64_t n, bool tb, float *wmax);
+/* The folding: gain[j] /= s[j] and bias[j] /= s[j] (a layernorm's; bias NULL: none), and
+ * input channel j of a weight (layout as above) times s[j]. Together: the same function. */
+void kn_smooth_fold_norm(float *gain, float *bias, int64_t k, const float *s);
+void kn_smooth_fold_weight(float *w, int64_t k, int64_t n, bool tb, const float *s);
+
+/* Whether node i of g is a product the pass quantize rewrites: matmul, ta = 0, f32 x, its
+ * right operand a 2-D f32 param (the weight). */
+struct kn_graph;
+bool kn_quantize_candidate(const struct kn_graph *g, int32_t i);
+/* Static w8a8 from a calibration table: every candidate product of g whose weight is
+ * names[t] becomes matmul_w8a8_static with value = amax[t]. KN_ERR_ARG: a candidate whose
+ * weight has no entry (uncalibrated), or a negative or non-finite amax. */
+struct kn_pass_stats;
+kn_status kn_quantize_static(struct kn_graph *g, const char *const *names, const float *amax, int n,
+                             struct kn_pass_stats *st);
+
+/* The held-out loss of kn_gpt_heldout_loss (kiln/nn.h), with what the calibrated schemes and
+ * the outlier demonstration need: calibration batches from `calib` (the training split; B x T
+ * windows drawn by kn_batch_sample, stream 2) and the injection of outlier channels. */
+typedef struct kn_quant_eval_opts {
+    const int32_t *calib;   /* calibration tokens (the training split) */
+    int64_t ncalib;
+    int calib_batches;      /* >= 1 */
+    double outliers;        /* > 1: multiply KN_OUTLIER_CHANNELS channels of every layernorm that
+                             * feeds only quantizable products by this factor and divide the
+                             * products' matching weight rows by it (the same function, with
+                             * outlier channels in the products' input); 0 or 1: none */
+    char outlier_note[160]; /* out: what the outlier injection did ("" if nothing) */
+    char smooth_note[256];  /* out: what the smoothing folded and left ("" if nothing) */
+} kn_quant_eval_opts;
+#define KN_OUTLIER_CHANNELS 3
+struct kn_gpt;
+/* passes as for kn_gpt_heldout_loss, plus "quantize:w8a8-static[:OBS]" and
+ * "quantize:w8a8-smooth[:ALPHA]" alone (they need q; NULL q: KN_ERR_ARG). */
+kn_status kn_gpt_heldout_loss_q(const struct kn_gpt *g, const char *passes, kn_quant_eval_opts *q,
+                                const int32_t *tokens, int64_t n, int B, int T, uint64_t seed, int nbatches,
+                                double *loss);
+
 #ifdef __cplusplus
 }
 #endif
