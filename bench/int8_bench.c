@@ -201,7 +201,12 @@ static int bench_gpu(const shape *s, int reps) {
     const double ops = 2.0 * (double)s->m * (double)s->n * (double)s->k;
     printf("%-9s [%lld, %lld] x [%lld, %lld] on %s, best of %d (CUDA events)\n", s->name, (long long)s->m,
            (long long)s->k, (long long)s->k, (long long)s->n, t.device, reps);
-    printf("  %-30s %8.3f ms %8.1f TFLOP/s\n", "cuBLAS bf16 (f32 accumulate)", t.bf16_ms, ops / t.bf16_ms * 1e-9);
+    printf("  %-30s %8.3f ms %8.1f TFLOP/s\n", "cuBLAS bf16 (bf16 out)", t.bf16_ms, ops / t.bf16_ms * 1e-9);
+    printf("  %-30s %8.3f ms %8.1f TFLOP/s\n", "cuBLAS bf16 (f32 out)", t.bf16_f32out_ms, ops / t.bf16_f32out_ms * 1e-9);
+    if (t.i8_core_ms > 0)
+        printf("  %-30s %8.3f ms %8.1f TOP/s   x%.2f of bf16\n", "cuBLASLt int8, int32 out", t.i8_core_ms,
+               ops / t.i8_core_ms * 1e-9, t.bf16_ms / t.i8_core_ms);
+    else printf("  cuBLASLt int8: no algorithm for this shape (the dp4a kernel runs)\n");
     printf("  %-30s %8.3f ms %8.1f TOP/s   x%.2f of bf16  (%s)\n", "int8 GEMM + dequant epilogue", t.i8_ms,
            ops / t.i8_ms * 1e-9, t.bf16_ms / t.i8_ms, t.i8_lt ? "cuBLASLt IMMA" : "dp4a fallback");
     printf("  %-30s %8.3f ms %8.1f TOP/s   x%.2f of bf16\n", "int8 + activation quantization", t.i8_quant_ms,
