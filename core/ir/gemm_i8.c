@@ -48,6 +48,7 @@
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define KN_I8_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
 #else
 #define KN_I8_X86 0
@@ -66,7 +67,10 @@ static bool path_ok(int p) {
     __builtin_cpu_init();
     switch (p) {
     case P_AVX2: return __builtin_cpu_supports("avx2");
-    case P_AVXVNNI: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni");
+    case P_AVXVNNI: { /* CPUID.(7,1):EAX bit 4 (not every compiler's __builtin_cpu_supports knows it) */
+        unsigned ax = 0, bx = 0, cx = 0, dx = 0;
+        return __builtin_cpu_supports("avx2") && __get_cpuid_count(7, 1, &ax, &bx, &cx, &dx) && (ax >> 4 & 1);
+    }
     case P_AVX512VNNI:
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vnni");
