@@ -13,9 +13,13 @@
  * c^T = b a^T, so kiln's b is cuBLASLt's A, transposed, and kiln's a its B, not: the "TN"
  * form that IMMA kernels with the ordinary (column-major) layout require, with cuBLASLt's m
  * (our n) and k multiples of 4 (so are the leading dimensions, k and n) and 4-byte aligned
- * pointers. cuBLASLt has no int8 product with a float result and per-row and per-column
- * scales, so the epilogue is a second pass; the int32 sums are written into the f32
- * output's own memory (same size) and converted in place, so no scratch is allocated.
+ * pointers (the heuristic is told the pointers' actual alignment). cuBLASLt has no int8
+ * product with a float result and per-row and per-column scales, so the epilogue is a
+ * second pass; the int32 sums are written into the f32 output's own memory (same size) and
+ * converted in place, so no scratch is allocated. That pass reads and writes 4 m n bytes
+ * again: at GPT-2's [8192, 768] x [768, 3072] (100 MB each way) it costs about as much as
+ * the int8 product itself on an H100, so the speed-up over bf16 is bounded by it (a fused
+ * epilogue, CUTLASS-style, would remove it; make bench-int8 --device cuda measures both).
  * Where the shape breaks those rules, cuBLASLt finds no algorithm, or KILN_I8_LT=0, the
  * product is the simple kernel: one thread per output, __dp4a four bytes at a time when K
  * is a multiple of 4 (else byte by byte). Either way the int32 sums are exact, so the
@@ -114,7 +118,7 @@ __global__ void knc_i8_dequant_kernel(float *c, const float *sa, int64_t sas, co
 #define KNC_I8_MAX_GPUS 64
 static cublasLtHandle_t i8_handles[KNC_I8_MAX_GPUS];
 static std::mutex i8_mu;
-typedef std::array<int64_t, 4> i8_key; /* device, m, n, k */
+typedef std::array<int64_t, 5> i8_key; /* device, m, n, k, pointer alignment */
 typedef struct i8_plan {
     bool ok;
     cublasLtMatmulAlgo_t algo;
@@ -153,7 +157,12 @@ static kn_status i8_lt_product(int dev, const int8_t *a, const int8_t *b, int32_
     cublasLtMatmulPreference_t pref = NULL;
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     const int32_t one = 1, zero = 0;
-    const i8_key key = {dev, m, n, k};
+    /* the heuristic assumes 256-byte aligned pointers unless told: tell it the least aligned */
+    const uintptr_t any = (uintptr_t)a | (uintptr_t)b | (uintptr_t)acc;
+    int64_t al = 256;
+    while (al > 4 && any % (uintptr_t)al) al /= 2;
+    const uint32_t al32 = (uint32_t)al;
+    const i8_key key = {dev, m, n, k, al};
     i8_plan plan = {false, {}};
     bool have = false;
 #define I8_LT(call)                                                                                                     \
@@ -180,6 +189,10 @@ static kn_status i8_lt_product(int dev, const int8_t *a, const int8_t *b, int32_
         I8_LT(cublasLtMatmulPreferenceCreate(&pref));
         const uint64_t wsz = 0;
         I8_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof wsz));
+        I8_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al32, sizeof al32));
+        I8_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al32, sizeof al32));
+        I8_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al32, sizeof al32));
+        I8_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al32, sizeof al32));
         cublasLtMatmulHeuristicResult_t r = {};
         int nres = 0;
         cublasStatus_t q = cublasLtMatmulAlgoGetHeuristic(h, desc, la, lb, ld, ld, pref, 1, &r, &nres);
