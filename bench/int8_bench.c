@@ -211,6 +211,12 @@ static int bench_gpu(const shape *s, int reps) {
            ops / t.i8_ms * 1e-9, t.bf16_ms / t.i8_ms, t.i8_lt ? "cuBLASLt IMMA" : "dp4a fallback");
     printf("  %-30s %8.3f ms %8.1f TOP/s   x%.2f of bf16\n", "int8 + activation quantization", t.i8_quant_ms,
            ops / t.i8_quant_ms * 1e-9, t.bf16_ms / t.i8_quant_ms);
+    if (t.i8_fused_ms > 0)
+        printf("  %-30s %8.3f ms %8.1f TOP/s   x%.2f of bf16  (max diff from unfused %.2g of max |c|; "
+               "KILN_I8_FUSED=1 uses it)\n",
+               "int8, cuBLASLt-fused scales", t.i8_fused_ms, ops / t.i8_fused_ms * 1e-9, t.bf16_ms / t.i8_fused_ms,
+               t.i8_fused_maxrel);
+    else printf("  int8 with cuBLASLt-fused scales (OUTER_VEC_32F): not offered by this cuBLASLt\n");
     return 0;
 #else
     (void)reps;

@@ -26,7 +26,10 @@
  * codes, the sums and the w8a8 results are the CPU's bit for bit. The cuBLASLt handle is
  * this file's own (one per GPU, made on first use, no workspace: nothing is allocated on a
  * later call, so a captured CUDA graph may hold the product); the heuristic's answer is
- * cached per shape.
+ * cached per shape. KILN_I8_FUSED=1 tries, before that, cuBLASLt applying both scales in
+ * its own epilogue (OUTER_VEC_32F scale modes, per-token w8a8 only): no second pass, but
+ * not kn_i8_dequant's rounding, and offered for int8 only by some cuBLASLt versions and
+ * GPUs (where not, the unfused path runs); the benchmark times it beside the others.
  *
  * w8 (f32 activations) keeps the simple kernel: an f32 sum with the codes widened; its
  * sums may differ from the CPU's in the last bits (fused multiply-adds). Not tuned. */
@@ -118,7 +121,7 @@ __global__ void knc_i8_dequant_kernel(float *c, const float *sa, int64_t sas, co
 #define KNC_I8_MAX_GPUS 64
 static cublasLtHandle_t i8_handles[KNC_I8_MAX_GPUS];
 static std::mutex i8_mu;
-typedef std::array<int64_t, 5> i8_key; /* device, m, n, k, pointer alignment */
+typedef std::array<int64_t, 6> i8_key; /* device, m, n, k, pointer alignment, fused */
 typedef struct i8_plan {
     bool ok;
     cublasLtMatmulAlgo_t algo;
@@ -134,9 +137,14 @@ static bool i8_lt_allowed(int64_t m, int64_t n, int64_t k, const void *a, const 
 }
 
 /* acc [m, n] (int32, row-major) = a [m][k] . b [n][k]^T through cuBLASLt on stream s. *done
- * false (and KN_OK) when cuBLASLt has no algorithm for it: the caller runs the dp4a kernel. */
-static kn_status i8_lt_product(int dev, const int8_t *a, const int8_t *b, int32_t *acc, int64_t m, int64_t n, int64_t k,
-                               cudaStream_t s, bool *done) {
+ * false (and KN_OK) when cuBLASLt has no algorithm for it: the caller runs the dp4a kernel.
+ * With sa and sb (the fused variant, an experiment: KILN_I8_FUSED=1 and the benchmark), acc
+ * is instead the f32 result with the scales applied by cuBLASLt itself (A and B scale mode
+ * OUTER_VEC_32F: element (i, j) times sa[i] sb[j]), f32 scale type and output; cuBLASLt may
+ * have no such int8 kernel (then *done is false, remembered per shape), and where it has
+ * one the rounding need not be kn_i8_dequant's, so it is not the default. */
+static kn_status i8_lt_product(int dev, const int8_t *a, const int8_t *b, void *acc, int64_t m, int64_t n, int64_t k,
+                               cudaStream_t s, bool *done, const float *sa = NULL, const float *sb = NULL) {
     *done = false;
     if (dev < 0 || dev >= KNC_I8_MAX_GPUS) return KN_OK;
     cublasLtHandle_t h;
@@ -157,29 +165,39 @@ static kn_status i8_lt_product(int dev, const int8_t *a, const int8_t *b, int32_
     cublasLtMatmulPreference_t pref = NULL;
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     const int32_t one = 1, zero = 0;
+    const float onef = 1.0f, zerof = 0.0f;
+    const bool fused = sa && sb;
+    const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     /* the heuristic assumes 256-byte aligned pointers unless told: tell it the least aligned */
     const uintptr_t any = (uintptr_t)a | (uintptr_t)b | (uintptr_t)acc;
     int64_t al = 256;
     while (al > 4 && any % (uintptr_t)al) al /= 2;
     const uint32_t al32 = (uint32_t)al;
-    const i8_key key = {dev, m, n, k, al};
+    const i8_key key = {dev, m, n, k, al, fused};
     i8_plan plan = {false, {}};
     bool have = false;
 #define I8_LT(call)                                                                                                     \
     do {                                                                                                                \
         cublasStatus_t q_ = (call);                                                                                     \
         if (q_ != CUBLAS_STATUS_SUCCESS) {                                                                              \
-            st = kn_error(KN_ERR_DEVICE, "%s failed at %s:%d: %s", #call, __FILE__, __LINE__, cublasLtGetStatusString(q_)); \
-            goto done;                                                                                                  \
+            if (!fused) st = kn_error(KN_ERR_DEVICE, "%s failed at %s:%d: %s", #call, __FILE__, __LINE__,           \
+                                      cublasLtGetStatusString(q_));                                                     \
+            goto done; /* the fused variant: this cuBLASLt has no such descriptor; *done stays false */                 \
         }                                                                                                               \
     } while (0)
-    I8_LT(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32I, CUDA_R_32I));
+    I8_LT(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32I, fused ? CUDA_R_32F : CUDA_R_32I));
+    if (fused) { /* cuBLASLt's A is our b (its rows: our columns, sb), its B our a (sa) */
+        I8_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer, sizeof outer));
+        I8_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof outer));
+        I8_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sb, sizeof sb));
+        I8_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sa, sizeof sa));
+    }
     I8_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     I8_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     /* A: b as column-major [k, n] (ld k), used transposed; B: a as column-major [k, m]; D: [n, m] */
     I8_LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_8I, (uint64_t)k, (uint64_t)n, k));
     I8_LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_8I, (uint64_t)k, (uint64_t)m, k));
-    I8_LT(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32I, (uint64_t)n, (uint64_t)m, n));
+    I8_LT(cublasLtMatrixLayoutCreate(&ld, fused ? CUDA_R_32F : CUDA_R_32I, (uint64_t)n, (uint64_t)m, n));
     {
         std::lock_guard<std::mutex> lock(i8_mu);
         auto it = i8_plans.find(key);
@@ -202,9 +220,11 @@ static kn_status i8_lt_product(int dev, const int8_t *a, const int8_t *b, int32_
         i8_plans[key] = plan;
     }
     if (plan.ok) {
-        cublasStatus_t q = cublasLtMatmul(h, desc, &one, b, la, a, lb, &zero, acc, ld, acc, ld, &plan.algo, NULL, 0, s);
+        cublasStatus_t q = cublasLtMatmul(h, desc, fused ? (const void *)&onef : (const void *)&one, b, la, a, lb,
+                                          fused ? (const void *)&zerof : (const void *)&zero, acc, ld, acc, ld, &plan.algo,
+                                          NULL, 0, s);
         if (q == CUBLAS_STATUS_SUCCESS) *done = true;
-        else if (q == CUBLAS_STATUS_NOT_SUPPORTED) { /* the dp4a kernel instead */
+        else if (q == CUBLAS_STATUS_NOT_SUPPORTED || (fused && q == CUBLAS_STATUS_INVALID_VALUE)) { /* unfused / dp4a */
             std::lock_guard<std::mutex> lock(i8_mu);
             i8_plans[key].ok = false;
         } else {
@@ -227,7 +247,12 @@ done:
 static kn_status i8_product(int dev, const int8_t *a, const int8_t *b, const float *sa, int64_t sas, const float *sb,
                             float *c, int64_t m, int64_t n, int64_t k, cudaStream_t s, bool *lt) {
     bool done = false;
-    if (i8_lt_allowed(m, n, k, a, b, c)) KN_TRY(i8_lt_product(dev, a, b, reinterpret_cast<int32_t *>(c), m, n, k, s, &done));
+    const char *fe = getenv("KILN_I8_FUSED");
+    if (fe && fe[0] == '1' && sas == 1 && i8_lt_allowed(m, n, k, a, b, c)) {
+        KN_TRY(i8_lt_product(dev, a, b, c, m, n, k, s, &done, sa, sb));
+        if (done) { *lt = true; return KN_OK; }
+    }
+    if (i8_lt_allowed(m, n, k, a, b, c)) KN_TRY(i8_lt_product(dev, a, b, c, m, n, k, s, &done));
     *lt = done;
     if (done) {
         knc_i8_dequant_kernel<<<knc_blocks(m * n), KNC_THREADS, 0, s>>>(c, sa, sas, sb, m, n);
@@ -312,14 +337,15 @@ extern "C" kn_status kn_cuda_bench_int8(int device, int64_t m, int64_t n, int64_
     memset(t, 0, sizeof *t);
     if (reps < 1) reps = 1;
     kn_status st = KN_OK;
-    float *x = NULL, *w = NULL, *c = NULL, *sx = NULL, *sw = NULL, *cf = NULL;
+    float *x = NULL, *w = NULL, *c = NULL, *sx = NULL, *sw = NULL, *cf = NULL, *cu = NULL, *hc = NULL, *hu = NULL;
     int8_t *qx = NULL, *qw = NULL;
     __nv_bfloat16 *xb = NULL, *wb = NULL, *cb = NULL;
     cublasHandle_t h = NULL;
     cudaEvent_t e0 = NULL, e1 = NULL;
     cudaDeviceProp prop;
     const float one = 1.0f, zero = 0.0f;
-    double best[5] = {1e30, 1e30, 1e30, 1e30, 1e30};
+    double best[6] = {1e30, 1e30, 1e30, 1e30, 1e30, 1e30};
+    bool fused_ok = true;
     KNC_CUDA_GOTO(cudaSetDevice(device));
     KNC_CUDA_GOTO(cudaGetDeviceProperties(&prop, device));
     snprintf(t->device, sizeof t->device, "%.127s", prop.name);
@@ -329,6 +355,7 @@ extern "C" kn_status kn_cuda_bench_int8(int device, int64_t m, int64_t n, int64_
     KNC_CUDA_GOTO(cudaMalloc(&w, (size_t)(n * k) * 4));
     KNC_CUDA_GOTO(cudaMalloc(&c, (size_t)(m * n) * 4));
     KNC_CUDA_GOTO(cudaMalloc(&cf, (size_t)(m * n) * 4));
+    KNC_CUDA_GOTO(cudaMalloc(&cu, (size_t)(m * n) * 4));
     KNC_CUDA_GOTO(cudaMalloc(&sx, (size_t)m * 4));
     KNC_CUDA_GOTO(cudaMalloc(&sw, (size_t)n * 4));
     KNC_CUDA_GOTO(cudaMalloc(&qx, (size_t)(m * k)));
@@ -345,7 +372,7 @@ extern "C" kn_status kn_cuda_bench_int8(int device, int64_t m, int64_t n, int64_
     if ((st = knc_check_launch("knc_i8_bench setup", __FILE__, __LINE__)) != KN_OK) goto done;
     KNC_CUBLAS_GOTO(cublasCreate(&h));
     for (int r = -1; r < reps; r++)
-        for (int v = 0; v < 5; v++) {
+        for (int v = 0; v < 6; v++) {
             bool lt = false;
             float ms = 0;
             KNC_CUDA_GOTO(cudaEventRecord(e0, 0));
@@ -357,10 +384,19 @@ extern "C" kn_status kn_cuda_bench_int8(int device, int64_t m, int64_t n, int64_
             else if (v == 2) { /* the int32 sums alone */
                 bool done2 = false;
                 if (i8_lt_allowed(m, n, k, qx, qw, c))
-                    st = i8_lt_product(device, qx, qw, reinterpret_cast<int32_t *>(c), m, n, k, 0, &done2);
+                    st = i8_lt_product(device, qx, qw, c, m, n, k, 0, &done2);
                 if (st != KN_OK) goto done;
                 if (!done2) {
                     t->i8_core_ms = -1;
+                    continue;
+                }
+            } else if (v == 5) { /* the fused experiment: cuBLASLt applies both scales itself */
+                bool done5 = false;
+                if (fused_ok && i8_lt_allowed(m, n, k, qx, qw, cu))
+                    st = i8_lt_product(device, qx, qw, cu, m, n, k, 0, &done5, sx, sw);
+                if (st != KN_OK) goto done;
+                if (!done5) {
+                    fused_ok = false;
                     continue;
                 }
             } else {
@@ -377,11 +413,26 @@ extern "C" kn_status kn_cuda_bench_int8(int device, int64_t m, int64_t n, int64_
             if (r >= 0 && ms < best[v]) best[v] = ms;
         }
     t->bf16_ms = best[0], t->bf16_f32out_ms = best[1], t->i8_ms = best[3], t->i8_quant_ms = best[4];
+    t->i8_fused_ms = fused_ok ? best[5] : -1;
+    if (fused_ok) { /* how far the fused rounding is from kn_i8_dequant's (c holds the unfused result) */
+        hc = (float *)malloc((size_t)(m * n) * 4), hu = (float *)malloc((size_t)(m * n) * 4);
+        if (!hc || !hu) { st = kn_error(KN_ERR_OOM, "kn_cuda_bench_int8: no host memory to compare"); goto done; }
+        KNC_CUDA_GOTO(cudaMemcpy(hc, c, (size_t)(m * n) * 4, cudaMemcpyDeviceToHost));
+        KNC_CUDA_GOTO(cudaMemcpy(hu, cu, (size_t)(m * n) * 4, cudaMemcpyDeviceToHost));
+        double emax = 0, cmax = 0;
+        for (int64_t e = 0; e < m * n; e++) {
+            double d = fabs((double)hc[e] - hu[e]);
+            if (!(d <= emax)) emax = d; /* NaN sticks */
+            if (fabs((double)hc[e]) > cmax) cmax = fabs((double)hc[e]);
+        }
+        t->i8_fused_maxrel = cmax > 0 ? emax / cmax : emax;
+    }
     if (t->i8_core_ms == 0) t->i8_core_ms = best[2];
 done:
     if (h) cublasDestroy(h);
     cudaFree(x), cudaFree(w), cudaFree(c), cudaFree(cf), cudaFree(sx), cudaFree(sw), cudaFree(qx), cudaFree(qw);
-    cudaFree(xb), cudaFree(wb), cudaFree(cb);
+    cudaFree(xb), cudaFree(wb), cudaFree(cb), cudaFree(cu);
+    free(hc), free(hu);
     if (e0) cudaEventDestroy(e0);
     if (e1) cudaEventDestroy(e1);
     return st;

@@ -385,13 +385,15 @@ KN_TEST(quantize, cuda_matches_cpu) {
 
 /* matmul_w8a8 on a GPU is the CPU's bit for bit (exact int32 sums, the same epilogue order)
  * through cuBLASLt's int8 product (n and k multiples of 4) and through the dp4a kernel
- * (other shapes, and KILN_I8_LT=0 for all), tb on and off. */
+ * (other shapes, and KILN_I8_LT=0 for all), tb on and off; with KILN_I8_FUSED=1 (cuBLASLt
+ * applying the scales, where it offers that for int8) within f32 rounding of it. */
 KN_TEST(quantize, cuda_w8a8_is_the_cpu_bit_for_bit) {
     SKIP_WITHOUT_GPU();
     kn_rng r = kn_rng_new(34);
     const int64_t shapes[6][3] = {{5, 64, 48}, {3, 37, 11}, {64, 768, 96}, {1, 8, 4}, {200, 768, 3072}, {33, 20, 36}};
-    for (int lt = 1; lt >= 0; lt--) {
-        setenv("KILN_I8_LT", lt ? "1" : "0", 1);
+    for (int mode = 0; mode < 3; mode++) { /* cuBLASLt, dp4a only, fused scales */
+        setenv("KILN_I8_LT", mode == 1 ? "0" : "1", 1);
+        setenv("KILN_I8_FUSED", mode == 2 ? "1" : "0", 1);
         for (int si = 0; si < 6; si++)
             for (int tb = 0; tb < 2; tb++)
                 for (int pt = 0; pt < 2; pt++) {
@@ -403,11 +405,12 @@ KN_TEST(quantize, cuda_w8a8_is_the_cpu_bit_for_bit) {
                     gpu_operands(&n, 2, host, NULL, d);
                     KN_ASSERT_OK(kn_node_eval(&n, (const kn_tensor *const *)host, &want));
                     kn_tensor *got = on_gpu(&n, d);
-                    compare(&n, got, want, TOL_EXACT);
+                    compare(&n, got, want, mode == 2 ? TOL_ELEM : TOL_EXACT);
                     kn_tensor_free(got);
                     kn_tensor_free(want);
                     for (int i = 0; i < 2; i++) { kn_tensor_free(host[i]); kn_tensor_free(d[i]); }
                 }
     }
     unsetenv("KILN_I8_LT");
+    unsetenv("KILN_I8_FUSED");
 }

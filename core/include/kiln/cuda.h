@@ -116,9 +116,12 @@ kn_status kn_cuda_ceilings(int device, double *copy_gbs, double *f32_tflops, dou
  * alone, int32 out (-1 where cuBLASLt refuses the shape); i8_ms: the int8 codes' product
  * (cuBLASLt IMMA, i8_lt true, or the dp4a kernel) with its dequantizing epilogue, f32 out,
  * what matmul_w8a8 runs after quantizing; i8_quant_ms: the same plus quantizing the f32
- * activations per row. KN_ERR_DEVICE at once without that device. */
+ * activations per row; i8_fused_ms: an experiment, cuBLASLt applying both scales itself
+ * (OUTER_VEC_32F scale modes, f32 out; -1 where this cuBLASLt has no such int8 kernel) and
+ * i8_fused_maxrel its largest difference from the unfused result over the largest |c|.
+ * KN_ERR_DEVICE at once without that device. */
 typedef struct kn_int8_gpu_times {
-    double bf16_ms, bf16_f32out_ms, i8_core_ms, i8_ms, i8_quant_ms;
+    double bf16_ms, bf16_f32out_ms, i8_core_ms, i8_ms, i8_quant_ms, i8_fused_ms, i8_fused_maxrel;
     bool i8_lt;
     char device[128];
 } kn_int8_gpu_times;
