@@ -108,7 +108,28 @@ __global__ void knc_gemm_q_kernel(const int8_t *a, const float *x, const int8_t 
     }
 }
 
-/* In place: c[e] (holding the int32 sum acc[e]) = (float)acc * sa[i * sas] * sb[j]. */
+/* In place: c[i][j] (holding the int32 sum) = (float)acc * sa[i * sas] * sb[j], four columns
+ * per thread (16-byte loads and stores: n is a multiple of 4 on the cuBLASLt path and c is
+ * 16-byte aligned there, checked by the caller), rows over blockIdx.y (grid-stride: a grid
+ * has at most 65,535 rows of blocks), so no thread divides by n. */
+__global__ void knc_i8_dequant4_kernel(float *c, const float *sa, int64_t sas, const float *sb, int64_t m, int64_t n) {
+    const int64_t j = 4 * ((int64_t)blockIdx.x * blockDim.x + threadIdx.x);
+    if (j >= n) return;
+    const float4 s4 = *reinterpret_cast<const float4 *>(sb + j);
+    for (int64_t i = blockIdx.y; i < m; i += gridDim.y) {
+        int4 *p = reinterpret_cast<int4 *>(c + i * n + j);
+        const int4 q = *p;
+        const float s = sa[i * sas];
+        float4 r;
+        r.x = __fmul_rn(__fmul_rn((float)q.x, s), s4.x);
+        r.y = __fmul_rn(__fmul_rn((float)q.y, s), s4.y);
+        r.z = __fmul_rn(__fmul_rn((float)q.z, s), s4.z);
+        r.w = __fmul_rn(__fmul_rn((float)q.w, s), s4.w);
+        *reinterpret_cast<float4 *>(p) = r;
+    }
+}
+
+/* The same one element per thread, for any n and alignment. */
 __global__ void knc_i8_dequant_kernel(float *c, const float *sa, int64_t sas, const float *sb, int64_t m, int64_t n) {
     int64_t total = m * n;
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
@@ -255,6 +276,11 @@ static kn_status i8_product(int dev, const int8_t *a, const int8_t *b, const flo
     if (i8_lt_allowed(m, n, k, a, b, c)) KN_TRY(i8_lt_product(dev, a, b, c, m, n, k, s, &done));
     *lt = done;
     if (done) {
+        if (n % 4 == 0 && (uintptr_t)c % 16 == 0 && (uintptr_t)sb % 16 == 0) {
+            const dim3 grid((unsigned)((n / 4 + KNC_THREADS - 1) / KNC_THREADS), (unsigned)(m < 65535 ? m : 65535));
+            knc_i8_dequant4_kernel<<<grid, KNC_THREADS, 0, s>>>(c, sa, sas, sb, m, n);
+            return knc_check_launch("knc_i8_dequant4_kernel", __FILE__, __LINE__);
+        }
         knc_i8_dequant_kernel<<<knc_blocks(m * n), KNC_THREADS, 0, s>>>(c, sa, sas, sb, m, n);
         return knc_check_launch("knc_i8_dequant_kernel", __FILE__, __LINE__);
     }
