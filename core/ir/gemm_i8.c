@@ -21,7 +21,9 @@
  *   avx2        vpmaddubsw + vpmaddwd, with the signs moved onto the weight: |a| (u8) times
  *               b * sign(a) (s8), pairs summed in int16 (at most 2 * 127 * 127 = 32,258:
  *               never saturates, since codes are in [-127, 127]), then in int32.
- *   generic     plain C on the same packed layout (any CPU, any compiler).
+ *   generic     plain C on the same packed layout (any CPU, any compiler), vectorized by the
+ *               compiler at the baseline ISA: the correct fallback, not a fast one (about
+ *               0.3x kiln's f32 GEMM here, where the others are 2-10x).
  *
  * Layout. The weight's codes b [n][k] are packed into panels of NR = 32 columns; within a
  * panel, for each group of four k (k padded with zeros to a multiple of 4) the 32 columns'
@@ -173,16 +175,24 @@ static void pack_a_block(const int8_t *a, int64_t m, int64_t k, int64_t kg, int6
  * [kg][NR][4]; comp: the panel's 128 * column sums (the vpdpbusd kernels subtract it). */
 typedef void ukr_fn(const uint8_t *ap, const int8_t *bp, int64_t kg, const int32_t *comp, int32_t *acc);
 
+/* Plain C: per group of four k, the panel's 32 x 4 codes are spread into four int16 rows of
+ * 32 (one per k), so the inner loop is a contiguous multiply-add of 32 lanes with constant
+ * trip counts, which compilers vectorize at the baseline ISA (SSE2's pmullw / pmaddwd). */
 static void ukr_generic(const uint8_t *ap, const int8_t *bp, int64_t kg, const int32_t *comp, int32_t *acc) {
     (void)comp;
     int32_t s[MR][NR];
+    int16_t bu[4][NR];
     memset(s, 0, sizeof s);
     for (int64_t t = 0; t < kg; t++) {
         const int8_t *a = (const int8_t *)ap + t * MR * 4, *b = bp + t * NR * 4;
-        for (int r = 0; r < MR; r++)
+        for (int u = 0; u < 4; u++)
+            for (int c = 0; c < NR; c++) bu[u][c] = b[c * 4 + u];
+        for (int r = 0; r < MR; r++) {
+            const int16_t a0 = a[r * 4], a1 = a[r * 4 + 1], a2 = a[r * 4 + 2], a3 = a[r * 4 + 3];
             for (int c = 0; c < NR; c++)
-                s[r][c] += a[r * 4] * b[c * 4] + a[r * 4 + 1] * b[c * 4 + 1] + a[r * 4 + 2] * b[c * 4 + 2] +
-                           a[r * 4 + 3] * b[c * 4 + 3];
+                s[r][c] += (int32_t)(a0 * bu[0][c]) + (int32_t)(a1 * bu[1][c]) + (int32_t)(a2 * bu[2][c]) +
+                           (int32_t)(a3 * bu[3][c]);
+        }
     }
     memcpy(acc, s, sizeof s);
 }
