@@ -204,6 +204,9 @@ static inline int32_t load4(const uint8_t *p) {
     return v;
 }
 
+/* The 8 x 32 tile in 16 zmm accumulators: per group of four k, two loads of the panel (the
+ * 32 columns' four codes), then per row one broadcast of its four shifted codes and two
+ * vpdpbusd; at the end the columns' 128 * code sums come off. */
 __attribute__((target("avx512f,avx512bw,avx512vnni"))) static void
 ukr_avx512vnni(const uint8_t *ap, const int8_t *bp, int64_t kg, const int32_t *comp, int32_t *acc) {
     __m512i c0[MR], c1[MR];
