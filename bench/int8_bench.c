@@ -13,6 +13,7 @@
  *   i8+pack    kn_gemm_i8: the same with the weight packed on every call
  *   i8+quant   kn_quant_rows_i8 of the f32 activations (per token) then kn_gemm_i8_packed:
  *              what matmul_w8a8 costs besides the weight's quantization
+ *   w8         with --w8: kn_gemm_w8, f32 activations times the weight's codes (f32 sums)
  *
  * and prints each one's median and best GFLOP/s (GOP/s for int8) and the ratios of i8 and
  * i8+quant to f32 (medians). The first run checks the int8 product against the f32 one
@@ -82,7 +83,7 @@ static bool wanted(const char *list, const char *name) {
 typedef struct contest {
     char name[32];
     const char *path; /* the int8 path forced for it (NULL: f32 or the current one) */
-    int kind;         /* 0 f32, 1 i8, 2 i8+pack, 3 i8+quant */
+    int kind;         /* 0 f32, 1 i8, 2 i8+pack, 3 i8+quant, 4 w8 */
     double t[64];
 } contest;
 
@@ -102,6 +103,7 @@ static int run_one(bufs *B, const contest *ct, double *sec) {
     case 0: kn_k_matmul_f32(B->x, B->w, B->c, m, n, k, false, false); break;
     case 1: st = kn_gemm_i8_packed(B->qx, &B->pw, B->sx, B->sw, B->c, m); break;
     case 2: st = kn_gemm_i8(B->qx, B->qw, B->sx, B->sw, B->c, m, n, k); break;
+    case 4: kn_gemm_w8(B->x, B->qw, B->sw, B->c, m, n, k); break;
     default:
         kn_quant_rows_i8(B->x, m, k, k, B->qx, B->sx);
         st = kn_gemm_i8_packed(B->qx, &B->pw, B->sx, B->sw, B->c, m);
@@ -115,7 +117,7 @@ static int run_one(bufs *B, const contest *ct, double *sec) {
     return 0;
 }
 
-static int bench_cpu(const shape *s, int reps, const char *force, bool all_paths) {
+static int bench_cpu(const shape *s, int reps, const char *force, bool all_paths, bool with_w8) {
     const int64_t m = s->m, k = s->k, n = s->n;
     bufs B = {.s = s};
     B.x = kn_malloc((size_t)(m * k) * 4), B.w = kn_malloc((size_t)(k * n) * 4), B.wt = kn_malloc((size_t)(k * n) * 4);
@@ -149,6 +151,7 @@ static int bench_cpu(const shape *s, int reps, const char *force, bool all_paths
     }
     cs[nc++] = (contest){.name = "i8+pack", .kind = 2, .path = force};
     cs[nc++] = (contest){.name = "i8+quant", .kind = 3, .path = force};
+    if (with_w8) cs[nc++] = (contest){.name = "w8 (f32 x int8)", .kind = 4, .path = force};
     /* warm-up, and the check: int8 against f32 */
     double sec;
     for (int c = 0; c < nc; c++) {
@@ -229,13 +232,14 @@ int main(int argc, char **argv) {
     int reps = 5;
     const char *only = NULL, *force = NULL;
     int64_t m_all = 0;
-    bool all_paths = false, gpu = false;
+    bool all_paths = false, gpu = false, with_w8 = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--m") && i + 1 < argc) m_all = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--path") && i + 1 < argc) force = argv[++i];
         else if (!strcmp(argv[i], "--all-paths")) all_paths = true;
+        else if (!strcmp(argv[i], "--w8")) with_w8 = true;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
             const char *d = argv[++i];
             if (strcmp(d, "cpu") && strcmp(d, "cuda")) {
@@ -245,7 +249,7 @@ int main(int argc, char **argv) {
             gpu = !strcmp(d, "cuda");
         } else {
             fprintf(stderr, "usage: bench-int8 [--reps N] [--shapes NAME,...] [--m M] [--path P | --all-paths] "
-                            "[--device cpu|cuda]\n");
+                            "[--w8] [--device cpu|cuda]\n");
             return 2;
         }
     }
@@ -267,7 +271,7 @@ int main(int argc, char **argv) {
         shape s = shapes[i];
         if (m_all > 0) s.m = m_all;
         else if (gpu && s.m > 8) s.m = 8192; /* a GPU needs no smaller M */
-        if (gpu ? bench_gpu(&s, reps) : bench_cpu(&s, reps, force, all_paths)) return 1;
+        if (gpu ? bench_gpu(&s, reps) : bench_cpu(&s, reps, force, all_paths, with_w8)) return 1;
     }
     return 0;
 }

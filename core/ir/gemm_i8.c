@@ -39,8 +39,10 @@
  * there are fewer than 8 row blocks (a decode step's few rows). Packing costs O((m + n) k)
  * against the product's O(m n k); kn_i8_weight_pack packs a weight once for many products.
  *
- * kn_gemm_w8 keeps the f32 path: the weight's codes widened to f32 in a loop the compiler
- * vectorizes at the baseline ISA (eight lanes of partial sums). */
+ * kn_gemm_w8 keeps f32 sums: the weight's codes widened to f32, eight lanes of partial sums
+ * (a loop the compiler vectorizes at the baseline ISA), and where the CPU has AVX2 (and
+ * kn_gemm_i8's path is not forced to generic) the same lanes on 256-bit vectors for four
+ * columns at once: bitwise the same floats, about twice as fast. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -394,13 +396,56 @@ static float dot_w8(const float *x, const int8_t *b, int64_t k) {
     return s;
 }
 
+#if KN_I8_X86
+/* dot_w8 of x with four weight rows at once on 256-bit vectors: each of the eight lanes of a
+ * column's sum is dot_w8's lane (the same elements, multiplied then added, in the same
+ * order; no fused multiply-add), reduced in dot_w8's order, so the floats are dot_w8's bit
+ * for bit; x is loaded once for the four columns. */
+__attribute__((target("avx2"))) static void dot4_w8_avx2(const float *x, const int8_t *const *b, int64_t k,
+                                                         float *out) {
+    __m256 l[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    int64_t t = 0;
+    for (; t + QCHUNK <= k; t += QCHUNK)
+        for (int u = 0; u < QCHUNK; u += 8) {
+            const __m256 xv = _mm256_loadu_ps(x + t + u);
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                const __m128i b8 = _mm_loadl_epi64((const __m128i *)(b[q] + t + u));
+                l[q] = _mm256_add_ps(l[q], _mm256_mul_ps(xv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b8))));
+            }
+        }
+    for (int q = 0; q < 4; q++) {
+        float lane[8];
+        _mm256_storeu_ps(lane, l[q]);
+        float sum = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+        for (int64_t r = t; r < k; r++) sum += x[r] * (float)b[q][r];
+        out[q] = sum;
+    }
+}
+#endif
+
 /* Rows [lo, hi) of the weight-only product: columns in blocks of four outside, rows inside,
- * so the block's four weight rows stay in L1 while every activation row passes by. */
+ * so the block's four weight rows stay in L1 while every activation row passes by. With a
+ * kn_gemm_i8 path of AVX2 or better, four columns at once (dot4_w8_avx2: the same bits). */
 static void gemm_w8_rows(void *vctx, int64_t lo, int64_t hi) {
     const gemm_w8_job *g = vctx;
     const int64_t n = g->n, k = g->k;
+#if KN_I8_X86
+    const bool wide = path_now() != P_GENERIC;
+#endif
     for (int64_t j = 0; j < n; j += 4) {
         const int64_t nj = n - j < 4 ? n - j : 4;
+#if KN_I8_X86
+        if (wide && nj == 4) {
+            const int8_t *b[4] = {g->b + j * k, g->b + (j + 1) * k, g->b + (j + 2) * k, g->b + (j + 3) * k};
+            for (int64_t i = lo; i < hi; i++) {
+                float d[4];
+                dot4_w8_avx2(g->x + i * k, b, k, d);
+                for (int q = 0; q < 4; q++) g->c[i * n + j + q] = d[q] * g->sb[j + q];
+            }
+            continue;
+        }
+#endif
         for (int64_t i = lo; i < hi; i++)
             for (int q = 0; q < nj; q++) g->c[i * n + j + q] = dot_w8(g->x + i * k, g->b + (j + q) * k, k) * g->sb[j + q];
     }

@@ -150,6 +150,26 @@ KN_TEST(quantize, int8_gemm_every_path_is_the_scalar_reference) {
                 assert_same(got, want, m * n, paths[p], m, n, k);
             }
         }
+        /* kn_gemm_w8 (f32 activations): bitwise the same on every path (generic: dot_w8;
+         * the others: its lanes on 256-bit vectors) */
+        float *x = malloc((size_t)(m * k) * 4), *w8ref = malloc((size_t)(m * n) * 4);
+        cr_assert(x && w8ref);
+        fill(x, m * k, 500 + si, 2.0f);
+        for (int p = 0; p < np; p++) {
+            KN_ASSERT_OK(kn_gemm_i8_set_path(paths[p]));
+            memset(got, 0xff, (size_t)(m * n) * 4);
+            kn_gemm_w8(x, b, sb, got, m, n, k);
+            if (p == 0) memcpy(w8ref, got, (size_t)(m * n) * 4);
+            else assert_same(got, w8ref, m * n, paths[p], m, n, k);
+        }
+        for (int64_t i = 0; i < m; i++) /* and the generic one against f64 */
+            for (int64_t j = 0; j < n; j++) {
+                double d = 0, mag = 0;
+                for (int64_t t = 0; t < k; t++) d += (double)x[i * k + t] * b[j * k + t], mag += fabs((double)x[i * k + t] * b[j * k + t]);
+                cr_assert(fabs(w8ref[i * n + j] - d * sb[j]) <= 1e-6 * mag * fabs(sb[j]) + 1e-30, "w8 (%lld, %lld)",
+                          (long long)i, (long long)j);
+            }
+        free(x), free(w8ref);
         KN_ASSERT_OK(kn_gemm_i8_set_path("auto"));
         kn_i8_weight_free(&w);
         free(a), free(b), free(sa), free(sb), free(want), free(got);
