@@ -138,15 +138,23 @@ kn_status kn_i8_weight_pack(const int8_t *b, int64_t n, int64_t k, kn_i8_weight 
         return kn_error(KN_ERR_OOM, "kn_i8_weight_pack: out of memory for a %lld x %lld weight", (long long)n, (long long)k);
     }
     w->n = n, w->k = k, w->kg = kg, w->np = np;
+    const int64_t kf = k / 4; /* whole groups; the last, partial one is zero-padded */
     for (int64_t p = 0; p < np; p++) {
         int8_t *dst = w->panels + p * kg * NR * 4;
         for (int c = 0; c < NR; c++) {
             const int64_t j = p * NR + c;
             uint32_t sum = 0;
-            for (int64_t t = 0; t < kg * 4; t++) {
-                const int8_t v = (j < n && t < k) ? b[j * k + t] : 0;
-                dst[(t / 4) * NR * 4 + c * 4 + t % 4] = v;
-                sum += (uint32_t)(int32_t)v;
+            if (j < n) { /* row j's codes, four at a time, each group to its slot */
+                const int8_t *src = b + j * k;
+                for (int64_t g = 0; g < kf; g++) memcpy(dst + g * NR * 4 + c * 4, src + g * 4, 4);
+                if (kf < kg) {
+                    int8_t last[4] = {0, 0, 0, 0};
+                    memcpy(last, src + kf * 4, (size_t)(k - kf * 4));
+                    memcpy(dst + kf * NR * 4 + c * 4, last, 4);
+                }
+                for (int64_t t = 0; t < k; t++) sum += (uint32_t)(int32_t)src[t];
+            } else {
+                for (int64_t g = 0; g < kg; g++) memset(dst + g * NR * 4 + c * 4, 0, 4);
             }
             w->comp[j] = (int32_t)(sum * 128u);
         }
