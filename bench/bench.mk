@@ -24,3 +24,15 @@ $(CFG)/bench-gemm: $(call obj,bench/gemm_bench.c) $(if $(BENCH_HAVE_OLD),$(BENCH
 	$(call quiet,LINK,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 bench-gemm: $(CFG)/bench-gemm
 	$(CFG)/bench-gemm $(BENCH_GEMM_ARGS)
+
+#   make bench-int8    the INT8 GEMM (kn_gemm_i8, packed ISA-dispatched microkernels) against
+#                      kiln's f32 GEMM at GPT-2 small's shapes ([8192, 768] x [768, 3072] and
+#                      others), interleaved, medians, bests and ratios; with
+#                      BENCH_INT8_ARGS='--device cuda' the cuBLASLt int8 GEMM against cuBLAS
+#                      bf16 instead (bench/int8_bench.c lists the options).
+.PHONY: bench-int8
+BENCH_INT8_ARGS ?=
+$(CFG)/bench-int8: $(call obj,bench/int8_bench.c) $(LIB)
+	$(call quiet,LINK,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+bench-int8: $(CFG)/bench-int8
+	$(CFG)/bench-int8 $(BENCH_INT8_ARGS)

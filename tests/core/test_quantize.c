@@ -2,8 +2,13 @@
  * bound, the int8 and weight-only products against an f64 reference of the same codes, the
  * pass `quantize` on a small graph (what it rewrites, what it leaves, the result against the
  * f32 program), its option errors, the held-out loss of a GPT trained here (w8 within 0.5% of
- * fp32, w8a8 within 2%), and the CUDA kernels against the CPU's (skipped without a GPU). */
+ * fp32, w8a8 within 2%), and the CUDA kernels against the CPU's (skipped without a GPU).
+ * The int8 product's every CPU path this machine can run (core/ir/gemm_i8.c: generic, avx2,
+ * avxvnni, avx512vnni) must give bitwise the scalar reference's floats (exact int32 sums,
+ * then kn_i8_dequant's order) on shapes off every block size, k = 1, a large k whose
+ * shifted (vpdpbusd) lanes wrap, NaN scales; and cuBLASLt's int8 product on a GPU the CPU's. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kn_test.h"
@@ -82,6 +87,153 @@ KN_TEST(quantize, int8_gemm_matches_f64) {
     float one[2] = {1, 1}, out[4];
     kn_gemm_i8(big, big, one, one, out, 2, 2, K2);
     cr_assert_float_eq(out[1], -127.0f * 127.0f * K2, 1);
+}
+
+/* The scalar reference of kn_gemm_i8: int32 sums in order, then the epilogue's arithmetic. */
+static void gemm_i8_ref(const int8_t *a, const int8_t *b, const float *sa, const float *sb, float *c, int64_t m,
+                        int64_t n, int64_t k) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            int32_t acc = 0;
+            for (int64_t t = 0; t < k; t++) acc += (int32_t)a[i * k + t] * (int32_t)b[j * k + t];
+            c[i * n + j] = (float)acc * (sa ? sa[i] : 1.0f) * sb[j];
+        }
+}
+
+static void codes(int8_t *q, int64_t n, uint64_t seed) {
+    kn_rng r = kn_rng_new(seed);
+    for (int64_t i = 0; i < n; i++) q[i] = (int8_t)((int)(kn_rng_u32(&r) % 255) - 127); /* [-127, 127] */
+}
+
+/* Bitwise equal, NaN equal to NaN. */
+static void assert_same(const float *got, const float *want, int64_t n, const char *what, int64_t m, int64_t nn,
+                        int64_t k) {
+    for (int64_t e = 0; e < n; e++)
+        cr_assert(got[e] == want[e] || (isnan(got[e]) && isnan(want[e])),
+                  "%s, %lld x %lld x %lld: element %lld is %.9g, the reference %.9g", what, (long long)m, (long long)nn,
+                  (long long)k, (long long)e, got[e], want[e]);
+}
+
+/* Every path this CPU runs, through kn_gemm_i8 and kn_gemm_i8_packed, on shapes that are not
+ * multiples of the 8-row / 32-column tiles or of the 4-byte groups, with few rows (the
+ * panel-parallel split) and many (the row-block split, threaded), k = 1 and k large. */
+KN_TEST(quantize, int8_gemm_every_path_is_the_scalar_reference) {
+    const char *paths[8];
+    const int np = kn_gemm_i8_paths(paths, 8);
+    cr_assert(np >= 1 && !strcmp(paths[0], "generic"), "the generic path always runs");
+    const int64_t shapes[][3] = {{1, 1, 1},   {1, 3, 1},    {2, 33, 1},   {7, 13, 37},  {8, 32, 4},   {9, 33, 5},
+                                 {17, 70, 129}, {3, 5, 1001}, {70, 45, 67}, {130, 97, 6}, {64, 64, 64}, {1, 100, 2051}};
+    const int ns = (int)(sizeof shapes / sizeof shapes[0]);
+    for (int si = 0; si < ns; si++) {
+        const int64_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+        int8_t *a = malloc((size_t)(m * k)), *b = malloc((size_t)(n * k));
+        float *sa = malloc((size_t)m * 4), *sb = malloc((size_t)n * 4), *want = malloc((size_t)(m * n) * 4),
+              *got = malloc((size_t)(m * n) * 4);
+        cr_assert(a && b && sa && sb && want && got);
+        codes(a, m * k, 100 + si);
+        codes(b, n * k, 200 + si);
+        fill(sa, m, 300 + si, 0.01f);
+        fill(sb, n, 400 + si, 0.02f);
+        if (m > 2) a[k] = 127, a[k + k - 1] = -127, b[0] = -127; /* the extreme codes */
+        kn_i8_weight w;
+        KN_ASSERT_OK(kn_i8_weight_pack(b, n, k, &w));
+        for (int p = 0; p < np; p++) {
+            KN_ASSERT_OK(kn_gemm_i8_set_path(paths[p]));
+            cr_assert_str_eq(kn_gemm_i8_path(), paths[p]);
+            for (int with_sa = 0; with_sa < 2; with_sa++) {
+                gemm_i8_ref(a, b, with_sa ? sa : NULL, sb, want, m, n, k);
+                memset(got, 0xff, (size_t)(m * n) * 4); /* NaN: an element not written fails */
+                KN_ASSERT_OK(kn_gemm_i8(a, b, with_sa ? sa : NULL, sb, got, m, n, k));
+                assert_same(got, want, m * n, paths[p], m, n, k);
+                memset(got, 0xff, (size_t)(m * n) * 4);
+                KN_ASSERT_OK(kn_gemm_i8_packed(a, &w, with_sa ? sa : NULL, sb, got, m));
+                assert_same(got, want, m * n, paths[p], m, n, k);
+            }
+        }
+        /* kn_gemm_w8 (f32 activations): bitwise the same on every path (generic: dot_w8;
+         * the others: its lanes on 256-bit vectors) */
+        float *x = malloc((size_t)(m * k) * 4), *w8ref = malloc((size_t)(m * n) * 4);
+        cr_assert(x && w8ref);
+        fill(x, m * k, 500 + si, 2.0f);
+        for (int p = 0; p < np; p++) {
+            KN_ASSERT_OK(kn_gemm_i8_set_path(paths[p]));
+            memset(got, 0xff, (size_t)(m * n) * 4);
+            kn_gemm_w8(x, b, sb, got, m, n, k);
+            if (p == 0) memcpy(w8ref, got, (size_t)(m * n) * 4);
+            else assert_same(got, w8ref, m * n, paths[p], m, n, k);
+        }
+        for (int64_t i = 0; i < m; i++) /* and the generic one against f64 */
+            for (int64_t j = 0; j < n; j++) {
+                double d = 0, mag = 0;
+                for (int64_t t = 0; t < k; t++) d += (double)x[i * k + t] * b[j * k + t], mag += fabs((double)x[i * k + t] * b[j * k + t]);
+                cr_assert(fabs(w8ref[i * n + j] - d * sb[j]) <= 1e-6 * mag * fabs(sb[j]) + 1e-30, "w8 (%lld, %lld)",
+                          (long long)i, (long long)j);
+            }
+        free(x), free(w8ref);
+        KN_ASSERT_OK(kn_gemm_i8_set_path("auto"));
+        kn_i8_weight_free(&w);
+        free(a), free(b), free(sa), free(sb), free(want), free(got);
+    }
+}
+
+/* |sum| up to 127 * 127 * k fits int32 for k <= 133,000 (quant.h); the vpdpbusd paths sum
+ * (a + 128) * b, which passes 2^31 long before: their lanes wrap and the correction must
+ * bring the exact sum back. k = 70,001 (odd: a padded group). */
+KN_TEST(quantize, int8_gemm_large_k_wraps_back_exactly) {
+    enum { K = 70001 };
+    static int8_t a[2 * K], b[3 * K];
+    for (int t = 0; t < K; t++) {
+        a[t] = 127, a[K + t] = -127;
+        b[t] = 127, b[K + t] = -127, b[2 * K + t] = (int8_t)(t % 2 ? 127 : -127);
+    }
+    const float one[3] = {1, 1, 1};
+    float want[6], got[6];
+    gemm_i8_ref(a, b, one, one, want, 2, 3, K);
+    cr_assert_eq(want[1], -want[0]); /* 127 * 127 * K and its negation */
+    const char *paths[8];
+    const int np = kn_gemm_i8_paths(paths, 8);
+    for (int p = 0; p < np; p++) {
+        KN_ASSERT_OK(kn_gemm_i8_set_path(paths[p]));
+        KN_ASSERT_OK(kn_gemm_i8(a, b, one, one, got, 2, 3, K));
+        assert_same(got, want, 6, paths[p], 2, 3, K);
+    }
+    KN_ASSERT_OK(kn_gemm_i8_set_path("auto"));
+}
+
+/* quant.h: a non-finite input row gets a NaN scale, and the product reads NaN there (as the
+ * f32 product would): a NaN scale of a row or a column makes that row or column NaN on
+ * every path, and nothing else. */
+KN_TEST(quantize, int8_gemm_nan_scales_propagate) {
+    enum { M = 11, N = 37, K = 19 };
+    int8_t a[M * K], b[N * K];
+    float sa[M], sb[N], want[M * N], got[M * N];
+    codes(a, M * K, 7);
+    codes(b, N * K, 8);
+    fill(sa, M, 9, 1.0f);
+    fill(sb, N, 10, 1.0f);
+    sa[3] = NAN, sb[33] = NAN;
+    gemm_i8_ref(a, b, sa, sb, want, M, N, K);
+    const char *paths[8];
+    const int np = kn_gemm_i8_paths(paths, 8);
+    for (int p = 0; p < np; p++) {
+        KN_ASSERT_OK(kn_gemm_i8_set_path(paths[p]));
+        KN_ASSERT_OK(kn_gemm_i8(a, b, sa, sb, got, M, N, K));
+        assert_same(got, want, M * N, paths[p], M, N, K);
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) cr_assert_eq(isnan(got[i * N + j]), i == 3 || j == 33);
+    }
+    KN_ASSERT_OK(kn_gemm_i8_set_path("auto"));
+}
+
+KN_TEST(quantize, int8_gemm_path_errors) {
+    KN_ASSERT_ERR(kn_gemm_i8_set_path("avx9000"), KN_ERR_ARG);
+    KN_ASSERT_OK(kn_gemm_i8_set_path("generic"));
+    cr_assert_str_eq(kn_gemm_i8_path(), "generic");
+    KN_ASSERT_OK(kn_gemm_i8_set_path(NULL));
+    cr_assert_str_neq(kn_gemm_i8_path(), "");
+    kn_i8_weight w;
+    KN_ASSERT_ERR(kn_i8_weight_pack(NULL, 3, 4, &w), KN_ERR_ARG);
+    KN_ASSERT_ERR(kn_gemm_i8_packed(NULL, NULL, NULL, NULL, NULL, 1), KN_ERR_ARG);
 }
 
 /* x [2, 5, 16] @ W [16, 12] (param), then @ V^T (V [8, 12] param, tb), plus a bias param, and
@@ -249,4 +401,36 @@ KN_TEST(quantize, cuda_matches_cpu) {
                 kn_tensor_free(want);
                 for (int i = 0; i < 2; i++) { kn_tensor_free(host[i]); kn_tensor_free(d[i]); }
             }
+}
+
+/* matmul_w8a8 on a GPU is the CPU's bit for bit (exact int32 sums, the same epilogue order)
+ * through cuBLASLt's int8 product (n and k multiples of 4) and through the dp4a kernel
+ * (other shapes, and KILN_I8_LT=0 for all), tb on and off; with KILN_I8_FUSED=1 (cuBLASLt
+ * applying the scales, where it offers that for int8) within f32 rounding of it. */
+KN_TEST(quantize, cuda_w8a8_is_the_cpu_bit_for_bit) {
+    SKIP_WITHOUT_GPU();
+    kn_rng r = kn_rng_new(34);
+    const int64_t shapes[6][3] = {{5, 64, 48}, {3, 37, 11}, {64, 768, 96}, {1, 8, 4}, {200, 768, 3072}, {33, 20, 36}};
+    for (int mode = 0; mode < 3; mode++) { /* cuBLASLt, dp4a only, fused scales */
+        setenv("KILN_I8_LT", mode == 1 ? "0" : "1", 1);
+        setenv("KILN_I8_FUSED", mode == 2 ? "1" : "0", 1);
+        for (int si = 0; si < 6; si++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int pt = 0; pt < 2; pt++) {
+                    const int64_t m = shapes[si][0], k = shapes[si][1], nn = shapes[si][2];
+                    int64_t xs[2] = {m, k}, ws[2] = {tb ? nn : k, tb ? k : nn};
+                    kn_tensor *host[2] = {randn(&r, KN_DT_F32, 2, xs), randn(&r, KN_DT_F32, 2, ws)}, *d[2], *want = NULL;
+                    kn_node n = node(pt ? KN_OP_MATMUL_W8A8_TENSOR : KN_OP_MATMUL_W8A8);
+                    n.attrs.tb = tb;
+                    gpu_operands(&n, 2, host, NULL, d);
+                    KN_ASSERT_OK(kn_node_eval(&n, (const kn_tensor *const *)host, &want));
+                    kn_tensor *got = on_gpu(&n, d);
+                    compare(&n, got, want, mode == 2 ? TOL_ELEM : TOL_EXACT);
+                    kn_tensor_free(got);
+                    kn_tensor_free(want);
+                    for (int i = 0; i < 2; i++) { kn_tensor_free(host[i]); kn_tensor_free(d[i]); }
+                }
+    }
+    unsetenv("KILN_I8_LT");
+    unsetenv("KILN_I8_FUSED");
 }

@@ -109,6 +109,23 @@ kn_status kn_cuda_profile_report(FILE *f, FILE *tsv, double step_ms, int top, do
  * (GB/s, read + write) and cuBLAS 4096^3 matmul peaks (TFLOP/s) in fp32 with TF32 off and
  * in bf16 with fp32 accumulation. KN_ERR_DEVICE at once without that device. */
 kn_status kn_cuda_ceilings(int device, double *copy_gbs, double *f32_tflops, double *bf16_tflops);
+/* The int8 GEMM against cuBLAS's bf16 GEMM for `make bench-int8 --device cuda`
+ * (cuda_quant.cu): c [m, n] = a [m, k] b^T, random operands made on the GPU, best of reps
+ * after a warm-up, CUDA events, the variants interleaved. bf16_ms: cublasGemmEx bf16 x bf16,
+ * f32 accumulate, bf16 out (bf16_f32out_ms: f32 out); i8_core_ms: cuBLASLt's int8 product
+ * alone, int32 out (-1 where cuBLASLt refuses the shape); i8_ms: the int8 codes' product
+ * (cuBLASLt IMMA, i8_lt true, or the dp4a kernel) with its dequantizing epilogue, f32 out,
+ * what matmul_w8a8 runs after quantizing; i8_quant_ms: the same plus quantizing the f32
+ * activations per row; i8_fused_ms: an experiment, cuBLASLt applying both scales itself
+ * (OUTER_VEC_32F scale modes, f32 out; -1 where this cuBLASLt has no such int8 kernel) and
+ * i8_fused_maxrel its largest difference from the unfused result over the largest |c|.
+ * KN_ERR_DEVICE at once without that device. */
+typedef struct kn_int8_gpu_times {
+    double bf16_ms, bf16_f32out_ms, i8_core_ms, i8_ms, i8_quant_ms, i8_fused_ms, i8_fused_maxrel;
+    bool i8_lt;
+    char device[128];
+} kn_int8_gpu_times;
+kn_status kn_cuda_bench_int8(int device, int64_t m, int64_t n, int64_t k, int reps, kn_int8_gpu_times *t);
 
 #ifdef __cplusplus
 }
