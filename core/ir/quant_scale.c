@@ -5,14 +5,19 @@
  * per group. kiln's quantizer is symmetric and absmax-calibrated: the *observer* finds the
  * group's largest magnitude a, the scale is s = a / 127, and each value v becomes the code
  * q = round(v / s), rounded to the nearest integer with ties to even (the rounding mode of
- * the FPU, nearbyintf; the GPU kernels of cuda_quant.cu round the same way), then clamped to
- * [-127, 127]: -128 is never made, so a code's negation is a code and the range is
- * symmetric. v ~ q * s, with an error of at most s / 2 per element.
+ * the FPU, nearbyintf; the GPU kernels of cuda_quant.cu round the same way), in [-127, 127]:
+ * -128 is never made, so a code's negation is a code and the range is symmetric.
+ * v ~ q * s, with an error of at most s / 2 per element.
  *
  * The code is computed as v * (127 / a), one multiplication by the reciprocal, not a
  * division by s per element: every kernel of kiln (CPU and GPU) does the same, so their
- * codes agree bit for bit. Two edge cases are part of the contract:
- *   - a group of zeros (a = 0) has the scale 0 and the codes 0 (no division by zero);
+ * codes agree bit for bit. No clamp is needed in the code: |v| <= a, so |v * (127 / a)| is
+ * at most 127 (1 + 2^-23)^2 < 127.5, which rounds to 127; the codes are in [-127, 127]
+ * because the scale comes from the group's own absmax (a calibrated scale, taken from other
+ * data, would need the clamp). Edge cases, part of the contract:
+ *   - a group of zeros (a = 0) has the scale 0 and the codes 0 (no division by zero); so
+ *     does a group whose values are all below 127 / FLT_MAX ~ 3.7e-37, where 127 / a
+ *     overflows to infinity (its values are zero to f32's precision of anything near 1);
  *   - a group with a NaN or an infinity has the scale NaN and the codes 0: the product then
  *     reads NaN, as the f32 product would, instead of silently clamping an infinity to 127.
  *
@@ -30,14 +35,6 @@
 #include "kiln/quant.h"
 
 /* BEGIN SOLUTION */
-/* One code: v times the reciprocal of the scale, rounded to nearest even, clamped. */
-static int8_t q_one(float v, float inv) {
-    float r = nearbyintf(v * inv);
-    if (r > KN_QMAX) r = KN_QMAX;
-    if (r < -KN_QMAX) r = -KN_QMAX;
-    return (int8_t)r;
-}
-
 /* The observer: the largest magnitude of n values `stride` floats apart; false when one of
  * them is not finite (*absmax is then that of the finite ones). */
 static bool observe(const float *v, int64_t n, int64_t stride, float *absmax) {
@@ -58,15 +55,17 @@ void kn_quant_rows_i8(const float *x, int64_t rows, int64_t cols, int64_t ld, in
     for (int64_t i = 0; i < rows; i++) {
         const float *r = x + i * ld;
         float a;
-        bool finite = observe(r, cols, 1, &a);
-        float inv = (finite && a > 0) ? KN_QMAX / a : 0;
-        scale[i] = finite ? a / KN_QMAX : NAN;
-        for (int64_t j = 0; j < cols; j++) q[i * cols + j] = finite ? q_one(r[j], inv) : 0;
+        const bool finite = observe(r, cols, 1, &a);
+        const float inv = KN_QMAX / a; /* +inf for a row of zeros or of values below 127 / FLT_MAX */
+        const bool coded = finite && isfinite(inv);
+        scale[i] = !finite ? NAN : coded ? a / KN_QMAX : 0;
+        for (int64_t j = 0; j < cols; j++) q[i * cols + j] = coded ? (int8_t)nearbyintf(r[j] * inv) : 0;
     }
     /* SKELETON
     // For each row i (it starts at x + i * ld): the observer (the row's largest |v|, and
     // whether every value is finite), then scale[i] and the codes q[i * cols + j], as the
-    // comment above says (reciprocal, nearbyintf, clamp; zeros; non-finite -> NaN and 0s).
+    // comment above says (the reciprocal 127 / a, nearbyintf; a row of zeros or of tiny
+    // values -> scale 0 and codes 0; a non-finite value -> scale NaN and codes 0).
     // Until then: zeros and NaN scales, and the skeleton's message for whoever checks.
     for (int64_t i = 0; i < rows; i++) {
         scale[i] = NAN;
@@ -81,10 +80,11 @@ void kn_quant_cols_i8(const float *w, int64_t k, int64_t n, int8_t *q, float *sc
     /* BEGIN SOLUTION */
     for (int64_t j = 0; j < n; j++) {
         float a;
-        bool finite = observe(w + j, k, n, &a);
-        float inv = (finite && a > 0) ? KN_QMAX / a : 0;
-        scale[j] = finite ? a / KN_QMAX : NAN;
-        for (int64_t i = 0; i < k; i++) q[j * k + i] = finite ? q_one(w[i * n + j], inv) : 0;
+        const bool finite = observe(w + j, k, n, &a);
+        const float inv = KN_QMAX / a;
+        const bool coded = finite && isfinite(inv);
+        scale[j] = !finite ? NAN : coded ? a / KN_QMAX : 0;
+        for (int64_t i = 0; i < k; i++) q[j * k + i] = coded ? (int8_t)nearbyintf(w[i * n + j] * inv) : 0;
     }
     /* SKELETON
     // For each column j of w [k, n] (w[i * n + j], i = 0..k-1): the same observer and

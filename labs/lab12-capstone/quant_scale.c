@@ -5,14 +5,19 @@
  * per group. kiln's quantizer is symmetric and absmax-calibrated: the *observer* finds the
  * group's largest magnitude a, the scale is s = a / 127, and each value v becomes the code
  * q = round(v / s), rounded to the nearest integer with ties to even (the rounding mode of
- * the FPU, nearbyintf; the GPU kernels of cuda_quant.cu round the same way), then clamped to
- * [-127, 127]: -128 is never made, so a code's negation is a code and the range is
- * symmetric. v ~ q * s, with an error of at most s / 2 per element.
+ * the FPU, nearbyintf; the GPU kernels of cuda_quant.cu round the same way), in [-127, 127]:
+ * -128 is never made, so a code's negation is a code and the range is symmetric.
+ * v ~ q * s, with an error of at most s / 2 per element.
  *
  * The code is computed as v * (127 / a), one multiplication by the reciprocal, not a
  * division by s per element: every kernel of kiln (CPU and GPU) does the same, so their
- * codes agree bit for bit. Two edge cases are part of the contract:
- *   - a group of zeros (a = 0) has the scale 0 and the codes 0 (no division by zero);
+ * codes agree bit for bit. No clamp is needed in the code: |v| <= a, so |v * (127 / a)| is
+ * at most 127 (1 + 2^-23)^2 < 127.5, which rounds to 127; the codes are in [-127, 127]
+ * because the scale comes from the group's own absmax (a calibrated scale, taken from other
+ * data, would need the clamp). Edge cases, part of the contract:
+ *   - a group of zeros (a = 0) has the scale 0 and the codes 0 (no division by zero); so
+ *     does a group whose values are all below 127 / FLT_MAX ~ 3.7e-37, where 127 / a
+ *     overflows to infinity (its values are zero to f32's precision of anything near 1);
  *   - a group with a NaN or an infinity has the scale NaN and the codes 0: the product then
  *     reads NaN, as the f32 product would, instead of silently clamping an infinity to 127.
  *
@@ -33,7 +38,8 @@
 void kn_quant_rows_i8(const float *x, int64_t rows, int64_t cols, int64_t ld, int8_t *q, float *scale) {
     // For each row i (it starts at x + i * ld): the observer (the row's largest |v|, and
     // whether every value is finite), then scale[i] and the codes q[i * cols + j], as the
-    // comment above says (reciprocal, nearbyintf, clamp; zeros; non-finite -> NaN and 0s).
+    // comment above says (the reciprocal 127 / a, nearbyintf; a row of zeros or of tiny
+    // values -> scale 0 and codes 0; a non-finite value -> scale NaN and codes 0).
     // Until then: zeros and NaN scales, and the skeleton's message for whoever checks.
     for (int64_t i = 0; i < rows; i++) {
         scale[i] = NAN;

@@ -41,9 +41,9 @@ static void rows_case(int64_t rows, int64_t cols, int64_t ld, float mag, int64_t
 }
 
 KN_TEST(lab12_hidden_quant_scale, random_rows_bit_exact) {
-    const float mags[] = {1, 1e-3f, 37.5f, 1e-30f, 3e30f};
+    const float mags[] = {1, 1e-3f, 37.5f, 1e-30f, 3e30f, 1e-36f};
     unsigned seed = 11;
-    for (int mi = 0; mi < 5; mi++)
+    for (int mi = 0; mi < 6; mi++)
         for (int64_t rows = 1; rows <= 5; rows += 2)
             for (int64_t cols = 1; cols <= 200; cols = cols * 2 + 3) {
                 rows_case(rows, cols, cols, mags[mi], -1, seed++);
@@ -186,4 +186,22 @@ KN_TEST(lab12_hidden_quant_scale, rows_and_columns_agree) {
                   sc[j], sr[j], ws, l12_why());
     }
     cr_assert(!memcmp(qc, qr, sizeof qc), "the codes of w's columns differ from those of w^T's rows%s", l12_why());
+}
+
+KN_TEST(lab12_hidden_quant_scale, tiny_rows_are_zero_rows) {
+    /* 127 / a overflows below 127 / FLT_MAX ~ 3.7e-37: such a row is a row of zeros */
+    const float x[8] = {1e-38f, -2e-38f, 0, 1e-40f, /* */ 1e-36f, 0, -4e-37f, 2e-37f};
+    int8_t q[8];
+    float s[2];
+    memset(q, 0x55, sizeof q);
+    kn_quant_rows_i8(x, 2, 4, 4, q, s);
+    cr_assert(s[0] == 0 && !isnan(s[0]), "a row below 3.7e-37: scale %g, expected 0 (127 / a overflows)%s", s[0], l12_why());
+    for (int j = 0; j < 4; j++) cr_assert(q[j] == 0, "a row below 3.7e-37: code %d is %d, expected 0%s", j, q[j], l12_why());
+    cr_assert(l12_same(s[1], 1e-36f / 127) && q[4] == 127 && q[5] == 0 && q[6] == -51 && q[7] == 25,
+              "the row 1e-36 0 -4e-37 2e-37: scale %g codes %d %d %d %d, expected 1e-36/127, 127 0 -51 25%s", s[1], q[4],
+              q[5], q[6], q[7], l12_why());
+    const float w[4] = {3e-38f, 1, -1e-39f, 0.5f}; /* w [2, 2]: column 0 tiny */
+    kn_quant_cols_i8(w, 2, 2, q, s);
+    cr_assert(s[0] == 0 && q[0] == 0 && q[1] == 0, "a tiny column: scale %g codes %d %d, expected 0 0 0%s", s[0], q[0], q[1], l12_why());
+    cr_assert(l12_same(s[1], 1.0f / 127) && q[2] == 127 && q[3] == 64, "column (1 0.5): scale %g codes %d %d%s", s[1], q[2], q[3], l12_why());
 }

@@ -3,9 +3,10 @@
  * reference the units are compared with, bit for bit), and the skeleton's message.
  *
  * The reference code of one value v of a group with largest magnitude a is
- * nearbyintf(v * (127 / a)) clamped to [-127, 127], the scale a / 127, in f32 (kiln/quant.h,
- * quant_scale.c's comment): the CPU and GPU kernels compute exactly this, so the tests ask
- * for the same bits, not for something close. */
+ * nearbyintf(v * (127 / a)), the scale a / 127, in f32; a group of zeros (or of values so
+ * small that 127 / a overflows) has the scale 0 and the codes 0, a group with a NaN or an
+ * infinity the scale NaN and the codes 0 (kiln/quant.h, quant_scale.c's comment). kiln's
+ * int8 kernels compute exactly this, so the tests ask for the same bits. */
 #ifndef LAB12_QUANT_CHECK_H
 #define LAB12_QUANT_CHECK_H
 
@@ -51,15 +52,15 @@ static inline float l12_ref_quant(const float *v, int64_t n, int64_t stride, int
         if (!isfinite(m)) finite = false;
         else if (m > a) a = m;
     }
+    /* 127 / a is +inf for a = 0 and for a below 127 / FLT_MAX: a row of zeros */
+    const float inv = (float)KN_QMAX / a;
+    const bool coded = finite && isfinite(inv);
     for (int64_t i = 0; i < n; i++) {
-        float r = 0;
-        if (finite && a > 0) {
-            r = nearbyintf(v[i * stride] * ((float)KN_QMAX / a));
-            r = r > KN_QMAX ? KN_QMAX : r < -KN_QMAX ? -KN_QMAX : r;
-        }
+        float r = coded ? nearbyintf(v[i * stride] * inv) : 0;
+        if (r > KN_QMAX || r < -KN_QMAX) return -1; /* impossible: |v| <= a */
         q[i] = (int8_t)r;
     }
-    return finite ? a / (float)KN_QMAX : NAN;
+    return !finite ? NAN : coded ? a / (float)KN_QMAX : 0;
 }
 
 /* The reference epilogue: ((float)acc * sa) * sb, left to right, in f32. */
