@@ -88,7 +88,8 @@ def lab12(out, md, setup):
               "units. The quantizer and the epilogue are exact contracts (round half to even, the scales multiplied "
               "left to right), so the two must agree to the last printed digit: %s.\n\n"
               % ("they do" if same else "**they do not: run `make test-lab12`**"))
-    md.append(table(["program", "passes", "loss", "perplexity", "vs fp32", "reference loss", "same"], rows))
+    md.append(table(["program", "passes", "loss", "perplexity", "vs fp32", "reference loss", "same"], rows,
+                    ["---", "---", "---:", "---:", "---:", "---:", "---"]))
 
     units = [l.split("\t") for l in read(os.path.join(out, "units.tsv")).splitlines() if l.strip()]
     errs = [u for u in units if u[0] == "err"]
