@@ -1,4 +1,4 @@
-/* quant.c — the int8 quantizers and products, and the ops matmul_w8 / matmul_w8a8 on the CPU.
+/* quant.c — the int8 products and the ops matmul_w8 / matmul_w8a8 on the CPU.
  *
  * kiln/quant.h states the arithmetic. Layout: both int8 operands are kept "k-contiguous"
  * (a [m][k], b [n][k]) so that the inner loop of every output element is a dot product of
