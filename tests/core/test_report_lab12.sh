@@ -20,7 +20,7 @@ grep -q "must agree to the last printed digit: they do\." "$r/report.md" || fail
 for t in "kn_quant_cols_i8" "kn_quant_rows_i8" "kn_gemm_i8" "kn_k_matmul_f32"; do
     grep -q "^| .*($t) | [0-9.]* |" "$r/report.md" || fail "no time for $t"
 done
-[ -s "$r/quant_err.png" ] && [ "$r/quant_err.png" -nt "$r/setup.txt" ] || fail "quant_err.png not drawn in this run"
+{ [ -s "$r/quant_err.png" ] && [ "$r/quant_err.png" -nt "$r/setup.txt" ]; } || fail "quant_err.png not drawn in this run"
 grep -qi "nan\b" "$r/report.md" && fail "a NaN in the report"
 if make --no-print-directory report LAB=12 IMPL=labs REPORT_QUICK=1 REPORT_OUT="$out/skel" > "$out/skel.log" 2>&1; then
     fail "make report LAB=12 with the untouched skeleton succeeded"
