@@ -261,6 +261,10 @@ LAB_RUN_ARGS_09 := --precision bf16 --loss-scale dynamic
 LAB_RUN_ARGS_10 = --dist ddp --device cpu --bucket-mb 0.05 --allreduce ring
 LAB_RUN_LAUNCH_10 = env $(DIST_ENV) $(MPIEXEC) -n $(DIST_RANKS)
 LAB_RUN_CMD_11 = bash core/mk/run-pp-sim.sh $(KILN)
+#   12: no training through your units: kiln eval --compare (fp32, bf16, w8, w8a8) of make
+#       run's checkpoint (a short run trains one when there is none) with your quantizer and
+#       epilogue, compared with the staff's loss for loss (core/mk/run-quant.sh)
+LAB_RUN_CMD_12 = bash core/mk/run-quant.sh $(KILN) $(BUILD)
 run: $(KILN)
 	@bash core/mk/deps.sh
 ifneq ($(and $(LAB),$(filter labs,$(IMPL)),$(filter-out labs,$(DEFAULT_IMPL))),)

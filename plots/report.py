@@ -50,6 +50,86 @@ def table(header, rows, align=None):
     return "\n".join(lines) + "\n"
 
 
+def eval_rows(text, what):
+    """The rows of a `kiln eval --compare` table: (program, passes, loss, perplexity, vs fp32)."""
+    rows = []
+    for l in text.splitlines():
+        m = re.match(r"\s+(\S+)(?: \(([^)]*)\))?\s+([0-9.]+)\s+([0-9.]+)\s*([-+0-9.%]*)\s*$", l)
+        if m:
+            rows.append([m.group(1), m.group(2) or "", m.group(3), m.group(4), m.group(5) or "(reference)"])
+    if len(rows) < 2:
+        die("%s printed no table" % what)
+    return rows
+
+
+def lab12(out, md, setup):
+    """`make report LAB=12`: training, then the quantization measured with the student's units."""
+    tlog = read(os.path.join(out, "logs", "train.log"))
+    steps = [l for l in read(os.path.join(out, "train.tsv")).splitlines() if l.strip()]
+    held = float(grab(tlog, r"held-out loss\s+([0-9.]+)", "held-out loss"))
+    md.append("# Training\n")
+    md.append("`kiln train` on the CPU, the default small GPT on the bundled grammar corpus, %d steps: held-out loss "
+              "%.4f nats/token. Its checkpoint is the model quantized below.\n" % (len(steps), held))
+
+    mine = eval_rows(read(os.path.join(out, "logs", "quant.log")), "kiln eval --compare (your units)")
+    ref = eval_rows(read(os.path.join(out, "logs", "quant-ref.log")), "kiln eval --compare (reference units)")
+    refd = {r[0]: r for r in ref}
+    rows, same = [], True
+    for r in mine:
+        rr = refd.get(r[0])
+        if not rr:
+            die("the reference eval has no row %s" % r[0])
+        ok = rr[2] == r[2] and rr[3] == r[3]
+        same = same and ok
+        rows.append(["`%s`" % r[0], "`%s`" % r[1] if r[1] else "", r[2], r[3], r[4], rr[2], "yes" if ok else "**NO**"])
+    md.append("# Quantization with your units\n")
+    md.append("Held-out loss of the checkpoint's forward program compiled with each precision (`kiln eval --compare`, "
+              "kiln built with your `quant_scale.c` and `quant_epilogue.c`), beside the same run with the reference "
+              "units. The quantizer and the epilogue are exact contracts (round half to even, the scales multiplied "
+              "left to right), so the two must agree to the last printed digit: %s.\n\n"
+              % ("they do" if same else "**they do not: run `make test-lab12`**"))
+    md.append(table(["program", "passes", "loss", "perplexity", "vs fp32", "reference loss", "same"], rows,
+                    ["---", "---", "---:", "---:", "---:", "---:", "---"]))
+
+    units = [l.split("\t") for l in read(os.path.join(out, "units.tsv")).splitlines() if l.strip()]
+    errs = [u for u in units if u[0] == "err"]
+    prod = [u for u in units if u[0] == "prod"]
+    times = [u for u in units if u[0] == "time"]
+    if not errs or len(prod) != 1 or len(times) != 4:
+        die("units.tsv: expected err, prod and 4 time lines from plots/quant_units.c")
+    md.append("# Your units on the trained weights\n")
+    md.append("Relative error $\\|W - \\hat W\\| / \\|W\\|$ of each 2-D weight after int8 quantization with your "
+              "quantizer, with one scale for the whole tensor, one per input row, and one per output channel (a column "
+              "of $W$ in $y = xW$: the scale kiln's int8 products use, since it factors out of each output's sum):\n\n")
+    md.append(table(["weight", "shape", "per tensor", "per input row", "per output channel"],
+                    [["`%s`" % e[1], e[2], "%.3f%%" % (100 * float(e[3])), "%.3f%%" % (100 * float(e[4])),
+                      "%.3f%%" % (100 * float(e[5]))] for e in errs]))
+    with open(os.path.join(out, "quant_err.dat"), "w") as f:
+        for i, e in enumerate(errs):
+            f.write("%d %s %s %s %s\n" % (i, e[1].replace("_", "\\\\_"), 100 * float(e[3]), 100 * float(e[4]),
+                                         100 * float(e[5])))
+    gnuplot("""set terminal pngcairo size 900,420
+set output '%s/quant_err.png'
+set style data histogram; set style histogram clustered gap 1; set style fill solid 0.8 border -1
+set ylabel 'relative error (%%)'; set grid ytics; set yrange [0:*]; set xtics rotate by -30 font ',8'
+set title 'int8 weight quantization error with your kn\\_quant\\_*\\_i8, by scale granularity'
+plot '%s/quant_err.dat' using 3:xtic(2) title 'per tensor', '' using 4 title 'per input row', '' using 5 title 'per output channel'
+""" % (out, out))
+    md.append("![Quantization error per weight](quant_err.png)\n")
+    p = prod[0]
+    md.append("The MLP's first product, %s tokens x [%s, %s], the activations with an outlier channel in one token "
+              "of 16: the w8a8 output's relative error is **%.2f%%** with a scale per token and **%.2f%%** with one "
+              "scale for all the activations (per tensor): the outliers' tokens no longer set everyone's scale.\n\n"
+              % (p[1], p[2], p[3], 100 * float(p[4]), 100 * float(p[5])))
+    f32 = float(times[3][2])
+    md.append(table(["piece (best of 7)", "ms", "over the f32 product"],
+                    [[t[1], "%.4f" % float(t[2]), "%.2fx" % (float(t[2]) / f32 if f32 > 0 else 0)] for t in times]))
+    md.append("\n# Limitations\n")
+    md.append("- The CPU numbers come from %s, a machine others may share: ratios within one run carry over, absolute "
+              "times do not. The int8 ops quantize the weight on every call (kiln's IR has no int8 dtype), which the "
+              "table's first row costs each time.\n" % setup.get("cpu", "this CPU"))
+
+
 def main():
     if len(sys.argv) != 3:
         die("usage: report.py OUTDIR ROOT")
@@ -68,6 +148,12 @@ def main():
     md.append("# Setup\n")
     md.append(table(["what", "value"], [[k, v.replace("|", "/")] for k, v in setup.items() if v.strip()],
                     ["---", "---"]))
+    if os.path.exists(os.path.join(out, "lab.txt")):
+        md[0] = md[0].replace("the capstone report", "lab 12, INT8 post-training quantization with your units")
+        md[1] = ("Every number and figure below was measured by `make report LAB=12` in the run that wrote this page, "
+                 "on the machine named above, with kiln built with your lab 12 units (`labs/lab12-capstone/`).\n")
+        lab12(out, md, setup)
+        return finish(out, root, md)
 
     # ---- training
     tlog = read(os.path.join(out, "logs", "train.log"))
@@ -226,6 +312,11 @@ plot '%s/scaling.dat' using 1:2:xtic(1) with boxes notitle
               "- The CPU numbers come from %s, a machine others may share: ratios within one run carry over, "
               "absolute times do not.\n" % setup.get("cpu", "this CPU"))
 
+    return finish(out, root, md)
+
+
+def finish(out, root, md):
+    """Write report.md, check its figures, and make report.html (and a PDF where weasyprint is)."""
     mdpath = os.path.join(out, "report.md")
     with open(mdpath, "w") as f:
         f.write("\n".join(md))

@@ -18,9 +18,20 @@
 # then plots/report.py writes OUTDIR/report.md and OUTDIR/report.html (pandoc, the book's
 # stylesheet; a PDF beside it when weasyprint is installed).
 # REPORT_QUICK=1 shrinks every step (the `make test` check); KILN, MPIEXEC, PYTHON as usual.
+#
+# REPORT_LAB=12 (`make report LAB=12`): lab 12's report instead, on KILN built with the
+# student's lab 12 units: 1 train; 2 quant, kiln eval --compare with those units; 3 quant-ref,
+# the same checkpoint through REF_KILN (the staff's units): the losses must agree to the
+# digit; 4 units, plots/quant_units.c compiled against LIBKILN (the student's units) with
+# CC, QCFLAGS and QLDLIBS: each weight's quantization error per tensor, per input row and
+# per output channel, the w8a8 product's error with per-token and per-tensor activation
+# scales, and the time of each piece against the f32 product. An unwritten unit stops the
+# report at its step with the skeleton's "not implemented (lab12: ...)".
 set -eu
 out=${1:?usage: report.sh OUTDIR}
 KILN=$(realpath "${KILN:-build/solutions/kiln}")
+[ -z "${REF_KILN:-}" ] || REF_KILN=$(realpath "$REF_KILN")
+[ -z "${LIBKILN:-}" ] || LIBKILN=$(realpath "$LIBKILN")
 MPIEXEC=${MPIEXEC:-mpiexec}
 PY=${PYTHON:-python3}
 quick=${REPORT_QUICK:-0}
@@ -66,6 +77,26 @@ cd "$out"
     echo "cc $(${CC:-cc} --version 2> /dev/null | head -n 1)"
     echo "gpu $(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -n 1 || true)"
 } > setup.txt
+
+if [ "${REPORT_LAB:-}" = 12 ]; then
+    total=4
+    echo "lab 12" > lab.txt
+    step 1 "train: kiln train $train_args"
+    # shellcheck disable=SC2086
+    run train "$KILN" train $train_args --device cpu --log "$out/train.tsv" --out "$out/ckpt.safetensors"
+    step 2 "quantization with your lab 12 units: kiln eval --compare"
+    run quant "$KILN" eval --ckpt "$out/ckpt.safetensors" --compare
+    step 3 "the same with the reference units"
+    run quant-ref "${REF_KILN:?REPORT_LAB=12 needs REF_KILN}" eval --ckpt "$out/ckpt.safetensors" --compare
+    step 4 "your units on the trained weights: plots/quant_units.c"
+    run units-build bash -c "cd '$here' && ${CC:-cc} ${QCFLAGS:-} -o '$out/quant_units' plots/quant_units.c \
+        '${LIBKILN:?REPORT_LAB=12 needs LIBKILN}' ${QLDLIBS:--lm -ldl -lpthread}"
+    run units "$out/quant_units" "$out/ckpt.safetensors"
+    cp "$logs/units.log" units.tsv
+    rm -f "$out/quant_units"
+    exec "$PY" "$here/plots/report.py" "$out" "$here"
+fi
+rm -f lab.txt
 
 step 1 "train: kiln train $train_args"
 # shellcheck disable=SC2086

@@ -3,7 +3,10 @@
  *
  * Symmetric int8: a row of values v with absmax a gets the scale s = a / 127 and the codes
  * q = round(v / s) in [-127, 127] (-128 is never made, so negation is exact); v ~ q * s with
- * an error of at most s / 2 per element. A row of zeros gets s = 0 and q = 0.
+ * an error of at most s / 2 per element, the code computed as v * (127 / a) rounded half to
+ * even. A row of zeros gets s = 0 and q = 0, as does a row whose 127 / a overflows (every
+ * value below 127 / FLT_MAX ~ 3.7e-37). The quantizers are lab 12's units
+ * (core/ir/quant_scale.c), as is the epilogue kn_i8_dequant (core/ir/quant_epilogue.c).
  *
  * Two products (the ops matmul_w8 and matmul_w8a8 of core/ir/ops.def, the kernels below):
  *   w8    the weight quantized per output channel (one scale per column of the product);

@@ -1,0 +1,1 @@
+../../core/ir/quant_scale.c
