@@ -72,12 +72,15 @@ __global__ void knc_quant_rows_kernel(const float *x, int64_t rows, int64_t cols
     }
     a = red[0];
     bool finite = bad[0] == 0;
-    float inv = (finite && a > 0) ? 127.0f / a : 0.0f;
-    if (threadIdx.x == 0) s[r] = finite ? a / 127.0f : __int_as_float(0x7fc00000);
+    /* as lab 12's quant_scale.c: a row whose 127 / absmax is not finite (zeros, or values
+     * below 127 / FLT_MAX) gets scale 0 and codes 0; a non-finite row scale NaN, codes 0 */
+    const float inv = 127.0f / a;
+    const bool coded = finite && isfinite(inv);
+    if (threadIdx.x == 0) s[r] = !finite ? __int_as_float(0x7fc00000) : coded ? a / 127.0f : 0.0f;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-        float v = rintf(row[c * cs] * inv);
+        float v = coded ? rintf(row[c * cs] * inv) : 0.0f;
         v = fminf(fmaxf(v, -127.0f), 127.0f);
-        q[r * cols + c] = finite ? (int8_t)v : (int8_t)0;
+        q[r * cols + c] = (int8_t)v;
     }
 }
 
