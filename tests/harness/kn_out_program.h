@@ -77,6 +77,25 @@ static inline double kn_out_compare(const kn_graph *g, const kn_program_opts *o,
     return worst;
 }
 
+/* A malloc'd text *buf of *len bytes (NUL-terminated, as open_memstream makes it) through
+ * kn_out: the checker frees its own and takes a malloc'd copy of the producer's. */
+static inline void kn_out_malloc_text(const char *what, char **buf, size_t *len) {
+    int64_t n = kn_out_i64(what, *buf ? (int64_t)*len : -1);
+    if (!kn_out_checking()) {
+        if (*buf) kn_out(what, *buf, *len);
+        return;
+    }
+    free(*buf);
+    *buf = NULL;
+    *len = 0;
+    if (n < 0) return;
+    cr_assert(n < ((int64_t)1 << 28), "%s: a text of %lld bytes", what, (long long)n);
+    *buf = calloc((size_t)n + 1, 1);
+    cr_assert(*buf, "kn_out_malloc_text: out of memory");
+    kn_out(what, *buf, (size_t)n);
+    *len = (size_t)n;
+}
+
 /* The graph *g (NULL allowed) through kn_out as its text (kn_graph_to_string): the producer
  * writes it; the checker frees its own *g and parses the producer's text in its place, so
  * the checks that follow see the student's graph (a text the parser refuses fails the
