@@ -125,15 +125,23 @@ static inline void l9_scaled_trainer(kn_gpt *g, kn_trainer *t, double scale, int
     KN_ASSERT_OK(kn_trainer_set_loss_scale(t, &s));
 }
 
-/* Training step s on a fixed token stream; *loss and *gn may be NULL. */
-static inline void l9_step(kn_trainer *t, int s, double *loss, double *gn) {
+/* Training step s on a fixed token stream; *loss and *gn may be NULL. The step's status,
+ * loss and norm go through kn_out (l9_step) or not (l9_step_ref: a trainer whose every
+ * value the checker computes itself, the unscaled one a scaled run is compared with). */
+static inline void l9_step_as(kn_trainer *t, int s, double *loss, double *gn, bool yours) {
     int32_t toks[L9_NTOK], x[L9_B * L9_T], y[L9_B * L9_T];
     for (int i = 0; i < L9_NTOK; i++) toks[i] = (i * i + 3 * i) % 7;
     KN_ASSERT_OK(kn_batch_sample(toks, L9_NTOK, L9_B, L9_T, 77, 0, s, x, y));
+    if (!yours) {
+        KN_ASSERT_OK(kn_trainer_step(t, x, y, 1e-2, loss, gn));
+        return;
+    }
     KN_ASSERT_OK(kn_out_status("kn_trainer_step", kn_trainer_step(t, x, y, 1e-2, loss, gn)));
     if (loss) kn_out("the step's loss", loss, sizeof *loss);
     if (gn) kn_out("the step's gradient norm", gn, sizeof *gn);
 }
+static inline void l9_step(kn_trainer *t, int s, double *loss, double *gn) { l9_step_as(t, s, loss, gn, true); }
+static inline void l9_step_ref(kn_trainer *t, int s, double *loss, double *gn) { l9_step_as(t, s, loss, gn, false); }
 
 /* The trainer's state your scaler decided: its scaler, the skip flag, the optimizer's step,
  * the parameters, through kn_out. */
