@@ -47,8 +47,11 @@ static inline kn_status l7_element_loop(const kn_kernel *k, const char *ix, char
 }
 
 /* Compile `body` (CUDA C in the emulator dialect, after the prelude: your block reduce is
- * in it) with the host compiler; the module stays loaded for the test process. */
+ * in it) with the host compiler; the module stays loaded for the test process. The checker
+ * compiles and launches nothing of yours (NULL; l7_launch and l7_run do nothing there): it
+ * takes what your kernels wrote from your run. */
 static inline kn_cc_module *l7_compile(const char *body) {
+    if (kn_out_checking()) return NULL;
     l7_cache();
     const char *pre = kn_render_cuda_prelude(KN_CUDA_EMU);
     char *src = malloc(strlen(pre) + strlen(body) + 1);
@@ -62,6 +65,7 @@ static inline kn_cc_module *l7_compile(const char *body) {
 
 /* Launch entry `name` (a void name(void *args) function of m) on the emulator. */
 static inline int l7_launch(kn_cc_module *m, const char *name, unsigned grid, unsigned block, void **args) {
+    if (kn_out_checking()) return 0;
     void *f = kn_cc_symbol(m, name);
     cr_assert_not_null(f, "no function %s in the compiled module", name);
     void (*fn)(void *);
@@ -93,6 +97,7 @@ static inline kn_kernel l7_kernel(const kn_graph *g) {
 /* Render k in the emulator dialect for launch l, compile it, and run it on bufs (one pointer
  * per buffer of k, in its order). */
 static inline void l7_run(const kn_kernel *k, kn_cuda_launch l, void **bufs) {
+    if (kn_out_checking()) return;
     char *src = NULL;
     size_t len = 0, cap = 0;
     KN_ASSERT_OK(kn_render_cuda(k, KN_CUDA_EMU, &l, &src, &len, &cap));
@@ -152,7 +157,8 @@ static const char L7_ROWS[] =
 /* L7_ROWS compiled with your block reduce (a clean failure while it is a skeleton). */
 static inline kn_cc_module *l7_rows_module(void) {
     kn_clear_error();
-    cr_assert_not_null(kn_cuda_block_reduce_source(), "kn_cuda_block_reduce_source returned NULL: %s", kn_last_error());
+    if (!kn_out_checking())
+        cr_assert_not_null(kn_cuda_block_reduce_source(), "kn_cuda_block_reduce_source returned NULL: %s", kn_last_error());
     return l7_compile(L7_ROWS);
 }
 
