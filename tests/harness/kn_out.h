@@ -65,6 +65,12 @@ static inline kn_status kn_out_status(const char *what, kn_status st) {
     }
     return (kn_status)v;
 }
+/* A status (kn_out_status) and then the text a function wrote to out (cap bytes). */
+static inline kn_status kn_out_status_text(const char *what, kn_status st, char *out, size_t cap) {
+    st = kn_out_status(what, st);
+    if (out && cap) kn_out_text(what, out, cap);
+    return st;
+}
 static inline int64_t kn_out_i64(const char *what, int64_t v) {
     kn_out(what, &v, sizeof v);
     return v;

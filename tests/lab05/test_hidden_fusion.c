@@ -10,7 +10,7 @@ static const int64_t S234[3] = {2, 3, 4};
 
 static const char *ask(kn_fuse_query *q, int *level) {
     *level = 0;
-    return kn_fuse_refusal(q, level);
+    return l5_refusal(q, level);
 }
 
 KN_TEST(lab05_hidden_rules, each_refusal_names_its_reason) {
@@ -189,70 +189,70 @@ KN_TEST(lab05_hidden_index, several_axes_strides_and_limits) {
     const int64_t shape[4] = {3, 4, 5, 6}, stride[4] = {120, 1, 24, 0};
     kn_kernel k = l5_kernel(4, shape, 6u, 0, stride, &b); /* inner axes 1 and 2 */
     char out[128];
-    KN_ASSERT_OK(kn_render_c_row_offset(&k, 0, out, sizeof out));
+    KN_ASSERT_OK(l5_row_offset(&k, 0, out, sizeof out));
     cr_assert_str_eq(out, "0 + c0 * 120");
-    KN_ASSERT_OK(kn_render_c_index(&k, 0, true, out, sizeof out));
+    KN_ASSERT_OK(l5_index(&k, 0, true, out, sizeof out));
     cr_assert_str_eq(out, "o0 + r1 + r2 * 24");
     const int64_t st2[4] = {0, 0, 0, 7};
     kn_kernel k2 = l5_kernel(4, shape, 0u, 5, st2, &b);
-    KN_ASSERT_OK(kn_render_c_row_offset(&k2, 0, out, sizeof out));
+    KN_ASSERT_OK(l5_row_offset(&k2, 0, out, sizeof out));
     cr_assert_str_eq(out, "5 + c3 * 7");
-    KN_ASSERT_OK(kn_render_c_index(&k2, 0, true, out, sizeof out));
+    KN_ASSERT_OK(l5_index(&k2, 0, true, out, sizeof out));
     cr_assert_str_eq(out, "o0", "no inner axis");
     const int64_t st3[4] = {1, 2, 3, 4};
     kn_kernel k3 = l5_kernel(4, shape, 8u, 0, st3, &b);
-    KN_ASSERT_OK(kn_render_c_row_offset(&k3, 0, out, sizeof out));
+    KN_ASSERT_OK(l5_row_offset(&k3, 0, out, sizeof out));
     cr_assert_str_eq(out, "0 + c0 * 1 + c1 * 2 + c2 * 3", "outer strides of 1 are written out");
-    KN_ASSERT_OK(kn_render_c_index(&k3, 0, true, out, sizeof out));
+    KN_ASSERT_OK(l5_index(&k3, 0, true, out, sizeof out));
     cr_assert_str_eq(out, "o0 + r * 4");
-    cr_assert_eq(kn_render_c_index(&k3, 0, true, out, 6), KN_ERR_ARG, "too long for the buffer");
-    cr_assert_eq(kn_render_c_row_offset(&k3, 0, out, 8), KN_ERR_ARG);
-    cr_assert_eq(kn_render_c_index(&k3, 1, true, out, sizeof out), KN_ERR_ARG, "no buffer 1");
+    cr_assert_eq(l5_index(&k3, 0, true, out, 6), KN_ERR_ARG, "too long for the buffer");
+    cr_assert_eq(l5_row_offset(&k3, 0, out, 8), KN_ERR_ARG);
+    cr_assert_eq(l5_index(&k3, 1, true, out, sizeof out), KN_ERR_ARG, "no buffer 1");
     /* a failure leaves an empty string, whatever was in the buffer */
     memset(out, 'x', sizeof out);
-    cr_assert_eq(kn_render_c_row_offset(&k3, 0, out, 2), KN_ERR_ARG);
+    cr_assert_eq(l5_row_offset(&k3, 0, out, 2), KN_ERR_ARG);
     cr_assert_eq(out[0], 0);
     memset(out, 'x', sizeof out);
-    cr_assert_eq(kn_render_c_index(&k3, 0, true, out, 2), KN_ERR_ARG);
+    cr_assert_eq(l5_index(&k3, 0, true, out, 2), KN_ERR_ARG);
     cr_assert_eq(out[0], 0);
     /* only the space's axes: what lies past ndim in the stride array is not an axis */
     kn_kbuf b2;
     const int64_t sh2[2] = {3, 4}, st5[3] = {4, 1, 9};
     kn_kernel k5 = l5_kernel(2, sh2, 2u, 0, st5, &b2);
     b2.stride[2] = 9;
-    KN_ASSERT_OK(kn_render_c_row_offset(&k5, 0, out, sizeof out));
+    KN_ASSERT_OK(l5_row_offset(&k5, 0, out, sizeof out));
     cr_assert_str_eq(out, "0 + c0 * 4");
-    KN_ASSERT_OK(kn_render_c_index(&k5, 0, true, out, sizeof out));
+    KN_ASSERT_OK(l5_index(&k5, 0, true, out, sizeof out));
     cr_assert_str_eq(out, "o0 + r");
 }
 
 KN_TEST(lab05_hidden_bind, names_literals_and_limits) {
     const char *args[3] = {"a7", "w2", "t1"};
     char out[256];
-    cr_assert(kn_render_c_bind("((a) > (b) || (a) != (a) ? (a) : (b))", args, "ab", false, out, sizeof out));
+    cr_assert(l5_bind("((a) > (b) || (a) != (a) ? (a) : (b))", args, "ab", false, out, sizeof out));
     cr_assert_str_eq(out, "(((a7)) > ((w2)) || ((a7)) != ((a7)) ? ((a7)) : ((w2)))");
-    cr_assert(kn_render_c_bind("(1 / sqrt(x)) + 1e-5 + 2.5E+3 + 3", args, "x", true, out, sizeof out));
+    cr_assert(l5_bind("(1 / sqrt(x)) + 1e-5 + 2.5E+3 + 3", args, "x", true, out, sizeof out));
     cr_assert_str_eq(out, "(1 / sqrtf((a7))) + 1e-5f + 2.5E+3f + 3", "integers stay, floating literals get f");
-    cr_assert(kn_render_c_bind("pow(a, b) + fabs(b) + xb + exp2(a)", args, "ab", true, out, sizeof out));
+    cr_assert(l5_bind("pow(a, b) + fabs(b) + xb + exp2(a)", args, "ab", true, out, sizeof out));
     cr_assert_str_eq(out, "powf((a7), (w2)) + fabsf((w2)) + xb + exp2((a7))", "only one-letter names, only the listed math");
-    cr_assert(kn_render_c_bind("(a) * (t) + sin(b) * cos(b) * log(b) * tanh(b)", args, "abt", true, out, sizeof out));
+    cr_assert(l5_bind("(a) * (t) + sin(b) * cos(b) * log(b) * tanh(b)", args, "abt", true, out, sizeof out));
     cr_assert_str_eq(out, "((a7)) * ((t1)) + sinf((w2)) * cosf((w2)) * logf((w2)) * tanhf((w2))");
-    cr_assert(!kn_render_c_bind("exp(x)", args, "x", true, out, 8), "does not fit");
-    cr_assert(kn_render_c_bind("Aexp + Zexp + _exp + zexp + exp(x) + 9.5 + 2.0-(x)", args, "x", true, out, sizeof out));
+    cr_assert(!l5_bind("exp(x)", args, "x", true, out, 8), "does not fit");
+    cr_assert(l5_bind("Aexp + Zexp + _exp + zexp + exp(x) + 9.5 + 2.0-(x)", args, "x", true, out, sizeof out));
     cr_assert_str_eq(out, "Aexp + Zexp + _exp + zexp + expf((a7)) + 9.5f + 2.0f-((a7))",
                      "identifiers start with any letter or _; numbers with any digit; a sign only after an exponent");
     /* every cap short of the whole result fails; the exact one succeeds */
     const char *tmpl = "exp(x) * 0.5 + tanh(b)";
     const char *args2[2] = {"f1", "w2"};
     char full[128];
-    cr_assert(kn_render_c_bind(tmpl, args2, "xb", true, full, sizeof full));
+    cr_assert(l5_bind(tmpl, args2, "xb", true, full, sizeof full));
     size_t need = strlen(full) + 1;
     for (size_t cap = 1; cap < need; cap++)
-        cr_assert(!kn_render_c_bind(tmpl, args2, "xb", true, out, cap), "cap %zu of %zu must not fit", cap, need);
-    cr_assert(kn_render_c_bind(tmpl, args2, "xb", true, out, need));
+        cr_assert(!l5_bind(tmpl, args2, "xb", true, out, cap), "cap %zu of %zu must not fit", cap, need);
+    cr_assert(l5_bind(tmpl, args2, "xb", true, out, need));
     cr_assert_str_eq(out, full);
     memset(out, 'x', sizeof out);
-    cr_assert(kn_render_c_bind("", args2, "xb", true, out, sizeof out));
+    cr_assert(l5_bind("", args2, "xb", true, out, sizeof out));
     cr_assert_str_eq(out, "", "an empty template binds to an empty string");
 }
 

@@ -76,13 +76,19 @@ KN_TEST(lab08_hidden_flash, the_causal_edge_bit_for_bit, .timeout = 60) {
     static const int ps[] = {0, 30, 31, 32, 45, 68};
     for (size_t s = 0; s < sizeof ps / sizeof ps[0]; s++) {
         const int p = ps[s];
-        cr_assert_eq(kn_flash_emu_f32(in, in + n, in + 2 * n, NULL, NULL, 0, a, 1, t, d, 0.3f, false), 0, "%s",
-                     kn_last_error());
+        /* your kernel's runs: their results and outputs through kn_out (the checker runs none) */
+        const bool mine = !kn_out_checking();
+        int rc = mine ? kn_flash_emu_f32(in, in + n, in + 2 * n, NULL, NULL, 0, a, 1, t, d, 0.3f, false) : 0;
+        kn_out("the launch's result", &rc, sizeof rc);
+        kn_out("your kernel's y", a, sizeof(float) * (size_t)ny);
+        cr_assert_eq(rc, 0, "%s", kn_last_error());
         float *k2 = malloc(sizeof(float) * (size_t)(2 * n));
         memcpy(k2, in + n, sizeof(float) * (size_t)(2 * n));
         for (int64_t e = (int64_t)(p + 1) * d; e < n; e++) k2[e] = k2[n + e] = 50.0f; /* keys and values after p */
-        cr_assert_eq(kn_flash_emu_f32(in, k2, k2 + n, NULL, NULL, 0, b, 1, t, d, 0.3f, false), 0, "%s",
-                     kn_last_error());
+        rc = mine ? kn_flash_emu_f32(in, k2, k2 + n, NULL, NULL, 0, b, 1, t, d, 0.3f, false) : 0;
+        kn_out("the launch's result", &rc, sizeof rc);
+        kn_out("your kernel's y", b, sizeof(float) * (size_t)ny);
+        cr_assert_eq(rc, 0, "%s", kn_last_error());
         for (int64_t e = 0; e < (int64_t)(p + 1) * (d + 1); e++)
             cr_assert(memcmp(&a[e], &b[e], sizeof(float)) == 0, "row %lld (column %lld) changed when keys after row %d "
                       "did: %.9g, then %.9g (a key j > i in row i's softmax?)", (long long)(e / (d + 1)),

@@ -331,7 +331,8 @@ KN_TEST(lab08_hidden_recompute, selective_remat_keeps_the_bits) {
     kn_graph *h = NULL;
     KN_ASSERT_OK(kn_graph_copy(&h, g));
     kn_pass_report rep;
-    KN_ASSERT_OK(kn_passes_run(h, "cse,remat:selective", &rep));
+    KN_ASSERT_OK(kn_out_status("kn_passes_run", kn_passes_run(h, "cse,remat:selective", &rep)));
+    kn_out_graph("the graph after remat:selective", &h);
     cr_assert_gt(h->nnodes, g->nnodes, "selective recomputes something");
     double d = -1;
     KN_ASSERT_OK(kn_graph_compare(g, h, 5, &d));
@@ -363,13 +364,17 @@ KN_TEST(lab08_hidden_compiled, the_gpt_step_plan_per_step, .timeout = 120) {
     KN_ASSERT_OK(kn_gpt_graph(&c, 3, 8, true, &g));
     kn_program_opts o = {.device = KN_CPU, .passes = "cse,remat:full", .mode = KN_PROGRAM_COMPILED};
     kn_program *p = NULL;
-    KN_ASSERT_OK(kn_program_compile(&p, g, &o));
-    kn_program_stats st = kn_program_get_stats(p);
+    /* your plan: the program's stats and memory table through kn_out (the checker compiles nothing) */
+    const bool mine = !kn_out_checking();
+    if (mine) KN_ASSERT_OK(kn_program_compile(&p, g, &o));
+    kn_program_stats st = mine ? kn_program_get_stats(p) : (kn_program_stats){0};
+    kn_out("the program's stats", &st, sizeof st);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    KN_ASSERT_OK(kn_program_memory_tsv(f, p));
+    if (mine) KN_ASSERT_OK(kn_program_memory_tsv(f, p));
     fclose(f);
+    kn_out_malloc_text("the program's memory table", &buf, &len);
     double peak = 0;
     int lines = 0;
     for (char *q = strchr(buf, '\n'); q && q[1]; q = strchr(q + 1, '\n')) {

@@ -12,6 +12,7 @@ KN_TEST(lab09_hidden_round, a_sweep_of_the_f32_line) {
     /* every 251st bit pattern: all exponents, all signs, NaNs and infinities included */
     for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 251) L9_ROUNDS_LIKE_THE_REFERENCE(l9_f32((uint32_t)u));
     for (uint32_t u = 0xFFFFFF00u; u != 0; u++) L9_ROUNDS_LIKE_THE_REFERENCE(l9_f32(u)); /* the top: NaNs */
+    L9_ROUNDINGS_JUDGED();
 }
 
 KN_TEST(lab09_hidden_round, every_bf16_boundary) {
@@ -21,10 +22,11 @@ KN_TEST(lab09_hidden_round, every_bf16_boundary) {
         for (size_t k = 0; k < sizeof drop / sizeof drop[0]; k++) {
             float x = l9_f32(b << 16 | drop[k]);
             kn_clear_error();
-            uint16_t got = kn_f32_to_bf16(x);
+            uint16_t got = l9_bf16(x);
             cr_assert_eq(got, l9_bf16_want(x), "kn_f32_to_bf16(0x%08x) = 0x%04x, want 0x%04x %s", l9_bits(x), got,
                          l9_bf16_want(x), l9_why());
         }
+    L9_ROUNDINGS_JUDGED();
 }
 
 KN_TEST(lab09_hidden_round, every_f16_boundary) {
@@ -39,6 +41,7 @@ KN_TEST(lab09_hidden_round, every_f16_boundary) {
             L9_ROUNDS_LIKE_THE_REFERENCE(-xs[k]);
         }
     }
+    L9_ROUNDINGS_JUDGED();
 }
 
 KN_TEST(lab09_hidden_round, specials) {
@@ -46,6 +49,7 @@ KN_TEST(lab09_hidden_round, specials) {
                           0x7FFFFFFFu, 0xFF80FFFFu, 0x7FBF0000u, 0x7F7FFFFFu, 0x477FEFFFu, 0x477FF000u, 0x33000000u,
                           0x33000001u, 0x387FFFFFu, 0x38800000u, 0x00800000u, 0x007FFFFFu, 0x3F7FFFFFu};
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) L9_ROUNDS_LIKE_THE_REFERENCE(l9_f32(c[i]));
+    L9_ROUNDINGS_JUDGED();
     /* a NaN whose payload is only in the dropped bits must not become Inf */
     uint16_t b = kn_f32_to_bf16(l9_f32(0x7F800001u)), h = kn_f32_to_f16(l9_f32(0x7F800001u));
     cr_assert(b == 0x7FC0 && h == 0x7E00, "quiet NaNs: bf16 0x%04x, f16 0x%04x %s", b, h, l9_why());
@@ -149,10 +153,11 @@ KN_TEST(lab09_hidden_train, scaled_training_is_bitwise_unscaled) {
     KN_ASSERT_OK(kn_trainer_set_loss_scale(&tb, &s));
     for (int i = 0; i < 10; i++) {
         double la, lb;
-        l9_step(&ta, i, &la, NULL);
+        l9_step_ref(&ta, i, &la, NULL); /* the unscaled run: the checker's own */
         l9_step(&tb, i, &lb, NULL);
         cr_assert(la == lb, "step %d: loss %.17g unscaled, %.17g scaled", i, la, lb);
     }
+    l9_out_trainer(&tb, &b);
     cr_assert_eq(tb.scaler.scale, 16 * 32, "five growths in ten clean steps: %g", tb.scaler.scale);
     cr_assert(memcmp(a.p.data, b.p.data, (size_t)a.p.n * sizeof(float)) == 0, "parameters differ");
     kn_trainer_free(&ta), kn_trainer_free(&tb), kn_gpt_free(&a), kn_gpt_free(&b);
@@ -168,6 +173,7 @@ KN_TEST(lab09_hidden_train, overflows_are_skipped_and_the_scale_regrows) {
         t.inject_inf = i == 2 || i == 3;
         double gn;
         l9_step(&t, i, NULL, &gn);
+        l9_out_trainer(&t, &g);
         cr_assert_eq(t.skipped, i == 2 || i == 3, "step %d skipped: %d", i, t.skipped);
         cr_assert_eq(t.scaler.scale, want[i], "after step %d: scale %g, want %g", i, t.scaler.scale, want[i]);
         cr_assert_eq(kn_count_nonfinite(g.p.data, g.p.n), 0, "step %d: a weight is inf or NaN", i);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../../labs/lab11-parallel/tests/check.h"
 #include "kn_test.h"
 #include "kiln/pipeline.h"
 

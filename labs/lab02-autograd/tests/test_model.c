@@ -82,10 +82,10 @@ KN_TEST(lab02_model, tiny_gpt_gradients_match_finite_differences) {
     kn_rng r = kn_rng_new(7);
     for (int i = 0; i < t.g.p.count; i++) {
         const char *name = t.g.p.info[i].name;
-        const kn_type *gt = kn_val_type(b, g[i]);
+        const kn_type *gt = l2_type(b, g[i]);
         cr_assert(gt && gt->ndim == t.p64[i]->ndim && kn_type_numel(gt) == kn_tensor_numel(t.p64[i]),
                   "tiny GPT: the gradient of %s does not have its shape", name);
-        const kn_tensor *gv = kn_val_tensor(b, g[i]);
+        const kn_tensor *gv = l2_tensor(b, g[i]);
         double *p = kn_tensor_data(t.p64[i]);
         int64_t n = kn_tensor_numel(t.p64[i]);
         for (int k = 0; k < 4; k++) {

@@ -1,5 +1,11 @@
 /* check.h — helpers for lab 06's tests (public and hidden): random matrices, a reference
- * product in double, the microkernel's reference, a timer, and planted search times. */
+ * product in double, the microkernel's reference, a timer, and planted search times.
+ *
+ * Every value a test checks that your units produced passes through kn_out
+ * (tests/harness/kn_out.h) first: the microkernel's and the loop nest's c, the packed
+ * panels, the products, the search's result and its calls of the timer, the speedup.
+ * Under `make test-lab06` that does nothing; under the grader your run only writes them,
+ * and the staff's build of the same test (no code of yours in it) checks them. */
 #ifndef LAB06_CHECK_H
 #define LAB06_CHECK_H
 
@@ -69,7 +75,22 @@ static inline float *l6_product(const float *a, const float *b, int64_t m, int64
     float *c = malloc((size_t)(m * n > 0 ? m * n : 1) * sizeof *c);
     for (int64_t i = 0; i < m * n; i++) c[i] = NAN;
     kn_k_matmul_f32(a, b, c, m, n, k, ta, tb);
+    kn_out("the product", c, (size_t)(m * n > 0 ? m * n : 0) * sizeof *c);
     return c;
+}
+
+/* kn_gemm_micro_f32 on c (rows of ldc floats, `rows` of them), c through kn_out. */
+static inline void l6_micro(const float *ap, const float *bp, int64_t k, float *c, int64_t ldc, int mr, int nr,
+                            bool first, int rows) {
+    kn_gemm_micro_f32(ap, bp, k, c, ldc, mr, nr, first);
+    kn_out("kn_gemm_micro_f32's c", c, (size_t)(rows * ldc) * sizeof *c);
+}
+
+/* kn_gemm_tune, its status and result through kn_out. */
+static inline kn_status l6_tune(int64_t m, int64_t n, int64_t k, const char *dir, bool force, kn_gemm_tune_result *r) {
+    kn_status st = kn_out_status("kn_gemm_tune", kn_gemm_tune(m, n, k, dir, force, r));
+    kn_out("kn_gemm_tune's result", r, sizeof *r);
+    return st;
 }
 
 static inline double l6_now(void) {
@@ -104,6 +125,7 @@ static inline void l6_check_product(int64_t s) {
     float *want = malloc((size_t)(s * s) * sizeof *want);
     l6_naive(a, b, want, s, s, s);
     kn_k_matmul_f32(a, b, c, s, s, s, false, false);
+    kn_out("the product", c, (size_t)(s * s) * sizeof *c);
     for (int64_t i = 0; i < s * s; i++)
         cr_assert(fabsf(c[i] - want[i]) <= 1e-3f * (1 + fabsf(want[i])), "the %lld^3 product is wrong at %lld: %g, want %g%s",
                   (long long)s, (long long)i, c[i], want[i], l6_why());
@@ -111,8 +133,10 @@ static inline void l6_check_product(int64_t s) {
 }
 
 /* (Call l6_check_product(s) first.) Median of 5 timed runs (after one warm-up) of kiln's product and of the naive loop,
- * interleaved so that a noisy neighbour slows both: returns naive / kiln. */
+ * interleaved so that a noisy neighbour slows both: returns naive / kiln, through kn_out
+ * (the checker times nothing: the speed is your run's). */
 static inline double l6_speedup(int64_t s) {
+    if (kn_out_checking()) return kn_out_f64("the speedup", 0);
     /* the fastest of 7 interleaved runs of each: on a shared machine another process can
      * stall the threaded product's workers (a median of 5 once read 0.76x under load), and
      * the fastest run is the one least disturbed */
@@ -129,7 +153,7 @@ static inline double l6_speedup(int64_t s) {
         if (t2 - t1 < tn) tn = t2 - t1;
     }
     free(a), free(b), free(c);
-    return tn / tk;
+    return kn_out_f64("the speedup", tn / tk);
 }
 
 /* Planted times for the search (kn_gemm_tune_set_timer): real timings almost never tie,
@@ -160,8 +184,11 @@ static inline kn_status l6_tune_planted(int64_t m, int64_t n, int64_t k, l6_plan
     if (!mkdtemp(dir)) return kn_error(KN_ERR_IO, "l6_tune_planted: mkdtemp failed");
     p->want_m = m, p->want_n = n, p->want_k = k, p->calls = p->bad = 0;
     kn_gemm_tune_set_timer(l6_planted_time, p);
-    kn_status st = kn_gemm_tune(m, n, k, dir, true, r);
+    kn_status st = kn_out_status("kn_gemm_tune", kn_gemm_tune(m, n, k, dir, true, r));
     kn_gemm_tune_set_timer(NULL, NULL);
+    kn_out("kn_gemm_tune's result", r, sizeof *r);
+    kn_out("the timer's calls", &p->calls, sizeof p->calls);
+    kn_out("the timer's calls with another shape", &p->bad, sizeof p->bad);
     return st;
 }
 

@@ -12,12 +12,12 @@ KN_TEST(lab06_micro, a_full_block_and_an_edge) {
     float *ap = l6_rand(k * KN_GEMM_MR, 3), *bp = l6_rand(k * KN_GEMM_NR, 4);
     float c[KN_GEMM_MR * 20], want[KN_GEMM_MR * 20];
     for (int i = 0; i < KN_GEMM_MR * 20; i++) c[i] = want[i] = (float)i;
-    kn_gemm_micro_f32(ap, bp, k, c, 20, KN_GEMM_MR, KN_GEMM_NR, true);
+    l6_micro(ap, bp, k, c, 20, KN_GEMM_MR, KN_GEMM_NR, true, KN_GEMM_MR);
     l6_micro_ref(ap, bp, k, want, 20, KN_GEMM_MR, KN_GEMM_NR, true);
     for (int i = 0; i < KN_GEMM_MR * 20; i++)
         cr_assert(fabsf(c[i] - want[i]) <= 1e-5f * (1 + fabsf(want[i])), "c[%d][%d] = %g, want %g%s", i / 20, i % 20, c[i], want[i],
                   l6_why());
-    kn_gemm_micro_f32(ap, bp, k, c, 20, 4, 9, false); /* an edge block, accumulating */
+    l6_micro(ap, bp, k, c, 20, 4, 9, false, KN_GEMM_MR); /* an edge block, accumulating */
     l6_micro_ref(ap, bp, k, want, 20, 4, 9, false);
     for (int i = 0; i < KN_GEMM_MR * 20; i++)
         cr_assert(fabsf(c[i] - want[i]) <= 1e-5f * (1 + fabsf(want[i])), "edge: c[%d][%d] = %g, want %g%s", i / 20,
@@ -67,7 +67,7 @@ KN_TEST(lab06_tune, search_times_every_candidate, .timeout = 120) {
     char dir[] = "/tmp/kiln-l6-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
     kn_gemm_tune_result r;
-    KN_ASSERT_OK(kn_gemm_tune(48, 48, 48, dir, true, &r));
+    KN_ASSERT_OK(l6_tune(48, 48, 48, dir, true, &r));
     cr_assert_eq(r.ntrials, 25, "every kc x mc candidate timed (got %d)", r.ntrials);
     /* in the contract's order, kc outer: the trials are what kn_gemm_tune caches and prints,
      * and with equal times the order decides the winner */
@@ -85,7 +85,7 @@ KN_TEST(lab06_tune, search_times_every_candidate, .timeout = 120) {
               (long long)r.best.kc, (long long)r.best.mc, first_min, (long long)r.trials[first_min].cfg.kc,
               (long long)r.trials[first_min].cfg.mc);
     kn_gemm_tune_result again;
-    KN_ASSERT_OK(kn_gemm_tune(48, 48, 48, dir, false, &again));
+    KN_ASSERT_OK(l6_tune(48, 48, 48, dir, false, &again));
     cr_assert(again.from_cache && again.best.kc == r.best.kc && again.best.mc == r.best.mc);
     kn_k_gemm_config_set(4, -1, (kn_gemm_config){0, 0});
 }

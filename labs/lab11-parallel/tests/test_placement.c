@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "kn_test.h"
 #include "kiln/placement.h"
 
