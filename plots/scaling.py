@@ -171,7 +171,7 @@ def main():
                               for s in strategies)
             if one:
                 plots += ", x * %.0f with lines dt 2 title 'linear (N x one GPU alone)'" % one[0]
-            if gnuplot("set terminal pngcairo size 720,440 font 'sans,11'\nset output '%s/dp.png'\n"
+            if gnuplot("set terminal pngcairo noenhanced size 720,440 font 'sans,11'\nset output '%s/dp.png'\n"
                        "set key left top\nset xlabel 'GPUs'\nset ylabel 'tokens/s'\nset xtics 1\n"
                        "set title 'data parallelism, %s, %s (%s)'\nplot [0.8:%d] %s\n"
                        % (out, last["card"], last["date"], fold,
@@ -189,7 +189,7 @@ def main():
         with open(os.path.join(out, "memory.dat"), "w") as f:
             for r in (r for r in mem if r["folder"] == fold):
                 f.write("%s %.1f %.1f\n" % (r["strategy"], r["held"] / 1e6, r["table"] / 1e6))
-        if gnuplot("set terminal pngcairo size 640,400 font 'sans,11'\nset output '%s/memory.png'\n"
+        if gnuplot("set terminal pngcairo noenhanced size 640,400 font 'sans,11'\nset output '%s/memory.png'\n"
                    "set style data histograms\nset style fill solid 0.8 border -1\nset ylabel 'MB per GPU (weights, "
                    "gradients, optimizer state)'\nset yrange [0:*]\nset title 'memory per GPU (%s)'\n"
                    "plot '%s/memory.dat' using 2:xtic(1) title 'held', '' using 3 title \"distributed.md's table\"\n"
@@ -210,8 +210,9 @@ def main():
                 for r in sorted((r for r in comm if r["folder"] == fold and r["op"] == o), key=lambda r: r["floats"]):
                     f.write("%d %.3f\n" % (r["floats"] * 4, r["kiln"] / r["nccl"] if r["nccl"] else 0))
         plots = ", ".join("'%s/comm-%s.dat' using 1:2 with linespoints lw 2 pt 7 title '%s'" % (out, o, o) for o in ops)
-        if gnuplot("set terminal pngcairo size 640,400 font 'sans,11'\nset output '%s/comm.png'\nset logscale x 2\n"
-                   "set xlabel 'bytes'\nset ylabel 'kiln / NCCL bus bandwidth'\nset yrange [0:1.3]\nset key right bottom\n"
+        if gnuplot("set terminal pngcairo noenhanced size 640,400 font 'sans,11'\nset output '%s/comm.png'\n"
+                   "set logscale x 2\nset format x '%%.0s %%cB'\n"
+                   "set xlabel 'bytes'\nset ylabel 'kiln / NCCL bus bandwidth'\nset yrange [0:*]\nset key right bottom\n"
                    "set title 'collectives (%s)'\nplot %s, 1 with lines dt 2 title 'NCCL'\n" % (out, fold, plots)):
             md.append("![Collective bandwidth against NCCL's (%s)](comm.png)\n" % fold)
     else:
