@@ -24,6 +24,9 @@ tol=${TOL:-0.05}
 log=$(mktemp); trap 'rm -f "$log"' EXIT
 $LAUNCH "$kiln" train "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
+# a launch that printed nothing at all (seen once from mpiexec under make test, 2026-11-27,
+# not reproduced) says so, rather than leave an empty log
+[ "$rc" -eq 0 ] || [ -s "$log" ] || echo "run-compare: '${LAUNCH:+$LAUNCH }$kiln train' exited with status $rc without any output"
 [ "$rc" -eq 0 ] || exit "$rc"
 held() { sed -n 's/^ *held-out loss *\([0-9.naif-]*\) .*/\1/p' "$1" | tail -n 1; }
 mine=$(held "$log")

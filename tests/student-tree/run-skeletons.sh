@@ -31,7 +31,17 @@ labs=$(cd "$tree/labs" && ls -d lab[0-9][0-9]-* | sed 's/^lab\([0-9]*\)-.*/\1/')
 for l in $labs; do
     log=$logs/run-lab$l.log
     timeout 600 make -C "$tree" --no-print-directory CUDA=0 run LAB="$l" RUN_ARGS="$short" > "$log" 2>&1
-    check student-run-lab"$l" "$log" "$l" $? || status=1
+    rc=$?
+    # once (2026-11-27, lab 10's two MPI ranks) the launch printed nothing at all and the
+    # failure did not come back in three reruns: a run that said nothing is tried once more,
+    # and the result says so; a run that printed anything is judged as it is
+    if [ $rc -ne 0 ] && grep -q "without any output" "$log"; then
+        cp "$log" "$log.first"
+        echo "student-run-lab$l: the first launch printed nothing (log: $log.first); running it once more"
+        timeout 600 make -C "$tree" --no-print-directory CUDA=0 run LAB="$l" RUN_ARGS="$short" > "$log" 2>&1
+        rc=$?
+    fi
+    check student-run-lab"$l" "$log" "$l" $rc || status=1
 done
 if [ -d "$tree/labs/lab10-dataparallel" ]; then
     log=$logs/run-dist.log
