@@ -343,6 +343,10 @@ KNC_KERNEL(knc_cross_entropy);
 KNC_KERNEL(knc_cross_entropy_bwd);
 KNC_KERNEL(knc_flash_attn);         /* cuda_flash.cu */
 KNC_KERNEL(knc_attn_decode);        /* cuda_attn_decode.cu */
+/* cuda_quant.cu: row r of a [rows, cols] view (element (r, c) at x[r * rs + c * cs]) quantized
+ * symmetrically into q[r * cols + c] and s[r], as lab 12's kn_quant_rows_i8 (one block a row) */
+__global__ void knc_quant_rows_kernel(const float *x, int64_t rows, int64_t cols, int64_t rs, int64_t cs, int8_t *q,
+                                      float *s);
 KNC_KERNEL(knc_flash_attn_bwd);
 
 /* The device a node runs on (that of its first operand). */

@@ -4,8 +4,8 @@
  * test_quant_calib.c).
  *
  * Three launches, as the CPU's steps: the weight quantized per output channel into
- * k-contiguous int8 rows [N][K] (one block per channel: a shared-memory absmax, then the
- * codes), x's codes with the given threshold (rintf of v * (127 / amax), clamped to +-127: the
+ * k-contiguous int8 rows [N][K] by cuda_quant.cu's knc_quant_rows_kernel (the dynamic
+ * products' quantizer, declared in runtime/cuda_impl.h), x's codes with the given threshold (rintf of v * (127 / amax), clamped to +-127: the
  * CPU's rounding, so the codes are the CPU's; a non-finite x raises a flag that makes the
  * scale NaN, as the CPU's), then one thread per output element: an int32 dot product (__dp4a
  * when K is a multiple of 4) and the epilogue acc * s_x * s_w[j] in that order (the CPU's
@@ -14,38 +14,6 @@
 #include <stdint.h>
 
 #include "runtime/cuda_impl.h"
-
-/* Channel r of W (element (r, c) at w[r * rs + c * cs]) -> q[r * cols + c], s[r]. */
-static __global__ void qs_weight_kernel(const float *w, int64_t rows, int64_t cols, int64_t rs, int64_t cs, int8_t *q,
-                                        float *s) {
-    __shared__ float red[KNC_THREADS];
-    __shared__ int bad;
-    int64_t r = blockIdx.x;
-    if (r >= rows) return;
-    const float *row = w + r * rs;
-    if (threadIdx.x == 0) bad = 0;
-    __syncthreads();
-    float a = 0;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-        float v = fabsf(row[c * cs]);
-        if (!isfinite(v)) atomicOr(&bad, 1);
-        else a = fmaxf(a, v);
-    }
-    red[threadIdx.x] = a;
-    __syncthreads();
-    for (int h = blockDim.x / 2; h > 0; h /= 2) {
-        if ((int)threadIdx.x < h) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + h]);
-        __syncthreads();
-    }
-    a = red[0];
-    const bool finite = bad == 0;
-    const float inv = (finite && a > 0) ? 127.0f / a : 0.0f;
-    if (threadIdx.x == 0) s[r] = finite ? a / 127.0f : __int_as_float(0x7fc00000);
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-        float v = fminf(fmaxf(rintf(row[c * cs] * inv), -127.0f), 127.0f);
-        q[r * cols + c] = finite ? (int8_t)v : (int8_t)0;
-    }
-}
 
 /* x's n codes with the threshold amax; *bad set when a value is not finite. */
 static __global__ void qs_act_kernel(const float *x, int64_t n, float amax, int8_t *q, int *bad) {
@@ -98,9 +66,9 @@ KNC_KERNEL(knc_matmul_q_static) {
         if (cudaMemsetAsync(bad, 0, sizeof *bad, knc_stream) != cudaSuccess)
             st = kn_error(KN_ERR_DEVICE, "matmul_w8a8_static: clearing the non-finite flag failed");
         /* channel j of W: row j of [N, K] (tb) or column j of [K, N] */
-        if (st == KN_OK) qs_weight_kernel<<<(unsigned)nn, KNC_THREADS, 0, knc_stream>>>((const float *)kn_tensor_data(w), nn, k,
+        if (st == KN_OK) knc_quant_rows_kernel<<<(unsigned)nn, KNC_THREADS, 0, knc_stream>>>((const float *)kn_tensor_data(w), nn, k,
                                                                         tb ? k : 1, tb ? 1 : nn, qwd, swd);
-        if (st == KN_OK) st = knc_check_launch("qs_weight_kernel", __FILE__, __LINE__);
+        if (st == KN_OK) st = knc_check_launch("knc_quant_rows_kernel", __FILE__, __LINE__);
         if (st == KN_OK) {
             qs_act_kernel<<<knc_blocks(m * k), KNC_THREADS, 0, knc_stream>>>((const float *)kn_tensor_data(x), m * k,
                                                                              amax, qxd, bad);
