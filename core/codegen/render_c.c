@@ -383,6 +383,42 @@ void kn_rc_full_stores(kn_rc *c, int indent) {
     }
 }
 
+/* The full stores of an elementwise kernel unrolled over several elements a thread
+ * (render_cuda.c), in two phases. Declarations: a value and an element index per store and
+ * unrolled element, kn_v<s>[n] and kn_i<s>[n]. Phase 0 (inside the loop over u): define each
+ * store's value and keep it with its index. Phase 1 (a second loop over u): store them. So
+ * every load of the thread's elements comes before its first store, and the compiler can
+ * issue them together even where a stored buffer may alias a loaded one (written in place,
+ * hence no __restrict__): the loads are in flight at once instead of one element's at a time. */
+void kn_rc_split_decls(kn_rc *c, int n, int indent) {
+    const kn_kernel *k = c->k;
+    for (int s = 0; s < k->nstores; s++)
+        kn_remit(&c->o, "%*s%s kn_v%d[%d];\n%*s%s kn_i%d[%d];\n", indent, "", kn_rc_stype(k->bufs[k->stores[s].buf].dtype),
+                 s, n, indent, "", c->ix, s, n);
+}
+
+void kn_rc_full_stores_split(kn_rc *c, int phase, int indent) {
+    const kn_kernel *k = c->k;
+    if (phase == 0)
+        for (int s = 0; s < k->nstores; s++) kn_rc_define(c, k->stores[s].src, true, indent);
+    for (int s = 0; s < k->nstores && c->o.st == KN_OK; s++) {
+        const kn_kstore *st = &k->stores[s];
+        char nm[48], ix[256], v[80], vs[32], is[32], at[400];
+        snprintf(vs, sizeof vs, "kn_v%d[u]", s);
+        snprintf(is, sizeof is, "kn_i%d[u]", s);
+        if (phase == 0) {
+            kn_rc_name(c, st->src, nm, sizeof nm);
+            kn_status e = kn_render_c_index(k, st->buf, true, ix, sizeof ix);
+            if (e != KN_OK) { c->o.st = e; break; }
+            stored(v, sizeof v, k->bufs[st->buf].dtype, nm);
+            kn_remit(&c->o, "%*s%s = %s;\n%*s%s = %s;\n", indent, "", vs, v, indent, "", is, ix);
+        } else {
+            element(c, st->buf, is, true, at, sizeof at);
+            kn_remit(&c->o, "%*s%s = %s;\n", indent, "", at, vs);
+        }
+    }
+}
+
 /* After the row's loops: the outer stores (guard: a condition that picks one thread, or
  * NULL), then a (void) for each outer entry nothing stored, so -Wunused stays quiet. */
 void kn_rc_outer_stores(kn_rc *c, const char *guard, int indent) {

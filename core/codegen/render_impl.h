@@ -41,6 +41,10 @@ void kn_rc_params(kn_rc *c, const char *restrict_kw); /* "float *R p0, const flo
 void kn_rc_inner_coords(kn_rc *c, int indent);      /* r -> r<axis> (several inner axes) */
 void kn_rc_row_setup(kn_rc *c, int indent);         /* o -> c<axis>, row offsets, outer entries */
 void kn_rc_full_stores(kn_rc *c, int indent);       /* in an inner loop: the full stores */
+/* An elementwise kernel unrolled over n elements a thread: the value and index arrays, then
+ * phase 0 (define and keep each store, in the loop over u) and phase 1 (store them). */
+void kn_rc_split_decls(kn_rc *c, int n, int indent);
+void kn_rc_full_stores_split(kn_rc *c, int phase, int indent);
 void kn_rc_outer_stores(kn_rc *c, const char *guard, int indent);
 void kn_rc_acc_value(kn_rc *c, int i, int indent);  /* a<i> from s<i>, then what it enables */
 
