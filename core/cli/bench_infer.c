@@ -3,7 +3,8 @@
  *
  * The workloads (the capstone's inference benchmark): chat (a short prompt, 64 new tokens),
  * long (a long generation of 512), mid (a 256-token generation) and summarize (a ~500-token
- * prompt answered in 128). Each runs `--requests` times per batch size after `--warmup`
+ * prompt answered in 128); and, when asked for, prefill (a prompt of the whole context, one
+ * new token: the TTFT of a full-context prompt, the capstone's 1,024-token row). Each runs `--requests` times per batch size after `--warmup`
  * untimed requests (which compile the prefill program and capture the decode step's CUDA
  * graph). A request is B prompts generated together, greedily; each of its B rows counts as
  * a request of its own in the statistics (they share their times). The metrics are vLLM's
@@ -31,7 +32,9 @@ typedef struct bi_workload {
     int prompt, new_tokens;
 } bi_workload;
 
-static const bi_workload k_workloads[] = {{"chat", 32, 64}, {"long", 16, 512}, {"mid", 64, 256}, {"summarize", 500, 128}};
+/* prompt 0: the model's whole context (prefill: TTFT alone, so not in the default list) */
+static const bi_workload k_workloads[] = {{"chat", 32, 64},       {"long", 16, 512},     {"mid", 64, 256},
+                                          {"summarize", 500, 128}, {"prefill", 0, 1}};
 enum { NWORK = sizeof k_workloads / sizeof k_workloads[0], MAXB = 8 };
 
 typedef struct bi_model {
@@ -55,11 +58,12 @@ typedef struct bi_opts {
 static void bi_usage(FILE *f) {
     fprintf(f, "usage: kiln bench-infer [--ckpt FILE | --model tiny|small|124M] [--device cpu|cuda|cuda:N|auto]\n"
                "                        [--mode nodes|compiled] [--passes LIST] [--batch 1,8] [--requests N]\n"
-               "                        [--warmup N] [--workloads chat,long,mid,summarize] [--scale F]\n"
+               "                        [--warmup N] [--workloads chat,long,mid,summarize,prefill] [--scale F]\n"
                "                        [--seed S] [--no-cuda-graph] [--json FILE]\n"
                "Times generation with a KV cache over four workloads (prompt -> new tokens): chat 32 -> 64,\n"
                "long 16 -> 512, mid 64 -> 256, summarize 500 -> 128; --scale F (0 < F <= 1) shrinks every count\n"
-               "(a quick run). Prints TTFT, TPOT, inter-token and end-to-end latency (mean, p50, p95, p99 in ms;\n"
+               "(a quick run). --workloads prefill adds a prompt of the whole context -> 1 (its TTFT; no TPOT).\n"
+               "Prints TTFT, TPOT, inter-token and end-to-end latency (mean, p50, p95, p99 in ms;\n"
                "vLLM's definitions), output tokens/s and peak memory per workload and batch size, greedy\n"
                "decoding of random prompts. The model: a checkpoint, or a random GPT-2 init of a named size\n"
                "(tiny; small: 4 layers, width 256, context 1024, 256 tokens; 124M: GPT-2's). Defaults: small on\n"
@@ -243,7 +247,9 @@ static void print_table(const bi_result *r, int nr) {
         const bi_result *x = &r[i];
         char c[4][32];
         const bi_stat *s[4] = {&x->ttft, &x->tpot, &x->itl, &x->e2e};
-        for (int k = 0; k < 4; k++) snprintf(c[k], sizeof c[k], "%.3g/%.3g/%.3g", s[k]->p50, s[k]->p95, s[k]->p99);
+        for (int k = 0; k < 4; k++) /* one new token has no TPOT and no gap between tokens: "-" (null in JSON) */
+            if (isnan(s[k]->p50)) snprintf(c[k], sizeof c[k], "-");
+            else snprintf(c[k], sizeof c[k], "%.3g/%.3g/%.3g", s[k]->p50, s[k]->p95, s[k]->p99);
         printf("%-10s %3d %6d %5d | %-23s | %-23s | %-23s | %-23s | %9.1f %9.2f\n", x->workload, x->batch, x->prompt,
                x->new_tokens, c[0], c[1], c[2], c[3], x->tokens_per_s, x->peak_bytes / 1048576.0);
     }
@@ -305,11 +311,11 @@ int kn_cli_bench_infer(int argc, char **argv) {
         int k = 0;
         while (k < NWORK && strcmp(k_workloads[k].name, tokn)) k++;
         if (k == NWORK || nw == NWORK) {
-            fprintf(stderr, "kiln bench-infer: --workloads: unknown or repeated '%s' (chat, long, mid, summarize)\n", tokn);
+            fprintf(stderr, "kiln bench-infer: --workloads: unknown or repeated '%s' (chat, long, mid, summarize, prefill)\n", tokn);
             return 2;
         }
         work[nw] = k_workloads[k];
-        work[nw].prompt = (int)fmax(1, round(work[nw].prompt * o.scale));
+        if (work[nw].prompt) work[nw].prompt = (int)fmax(1, round(work[nw].prompt * o.scale));
         work[nw].new_tokens = (int)fmax(1, round(work[nw].new_tokens * o.scale));
         nw++;
     }
@@ -335,6 +341,8 @@ int kn_cli_bench_infer(int argc, char **argv) {
         kn_gpt_init(&g, 1337);
     }
     kn_status st = KN_OK;
+    for (int i = 0; i < nw; i++)
+        if (work[i].prompt == 0) work[i].prompt = g.cfg.context; /* prefill: the whole context, not scaled */
     for (int i = 0; i < nw && st == KN_OK; i++)
         if (work[i].prompt > g.cfg.context)
             st = kn_error(KN_ERR_ARG, "workload %s: a prompt of %d tokens is longer than the context of %d (--scale)",

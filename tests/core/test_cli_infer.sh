@@ -66,6 +66,18 @@ for x in r["results"]:
     assert abs(tps - x["tokens_per_s"]) <= 1e-6 * tps, (tps, x["tokens_per_s"])
     assert x["peak_bytes"] > 0, x
 PY
+# prefill: a prompt of the whole context (the tiny model's 128, not scaled), one new token:
+# a TTFT, no TPOT or gaps (null in the JSON, "-" in the table)
+"$kiln" bench-infer --model tiny --workloads prefill --scale 0.1 --requests 2 --batch 1 --json "$dir/p.json" > "$dir/p.out"
+grep -E -q "^prefill +1 +128 +1 \| [0-9.e-]+/[0-9.e-]+/[0-9.e-]+ +\| - " "$dir/p.out" || { echo "FAIL: prefill row"; cat "$dir/p.out"; exit 1; }
+"${PYTHON:-python3}" - "$dir/p.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"]
+assert [(x["workload"], x["prompt_tokens"], x["new_tokens"]) for x in r] == [("prefill", 128, 1)], r
+x = r[0]
+assert x["ttft_ms"]["p50"] > 0 and x["tpot_ms"]["p50"] is None and x["itl_ms"]["p50"] is None, x
+assert abs(x["ttft_ms"]["mean"] - x["e2e_ms"]["mean"]) < 1e-9, x
+PY
 bad() { # bad WORD FLAGS...: kiln bench-infer exits 2 naming WORD
     local want=$1; shift
     local rc=0
