@@ -144,7 +144,28 @@ kn_dp_memory kn_dp_memory_of(const kn_dp *d) {
     m.optim = (d->cfg.strategy == KN_DP_DDP ? d->tr->opt.state_len : d->shard_opt.state_len) * f;
     m.staging_peak = d->staging_peak;
     m.gathered_peak = d->gathered_peak;
+    m.device = d->device_held;
     return m;
+}
+
+kn_status kn_dp_memory_ranks(const kn_dp *d, kn_dp_memory *all) {
+    if (!d || !d->tr || !d->comm || !all) return kn_error(KN_ERR_ARG, "kn_dp_memory_ranks: NULL argument");
+    enum { F = 6 };
+    int N = d->comm->size;
+    double *v = kn_calloc((size_t)N * F, sizeof *v);
+    if (!v) return kn_error(KN_ERR_OOM, "kn_dp_memory_ranks: out of memory");
+    /* each rank fills its row, zeros elsewhere: the sum over the ranks is every row (bytes
+     * below 2^53 are exact in a double) */
+    kn_dp_memory m = kn_dp_memory_of(d);
+    const int64_t mine[F] = {m.params, m.grads, m.optim, m.staging_peak, m.gathered_peak, m.device};
+    for (int f = 0; f < F; f++) v[d->comm->rank * F + f] = (double)mine[f];
+    kn_status st = kn_dp_all_reduce_f64s(d, v, N * F, "the memory per rank");
+    for (int r = 0; st == KN_OK && r < N; r++) {
+        const double *q = v + r * F;
+        all[r] = (kn_dp_memory){(int64_t)q[0], (int64_t)q[1], (int64_t)q[2], (int64_t)q[3], (int64_t)q[4], (int64_t)q[5]};
+    }
+    kn_free(v);
+    return st;
 }
 
 kn_dp_memory kn_dp_memory_expected(kn_dp_strategy s, int64_t P, int n) {
