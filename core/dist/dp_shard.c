@@ -63,30 +63,21 @@ kn_status kn_dp_shard_new(kn_dp *d) {
 
 kn_status kn_dp_shard_clip(kn_dp *d, double scale, double *norm) {
     kn_trainer *t = d->tr;
+    int64_t len = kn_dp_my_len(d);
+    double ss = 0;
+    KN_TRY(kn_device_scale(t->dev, d->grad_shard, len, scale));
+    /* the shard's sum of squares, summed over the ranks: on the CPU summed here in double
+     * (kn_clip_grad_norm's sum); a GPU backend gives the shard's norm, squared back */
     if (kn_dp_on_gpu(d)) {
-        /* the shard's sum of squares (its norm, unclipped), summed over the ranks */
-        int64_t len = kn_dp_my_len(d);
-        double local = 0, ss;
-        KN_TRY(kn_device_scale(t->dev, d->grad_shard, len, scale));
+        double local = 0;
         KN_TRY(kn_device_clip_grad_norm(t->dev, d->grad_shard, len, 0.0, &local));
         ss = local * local;
-        KN_TRY(kn_dp_all_reduce_f64(d, &ss, "gradient norm"));
-        *norm = sqrt(ss);
-        if (t->clip > 0 && *norm > t->clip) KN_TRY(kn_device_scale(t->dev, d->grad_shard, len, t->clip / (*norm + 1e-6)));
     } else {
-        int64_t len = kn_dp_my_len(d);
-        double ss = 0;
-        for (int64_t i = 0; i < len; i++) {
-            d->grad_shard[i] = (float)((double)d->grad_shard[i] * scale);
-            ss += (double)d->grad_shard[i] * (double)d->grad_shard[i];
-        }
-        KN_TRY(kn_dp_all_reduce_f64(d, &ss, "gradient norm"));
-        *norm = sqrt(ss);
-        if (t->clip > 0 && *norm > t->clip) {
-            double s = t->clip / (*norm + 1e-6);
-            for (int64_t i = 0; i < len; i++) d->grad_shard[i] = (float)((double)d->grad_shard[i] * s);
-        }
+        for (int64_t i = 0; i < len; i++) ss += (double)d->grad_shard[i] * (double)d->grad_shard[i];
     }
+    KN_TRY(kn_dp_all_reduce_f64(d, &ss, "gradient norm"));
+    *norm = sqrt(ss);
+    if (t->clip > 0 && *norm > t->clip) KN_TRY(kn_device_scale(t->dev, d->grad_shard, len, t->clip / (*norm + 1e-6)));
     return KN_OK;
 }
 
