@@ -53,10 +53,12 @@ for prec in fp32 bf16; do
 done
 
 # memory: DDP against ZeRO-3 on 2 GPUs, P about 12.7M (16P = 203 MB against a few MB of activations)
-M="--layers 4 --width 512 --heads 8 --context 64 --batch 8 --steps 3 --data-bytes 200000 --eval-batches 1 --sample 0 --out none"
+# buckets of 4 MiB: a compiled step's arena keeps the slots of the gathered buckets (at most
+# a few buckets, not the 4P bytes of the whole slab; the "+ parameters gathered" line)
+M="--layers 4 --width 512 --heads 8 --context 64 --batch 8 --steps 3 --data-bytes 200000 --eval-batches 1 --sample 0 --out none --bucket-mb 4"
 for s in ddp zero3; do
     run $MPIEXEC -n 2 "$kiln" train $M --dist $s --comm nccl > mem-$s.txt 2>&1 || { tail -n 20 mem-$s.txt; echo "memory: $s FAILED"; exit 1; }
-    grep '^  rank .* holds\|table (fp32' mem-$s.txt
+    grep '^  rank .* holds\|table (fp32\|parameters gathered .* at the peak\|device memory peak' mem-$s.txt
 done
 awk '/table \(fp32 Adam/ { P = $(NF-1); sub(/^P=/, "", P); sub(/,$/, "", P); N = $NF; sub(/^N=/, "", N); sub(/\)$/, "", N) }
      /^  rank +[0-9]+ +holds .* parameter bytes/ {
