@@ -128,6 +128,12 @@ test-step-dist-mesh:
 .PHONY: test-dist-pp-gpu
 test-dist-pp-gpu: $(KILN)
 	MPIEXEC='$(MPIEXEC)' bash tests/dist/test_pp_gpu.sh $(KILN) $(BUILD)/pp-gpu
+# data parallelism on GPU ranks (by hand on a machine with 2 or more GPUs; "skip" without):
+# ZeRO-3 and --accum 2 under every strategy, fp32 and bf16, against one GPU, and ZeRO-3's
+# memory per GPU against DDP's (tests/dist/test_dist_gpu.sh)
+.PHONY: test-dist-gpu
+test-dist-gpu: $(KILN)
+	MPIEXEC='$(MPIEXEC)' bash tests/dist/test_dist_gpu.sh $(KILN) $(BUILD)/dist-gpu-test
 test-step-dist-timeout:
 	@$(MAKE) --no-print-directory $(KILN) $(CFG)/test-dist IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) dist-timeout env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \

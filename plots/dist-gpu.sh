@@ -2,7 +2,7 @@
 # dist-gpu.sh LOGS [REF] — kiln's data parallelism on the GPUs of one machine (`make dist-gpu`).
 #
 # Run on a machine with N >= 1 GPUs (the lent multi-GPU machine), after `make kiln`:
-#   1. Equality. A small GPT on the bundled corpus, 20 steps: DDP over NCCL on 1..N GPUs
+#   1. Equality. A small GPT on the bundled corpus, 20 steps: DDP, ZeRO-1, -2 and -3 over NCCL on 1..N GPUs
 #      (mpiexec -n k, one GPU per rank) against one GPU alone on the same global batch:
 #      every step's loss and the final parameters and optimizer state (tests/dist/compare.py,
 #      tolerance: a different summation order; GPU matmuls of other shapes sum in another order).
@@ -45,7 +45,7 @@ A="--layers 2 --width 64 --heads 4 --context 64 --steps 20 --eval-batches 1 --sa
 G=$(( 8 * ngpu ))
 "$kiln" train $A --batch $G --device cuda:0 --log one.log --out one.st > eq-one.txt 2>&1 || { cat eq-one.txt; exit 1; }
 for k in $counts; do
-    for s in ddp zero1 zero2; do
+    for s in ddp zero1 zero2 zero3; do
         $MPIEXEC -n $k "$kiln" train $A --batch $G --dist $s --comm nccl --bucket-mb 0.05 --log $s$k.log \
             --out $s$k.st > eq-$s$k.txt 2>&1 || { tail -n 5 eq-$s$k.txt; say "equality: $s on $k GPUs FAILED"; continue; }
         say "equality, $s on $k GPU(s) vs 1 GPU alone (global batch $G): $($PY "$here/../tests/dist/compare.py" \
@@ -81,12 +81,12 @@ done
 # memory per GPU of each strategy on every GPU (kiln's accounting against distributed.md's
 # table, and the device peak of the steps)
 kmax=$(echo $counts | awk '{print $NF}')
-for s in zero1 zero2; do
+for s in zero1 zero2 zero3; do
     KILN_TF32=1 $MPIEXEC -n $kmax "$kiln" train $S --batch $(( 8 * kmax )) --dist $s --comm nccl > scale-$s$kmax.txt 2>&1 \
         || { tail -n 5 scale-$s$kmax.txt; say "scaling: $s on $kmax GPUs FAILED"; continue; }
     say "scaling: $s on $kmax GPU(s) $(rate scale-$s$kmax.txt) tokens/s, peak $(peak scale-$s$kmax.txt) GB on rank 0"
 done
-for s in ddp zero1 zero2; do
+for s in ddp zero1 zero2 zero3; do
     f=scale-$s$kmax.txt
     [ -f "$f" ] || continue
     say "memory per GPU, $s on $kmax GPU(s) (held / distributed.md's table, bytes): $(awk '/^    (parameters|gradients|optimizer state|total)/ { printf "%s%s %s/%s", sep, $1 ($1 == "optimizer" ? " state" : ""), $(NF-1), $NF; sep = "; " }' "$f")"

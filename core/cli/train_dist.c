@@ -68,11 +68,6 @@ int kn_train_dist_begin(kn_train_opts *o, kn_train_dist *rd) {
                 "(use --dist ddp, or drop --allreduce)\n", o->dist);
         return 2;
     }
-    if (s == KN_DP_ZERO3 && !strcmp(o->comm, "nccl")) {
-        fprintf(stderr, "kiln train: --dist %s runs on CPU ranks (--comm mpi) so far; on GPUs use --dist zero2\n",
-                o->dist);
-        return 2;
-    }
     char who[64];
     snprintf(who, sizeof who, "kiln train --dist %s", o->dist);
     if (kn_dist_init(who) != KN_OK) {
@@ -165,6 +160,17 @@ void kn_train_dist_report(const kn_train_dist *rd, int64_t P) {
     if (m.gathered_peak)
         printf("    + parameters gathered   %lld at the peak (the table's \"one layer gathered\": here buckets)\n",
                (long long)m.gathered_peak);
+    /* each rank's own bytes (ZeRO-3: its parameter shard, about 4P/N), and on GPU ranks what
+     * the device held after the last step, measured */
+    static kn_dp_memory per[1024];
+    if (rd->size <= 1024 && kn_dp_memory_ranks(&rd->dp, per) == KN_OK)
+        for (int r = 0; r < rd->size; r++) {
+            printf("  rank %-16d holds %.1f%% of the parameters (1/N %.1f%%): parameter bytes %lld, gradient bytes "
+                   "%lld, optimizer-state bytes %lld", r, P > 0 ? 100.0 * (double)per[r].params / (4.0 * (double)P) : 0,
+                   100.0 / rd->size, (long long)per[r].params, (long long)per[r].grads, (long long)per[r].optim);
+            if (per[r].device) printf("; device bytes after the last step %lld", (long long)per[r].device);
+            printf("\n");
+        }
     printf("  gradients sent        %lld bytes per step by this rank (%s)\n", (long long)rd->dp.bytes_sent,
            rd->dp.cfg.compress ? "int8 codes and a scale per 256" : "f32");
     const kn_dp_stats *s = &rd->dp.stats;

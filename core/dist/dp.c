@@ -45,7 +45,10 @@
  * reduce-scatter every micro-batch and add into the shard (DeepSpeed does the same, and
  * FSDP's no_sync() keeps full gradients instead). ZeRO-3 also gathers the parameters anew
  * for every micro-batch: 3P of traffic per micro-batch. Either way the result is (sum over
- * ranks and micro-batches) / (N K): the gradient of the global batch's mean loss. */
+ * ranks and micro-batches) / (N K): the gradient of the global batch's mean loss. The
+ * same code runs on CPU and GPU ranks: a gradient is added where it lives by the add
+ * kernel of the trainer's device (kn_step_add), and ZeRO's shards (ZeRO-3's parameters
+ * too) are allocated there (kn_dp_alloc), so the update is the device's optimizer. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,13 +139,10 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
         return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: --compress int8 compresses DDP's buckets on CPU ranks with the "
                         "library's all-gather (asked: --dist %s%s%s)", kn_dp_strategy_name(cfg->strategy),
                         gpu ? " on GPUs" : "", cfg->ring ? ", the ring" : "");
-    if (gpu && (cfg->accum > 1 || cfg->ring))
-        return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: on GPUs kiln runs one micro-batch per step with the library's "
-                        "collectives (asked: --accum %d%s); accumulation and the ring run on CPU ranks", cfg->accum,
-                        cfg->ring ? ", the ring" : "");
-    if (gpu && cfg->strategy == KN_DP_ZERO3)
-        return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: --dist zero3 runs on CPU ranks (--comm mpi) so far: its "
-                        "parameter shard and its update are host memory; on GPUs use --dist zero2");
+    if (gpu && cfg->ring)
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: kiln's ring all-reduce (--allreduce ring) runs on CPU ranks: "
+                        "it moves host buffers over MPI point to point; GPU ranks use NCCL's all-reduce (drop "
+                        "--allreduce ring)");
     if (cfg->compress && tr->scale_in)
         return kn_error(KN_ERR_UNSUPPORTED, "kn_dp_new: --compress int8 with a loss scale: an overflow's inf would "
                         "enter the error feedback, which a skipped step cannot take back (use --loss-scale none, "
@@ -224,17 +224,24 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
 
 /* ---------------------------------------------------------------- the step */
 
-/* A blocking all-reduce of one double with a label for the timeout message (NCCL moves
- * device memory only: on a GPU the value goes through d->dscalar). */
-kn_status kn_dp_all_reduce_f64(kn_dp *d, double *v, const char *what) {
+/* A blocking all-reduce of n doubles with a label for the timeout message (NCCL moves
+ * device memory only: on a GPU the values go through d->dscalar, or for n > 1 a buffer
+ * of their own). */
+kn_status kn_dp_all_reduce_f64s(const kn_dp *d, double *v, int n, const char *what) {
+    if (n < 1) return KN_OK;
     kn_comm_req r;
-    double *buf = kn_dp_on_gpu(d) ? d->dscalar : v;
-    if (kn_dp_on_gpu(d)) KN_TRY(kn_device_memcpy(d->tr->dev, buf, KN_CPU, v, sizeof *v));
-    KN_TRY(kn_comm_iall_reduce(d->comm, buf, buf, 1, KN_DT_F64, what, &r));
-    KN_TRY(kn_comm_wait(&r));
-    if (kn_dp_on_gpu(d)) KN_TRY(kn_device_memcpy(KN_CPU, v, d->tr->dev, buf, sizeof *v));
-    return KN_OK;
+    bool gpu = kn_dp_on_gpu(d);
+    size_t nb = (size_t)n * sizeof *v;
+    double *buf = !gpu ? v : n == 1 ? d->dscalar : (double *)kn_dp_alloc(d, nb);
+    if (!buf) return kn_error(KN_ERR_OOM, "kn_dp: out of device memory for the all-reduce of %s", what);
+    kn_status st = gpu ? kn_device_memcpy(d->tr->dev, buf, KN_CPU, v, nb) : KN_OK;
+    if (st == KN_OK) st = kn_comm_iall_reduce(d->comm, buf, buf, n, KN_DT_F64, what, &r);
+    if (st == KN_OK) st = kn_comm_wait(&r);
+    if (st == KN_OK && gpu) st = kn_device_memcpy(KN_CPU, v, d->tr->dev, buf, nb);
+    if (gpu && n > 1) kn_dp_release(d, buf, nb);
+    return st;
 }
+kn_status kn_dp_all_reduce_f64(const kn_dp *d, double *v, const char *what) { return kn_dp_all_reduce_f64s(d, v, 1, what); }
 
 
 /* ---------------------------------------------------------------- the runner's hooks
@@ -330,6 +337,8 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
     d->t_first_launch = d->t_last_done = 0;
     KN_TRY(kn_step_run(t, x, y, global_batch, lr, loss, gnorm));
     double t1 = kn_time_now();
+    kn_device_mem_stats ms; /* what this rank keeps on its GPU between steps (kn_dp_memory.device) */
+    if (kn_dp_on_gpu(d) && kn_device_mem_stats_get(t->dev, &ms) == KN_OK) d->device_held = (int64_t)ms.current;
     d->stats.step_s = t1 - t0;
     d->stats.backward_s = d->t_backward_end - t0;
     d->stats.comm_s = d->launched ? (d->t_last_done > d->t_first_launch ? d->t_last_done : d->t_comm_end) -

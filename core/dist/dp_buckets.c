@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "dp_impl.h"
+#include "kiln/step.h"
 
 /* Bytes of bucket b's ZeRO-2 staging buffer: its gradients, then the part this rank owns. */
 size_t kn_dp_staging_size(const kn_dp *d, int b) {
@@ -38,17 +39,13 @@ size_t kn_dp_staging_size(const kn_dp *d, int b) {
     return (size_t)((k->hi - k->lo) + (e > a ? e - a : 0)) * sizeof(float);
 }
 
-/* dst[0..n) = src (first micro-batch) or += src (CPU ranks only: kn_dp_new refuses
- * accumulation on a GPU). On a GPU the copy is queued on the compute stream, behind the
- * kernel that made src; the bucket's NCCL operation waits for it (comm_nccl.c). */
+/* dst[0..n) = src (first micro-batch) or += src (the later ones: accumulation), where the
+ * step runs (kn_step_add: the add kernel of the trainer's device, the same sums on CPU
+ * and GPU ranks). On a GPU the copy and the add are queued on the compute stream, behind
+ * the kernel that made src; the bucket's NCCL operation waits for them (comm_nccl.c). */
 static kn_status store(const kn_dp *d, float *dst, const float *src, int64_t n, bool add) {
-    if (kn_dp_on_gpu(d)) return kn_device_memcpy(d->tr->dev, dst, d->tr->dev, src, (size_t)n * sizeof(float));
-    if (add) {
-        for (int64_t i = 0; i < n; i++) dst[i] += src[i];
-    } else {
-        memcpy(dst, src, (size_t)n * sizeof(float));
-    }
-    return KN_OK;
+    if (add) return kn_step_add(d->tr->dev, dst, dst, src, n);
+    return kn_device_memcpy(d->tr->dev, dst, d->tr->dev, src, (size_t)n * sizeof(float));
 }
 
 /* --compress int8: one scale per KN_DP_QBLOCK gradients (a bucket mixes parameters whose

@@ -28,8 +28,10 @@ static inline float *kn_dp_shard_state(const kn_dp *d) { return kn_dp_on_gpu(d) 
  * release (nb as allocated). */
 float *kn_dp_alloc(const kn_dp *d, size_t nb);
 void kn_dp_release(const kn_dp *d, void *p, size_t nb);
-/* A blocking all-reduce (sum) of one double, labelled for the timeout message. */
-kn_status kn_dp_all_reduce_f64(kn_dp *d, double *v, const char *what);
+/* A blocking all-reduce (sum) of one double (of n doubles: kn_dp_all_reduce_f64s),
+ * labelled for the timeout message. */
+kn_status kn_dp_all_reduce_f64(const kn_dp *d, double *v, const char *what);
+kn_status kn_dp_all_reduce_f64s(const kn_dp *d, double *v, int n, const char *what);
 
 /* dp_buckets.c. Bytes of bucket b's ZeRO-2 staging buffer; bucket b's request done (ZeRO-2
  * moves its part into the shard, int8 decodes); the collectives context of the step

@@ -63,30 +63,21 @@ kn_status kn_dp_shard_new(kn_dp *d) {
 
 kn_status kn_dp_shard_clip(kn_dp *d, double scale, double *norm) {
     kn_trainer *t = d->tr;
+    int64_t len = kn_dp_my_len(d);
+    double ss = 0;
+    KN_TRY(kn_device_scale(t->dev, d->grad_shard, len, scale));
+    /* the shard's sum of squares, summed over the ranks: on the CPU summed here in double
+     * (kn_clip_grad_norm's sum); a GPU backend gives the shard's norm, squared back */
     if (kn_dp_on_gpu(d)) {
-        /* the shard's sum of squares (its norm, unclipped), summed over the ranks */
-        int64_t len = kn_dp_my_len(d);
-        double local = 0, ss;
-        KN_TRY(kn_device_scale(t->dev, d->grad_shard, len, scale));
+        double local = 0;
         KN_TRY(kn_device_clip_grad_norm(t->dev, d->grad_shard, len, 0.0, &local));
         ss = local * local;
-        KN_TRY(kn_dp_all_reduce_f64(d, &ss, "gradient norm"));
-        *norm = sqrt(ss);
-        if (t->clip > 0 && *norm > t->clip) KN_TRY(kn_device_scale(t->dev, d->grad_shard, len, t->clip / (*norm + 1e-6)));
     } else {
-        int64_t len = kn_dp_my_len(d);
-        double ss = 0;
-        for (int64_t i = 0; i < len; i++) {
-            d->grad_shard[i] = (float)((double)d->grad_shard[i] * scale);
-            ss += (double)d->grad_shard[i] * (double)d->grad_shard[i];
-        }
-        KN_TRY(kn_dp_all_reduce_f64(d, &ss, "gradient norm"));
-        *norm = sqrt(ss);
-        if (t->clip > 0 && *norm > t->clip) {
-            double s = t->clip / (*norm + 1e-6);
-            for (int64_t i = 0; i < len; i++) d->grad_shard[i] = (float)((double)d->grad_shard[i] * s);
-        }
+        for (int64_t i = 0; i < len; i++) ss += (double)d->grad_shard[i] * (double)d->grad_shard[i];
     }
+    KN_TRY(kn_dp_all_reduce_f64(d, &ss, "gradient norm"));
+    *norm = sqrt(ss);
+    if (t->clip > 0 && *norm > t->clip) KN_TRY(kn_device_scale(t->dev, d->grad_shard, len, t->clip / (*norm + 1e-6)));
     return KN_OK;
 }
 
@@ -144,7 +135,28 @@ kn_dp_memory kn_dp_memory_of(const kn_dp *d) {
     m.optim = (d->cfg.strategy == KN_DP_DDP ? d->tr->opt.state_len : d->shard_opt.state_len) * f;
     m.staging_peak = d->staging_peak;
     m.gathered_peak = d->gathered_peak;
+    m.device = d->device_held;
     return m;
+}
+
+kn_status kn_dp_memory_ranks(const kn_dp *d, kn_dp_memory *all) {
+    if (!d || !d->tr || !d->comm || !all) return kn_error(KN_ERR_ARG, "kn_dp_memory_ranks: NULL argument");
+    enum { F = 6 };
+    int N = d->comm->size;
+    double *v = kn_calloc((size_t)N * F, sizeof *v);
+    if (!v) return kn_error(KN_ERR_OOM, "kn_dp_memory_ranks: out of memory");
+    /* each rank fills its row, zeros elsewhere: the sum over the ranks is every row (bytes
+     * below 2^53 are exact in a double) */
+    kn_dp_memory m = kn_dp_memory_of(d);
+    const int64_t mine[F] = {m.params, m.grads, m.optim, m.staging_peak, m.gathered_peak, m.device};
+    for (int f = 0; f < F; f++) v[d->comm->rank * F + f] = (double)mine[f];
+    kn_status st = kn_dp_all_reduce_f64s(d, v, N * F, "the memory per rank");
+    for (int r = 0; st == KN_OK && r < N; r++) {
+        const double *q = v + r * F;
+        all[r] = (kn_dp_memory){(int64_t)q[0], (int64_t)q[1], (int64_t)q[2], (int64_t)q[3], (int64_t)q[4], (int64_t)q[5]};
+    }
+    kn_free(v);
+    return st;
 }
 
 kn_dp_memory kn_dp_memory_expected(kn_dp_strategy s, int64_t P, int n) {

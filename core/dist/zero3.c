@@ -121,12 +121,18 @@ kn_status kn_dp_z3_end_run(kn_dp *d) {
     return st;
 }
 
-/* The evaluation program's parameters deferred, and the model's slab freed: between steps
- * this rank holds its shard only. */
+/* The evaluation program's parameters deferred, and the parameter slab freed: between steps
+ * this rank holds its shard only. On a GPU the trainer's device copy (params, views) goes
+ * and so does the model's host slab (kn_trainer_sync_host fills it again after
+ * kn_dp_z3_gather_params); on the CPU the trainer borrows the model's, which goes. */
 static kn_status drop_slab(kn_dp *d) {
     kn_trainer *tr = d->tr;
     kn_params *p = &tr->model->p;
     for (int i = 0; i < p->count; i++) KN_TRY(kn_program_defer(tr->eval, p->info[i].name));
+    if (kn_dp_on_gpu(d)) {
+        kn_params_views_free(p, tr->views);
+        kn_tensor_free(tr->params);
+    }
     kn_params_views_free(p, p->views);
     kn_tensor_free(p->slab);
     p->views = NULL;
@@ -139,7 +145,6 @@ static kn_status drop_slab(kn_dp *d) {
 
 kn_status kn_dp_z3_new(kn_dp *d) {
     kn_trainer *tr = d->tr;
-    const kn_params *p = &tr->model->p;
     int64_t len = kn_dp_my_len(d);
     size_t nb = (size_t)(d->nbuckets > 0 ? d->nbuckets : 1);
     kn_dp_z3 *z = d->z3 = kn_calloc(1, sizeof *d->z3);
@@ -150,10 +155,14 @@ kn_status kn_dp_z3_new(kn_dp *d) {
         z->done = kn_calloc(nb, sizeof *z->done);
         z->t_start = kn_calloc(nb, sizeof *z->t_start);
     }
-    d->param_shard = kn_malloc((size_t)(len > 0 ? len : 1) * sizeof(float));
+    /* the shard where the step runs (host memory, or the rank's GPU), from the trainer's slab
+     * (the model's on the CPU, its device copy on a GPU) */
+    d->param_shard = kn_dp_alloc(d, (size_t)len * sizeof(float));
     if (!z || !z->req || !z->buf || !z->in_flight || !z->done || !z->t_start || !d->param_shard)
-        return kn_error(KN_ERR_OOM, "kn_dp_new: out of memory for the parameters' shard");
-    memcpy(d->param_shard, p->data + kn_dp_my_lo(d), (size_t)len * sizeof(float));
+        return kn_error(KN_ERR_OOM, "kn_dp_new: out of memory for the parameters' shard (%lld bytes)",
+                        (long long)len * (long long)sizeof(float));
+    KN_TRY(kn_device_memcpy(tr->dev, d->param_shard, tr->dev, kn_dp_slab_param(d) + kn_dp_my_lo(d),
+                            (size_t)len * sizeof(float)));
     return drop_slab(d);
 }
 
@@ -189,27 +198,37 @@ kn_status kn_dp_z3_plan(kn_dp *d) {
     return KN_OK;
 }
 
-kn_status kn_dp_z3_begin_step(kn_dp *d) { return d->tr->model->p.slab ? drop_slab(d) : KN_OK; }
+kn_status kn_dp_z3_begin_step(kn_dp *d) { return d->tr->params ? drop_slab(d) : KN_OK; }
 
 kn_status kn_dp_z3_gather_params(kn_dp *d) {
     kn_trainer *tr = d->tr;
     kn_params *p = &tr->model->p;
-    if (p->slab) return KN_OK;
+    if (tr->params) return KN_OK;
     int64_t counts[1024], n = p->n;
     int N = d->comm->size;
     if (N > 1024) return kn_error(KN_ERR_ARG, "kn_dp: more than 1024 ranks");
     for (int r = 0; r < N; r++) counts[r] = d->shard_lo[r + 1] - d->shard_lo[r];
-    KN_TRY(kn_tensor_empty(&p->slab, KN_DT_F32, 1, &n));
-    p->data = kn_tensor_data(p->slab);
-    kn_status st = kn_comm_all_gather(d->comm, d->param_shard, p->data, counts, KN_DT_F32);
-    if (st == KN_OK) st = kn_params_views(p, p->slab, &p->views);
-    for (int i = 0; st == KN_OK && i < p->count; i++) st = kn_program_bind(tr->eval, p->info[i].name, p->views[i]);
+    /* the model's host slab (on a GPU filled by kn_trainer_sync_host), and the trainer's:
+     * the same one on the CPU, a device copy on a GPU; the shards are gathered into the
+     * trainer's, where they live */
+    kn_status st = kn_tensor_empty(&p->slab, KN_DT_F32, 1, &n);
+    if (st == KN_OK) {
+        p->data = kn_tensor_data(p->slab);
+        st = kn_params_views(p, p->slab, &p->views);
+    }
+    if (st == KN_OK && kn_dp_on_gpu(d)) {
+        st = kn_tensor_empty_on(&tr->params, tr->dev, KN_DT_F32, 1, &n);
+        if (st == KN_OK) st = kn_params_views(p, tr->params, &tr->views);
+    } else if (st == KN_OK) {
+        tr->params = p->slab;
+        tr->views = p->views;
+    }
+    if (st == KN_OK) st = kn_comm_all_gather(d->comm, d->param_shard, kn_tensor_data(tr->params), counts, KN_DT_F32);
+    for (int i = 0; st == KN_OK && i < p->count; i++) st = kn_program_bind(tr->eval, p->info[i].name, tr->views[i]);
     if (st != KN_OK) {
         (void)drop_slab(d);
         return st;
     }
-    tr->params = p->slab;
-    tr->views = p->views;
     return KN_OK;
 }
 
@@ -218,7 +237,8 @@ void kn_dp_z3_free(kn_dp *d) {
         (void)kn_dp_z3_end_run(d);
         /* a gathered slab: the evaluation program reads it; else it says what is missing */
         const kn_params *p = &d->tr->model->p;
-        for (int i = 0; p->slab && i < p->count; i++) (void)kn_program_bind(d->tr->eval, p->info[i].name, p->views[i]);
+        for (int i = 0; d->tr->params && i < p->count; i++)
+            (void)kn_program_bind(d->tr->eval, p->info[i].name, d->tr->views[i]);
         kn_free(d->z3->req);
         kn_free(d->z3->buf);
         kn_free(d->z3->in_flight);
@@ -227,7 +247,7 @@ void kn_dp_z3_free(kn_dp *d) {
         kn_free(d->z3);
         d->z3 = NULL;
     }
-    kn_free(d->param_shard);
+    if (d->param_shard) kn_dp_release(d, d->param_shard, (size_t)kn_dp_my_len(d) * sizeof(float));
     d->param_shard = NULL;
 }
 

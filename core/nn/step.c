@@ -257,21 +257,28 @@ static kn_status run_comm(kn_trainer *t, const int32_t *x, const int32_t *y, dou
     return c->update(c->ctx, lr);
 }
 
-/* dst = a + b over the slab's n floats, on the trainer's device (the add node's kernel:
- * the CPU's or the GPU's). */
-static kn_status add_into(kn_trainer *t, kn_tensor *dst, const kn_tensor *a, const kn_tensor *b) {
-    kn_node n = {.op = KN_OP_ADD, .nin = 2, .attrs = kn_attrs_default()};
-    n.type.dtype = KN_DT_F32;
-    n.type.ndim = 1;
-    n.type.shape[0] = t->model->p.n;
-    const kn_tensor *in[2] = {a, b};
-    kn_tensor *c = NULL;
-    kn_status st = kn_node_eval(&n, in, &c);
-    if (st == KN_OK)
-        st = kn_device_memcpy(t->dev, kn_tensor_data(dst), c->storage->device, kn_tensor_data(c),
-                              (size_t)n.type.shape[0] * sizeof(float));
+kn_status kn_step_add(kn_device dev, float *dst, const float *a, const float *b, int64_t n) {
+    if (!dst || !a || !b || n < 0) return kn_error(KN_ERR_ARG, "kn_step_add: NULL slab or n = %lld", (long long)n);
+    if (n == 0) return KN_OK;
+    kn_node nd = {.op = KN_OP_ADD, .nin = 2, .attrs = kn_attrs_default()};
+    nd.type.dtype = KN_DT_F32;
+    nd.type.ndim = 1;
+    nd.type.shape[0] = n;
+    kn_tensor *ta = NULL, *tb = NULL, *c = NULL;
+    kn_status st = kn_tensor_wrap(&ta, dev, (void *)a, KN_DT_F32, 1, &n);
+    if (st == KN_OK) st = kn_tensor_wrap(&tb, dev, (void *)b, KN_DT_F32, 1, &n);
+    const kn_tensor *in[2] = {ta, tb};
+    if (st == KN_OK) st = kn_node_eval(&nd, in, &c);
+    if (st == KN_OK) st = kn_device_memcpy(dev, dst, c->storage->device, kn_tensor_data(c), (size_t)n * sizeof(float));
     kn_tensor_free(c);
+    kn_tensor_free(tb);
+    kn_tensor_free(ta);
     return st;
+}
+
+/* dst = a + b over the slab's n floats, on the trainer's device. */
+static kn_status add_into(kn_trainer *t, kn_tensor *dst, const kn_tensor *a, const kn_tensor *b) {
+    return kn_step_add(t->dev, kn_tensor_data(dst), kn_tensor_data(a), kn_tensor_data(b), t->model->p.n);
 }
 
 /* One process, K > 1 micro-batches: each run writes its gradients into the slab; they are

@@ -10,8 +10,9 @@
 # ranks resumes as ZeRO-1 on 4, and one of ZeRO-3 on 2 as ZeRO-3 on 4, exactly on course.
 # Then the memory table (ZeRO-3: parameters 4P/N, the gathered buckets below 4P) and the
 # overlap lines (also the placement of the collective ops) are printed and checked, and bad usage gets its message: --dist without
-# mpiexec, a batch the ranks do not divide, NCCL without a GPU, ZeRO-3 on GPUs or with the
-# ring, a strategy that does not exist.
+# mpiexec, a batch the ranks do not divide, NCCL without a GPU, kiln's ring on GPUs, ZeRO-3
+# with the ring, a strategy that does not exist. Each rank's parameter bytes are checked too
+# (ZeRO-3: 4P/N each).
 set -euo pipefail
 kiln=$(realpath "$1")
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -149,6 +150,19 @@ awk '/table \(fp32 Adam/ { P = $(NF-1); sub(/^P=/, "", P); sub(/,$/, "", P) }
      END { if (!(g > 0 && g < 4 * P)) { print "zero3 gathered " g " of 4P = " 4 * P; exit 1 }
            printf "zero3 on 4 ranks: gathered buckets peak at %d bytes, %.0f%% of the slab\n", g, 100 * g / (4 * P) }' zero34.txt
 grep -q "hidden by the prefetch" zero34.txt
+# ... and each rank holds its own shard of them: parameter bytes within 4 of 4P/N, summing to
+# 4P (the per-rank lines, as kiln train --pp prints them); DDP's ranks hold all 4P each
+for s in zero3 ddp; do
+    awk -v s=$s '/table \(fp32 Adam/ { P = $(NF-1); sub(/^P=/, "", P); sub(/,$/, "", P); N = $NF; sub(/^N=/, "", N); sub(/\)$/, "", N) }
+         /^  rank +[0-9]+ +holds .* parameter bytes/ { b = $0; sub(/.*parameter bytes /, "", b); sub(/,.*/, "", b)
+                                                       want = s == "zero3" ? 4 * P / N : 4 * P
+                                                       if (b - want > 4 || want - b > 4) { print s ": " $0 " (want about " want ")"; bad = 1 }
+                                                       if (!ranks || b < lo) lo = b; if (b > hi) hi = b
+                                                       sum += b; ranks++ }
+         END { if (bad || ranks != N || (s == "zero3" && sum != 4 * P)) { print s ": " ranks " rank lines of " N ", " sum " bytes of 4P = " 4 * P; exit 1 }
+               printf "%s on %d ranks: each rank holds %d..%d parameter bytes (4P = %d)\n", s, N, lo, hi, 4 * P }' ${s}4.txt \
+        || { grep '^  rank\|table' ${s}4.txt; exit 1; }
+done
 
 # bad usage: each a clear message and a nonzero exit
 expect() { # expect "what" "pattern" cmd...
@@ -167,7 +181,11 @@ fi
 expect "a GPU over mpi" "add --comm nccl" run $MPIEXEC -n 2 "$kiln" train ${A/--device cpu/--device cuda} --dist ddp
 expect "--compress with zero1" "compresses DDP's buckets" run $MPIEXEC -n 2 "$kiln" train $A --dist zero1 --compress int8
 expect "int8 with fp16's loss scale" "cannot take back" run $MPIEXEC -n 2 "$kiln" train $A --precision fp16 --dist ddp --compress int8
-expect "zero3 on GPUs" "runs on CPU ranks" run $MPIEXEC -n 2 "$kiln" train $A --dist zero3 --comm nccl
+if nvidia-smi -L > /dev/null 2>&1; then # kiln's ring moves host buffers; every strategy runs on GPU ranks
+    expect "the ring on GPUs" "runs on CPU ranks" run $MPIEXEC -n 2 "$kiln" train ${A/--device cpu/} --dist ddp --allreduce ring --comm nccl
+else # ZeRO-3 and accumulation over NCCL get as far as looking for the GPU (tests/dist/test_dist_gpu.sh runs them)
+    expect "zero3 x 2 micro-batches over nccl, no GPU" "no usable GPU" run $MPIEXEC -n 2 "$kiln" train $A --dist zero3 --accum 2 --comm nccl
+fi
 expect "zero3 with the ring" "ring is DDP's" run $MPIEXEC -n 2 "$kiln" train $A --dist zero3 --allreduce ring
 expect "a strategy that does not exist" "expected ddp, zero1, zero2 or zero3" run $MPIEXEC -n 2 "$kiln" train $A --dist zero4
 echo "test_train: all passed"

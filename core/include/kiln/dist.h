@@ -240,6 +240,7 @@ typedef struct kn_dp {
      * trainer's step runner compiles the step with it, kiln/step.h), run by dp_buckets.c's
      * kn_collectives context, on CPU and GPU ranks */
     char pass[32];           /* the pass it ran: "ddp:0.05" */
+    int64_t device_held;     /* on a GPU: kiln's device bytes right after the last step (kn_dp_memory) */
     int ir_waits;            /* comm_wait nodes run in this run */
     double t_ir_first_wait;  /* when the first ran: the backward's end, as the IR places it */
 } kn_dp;
@@ -255,7 +256,10 @@ typedef struct kn_dp {
  * kn_dp_gather_state) and defers the evaluation program's parameters (kn_program_defer):
  * the step program, whose pass removed its params, gathers each bucket for the nodes that
  * read it; the evaluation program fails with a clear message until the slab is gathered.
- * ZeRO-3 runs on CPU ranks (KN_ERR_UNSUPPORTED on a GPU). A trainer with a loss scale
+ * On GPU ranks (NCCL) every strategy and accum > 1 run as on CPU ranks, the shards (ZeRO-3's
+ * parameters too), gathers and updates in the rank's device memory (a GPU trainer's device
+ * parameter slab goes with the model's host slab); kiln's ring (cfg.ring) and int8
+ * compression are CPU ranks' (KN_ERR_UNSUPPORTED on a GPU). A trainer with a loss scale
  * (fp16) keeps it: every rank applies the same scale and an overflow on any rank skips the
  * step on all; int8 compression with a loss scale is refused (KN_ERR_UNSUPPORTED). After
  * kn_dp_new the trainer steps only through kn_dp_step (kn_trainer_step refuses); kn_dp_free
@@ -271,8 +275,9 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
                      double *gnorm);
 /* ZeRO: gather the full optimizer state into tr->opt.state (on every rank) before a
  * checkpoint. ZeRO-3 also gathers the parameters into a new model slab (model->p.slab, its
- * views, tr->params) and binds the evaluation program to it: evaluation, sampling and
- * checkpoints then work as after any strategy; the next kn_dp_step frees the slab again
+ * views, tr->params) and binds the evaluation program to it (on a GPU the state and
+ * tr->params are gathered on the device and the host slab is made for kn_trainer_sync_host
+ * to fill): evaluation, sampling and checkpoints then work as after any strategy; the next kn_dp_step frees the slab again
  * (the shard is what trains). kn_dp_free leaves a gathered slab bound to both programs.
  * No-op for DDP. Collective: every rank calls it. */
 kn_status kn_dp_gather_state(kn_dp *d);
@@ -287,11 +292,18 @@ kn_status kn_dp_schedule_print(FILE *f, const kn_dp *d);
 /* Bytes per rank held for parameters, gradients and optimizer state by the strategy during
  * the steps (ZeRO-3: the shard, even while kn_dp_gather_state's full slab is there);
  * staging_peak: ZeRO-2/3's gradient buckets in flight at the most; gathered_peak: ZeRO-3's
- * gathered parameter buckets at the most (the "+ one layer gathered" of the table). */
+ * gathered parameter buckets at the most (the "+ one layer gathered" of the table);
+ * device: on a GPU rank, the bytes kiln held on its device right after the last
+ * kn_dp_step (kn_device_mem_stats.current: the shards and slabs above plus the batch and
+ * the programs' buffers; measured, not computed), 0 on a CPU rank or before a step. */
 typedef struct kn_dp_memory {
-    int64_t params, grads, optim, staging_peak, gathered_peak;
+    int64_t params, grads, optim, staging_peak, gathered_peak, device;
 } kn_dp_memory;
 kn_dp_memory kn_dp_memory_of(const kn_dp *d);
+/* Every rank's kn_dp_memory_of, in rank order (all: comm->size entries), on every rank: the
+ * per-rank figures kiln train prints (ZeRO-3's parameter bytes are each about 4P/N).
+ * Collective: every rank calls it. */
+kn_status kn_dp_memory_ranks(const kn_dp *d, kn_dp_memory *all);
 /* The table's prediction for fp32 Adam with P parameters on n ranks (distributed.md). */
 kn_dp_memory kn_dp_memory_expected(kn_dp_strategy s, int64_t P, int n);
 

@@ -101,6 +101,12 @@ kn_status kn_step_compile(struct kn_trainer *t, kn_device dev);
 kn_status kn_step_run(struct kn_trainer *t, const int32_t *x, const int32_t *y, int rows, double lr, double *loss,
                       double *gnorm);
 
+/* dst[i] = a[i] + b[i] over n floats that live on dev (dst may be a or b), by the add
+ * node's kernel of dev's backend: the same float sums on every device. The runner's sum of
+ * micro-batch gradients, and data parallelism's (core/dist/dp_buckets.c). KN_ERR_ARG for
+ * a NULL slab or n < 0. */
+kn_status kn_step_add(kn_device dev, float *dst, const float *a, const float *b, int64_t n);
+
 #ifdef __cplusplus
 }
 #endif
