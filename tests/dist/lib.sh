@@ -11,6 +11,8 @@
 #                              to LTOL relative, every tensor to TTOL: compare.py says why)
 #   refused MESSAGE CMD...     CMD must fail and print MESSAGE (a fixed string)
 # Every function ends the script (exit 1) on a failure, with what went wrong printed.
+# shellcheck shell=bash
+# shellcheck disable=SC2154  # kiln and here: set by the sourcing script
 
 run() { timeout "${RUN_TIMEOUT:-120}" "$@"; }
 
@@ -23,6 +25,7 @@ trained() {
     local tag=$1 n=$2
     shift 2
     local launch=()
+    # shellcheck disable=SC2206  # MPIEXEC may carry flags (Open MPI's --oversubscribe): split
     [ "$n" = 1 ] || launch=($MPIEXEC -n "$n")
     run "${launch[@]}" "$kiln" train "$@" --out "$tag.st" --log "$tag.log" > "$tag.txt" 2>&1 \
         || { cat "$tag.txt"; echo "FAIL: $tag (kiln train on $n rank(s))"; exit 1; }

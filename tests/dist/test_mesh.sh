@@ -109,7 +109,7 @@ ok "dp=2,pp=2 1f1b --accum 2" same a4 s16 $TOL
 # resumed runs, each against one process's uninterrupted run (the first part's log, then the
 # second's; the second's checkpoint): r1 + r2 is stopped after 2 steps and resumed
 resumed() { # resumed TAG ONE RANKS1 ARGS1 -- RANKS2 ARGS2: TAG-1 stops after 2 steps, TAG-2 resumes it
-    local tag=$1 one=$2 n1=$3 a1=() a2=()
+    local tag=$1 one=$2 n1=$3 a1=()
     shift 3
     while [ "$1" != -- ]; do a1+=("$1"); shift; done
     shift
