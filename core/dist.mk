@@ -10,7 +10,8 @@
 #                             strategy equality against one process, the memory and overlap
 #                             figures, the timeout tests, pipeline parallelism
 #                             (test-step-dist-pp: every schedule on 1, 2 and 4 ranks) and
-#                             the dp x pp mesh (test-step-dist-mesh: 4 ranks)
+#                             the dp x pp and dp x tp meshes (test-step-dist-mesh: 2 and 4
+#                             ranks)
 #
 # MPI-neutral: MPICC and MPIEXEC pick the MPI (MPICH here, Open MPI on the GPU machines);
 # the compile and link flags come from `$(MPICC) -show` (MPICH) or `--showme` (Open MPI).
@@ -116,9 +117,10 @@ test-step-dist-pp:
 	@$(MAKE) --no-print-directory $(KILN) $(CFG)/test-dist IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) dist-pp env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \
 	  bash tests/dist/test_pp.sh $(BUILD)/$(DEFAULT_IMPL)/kiln $(BUILD)/$(DEFAULT_IMPL)/test-dist
-# meshes composing pipeline and data parallelism (tests/dist/test_mesh.sh): kiln train --mesh
-# dp=2,pp=2 on 4 ranks against one process (fp32 AdamW and SGD, each schedule, bf16, resume),
-# the memory per rank, the refusals of what is not built
+# meshes composing the axes (tests/dist/test_mesh.sh): kiln train --mesh dp=2,pp=2 on 4 ranks
+# against one process (fp32 AdamW and SGD, each schedule, bf16, fp16, resume), fp16 with an
+# overflow on one rank and --resume on tp=2 and dp=2,tp=2, the memory per rank, the refusals
+# of what is not built
 test-step-dist-mesh:
 	@$(MAKE) --no-print-directory $(KILN) IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) dist-mesh env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \

@@ -428,6 +428,7 @@ fail:
     if (have_ck) kn_safetensors_free(&ck);
     if (rd->pp_on) kn_pp_free(&rd->pp);
     else if (rd->on) kn_dp_free(&rd->dp);
+    else if (rd->tp_on) kn_tp_free(&rd->tp); /* its hooks are the trainer's: gone before it */
     kn_trainer_free(&tr);
     kn_gpt_free(&g);
     kn_free(d.tokens);

@@ -66,8 +66,8 @@ void kn_train_dist_end(kn_train_dist *rd);
 /* ---------------------------------------------------------------- train_tp.c */
 
 /* --mesh tp=N or dp=D,tp=N: under mpiexec, the mesh's checks every rank makes alike (its
- * size is the job's, no pp yet, heads and width split, the batch split over dp, no --dist,
- * --accum, --resume or fp16 with it).
+ * size is the job's, no pp yet, heads and width split, the batch split over dp x --accum,
+ * no --dist but zero1 with a dp axis).
  * Returns -1 to go on (rd->tp_on), else the exit status (a message printed). */
 int kn_train_tp_begin(kn_train_opts *o, kn_train_dist *rd);
 /* After the trainer is built: the model must split tp ways; the communicator and the

@@ -4,10 +4,10 @@
  * after the trainer is built, the split of the model (kn_mesh_check_gpt), the communicator
  * and the tensor-parallel state (kn_tp, core/dist/tp_train.c). Ranks other than 0 print
  * nothing. A dp axis beside tp averages the local gradients over the data-parallel groups
- * (kn_tp_set_dp); --accum N runs N micro-batches per step (kn_tp_set_accum). What is not
- * combined yet says so: a pp axis with tp, --dist other than zero1 (ZeRO-1 on the mesh's dp
- * axis: kn_tp_set_zero1), --resume (the optimizer state is not
- * scattered into the shards), fp16 (no loss scale in the tensor-parallel step). */
+ * (kn_tp_set_dp); --accum N runs N micro-batches per step (kn_tp_set_accum); fp16's loss
+ * scale and --resume are the trainer's (the step runner's overflow decision, the shards cut
+ * from a loaded model and optimizer state). What is not combined yet says so: a pp axis
+ * with tp, --dist other than zero1 (ZeRO-1 on the mesh's dp axis: kn_tp_set_zero1). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -78,17 +78,6 @@ int kn_train_tp_begin(kn_train_opts *o, kn_train_dist *rd) {
         if (rd->rank == 0) fprintf(stderr, "kiln train: %s\n", kn_last_error());
         return 2;
     }
-    /* fp16 would need the loss scale in the local graph, its overflow agreed over tp and dp,
-     * and a skipped step (kn_tp_step has none yet); --resume, the shards cut from a
-     * checkpoint's model after loading (the scatter is there, the optimizer state's is not) */
-    const char *refuse = o->resume[0] ? "--resume" : !strcmp(o->precision, "fp16") ? "--precision fp16" : NULL;
-    if (refuse) {
-        if (rd->rank == 0)
-            fprintf(stderr, "kiln train: --mesh %s with %s: not supported yet (fp32, tf32 or bf16, a fresh run; %s)\n",
-                    o->mesh, refuse, refuse[2] == 'r' ? "the optimizer state is not scattered into the shards"
-                                                      : "no loss scale in the tensor-parallel step: use bf16");
-        return 2;
-    }
     return kn_train_dist_ranks(o, rd); /* the device each rank takes, ranks > 0 silenced: as --dist */
 }
 
@@ -113,6 +102,12 @@ kn_status kn_train_tp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_train
     if (o->accum > 1)
         printf("  accumulation          %d micro-batches of %d rows per step (--accum), gradients summed in a local "
                "slab\n", o->accum, rd->rows);
+    if (rd->tp.scaled)
+        printf("  loss scale            the local graphs differentiate loss x scale; an overflow on any rank skips the "
+               "step on all\n");
+    if (tr->opt.step > 0)
+        printf("  resumed               the shards and their optimizer state cut from the checkpoint's (optimizer "
+               "step %lld)\n", (long long)tr->opt.step);
     printf("  tensor parallel: tp=%d ranks (%s), Megatron's split; the step's local graph has %d all_reduce, %d "
            "all_gather (the placement pass); %lld of %lld parameters per rank\n", tp->size, o->comm,
            rd->tp.placed.all_reduce, rd->tp.placed.all_gather, (long long)rd->tp.n, (long long)tr->model->p.n);

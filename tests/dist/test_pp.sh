@@ -30,11 +30,7 @@ plots=$(cd "$here/../../plots" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-run() { timeout 120 "$@"; }
-ok() { # ok LABEL COMMAND...: COMMAND's output after LABEL; its failure ends the script
-    local r
-    if r=$("${@:2}"); then echo "$1: $r"; else echo "$1: $r"; exit 1; fi
-}
+. "$here/lib.sh"
 
 for n in 1 2 4; do
     echo "== test-dist pp, mpiexec -n $n"
@@ -43,12 +39,11 @@ done
 
 A="--layers 8 --width 32 --heads 2 --context 16 --batch 8 --steps 4 --data-bytes 20000 --eval-batches 1 --sample 0 --device cpu --lr 1e-2"
 TOL="1e-5 1e-3"  # losses, tensors (compare.py says why they differ)
-run "$kiln" train $A --out one.st --log one.log > one.txt 2>&1 || { cat one.txt; exit 1; }
+trained one 1 $A
 for cell in "2 gpipe" "2 1f1b" "2 interleaved" "4 1f1b" "4 interleaved"; do
     set -- $cell
     n=$1 s=$2 tag=$1$2
-    run $MPIEXEC -n $n "$kiln" train $A --pp $n --schedule $s --microbatches 4 --timeline $tag.tsv --out $tag.st \
-        --log $tag.log > $tag.txt 2>&1 || { cat $tag.txt; exit 1; }
+    trained $tag $n $A --pp $n --schedule $s --microbatches 4 --timeline $tag.tsv
     r=$(python3 "$here/compare.py" one.log $tag.log one.st $tag.st $TOL)
     echo "pp $n, $s: $r; $(grep -o 'pipeline bubble.*' $tag.txt | tr -s " ")"
     v=1; [ "$s" = interleaved ] && v=2
@@ -80,30 +75,27 @@ for r, n, pp_, pb, gb, sb, lb in (map(int, row) for row in rows):
     print("rank %d holds %d parameters (%.1f%% of P; P/p 25%%), %d bytes with gradients and AdamW state" % (r, n, 100 * n / P, pb + gb + sb))
 PY
 # --accum 2: two rounds of the schedule per step, their gradients summed (one process's step)
-run $MPIEXEC -n 2 "$kiln" train $A --pp 2 --microbatches 2 --accum 2 --out acc.st --log acc.log > acc.txt 2>&1 \
-    || { cat acc.txt; exit 1; }
+trained acc 2 $A --pp 2 --microbatches 2 --accum 2
 grep -q "2 rounds of the schedule per step" acc.txt || { echo "--pp 2 --accum 2: no rounds"; cat acc.txt; exit 1; }
 ok "pp 2, 1f1b, --accum 2" python3 "$here/compare.py" one.log acc.log one.st acc.st $TOL
 # a checkpoint of --pp 4 1f1b (its every rank's parameters and optimizer state gathered)
 # resumes as --pp 2 gpipe with other micro-batches, on one process's course
 run $MPIEXEC -n 4 "$kiln" train $A --pp 4 --microbatches 4 --stop-after 2 --out r.st --log r1.log > r1.txt 2>&1 \
     || { cat r1.txt; exit 1; }
-run $MPIEXEC -n 2 "$kiln" train --resume r.st --pp 2 --schedule gpipe --microbatches 2 --out r2.st --log r2.log \
-    > r2.txt 2>&1 || { cat r2.txt; exit 1; }
+trained r2 2 --resume r.st --pp 2 --schedule gpipe --microbatches 2
 cat r1.log r2.log > r.log
 ok "pp 4 1f1b, resumed as pp 2 gpipe" python3 "$here/compare.py" one.log r.log one.st r2.st $TOL
 # the GPU's code path without a GPU: the stages' programs rendered as CUDA and run by the
 # CUDA emulator (--mode emu)
 E="--layers 2 --width 16 --heads 2 --context 8 --batch 4 --steps 2 --data-bytes 20000 --eval-batches 1 --sample 0 --lr 1e-2 --mode emu"
-run "$kiln" train $E --out e1.st --log e1.log > e1.txt 2>&1 || { cat e1.txt; exit 1; }
-run $MPIEXEC -n 2 "$kiln" train $E --pp 2 --microbatches 2 --out e2.st --log e2.log > e2.txt 2>&1 || { cat e2.txt; exit 1; }
+trained e1 1 $E
+trained e2 2 $E --pp 2 --microbatches 2
 ok "pp 2, 1f1b, --mode emu" python3 "$here/compare.py" e1.log e2.log e1.st e2.st $TOL
 # bf16 (the weights' low copies bound in every stage's programs), SGD: Adam's update of a
 # noise-only gradient is order-dependent at 16 bits (compare.py); the tolerance is DDP's bf16 one
 M="--layers 4 --width 32 --heads 2 --context 16 --batch 8 --steps 4 --data-bytes 20000 --eval-batches 1 --sample 0 --device cpu --optimizer sgd --momentum 0.9 --lr 0.1 --precision bf16"
-run "$kiln" train $M --out b1.st --log b1.log > b1.txt 2>&1 || { cat b1.txt; exit 1; }
-run $MPIEXEC -n 2 "$kiln" train $M --pp 2 --schedule interleaved --microbatches 4 --emit-ir stages.ir --out b2.st \
-    --log b2.log > b2.txt 2>&1 || { cat b2.txt; exit 1; }
+trained b1 1 $M
+trained b2 2 $M --pp 2 --schedule interleaved --microbatches 4 --emit-ir stages.ir
 ok "pp 2, interleaved, bf16" python3 "$here/compare.py" b1.log b2.log b1.st b2.st 3e-4 4e-3
 # ... and each rank's bf16 copies are of its own parameters only: 2 bytes per held parameter
 grep -o "holds [0-9]* of P.*low-copy bytes [0-9]*" b2.txt | awk '{ n++; if ($NF != 2 * $2) { print "bf16: " $0; bad = 1 } }
@@ -121,9 +113,7 @@ fi
 expect() { # expect MESSAGE RANKS ARGS...: the run fails, saying MESSAGE
     local msg=$1 n=$2
     shift 2
-    if run $MPIEXEC -n $n "$kiln" train $A "$@" > bad.txt 2>&1; then echo "accepted: $*"; exit 1; fi
-    grep -q -- "$msg" bad.txt || { echo "no \"$msg\" for: $*"; cat bad.txt; exit 1; }
-    echo "refused: $* ($msg)"
+    refused "$msg" run $MPIEXEC -n $n "$kiln" train $A "$@"
 }
 expect "one rank per stage" 2 --pp 4
 expect "do not divide into 3 stages" 1 --pp 1 --schedule interleaved --chunks 3 --microbatches 2

@@ -16,8 +16,7 @@
 # 3. Every bad mesh gets its message: sizes that do not multiply to the ranks, an unknown or
 #    repeated axis, heads not divisible by tp (train and compile), pp with tp (not combined
 #    yet), no tp axis, a batch dp (or dp x --accum) does not divide, zero1 without a dp axis,
-#    fp16 (no loss scale in
-#    the tensor-parallel step), --resume, no mpiexec.
+#    no mpiexec. (fp16 and --resume under tp, once refused here, are test_mesh.sh's cells.)
 set -euo pipefail
 bin=$(realpath "$1")
 kiln=$(realpath "$2")
@@ -26,7 +25,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-run() { timeout 120 "$@"; }
+. "$here/lib.sh"
 for n in 2 4; do
     echo "== mpiexec -n $n test-dist tp (and with sequence parallelism)"
     run $MPIEXEC -n $n "$bin" tp
@@ -35,10 +34,9 @@ done
 
 A="--layers 2 --width 32 --heads 4 --context 16 --batch 4 --steps 4 --data-bytes 20000 --eval-batches 1 --sample 0 --device cpu --lr 1e-2"
 TOL="1e-5 1e-3"
-run "$kiln" train $A --out one.st --log one.log > one.txt 2>&1 || { cat one.txt; exit 1; }
+trained one 1 $A
 for n in 2 4; do
-    run $MPIEXEC -n $n "$kiln" train $A --mesh tp=$n --out tp$n.st --log tp$n.log --emit-ir tp$n.ir > tp$n.txt 2>&1 \
-        || { cat tp$n.txt; exit 1; }
+    trained tp$n $n $A --mesh tp=$n --emit-ir tp$n.ir
     r=$(python3 "$here/compare.py" one.log tp$n.log one.st tp$n.st $TOL); echo "kiln train --mesh tp=$n on $n ranks: $r"
     grep -q "tensor parallel: tp=$n ranks" tp$n.txt || { cat tp$n.txt; echo "no tensor-parallel line"; exit 1; }
     grep -q "all_reduce.*inserted" tp$n.ir || { echo "--emit-ir: no inserted all_reduce in tp$n.ir"; exit 1; }
@@ -47,9 +45,9 @@ done
 # SGD + momentum in fp32: no Adam to amplify the rounding noise of near-zero gradients, so
 # the tolerance is a summation order's (seen: losses equal, tensors 1.5e-7 relative)
 G="$A --optimizer sgd --momentum 0.9"
-run "$kiln" train $G --out g1.st --log g1.log > g1.txt 2>&1 || { cat g1.txt; exit 1; }
+trained g1 1 $G
 for n in 2 4; do
-    run $MPIEXEC -n $n "$kiln" train $G --mesh tp=$n --out g$n.st --log g$n.log > g$n.txt 2>&1 || { cat g$n.txt; exit 1; }
+    trained g$n $n $G --mesh tp=$n
     r=$(python3 "$here/compare.py" g1.log g$n.log g1.st g$n.st 1e-6 1e-5); echo "SGD, --mesh tp=$n on $n ranks: $r"
 done
 
@@ -59,9 +57,9 @@ done
 # bf16 tolerance: one rounding of a partial sum before its all-reduce (seen: losses 1.6e-5,
 # tensors 2.1e-3 relative)
 S="$A --precision bf16 --optimizer sgd --momentum 0.9"
-run "$kiln" train $S --out b1.st --log b1.log > b1.txt 2>&1 || { cat b1.txt; exit 1; }
+trained b1 1 $S
 for n in 2 4; do
-    run $MPIEXEC -n $n "$kiln" train $S --mesh tp=$n --out b$n.st --log b$n.log > b$n.txt 2>&1 || { cat b$n.txt; exit 1; }
+    trained b$n $n $S --mesh tp=$n
     r=$(python3 "$here/compare.py" b1.log b$n.log b1.st b$n.st 1e-4 1e-2); echo "bf16, --mesh tp=$n on $n ranks: $r"
 done
 
@@ -79,10 +77,9 @@ open('v32.txt', 'w').write(' '.join(out))"
 V="--layers 2 --width 32 --heads 4 --context 16 --batch 4 --steps 4 --data v32.txt --eval-batches 1 --sample 0 --device cpu --lr 1e-2 --optimizer sgd --momentum 0.9"
 for p in fp32 bf16; do
     tol="1e-6 1e-5"; [ $p = bf16 ] && tol="1e-4 1e-2"
-    run "$kiln" train $V --precision $p --out v1$p.st --log v1$p.log > v1$p.txt 2>&1 || { cat v1$p.txt; exit 1; }
+    trained v1$p 1 $V --precision $p
     for n in 2 4; do
-        run $MPIEXEC -n $n "$kiln" train $V --precision $p --mesh tp=$n --out v$n$p.st --log v$n$p.log > v$n$p.txt 2>&1 \
-            || { cat v$n$p.txt; exit 1; }
+        trained v$n$p $n $V --precision $p --mesh tp=$n
         grep -q "vocab 32" v$n$p.txt && ! grep -q "stay replicated" v$n$p.txt || { cat v$n$p.txt; echo "the vocabulary did not split"; exit 1; }
         r=$(python3 "$here/compare.py" v1$p.log v$n$p.log v1$p.st v$n$p.st $tol); echo "$p, vocabulary-parallel, --mesh tp=$n: $r"
     done
@@ -92,7 +89,7 @@ done
 # all-reduces of activations replaced by reduce-scatter + all-gather; to a summation order,
 # and the activation memory per rank reported below the tensor-parallel one's
 for n in 2 4; do
-    run $MPIEXEC -n $n "$kiln" train $V --mesh tp=$n --sp --out sp$n.st --log sp$n.log > sp$n.txt 2>&1 || { cat sp$n.txt; exit 1; }
+    trained sp$n $n $V --mesh tp=$n --sp
     grep -q "activation memory .*sequence parallel; [1-9][0-9]* reduce_scatter" sp$n.txt || { cat sp$n.txt; echo "no sequence-parallel line"; exit 1; }
     r=$(python3 "$here/compare.py" v1fp32.log sp$n.log v1fp32.st sp$n.st 1e-6 1e-5); echo "--mesh tp=$n --sp: $r"
 done
@@ -104,15 +101,15 @@ echo "ok: activation memory per rank, tp=2: $(mb v2fp32.txt) MB, with --sp: $(mb
 # the trainer's passes run on each rank's local graph after the placement: flash attention
 # (heads local), activation checkpointing
 for x in "--flash" "--remat selective"; do
-    run "$kiln" train $V $x --out x1.st --log x1.log > x1.txt 2>&1 || { cat x1.txt; exit 1; }
-    run $MPIEXEC -n 2 "$kiln" train $V $x --mesh tp=2 --out x2.st --log x2.log > x2.txt 2>&1 || { cat x2.txt; exit 1; }
+    trained x1 1 $V $x
+    trained x2 2 $V $x --mesh tp=2
     r=$(python3 "$here/compare.py" x1.log x2.log x1.st x2.st 1e-6 1e-5); echo "$x, --mesh tp=2: $r"
 done
 
 # dp x tp on 4 ranks (either order of the axes): the data-parallel groups' gradients
 # averaged, against one process to a summation order
 for m in dp=2,tp=2 tp=2,dp=2; do
-    run $MPIEXEC -n 4 "$kiln" train $V --mesh $m --out m.st --log m.log > m.txt 2>&1 || { cat m.txt; exit 1; }
+    trained m 4 $V --mesh $m
     grep -q "data parallel: dp=2 groups" m.txt || { cat m.txt; echo "no data-parallel line"; exit 1; }
     r=$(python3 "$here/compare.py" v1fp32.log m.log v1fp32.st m.st 1e-6 1e-5); echo "--mesh $m on 4 ranks: $r"
 done
@@ -121,8 +118,7 @@ done
 # ranks, dp=2 x tp=2 on 4: each group's two), against one process on the whole batch
 for m in tp=2 dp=2,tp=2; do
     n=2; [ $m = tp=2 ] || n=4
-    run $MPIEXEC -n $n "$kiln" train $A --batch 8 --mesh $m --accum 2 --out acc.st --log acc.log > acc.txt 2>&1 \
-        || { cat acc.txt; exit 1; }
+    trained acc $n $A --batch 8 --mesh $m --accum 2
     grep -q "accumulation          2 micro-batches" acc.txt || { cat acc.txt; echo "no accumulation line"; exit 1; }
     [ -f one8.log ] || run "$kiln" train $A --batch 8 --out one8.st --log one8.log > one8.txt 2>&1 || { cat one8.txt; exit 1; }
     r=$(python3 "$here/compare.py" one8.log acc.log one8.st acc.st $TOL); echo "--mesh $m --accum 2 on $n ranks: $r"
@@ -130,8 +126,7 @@ done
 
 # ZeRO-1 on the mesh's dp axis: each dp rank keeps the optimizer state of half the local
 # slab (the printed count: half of it, rounded), the same course as one process
-run $MPIEXEC -n 4 "$kiln" train $A --batch 8 --mesh dp=2,tp=2 --dist zero1 --out z1.st --log z1.log > z1.txt 2>&1 \
-    || { cat z1.txt; exit 1; }
+trained z1 4 $A --batch 8 --mesh dp=2,tp=2 --dist zero1
 grep -o "optimizer state of [0-9]* of the [0-9]* local parameters on this rank ([0-9]* bytes; without ZeRO-1 [0-9]*" z1.txt \
     | awk '{ n++; if ($4 != int($7 / 2) && $4 != int(($7 + 1) / 2)) bad = 1; if ($13 * 2 > $17 + 16) bad = 1 }
            END { if (n != 1 || bad) { print "ZeRO-1: not half of the local optimizer state"; exit 1 } }' \
@@ -152,32 +147,24 @@ grep -q "10 reduce_scatter" c.txt || { cat c.txt; echo "kiln compile --mesh tp=2
 echo "ok: kiln compile --mesh tp=2 --sp"
 
 # bad meshes: each must fail with its message
-expect() { # expect MESSAGE COMMAND...: the command fails and prints MESSAGE
-    local want=$1; shift
-    if "$@" > bad.txt 2>&1; then cat bad.txt; echo "expected a failure: $*"; exit 1; fi
-    grep -qF -- "$want" bad.txt || { cat bad.txt; echo "expected '$want' from: $*"; exit 1; }
-    echo "ok: $want"
-}
 B="--layers 1 --width 32 --heads 4 --context 16 --batch 4 --steps 1 --data-bytes 20000 --sample 0 --out none --device cpu"
-expect "4 ranks, but the job has 2" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=4
-expect "unknown axis 'xp'" run $MPIEXEC -n 2 "$kiln" train $B --mesh xp=2
-expect "axis tp given twice" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=2,tp=1
-expect "the size of tp must be an integer >= 1" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=two
-expect "no tensor parallelism (tp=1)" run $MPIEXEC -n 2 "$kiln" train $B --mesh dp=2,tp=1
+refused "4 ranks, but the job has 2" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=4
+refused "unknown axis 'xp'" run $MPIEXEC -n 2 "$kiln" train $B --mesh xp=2
+refused "axis tp given twice" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=2,tp=1
+refused "the size of tp must be an integer >= 1" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=two
+refused "no tensor parallelism (tp=1)" run $MPIEXEC -n 2 "$kiln" train $B --mesh dp=2,tp=1
 # a diverging run stops on every rank, as one process's does (it once went on with NaN losses;
 # the loss prints as nan or -nan, so the message is matched by its advice)
-expect "(diverged: lower the learning rate)" run $MPIEXEC -n 2 "$kiln" train --layers 2 --width 64 --heads 4 --context 32 --batch 8 \
+refused "(diverged: lower the learning rate)" run $MPIEXEC -n 2 "$kiln" train --layers 2 --width 64 --heads 4 --context 32 --batch 8 \
     --steps 60 --sample 0 --out none --device cpu --data-bytes 20000 --mesh tp=2 --lr 10 --clip 0 --optimizer sgd --momentum 0.99
 # --mesh pp=N alone is --pp N: the pipeline's own checks answer (here: 1 layer, 2 stages)
-expect "--pp 2: 1 layers do not divide into 2 stages" run $MPIEXEC -n 2 "$kiln" train $B --mesh pp=2
-expect "the pp axis is not yet combined" run $MPIEXEC -n 4 "$kiln" train $B --mesh tp=2,pp=2
-expect "--batch 3 is not divisible by dp=2" run $MPIEXEC -n 4 "$kiln" train $B --batch 3 --mesh dp=2,tp=2
-expect "not divisible by dp=2 x --accum 2" run $MPIEXEC -n 4 "$kiln" train $B --batch 6 --accum 2 --mesh dp=2,tp=2
-expect "and it has none" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=2 --dist zero1
-expect "no loss scale in the tensor-parallel step" run $MPIEXEC -n 2 "$kiln" train $B --precision fp16 --mesh tp=2
-expect "the optimizer state is not scattered" run $MPIEXEC -n 2 "$kiln" train --resume one.st --mesh tp=2
-expect "heads (3) is not a multiple of tp" run $MPIEXEC -n 2 "$kiln" train $B --heads 3 --width 48 --mesh tp=2
-expect "mpiexec" run "$kiln" train $B --mesh tp=2
-expect "give --mesh tp=N" run "$kiln" train $B --sp
-expect "write the data-parallel axis in the mesh" run "$kiln" train $B --mesh tp=2 --dist ddp
-expect "heads (2) is not a multiple of tp" "$kiln" compile --gpt layers=1,width=32,heads=2,context=8,vocab=8 --mesh tp=4
+refused "--pp 2: 1 layers do not divide into 2 stages" run $MPIEXEC -n 2 "$kiln" train $B --mesh pp=2
+refused "the pp axis is not yet combined" run $MPIEXEC -n 4 "$kiln" train $B --mesh tp=2,pp=2
+refused "--batch 3 is not divisible by dp=2" run $MPIEXEC -n 4 "$kiln" train $B --batch 3 --mesh dp=2,tp=2
+refused "not divisible by dp=2 x --accum 2" run $MPIEXEC -n 4 "$kiln" train $B --batch 6 --accum 2 --mesh dp=2,tp=2
+refused "and it has none" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=2 --dist zero1
+refused "heads (3) is not a multiple of tp" run $MPIEXEC -n 2 "$kiln" train $B --heads 3 --width 48 --mesh tp=2
+refused "mpiexec" run "$kiln" train $B --mesh tp=2
+refused "give --mesh tp=N" run "$kiln" train $B --sp
+refused "write the data-parallel axis in the mesh" run "$kiln" train $B --mesh tp=2 --dist ddp
+refused "heads (2) is not a multiple of tp" "$kiln" compile --gpt layers=1,width=32,heads=2,context=8,vocab=8 --mesh tp=4

@@ -353,19 +353,25 @@ typedef struct kn_tp_comms {
 void kn_tp_collectives(kn_tp_comms *t, kn_collectives *out);
 
 /* A tensor-parallel trainer around a kn_trainer (core/dist/tp_train.c): the trainer's model
- * (the full one, initialized like one process's: every rank starts from the same values)
- * is cut into this rank's shards (kn_place_scatter, Megatron's kn_place_gpt_param; the
+ * (the full one, initialized like one process's, or loaded from a checkpoint: every rank
+ * starts from the same values) and its optimizer state (and step count) are cut into this
+ * rank's shards (kn_place_scatter, Megatron's kn_place_gpt_param; the
  * token embedding replicated when the vocabulary does not split), its
  * joint graph becomes the rank's local graph (kn_place_graph along KN_MESH_TP), compiled on
  * the trainer's device with the trainer's pass list and mode, its value collectives run
  * over `comm` (kn_tp_collectives); flags are the pass's (KN_PLACE_SEQUENCE_PARALLEL: Megatron's
- * sequence parallelism). A step runs the whole global batch on every tp rank:
- * the loss comes out R; the gradients land in a local slab laid out like the model's
- * (matrices first, so weight decay covers the same parameters); the clip's global norm
- * counts a replicated parameter once and sums the sharded ones' squares over the ranks;
- * the optimizer updates the local shards (AdamW and SGD are elementwise, so that is the
- * one-process update). kn_tp_gather_state puts the full parameters and optimizer state
- * back into the trainer's model and optimizer (checkpoints, evaluation, the sample). */
+ * sequence parallelism). The step is the trainer's step runner's (kiln/step.h) with this
+ * state's hooks (kn_tp_new sets them; kn_tp_free takes them back): every tp rank runs the
+ * local program on the same rows, the loss comes out R; the gradients land in a local slab
+ * laid out like the model's (matrices first, so weight decay covers the same parameters);
+ * the clip's global norm counts a replicated parameter once and sums the sharded ones'
+ * squares over the ranks; the optimizer updates the local shards (AdamW and SGD are
+ * elementwise, so that is the one-process update). A loss scale (fp16: the trainer's,
+ * kn_trainer_set_loss_scale, set before kn_tp_new) is the runner's: its overflow decision is
+ * one for the mesh (the norm summed over tp, the flag over dp), a skipped step leaves every
+ * shard and its state as they were. kn_tp_gather_state puts the full parameters and
+ * optimizer state back into the trainer's model and optimizer (checkpoints, evaluation, the
+ * sample). */
 typedef struct kn_tp {
     kn_comm *comm;           /* borrowed: the tp axis */
     kn_trainer *tr;          /* borrowed */
@@ -389,6 +395,7 @@ typedef struct kn_tp {
                               * keeps (and updates) local slab [zlo, zhi) only */
     int64_t zlo, zhi;
     kn_tensor *acc;          /* owned, accum > 1: the micro-batches' gradients summed (local slab) */
+    bool scaled;             /* the local graph differentiates loss x "loss_scale" (fp16) */
 } kn_tp;
 kn_status kn_tp_new(kn_tp *t, kn_comm *comm, kn_trainer *tr, unsigned flags);
 /* Compose with data parallelism (a dp x tp mesh): the dp axis's ranks each take their
@@ -401,14 +408,17 @@ kn_status kn_tp_set_dp(kn_tp *t, kn_comm *dp);
  * loss too, before the dp average and the clip: the one process's step on the same global
  * batch. */
 kn_status kn_tp_set_accum(kn_tp *t, int accum);
-/* ZeRO-1 on the dp axis of a dp x tp mesh (after kn_tp_set_dp, before the first step; a
- * fresh run): the local slab cut into dp nearly equal ranges, dp rank r keeping the
- * optimizer state of range r only (1/dp of it) and updating those parameters, then the
+/* ZeRO-1 on the dp axis of a dp x tp mesh (after kn_tp_set_dp, before the first step):
+ * the local slab cut into dp nearly equal ranges, dp rank r keeping the
+ * optimizer state of range r only (1/dp of it, taken from the local state: a resumed run's
+ * continues) and updating those parameters, then the
  * ranges all-gathered over dp. The gradients are still all-reduced over dp (each rank's
  * norm needs the whole local slab). kn_tp_gather_state gathers the state back. */
 kn_status kn_tp_set_zero1(kn_tp *t);
-/* One step on the global batch x, y (dp * the trainer's B rows of T tokens, the same on
- * every rank); *loss the mean loss, *gnorm (may be NULL) the global gradient norm. */
+/* One step on the global batch x, y (dp x accum x the trainer's B rows of T tokens, the
+ * same on every rank) through the trainer's step runner; *loss the mean loss, *gnorm (may
+ * be NULL) the global gradient norm; the trainer's `skipped` says whether a loss-scale
+ * overflow (on any rank of the mesh) skipped the update. */
 kn_status kn_tp_step(kn_tp *t, const int32_t *x, const int32_t *y, double lr, double *loss, double *gnorm);
 /* Every rank's shards gathered into the trainer's model slab and optimizer state (and its
  * step count), on every rank. */
