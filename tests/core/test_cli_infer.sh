@@ -57,7 +57,9 @@ for x in r["results"]:
         s = x[k]
         assert all(math.isfinite(s[q]) and s[q] > 0 for q in ("mean", "p50", "p95", "p99")), (x["workload"], k, s)
         assert s["p50"] <= s["p95"] <= s["p99"], (x["workload"], k, s)
-    assert x["ttft_ms"]["p99"] <= x["e2e_ms"]["p50"] + 1e-9 or x["new_tokens"] == 1, x
+    # each request's TTFT <= its E2E, so every quantile of TTFT <= the same quantile of E2E
+    # (TTFT's p99 against E2E's p50 failed once on a loaded machine: one slow first token)
+    assert all(x["ttft_ms"][q] <= x["e2e_ms"][q] + 1e-9 for q in ("mean", "p50", "p95", "p99")), x
     # TPOT is (E2E - TTFT) / (new - 1) per request
     t = (x["e2e_ms"]["mean"] - x["ttft_ms"]["mean"]) / (x["new_tokens"] - 1)
     assert abs(t - x["tpot_ms"]["mean"]) <= 1e-6 * max(1, t), (t, x["tpot_ms"])
