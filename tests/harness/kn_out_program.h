@@ -9,7 +9,8 @@
  * stats; the checker compiles and runs nothing of the student's, only the interpreter, and
  * measures the producer's outputs against it. Criterion tests only (cr_assert).
  * kn_out_graph passes a graph the student's code made (a pass's result, a recorded graph)
- * the same way, as the IR text kiln prints and parses. */
+ * the same way, as the IR text kiln prints and parses; kn_out_tensor a tensor (an eager
+ * value, an interpreter's output) as its type and values. */
 #ifndef KN_OUT_PROGRAM_H
 #define KN_OUT_PROGRAM_H
 
@@ -124,6 +125,43 @@ static inline void kn_out_graph(const char *what, kn_graph **g) {
     kn_status st = kn_graph_parse(buf, (size_t)len, g);
     free(buf);
     KN_ASSERT_OK(st);
+}
+
+/* The tensor t (NULL allowed; on the CPU) through kn_out as its type and its values (a
+ * row-major copy's bytes): the producer writes them and returns t; the checker returns a
+ * new row-major tensor holding the producer's (never freed: tests borrow it as they borrow
+ * a builder's or an interpreter's tensors), or NULL when the producer's was NULL. */
+static inline const kn_tensor *kn_out_tensor(const char *what, const kn_tensor *t) {
+    const bool mine = !kn_out_checking();
+    int32_t has = mine && t != NULL;
+    kn_out(what, &has, sizeof has);
+    if (!has) return mine ? t : NULL;
+    kn_type ty;
+    memset(&ty, 0, sizeof ty);
+    if (mine) {
+        ty.dtype = t->dtype, ty.ndim = t->ndim;
+        memcpy(ty.shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    }
+    kn_out(what, &ty, sizeof ty);
+    if (mine) {
+        kn_tensor *c = NULL;
+        KN_ASSERT_OK(kn_tensor_contiguous(&c, t));
+        kn_out(what, kn_tensor_data(c), (size_t)kn_tensor_numel(c) * kn_dtype_size(c->dtype));
+        kn_tensor_free(c);
+        return t;
+    }
+    int64_t n = 1;
+    cr_assert(ty.ndim >= 0 && ty.ndim <= KN_MAX_DIMS && ty.dtype >= 0 && ty.dtype < KN_DT_COUNT,
+              "%s: your run's tensor has a bad type", what);
+    for (int d = 0; d < ty.ndim; d++) {
+        cr_assert(ty.shape[d] >= 0 && ty.shape[d] <= (1 << 24), "%s: your run's tensor has a bad shape", what);
+        n *= ty.shape[d];
+    }
+    cr_assert(n <= (1 << 24), "%s: your run's tensor has %lld elements", what, (long long)n);
+    kn_tensor *c = NULL;
+    KN_ASSERT_OK(kn_tensor_zeros(&c, ty.dtype, ty.ndim, ty.shape));
+    kn_out(what, kn_tensor_data(c), (size_t)n * kn_dtype_size(ty.dtype));
+    return c;
 }
 
 #endif

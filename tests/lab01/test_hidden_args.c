@@ -7,6 +7,7 @@
  * `make mutants LAB=01`. */
 #include <string.h>
 
+#include "../../labs/lab01-tensors/tests/check.h"
 #include "hidden_ref.h"
 
 #define ERR(expr, code) KN_ASSERT_ERR(expr, code)
@@ -31,6 +32,7 @@ KN_TEST(lab01_hidden_args, broadcast_arguments) {
     for (int i = 0; i < KN_MAX_DIMS + 2; i++) out[i] = 77;
     KN_ASSERT_OK(kn_shape_broadcast(KN_MAX_DIMS, a, KN_MAX_DIMS, b, &n, out)); /* size -7 lies past the ends */
     cr_assert(n == KN_MAX_DIMS && out[0] == 2 && out[1] == 5 && out[2] == 3 && out[7] == 4);
+    kn_out("out past its end", out + KN_MAX_DIMS, 2 * sizeof *out); /* the wrapper passes out[0..KN_MAX_DIMS) */
     cr_assert(out[KN_MAX_DIMS] == 77 && out[KN_MAX_DIMS + 1] == 77, "wrote past out[nout - 1]");
     for (int i = 0; i < KN_MAX_DIMS + 2; i++) out[i] = 77;
     KN_ASSERT_OK(kn_shape_broadcast(2, a, 1, b, &n, out));
@@ -262,7 +264,7 @@ KN_TEST(lab01_hidden_args, reduce_arguments_and_edges) {
     int oom = 0;
     for (long k = 0; k < 8; k++) {
         o = NULL;
-        kn_alloc_fail_after(k);
+        if (!kn_out_checking()) kn_alloc_fail_after(k); /* the checker only reads your run's results */
         kn_status st = kn_tensor_reduce(&o, KN_REDUCE_SUM, x, 1, ax1, false);
         kn_alloc_fail_after(-1);
         if (st == KN_OK) { kn_tensor_free(o); continue; }

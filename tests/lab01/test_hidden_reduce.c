@@ -7,6 +7,7 @@
  * order-of-summation error of fp64 accumulation. Then the properties and the error cases. */
 #include <string.h>
 
+#include "../../labs/lab01-tensors/tests/check.h"
 #include "hidden_ref.h"
 
 #define CASES 1500

@@ -7,6 +7,7 @@
  * every element of the destination view and nothing outside it. */
 #include <string.h>
 
+#include "../../labs/lab01-tensors/tests/check.h"
 #include "hidden_ref.h"
 
 #define CASES 1000

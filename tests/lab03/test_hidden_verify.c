@@ -6,8 +6,7 @@
 #include <string.h>
 
 #include "ir_corpus.h"
-#include "kn_test.h"
-#include "kiln/ir.h"
+#include "../../labs/lab03-ir/tests/check.h"
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
