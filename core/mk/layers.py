@@ -108,12 +108,6 @@ ALLOWED = [
     # interface change, so after the lab 10 work of the other helpers has merged).
     ("include", r"core/passes/ddp\.c$", r"core/include/kiln/dist\.h$", "layering: lab 10's bucket contract"),
     ("call", r"core/passes/ddp\.c$", r"^kn_dp_buckets$", "layering: lab 10's bucket contract"),
-    # codegen -> runtime: the C compiler driver and the CUDA renderer take the emulator
-    # dialect's text (the checks' prelude, KN_EMU_CHECKS_SOURCE) and its hook flags
-    # (KN_EMU_HOOK_FLAGS) from runtime/cuda_emu.h. Owner: the emulator (plan: those two
-    # move to a codegen-level header, codegen/emu_dialect.h, that cuda_emu.h includes).
-    ("include", r"core/codegen/(cc|render_cuda)\.c$", r"core/runtime/cuda_emu\.h$",
-     "emulator: the dialect's constants move to codegen/emu_dialect.h"),
 ]
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
