@@ -102,9 +102,12 @@ void kn_ir_slice_range(int64_t dim, int64_t start, int64_t stop, int64_t step, i
 /* Normalize the reduction axes of a node against ndim (empty = all) into a bitmask. */
 bool kn_ir_reduce_mask(const kn_attrs *a, int ndim, unsigned *mask);
 
-/* A contiguous CPU tensor with t's contents: an alias when t already is one, else a
- * copy. KN_ERR_DEVICE for a tensor that is not on the CPU; fn names the caller. */
+/* A contiguous tensor on t's device with t's contents: an alias when t already is one,
+ * else a copy (on the CPU here; elsewhere by the device's backend, kn_ir_device.contiguous:
+ * KN_ERR_UNSUPPORTED when none is registered); fn names the caller. */
 kn_status kn_ir_contiguous(const char *fn, const kn_tensor *t, kn_tensor **out);
+/* The device hooks the runtime registered (kn_ir_set_device_hooks; node_eval.c). */
+extern kn_ir_device_hooks kn_ir_device;
 
 /* The builder's graph and eager tensors, for the autograd rules. */
 kn_graph *kn_builder_graph_mut(kn_builder *b);

@@ -89,19 +89,6 @@ ALLOWED = [
     # "pointwise" (one pointwise table, one unary_grad op, the rules table in autograd/).
     ("call", r"core/ir/op\.c$", r"^bw_|^kn_backward_checked$",
      "pointwise: the backward column moves to a table in autograd/"),
-    # ir <-> runtime: kn_node_eval sends a node to the device backend table, which calls
-    # back into ir/eval.c's kernels (the dispatch is ir/node_eval.c). Owner: helper "pointwise".
-    ("include", r"core/ir/node_eval\.c$", r"core/include/kiln/device\.h$",
-     "pointwise: node_eval.c stops dispatching to the backends"),
-    ("call", r"core/ir/node_eval\.c$", r"^kn_device_|^kn_cuda_", "pointwise: as above"),
-    # ir -> runtime, the same edge from the builder's eager mode and the collectives: a
-    # value made contiguous on its device (kn_device_contiguous: the backend's strided
-    # copy). Owner: helper "layering", with pointwise's node_eval.c change (eager execution
-    # dispatched from runtime/, or the strided copy a storage operation).
-    ("include", r"core/ir/(builder|collective)\.c$", r"core/include/kiln/device\.h$",
-     "layering: with node_eval.c's dispatch"),
-    ("call", r"core/ir/(builder|collective)\.c$", r"^kn_device_(contiguous|memcpy)$",
-     "layering: with node_eval.c's dispatch"),
     # passes -> dist (and nn): the data-parallel passes (ddp, zero, zero3) take their buckets
     # from lab 10's kn_dp_buckets, whose contract is over nn's kn_params. Owner: helper
     # "layering" (plan: kn_dp_buckets over a slab layout declared in kiln/passes.h; a lab 10
