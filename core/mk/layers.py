@@ -84,11 +84,6 @@ UNIT_LAYER = {}
 # Known upward edges: (kind, file regex, target regex, owner and plan). kind "include":
 # the target is the included file's path; "call": the symbol. This list only shrinks.
 ALLOWED = [
-    # ir <-> autograd: the op table's backward column (ops.def, compiled into op.c) names
-    # autograd's rules, and op.c finds the activation backwards by name. Owner: helper
-    # "pointwise" (one pointwise table, one unary_grad op, the rules table in autograd/).
-    ("call", r"core/ir/op\.c$", r"^bw_|^kn_backward_checked$",
-     "pointwise: the backward column moves to a table in autograd/"),
     # passes -> dist (and nn): the data-parallel passes (ddp, zero, zero3) take their buckets
     # from lab 10's kn_dp_buckets, whose contract is over nn's kn_params. Owner: helper
     # "layering" (plan: kn_dp_buckets over a slab layout declared in kiln/passes.h; a lab 10
