@@ -82,15 +82,10 @@ def unit_layers(root):
 UNIT_LAYER = {}
 
 # Known upward edges: (kind, file regex, target regex, owner and plan). kind "include":
-# the target is the included file's path; "call": the symbol. This list only shrinks.
-ALLOWED = [
-    # passes -> dist (and nn): the data-parallel passes (ddp, zero, zero3) take their buckets
-    # from lab 10's kn_dp_buckets, whose contract is over nn's kn_params. Owner: helper
-    # "layering" (plan: kn_dp_buckets over a slab layout declared in kiln/passes.h; a lab 10
-    # interface change, so after the lab 10 work of the other helpers has merged).
-    ("include", r"core/passes/ddp\.c$", r"core/include/kiln/dist\.h$", "layering: lab 10's bucket contract"),
-    ("call", r"core/passes/ddp\.c$", r"^kn_dp_buckets$", "layering: lab 10's bucket contract"),
-]
+# the target is the included file's path; "call": the symbol. This list only shrinks; it
+# is empty since issue 30 removed its last four edges (codegen -> runtime, ir -> runtime,
+# ir <-> autograd, passes -> dist), so any edge that goes up fails the check.
+ALLOWED = []
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 SOURCE_EXT = (".c", ".h", ".cu", ".inc", ".def")
