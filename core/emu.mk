@@ -12,7 +12,7 @@ TEST_STEPS += test-step-cuda-emu
 .PHONY: test-step-cuda-emu
 EMU_TEST := $(BUILD)/emu/test_cuda_emu
 EMU_SRCS := core/runtime/cuda_emu.c core/runtime/cuda_emu_check.c
-EMU_HDRS := core/runtime/cuda_emu.h core/runtime/cuda_emu_state.h
+EMU_HDRS := core/runtime/cuda_emu.h core/runtime/cuda_emu_state.h core/codegen/emu_dialect.h
 $(EMU_TEST): tests/emu/test_cuda_emu.c $(EMU_SRCS) $(EMU_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(CFLAGS) tests/emu/test_cuda_emu.c $(EMU_SRCS) -ldl -o $@
@@ -20,8 +20,9 @@ test-step-cuda-emu: $(EMU_TEST)
 	@bash tests/harness/record.sh $(ALL_RESULTS) cuda-emu timeout 60 $(EMU_TEST)
 
 # The emulator's checks (races, out-of-bounds, divergent barriers): the test's kernels are
-# compiled with the access hooks, as cc.c compiles the emulator dialect (not under SAN=1,
-# whose ASan owns the hooks' names).
+# compiled with the access hooks, as cc.c compiles the emulator dialect (KN_EMU_HOOK_FLAGS in
+# core/codegen/emu_dialect.h, the same list; not under SAN=1, whose ASan owns the hooks'
+# names).
 EMU_HOOKS := -g -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0 \
   --param asan-stack=0 --param asan-globals=0
 EMU_CHECKS := $(BUILD)/emu/test_emu_checks

@@ -12,8 +12,8 @@
  *   2. seed: grad[loss] = a `full` of 1.0 of the loss's type (d loss / d loss = 1);
  *   3. walk i = loss, loss-1, ..., 0: when %i has a gradient and dep[i], and its op is not
  *      a source (kn_op_get(op)->category != KN_CAT_SOURCE), ask its backward rule
- *      (kn_op_impls[op].backward) for the operand gradients: dx[k] = KN_VAL_WANT for the
- *      operands with dep set, KN_VAL_NONE for the others. A rule that leaves a wanted
+ *      (kn_backward_checked, kiln/autograd.h) for the operand gradients: dx[k] =
+ *      KN_VAL_WANT for the operands with dep set, KN_VAL_NONE for the others. A rule that leaves a wanted
  *      operand at KN_VAL_WANT is a bug in the rule: fail with KN_ERR_INTERNAL naming the
  *      op. Every answered dx[k] is added into grad[operand k]: the first contribution is
  *      stored, later ones are summed with kn_add (a value used twice, like x in x*x,
@@ -109,7 +109,7 @@ kn_status kn_backward(kn_builder *b, kn_val loss, int n, const kn_val *wrt, kn_v
             any |= dep[nd.in[k]];
         }
         if (!any) continue;
-        kn_op_impls[nd.op].backward(b, i, grad[i], dx);
+        kn_backward_checked(b, i, grad[i], dx);
         for (int k = 0; k < nd.nin && kn_builder_status(b) == KN_OK; k++) {
             int32_t a = nd.in[k];
             if (kn_want(dx[k])) {

@@ -1,14 +1,17 @@
-/* rule_check.c — the checks around the lab 02 units that turn a wrong answer into an
- * error naming the mistake, instead of wrong numbers further on.
+/* rule_check.c — the table of backward rules (ops.def's backward column) and the checks
+ * around the lab 02 units that turn a wrong answer into an error naming the mistake,
+ * instead of wrong numbers further on.
  *
- * kn_backward_checked is the backward entry of every differentiable op in kn_op_impls
- * (core/ir/op.c). It checks that the gradient dy handed to node id has that node's type
- * (a reverse pass that accumulated wrongly is caught here), calls the op's rule
- * (kn_op_rules[op]: bw_matmul, ...), and checks that every answer dx[k] has the type of
- * operand k: a rule that returns, say, a transposed [4,3] gradient for a [3,4] weight is
- * refused with the rule, the node and the operand in the message. The check sits in the
- * core table, not in kn_backward, so it holds whatever reverse pass calls the rules (the
- * student's own kn_backward included).
+ * The backward column of ops.def names each op's rule (bw_matmul, ...; bw_none: not
+ * differentiable); it is compiled here, in autograd, into kn_op_rules and the rules'
+ * names, so the IR below names no rule (core/mk/layers.py). kn_backward_checked(b, id,
+ * dy, dx) is the one way a reverse pass asks node id's rule (kiln/autograd.h): it checks
+ * that the gradient dy handed to node id has that node's type (a reverse pass that
+ * accumulated wrongly is caught here), calls the op's rule, and checks that every answer
+ * dx[k] has the type of operand k: a rule that returns, say, a transposed [4,3] gradient
+ * for a [3,4] weight is refused with the rule, the node and the operand in the message.
+ * The check sits in the entry, not in kn_backward, so it holds whatever reverse pass calls
+ * the rules (the student's own kn_backward included).
  *
  * kn_sum_to_check(b, g, x) is the argument check at the top of kn_sum_to (lab 02's
  * backward.c, outside the part the student writes): g must be what x's shape broadcasts
@@ -19,6 +22,24 @@
 
 #include "ir/ir_impl.h"
 #include "kiln/autograd.h"
+
+static const kn_backward_fn kn_op_rules[KN_OP_COUNT] = { /* ORDER OP */
+#define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) backward,
+#include "kiln/ops.def"
+};
+
+static const char *const kn_op_rule_names[KN_OP_COUNT] = { /* ORDER OP */
+#define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) #backward,
+#include "kiln/ops.def"
+};
+
+/* The rule of the ops without one: autograd reaching them says so. */
+void bw_none(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
+    (void)dy; (void)dx;
+    const kn_graph *g = kn_builder_graph(b);
+    kn_builder_fail(b, KN_ERR_UNSUPPORTED, "kn_backward: %%%d = %s is not differentiable", id,
+                    kn_op_name(g->nodes[id].op));
+}
 
 static _Thread_local int32_t kn_rule_node = -1;
 
@@ -38,6 +59,10 @@ void kn_backward_checked(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
         return;
     }
     const kn_node nd = g->nodes[id]; /* a copy: the node array moves as the rule adds nodes */
+    if (!kn_op_get(nd.op)->differentiable) {
+        bw_none(b, id, dy, dx);
+        return;
+    }
     const char *rule = kn_op_rule_names[nd.op];
     char ts[96], ws[96];
     const kn_type *dyt = kn_val_type(b, dy);

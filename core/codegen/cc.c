@@ -10,7 +10,7 @@
  * The generated code is compiled with the warnings kiln itself uses, as errors, and with
  * the sanitizers when kiln is built with them (make SAN=1), so ASan and UBSan watch the
  * generated kernels too. Source in the CUDA emulator's dialect (it defines KN_EMU_INSTRUMENT)
- * is compiled with the emulator's access hooks instead (KN_EMU_HOOK_FLAGS, cuda_emu.h), so
+ * is compiled with the emulator's access hooks instead (KN_EMU_HOOK_FLAGS, codegen/emu_dialect.h), so
  * the emulator sees its shared-memory races and out-of-bounds accesses. */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
@@ -25,8 +25,7 @@
 
 #include "kiln/codegen.h"
 #include "kiln/gemm.h"
-#define KN_EMU_NO_BUILTINS
-#include "runtime/cuda_emu.h"
+#include "codegen/emu_dialect.h"
 
 #define KN_CC_VERSION "kiln-c-1" /* bump when the renderer's output changes meaning */
 

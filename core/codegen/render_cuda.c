@@ -32,8 +32,7 @@
 
 #include "kiln/codegen.h"
 #include "codegen/render_impl.h"
-#define KN_EMU_NO_BUILTINS /* only the checks' prelude text */
-#include "runtime/cuda_emu.h"
+#include "codegen/emu_dialect.h"
 
 #define KN_CUDA_ROW_SLOTS 8 /* most slots a thread keeps in registers (else a strided loop) */
 

@@ -162,7 +162,7 @@ kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cf
     const kn_params *p = &tr->model->p;
     const kn_graph *g = kn_program_graph(tr->prog); /* node ids as the program runs them */
     int N = c->size;
-    kn_status st = kn_dp_buckets(p, (size_t)(d->cfg.bucket_mb * 1048576.0), &d->buckets, &d->nbuckets);
+    kn_status st = kn_dp_param_buckets(p, (size_t)(d->cfg.bucket_mb * 1048576.0), &d->buckets, &d->nbuckets);
     if (st != KN_OK) return st;
     d->param_bucket = kn_malloc((size_t)p->count * sizeof(int));
     d->reqs = kn_calloc((size_t)d->nbuckets, sizeof *d->reqs);

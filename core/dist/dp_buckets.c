@@ -1,6 +1,7 @@
 /* dp_buckets.c — the gradients' way to the other ranks, bucket by bucket (kiln/dist.h).
  *
- * A bucket (lab 10's kn_dp_buckets) is a contiguous slab range of whole parameters. Each
+ * A bucket (lab 10's kn_dp_buckets over the slab's layout: kn_dp_param_buckets) is a
+ * contiguous slab range of whole parameters. Each
  * gradient is stored where the strategy keeps it (the slab, or ZeRO-2's staging buffer of
  * its bucket); when a bucket's last gradient is in, its collective starts, nonblocking:
  * DDP all-reduces it (or runs kiln's ring, or all-gathers int8 codes), ZeRO reduce-scatters

@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "ir/ir_impl.h"
-#include "kiln/device.h"
 #include "kiln/kernels.h"
 
 struct kn_builder {
@@ -101,7 +100,12 @@ const kn_tensor *kn_val_tensor(const kn_builder *b, kn_val v) {
 
 kn_status kn_ir_contiguous(const char *fn, const kn_tensor *t, kn_tensor **out) {
     if (!t) return kn_error(KN_ERR_ARG, "%s: tensor is NULL", fn);
-    if (t->storage->device.type != KN_DEVICE_CPU) return kn_device_contiguous(fn, t, out); /* its backend's */
+    if (t->storage->device.type != KN_DEVICE_CPU) { /* its backend's */
+        if (!kn_ir_device.contiguous)
+            return kn_error(KN_ERR_UNSUPPORTED, "%s: no %s backend in this build", fn,
+                            kn_device_type_name(t->storage->device.type));
+        return kn_ir_device.contiguous(fn, t, out);
+    }
     if (kn_tensor_is_contiguous(t)) return kn_tensor_alias(out, t);
     kn_tensor *c = NULL;
     KN_TRY(kn_tensor_empty(&c, t->dtype, t->ndim, t->shape));

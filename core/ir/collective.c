@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "ir/ir_impl.h"
-#include "kiln/device.h"
 
 /* The node's value, its operands contiguous. */
 static kn_status eval_contiguous(const kn_collectives *c, kn_device dev, int32_t id, const kn_node *n,
@@ -82,7 +81,7 @@ kn_status kn_collective_eval(const kn_collectives *c, kn_device dev, int32_t id,
     kn_status st = KN_OK;
     for (int k = 0; k < n->nin && st == KN_OK; k++) {
         if (!in[k]) st = kn_error(KN_ERR_ARG, "%s: operand %d has no value", kn_op_name(n->op), k);
-        else st = kn_device_contiguous(kn_op_name(n->op), in[k], &tmp[k]); /* an alias when it already is */
+        else st = kn_ir_contiguous(kn_op_name(n->op), in[k], &tmp[k]); /* an alias when it already is */
         args[k] = tmp[k];
     }
     if (st == KN_OK) st = eval_contiguous(c, dev, id, n, args, out);

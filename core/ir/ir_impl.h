@@ -29,24 +29,18 @@ typedef kn_cost (*kn_cost_fn)(const kn_graph *g, const kn_node *n);
 #define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost)              \
     kn_status infer(const kn_node *, const kn_type *const *, kn_type *, char *, size_t); \
     kn_status kernel(const kn_node *, const kn_tensor *const *, kn_tensor **);           \
-    void backward(kn_builder *, int32_t, kn_val, kn_val *);                              \
     kn_cost cost(const kn_graph *, const kn_node *);
 #include "kiln/ops.def"
 
+/* The IR's columns of ops.def. Its backward column is autograd's (core/autograd/rule_check.c
+ * compiles it into the rules' table; kn_backward_checked, kiln/autograd.h, runs a node's
+ * rule): the IR only reads whether an op has one (kn_op_info.differentiable). */
 typedef struct kn_op_impl {
     kn_infer_fn infer;
     kn_kernel_fn kernel;
-    kn_backward_fn backward;
     kn_cost_fn cost;
 } kn_op_impl;
 extern const kn_op_impl kn_op_impls[KN_OP_COUNT]; /* ORDER OP */
-/* kn_op_impls[op].backward is kn_backward_checked for every differentiable op (bw_none
- * for the others): it calls the rule itself, kn_op_rules[op] (named kn_op_rule_names[op]
- * in ops.def), then refuses an answer dx[k] whose type is not operand k's, naming the
- * rule, the node and the operand (core/autograd/rule_check.c). */
-extern const kn_backward_fn kn_op_rules[KN_OP_COUNT];
-extern const char *const kn_op_rule_names[KN_OP_COUNT];
-void kn_backward_checked(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
 /* Run n's CPU kernel (the CPU backend's node_eval): operands must be contiguous CPU
  * tensors (KN_ERR_ARG otherwise). */
 kn_status kn_cpu_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out);
@@ -102,9 +96,12 @@ void kn_ir_slice_range(int64_t dim, int64_t start, int64_t stop, int64_t step, i
 /* Normalize the reduction axes of a node against ndim (empty = all) into a bitmask. */
 bool kn_ir_reduce_mask(const kn_attrs *a, int ndim, unsigned *mask);
 
-/* A contiguous CPU tensor with t's contents: an alias when t already is one, else a
- * copy. KN_ERR_DEVICE for a tensor that is not on the CPU; fn names the caller. */
+/* A contiguous tensor on t's device with t's contents: an alias when t already is one,
+ * else a copy (on the CPU here; elsewhere by the device's backend, kn_ir_device.contiguous:
+ * KN_ERR_UNSUPPORTED when none is registered); fn names the caller. */
 kn_status kn_ir_contiguous(const char *fn, const kn_tensor *t, kn_tensor **out);
+/* The device hooks the runtime registered (kn_ir_set_device_hooks; node_eval.c). */
+extern kn_ir_device_hooks kn_ir_device;
 
 /* The builder's graph and eager tensors, for the autograd rules. */
 kn_graph *kn_builder_graph_mut(kn_builder *b);

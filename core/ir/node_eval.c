@@ -1,17 +1,17 @@
-/* node_eval.c — kn_node_eval, which backend runs a node, and the CPU backend's entry
+/* node_eval.c — kn_node_eval, which device runs a node, and the CPU's entry
  * (kn_cpu_node_eval) with its low-precision arithmetic.
  *
- * A node runs on the backend of its first operand that is not on the host (a host operand,
- * such as a `full` scalar, is copied over by that backend); with every operand on the host,
- * on the CPU backend, whose node_eval (device_cpu.c) comes back here: kn_cpu_node_eval checks
- * the operands are contiguous CPU tensors and calls the op's kernel of eval.c. A node with
- * an f16 or bf16 operand or result computes as a GPU would: widened to f32, the f32
- * kernel, one rounding as the result is stored. Kept apart from the kernels because the
- * dispatch is the IR's one edge up to the runtime's backend table (core/mk/layers.py). */
+ * A node runs on the device of its first operand that is not on the host (a host operand,
+ * such as a `full` scalar, is copied over by that device's backend): through the device
+ * hooks the runtime registers (kn_ir_set_device_hooks, kiln/ir.h), since the backends live
+ * above the IR (core/runtime/, core/mk/layers.py). With every operand on the host it runs
+ * here, on kn_cpu_node_eval, which the CPU backend's node_eval (device_cpu.c) calls too:
+ * it checks the operands are contiguous CPU tensors and calls the op's kernel of eval.c. A
+ * node with an f16 or bf16 operand or result computes as a GPU would: widened to f32, the
+ * f32 kernel, one rounding as the result is stored. */
 #include <string.h>
 
 #include "ir/ir_impl.h"
-#include "kiln/device.h"
 #include "kiln/scalar.h"
 
 #define D(t) kn_tensor_data(t)
@@ -68,22 +68,27 @@ kn_status kn_cpu_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tens
     return kn_op_impls[n->op].kernel(n, in, out);
 }
 
+kn_ir_device_hooks kn_ir_device; /* ir_impl.h */
+
+void kn_ir_set_device_hooks(const kn_ir_device_hooks *h) {
+    if (h) kn_ir_device = *h;
+    else memset(&kn_ir_device, 0, sizeof kn_ir_device);
+}
+
 kn_status kn_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
     if (!n || !out) return kn_error(KN_ERR_ARG, "kn_node_eval: NULL argument");
     if ((unsigned)n->op >= KN_OP_COUNT) return kn_error(KN_ERR_ARG, "kn_node_eval: invalid op %d", (int)n->op);
     if (n->nin > 0 && !in) return kn_error(KN_ERR_ARG, "kn_node_eval: %s: NULL operands", kn_op_name(n->op));
-    /* Device dispatch: the node runs on the backend of its first operand that is not on
-     * the host (a host operand, such as a `full` scalar, is copied over by that backend);
-     * with every operand on the host, on the CPU backend. */
+    /* Device dispatch: the node runs on the device of its first operand that is not on
+     * the host (a host operand, such as a `full` scalar, is copied over by that device's
+     * backend); with every operand on the host, on the CPU kernels. */
     if (kn_op_impls[n->op].kernel == kern_none) return kern_none(n, in, out); /* bound, never computed */
     kn_device dev = KN_CPU;
     for (int i = 0; i < n->nin; i++)
         if (in[i] && in[i]->storage->device.type != KN_DEVICE_CPU) { dev = in[i]->storage->device; break; }
-    const kn_device_backend *be = kn_device_backend_get(dev.type);
-    if (!be) return kn_error(KN_ERR_UNSUPPORTED, "kn_node_eval: %s: no %s backend in this build", kn_op_name(n->op),
-                             kn_device_type_name(dev.type));
-    if (!be->supports_op(be->ctx, n->op))
-        return kn_error(KN_ERR_UNSUPPORTED, "kn_node_eval: %s: the %s backend has no kernel for it", kn_op_name(n->op),
-                        be->name);
-    return be->node_eval(be->ctx, dev.index, n, in, out);
+    if (dev.type == KN_DEVICE_CPU) return kn_cpu_node_eval(n, in, out);
+    if (!kn_ir_device.node_eval)
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_node_eval: %s: no %s backend in this build", kn_op_name(n->op),
+                        kn_device_type_name(dev.type));
+    return kn_ir_device.node_eval(dev, n, in, out);
 }

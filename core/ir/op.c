@@ -2,8 +2,9 @@
  *
  * kn_op_get(op) gives what every pass needs to know about an op without a switch: its
  * text name, arity, category, the attributes it takes and whether it is differentiable.
- * The per-op functions (shape rule, kernel, backward, cost) sit in kn_op_impls, in the
- * same order (ORDER OP). Attributes are a fixed struct (kn_attrs); the table here maps an
+ * The per-op functions of the IR (shape rule, kernel, cost) sit in kn_op_impls, in the
+ * same order (ORDER OP); the backward column is autograd's (core/autograd/rule_check.c
+ * compiles it), of which the IR keeps only whether an op has a rule. Attributes are a fixed struct (kn_attrs); the table here maps an
  * attribute id to its name, kind and field so the printer and parser handle them all in
  * one loop. */
 #include <math.h>
@@ -26,28 +27,8 @@ static const kn_op_info kn_op_infos[KN_OP_COUNT] = {
 #include "kiln/ops.def"
 };
 
-/* The table's backward entry of a differentiable op is kn_backward_checked
- * (core/autograd/rule_check.c), which calls the op's rule from kn_op_rules and checks
- * its answer: whatever reverse pass calls the table (the student's own kn_backward
- * included) gets rules whose wrong-shaped answers are errors naming the rule and node. */
-#define KN_BW_PICK(none, f) KN_BW_PICK_(none, f)
-#define KN_BW_PICK_(none, f) KN_BW_PICK_##none(f)
-#define KN_BW_PICK_1(f) bw_none
-#define KN_BW_PICK_0(f) kn_backward_checked
-
 const kn_op_impl kn_op_impls[KN_OP_COUNT] = {
-#define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) \
-    {infer, kernel, KN_BW_PICK(KN_IS_BW_NONE(backward), backward), cost},
-#include "kiln/ops.def"
-};
-
-const kn_backward_fn kn_op_rules[KN_OP_COUNT] = {
-#define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) backward,
-#include "kiln/ops.def"
-};
-
-const char *const kn_op_rule_names[KN_OP_COUNT] = {
-#define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) #backward,
+#define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) {infer, kernel, cost},
 #include "kiln/ops.def"
 };
 
@@ -261,8 +242,7 @@ kn_status kn_node_check_attrs(const kn_node *n, char *msg, size_t msz) {
     return KN_OK;
 }
 
-/* Sources have no kernel (their tensors are bound), and ops without a backward rule
- * say so when autograd reaches them. */
+/* Sources have no kernel (their tensors are bound). */
 kn_status kern_none(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
     (void)in; (void)out;
     return kn_error(KN_ERR_ARG, "%s: has no kernel (its tensor is bound by name)", kn_op_name(n->op));
@@ -273,13 +253,6 @@ kn_status kern_collective(const kn_node *n, const kn_tensor *const *in, kn_tenso
     (void)in; (void)out;
     return kn_error(KN_ERR_UNSUPPORTED, "%s: a collective runs inside an interpreter or program given a collectives "
                     "context (kn_interp_set_collectives, kn_program_set_collectives), not as a kernel", kn_op_name(n->op));
-}
-
-void bw_none(kn_builder *b, int32_t id, kn_val dy, kn_val *dx) {
-    (void)dy; (void)dx;
-    const kn_graph *g = kn_builder_graph(b);
-    kn_builder_fail(b, KN_ERR_UNSUPPORTED, "kn_backward: %%%d = %s is not differentiable", id,
-                    kn_op_name(g->nodes[id].op));
 }
 
 bool kn_op_makes_tensor(kn_op op) {

@@ -82,39 +82,10 @@ def unit_layers(root):
 UNIT_LAYER = {}
 
 # Known upward edges: (kind, file regex, target regex, owner and plan). kind "include":
-# the target is the included file's path; "call": the symbol. This list only shrinks.
-ALLOWED = [
-    # ir <-> autograd: the op table's backward column (ops.def, compiled into op.c) names
-    # autograd's rules, and op.c finds the activation backwards by name. Owner: helper
-    # "pointwise" (one pointwise table, one unary_grad op, the rules table in autograd/).
-    ("call", r"core/ir/op\.c$", r"^bw_|^kn_backward_checked$",
-     "pointwise: the backward column moves to a table in autograd/"),
-    # ir <-> runtime: kn_node_eval sends a node to the device backend table, which calls
-    # back into ir/eval.c's kernels (the dispatch is ir/node_eval.c). Owner: helper "pointwise".
-    ("include", r"core/ir/node_eval\.c$", r"core/include/kiln/device\.h$",
-     "pointwise: node_eval.c stops dispatching to the backends"),
-    ("call", r"core/ir/node_eval\.c$", r"^kn_device_|^kn_cuda_", "pointwise: as above"),
-    # ir -> runtime, the same edge from the builder's eager mode and the collectives: a
-    # value made contiguous on its device (kn_device_contiguous: the backend's strided
-    # copy). Owner: helper "layering", with pointwise's node_eval.c change (eager execution
-    # dispatched from runtime/, or the strided copy a storage operation).
-    ("include", r"core/ir/(builder|collective)\.c$", r"core/include/kiln/device\.h$",
-     "layering: with node_eval.c's dispatch"),
-    ("call", r"core/ir/(builder|collective)\.c$", r"^kn_device_(contiguous|memcpy)$",
-     "layering: with node_eval.c's dispatch"),
-    # passes -> dist (and nn): the data-parallel passes (ddp, zero, zero3) take their buckets
-    # from lab 10's kn_dp_buckets, whose contract is over nn's kn_params. Owner: helper
-    # "layering" (plan: kn_dp_buckets over a slab layout declared in kiln/passes.h; a lab 10
-    # interface change, so after the lab 10 work of the other helpers has merged).
-    ("include", r"core/passes/ddp\.c$", r"core/include/kiln/dist\.h$", "layering: lab 10's bucket contract"),
-    ("call", r"core/passes/ddp\.c$", r"^kn_dp_buckets$", "layering: lab 10's bucket contract"),
-    # codegen -> runtime: the C compiler driver and the CUDA renderer take the emulator
-    # dialect's text (the checks' prelude, KN_EMU_CHECKS_SOURCE) and its hook flags
-    # (KN_EMU_HOOK_FLAGS) from runtime/cuda_emu.h. Owner: the emulator (plan: those two
-    # move to a codegen-level header, codegen/emu_dialect.h, that cuda_emu.h includes).
-    ("include", r"core/codegen/(cc|render_cuda)\.c$", r"core/runtime/cuda_emu\.h$",
-     "emulator: the dialect's constants move to codegen/emu_dialect.h"),
-]
+# the target is the included file's path; "call": the symbol. This list only shrinks; it
+# is empty since issue 30 removed its last four edges (codegen -> runtime, ir -> runtime,
+# ir <-> autograd, passes -> dist), so any edge that goes up fails the check.
+ALLOWED = []
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 SOURCE_EXT = (".c", ".h", ".cu", ".inc", ".def")

@@ -4,8 +4,9 @@
  * in slab order (the trainer's: kiln/nn.h). The slab's layout is read from the graph:
  * parameter i's gradient (output 1 + i) lives at the sum of the earlier ones' sizes, and
  * it gets weight decay when it is a matrix (two or more axes), as the GPT's layout says.
- * The buckets are lab 10's (kn_dp_buckets, the same buckets core/dist/dp.c sets up): contiguous slab
- * ranges of whole parameters, formed from the slab's end, which the backward fills first.
+ * The buckets are lab 10's (kn_dp_buckets over that layout, kiln/passes.h: the same buckets
+ * core/dist/dp.c sets up from the model's slab): contiguous slab ranges of whole
+ * parameters, formed from the slab's end, which the backward fills first.
  *
  * The pass rewrites the graph so that communication is part of it (kiln/ir.h, "collectives
  * in the graph"):
@@ -28,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kiln/dist.h"
 #include "kiln/passes.h"
 
 static kn_status parse_mb(const char *arg, double *mb) {
@@ -60,7 +60,7 @@ static kn_status emit(kn_graph *ng, kn_op op, int nin, const int32_t *in, const 
 }
 
 typedef struct ddp_state {
-    kn_params p;           /* the layout read from the outputs (info only) */
+    kn_slab_layout p;      /* the layout read from the outputs (info: owned) */
     kn_dp_bucket *buckets;
     int nbuckets;
     int *bucket_of;        /* per parameter */
@@ -78,7 +78,7 @@ typedef struct ddp_state {
 } ddp_state;
 
 static void state_free(ddp_state *s) {
-    kn_free(s->p.info);
+    kn_free((void *)s->p.info);
     kn_free(s->buckets);
     kn_free(s->bucket_of);
     kn_free(s->first);
@@ -105,12 +105,14 @@ static kn_status read_layout(const kn_graph *g, size_t bucket_bytes, ddp_state *
         if (kn_op_get(g->nodes[i].op)->category == KN_CAT_COLLECTIVE)
             return kn_error(KN_ERR_ARG, "ddp/zero: %%%d = %s: the graph already has collectives (one data-parallel pass runs once)", i,
                             kn_op_name(g->nodes[i].op));
+    kn_slab_param *info = kn_calloc((size_t)count, sizeof *info);
+    if (!info) return kn_error(KN_ERR_OOM, "ddp/zero: out of memory");
     s->p.count = count;
-    s->p.info = kn_calloc((size_t)count, sizeof *s->p.info);
-    if (!s->p.info) return kn_error(KN_ERR_OOM, "ddp/zero: out of memory");
+    s->p.info = info;
+    int64_t n = 0; /* floats in the slab so far */
     for (int i = 0; i < count; i++) {
         const kn_type *t = &g->nodes[g->outputs[1 + i]].type;
-        kn_param_info *pi = &s->p.info[i];
+        kn_slab_param *pi = &info[i];
         if (t->dtype != KN_DT_F32)
             return kn_error(KN_ERR_DTYPE, "ddp/zero: output %d (%%%d) is not an f32 gradient: the gradient slab is f32", 1 + i,
                             g->outputs[1 + i]);
@@ -120,14 +122,10 @@ static kn_status read_layout(const kn_graph *g, size_t bucket_bytes, ddp_state *
         if (!a_param)
             return kn_error(KN_ERR_ARG, "ddp/zero: output %d (%%%d) has the type of no param: a joint graph has the loss, "
                             "then a gradient per parameter", 1 + i, g->outputs[1 + i]);
-        snprintf(pi->name, sizeof pi->name, "output %d", 1 + i);
-        pi->ndim = t->ndim;
-        memcpy(pi->shape, t->shape, sizeof pi->shape);
         pi->numel = kn_type_numel(t);
-        pi->offset = s->p.n;
+        pi->offset = n;
         pi->decay = t->ndim >= 2;
-        s->p.n += pi->numel;
-        if (pi->decay) s->p.n_decay = s->p.n;
+        n += pi->numel;
     }
     return kn_dp_buckets(&s->p, bucket_bytes, &s->buckets, &s->nbuckets);
 }
@@ -223,7 +221,8 @@ static kn_status gather_for(const kn_graph *g, ddp_state *s, int32_t v, int32_t 
         if (j < 0) continue;
         int32_t *view = &s->view[2 * j + phase];
         if (*view < 0) {
-            const kn_param_info *pi = &s->p.info[j];
+            const kn_slab_param *pi = &s->p.info[j];
+            const kn_type *gt = &g->nodes[g->outputs[1 + j]].type; /* its gradient's: the parameter's */
             const kn_dp_bucket *b = &s->buckets[s->bucket_of[j]];
             int w = s->win_of[2 * s->bucket_of[j] + phase];
             KN_CHECK(w >= 0 && s->win_buf[w] >= 0); /* opened at its first reader, this one or an earlier */
@@ -235,9 +234,9 @@ static kn_status gather_for(const kn_graph *g, ddp_state *s, int32_t v, int32_t 
             kn_type t = {KN_DT_F32, 1, {pi->numel}};
             KN_TRY(emit_typed(ng, KN_OP_SLICE, s->win_buf[w], &a, &t, view));
             a = kn_attrs_default();
-            a.nshape = pi->ndim;
-            memcpy(a.shape, pi->shape, sizeof pi->shape);
-            if (pi->ndim != 1) KN_TRY(emit_typed(ng, KN_OP_RESHAPE, *view, &a, &g->nodes[g->nodes[v].in[k]].type, view));
+            a.nshape = gt->ndim;
+            memcpy(a.shape, gt->shape, sizeof gt->shape);
+            if (gt->ndim != 1) KN_TRY(emit_typed(ng, KN_OP_RESHAPE, *view, &a, &g->nodes[g->nodes[v].in[k]].type, view));
         }
         n->in[k] = *view;
     }

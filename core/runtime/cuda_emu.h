@@ -39,10 +39,10 @@
  *   - out-of-bounds global accesses of generated kernels: the renderer indexes every buffer
  *     through KN_EMU_AT with the range its view reaches; an index outside it is reported
  *     (kn_emu_oob) and goes to a scratch element, so memory stays intact;
- *   - in code compiled with the access hooks (KN_EMU_HOOK_FLAGS: gcc's -fsanitize=kernel-address
- *     calling __asan_loadN/storeN_noabort, which cuda_emu_check.c defines; cc.c compiles the
- *     emulator dialect so, core/emu.mk the *_emu.c kernels, lab 08's flash unit and
- *     tests/emu's kernels): shared-memory races (a byte written by one thread and read or
+ *   - in code compiled with the access hooks (KN_EMU_HOOK_FLAGS, core/codegen/emu_dialect.h:
+ *     gcc's -fsanitize=kernel-address calling __asan_loadN/storeN_noabort, which
+ *     cuda_emu_check.c defines; cc.c compiles the emulator dialect so, core/emu.mk the
+ *     *_emu.c kernels, lab 08's flash unit and tests/emu's kernels): shared-memory races (a byte written by one thread and read or
  *     written by another with no barrier between, nor, for two lanes of one warp, a shuffle:
  *     a shadow record per byte), and accesses just outside the block's shared memory (every
  *     __shared__ array lives in the kn_emu_shared section; the thread stops there, as a GPU
@@ -54,6 +54,8 @@
 #define KN_CUDA_EMU_H
 
 #include <stddef.h>
+
+#include "codegen/emu_dialect.h" /* KN_EMU_HOOK_FLAGS, KN_EMU_CHECKS_SOURCE: the dialect codegen emits */
 
 typedef struct { unsigned x, y, z; } kn_dim3;
 
@@ -77,26 +79,6 @@ void kn_emu_shared_window(const void *lo, const void *hi, int add);
  * scratch element to read or write instead. */
 void *kn_emu_oob(long long i, long long lo, long long hi, int buf, int write, const char *file, const char *fn, int line);
 
-/* The flags that compile code with the emulator's access hooks (-g: the reports' lines). */
-#define KN_EMU_HOOK_FLAGS "-g", "-fsanitize=kernel-address", "--param", "asan-instrumentation-with-call-threshold=0", \
-        "--param", "asan-stack=0", "--param", "asan-globals=0"
-/* The checks' part of the emulator dialect's prelude (core/codegen/render_cuda.c): the marker
- * cc.c compiles with the hooks on, __shared__ arrays in the shared section, which a
- * constructor announces, and KN_EMU_AT. */
-#define KN_EMU_CHECKS_SOURCE                                                                                  \
-    "#define KN_EMU_INSTRUMENT 1\n"                                                                           \
-    "#define __shared__ static __attribute__((section(\"kn_emu_shared\"), aligned(16)))\n"                     \
-    "void *kn_emu_oob(long long i, long long lo, long long hi, int buf, int write, const char *file, const char *fn, "     \
-    "int line);\n"                                                                                            \
-    "#define KN_EMU_AT(p, i, lo, hi, b, w) ((long long)(i) >= (lo) && (long long)(i) < (hi) ? &(p)[i] : "     \
-    "(__typeof__(&(p)[0]))kn_emu_oob((long long)(i), (lo), (hi), (b), (w), __FILE__, __func__, __LINE__))\n"           \
-    "void kn_emu_shared_window(const void *lo, const void *hi, int add);\n"                                   \
-    "extern char __start_kn_emu_shared[] __attribute__((weak, visibility(\"hidden\")));\n"                    \
-    "extern char __stop_kn_emu_shared[] __attribute__((weak, visibility(\"hidden\")));\n"                     \
-    "__attribute__((constructor)) static void kn_emu_shared_on(void)\n"                                       \
-    "{ if (__start_kn_emu_shared) kn_emu_shared_window(__start_kn_emu_shared, __stop_kn_emu_shared, 1); }\n"   \
-    "__attribute__((destructor)) static void kn_emu_shared_off(void)\n"                                       \
-    "{ if (__start_kn_emu_shared) kn_emu_shared_window(__start_kn_emu_shared, __stop_kn_emu_shared, 0); }\n"
 double kn_emu_shfl_down(double v, unsigned delta);
 double kn_emu_shfl_xor(double v, unsigned lanemask);
 double kn_emu_shfl_idx(double v, unsigned src_lane);

@@ -1,5 +1,6 @@
-/* device.c — the table of compute backends and the checked entry points of kiln/device.h
- * (kn_device_supports_op, kn_device_contiguous, the optimizer, the profile).
+/* device.c — the table of compute backends, the checked entry points of kiln/device.h
+ * (kn_device_supports_op, kn_device_contiguous, the optimizer, the profile) and the IR's
+ * device hooks, which lead to them.
  *
  * One table indexed by kn_device_type holds a pointer to each compute backend built into
  * this binary. The CPU backend (device_cpu.c) is always there. The CUDA backend
@@ -9,7 +10,12 @@
  * (contiguous copies, the optimizer, clip, scale, the profile) check it through
  * kn_device_check (kiln/storage.h: the same errors as the storage entry points) before
  * touching a backend; the queries kn_device_backend_get and kn_device_supports_op answer
- * NULL or false for a device without one. */
+ * NULL or false for a device without one.
+ *
+ * The IR (core/ir/, below this layer) runs the nodes whose operands are all on the host
+ * itself; for a node with an operand on another device, and a strided tensor there, it
+ * calls the two hooks this file registers before main (a constructor: a binary that links
+ * this table has them), which dispatch to the device's backend. */
 #include "kiln/device.h"
 
 extern const kn_device_backend kn_device_cpu_backend;
@@ -33,6 +39,23 @@ const kn_device_backend *kn_device_backend_get(kn_device_type type) {
 }
 
 /* ---------------------------------------------------------------- compute */
+
+/* kn_node_eval of a node with an operand on dev (not the host): the backend of dev runs it
+ * (a host operand, such as a `full` scalar, is copied over by that backend). */
+static kn_status device_node_eval(kn_device dev, const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    const kn_device_backend *be = kn_device_backend_get(dev.type);
+    if (!be) return kn_error(KN_ERR_UNSUPPORTED, "kn_node_eval: %s: no %s backend in this build", kn_op_name(n->op),
+                             kn_device_type_name(dev.type));
+    if (!be->supports_op(be->ctx, n->op))
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_node_eval: %s: the %s backend has no kernel for it", kn_op_name(n->op),
+                        be->name);
+    return be->node_eval(be->ctx, dev.index, n, in, out);
+}
+
+__attribute__((constructor)) static void device_hooks_register(void) {
+    static const kn_ir_device_hooks hooks = {.node_eval = device_node_eval, .contiguous = kn_device_contiguous};
+    kn_ir_set_device_hooks(&hooks);
+}
 
 bool kn_device_supports_op(kn_device_type type, kn_op op) {
     const kn_device_backend *be = kn_device_backend_get(type);

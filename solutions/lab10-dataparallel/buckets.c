@@ -1,1 +1,1 @@
-../../core/dist/buckets.c
+../../core/passes/buckets.c

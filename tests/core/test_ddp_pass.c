@@ -50,7 +50,7 @@ KN_TEST(ddp_pass, each_start_follows_its_last_gradient_and_precedes_the_layer_be
     kn_graph *d = ddp_of(g, "ddp:0.004");
     kn_dp_bucket *bk;
     int nb;
-    KN_ASSERT_OK(kn_dp_buckets(p, (size_t)(0.004 * 1048576.0), &bk, &nb));
+    KN_ASSERT_OK(kn_dp_param_buckets(p, (size_t)(0.004 * 1048576.0), &bk, &nb));
     cr_assert_gt(nb, 4);
     cr_assert_eq(count_op(d, KN_OP_GRAD_STORE), p->count);
     cr_assert_eq(count_op(d, KN_OP_ALL_REDUCE_START), nb);

@@ -9,10 +9,10 @@ set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0
-check() { # check NAME WANT(0|1) PATTERN-or-empty -- layers.py args
+check() { # [LAYERS_PY=copy] check NAME WANT(0|1) PATTERN-or-empty -- layers.py args
     local name=$1 want=$2 pat=$3; shift 4
     local out rc
-    out=$(python3 "$here/core/mk/layers.py" "$@" 2>&1); rc=$?
+    out=$(python3 "${LAYERS_PY:-$here/core/mk/layers.py}" "$@" 2>&1); rc=$?
     if [ "$rc" != "$want" ] || { [ -n "$pat" ] && ! grep -q -- "$pat" <<< "$out"; }; then
         echo "FAIL $name: exit $rc (want $want), output:"; echo "$out" | head -20; fails=$((fails + 1))
     else
@@ -32,9 +32,13 @@ fresh
 sed -i 's|#include "kiln/ops.def"|#include "ir/ir_impl.h"\n&|' "$tmp/t/core/include/kiln/ir.h"
 check "planted private include in a public header" 1 'kiln/ir.h:[0-9]*: a public header includes the private core/ir/ir_impl.h' -- --root "$tmp/t"
 
+# an ALLOWED entry whose edge no longer happens (planted in a copy of layers.py, so the
+# test does not depend on which known cycles are still listed)
 fresh
-sed -i '/#include "kiln\/device.h"/d' "$tmp/t/core/ir/node_eval.c"
-check "an allowed cycle that is gone" 1 'no longer happens' -- --root "$tmp/t"
+sed 's|^ALLOWED = \[|&\n    ("include", r"core/tensor/tensor\\.c$", r"core/include/kiln/nn\\.h$", "planted: gone"),|' \
+    "$here/core/mk/layers.py" > "$tmp/layers.py"
+grep -q 'planted: gone' "$tmp/layers.py" || { echo "FAIL: could not plant an ALLOWED entry"; exit 1; }
+LAYERS_PY="$tmp/layers.py" check "an allowed cycle that is gone" 1 'no longer happens' -- --root "$tmp/t"
 
 # calls: two objects, base/up.o uses a function of nn/top.o
 rm -rf "$tmp/c"; mkdir -p "$tmp/c/core/base" "$tmp/c/core/nn" "$tmp/o/core/base" "$tmp/o/core/nn"

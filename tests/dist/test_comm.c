@@ -201,7 +201,7 @@ static void test_units(void) {
     CHECK(kn_gpt_new(&g, &cfg) == KN_OK, "gpt");
     kn_dp_bucket *b = NULL;
     int nb = 0;
-    CHECK(kn_dp_buckets(&g.p, 4096, &b, &nb) == KN_OK && nb > 1, "buckets: %d", nb);
+    CHECK(kn_dp_param_buckets(&g.p, 4096, &b, &nb) == KN_OK && nb > 1, "buckets: %d", nb);
     int64_t at = 0;
     for (int i = 0; b && i < nb; i++) {
         CHECK(b[i].lo == at && b[i].hi > b[i].lo && b[i].lo == g.p.info[b[i].first_param].offset, "bucket %d", i);
@@ -216,7 +216,7 @@ static void test_units(void) {
     CHECK(at == g.p.n, "buckets end at %lld of %lld", (long long)at, (long long)g.p.n);
     kn_free(b);
     /* a huge size: two buckets, the matrices and the undecayed tensors */
-    CHECK(kn_dp_buckets(&g.p, 1ull << 30, &b, &nb) == KN_OK && nb == 2 && b[0].hi == g.p.n_decay, "big buckets: %d", nb);
+    CHECK(kn_dp_param_buckets(&g.p, 1ull << 30, &b, &nb) == KN_OK && nb == 2 && b[0].hi == g.p.n_decay, "big buckets: %d", nb);
     kn_free(b);
     kn_gpt_free(&g);
     kn_dp_strategy s;

@@ -68,9 +68,24 @@ kn_val kn_sum_to(kn_builder *b, kn_val g, kn_val x);
  * nothing done, when g or x is KN_VAL_NONE or the builder is in error; false after
  * failing the builder (KN_ERR_SHAPE, naming both types, the mismatched axis and the rule
  * that called) when g's type is not what x's broadcasts to; true otherwise. Every rule's
- * answer is checked against its operand's type the same way (kn_op_impls in
- * core/ir/ir_impl.h), so a wrong-shaped gradient is an error, never a silent broadcast. */
+ * answer is checked against its operand's type the same way (kn_backward_checked), so a
+ * wrong-shaped gradient is an error, never a silent broadcast. */
 bool kn_sum_to_check(kn_builder *b, kn_val g, kn_val x);
+/* Ask node id's backward rule (ops.def's backward column, compiled in
+ * core/autograd/rule_check.c) for the gradients of its operands, given dy, the gradient
+ * of its result. On entry dx[k] is KN_VAL_WANT for each operand that needs a gradient and
+ * KN_VAL_NONE for the others; the rule sets each wanted dx[k] to a value of operand k's
+ * type, or KN_VAL_NONE when no gradient flows there. Errors go to the builder (sticky),
+ * each naming the rule and the node: id not a node of b (KN_ERR_ARG); an op without a rule
+ * (KN_ERR_UNSUPPORTED, "not differentiable"); dy not of node id's type, or an answer not
+ * of its operand's type (KN_ERR_SHAPE). */
+void kn_backward_checked(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
+/* Every rule the backward column of ops.def names (core/autograd/rules.c, lab 02's
+ * rules_unit.c, bw_none in rule_check.c), declared here so that each definition is checked
+ * against the rule's shape (kn_backward_checked's arguments). */
+#define KN_OP(E, name, arity, cat, req, opt, infer, kernel, backward, cost) \
+    void backward(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
+#include "kiln/ops.def"
 void bw_mul(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
 void bw_div(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);
 void bw_exp(kn_builder *b, int32_t id, kn_val dy, kn_val *dx);

@@ -23,6 +23,7 @@
 #define KILN_DIST_H
 
 #include "kiln/nn.h"
+#include "kiln/passes.h"
 #include "kiln/placement.h"
 #include "kiln/pipeline.h"
 
@@ -174,13 +175,6 @@ typedef struct kn_dp_config {
     bool compress;         /* DDP: int8 gradients with error feedback (CPU ranks; see dp.c) */
 } kn_dp_config;
 
-/* A bucket: the contiguous slab range [lo, hi) of whole parameters. */
-typedef struct kn_dp_bucket {
-    int64_t lo, hi;
-    int first_param, last_param;  /* parameters first_param..last_param (slab order) */
-    int pending;                  /* gradients still missing in this step */
-} kn_dp_bucket;
-
 /* Timing of the last step, for the overlap figure. */
 typedef struct kn_dp_stats {
     double backward_s;     /* forward + backward (the joint graph) */
@@ -265,6 +259,9 @@ typedef struct kn_dp {
  * kn_dp_new the trainer steps only through kn_dp_step (kn_trainer_step refuses); kn_dp_free
  * takes the hooks back. */
 kn_status kn_dp_new(kn_dp *d, kn_comm *c, kn_trainer *tr, const kn_dp_config *cfg);
+/* The buckets of p's slab (param_buckets.c): lab 10's kn_dp_buckets (kiln/passes.h) over p's
+ * layout (each parameter's offset, numel and decay); the same errors, and KN_ERR_OOM. */
+kn_status kn_dp_param_buckets(const kn_params *p, size_t bucket_bytes, kn_dp_bucket **out, int *n);
 void kn_dp_free(kn_dp *d);
 /* One optimizer step on the global batch x, y (B_global x T each; this rank takes its
  * rows), taken by the trainer's step runner with d's hooks: accum micro-batches of
@@ -605,11 +602,8 @@ kn_status kn_ring_send_chunk(int rank, int size, int step, int *chunk);
  * chunks): rank r owns [lo[r], lo[r+1]); lo has parts+1 entries. */
 kn_status kn_dp_shard_ranges(int64_t n, int parts, int64_t *lo);
 
-/* buckets.c. Buckets over the slab of p: walking the parameters from the last (the first
- * whose gradients backward produces) and closing a bucket once it holds >= bucket_bytes, or
- * where the slab turns from undecayed tensors to decayed ones (kn_param_info.decay). Returns
- * the bucket count into *n and an owned array (kn_free) in slab order into *out. */
-kn_status kn_dp_buckets(const kn_params *p, size_t bucket_bytes, kn_dp_bucket **out, int *n);
+/* buckets.c, lab 10's kn_dp_buckets, is declared with the slab layout it works on in
+ * kiln/passes.h (the ddp pass takes its buckets too). */
 
 #ifdef __cplusplus
 }

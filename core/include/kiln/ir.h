@@ -258,6 +258,24 @@ kn_cost kn_graph_cost(const kn_graph *g);
  * plan), and the kernel writes into it. */
 kn_status kn_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out);
 
+/* The IR's way to the devices' compute, which lives above it (core/runtime/, kiln/device.h).
+ * A node whose operands are all on the host runs on the CPU kernels here (ir/eval.c); a
+ * node with an operand on another device runs on that device's backend, and a strided
+ * tensor there is made contiguous by it, through these two entry points, which the
+ * runtime registers when the program starts (core/runtime/device.c, from a constructor:
+ * every binary linked with the backend table has them before main). Until then (a binary
+ * without the runtime) such a node or copy fails with KN_ERR_UNSUPPORTED ("no cuda
+ * backend in this build"), as it does for a device whose backend is not built in.
+ *   node_eval:  kn_node_eval's contract, for a node with an operand on dev (not the CPU);
+ *   contiguous: a contiguous tensor on t's device with t's contents (an alias when t is
+ *               contiguous already): kn_device_contiguous. */
+typedef struct kn_ir_device_hooks {
+    kn_status (*node_eval)(kn_device dev, const kn_node *n, const kn_tensor *const *in, kn_tensor **out);
+    kn_status (*contiguous)(const char *fn, const kn_tensor *t, kn_tensor **out);
+} kn_ir_device_hooks;
+/* Register h (copied; NULL members or h NULL: none). Called once, before any node runs. */
+void kn_ir_set_device_hooks(const kn_ir_device_hooks *h);
+
 /* ---------------------------------------------------------------- builder */
 
 typedef enum kn_mode { KN_MODE_EAGER = 0, KN_MODE_GRAPH } kn_mode;

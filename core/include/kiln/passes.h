@@ -160,6 +160,34 @@ kn_status kn_pass_epilogue(kn_graph *g, kn_pass_stats *st);
  * tile an axis a concat. Equal to rounding; asked for by name, after autocast. Stats: one
  * rule per kind of group. */
 kn_status kn_pass_hfuse(kn_graph *g, kn_pass_stats *st);
+/* ---------------------------------------------------------------- data-parallel buckets
+ *
+ * A slab: the parameters (or their gradients) of a model laid out in one flat f32 array,
+ * parameter i at [info[i].offset, info[i].offset + info[i].numel), in slab order. Its
+ * layout is all that the buckets of data parallelism need, so they are declared here,
+ * below the model (kiln/nn.h's kn_params describes a model's slab; kn_dp_param_buckets,
+ * kiln/dist.h, passes its layout) and the ddp pass (which reads it from a joint graph). */
+typedef struct kn_slab_param {
+    int64_t offset, numel; /* floats: where the parameter starts in the slab, and how many */
+    bool decay;            /* weight decay applies (the matrices; not biases and gains) */
+} kn_slab_param;
+typedef struct kn_slab_layout {
+    int count;                  /* parameters */
+    const kn_slab_param *info;  /* count entries, in slab order (borrowed) */
+} kn_slab_layout;
+/* A bucket: the contiguous slab range [lo, hi) of whole parameters. */
+typedef struct kn_dp_bucket {
+    int64_t lo, hi;
+    int first_param, last_param;  /* parameters first_param..last_param (slab order) */
+    int pending;                  /* gradients still missing in this step */
+} kn_dp_bucket;
+/* Lab 10 unit (core/passes/buckets.c). Buckets over the slab of layout p: walking the
+ * parameters from the last (the first whose gradients backward produces) and closing a
+ * bucket once it holds >= bucket_bytes, or where the slab turns from undecayed tensors to
+ * decayed ones (info[i].decay). Returns the bucket count into *n and an owned array
+ * (kn_free) in slab order into *out. */
+kn_status kn_dp_buckets(const kn_slab_layout *p, size_t bucket_bytes, kn_dp_bucket **out, int *n);
+
 /* DDP as a pass (core/passes/ddp.c): on a joint graph (outputs: the loss, then one f32
  * gradient per parameter in slab order), store each gradient into the gradient slab right
  * after the node that makes it, start each bucket's all-reduce (lab 10's kn_dp_buckets of

@@ -46,7 +46,7 @@ static inline kn_status out_dp_shard_ranges(int64_t n, int parts, int64_t *lo) {
 
 /* The buckets: *n, then the *n buckets. A count outside [0, 65536] is refused here (in
  * the checker it came from the other run: never allocate what it says unchecked). */
-static inline kn_status out_dp_buckets(const kn_params *p, size_t bytes, kn_dp_bucket **out, int *n) {
+static inline kn_status out_dp_buckets(const kn_slab_layout *p, size_t bytes, kn_dp_bucket **out, int *n) {
     kn_status st = kn_out_status("kn_dp_buckets", kn_dp_buckets(p, bytes, out, n));
     if (st != KN_OK || !out || !n) return st;
     int was = *n;

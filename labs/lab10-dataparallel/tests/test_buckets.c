@@ -27,23 +27,22 @@ KN_MPI_TEST(lab10_shard, ranges_over_this_job) {
     }
 }
 
-/* A model's parameter table by hand: numels in slab order, decayed or not. */
-static kn_params params_of(kn_param_info *info, const int64_t *numel, const bool *decay, int count) {
-    kn_params p = {.count = count, .info = info};
+/* A slab's layout by hand (kiln/passes.h): numels in slab order, decayed or not. */
+static kn_slab_layout params_of(kn_slab_param *info, const int64_t *numel, const bool *decay, int count) {
+    int64_t n = 0;
     for (int i = 0; i < count; i++) {
-        info[i] = (kn_param_info){.ndim = 1, .shape = {numel[i]}, .offset = p.n, .numel = numel[i], .decay = decay[i]};
-        p.n += numel[i];
-        if (decay[i]) p.n_decay = p.n;
+        info[i] = (kn_slab_param){.offset = n, .numel = numel[i], .decay = decay[i]};
+        n += numel[i];
     }
-    return p;
+    return (kn_slab_layout){.count = count, .info = info};
 }
 
 KN_MPI_TEST(lab10_buckets, the_handout_example) {
     (void)c;
-    kn_param_info info[4];
+    kn_slab_param info[4];
     int64_t numel[4] = {4, 4, 2, 2};
     bool decay[4] = {true, true, false, false};
-    kn_params p = params_of(info, numel, decay, 4);
+    kn_slab_layout p = params_of(info, numel, decay, 4);
     kn_dp_bucket *b = NULL;
     int nb = 0;
     if (KN_MOK(out_dp_buckets(&p, 16, &b, &nb))) {
@@ -61,10 +60,10 @@ KN_MPI_TEST(lab10_buckets, the_handout_example) {
 
 KN_MPI_TEST(lab10_buckets, a_huge_size_splits_at_decay_only) {
     (void)c;
-    kn_param_info info[5];
+    kn_slab_param info[5];
     int64_t numel[5] = {6, 6, 6, 1, 1};
     bool decay[5] = {true, true, true, false, false};
-    kn_params p = params_of(info, numel, decay, 5);
+    kn_slab_layout p = params_of(info, numel, decay, 5);
     kn_dp_bucket *b = NULL;
     int nb = 0;
     if (KN_MOK(out_dp_buckets(&p, (size_t)1 << 30, &b, &nb))) {
@@ -78,10 +77,10 @@ KN_MPI_TEST(lab10_buckets, a_huge_size_splits_at_decay_only) {
 
 KN_MPI_TEST(lab10_buckets, rejects_a_zero_size) {
     (void)c;
-    kn_param_info info[1];
+    kn_slab_param info[1];
     int64_t numel[1] = {3};
     bool decay[1] = {true};
-    kn_params p = params_of(info, numel, decay, 1);
+    kn_slab_layout p = params_of(info, numel, decay, 1);
     kn_dp_bucket *b = NULL;
     int nb = 0;
     KN_MERR(out_dp_buckets(&p, 0, &b, &nb), KN_ERR_ARG);

@@ -36,7 +36,7 @@ CHUNK = "kn_status kn_ring_chunk(int64_t n, int parts, int i, int64_t *lo, int64
 MEMFORGE_HOOKS = [
     ("ring.c", [HOOK, CHUNK, "kn_status kn_ring_send_chunk(int rank, int size, int step, int *chunk) {\n"]),
     ("shard.c", ["kn_status kn_dp_shard_ranges(int64_t n, int parts, int64_t *lo) {\n"]),
-    ("buckets.c", ["kn_status kn_dp_buckets(const kn_params *p, size_t bucket_bytes, kn_dp_bucket **out, int *n) {\n"]),
+    ("buckets.c", ["kn_status kn_dp_buckets(const kn_slab_layout *p, size_t bucket_bytes, kn_dp_bucket **out, int *n) {\n"]),
 ]
 
 
@@ -84,7 +84,8 @@ def main():
             for h in hooks:
                 assert h in src, (case, unit, "hook not found")
                 src = src.replace(h, h + code, 1)
-            src = src.replace('#include "kiln/dist.h"\n', '#include "kiln/dist.h"\n' + pre, 1)
+            inc = next(i for i in ('#include "kiln/dist.h"\n', '#include "kiln/passes.h"\n') if i in src)
+            src = src.replace(inc, inc + pre, 1)  # buckets.c includes kiln/passes.h
             open(p, "w").write(src)
     d = os.path.join(out, "sendfirst")
     os.makedirs(d, exist_ok=True)

@@ -1,11 +1,13 @@
-/* buckets.c — lab 10 unit: the assignment of gradients to buckets (kiln/dist.h, "lab 10
- * units").
+/* buckets.c — lab 10 unit: the assignment of gradients to buckets (kiln/passes.h,
+ * "data-parallel buckets").
  *
  * DDP does not all-reduce each gradient alone (thousands of small messages: the alpha term
  * of every one) nor the whole slab at the end (no overlap with the backward). It groups the
  * parameters into buckets of about `bucket_bytes` and starts a bucket's collective as soon
  * as its last gradient exists, while the backward goes on (core/passes/ddp.c places that
- * start in the graph; core/dist/dp_buckets.c runs it).
+ * start in the graph; core/dist/dp_buckets.c runs it). The buckets need only the slab's
+ * layout (kn_slab_layout: each parameter's offset, numel and decay flag), so this unit
+ * sits with the passes, below the model and the ranks (core/mk/layers.py).
  *
  * A bucket is a contiguous range of whole parameters of the slab. They are formed from the
  * LAST parameter backwards, as PyTorch's DDP forms them in reverse registration order:
@@ -26,9 +28,9 @@
  * freed by the caller with kn_free; on an error nothing is allocated. */
 #include <stdbool.h>
 
-#include "kiln/dist.h"
+#include "kiln/passes.h"
 
-kn_status kn_dp_buckets(const kn_params *p, size_t bucket_bytes, kn_dp_bucket **out, int *n) {
+kn_status kn_dp_buckets(const kn_slab_layout *p, size_t bucket_bytes, kn_dp_bucket **out, int *n) {
     if (!p || !out || !n || p->count < 1) return kn_error(KN_ERR_ARG, "kn_dp_buckets: no parameters");
     if (bucket_bytes < 1) return kn_error(KN_ERR_ARG, "kn_dp_buckets: bucket size 0");
     kn_dp_bucket *b = kn_calloc((size_t)p->count, sizeof *b);
