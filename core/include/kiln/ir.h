@@ -492,11 +492,20 @@ void kn_interp_set_hook(kn_interp *it, kn_interp_hook fn, void *ctx);
  * node, its operand tensors (contiguous, on the run's device: a GPU rank's NCCL reads
  * them there) and, for an all_gather_start or a value collective that makes a tensor, the
  * buffer to fill (NULL otherwise); `poll`
- * may be NULL. */
+ * may be NULL. `finish` (may be NULL) runs once after a run's last node: a context whose
+ * `run` left device-ordered work in flight (the GPU waits for it, the host did not:
+ * kn_comm_wait_device) waits for it there, under the communicator's deadline, before
+ * anyone reads the run's outputs on the host (`poll` is not called while a CUDA graph is
+ * being captured). */
 typedef struct kn_collectives {
     void *ctx;
     kn_status (*run)(void *ctx, int32_t id, const kn_node *n, const kn_tensor *const *in, kn_tensor *out);
     kn_status (*poll)(void *ctx);
+    kn_status (*finish)(void *ctx);
+    /* true: every collective `run` queues is device-ordered with no host work between
+     * them, so a CUDA graph may capture them (kn_program_set_cuda_graph); `finish` then runs
+     * after each launch too, and must bound the wait for the replay (kn_comm_ifence) */
+    bool graph;
 } kn_collectives;
 /* The context of the following runs (copied; NULL: none, and a collective node fails
  * naming itself: "%7 = all_reduce_start: no collectives context ..."). */
