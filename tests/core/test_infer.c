@@ -8,7 +8,9 @@
  * sequence writes, and the decode step's logits are the full forward's. B rows at once
  * give each row's B = 1 tokens. Bad prompts, tokens, settings and a full cache are errors.
  * On a GPU (skipped without one) greedy tokens match the CPU's, with and without a CUDA
- * graph. */
+ * graph. The decode step compiled with the GPU's pass list has at most 10 steps a layer
+ * (5 generated kernels) and 6 more (3) around them: the count that sets the TPOT of a small
+ * model on a GPU, held down here on the CPU (the schedule is the same). */
 #include <math.h>
 #include <string.h>
 
@@ -179,6 +181,46 @@ KN_TEST(infer, bf16_weights_with_autocast_and_lowparams) {
     cr_assert(worst > 0 && worst <= 2e-2 * scale, "bf16 logits differ from f32 by %g (largest logit %g)", worst, scale);
     kn_infer_free(&inf);
     kn_gpt_free(&g);
+}
+
+/* The decode step's steps, compiled as `kiln bench-infer` compiles it for a GPU (its pass
+ * list, the CUDA dialect under the emulator), at two depths: 10 a layer (the four products,
+ * attn_decode, the qkv bias, the cast of attention's output, the gelu and the two residual +
+ * layernorm kernels) and 6 outside them (two embeddings and their sum, the first layernorm,
+ * the logits' product and their cast); with the epilogue pass 9 a layer (the qkv bias rides
+ * on its product). 15 a layer before the decode step read q, k and v packed (three bias
+ * kernels, three reshapes), which this fails on. Greedy tokens still match the sampler. */
+KN_TEST(infer, decode_step_count_is_held_down) {
+    const char *passes[2] = {"all,flash,autocast:bf16,lowparams:bf16,hfuse",
+                             "all,flash,autocast:bf16,lowparams:bf16,hfuse,epilogue"};
+    const int per_layer[2] = {10, 9}, kernels_per_layer[2] = {5, 4};
+    for (int pi = 0; pi < 2; pi++)
+        for (int layers = 1; layers <= 3; layers += 2) {
+            kn_gpt_config c = k_cfg;
+            c.layers = layers;
+            kn_gpt g;
+            KN_ASSERT_OK(kn_gpt_new(&g, &c));
+            kn_gpt_init(&g, 11);
+            kn_infer inf;
+            kn_infer_opts o = {.device = KN_CPU, .mode = KN_PROGRAM_COMPILED, .passes = passes[pi], .cuda_emu = true};
+            KN_ASSERT_OK(kn_infer_new(&inf, &g, 1, &o));
+            kn_program_stats st = kn_program_get_stats(inf.decode);
+            cr_assert(st.mode == KN_PROGRAM_COMPILED, "not compiled");
+            cr_assert(st.nsteps <= 6 + per_layer[pi] * layers && st.nkernels <= 3 + kernels_per_layer[pi] * layers,
+                      "%s, %d layers: the decode step has %d steps (%d generated kernels), more than %d (%d)",
+                      passes[pi], layers, st.nsteps, st.nkernels, 6 + per_layer[pi] * layers,
+                      3 + kernels_per_layer[pi] * layers);
+            int32_t ids[8], want[8];
+            prompt(ids, 8, 3);
+            memcpy(want, ids, sizeof ids);
+            kn_rng r1 = kn_rng_new(1), r2 = kn_rng_new(1);
+            kn_sampling s = {0, 0, 1.0};
+            KN_ASSERT_OK(kn_gpt_sample(&g, want, 3, 8, 0, &r1));
+            KN_ASSERT_OK(kn_infer_generate(&inf, ids, 3, 8, &s, &r2, NULL, NULL));
+            cr_assert(!memcmp(ids, want, sizeof ids), "%s: greedy tokens differ from the sampler's", passes[pi]);
+            kn_infer_free(&inf);
+            kn_gpt_free(&g);
+        }
 }
 
 KN_TEST(infer, batched_rows_match_one_at_a_time) {
