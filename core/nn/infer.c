@@ -148,7 +148,7 @@ static kn_status build_prefill(const kn_infer *inf, int T, kn_val *pvals, kn_val
     return st;
 }
 
-/* Decode of one token per row at position pos (inputs "tok" and "pos" [B, 1] i32). Per
+/* Decode of one token per row at position pos (inputs "tok" and "pos" [B] i32). Per
  * layer, q attends over the cache's first pos positions ("cache.L.k", "cache.L.v") and over
  * the new token's own k and v in one op, attn_decode (kiln/ir.h: one launch per layer,
  * reading only the valid positions; "pos" is both the position embedding's index and the
@@ -167,9 +167,11 @@ static kn_status build_decode(const kn_infer *inf, kn_val *pvals, kn_graph **out
     KN_TRY(kn_builder_new(&b, KN_MODE_GRAPH));
     gpt_vals P;
     declare_params(b, g, pvals, &P);
-    int64_t s1[2] = {B, 1}, s2[2] = {B, c->width}, sc[4] = {B, H, Tm, hd};
-    kn_val tok = kn_input_typed(b, "tok", KN_DT_I32, 2, s1), pos = kn_input_typed(b, "pos", KN_DT_I32, 2, s1);
-    kn_val x = kn_reshape(b, kn_add(b, kn_embedding(b, P.all[0], tok), kn_embedding(b, P.all[1], pos)), 2, s2);
+    int64_t s1[1] = {B}, sc[4] = {B, H, Tm, hd};
+    /* [B] indices, so the embeddings are [B, D] as they are: a reshape between their sum and
+     * the first layernorm would keep the two in separate kernels */
+    kn_val tok = kn_input_typed(b, "tok", KN_DT_I32, 1, s1), pos = kn_input_typed(b, "pos", KN_DT_I32, 1, s1);
+    kn_val x = kn_add(b, kn_embedding(b, P.all[0], tok), kn_embedding(b, P.all[1], pos)); /* [B, D] */
     for (int l = 0; l < c->layers; l++) {
         const kn_val *m = P.mats + 4 * l, *v = P.vecs + 8 * l;
         kn_val cache[2];
@@ -278,7 +280,7 @@ kn_status kn_infer_new(kn_infer *inf, const kn_gpt *model, int B, const kn_infer
     else inf->o.device = KN_CPU;
     KN_TRY(kn_device_check("kn_infer_new", inf->o.device));
     const int64_t hd = c->width / c->heads, Tm = c->context;
-    int64_t scache[6] = {c->layers, 2, B, c->heads, Tm, hd}, s1[2] = {B, 1}, sv[4] = {B, c->heads, Tm, hd};
+    int64_t scache[6] = {c->layers, 2, B, c->heads, Tm, hd}, s1[1] = {B}, sv[4] = {B, c->heads, Tm, hd};
     kn_status st = kn_tensor_to(&inf->params, model->p.slab, inf->o.device);
     if (st == KN_OK) st = kn_params_views(&model->p, inf->params, &inf->views);
     if (st == KN_OK) st = device_tensor(inf, KN_DT_F32, 6, scache, &inf->cache);
@@ -286,8 +288,8 @@ kn_status kn_infer_new(kn_infer *inf, const kn_gpt *model, int B, const kn_infer
         st = kn_error(KN_ERR_OOM, "kn_infer_new: out of memory");
     for (int i = 0; st == KN_OK && i < 2 * c->layers; i++)
         st = block_view(inf->cache, 2 * c->layers, i, 4, sv, &inf->cache_views[i]);
-    if (st == KN_OK) st = device_tensor(inf, KN_DT_I32, 2, s1, &inf->tok);
-    if (st == KN_OK) st = device_tensor(inf, KN_DT_I32, 2, s1, &inf->pos);
+    if (st == KN_OK) st = device_tensor(inf, KN_DT_I32, 1, s1, &inf->tok);
+    if (st == KN_OK) st = device_tensor(inf, KN_DT_I32, 1, s1, &inf->pos);
     if (st == KN_OK) {
         inf->h_tok = kn_calloc((size_t)B, sizeof *inf->h_tok);
         inf->h_pos = kn_calloc((size_t)B, sizeof *inf->h_pos);
