@@ -288,11 +288,13 @@ kn_status kn_infer_new(kn_infer *inf, const kn_gpt *model, int B, const kn_infer
         st = kn_error(KN_ERR_OOM, "kn_infer_new: out of memory");
     for (int i = 0; st == KN_OK && i < 2 * c->layers; i++)
         st = block_view(inf->cache, 2 * c->layers, i, 4, sv, &inf->cache_views[i]);
-    if (st == KN_OK) st = device_tensor(inf, KN_DT_I32, 1, s1, &inf->tok);
-    if (st == KN_OK) st = device_tensor(inf, KN_DT_I32, 1, s1, &inf->pos);
+    int64_t s2[2] = {2, B}; /* tok and pos: one buffer, so one upload a token */
+    if (st == KN_OK) st = device_tensor(inf, KN_DT_I32, 2, s2, &inf->step_in);
+    if (st == KN_OK) st = block_view(inf->step_in, 2, 0, 1, s1, &inf->tok);
+    if (st == KN_OK) st = block_view(inf->step_in, 2, 1, 1, s1, &inf->pos);
     if (st == KN_OK) {
-        inf->h_tok = kn_calloc((size_t)B, sizeof *inf->h_tok);
-        inf->h_pos = kn_calloc((size_t)B, sizeof *inf->h_pos);
+        inf->h_tok = kn_calloc(2 * (size_t)B, sizeof *inf->h_tok);
+        inf->h_pos = inf->h_tok ? inf->h_tok + B : NULL;
         inf->logits = kn_calloc((size_t)B * (size_t)c->vocab, sizeof *inf->logits);
         inf->scratch = kn_calloc((size_t)c->vocab, sizeof *inf->scratch);
         if (!inf->h_tok || !inf->h_pos || !inf->logits || !inf->scratch)
@@ -315,9 +317,9 @@ void kn_infer_free(kn_infer *inf) {
     for (int i = 0; inf->model && inf->cache_views && i < 2 * inf->model->cfg.layers; i++)
         kn_tensor_free(inf->cache_views[i]);
     kn_free(inf->cache_views);
-    kn_tensor *ts[] = {inf->params, inf->low, inf->cache, inf->tok, inf->pos};
+    kn_tensor *ts[] = {inf->params, inf->low, inf->cache, inf->tok, inf->pos, inf->step_in};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) kn_tensor_free(ts[i]);
-    void *hs[] = {inf->h_tok, inf->h_pos, inf->logits, inf->scratch};
+    void *hs[] = {inf->h_tok, inf->logits, inf->scratch}; /* h_pos: in h_tok's block */
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) kn_free(hs[i]);
     memset(inf, 0, sizeof *inf);
 }
@@ -392,8 +394,7 @@ kn_status kn_infer_decode(kn_infer *inf, const int32_t *tok) {
         inf->h_tok[b] = tok[b];
         inf->h_pos[b] = pos;
     }
-    KN_TRY(upload(inf, inf->tok, inf->h_tok));
-    KN_TRY(upload(inf, inf->pos, inf->h_pos));
+    KN_TRY(upload(inf, inf->step_in, inf->h_tok)); /* h_tok, then h_pos */
     KN_TRY(kn_program_run(inf->decode)); /* which also writes cache position pos */
     KN_TRY(take_logits(inf, inf->decode));
     inf->len = pos + 1;

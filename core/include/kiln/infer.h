@@ -82,8 +82,9 @@ typedef struct kn_infer {
     kn_tensor *cache;        /* owned: f32 [layers, 2, B, H, Tmax, D/H] on the device */
     kn_tensor **cache_views; /* owned: 2 * layers views [B, H, Tmax, D/H], (layer, k|v) order */
     kn_program *decode;      /* owned: the decode step */
-    kn_tensor *tok, *pos;    /* owned, on the device: the decode step's inputs */
-    int32_t *h_tok, *h_pos;  /* host staging for them: [B] each */
+    kn_tensor *step_in;      /* owned, on the device: i32 [2, B], the decode step's inputs */
+    kn_tensor *tok, *pos;    /* owned: views [B] of its rows, bound as "tok" and "pos" */
+    int32_t *h_tok, *h_pos;  /* host staging for them: one block of [2 * B], h_pos = h_tok + B */
     kn_program *prefill[KN_INFER_PREFILLS]; /* owned: prefill programs, by prompt length */
     int prefill_T[KN_INFER_PREFILLS];
     kn_tensor *idx[KN_INFER_PREFILLS];     /* owned: their inputs "idx" [B, T] on the device */
