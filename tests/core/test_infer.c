@@ -335,7 +335,7 @@ static void gpu_greedy(bool cuda_graph) {
 KN_TEST(infer, gpu_greedy_matches_the_sampler) { gpu_greedy(false); }
 KN_TEST(infer, gpu_greedy_matches_with_a_cuda_graph) { gpu_greedy(true); }
 
-/* kn_device_memcpy_2d, which stores the decode step's new keys and values: rows land at
+/* kn_device_memcpy_2d (tensor parallelism gathers its blocks with it, core/dist/tp.c): rows land at
  * their pitch, the bytes between them are untouched, bad pitches are errors. */
 KN_TEST(infer, memcpy_2d_copies_rows_at_their_pitch) {
     float src[3 * 2] = {1, 2, 3, 4, 5, 6}, dst[3 * 5];
