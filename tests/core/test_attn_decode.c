@@ -82,7 +82,8 @@ static void check_append(const kn_tensor *qkv, const kn_tensor *before, const kn
                     double want = t == L ? qkv_at(qkv, H, D, c, b, h, j) : kn_dtype_load(dt, kn_tensor_data(before), i);
                     double got = kn_dtype_load(dt, kn_tensor_data(after), i);
                     cr_assert(got == want || (isnan(got) && isnan(want)),
-                              "cache %c[%lld, %lld, %lld, %lld] (len %d) = %g after the op, want %g", c == 1 ? 'k' : 'v',
+                              "cache %c[%lld, %lld, %lld, %lld] (len %d) = %g after the op, want %g",
+                              c == 1 ? 'k' : 'v',
                               (long long)b, (long long)h, (long long)t, (long long)j, (int)len[b], got, want);
                 }
     }

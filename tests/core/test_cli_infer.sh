@@ -78,7 +78,8 @@ PY
 "${PYTHON:-python3}" - "$dir/g.json" <<'PY'
 import json, sys
 x = json.load(open(sys.argv[1]))["results"][0]
-assert x["decode_steps"] <= 25 and x["decode_kernels"] <= 12, f"the decode step grew: {x['decode_steps']} steps, {x['decode_kernels']} generated kernels"
+assert x["decode_steps"] <= 25 and x["decode_kernels"] <= 12, \
+    f"the decode step grew: {x['decode_steps']} steps, {x['decode_kernels']} generated kernels"
 PY
 # prefill: a prompt of the whole context (the tiny model's 128, not scaled), one new token:
 # a TTFT, no TPOT or gaps (null in the JSON, "-" in the table)
