@@ -11,7 +11,7 @@
 #      today): the steady tokens/s of 1 GPU alone and of DDP on 1..N GPUs, the scaling
 #      efficiency against N x the single GPU, and the device memory peak of rank 0.
 #      Then kiln's best step (bf16, compiled, flash, hfuse, the collectives inside its CUDA
-#      graph) alone and under DDP, ZeRO-1 and ZeRO-2 on 2..N GPUs: scaling-best.tsv.
+#      graph) alone and under DDP and ZeRO-1 on 2..N GPUs: scaling-best.tsv.
 #   3. Communication. `kiln bench-comm --comm nccl` (kiln's communicator: all_reduce,
 #      reduce_scatter, all_gather on GPU buffers) at 4, 64 and 512 MB, against NCCL's own
 #      through PyTorch (plots/torch_comm.py) at the same sizes.
@@ -81,8 +81,9 @@ for k in $counts; do
 done
 
 # kiln's best step (bf16, compiled, flash, hfuse, one CUDA graph holding the NCCL
-# collectives): 1 GPU alone against DDP, ZeRO-1 and ZeRO-2 on 2..N GPUs (issue 32's targets:
-# DDP >= 95%, ZeRO-1/2 >= 93% on 4 GPUs)
+# collectives): 1 GPU alone against DDP and ZeRO-1 on 2..N GPUs (issue 32's targets: DDP
+# >= 95%, ZeRO-1/2 >= 93% on 4 GPUs; ZeRO-2 makes its staging buffers during the run, which a
+# graph cannot hold yet)
 BEST="--precision bf16 --mode compiled --flash --hfuse --cuda-graph on"
 "$kiln" train $S $BEST --batch 8 --device cuda:0 > best-alone.txt 2>&1 || { tail -n 5 best-alone.txt; exit 1; }
 bone=$(rate best-alone.txt)
@@ -90,7 +91,7 @@ printf '# gpus\tstrategy\tkiln_tok_s\tefficiency\tpeak_GB\n1\talone\t%s\t1.000\t
 say "best step: 1 GPU alone $bone tokens/s, peak $(peak best-alone.txt) GB (B=8, T=1024, bf16, flash, hfuse, CUDA graph)"
 for k in $counts; do
     [ $k -gt 1 ] || continue
-    for s in ddp zero1 zero2; do
+    for s in ddp zero1; do
         $MPIEXEC -n $k "$kiln" train $S $BEST --batch $(( 8 * k )) --dist $s --comm nccl > best-$s$k.txt 2>&1 \
             || { tail -n 5 best-$s$k.txt; say "best step: $s on $k GPUs FAILED"; continue; }
         r=$(rate best-$s$k.txt)

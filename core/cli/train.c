@@ -283,6 +283,7 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
                           : strcmp(o->comm, "nccl") ? "MPI's collectives wait on the host (use --comm nccl)"
                           : !strcmp(o->dist, "zero3") || !strcmp(o->dist, "fsdp")
                               ? "ZeRO-3 supplies the parameters during the run (their gathers)"
+                          : !strcmp(o->dist, "zero2") ? "ZeRO-2 makes its buckets' staging buffers during the run"
                           : o->accum > 1 ? "--accum runs the step's program once per micro-batch, and only the "
                                            "last communicates"
                           : !strcmp(o->allreduce, "ring") ? "kiln's ring all-reduce is blocking host code"

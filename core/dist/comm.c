@@ -305,10 +305,13 @@ kn_status kn_comm_wait_device(kn_comm_req *r) {
     if (!r) return kn_error(KN_ERR_ARG, "kn_comm_wait_device: request is NULL");
     if (!r->active) return KN_OK;
     kn_comm *c = r->comm;
-    /* KILN_COMM_HOST_WAIT=1: the host waits, as before (the A/B of kiln's measurements) */
-    static int host_wait = -1;
-    if (host_wait < 0) host_wait = getenv("KILN_COMM_HOST_WAIT") && atoi(getenv("KILN_COMM_HOST_WAIT")) > 0;
-    if (!c->be->device_wait || host_wait) return kn_comm_wait(r);
+    /* The host waits (kn_comm_wait) unless a CUDA graph is being captured or
+     * KILN_COMM_STREAM_ORDER=1: a stream-ordered wait let the host run ahead, but a blocking
+     * copy queued behind it then waits for a stalled peer with no deadline (a SIGSTOPped
+     * rank was never reported, 2026-11-28), and tp=2 measured no faster for it. */
+    static int stream_order = -1;
+    if (stream_order < 0) stream_order = getenv("KILN_COMM_STREAM_ORDER") && atoi(getenv("KILN_COMM_STREAM_ORDER")) > 0;
+    if (!c->be->device_wait || (!stream_order && !(c->be->capturing && c->be->capturing()))) return kn_comm_wait(r);
     if (c->npending == c->cap_pending) { /* bounded in practice: reap first, then grow */
         KN_TRY(kn_comm_reap(c));
         if (c->npending == c->cap_pending) {

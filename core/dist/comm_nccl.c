@@ -371,6 +371,7 @@ const kn_comm_backend kn_comm_nccl_backend = {
     .isend = nccl_isend, .irecv = nccl_irecv, .iall_reduce = nccl_iall_reduce,
     .ireduce_scatter = nccl_ireduce_scatter, .iall_gather = nccl_iall_gather, .ibroadcast = nccl_ibroadcast,
     .ibarrier = nccl_ibarrier, .test = nccl_test, .device_wait = nccl_device_wait, .ifence = nccl_ifence,
+    .capturing = kn_cuda_capturing,
     .release = nccl_release, .abort = nccl_abort,
 };
 #else

@@ -46,6 +46,11 @@ size_t kn_dp_staging_size(const kn_dp *d, int b) {
  * the kernel that made src; the bucket's NCCL operation waits for them (comm_nccl.c). */
 static kn_status store(const kn_dp *d, float *dst, const float *src, int64_t n, bool add) {
     if (add) return kn_step_add(d->tr->dev, dst, dst, src, n);
+#if KN_HAVE_CUDA
+    /* queued on the compute stream, so a CUDA graph captures it (a synchronous copy would
+     * run once, at capture, and every replay would all-reduce that step's gradients) */
+    if (kn_dp_on_gpu(d)) return kn_cuda_copy_async(dst, src, (size_t)n * sizeof(float));
+#endif
     return kn_device_memcpy(d->tr->dev, dst, d->tr->dev, src, (size_t)n * sizeof(float));
 }
 
@@ -272,10 +277,11 @@ static kn_status ir_finish(void *ctx) {
 
 /* A CUDA graph can hold the step's collectives where each is device-ordered and the same in
  * every run: NCCL, one micro-batch, the library's collectives (not the ring, not int8
- * codes) and no ZeRO-3 gathers (parameters supplied during the run). */
+ * codes), DDP or ZeRO-1 (ZeRO-2 makes its staging buffers during the run, ZeRO-3 gathers the
+ * parameters). */
 static bool graphable(const kn_dp *d) {
     return kn_dp_on_gpu(d) && d->comm->be->device_wait && d->cfg.accum == 1 && !d->cfg.ring && !d->cfg.compress &&
-           d->cfg.strategy != KN_DP_ZERO3;
+           d->cfg.strategy <= KN_DP_ZERO1;
 }
 
 kn_collectives kn_dp_collectives(kn_dp *d) {

@@ -243,6 +243,7 @@ static int finish(kn_comm *c) {
 }
 
 static int test_nccl(void) {
+    setenv("KILN_COMM_STREAM_ORDER", "1", 1); /* the stream-ordered waits below (the default waits on the host) */
     kn_comm *c = NULL;
     kn_status st = kn_comm_world(&c, KN_COMM_NCCL);
     if (st == KN_ERR_UNSUPPORTED || st == KN_ERR_DEVICE) {

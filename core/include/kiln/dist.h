@@ -71,6 +71,7 @@ typedef struct kn_comm_backend {
     /* A request that ends when the compute stream reaches this point (NULL: no device
      * streams; a fence then ends at once). */
     kn_status (*ifence)(void *ctx, kn_comm_req *r);
+    bool (*capturing)(void);  /* a CUDA graph is being captured (NULL: never) */
     void (*release)(void *ctx, kn_comm_req *r);  /* free what i* made for r (done or not) */
     void (*abort)(void *ctx);                     /* before MPI_Abort: NCCL's ncclCommAbort */
 } kn_comm_backend;
@@ -162,11 +163,12 @@ kn_status kn_comm_test(kn_comm_req *r, bool *done);
 kn_status kn_comm_wait(kn_comm_req *r);
 kn_status kn_comm_wait_all(int n, kn_comm_req *r);
 /* Stream-ordered waiting, for values the device reads next (tensor parallelism's
- * all-reduces): where the backend runs on a device stream (NCCL), the compute stream waits
- * for r and the host goes on queueing work; r (copied) joins its communicator's pending
- * list, which kn_comm_reap polls and kn_comm_drain finishes. Elsewhere (MPI): kn_comm_wait.
- * The deadline and the failure messages are kn_comm_wait's, seen when the host looks.
- * KILN_COMM_HOST_WAIT=1 makes it kn_comm_wait everywhere (to measure what it buys). */
+ * all-reduces, DDP's buckets): while a CUDA graph is captured (or with
+ * KILN_COMM_STREAM_ORDER=1) on a backend with device streams (NCCL), the compute stream
+ * waits for r and the host goes on queueing work; outside a capture r (copied) joins its
+ * communicator's pending list, which kn_comm_reap polls and kn_comm_drain finishes.
+ * Otherwise (the default, and MPI): kn_comm_wait, whose deadline a blocking copy behind a
+ * stream-ordered wait would not have. */
 kn_status kn_comm_wait_device(kn_comm_req *r);
 /* Poll the pending requests once, oldest first, releasing those that ended (a failure is
  * reported as kn_comm_test's, a deadline passed as kn_comm_wait's). */
