@@ -298,13 +298,14 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #endif
 
 int KNT_ENTRY(int kind, const void *q, const void *k, const void *v, const void *y, const void *dy, int dyc,
-              void *out, long long bh, int t, int d, float scale, bool bwd) {
+              void *out, long long bh, int t, int d, float scale, bool bwd, int nh) {
     if (kn_flash_tc_kernel(kind, d) == NULL || bh < 0 || bh > 65535 || t < 0 || t > (1 << 24)) return -2;
+    if (nh < 0 || (nh > 0 && bh % nh != 0)) return -2;
     if (kind == KN_FLASH_TC_TF32)
-        return d == 32 ? knt_launch_tf32_32(q, k, v, y, dy, dyc, out, bh, t, scale, bwd)
-                       : knt_launch_tf32_64(q, k, v, y, dy, dyc, out, bh, t, scale, bwd);
-    return d == 64 ? knt_launch_bf16_64(q, k, v, y, dy, dyc, out, bh, t, scale, bwd)
-                   : knt_launch_bf16_128(q, k, v, y, dy, dyc, out, bh, t, scale, bwd);
+        return d == 32 ? knt_launch_tf32_32(q, k, v, y, dy, dyc, out, bh, t, scale, bwd, nh)
+                       : knt_launch_tf32_64(q, k, v, y, dy, dyc, out, bh, t, scale, bwd, nh);
+    return d == 64 ? knt_launch_bf16_64(q, k, v, y, dy, dyc, out, bh, t, scale, bwd, nh)
+                   : knt_launch_bf16_128(q, k, v, y, dy, dyc, out, bh, t, scale, bwd, nh);
 }
 
 #ifndef __CUDACC__

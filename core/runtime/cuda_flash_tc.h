@@ -23,13 +23,13 @@ extern "C" {
  * "mma.m16n8k8 tf32, D 64", ...; defined in cuda_flash.cu, a stub in builds without CUDA). */
 const char *kn_flash_cuda_kernel(void);
 int kn_flash_tc_emu(int kind, const void *q, const void *k, const void *v, const void *y, const void *dy, int dyc,
-                    void *out, long long bh, int t, int d, float scale, bool bwd);
+                    void *out, long long bh, int t, int d, float scale, bool bwd, int nh);
 #ifdef __cplusplus
 }
 #endif
 #ifdef __CUDACC__
 int knc_flash_tc_run(int kind, const void *q, const void *k, const void *v, const void *y, const void *dy, int dyc,
-                     void *out, long long bh, int t, int d, float scale, bool bwd);
+                     void *out, long long bh, int t, int d, float scale, bool bwd, int nh);
 #endif
 
 #endif
