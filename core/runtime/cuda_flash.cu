@@ -38,7 +38,9 @@
  * below run them for bf16 (head dims 64, 128; others are refused) and for f32 when TF32 is
  * allowed (KILN_TF32=1: head dims 32, 64), and these kernels for f64, for f32 without TF32
  * and for the head dims the tensor-core ones do not take; kn_flash_cuda_kernel() names the
- * one that ran. */
+ * one that ran. The [B, T, H, D] layout (perm [0, 2, 1, 3], kiln/ir.h) is native in the
+ * tensor-core kernels (row strides); for these it is gathered into the [..., T, D] layout
+ * and scattered back around them (knf_launch_bthd): the same bits, three copies more. */
 #include <math.h>
 #include <string.h>
 

@@ -50,7 +50,11 @@
  * and the rows' L and delta): tile j + 1's are copied from the start of tile j, one barrier
  * a tile. A barrier separates a buffer's last read from its next copy. The tiles hold the
  * operands as they are in memory; tf32 fragments are rounded (cvt.rna) as they are loaded
- * from them.
+ * from them. Every operand is read and written through row strides (the args' ld*, and
+ * KNT_ROW for a pair's first row), so the same kernels serve both layouts of kn_flash_attn:
+ * [..., T, D] (y's rows [O | L]) and the GPT's [B, T, H, D] (q, k, v read in place from the
+ * projections, O written where the next product reads it, L after O, the gradient stacked
+ * [B, T, 3, H, D]), with the same sums in the same order: the same bits.
  *
  * Shared tiles: rows padded to KNT_P = D + 8 (bf16) or D + 4 (f32) elements, so the 32
  * lanes of a fragment load hit 32 banks (row-major "n-major" loads: lane (g, t) reads
