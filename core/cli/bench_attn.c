@@ -27,18 +27,23 @@
 typedef struct attn_opts {
     int batch, heads, dim, seq, warmup, steps;
     bool flash, tf32, bf16;
+    bool bthd; /* --bthd: q, k, v (and r) [B, T, H, D], attention on their permutes (the GPT's layout) */
     char device[16];
 } attn_opts;
 
 static void attn_usage(FILE *f) {
     fprintf(f, "usage: kiln bench-attn [--batch B] [--heads H] [--head-dim D] [--seq T] [--warmup N] [--steps N]\n"
                "                       [--device auto|cpu|cuda|cuda:N] [--flash] [--tf32] [--precision fp32|bf16]\n"
+               "                       [--bthd]\n"
                "Times causal attention alone, forward + backward (q, k, v [B, H, T, D] and their gradients),\n"
                "materialized (matmul, causal_softmax, matmul: [B, H, T, T] values) or with --flash (the flash\n"
                "pass: flash_attn and flash_attn_bwd). --tf32 (KILN_TF32=1) lets a GPU use TF32 tensor cores:\n"
                "cuBLAS's matmuls, and flash attention's mma kernels (D 32 or 64; others run the SIMT ones).\n"
                "--precision bf16 runs the autocast:bf16 pass after flash and compiles the program (the products\n"
                "in bf16 with f32 accumulation, flash attention's on bf16 tensor cores at D 64 and 128).\n"
+               "--bthd lays q, k, v out as the GPT's projections do, [B, T, H, D], attention running on their\n"
+               "permutes [0, 2, 1, 3] and its output permuted back: with --flash the pass then reads and writes\n"
+               "that layout in place (flash_attn's perm; the variant is flash-bthd), without it the permutes copy.\n"
                "Defaults: B 8, H 12, D 64, T 1024, 2 warm-up and 5 timed runs, device auto. Prints the median\n"
                "time, the peak memory of the runs above the inputs, the graph's largest live set and, for flash\n"
                "on a GPU, the kernel that ran; the last line is a TSV row: T, variant, ms, peak bytes, live\n"
@@ -56,6 +61,7 @@ static int attn_parse(attn_opts *o, int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { attn_usage(stdout); return 0; }
         if (!strcmp(a, "--flash")) { o->flash = true; continue; }
         if (!strcmp(a, "--tf32")) { o->tf32 = true; continue; }
+        if (!strcmp(a, "--bthd")) { o->bthd = true; continue; }
         bool known = !strcmp(a, "--device") || !strcmp(a, "--precision");
         for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) known = known || !strcmp(a, ints[k].name);
         if (!known) { fprintf(stderr, "kiln bench-attn: unknown option '%s' (kiln bench-attn --help)\n", a); return 2; }
@@ -89,15 +95,21 @@ static int attn_parse(attn_opts *o, int argc, char **argv) {
     return -1;
 }
 
-/* The joint graph of loss = sum(attention(q, k, v) * r). */
+/* The joint graph of loss = sum(attention(q, k, v) * r); with --bthd of
+ * sum(permute(attention(q', k', v')) * r), q' = permute(q) ([B, T, H, D] -> [B, H, T, D]). */
 static kn_status attn_graph(const attn_opts *o, kn_graph **out) {
-    int64_t s[4] = {o->batch, o->heads, o->seq, o->dim};
+    int64_t s[4] = {o->batch, o->bthd ? o->seq : o->heads, o->bthd ? o->heads : o->seq, o->dim};
+    const int p0213[4] = {0, 2, 1, 3};
     kn_builder *b;
     KN_TRY(kn_builder_new(&b, KN_MODE_GRAPH));
     kn_val q = kn_param_typed(b, "q", KN_DT_F32, 4, s), k = kn_param_typed(b, "k", KN_DT_F32, 4, s);
     kn_val v = kn_param_typed(b, "v", KN_DT_F32, 4, s), r = kn_input_typed(b, "r", KN_DT_F32, 4, s);
-    kn_val p = kn_causal_softmax(b, kn_matmul_t(b, q, k, false, true), 1.0 / sqrt((double)o->dim));
-    kn_val loss = kn_sum(b, kn_mul(b, kn_matmul(b, p, v), r), 0, NULL, false);
+    kn_val qh = o->bthd ? kn_permute(b, q, 4, p0213) : q, kh = o->bthd ? kn_permute(b, k, 4, p0213) : k;
+    kn_val vh = o->bthd ? kn_permute(b, v, 4, p0213) : v;
+    kn_val p = kn_causal_softmax(b, kn_matmul_t(b, qh, kh, false, true), 1.0 / sqrt((double)o->dim));
+    kn_val att = kn_matmul(b, p, vh);
+    if (o->bthd) att = kn_permute(b, att, 4, p0213);
+    kn_val loss = kn_sum(b, kn_mul(b, att, r), 0, NULL, false);
     kn_builder_output(b, loss);
     kn_graph *fwd = NULL;
     kn_status st = kn_builder_finish(b, &fwd);
@@ -114,7 +126,7 @@ static kn_status bench_attn(const attn_opts *o, kn_device dev) {
     kn_tensor *host[4] = {NULL}, *dv[4] = {NULL};
     double *ms = kn_calloc((size_t)o->steps, sizeof *ms), live = 0;
     static const char *const names[4] = {"q", "k", "v", "r"};
-    int64_t s[4] = {o->batch, o->heads, o->seq, o->dim};
+    int64_t s[4] = {o->batch, o->bthd ? o->seq : o->heads, o->bthd ? o->heads : o->seq, o->dim};
     kn_status st = ms ? attn_graph(o, &g) : kn_error(KN_ERR_OOM, "kiln bench-attn: out of memory");
     const char *passes = o->bf16 ? (o->flash ? "flash,autocast:bf16" : "autocast:bf16") : o->flash ? "flash" : NULL;
     if (st == KN_OK) st = kn_passes_live_bytes_on(g, passes, kn_program_target_default(), &live);
@@ -161,7 +173,7 @@ static kn_status bench_attn(const attn_opts *o, kn_device dev) {
     if (st == KN_OK) {
         char devname[32];
         kn_device_str(dev, devname, sizeof devname);
-        const char *variant = o->flash ? "flash" : "materialized";
+        const char *variant = o->flash ? (o->bthd ? "flash-bthd" : "flash") : o->bthd ? "materialized-bthd" : "materialized";
         double med = kn_median(ms, o->steps), peak = (double)m1.peak - (double)m0.current;
         const char *prec = o->bf16 ? "bf16" : o->tf32 && dev.type == KN_DEVICE_CUDA ? "tf32" : "f32";
         printf("kiln bench-attn: causal attention, B %d, H %d, T %d, D %d, %s, forward + backward, %s, on %s\n",

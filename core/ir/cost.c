@@ -61,9 +61,9 @@ kn_cost cost_softmax(const kn_graph *g, const kn_node *n) {
  * (the recomputed scores, dp, and the dv, dk, dq updates: 10 D) plus ~5. Bytes are the
  * operands and the result only: the scores never reach memory. */
 kn_cost cost_flash_attn(const kn_graph *g, const kn_node *n) {
-    const kn_type *q = &g->nodes[n->in[0]].type;
-    double t = (double)q->shape[q->ndim - 2], d = (double)q->shape[q->ndim - 1], heads = 1;
-    for (int i = 0; i < q->ndim - 2; i++) heads *= (double)q->shape[i];
+    int64_t bh, tt, dd, nh;
+    kn_flash_dims(&g->nodes[n->in[0]].type, &n->attrs, &bh, &tt, &dd, &nh);
+    double t = (double)tt, d = (double)dd, heads = (double)bh;
     double per = n->op == KN_OP_FLASH_ATTN_BWD ? 10.0 * d + 5.0 : 4.0 * d + 5.0;
     return (kn_cost){heads * t * (t + 1) / 2 * per, io_bytes(g, n)};
 }

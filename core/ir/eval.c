@@ -465,15 +465,6 @@ kn_status kern_causal_softmax_bwd(const kn_node *n, const kn_tensor *const *in, 
     KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_causal_softmax_bwd, D(in[0]), D(in[1]), D(*out), b, q, k, s));
 }
 
-/* flash_attn(_bwd): q is [..., T, D]; bh is the product of its batch axes (D may be 0:
- * y still has L's column). */
-static void flash_dims(const kn_tensor *q, int64_t *bh, int64_t *t, int64_t *d) {
-    *t = q->shape[q->ndim - 2];
-    *d = q->shape[q->ndim - 1];
-    *bh = 1;
-    for (int i = 0; i < q->ndim - 2; i++) *bh *= q->shape[i];
-}
-
 /* Allocate *out, run STMT (false: unsupported dtype), and report ok == false (the
  * kernels' scratch tiles could not be allocated) as out of memory. */
 #define KN_RUN_OK(n, out, dt, ok, STMT)                                                         \
@@ -489,23 +480,109 @@ static void flash_dims(const kn_tensor *q, int64_t *bh, int64_t *t, int64_t *d) 
         return KN_OK;                                                                           \
     } while (0)
 
-kn_status kern_flash_attn(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    int64_t bh, t, d;
+/* The [B, T, H, D] layout (perm [0, 2, 1, 3], kiln/ir.h) on the CPU: the rows are gathered
+ * into the [..., T, D] layout's buffers, the same kernels run, and the results are
+ * scattered back, so both layouts give the same bits. flash_move copies, for each of the
+ * bh = B H pairs and t rows, d elements of es bytes between the packed row
+ * (pair t + i) ldp (+ poff) of p and the strided row (b t + i) lds + h d (+ soff) of s;
+ * to_packed says which way. */
+static void flash_move(bool to_packed, char *p, int64_t ldp, int64_t poff, char *s, int64_t lds, int64_t soff,
+                       int64_t bh, int64_t nh, int64_t t, int64_t d, size_t es) {
+    for (int64_t pr = 0; pr < bh; pr++)
+        for (int64_t i = 0; i < t; i++) {
+            char *pk = p + (size_t)((pr * t + i) * ldp + poff) * es;
+            char *st = s + (size_t)((pr / nh * t + i) * lds + pr % nh * d + soff) * es;
+            if (to_packed) memcpy(pk, st, (size_t)d * es);
+            else memcpy(st, pk, (size_t)d * es);
+        }
+}
+
+/* y's L column (column d of packed rows of ldp elements) to or from the flat value's
+ * [B, H, T] part l. */
+static void flash_move_l(bool to_packed, char *p, int64_t ldp, int64_t d, char *l, int64_t rows, size_t es) {
+    for (int64_t r = 0; r < rows; r++) {
+        if (to_packed) memcpy(p + (size_t)(r * ldp + d) * es, l + (size_t)r * es, es);
+        else memcpy(l + (size_t)r * es, p + (size_t)(r * ldp + d) * es, es);
+    }
+}
+
+/* The flat y (or a dy of its type) as the packed [bh, t, d + 1] rows p. */
+static void flash_pack_y(char *p, const kn_tensor *y, int64_t bh, int64_t nh, int64_t t, int64_t d, size_t es) {
+    char *yd = (char *)D(y);
+    flash_move(true, p, d + 1, 0, yd, nh * d, 0, bh, nh, t, d, es);
+    flash_move_l(true, p, d + 1, d, yd + (size_t)(bh * t * d) * es, bh * t, es);
+}
+
+/* The typed kernels (f32, f64; false: another dtype). *ok false: no memory for the tiles. */
+static bool flash_fwd_typed(kn_dtype dt, const void *q, const void *k, const void *v, void *y, int64_t bh, int64_t t,
+                            int64_t d, double scale, bool *ok) {
+    return KN_DISPATCH_OK(dt, *ok, kn_k_flash_attn, q, k, v, y, bh, t, d, scale);
+}
+static bool flash_bwd_typed(kn_dtype dt, const void *q, const void *k, const void *v, const void *y, const void *dy,
+                            int64_t dyc, void *g, int64_t bh, int64_t t, int64_t d, double scale, bool *ok) {
+    return KN_DISPATCH_OK(dt, *ok, kn_k_flash_attn_bwd, q, k, v, y, dy, dyc, g, bh, t, d, scale);
+}
+
+/* flash_attn(_bwd) in the [B, T, H, D] layout: gather, the [..., T, D] kernels, scatter. */
+static kn_status flash_bthd(const kn_node *n, const kn_tensor *const *in, kn_tensor **out, bool bwd) {
+    const kn_tensor *q = in[0];
+    int64_t t = q->shape[1], nh = q->shape[2], d = q->shape[3], bh = q->shape[0] * nh, rows = bh * t;
+    kn_dtype dt = n->type.dtype;
+    if (dt != KN_DT_F32 && dt != KN_DT_F64) return unsupported(n, dt);
+    size_t es = kn_dtype_size(dt), m = (size_t)(rows * d) * es, my = (size_t)(rows * (d + 1)) * es;
+    bool dyl = bwd && in[4]->ndim == 1; /* dy has y's type: L's gradient too */
+    int64_t dyc = dyl ? d + 1 : d;
+    /* q, k, v, then y (bwd), dy (bwd), then the result: [bh, t, d + 1] or [3, bh, t, d] */
+    size_t total = 3 * m + (bwd ? my + (size_t)(rows * dyc) * es + 3 * m : my);
+    char *w = kn_malloc(total ? total : 1);
+    if (!w) return kn_error(KN_ERR_OOM, "%s: out of memory for the [B, H, T, D] copies", kn_op_name(n->op));
+    for (int i = 0; i < 3; i++) flash_move(true, w + i * m, d, 0, (char *)D(in[i]), nh * d, 0, bh, nh, t, d, es);
+    char *yp = w + 3 * m, *dyp = yp + my, *res = bwd ? dyp + (size_t)(rows * dyc) * es : yp;
+    kn_status st = kn_eval_new_out(n, out);
     bool ok = true;
-    flash_dims(in[0], &bh, &t, &d);
-    KN_RUN_OK(n, out, n->type.dtype, ok,
-              KN_DISPATCH_OK(n->type.dtype, ok, kn_k_flash_attn, D(in[0]), D(in[1]), D(in[2]), D(*out), bh, t, d,
-                             n->attrs.scale));
+    if (st == KN_OK && !bwd) {
+        flash_fwd_typed(dt, w, w + m, w + 2 * m, yp, bh, t, d, n->attrs.scale, &ok);
+        char *o = (char *)D(*out);
+        if (ok) flash_move(false, yp, d + 1, 0, o, nh * d, 0, bh, nh, t, d, es);
+        if (ok) flash_move_l(false, yp, d + 1, d, o + (size_t)(rows * d) * es, rows, es);
+    } else if (st == KN_OK) {
+        flash_pack_y(yp, in[3], bh, nh, t, d, es);
+        if (dyl) flash_pack_y(dyp, in[4], bh, nh, t, d, es);
+        else flash_move(true, dyp, d, 0, (char *)D(in[4]), nh * d, 0, bh, nh, t, d, es);
+        flash_bwd_typed(dt, w, w + m, w + 2 * m, yp, dyp, dyc, res, bh, t, d, n->attrs.scale, &ok);
+        for (int i = 0; ok && i < 3; i++) /* [3, bh, t, d] -> [B, T, 3, H, D] */
+            flash_move(false, res + i * m, d, 0, (char *)D(*out), 3 * nh * d, i * nh * d, bh, nh, t, d, es);
+    }
+    kn_free(w);
+    if (st == KN_OK && !ok) {
+        kn_tensor_free(*out);
+        *out = NULL;
+        st = kn_error(KN_ERR_OOM, "%s: out of memory for the tiles", kn_op_name(n->op));
+    }
+    return st;
+}
+
+kn_status kern_flash_attn(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
+    int64_t bh, t, d, nh;
+    bool ok = true;
+    kn_type q = {.dtype = in[0]->dtype, .ndim = in[0]->ndim};
+    memcpy(q.shape, in[0]->shape, sizeof(int64_t) * (size_t)q.ndim);
+    kn_flash_dims(&q, &n->attrs, &bh, &t, &d, &nh);
+    if (nh) return flash_bthd(n, in, out, false);
+    KN_RUN_OK(n, out, n->type.dtype, ok, flash_fwd_typed(n->type.dtype, D(in[0]), D(in[1]), D(in[2]), D(*out), bh, t, d,
+                                                         n->attrs.scale, &ok));
 }
 
 kn_status kern_flash_attn_bwd(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    int64_t bh, t, d;
+    int64_t bh, t, d, nh;
     bool ok = true;
-    flash_dims(in[0], &bh, &t, &d);
+    kn_type q = {.dtype = in[0]->dtype, .ndim = in[0]->ndim};
+    memcpy(q.shape, in[0]->shape, sizeof(int64_t) * (size_t)q.ndim);
+    kn_flash_dims(&q, &n->attrs, &bh, &t, &d, &nh);
+    if (nh) return flash_bthd(n, in, out, true);
     int64_t dyc = in[4]->shape[in[4]->ndim - 1];
-    KN_RUN_OK(n, out, n->type.dtype, ok,
-              KN_DISPATCH_OK(n->type.dtype, ok, kn_k_flash_attn_bwd, D(in[0]), D(in[1]), D(in[2]), D(in[3]), D(in[4]),
-                             dyc, D(*out), bh, t, d, n->attrs.scale));
+    KN_RUN_OK(n, out, n->type.dtype, ok, flash_bwd_typed(n->type.dtype, D(in[0]), D(in[1]), D(in[2]), D(in[3]),
+                                                         D(in[4]), dyc, D(*out), bh, t, d, n->attrs.scale, &ok));
 }
 
 static void rows_cols(const kn_type *t, int64_t *rows, int64_t *c) {

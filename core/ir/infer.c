@@ -221,22 +221,32 @@ kn_status infer_causal_bwd(const kn_node *n, const kn_type *const *in, kn_type *
 }
 
 /* flash_attn: q, k, v of one float type and one shape [..., T, D] (at least 2 axes);
- * the result packs O and the logsumexp: [..., T, D + 1]. */
+ * the result packs O and the logsumexp: [..., T, D + 1]. With perm [0, 2, 1, 3] (the only
+ * perm taken) q is [B, T, H, D] and the result the flat [B T H D + B H T] (kiln/ir.h). */
 kn_status infer_flash_attn(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
     char tb0[96], tb1[96], tb2[96];
-    (void)n;
     KN_TRY(need_float(in[0], "q", msg, msz));
     if (in[0]->ndim < 2) return fail(msg, msz, KN_ERR_SHAPE, "q %s has fewer than 2 axes ([..., T, D])", T(0));
     if (!kn_type_equal(in[0], in[1]) || !kn_type_equal(in[0], in[2]))
         return fail(msg, msz, in[0]->dtype != in[1]->dtype || in[0]->dtype != in[2]->dtype ? KN_ERR_DTYPE : KN_ERR_SHAPE,
                     "q %s, k %s and v %s must have one type", T(0), T(1), T(2));
     *out = *in[0];
-    out->shape[out->ndim - 1] += 1;
+    if (n->attrs.nperm == 0) {
+        out->shape[out->ndim - 1] += 1;
+        return KN_OK;
+    }
+    if (!kn_flash_bthd(&n->attrs) || in[0]->ndim != 4)
+        return fail(msg, msz, KN_ERR_ARG, "perm must be [0, 2, 1, 3] with q [B, T, H, D] (q %s)", T(0));
+    int64_t bh, t, d, nh;
+    kn_flash_dims(in[0], &n->attrs, &bh, &t, &d, &nh);
+    out->ndim = 1;
+    out->shape[0] = bh * t * d + bh * t; /* O [B, T, H, D], then L [B, H, T] */
     return KN_OK;
 }
 
-/* flash_attn_bwd(q, k, v, y, dy): y is flash_attn(q, k, v)'s type, dy that or [..., T, D]
- * (no gradient for L); the result stacks dq, dk, dv: [3, ..., T, D]. */
+/* flash_attn_bwd(q, k, v, y, dy): y is flash_attn(q, k, v)'s type, dy that or q's
+ * (no gradient for L); the result stacks dq, dk, dv: [3, ..., T, D], or with perm
+ * [0, 2, 1, 3] [B, T, 3, H, D]. */
 kn_status infer_flash_attn_bwd(const kn_node *n, const kn_type *const *in, kn_type *out, char *msg, size_t msz) {
     char tb3[96], tb4[96];
     kn_type y;
@@ -250,6 +260,12 @@ kn_status infer_flash_attn_bwd(const kn_node *n, const kn_type *const *in, kn_ty
         return fail(msg, msz, KN_ERR_SHAPE, "dy %s is neither y's type %s nor q's", T(4), T(3));
     out->dtype = in[0]->dtype;
     out->ndim = in[0]->ndim + 1;
+    if (n->attrs.nperm) { /* [B, T, 3, H, D] */
+        const int64_t *s = in[0]->shape;
+        int64_t sh[5] = {s[0], s[1], 3, s[2], s[3]};
+        memcpy(out->shape, sh, sizeof sh);
+        return KN_OK;
+    }
     out->shape[0] = 3;
     for (int i = 0; i < in[0]->ndim; i++) out->shape[i + 1] = in[0]->shape[i];
     return KN_OK;

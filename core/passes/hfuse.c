@@ -19,7 +19,8 @@
  * product); with lowparams the slices are of the 16-bit param itself. The concat of the
  * g_i is shared by the input and the weight gradient (emitted once); where the g_i are the
  * heads of one stacked value (flash_attn_bwd's dq, dk, dv) it is one permute of that value
- * (stacked()). A fourth rule takes the bias's gradient with it: a sum of slice_grads that
+ * (stacked()), or that value itself, reshaped, where it is stacked in the concat's layout
+ * already (the flash pass's [B, T, H, D] layout: [B, T, 3, H, D]). A fourth rule takes the bias's gradient with it: a sum of slice_grads that
  * tile an axis is the concat of what they scatter (no zero-filled buffers, no adds, the same
  * values), and where those are the column sums of the g_i, the column sum of their concat
  * (column_sums()).
@@ -78,8 +79,8 @@ static kn_status emit_concat(hf_plan *p, kn_graph *out, const hf_group *t, const
         const kn_type *v = &p->g->nodes[t->opnd[0]].type;
         a.nperm = t->nperm;
         memcpy(a.perm, t->perm, sizeof(int64_t) * (size_t)t->nperm);
-        int32_t pid, src = map[t->src];
-        KN_TRY(emit(p, out, KN_OP_PERMUTE, 1, &src, &a, scope, true, &pid));
+        int32_t pid = map[t->src];
+        if (t->nperm) KN_TRY(emit(p, out, KN_OP_PERMUTE, 1, &pid, &a, scope, true, &pid)); /* 0: S as it is */
         kn_attrs r = kn_attrs_default();
         r.nshape = v->ndim;
         memcpy(r.shape, v->shape, sizeof(int64_t) * (size_t)v->ndim);

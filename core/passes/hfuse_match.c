@@ -229,7 +229,10 @@ static void collect(hf_plan *p, hf_group *t, const int32_t *leaf, int nleaf) {
  * 0 goes just before the axes of the last one. That copies S once, where the chain of
  * two-operand concats would copy the heads and then their concats again. Sets t->src and
  * t->perm. */
+static bool stacked_rows(const hf_plan *p, hf_group *t);
+
 static bool stacked(const hf_plan *p, hf_group *t) {
+    if (stacked_rows(p, t)) return true;
     const kn_graph *g = p->g;
     const kn_node *pm0 = NULL;
     int32_t src = -1;
@@ -263,6 +266,41 @@ static bool stacked(const hf_plan *p, hf_group *t) {
         int64_t a = pm0->attrs.perm[d];
         t->perm[t->nperm++] = (a < 0 ? a + n : a) + 1;
     }
+    return true;
+}
+
+/* The other stacking (the flash pass's [B, T, H, D] layout): each g_i [R, C] is
+ * reshape(reshape?(slice(S, axis a, [i, i + 1)))) of one S whose axes before a make R and
+ * whose axes after a make C (S [B, T, 3, H, D], g_i [B T, H D]): their concat along the last
+ * axis is S itself, reshaped, with no copy. Sets t->src and t->nperm = 0 (no permute). */
+static bool stacked_rows(const hf_plan *p, hf_group *t) {
+    const kn_graph *g = p->g;
+    const kn_type *v = &g->nodes[t->opnd[0]].type;
+    int32_t src = -1;
+    int64_t ax = -1;
+    for (int i = 0; i < t->k; i++) {
+        const kn_node *r = &g->nodes[t->opnd[i]], *s;
+        if (r->op != KN_OP_RESHAPE || !kn_type_equal(&r->type, v)) return false;
+        s = &g->nodes[r->in[0]];
+        if (s->op == KN_OP_RESHAPE) s = &g->nodes[s->in[0]];
+        if (s->op != KN_OP_SLICE || s->attrs.step != 1) return false;
+        const kn_type *st = &g->nodes[s->in[0]].type;
+        int64_t a = s->attrs.axis < 0 ? s->attrs.axis + st->ndim : s->attrs.axis, first, len;
+        if (a < 0 || a >= st->ndim || st->shape[a] != t->k) return false;
+        kn_ir_slice_range(st->shape[a], s->attrs.start, s->attrs.stop, 1, &first, &len);
+        if (first != i || len != 1) return false;
+        if (i == 0) src = s->in[0], ax = a;
+        else if (s->in[0] != src || a != ax) return false;
+    }
+    const kn_type *st = &g->nodes[src].type;
+    int64_t rows = 1, cols = 1, vrows = 1;
+    for (int d = 0; d < st->ndim; d++)
+        if (d < ax) rows *= st->shape[d];
+        else if (d > ax) cols *= st->shape[d];
+    for (int d = 0; d + 1 < v->ndim; d++) vrows *= v->shape[d];
+    if (v->ndim < 1 || rows != vrows || cols != v->shape[v->ndim - 1]) return false;
+    t->src = src;
+    t->nperm = 0;
     return true;
 }
 

@@ -330,9 +330,11 @@ kn_status kn_place_rule(const kn_node *n, const kn_type *const *in, const kn_pla
         *out = agree(nin, in, have, parts, not_axis, n, want);
         return KN_OK;
     case KN_OP_CAUSAL_SOFTMAX: case KN_OP_CAUSAL_SOFTMAX_BWD: case KN_OP_FLASH_ATTN:
+        if (n->attrs.nperm) break; /* flash's [B, T, H, D] layout (a flat y): replicated, below */
         *out = agree(nin, in, have, parts, batch_dim, n, want);
         return KN_OK;
     case KN_OP_FLASH_ATTN_BWD: {
+        if (n->attrs.nperm) break;
         kn_placement t = agree(nin, in, have, parts, batch_dim, n, want);
         *out = is_s(t) ? kn_place_shard_blocks(t.dim + 1, t.blocks) : t;
         return KN_OK;

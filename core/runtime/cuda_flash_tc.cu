@@ -50,7 +50,11 @@
  * and the rows' L and delta): tile j + 1's are copied from the start of tile j, one barrier
  * a tile. A barrier separates a buffer's last read from its next copy. The tiles hold the
  * operands as they are in memory; tf32 fragments are rounded (cvt.rna) as they are loaded
- * from them.
+ * from them. Every operand is read and written through row strides (the args' ld*, and
+ * KNT_ROW for a pair's first row), so the same kernels serve both layouts of kn_flash_attn:
+ * [..., T, D] (y's rows [O | L]) and the GPT's [B, T, H, D] (q, k, v read in place from the
+ * projections, O written where the next product reads it, L after O, the gradient stacked
+ * [B, T, 3, H, D]), with the same sums in the same order: the same bits.
  *
  * Shared tiles: rows padded to KNT_P = D + 8 (bf16) or D + 4 (f32) elements, so the 32
  * lanes of a fragment load hit 32 banks (row-major "n-major" loads: lane (g, t) reads
@@ -298,13 +302,14 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #endif
 
 int KNT_ENTRY(int kind, const void *q, const void *k, const void *v, const void *y, const void *dy, int dyc,
-              void *out, long long bh, int t, int d, float scale, bool bwd) {
+              void *out, long long bh, int t, int d, float scale, bool bwd, int nh) {
     if (kn_flash_tc_kernel(kind, d) == NULL || bh < 0 || bh > 65535 || t < 0 || t > (1 << 24)) return -2;
+    if (nh < 0 || (nh > 0 && bh % nh != 0)) return -2;
     if (kind == KN_FLASH_TC_TF32)
-        return d == 32 ? knt_launch_tf32_32(q, k, v, y, dy, dyc, out, bh, t, scale, bwd)
-                       : knt_launch_tf32_64(q, k, v, y, dy, dyc, out, bh, t, scale, bwd);
-    return d == 64 ? knt_launch_bf16_64(q, k, v, y, dy, dyc, out, bh, t, scale, bwd)
-                   : knt_launch_bf16_128(q, k, v, y, dy, dyc, out, bh, t, scale, bwd);
+        return d == 32 ? knt_launch_tf32_32(q, k, v, y, dy, dyc, out, bh, t, scale, bwd, nh)
+                       : knt_launch_tf32_64(q, k, v, y, dy, dyc, out, bh, t, scale, bwd, nh);
+    return d == 64 ? knt_launch_bf16_64(q, k, v, y, dy, dyc, out, bh, t, scale, bwd, nh)
+                   : knt_launch_bf16_128(q, k, v, y, dy, dyc, out, bh, t, scale, bwd, nh);
 }
 
 #ifndef __CUDACC__

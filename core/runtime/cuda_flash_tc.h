@@ -6,9 +6,13 @@
  * KN_FLASH_TC_BF16: all are bf16 bits (uint16_t; products in bf16, accumulators and the
  * softmax in f32, results rounded to bf16, the logsumexp column too). Shapes as
  * kn_flash_emu_f32 in cuda_flash.h: bh [t, d] matrices; bwd false: out = y [bh, t, d + 1];
- * bwd true: out = [3, bh, t, d] from y and dy [bh, t, dyc] (dyc d or d + 1). Returns 0,
- * -1 when a launch failed, -2 for what the kernels do not take: d other than those
- * kn_flash_tc_kernel names, bh > 65535, t > 2^24. */
+ * bwd true: out = [3, bh, t, d] from y and dy [bh, t, dyc] (dyc d or d + 1). nh > 0 asks
+ * for the [B, T, H, D] layout (perm [0, 2, 1, 3] of kn_flash_attn in kiln/ir.h, H = nh,
+ * bh = B H): q, k, v [B, T, H, D]; y the flat [B T H D + B H T] (O, then L); dy [B, T, H, D]
+ * (dyc d) or y's type (dyc d + 1); the backward's out [B, T, 3, H, D]; the same bits as the
+ * [..., T, D] layout (nh 0) on the permuted operands. Returns 0, -1 when a launch failed, -2
+ * for what the kernels do not take: d other than those kn_flash_tc_kernel names,
+ * bh > 65535, t > 2^24, bh not a multiple of nh. */
 #ifndef KN_CUDA_FLASH_TC_H
 #define KN_CUDA_FLASH_TC_H
 
@@ -23,13 +27,13 @@ extern "C" {
  * "mma.m16n8k8 tf32, D 64", ...; defined in cuda_flash.cu, a stub in builds without CUDA). */
 const char *kn_flash_cuda_kernel(void);
 int kn_flash_tc_emu(int kind, const void *q, const void *k, const void *v, const void *y, const void *dy, int dyc,
-                    void *out, long long bh, int t, int d, float scale, bool bwd);
+                    void *out, long long bh, int t, int d, float scale, bool bwd, int nh);
 #ifdef __cplusplus
 }
 #endif
 #ifdef __CUDACC__
 int knc_flash_tc_run(int kind, const void *q, const void *k, const void *v, const void *y, const void *dy, int dyc,
-                     void *out, long long bh, int t, int d, float scale, bool bwd);
+                     void *out, long long bh, int t, int d, float scale, bool bwd, int nh);
 #endif
 
 #endif

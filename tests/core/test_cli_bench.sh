@@ -68,10 +68,10 @@ rc=0; KILN=$kiln LOGS="$dir/bench" BENCH_RUNS="kiln/interp/fp33" bash "$here/plo
 [ $rc -eq 2 ] && grep -q "precision must be" "$dir/bad.out" || { echo "FAIL: plots/bench.sh with fp33: exit $rc"; cat "$dir/bad.out"; exit 1; }
 # kiln bench-attn: the TSV row names variant and precision (bf16: autocast after flash,
 # compiled); a bad precision is a usage error.
-for args in "" "--flash" "--precision bf16" "--flash --precision bf16"; do
+for args in "" "--flash" "--precision bf16" "--flash --precision bf16" "--flash --precision bf16 --bthd"; do
     KILN_CACHE_DIR="$dir/cache" "$kiln" bench-attn --device cpu --batch 1 --heads 2 --head-dim 64 --seq 33 --warmup 0 \
         --steps 1 $args > "$dir/attn.out" 2>&1 || { echo "FAIL: bench-attn $args"; cat "$dir/attn.out"; exit 1; }
-    want=$(case "$args" in *flash*) printf flash;; *) printf materialized;; esac)
+    want=$(case "$args" in *bthd*) printf flash-bthd;; *flash*) printf flash;; *) printf materialized;; esac)
     want="$want	$(case "$args" in *bf16*) printf '[0-9.]*	[0-9]*	[0-9]*	1	2	64	cpu	bf16';; *) printf '[0-9.]*	[0-9]*	[0-9]*	1	2	64	cpu	f32';; esac)"
     tail -n 1 "$dir/attn.out" | grep -q "^33	$want\$" || { echo "FAIL: bench-attn $args: last line"; cat "$dir/attn.out"; exit 1; }
 done

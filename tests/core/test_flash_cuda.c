@@ -139,3 +139,72 @@ KN_TEST(cuda_flash, ops_match_the_cpu, .timeout = 120) {
             }
         }
 }
+
+/* permute(x, perm) made contiguous (host). */
+static kn_tensor *host_permuted(const kn_tensor *x, const int *perm) {
+    kn_tensor *v = NULL, *c = NULL;
+    KN_ASSERT_OK(kn_tensor_permute(&v, x, perm));
+    KN_ASSERT_OK(kn_tensor_contiguous(&c, v));
+    kn_tensor_free(v);
+    return c;
+}
+
+/* On a GPU: the [B, T, H, D] layout (perm [0, 2, 1, 3]; the flash pass's on the GPT). f32
+ * (the SIMT kernels, gathered and scattered around: knf_launch_bthd; TF32's tensor cores
+ * where KILN_TF32=1) and f64 against the CPU kernels of the same nodes; bf16 (the tensor-core
+ * kernels, strided) bit for bit against the GPU's [B, H, T, D] layout on the permuted
+ * operands. dy of y's type (L's gradient) and [B, T, H, D]. */
+KN_TEST(cuda_flash, bthd_layout_matches, .timeout = 120) {
+    SKIP_WITHOUT_GPU();
+    kn_rng r = kn_rng_new(6);
+    static const int64_t shapes[][4] = {{2, 33, 3, 64}, {1, 130, 2, 17}};
+    const int p0213[4] = {0, 2, 1, 3}, to_bt3hd[5] = {1, 3, 0, 2, 4};
+    for (int dt = 0; dt < 3; dt++)
+        for (size_t s = 0; s < 2; s++)
+            for (int dl = 0; dl < 2; dl++) {
+                kn_dtype t = dt == 0 ? KN_DT_F32 : dt == 1 ? KN_DT_F64 : KN_DT_BF16;
+                if (t == KN_DT_BF16 && shapes[s][3] != 64) continue;
+                kn_tensor *h[5] = {randn(&r, t, 4, shapes[s]), randn(&r, t, 4, shapes[s]), randn(&r, t, 4, shapes[s])};
+                kn_tensor *d[5] = {NULL};
+                kn_node n = node(KN_OP_FLASH_ATTN), b = node(KN_OP_FLASH_ATTN_BWD);
+                n.attrs.scale = b.attrs.scale = 0.125;
+                n.attrs.nperm = b.attrs.nperm = 4;
+                for (int i = 0; i < 4; i++) n.attrs.perm[i] = b.attrs.perm[i] = p0213[i];
+                if (t != KN_DT_BF16) {
+                    h[3] = gpu_vs_cpu(&n, 3, h, d);
+                    h[4] = dl ? randn(&r, t, 1, h[3]->shape) : randn(&r, t, 4, shapes[s]);
+                    kn_tensor_free(gpu_vs_cpu(&b, 5, h, d));
+                } else { /* the GPU in both layouts: the same bits */
+                    gpu_operands(&n, 3, h, NULL, d);
+                    kn_tensor *y = on_gpu(&n, d);
+                    kn_tensor *hp[5], *dp[5] = {NULL};
+                    for (int i = 0; i < 3; i++) hp[i] = host_permuted(h[i], p0213);
+                    kn_node n0 = node(KN_OP_FLASH_ATTN), b0 = node(KN_OP_FLASH_ATTN_BWD);
+                    n0.attrs.scale = b0.attrs.scale = 0.125;
+                    gpu_operands(&n0, 3, hp, NULL, dp);
+                    kn_tensor *y0 = on_gpu(&n0, dp), *o0 = NULL;
+                    KN_ASSERT_OK(kn_tensor_slice(&o0, y0, 3, 0, shapes[s][3], 1));
+                    kn_tensor *o0p = host_permuted(o0, p0213);
+                    cr_assert(!memcmp(kn_tensor_data(y), kn_tensor_data(o0p), (size_t)kn_tensor_numel(o0p) * 2), "bf16 O");
+                    h[3] = y, hp[3] = y0;
+                    h[4] = randn(&r, t, 4, shapes[s]);
+                    hp[4] = host_permuted(h[4], p0213);
+                    for (int i = 3; i < 5; i++) KN_ASSERT_OK(kn_tensor_to(&d[i], h[i], CUDA0));
+                    for (int i = 3; i < 5; i++) KN_ASSERT_OK(kn_tensor_to(&dp[i], hp[i], CUDA0));
+                    gpu_operands(&b, 5, h, d, d);
+                    gpu_operands(&b0, 5, hp, dp, dp);
+                    kn_tensor *g = on_gpu(&b, d), *g0 = on_gpu(&b0, dp), *g0p = host_permuted(g0, to_bt3hd);
+                    cr_assert(!memcmp(kn_tensor_data(g), kn_tensor_data(g0p), (size_t)kn_tensor_numel(g) * 2), "bf16 dq, dk, dv");
+                    kn_tensor *rest[] = {o0, o0p, g, g0, g0p};
+                    for (size_t i = 0; i < 5; i++) kn_tensor_free(rest[i]);
+                    for (int i = 0; i < 5; i++) {
+                        kn_tensor_free(hp[i]);
+                        kn_tensor_free(dp[i]);
+                    }
+                }
+                for (int i = 0; i < 5; i++) {
+                    kn_tensor_free(h[i]);
+                    kn_tensor_free(d[i]);
+                }
+            }
+}

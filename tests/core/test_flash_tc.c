@@ -205,7 +205,7 @@ static void tc_case(int kind, int64_t bh, int t, int d, int dyc, int masked_rows
     char *out = malloc((size_t)(ny > 3 * n ? ny : 3 * n) * es);
     memset(out, 0xFF, (size_t)ny * es); /* NaN: an element the kernel forgets shows */
     cr_assert(kn_k_flash_attn_f32(qkv, qkv + n, qkv + 2 * n, y, bh, t, d, scale));
-    int rc = kn_flash_tc_emu(kind, dqc, dqc + n * es, dqc + 2 * n * es, NULL, NULL, 0, out, bh, t, d, scale, false);
+    int rc = kn_flash_tc_emu(kind, dqc, dqc + n * es, dqc + 2 * n * es, NULL, NULL, 0, out, bh, t, d, scale, false, 0);
     cr_assert(rc == 0, "%s forward launch: %d", name, rc);
     widen(kind, out, got, ny);
     double e = rel(got, y, ny);
@@ -215,7 +215,7 @@ static void tc_case(int kind, int64_t bh, int t, int d, int dyc, int masked_rows
     void *yk = operand(kind, y, ny); /* bf16: y as the bf16 forward would have stored it */
     cr_assert(kn_k_flash_attn_bwd_f32(qkv, qkv + n, qkv + 2 * n, y, dy, dyc, g, bh, t, d, scale));
     memset(out, 0xFF, (size_t)(3 * n) * es);
-    rc = kn_flash_tc_emu(kind, dqc, dqc + n * es, dqc + 2 * n * es, yk, ddy, dyc, out, bh, t, d, scale, true);
+    rc = kn_flash_tc_emu(kind, dqc, dqc + n * es, dqc + 2 * n * es, yk, ddy, dyc, out, bh, t, d, scale, true, 0);
     cr_assert(rc == 0, "%s backward launch: %d", name, rc);
     widen(kind, out, got, 3 * n);
     for (int w = 0; w < 3; w++) {
@@ -259,9 +259,9 @@ KN_TEST(flash_tc_emu, refusals) {
     float x[8] = {0};
     cr_assert(kn_flash_tc_kernel(KN_FLASH_TC_TF32, 64) && kn_flash_tc_kernel(KN_FLASH_TC_BF16, 128));
     cr_assert(kn_flash_tc_kernel(KN_FLASH_TC_TF32, 128) == NULL && kn_flash_tc_kernel(KN_FLASH_TC_BF16, 32) == NULL);
-    cr_assert(kn_flash_tc_emu(KN_FLASH_TC_TF32, x, x, x, NULL, NULL, 0, x, 1, 1, 48, 1.0f, false) == -2);
-    cr_assert(kn_flash_tc_emu(KN_FLASH_TC_BF16, x, x, x, NULL, NULL, 0, x, 70000, 1, 64, 1.0f, false) == -2);
-    cr_assert(kn_flash_tc_emu(KN_FLASH_TC_TF32, x, x, x, NULL, NULL, 0, x, 0, 5, 64, 1.0f, false) == 0,
+    cr_assert(kn_flash_tc_emu(KN_FLASH_TC_TF32, x, x, x, NULL, NULL, 0, x, 1, 1, 48, 1.0f, false, 0) == -2);
+    cr_assert(kn_flash_tc_emu(KN_FLASH_TC_BF16, x, x, x, NULL, NULL, 0, x, 70000, 1, 64, 1.0f, false, 0) == -2);
+    cr_assert(kn_flash_tc_emu(KN_FLASH_TC_TF32, x, x, x, NULL, NULL, 0, x, 0, 5, 64, 1.0f, false, 0) == 0,
               "no pairs: nothing to do");
 }
 

@@ -399,8 +399,22 @@ kn_val kn_causal_softmax(kn_builder *b, kn_val x, double scale);
  * which recomputes P from it tile by tile. Equal to the materialized composition to
  * rounding, not bitwise (other order of sums). Differentiable in every column: its backward
  * op, flash_attn_bwd(q, k, v, y, dy) with dy [..., T, D + 1] (or [..., T, D] when no
- * gradient reaches L), is [3, ..., T, D]: dq, dk, dv stacked on a new leading axis. */
+ * gradient reaches L), is [3, ..., T, D]: dq, dk, dv stacked on a new leading axis.
+ * The flash pass (core/passes/flash.c) also emits a second layout, the one the GPT's
+ * projections have, so that no permute or slice copy stands around the kernels: with the
+ * attribute perm = [0, 2, 1, 3] q, k, v are [B, T, H, D] (attention runs on their
+ * permute(x, perm), [B, H, T, D]); y is then one flat [B T H D + B H T] value, O as
+ * [B, T, H, D] first (reshape(slice(y, 0, 0, B T H D)): a view) and L in [B, H, T] order
+ * after it; dy is [B, T, H, D] or y's type; the backward's result is [B, T, 3, H, D] (the
+ * layout of the qkv projection's output, which its backward products read). No other perm
+ * is taken. kn_flash_dims reads either layout. */
 kn_val kn_flash_attn(kn_builder *b, kn_val q, kn_val k, kn_val v, double scale);
+/* The dims of flash_attn(_bwd) with attributes a and query type q: *bh (batch x head)
+ * pairs of [*t, *d] matrices, *nh the heads of the [B, T, H, D] layout (a's perm is
+ * [0, 2, 1, 3]) or 0 for [..., T, D]. (core/ir/flash_tc.c) */
+void kn_flash_dims(const kn_type *q, const kn_attrs *a, int64_t *bh, int64_t *t, int64_t *d, int64_t *nh);
+/* Whether a (flash_attn's attributes) asks for the [B, T, H, D] layout: perm [0, 2, 1, 3]. */
+bool kn_flash_bthd(const kn_attrs *a);
 /* One new token's attention over a static KV cache (generation's decode step, core/nn/
  * infer.c): qkv [B, 3 * H * D] (the token's query, key and value side by side, each H heads
  * of D: the q/k/v projection's row as it comes), kc, vc [B, H, Tmax, D] (the cache; of qkv's
