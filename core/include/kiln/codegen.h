@@ -67,6 +67,11 @@ typedef struct kn_cuda_launch { unsigned grid, block; } kn_cuda_launch;
  * thread. Either way at most as many blocks as fit on the GPU at once (sm_count *
  * threads_per_sm / block): the grid-stride loops take the rest. */
 kn_cuda_launch kn_cuda_launch_config(const kn_kernel *k, const kn_cuda_limits *lim);
+/* A kernel with column sums (k->ncolsums): its source also defines <name>_fin (same
+ * arguments; <name>_fin__emu in the emulator dialect), which adds the kernel's partial
+ * column sums in a fixed order and stores them; the program launches it right after the
+ * kernel, with this launch. */
+kn_cuda_launch kn_cuda_colsum_finish_launch(const kn_kernel *k);
 
 /* ---------------------------------------------------------------- lab 07 units
  * Declared here, called by the CUDA renderer (core/codegen/render_cuda.c), written by
