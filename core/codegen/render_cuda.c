@@ -48,6 +48,7 @@ const char *kn_render_cuda_prelude(kn_cuda_dialect d) {
                  "#define NAN __int_as_float(0x7fffffff)\n"
                  "#define KN_KERNEL extern \"C\" __global__ void\n"
                  "#define KN_UNROLL _Pragma(\"unroll\")\n"
+                 "#define KN_UNROLL4 _Pragma(\"unroll 4\")\n"
                  "#define KN_DEVICE static __device__ __forceinline__\n\n",
                  kn_lowp_source(), reduce);
         /* The emulator dialect: C11 for the host compiler. The CUDA built-ins become the
@@ -68,6 +69,7 @@ const char *kn_render_cuda_prelude(kn_cuda_dialect d) {
                  KN_EMU_CHECKS_SOURCE
                  "#define __launch_bounds__(n)\n"
                  "#define KN_UNROLL\n"
+                 "#define KN_UNROLL4\n"
                  "#define KN_KERNEL void\n"
                  "#define KN_DEVICE static inline\n\n",
                  kn_lowp_source(), reduce);
@@ -323,14 +325,15 @@ kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, const kn_cuda_la
         int64_t nt = (k->colsum_n + KN_CUDA_COLSUM_TILE - 1) / KN_CUDA_COLSUM_TILE;
         int64_t rows = k->outer_n * k->inner_n / k->colsum_n;
         kn_remit(o, "    __shared__ double kn_csh[1024];\n");
-        kn_remit(o, "    const int kn_l = threadIdx.x %% 32, kn_w = threadIdx.x / 32, kn_nw = blockDim.x / 32;\n");
+        if (block) kn_remit(o, "    const int kn_l = threadIdx.x %% 32, kn_w = threadIdx.x / 32, kn_nw = %u;\n", block / 32);
+        else kn_remit(o, "    const int kn_l = threadIdx.x %% 32, kn_w = threadIdx.x / 32, kn_nw = blockDim.x / 32;\n");
         kn_remit(o, "    for (int kn_t = blockIdx.x; kn_t < %lld; kn_t += gridDim.x) {\n", (long long)(nt * G));
         kn_remit(o, "        const %s kn_c = (kn_t %% %lld) * %d + kn_l, kn_g = kn_t / %lld;\n", ix, (long long)nt,
                  KN_CUDA_COLSUM_TILE, (long long)nt);
         for (int i = 0; i < k->ncolsums; i++) kn_remit(o, "        double kn_a%d = 0;\n", i);
         kn_remit(o, "        if (kn_c < %lld)\n", (long long)k->colsum_n);
-        kn_remit(o, "        for (%s kn_r = kn_g * kn_nw + kn_w; kn_r < %lld; kn_r += %lld * kn_nw) {\n", ix, (long long)rows,
-                 (long long)G);
+        kn_remit(o, "        KN_UNROLL4 for (%s kn_r = kn_g * kn_nw + kn_w; kn_r < %lld; kn_r += %lld * kn_nw) {\n", ix,
+                 (long long)rows, (long long)G); /* a thread's rows: independent, their loads overlap when unrolled */
         kn_remit(o, "        const %s e = kn_r * %lld + kn_c, o = e / %lld, r = e %% %lld;\n        (void)o;\n        (void)r;\n",
                  ix, (long long)k->colsum_n, (long long)k->inner_n, (long long)k->inner_n);
         kn_rc_row_setup(&c, 8);

@@ -311,10 +311,11 @@ KN_TEST(cudagen, launch_configuration) {
  * no GPU needed. */
 /* g decomposed and scheduled, every generated kernel rendered for NVRTC after the prelude
  * (every other one with an H100's launch shape); *n kernels, *rows of them row kernels. */
-static char *nvrtc_source(kn_graph *g, int *n, int *rows) {
+static char *nvrtc_source_for(kn_graph *g, bool gpu, int *n, int *rows) {
     KN_ASSERT_OK(kn_pass_decompose(g, NULL));
     kn_schedule *s = NULL;
-    KN_ASSERT_OK(kn_schedule_build(g, &s));
+    kn_schedule_opts so = {.gpu = gpu};
+    KN_ASSERT_OK(kn_schedule_build_opts(g, &so, &s));
     const char *pre = kn_render_cuda_prelude(KN_CUDA_NVRTC);
     char *src = malloc(strlen(pre) + 1);
     strcpy(src, pre);
@@ -328,11 +329,34 @@ static char *nvrtc_source(kn_graph *g, int *n, int *rows) {
         kn_cuda_launch l = kn_cuda_launch_config(&k, &h100);
         KN_ASSERT_OK(kn_render_cuda(&k, KN_CUDA_NVRTC, i % 2 ? &l : NULL, &src, &len, &cap));
         *rows += k.reduces;
+        *n += 1 + (k.ncolsums > 0); /* with column sums, <name>_fin too */
         kn_kernel_clear(&k);
-        (*n)++;
     }
     kn_schedule_free(s);
     return src;
+}
+static char *nvrtc_source(kn_graph *g, int *n, int *rows) { return nvrtc_source_for(g, false, n, rows); }
+
+/* The GPU's schedule of the bf16 GPT step, with its column sums folded (a scratch of the
+ * module, the <name>_fin kernels), compiles with NVRTC for sm_90: one entry per kernel. */
+KN_TEST(cudagen, gpt_kernels_with_folded_column_sums_compile_with_nvrtc, .timeout = 240) {
+    kn_gpt_config c = tiny();
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_gpt_graph(&c, 2, 8, true, &g));
+    kn_pass_report rep;
+    KN_ASSERT_OK(kn_passes_run_on(g, "flash,autocast:bf16,lowparams:bf16,lowloss,lowsave,hfuse", kn_program_target_default(), &rep));
+    int n, rows;
+    char *src = nvrtc_source_for(g, true, &n, &rows);
+    cr_assert(strstr(src, "_fin(") && strstr(src, "static __device__ double kn_cs_"), "no folded column sums");
+    char *ptx = NULL;
+    size_t plen = 0;
+    KN_ASSERT_OK(kn_cuda_nvrtc_compile(src, "gpt_colsums.cu", 9, 0, &ptx, &plen));
+    int entries = 0;
+    for (const char *q = ptx; (q = strstr(q, ".entry ")); q++) entries++;
+    cr_assert_eq(entries, n, "one PTX entry per kernel: %d of %d", entries, n);
+    kn_free(ptx);
+    free(src);
+    kn_graph_free(g);
 }
 
 KN_TEST(cudagen, every_gpt_kernel_compiles_with_nvrtc, .timeout = 240) {
