@@ -143,18 +143,20 @@ static void open_row_loop(kn_rc *c, unsigned block, int slots) {
  *   block takes rows g*W + w, + G*W, ... (W warps a block), lane l column tile*32 + l, so a
  *   warp's loads are 32 neighbouring columns of one row (coalesced). The W warps' sums are
  *   added in shared memory in warp order.
- *   row reduction (columns = the row's inner axis): block g takes rows g, g + G, ...; each
+ *   row reduction (columns = the row's inner axis): block g takes rows g, g + G, ... (G at most
+ *   1024 and an eighth of the rows); each
  *   thread adds its columns (its slots, in registers; without slots straight into its own
  *   entries of the scratch: no other thread touches them). */
 #define KN_CUDA_COLSUM_TILE 32
-#define KN_CUDA_COLSUM_ROW_GROUPS 512 /* most row groups (blocks) of a row kernel with column sums */
+#define KN_CUDA_COLSUM_ROW_GROUPS 1024 /* most row groups (blocks) of a row kernel with column sums */
 
 /* The number of row groups G a kernel with column sums is rendered for (launch l or NULL). */
 static int64_t colsum_groups(const kn_kernel *k, const kn_cuda_launch *l) {
     int64_t grid = l ? l->grid : 1024, rows = k->outer_n * k->inner_n / k->colsum_n;
-    if (k->reduces) {
+    if (k->reduces) { /* at least 8 rows a group: the partials stay an eighth of the value in f64 */
         int64_t g = grid < KN_CUDA_COLSUM_ROW_GROUPS ? grid : KN_CUDA_COLSUM_ROW_GROUPS;
-        return g < rows ? g : rows;
+        if (g > rows / 8) g = rows / 8;
+        return g < 1 ? 1 : g;
     }
     int64_t nt = (k->colsum_n + KN_CUDA_COLSUM_TILE - 1) / KN_CUDA_COLSUM_TILE, w = (l ? l->block : 256) / 32;
     int64_t g = grid / nt, most = rows / (w > 0 ? w : 1);
