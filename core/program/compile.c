@@ -147,6 +147,9 @@ static kn_status schedule_compiled(kn_program *p) {
     const kn_graph *g = p->g;
     const kn_device_backend *be = kn_device_backend_get(p->dev.type), *host = kn_device_backend_get(KN_DEVICE_CPU);
     kn_schedule_opts so = {.gpu = p->target != KN_TARGET_C}; /* the CUDA target and its emulator */
+    /* KILN_NO_COLSUMS=1: column sums stay library steps on a GPU too (the baseline of their
+     * folding, for a before/after on one machine; core/codegen/NOTES.md, "Column sums") */
+    so.no_colsums = getenv("KILN_NO_COLSUMS") && atoi(getenv("KILN_NO_COLSUMS")) != 0;
     KN_TRY(kn_schedule_build_opts(g, &so, &p->sched));
     const kn_schedule *sc = p->sched;
     p->kernels = kn_calloc((size_t)sc->nfused + 1, sizeof *p->kernels);
