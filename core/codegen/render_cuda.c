@@ -25,6 +25,10 @@
  *   a warp shuffle tree, then one value per warp through shared memory (kn_block_sum). Every
  *   thread gets the row's total, so the epilogue (x - max, / sum, ...) runs in all threads.
  *
+ *   column sums (kn_kernel.colsums, a bias's gradient folded into the kernel that computes
+ *   its operand): partial sums per group of rows into a scratch of the module, added in a
+ *   fixed order by a second kernel <name>_fin (see "column sums" below).
+ *
  * The rest — expressions, strides, broadcasts — is the C renderer's (render_impl.h): the
  * two back ends differ only in how the loops map to hardware. Sums accumulate in double in
  * a fixed tree (deterministic run to run; within rounding of the CPU's sequential sum). */

@@ -10,7 +10,12 @@
  * (its strides are folded into the load) and writes a constant as a literal, so neither is
  * computed unless a library step or the graph's outputs need it as a tensor. That is
  * decided first (materialize[]), because a view chain can only be folded when it ends at a
- * tensor that exists. */
+ * tensor that exists.
+ *
+ * On a GPU target a column sum (a bias's gradient), which no group can take as a member of
+ * its own level, joins the group that computes its operand as a column-sum member
+ * (join_colsum; kiln/schedule.h, kn_schedule_opts): the kernel sums what it computes instead
+ * of storing it for a library step to read again. */
 #include <stdarg.h>
 #include <string.h>
 

@@ -53,7 +53,9 @@ const char *kn_render_c_prelude_math(bool vector_math);
  * launch the kernel is rendered for (kn_cuda_launch_config), or NULL for any launch. With
  * the block size known, a row of at most 8 blocks' width is unrolled into slots and the
  * values a row's later loops need again stay in registers (one pass over memory for a
- * softmax, not three). */
+ * softmax, not three). A kernel with column sums (k->ncolsums) maps its points differently
+ * (a block per tile of 32 columns and group of rows, or per group of rows of a row kernel),
+ * keeps partial sums in a module-scope scratch and also defines <name>_fin (below). */
 
 typedef struct kn_cuda_limits {
     int sm_count;        /* multiprocessors (132 on an H100 SXM) */
