@@ -154,7 +154,7 @@ KN_TEST(cudagen, gpt_column_sums_are_folded_into_their_kernels, .timeout = 120) 
  * (columns of one or two trailing axes, keepdim, f32 and bf16 operands, two sums in one
  * kernel) and row kernels (layernorm-like: columns = the row; rows of whole blocks in slots,
  * a row of 700 in the strided loop), more rows than row groups. */
-KN_TEST(cudagen, folded_column_sums_equal_the_interpreter, .timeout = 240) {
+static void folded_sums(kn_device dev, bool emu) {
     private_cache();
     static const char *const graphs[] = {
         /* elementwise, two sums over [0, 1] of [5, 37, 40] */
@@ -183,14 +183,16 @@ KN_TEST(cudagen, folded_column_sums_equal_the_interpreter, .timeout = 240) {
         colsum_counts(g, &lib, &folded);
         cr_assert(lib == 0 && folded >= 1, "graph %zu: %d library column sums, %d folded", i, lib, folded);
         kn_program_stats st;
-        double err = compare_on(g, KN_CPU, true, 11 + i, &st);
+        double err = compare_on(g, dev, emu, 11 + i, &st);
         cr_assert(err <= 2e-5, "graph %zu: the folded column sums differ from the interpreter by %.3g", i, err);
         kn_graph_free(g);
     }
 }
 
+KN_TEST(cudagen, folded_column_sums_equal_the_interpreter, .timeout = 240) { folded_sums(KN_CPU, true); }
+
 /* A bf16 GPT step (autocast, flash, hfuse) with its folded sums under the emulator. */
-KN_TEST(cudagen, gpt_bf16_step_with_folded_sums_under_the_emulator, .timeout = 240) {
+static void gpt_bf16_folded(kn_device dev, bool emu) {
     private_cache();
     kn_gpt_config c = tiny();
     kn_graph *g = NULL;
@@ -198,10 +200,12 @@ KN_TEST(cudagen, gpt_bf16_step_with_folded_sums_under_the_emulator, .timeout = 2
     kn_pass_report rep;
     KN_ASSERT_OK(kn_passes_run_on(g, "flash,autocast:bf16,lowparams:bf16,lowloss,lowsave,hfuse", kn_program_target_default(), &rep));
     kn_program_stats st;
-    double err = compare_on(g, KN_CPU, true, 5, &st);
+    double err = compare_on(g, dev, emu, 5, &st);
     cr_assert(err <= lowp_codegen_tolerance(KN_DT_BF16), "bf16 GPT step: the CUDA kernels differ by %.3g", err);
     kn_graph_free(g);
 }
+
+KN_TEST(cudagen, gpt_bf16_step_with_folded_sums_under_the_emulator, .timeout = 240) { gpt_bf16_folded(KN_CPU, true); }
 
 /* Rows of whole blocks (the emulator's 64 threads: 128, 256 and 512 wide) take the unrolled
  * slots; a row of 700 the strided loop. */
@@ -458,6 +462,13 @@ KN_TEST(cuda_codegen, random_graphs_f32_on_the_gpu, .timeout = 240) {
 KN_TEST(cuda_codegen, gpt_loss_and_every_gradient_on_the_gpu, .timeout = 240) {
     SKIP_WITHOUT_GPU();
     gpt_joint(gpu0, false);
+}
+
+/* The folded column sums (elementwise and row kernels, the bf16 GPT step) on the GPU. */
+KN_TEST(cuda_codegen, folded_column_sums_on_the_gpu, .timeout = 240) {
+    SKIP_WITHOUT_GPU();
+    folded_sums(gpu0, false);
+    gpt_bf16_folded(gpu0, false);
 }
 
 /* Ten AdamW steps of the compiled GPU program follow the node-by-node GPU program; a second
