@@ -137,7 +137,8 @@ static void open_row_loop(kn_rc *c, unsigned block, int slots) {
  * A bias's gradient is the column sum of a value a generated kernel computes. The kernel
  * adds its own elements of that value per column in double, over a fixed group of rows,
  * and writes one partial row per group into a scratch of the module (kn_cs_<name>,
- * [ncolsums][G][N] doubles, a __device__ array: no allocation, no argument); the second
+ * [ncolsums][G][N] floats, each partial rounded once; doubles where a row kernel's strided
+ * loop adds into the scratch itself; a __device__ array: no allocation, no argument); the second
  * kernel <name>_fin (same arguments, launched right after it: kn_cuda_colsum_finish_launch)
  * adds the G partials of each column in a fixed order. No atomics: the same bits every run.
  * The value is never stored for a library sum to read again (the GPT-2 step's 99 sums
@@ -215,7 +216,7 @@ static void colsum_finish(kn_rc *c, kn_cuda_dialect d, int64_t G) {
     kn_remit(o, "        const int kn_i = kn_t / %lld, kn_c = (kn_t %% %lld) * %d + kn_l;\n", (long long)nt, (long long)nt,
              KN_CUDA_COLSUM_TILE);
     kn_remit(o, "        double kn_s = 0;\n        if (kn_c < %lld)\n", (long long)k->colsum_n);
-    kn_remit(o, "            for (int kn_gg = kn_w; kn_gg < %lld; kn_gg += kn_nw) kn_s += kn_cs_%s[(kn_i * %lld + kn_gg) * %lld + kn_c];\n",
+    kn_remit(o, "            for (int kn_gg = kn_w; kn_gg < %lld; kn_gg += kn_nw) kn_s += (double)kn_cs_%s[(kn_i * %lld + kn_gg) * %lld + kn_c];\n",
              (long long)G, k->name, (long long)G, (long long)k->colsum_n);
     kn_remit(o, "        kn_fsh[threadIdx.x] = kn_s;\n        __syncthreads();\n");
     kn_remit(o, "        if (kn_w == 0 && kn_c < %lld) {\n            double kn_tot = 0;\n", (long long)k->colsum_n);
@@ -262,11 +263,14 @@ kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, const kn_cuda_la
     int64_t G = k->ncolsums ? colsum_groups(k, l) : 0;
     if (k->ncolsums) kn_remit(o, "/* %d column sum(s) of %lld columns: %lld row groups */\n", k->ncolsums,
                               (long long)k->colsum_n, (long long)G);
+    /* the partials: float (each a sum of whole rows in double, rounded once), but double where a
+     * row kernel's strided loop adds into the scratch itself */
+    const char *cst = k->reduces && slots == 0 ? "double" : "float";
     if (k->ncolsums && d == KN_CUDA_EMU) /* 256 bytes from any other static: the emulator's shared-memory check */
-        kn_remit(o, "static double kn_cs_%s_pad[%lld];\n#define kn_cs_%s (kn_cs_%s_pad + 32)\n", k->name,
-                 (long long)(k->ncolsums * G * k->colsum_n + 64), k->name, k->name);
+        kn_remit(o, "static %s kn_cs_%s_pad[%lld];\n#define kn_cs_%s (kn_cs_%s_pad + 72)\n", cst, k->name,
+                 (long long)(k->ncolsums * G * k->colsum_n + 144), k->name, k->name);
     else if (k->ncolsums)
-        kn_remit(o, "static __device__ double kn_cs_%s[%lld];\n", k->name, (long long)(k->ncolsums * G * k->colsum_n));
+        kn_remit(o, "static __device__ %s kn_cs_%s[%lld];\n", cst, k->name, (long long)(k->ncolsums * G * k->colsum_n));
     if (block) kn_remit(o, "KN_KERNEL __launch_bounds__(%u) %s(", block, k->name);
     else kn_remit(o, "KN_KERNEL %s(", k->name);
     kn_rc_params(&c, "__restrict__");
@@ -324,7 +328,7 @@ kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, const kn_cuda_la
                 char at[256];
                 cs_at(k, G, i, "kn_g", "r", at, sizeof at);
                 kn_remit(o, "    KN_UNROLL for (int j = 0; j < %d; j++) {\n        const %s r = threadIdx.x + j * %u;\n"
-                         "        if (r < %lld) %s = kn_a%d[j];\n    }\n", slots, ix, block, (long long)k->inner_n, at, i);
+                         "        if (r < %lld) %s = (float)kn_a%d[j];\n    }\n", slots, ix, block, (long long)k->inner_n, at, i);
             }
         }
     } else if (k->ncolsums) { /* (a tile of 32 columns, a group of rows) per block */
@@ -355,7 +359,7 @@ kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, const kn_cuda_la
             kn_remit(o, "        kn_csh[threadIdx.x] = kn_a%d;\n        __syncthreads();\n", i);
             kn_remit(o, "        if (kn_w == 0 && kn_c < %lld) {\n            double kn_s = 0;\n"
                      "            for (int kn_v = 0; kn_v < kn_nw; kn_v++) kn_s += kn_csh[kn_v * 32 + kn_l];\n"
-                     "            %s = kn_s;\n        }\n        __syncthreads();\n", (long long)k->colsum_n, at);
+                     "            %s = (float)kn_s;\n        }\n        __syncthreads();\n", (long long)k->colsum_n, at);
         }
     } else {
         int u = elem_unroll(k);

@@ -351,7 +351,7 @@ KN_TEST(cudagen, gpt_kernels_with_folded_column_sums_compile_with_nvrtc, .timeou
     KN_ASSERT_OK(kn_passes_run_on(g, "flash,autocast:bf16,lowparams:bf16,lowloss,lowsave,hfuse", kn_program_target_default(), &rep));
     int n, rows;
     char *src = nvrtc_source_for(g, true, &n, &rows);
-    cr_assert(strstr(src, "_fin(") && strstr(src, "static __device__ double kn_cs_"), "no folded column sums");
+    cr_assert(strstr(src, "_fin(") && strstr(src, "static __device__ float kn_cs_"), "no folded column sums");
     char *ptx = NULL;
     size_t plen = 0;
     KN_ASSERT_OK(kn_cuda_nvrtc_compile(src, "gpt_colsums.cu", 9, 0, &ptx, &plen));
