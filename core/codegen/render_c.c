@@ -456,6 +456,8 @@ void kn_rc_acc_value(kn_rc *c, int i, int indent) {
 }
 
 kn_status kn_render_c(const kn_kernel *k, char **src, size_t *len, size_t *cap) {
+    if (k && k->ncolsums) /* a CPU schedule keeps column sums library steps (kn_schedule_opts) */
+        return kn_error(KN_ERR_UNSUPPORTED, "kn_render_c: %s has column sums, which only the CUDA renderer writes", k->name);
     kn_rc c;
     KN_TRY(kn_rc_init(&c, k, src, len, cap));
     kn_rout *o = &c.o;

@@ -25,6 +25,10 @@
  *   a warp shuffle tree, then one value per warp through shared memory (kn_block_sum). Every
  *   thread gets the row's total, so the epilogue (x - max, / sum, ...) runs in all threads.
  *
+ *   column sums (kn_kernel.colsums, a bias's gradient folded into the kernel that computes
+ *   its operand): partial sums per group of rows into a scratch of the module, added in a
+ *   fixed order by a second kernel <name>_fin (see "column sums" below).
+ *
  * The rest — expressions, strides, broadcasts — is the C renderer's (render_impl.h): the
  * two back ends differ only in how the loops map to hardware. Sums accumulate in double in
  * a fixed tree (deterministic run to run; within rounding of the CPU's sequential sum). */
@@ -48,6 +52,7 @@ const char *kn_render_cuda_prelude(kn_cuda_dialect d) {
                  "#define NAN __int_as_float(0x7fffffff)\n"
                  "#define KN_KERNEL extern \"C\" __global__ void\n"
                  "#define KN_UNROLL _Pragma(\"unroll\")\n"
+                 "#define KN_UNROLL4 _Pragma(\"unroll 4\")\n"
                  "#define KN_DEVICE static __device__ __forceinline__\n\n",
                  kn_lowp_source(), reduce);
         /* The emulator dialect: C11 for the host compiler. The CUDA built-ins become the
@@ -68,6 +73,7 @@ const char *kn_render_cuda_prelude(kn_cuda_dialect d) {
                  KN_EMU_CHECKS_SOURCE
                  "#define __launch_bounds__(n)\n"
                  "#define KN_UNROLL\n"
+                 "#define KN_UNROLL4\n"
                  "#define KN_KERNEL void\n"
                  "#define KN_DEVICE static inline\n\n",
                  kn_lowp_source(), reduce);
@@ -126,6 +132,112 @@ static void open_row_loop(kn_rc *c, unsigned block, int slots) {
     kn_rc_inner_coords(c, 12);
 }
 
+/* ---- column sums (kn_kernel.colsums): partial sums per group of rows, then <name>_fin
+ *
+ * A bias's gradient is the column sum of a value a generated kernel computes. The kernel
+ * adds its own elements of that value per column in double, over a fixed group of rows,
+ * and writes one partial row per group into a scratch of the module (kn_cs_<name>,
+ * [ncolsums][G][N] floats, each partial rounded once; doubles where a row kernel's strided
+ * loop adds into the scratch itself; a __device__ array: no allocation, no argument); the second
+ * kernel <name>_fin (same arguments, launched right after it: kn_cuda_colsum_finish_launch)
+ * adds the G partials of each column in a fixed order. No atomics: the same bits every run.
+ * The value is never stored for a library sum to read again (the GPT-2 step's 99 sums
+ * re-read ~1 GB that way).
+ *
+ *   elementwise: a work item is (a tile of 32 columns, a group g of rows); warp w of the
+ *   block takes rows g*W + w, + G*W, ... (W warps a block), lane l column tile*32 + l, so a
+ *   warp's loads are 32 neighbouring columns of one row (coalesced). The W warps' sums are
+ *   added in shared memory in warp order.
+ *   row reduction (columns = the row's inner axis): block g takes rows g, g + G, ... (G at most
+ *   1024 and an eighth of the rows); each
+ *   thread adds its columns (its slots, in registers; without slots straight into its own
+ *   entries of the scratch: no other thread touches them). */
+#define KN_CUDA_COLSUM_TILE 32
+#define KN_CUDA_COLSUM_ROW_GROUPS 1024 /* most row groups (blocks) of a row kernel with column sums */
+
+/* The number of row groups G a kernel with column sums is rendered for (launch l or NULL). */
+static int64_t colsum_groups(const kn_kernel *k, const kn_cuda_launch *l) {
+    int64_t grid = l ? l->grid : 1024, rows = k->outer_n * k->inner_n / k->colsum_n;
+    if (k->reduces) { /* at least 8 rows a group: the partials stay an eighth of the value in f64 */
+        int64_t g = grid < KN_CUDA_COLSUM_ROW_GROUPS ? grid : KN_CUDA_COLSUM_ROW_GROUPS;
+        if (g > rows / 8) g = rows / 8;
+        return g < 1 ? 1 : g;
+    }
+    int64_t nt = (k->colsum_n + KN_CUDA_COLSUM_TILE - 1) / KN_CUDA_COLSUM_TILE, w = (l ? l->block : 256) / 32;
+    int64_t g = grid / nt, most = rows / (w > 0 ? w : 1);
+    if (g > most) g = most;
+    if (g > 1024) g = 1024;
+    return g < 1 ? 1 : g;
+}
+
+kn_cuda_launch kn_cuda_colsum_finish_launch(const kn_kernel *k) {
+    kn_cuda_launch l = {1, 256};
+    if (!k || !k->ncolsums || k->colsum_n <= 0) return l;
+    int64_t n = k->ncolsums * ((k->colsum_n + KN_CUDA_COLSUM_TILE - 1) / KN_CUDA_COLSUM_TILE);
+    l.grid = (unsigned)(n < 4096 ? n : 4096);
+    return l;
+}
+
+/* The scratch's element of column sum i, group g, column c (C expressions). */
+static void cs_at(const kn_kernel *k, int64_t G, int i, const char *g, const char *col, char *out, size_t cap) {
+    snprintf(out, cap, "kn_cs_%s[((%d * %lld) + (%s)) * %lld + (%s)]", k->name, i, (long long)G, g,
+             (long long)k->colsum_n, col);
+}
+
+/* Inside the loop over a row's columns r (slot j when slots): add each column sum's value. */
+static void colsum_add(kn_rc *c, int64_t G, int slots, int indent) {
+    const kn_kernel *k = c->k;
+    for (int i = 0; i < k->ncolsums; i++) {
+        char nm[48], at[256];
+        kn_remit(&c->o, "%*s(void)o%d;\n", indent, "", k->colsums[i].buf); /* stored by <name>_fin */
+        kn_rc_define(c, k->colsums[i].src, true, indent);
+        kn_rc_name(c, k->colsums[i].src, nm, sizeof nm);
+        if (!k->reduces) kn_remit(&c->o, "%*skn_a%d += (double)%s;\n", indent, "", i, nm);
+        else if (slots > 0) kn_remit(&c->o, "%*skn_a%d[j] += (double)%s;\n", indent, "", i, nm);
+        else {
+            cs_at(k, G, i, "kn_g", "r", at, sizeof at);
+            kn_remit(&c->o, "%*s%s += (double)%s;\n", indent, "", at, nm);
+        }
+    }
+}
+
+/* The finishing kernel: column c of sum i = the G partials added in order g = w, w + W, ...
+ * per warp w, then the W warps' totals in warp order. */
+static void colsum_finish(kn_rc *c, kn_cuda_dialect d, int64_t G) {
+    const kn_kernel *k = c->k;
+    kn_rout *o = &c->o;
+    int64_t nt = (k->colsum_n + KN_CUDA_COLSUM_TILE - 1) / KN_CUDA_COLSUM_TILE;
+    kn_remit(o, "KN_KERNEL %s_fin(", k->name);
+    kn_rc_params(c, "__restrict__");
+    kn_remit(o, ")\n{\n    __shared__ double kn_fsh[1024];\n");
+    for (int b = 0; b < k->nbufs; b++) kn_remit(o, "    (void)p%d;\n", b);
+    kn_remit(o, "    const int kn_l = threadIdx.x %% 32, kn_w = threadIdx.x / 32, kn_nw = blockDim.x / 32;\n");
+    kn_remit(o, "    for (int kn_t = blockIdx.x; kn_t < %lld; kn_t += gridDim.x) {\n", (long long)(k->ncolsums * nt));
+    kn_remit(o, "        const int kn_i = kn_t / %lld, kn_c = (kn_t %% %lld) * %d + kn_l;\n", (long long)nt, (long long)nt,
+             KN_CUDA_COLSUM_TILE);
+    kn_remit(o, "        double kn_s = 0;\n        if (kn_c < %lld)\n", (long long)k->colsum_n);
+    kn_remit(o, "            for (int kn_gg = kn_w; kn_gg < %lld; kn_gg += kn_nw) kn_s += (double)kn_cs_%s[(kn_i * %lld + kn_gg) * %lld + kn_c];\n",
+             (long long)G, k->name, (long long)G, (long long)k->colsum_n);
+    kn_remit(o, "        kn_fsh[threadIdx.x] = kn_s;\n        __syncthreads();\n");
+    kn_remit(o, "        if (kn_w == 0 && kn_c < %lld) {\n            double kn_tot = 0;\n", (long long)k->colsum_n);
+    kn_remit(o, "            for (int kn_v = 0; kn_v < kn_nw; kn_v++) kn_tot += kn_fsh[kn_v * 32 + kn_l];\n");
+    for (int i = 0; i < k->ncolsums; i++) {
+        const kn_kbuf *b = &k->bufs[k->colsums[i].buf];
+        const char *t = kn_rc_ctype(b->dtype);
+        if (kn_rc_low(b->dtype))
+            kn_remit(o, "            if (kn_i == %d) p%d[kn_c] = kn_%s_store((%s)kn_tot);\n", i, k->colsums[i].buf,
+                     kn_dtype_name(b->dtype), t);
+        else kn_remit(o, "            if (kn_i == %d) p%d[kn_c] = (%s)kn_tot;\n", i, k->colsums[i].buf, t);
+    }
+    kn_remit(o, "        }\n        __syncthreads();\n    }\n}\n");
+    if (d == KN_CUDA_EMU) {
+        kn_remit(o, "void %s_fin__emu(void *args)\n{\n    void **a = (void **)args;\n    %s_fin(", k->name, k->name);
+        for (int b = 0; b < k->nbufs; b++)
+            kn_remit(o, "%s*(%s%s **)a[%d]", b ? ", " : "", k->bufs[b].store ? "" : "const ", kn_rc_stype(k->bufs[b].dtype), b);
+        kn_remit(o, ");\n}\n");
+    }
+}
+
 kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, const kn_cuda_launch *l, char **src, size_t *len,
                          size_t *cap) {
     if (d != KN_CUDA_NVRTC && d != KN_CUDA_EMU) return kn_error(KN_ERR_ARG, "kn_render_cuda: unknown dialect %d", (int)d);
@@ -148,12 +260,37 @@ kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, const kn_cuda_la
     kn_rout *o = &c.o;
     kn_remit(o, "/* %s: %lld rows x %lld, %s */\n", k->name, (long long)k->outer_n, (long long)k->inner_n,
              k->reduces ? "a block per row" : "a thread per element");
+    int64_t G = k->ncolsums ? colsum_groups(k, l) : 0;
+    if (k->ncolsums) kn_remit(o, "/* %d column sum(s) of %lld columns: %lld row groups */\n", k->ncolsums,
+                              (long long)k->colsum_n, (long long)G);
+    /* the partials: float (each a sum of whole rows in double, rounded once), but double where a
+     * row kernel's strided loop adds into the scratch itself */
+    const char *cst = k->reduces && slots == 0 ? "double" : "float";
+    if (k->ncolsums && d == KN_CUDA_EMU) /* 256 bytes from any other static: the emulator's shared-memory check */
+        kn_remit(o, "static %s kn_cs_%s_pad[%lld];\n#define kn_cs_%s (kn_cs_%s_pad + 72)\n", cst, k->name,
+                 (long long)(k->ncolsums * G * k->colsum_n + 144), k->name, k->name);
+    else if (k->ncolsums)
+        kn_remit(o, "static __device__ %s kn_cs_%s[%lld];\n", cst, k->name, (long long)(k->ncolsums * G * k->colsum_n));
     if (block) kn_remit(o, "KN_KERNEL __launch_bounds__(%u) %s(", block, k->name);
     else kn_remit(o, "KN_KERNEL %s(", k->name);
     kn_rc_params(&c, "__restrict__");
     kn_remit(o, ")\n{\n");
+    for (int i = 0; i < k->ncolsums; i++) kn_remit(o, "    (void)p%d;\n", k->colsums[i].buf);
     if (k->reduces) {
         kn_remit(o, "    __shared__ double kn_sh[32];\n");
+        if (k->ncolsums) { /* block kn_g takes rows kn_g, kn_g + G, ...: its partial column sums */
+            kn_remit(o, "    for (int kn_g = blockIdx.x; kn_g < %lld; kn_g += gridDim.x) {\n", (long long)G);
+            for (int i = 0; i < k->ncolsums; i++) {
+                char at[256];
+                if (slots > 0) kn_remit(o, "    double kn_a%d[%d] = {0};\n", i, slots);
+                else {
+                    cs_at(k, G, i, "kn_g", "r", at, sizeof at);
+                    kn_remit(o, "    for (%s r = threadIdx.x; r < %lld; r += blockDim.x) %s = 0;\n", ix,
+                             (long long)k->inner_n, at);
+                }
+            }
+            kn_remit(o, "    for (%s o = kn_g; o < %lld; o += %lld) {\n", ix, (long long)k->outer_n, (long long)G);
+        } else
         kn_remit(o, "    for (%s o = blockIdx.x; o < %lld; o += gridDim.x) {\n", ix, (long long)k->outer_n);
         kn_rc_row_setup(&c, 8);
         for (int i = 0; i < k->nx; i++) {
@@ -177,13 +314,53 @@ kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, const kn_cuda_la
         }
         bool any_full = false;
         for (int s = 0; s < k->nstores; s++) any_full |= k->x[k->stores[s].src].full;
-        if (any_full) {
+        if (any_full || k->ncolsums) {
             open_row_loop(&c, block, slots);
             kn_rc_full_stores(&c, 12);
+            colsum_add(&c, G, slots, 12);
             kn_remit(o, "        }\n");
             kn_rc_close_scope(&c);
         }
         kn_rc_outer_stores(&c, "threadIdx.x == 0", 8);
+        if (k->ncolsums) {
+            kn_remit(o, "    }\n"); /* the rows of group kn_g */
+            for (int i = 0; slots > 0 && i < k->ncolsums; i++) {
+                char at[256];
+                cs_at(k, G, i, "kn_g", "r", at, sizeof at);
+                kn_remit(o, "    KN_UNROLL for (int j = 0; j < %d; j++) {\n        const %s r = threadIdx.x + j * %u;\n"
+                         "        if (r < %lld) %s = (float)kn_a%d[j];\n    }\n", slots, ix, block, (long long)k->inner_n, at, i);
+            }
+        }
+    } else if (k->ncolsums) { /* (a tile of 32 columns, a group of rows) per block */
+        int64_t nt = (k->colsum_n + KN_CUDA_COLSUM_TILE - 1) / KN_CUDA_COLSUM_TILE;
+        int64_t rows = k->outer_n * k->inner_n / k->colsum_n;
+        kn_remit(o, "    __shared__ double kn_csh[1024];\n");
+        if (block) kn_remit(o, "    const int kn_l = threadIdx.x %% 32, kn_w = threadIdx.x / 32, kn_nw = %u;\n", block / 32);
+        else kn_remit(o, "    const int kn_l = threadIdx.x %% 32, kn_w = threadIdx.x / 32, kn_nw = blockDim.x / 32;\n");
+        kn_remit(o, "    for (int kn_t = blockIdx.x; kn_t < %lld; kn_t += gridDim.x) {\n", (long long)(nt * G));
+        kn_remit(o, "        const %s kn_c = (kn_t %% %lld) * %d + kn_l, kn_g = kn_t / %lld;\n", ix, (long long)nt,
+                 KN_CUDA_COLSUM_TILE, (long long)nt);
+        for (int i = 0; i < k->ncolsums; i++) kn_remit(o, "        double kn_a%d = 0;\n", i);
+        kn_remit(o, "        if (kn_c < %lld)\n", (long long)k->colsum_n);
+        kn_remit(o, "        KN_UNROLL4 for (%s kn_r = kn_g * kn_nw + kn_w; kn_r < %lld; kn_r += %lld * kn_nw) {\n", ix,
+                 (long long)rows, (long long)G); /* a thread's rows: independent, their loads overlap when unrolled */
+        kn_remit(o, "        const %s e = kn_r * %lld + kn_c, o = e / %lld, r = e %% %lld;\n        (void)o;\n        (void)r;\n",
+                 ix, (long long)k->colsum_n, (long long)k->inner_n, (long long)k->inner_n);
+        kn_rc_row_setup(&c, 8);
+        kn_rc_inner_coords(&c, 8);
+        kn_rc_full_stores(&c, 8);
+        kn_rc_outer_stores(&c, NULL, 8);
+        colsum_add(&c, G, 0, 8);
+        kn_remit(o, "        }\n");
+        kn_rc_close_scope(&c);
+        for (int i = 0; i < k->ncolsums; i++) { /* the warps' sums, in warp order */
+            char at[256];
+            cs_at(k, G, i, "kn_g", "kn_c", at, sizeof at);
+            kn_remit(o, "        kn_csh[threadIdx.x] = kn_a%d;\n        __syncthreads();\n", i);
+            kn_remit(o, "        if (kn_w == 0 && kn_c < %lld) {\n            double kn_s = 0;\n"
+                     "            for (int kn_v = 0; kn_v < kn_nw; kn_v++) kn_s += kn_csh[kn_v * 32 + kn_l];\n"
+                     "            %s = (float)kn_s;\n        }\n        __syncthreads();\n", (long long)k->colsum_n, at);
+        }
     } else {
         int u = elem_unroll(k);
         kn_kernel slab = *k; /* with u > 1 the loop's e runs over the first of u slabs of rows */
@@ -222,6 +399,7 @@ kn_status kn_render_cuda(const kn_kernel *k, kn_cuda_dialect d, const kn_cuda_la
             kn_remit(o, "%s*(%s%s **)a[%d]", b ? ", " : "", k->bufs[b].store ? "" : "const ", kn_rc_stype(k->bufs[b].dtype), b);
         kn_remit(o, ");\n}\n");
     }
+    if (k->ncolsums) colsum_finish(&c, d, G);
     kn_remit(o, "\n");
     kn_status st = o->st;
     kn_rc_clear(&c);

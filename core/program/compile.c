@@ -147,6 +147,9 @@ static kn_status schedule_compiled(kn_program *p) {
     const kn_graph *g = p->g;
     const kn_device_backend *be = kn_device_backend_get(p->dev.type), *host = kn_device_backend_get(KN_DEVICE_CPU);
     kn_schedule_opts so = {.gpu = p->target != KN_TARGET_C}; /* the CUDA target and its emulator */
+    /* KILN_NO_COLSUMS=1: column sums stay library steps on a GPU too (the baseline of their
+     * folding, for a before/after on one machine; core/codegen/NOTES.md, "Column sums") */
+    so.no_colsums = getenv("KILN_NO_COLSUMS") && atoi(getenv("KILN_NO_COLSUMS")) != 0;
     KN_TRY(kn_schedule_build_opts(g, &so, &p->sched));
     const kn_schedule *sc = p->sched;
     p->kernels = kn_calloc((size_t)sc->nfused + 1, sizeof *p->kernels);
@@ -384,8 +387,12 @@ static kn_status load_kernels(kn_program *p, const char *src) {
 #if KN_HAVE_CUDA
         bool cached = false;
         KN_TRY(kn_cuda_module_load(p->dev.index, src, "kiln_program.cu", (kn_cuda_module **)&p->gpu_module, &cached, NULL));
-        for (int i = 0; i < p->nkernels; i++)
+        for (int i = 0; i < p->nkernels; i++) {
             KN_TRY(kn_cuda_module_kernel(p->gpu_module, p->kernels[i].fn_name, &p->kernels[i].gpu));
+            char fin[48]; /* column sums: the finishing kernel (kn_cuda_colsum_finish_launch) */
+            snprintf(fin, sizeof fin, "%s_fin", p->kernels[i].fn_name);
+            if (p->kernels[i].ir.ncolsums) KN_TRY(kn_cuda_module_kernel(p->gpu_module, fin, &p->kernels[i].gpu_fin));
+        }
         p->stats.cached = cached;
         snprintf(p->stats.source, sizeof p->stats.source, "(NVRTC, in memory)");
         return KN_OK;
@@ -406,6 +413,12 @@ static kn_status load_kernels(kn_program *p, const char *src) {
         /* a data pointer to a function pointer, as dlsym's users do */
         if (p->target == KN_TARGET_EMU) memcpy(&k->emu, &f, sizeof f);
         else memcpy(&k->fn, &f, sizeof f);
+        if (p->target == KN_TARGET_EMU && k->ir.ncolsums) { /* column sums: the finishing kernel */
+            snprintf(name, sizeof name, "%s_fin__emu", k->fn_name);
+            f = kn_cc_symbol(p->module, name);
+            if (!f) return kn_error(KN_ERR_INTERNAL, "kn_program_compile: %s has no function %s", info.path, name);
+            memcpy(&k->emu_fin, &f, sizeof f);
+        }
     }
     return KN_OK;
 }

@@ -246,9 +246,22 @@ static kn_status run_kernel(kn_program *p, const kn_program_step *sp) {
             KN_TRY(kn_cuda_launch_kernel(pk->gpu, k->name, pk->launch, args));
 #endif
         }
+        if (k->ncolsums) { /* its column sums' partials, added in order (kn_cuda_colsum_finish_launch) */
+            kn_cuda_launch fl = kn_cuda_colsum_finish_launch(k);
+            if (p->target == KN_TARGET_EMU) {
+                kn_dim3 grid = {fl.grid, 1, 1}, block = {fl.block, 1, 1};
+                if (kn_emu_launch(pk->emu_fin, grid, block, args) != 0)
+                    return kn_error(KN_ERR_INTERNAL, "kn_program_run: %s_fin failed under the CUDA emulator (see above)",
+                                    k->name);
+            } else {
+#if KN_HAVE_CUDA
+                KN_TRY(kn_cuda_launch_kernel(pk->gpu_fin, k->name, fl, args));
+#endif
+            }
+        }
     }
-    for (int s = 0; p->hook && s < k->nstores; s++) {
-        int32_t v = k->bufs[k->stores[s].buf].value;
+    for (int s = 0; p->hook && s < k->nstores + k->ncolsums; s++) {
+        int32_t v = k->bufs[s < k->nstores ? k->stores[s].buf : k->colsums[s - k->nstores].buf].value;
         KN_TRY(p->hook(p->hook_ctx, v, p->vals[v]));
     }
     return KN_OK;

@@ -26,6 +26,8 @@ typedef struct kn_program_kernel {
     void (*emu)(void *args);                       /* EMU: the <name>__emu entry */
     void *gpu;                                     /* CUDA: a cudaKernel_t */
     kn_cuda_launch launch;                         /* EMU, CUDA */
+    void (*emu_fin)(void *args);                   /* EMU, with column sums: <name>_fin__emu */
+    void *gpu_fin;                                 /* CUDA, with column sums: <name>_fin */
     char fn_name[32];   /* the generated function it runs: its own, or an identical twin's */
     uint64_t text_hash; /* of its source under a neutral name (finding twins) */
 } kn_program_kernel;

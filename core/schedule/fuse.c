@@ -10,14 +10,19 @@
  * (its strides are folded into the load) and writes a constant as a literal, so neither is
  * computed unless a library step or the graph's outputs need it as a tensor. That is
  * decided first (materialize[]), because a view chain can only be folded when it ends at a
- * tensor that exists. */
+ * tensor that exists.
+ *
+ * On a GPU target a column sum (a bias's gradient), which no group can take as a member of
+ * its own level, joins the group that computes its operand as a column-sum member
+ * (join_colsum; kiln/schedule.h, kn_schedule_opts): the kernel sums what it computes instead
+ * of storing it for a library step to read again. */
 #include <stdarg.h>
 #include <string.h>
 
 #include "kiln/schedule.h"
 #include "ir/ir_impl.h"
 
-enum { LV_NONE = 0, LV_FULL = KN_LEVEL_FULL, LV_OUTER = KN_LEVEL_OUTER };
+enum { LV_NONE = 0, LV_FULL = KN_LEVEL_FULL, LV_OUTER = KN_LEVEL_OUTER, LV_COLSUM = KN_LEVEL_COLSUM };
 
 typedef struct grp {
     int32_t *nodes;
@@ -26,6 +31,7 @@ typedef struct grp {
     int ndim;                    /* the space S */
     int64_t shape[KN_MAX_DIMS];
     uint32_t inner;              /* reduced axes of S */
+    uint32_t csmask;             /* the summed axes of its column sums (0: none) */
 } grp;
 
 typedef struct fz {
@@ -38,6 +44,7 @@ typedef struct fz {
     int32_t stamp_now;
     char *log;
     size_t loglen, logcap;
+    bool colsums;                /* fold column sums into their operand's kernel */
     kn_status st;
 } fz;
 
@@ -198,6 +205,13 @@ static void decide_materialize(const kn_graph *g, bool *mat, const bool *fus) {
 
 /* ---- groups */
 
+/* The node after which group G runs: its last member that is not a column sum. */
+static int32_t group_at(const fz *z, const grp *G) {
+    for (int k = G->n - 1; k > 0; k--)
+        if (z->level[G->nodes[k]] != LV_COLSUM) return G->nodes[k];
+    return G->nodes[0];
+}
+
 static int new_group(fz *z, bool fused, int32_t node) {
     if (z->ngrps == z->cap) {
         int nc = z->cap ? z->cap * 2 : 64;
@@ -326,12 +340,51 @@ static void seal_reads(fz *z, int32_t i) {
     }
 }
 
+/* A column sum: sum over a leading run of axes [0, k) of a value of more axes than k, to
+ * a float value (a bias's gradient). *mask: the summed axes. */
+static bool colsum_candidate(const kn_graph *g, const kn_node *n, unsigned *mask) {
+    if (n->op != KN_OP_SUM || !kn_dtype_is_float(n->type.dtype) || !fusible_dtype(n->type.dtype)) return false;
+    const kn_type *xt = &g->nodes[n->in[0]].type;
+    if (xt->ndim < 2 || !fusible_dtype(xt->dtype)) return false;
+    kn_ir_reduce_mask(&n->attrs, xt->ndim, mask);
+    if (*mask == 0 || (*mask & 1u) == 0) return false;
+    unsigned lead = *mask;
+    if (lead & (lead + 1u)) return false; /* not of the form 0..01..1: not a leading run */
+    return (*mask >> (xt->ndim - 1)) == 0;   /* the last axis is kept */
+}
+
+/* Column sum i (colsum_candidate, summed axes `mask`) joins the group that computes its
+ * operand, as a LV_COLSUM member (kiln/schedule.h, kn_schedule_opts): true when it did. */
+static bool join_colsum(fz *z, int32_t i, unsigned mask) {
+    const kn_node *n = &z->g->nodes[i];
+    int32_t a = n->in[0];
+    int gi = z->s->group_of[a];
+    if (gi < 0 || !z->grps[gi].fused || z->level[a] != LV_FULL) return false; /* a view, an input, a library step */
+    grp *G = &z->grps[gi];
+    const char *why = NULL;
+    unsigned all = (1u << G->ndim) - 1u;
+    if (G->n >= KN_FUSE_MAX) why = "the group is full (KN_FUSE_MAX nodes)";
+    else if (G->reduces && (mask | G->inner) != all) why = "the group's row reduction is over other axes than the columns";
+    else if (G->csmask && G->csmask != mask) why = "the group's column sums keep other columns";
+    if (why) {
+        logf_(z, "refuse %%%d = sum (a column sum) into the group of %%%d: %s", i, G->nodes[0], why);
+        return false;
+    }
+    if (!add_member(z, gi, i, LV_COLSUM)) return false;
+    G->csmask = mask;
+    logf_(z, "fuse %%%d = sum (a column sum of %%%d) into the group of %%%d: its kernel sums the columns", i, a,
+          G->nodes[0]);
+    return true;
+}
+
 static void place(fz *z, int32_t i) {
     const kn_graph *g = z->g;
     const kn_node *n = &g->nodes[i];
     kn_schedule *s = z->s;
     if (n->op == KN_OP_INPUT || n->op == KN_OP_PARAM) return;
     if (!s->materialize[i] && (is_view(n->op) || n->op == KN_OP_FULL)) return; /* read in place */
+    unsigned csmask;
+    if (!s->fusible[i] && z->colsums && colsum_candidate(g, n, &csmask) && join_colsum(z, i, csmask)) return;
     if (!s->fusible[i]) {
         int gi = new_group(z, false, i);
         if (gi >= 0 && add_member(z, gi, i, LV_NONE)) seal_reads(z, i);
@@ -364,6 +417,8 @@ static void place(fz *z, int32_t i) {
     for (int c = 0; c < nc; c++) {
         int level;
         const char *why = try_join(z, cand[c], i, c >= nvert, &level);
+        if (!why && z->grps[cand[c]].csmask && kn_op_get(n->op)->category == KN_CAT_REDUCTION && !z->grps[cand[c]].reduces)
+            why = "a row reduction into a group with column sums (their columns would change)";
         if (!why) {
             grp *G = &z->grps[cand[c]];
             if (kn_op_get(n->op)->category == KN_CAT_REDUCTION && !G->reduces) { /* the group's first reduction */
@@ -415,7 +470,7 @@ kn_status kn_schedule_build_opts(const kn_graph *g, const kn_schedule_opts *o, k
     *out = NULL;
     size_t nn = (size_t)g->nnodes + 1;
     kn_schedule *s = kn_calloc(1, sizeof *s);
-    fz z = {.g = g, .s = s};
+    fz z = {.g = g, .s = s, .colsums = o && o->gpu && !o->no_colsums};
     if (s) {
         s->group_of = kn_malloc(sizeof *s->group_of * nn);
         s->materialize = kn_calloc(nn, sizeof *s->materialize);
@@ -485,8 +540,8 @@ kn_status kn_schedule_build_opts(const kn_graph *g, const kn_schedule_opts *o, k
     for (int i = 0; i < z.ngrps; i++) order[i] = i;
     for (int i = 1; i < z.ngrps; i++) { /* insertion sort by last member: nearly sorted already */
         int32_t o = order[i], j = i;
-        int32_t at = z.grps[o].nodes[z.grps[o].n - 1];
-        while (j > 0 && z.grps[order[j - 1]].nodes[z.grps[order[j - 1]].n - 1] > at) { order[j] = order[j - 1]; j--; }
+        int32_t at = group_at(&z, &z.grps[o]);
+        while (j > 0 && group_at(&z, &z.grps[order[j - 1]]) > at) { order[j] = order[j - 1]; j--; }
         order[j] = o;
     }
     int32_t *renum = kn_malloc(sizeof *renum * ((size_t)z.ngrps + 1));
@@ -498,7 +553,7 @@ kn_status kn_schedule_build_opts(const kn_graph *g, const kn_schedule_opts *o, k
     for (int i = 0; i < z.ngrps; i++) {
         grp *G = &z.grps[order[i]];
         renum[order[i]] = i;
-        s->groups[i] = (kn_group){.fused = G->fused, .nodes = G->nodes, .nnodes = G->n, .at = G->nodes[G->n - 1]};
+        s->groups[i] = (kn_group){.fused = G->fused, .nodes = G->nodes, .nnodes = G->n, .at = group_at(&z, G)};
         s->groups[i].ndim = G->ndim;
         memcpy(s->groups[i].shape, G->shape, sizeof G->shape);
         s->groups[i].inner = G->inner;

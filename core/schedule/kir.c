@@ -19,12 +19,13 @@ void kn_kernel_clear(kn_kernel *k) {
     kn_free(k->bufs);
     kn_free(k->x);
     kn_free(k->stores);
+    kn_free(k->colsums);
     memset(k, 0, sizeof *k);
 }
 
 typedef struct lw {
     kn_kernel *k;
-    int capb, capx, caps;
+    int capb, capx, caps, capc;
     kn_status st;
 } lw;
 
@@ -161,6 +162,26 @@ kn_status kn_kernel_lower(const kn_graph *g, const kn_schedule *s, int gi, kn_ke
     for (int mi = 0; mi < G->nnodes && w.st == KN_OK; mi++) {
         int32_t m = G->nodes[mi];
         const kn_node *n = &g->nodes[m];
+        if (s->level[m] == KN_LEVEL_COLSUM) { /* the kernel sums a full entry's columns into m */
+            kn_kbuf b = {.value = m, .store = true, .dtype = n->type.dtype};
+            int src = node_kx[n->in[0]], bi = add_buf(&w, &b);
+            int64_t cols = kn_type_numel(&n->type);
+            if (w.st != KN_OK || bi < 0) break;
+            if (s->group_of[n->in[0]] != gi || src < 0 || src >= out->nx || !out->x[src].full) {
+                w.st = kn_error(KN_ERR_INTERNAL, "kn_kernel_lower: %%%d = sum: a column sum of %%%d, not a full entry of "
+                                "the kernel", m, n->in[0]);
+                break;
+            }
+            if (out->ncolsums && out->colsum_n != cols) {
+                w.st = kn_error(KN_ERR_INTERNAL, "kn_kernel_lower: %%%d = sum: %lld columns, the kernel's other column "
+                                "sums %lld", m, (long long)cols, (long long)out->colsum_n);
+                break;
+            }
+            if (grow(&w, (void **)&out->colsums, out->ncolsums, &w.capc, sizeof *out->colsums))
+                out->colsums[out->ncolsums++] = (kn_kcolsum){bi, src};
+            out->colsum_n = cols;
+            continue;
+        }
         kn_kx x = {.kind = KN_KX_OP, .full = s->level[m] == 1, .dtype = n->type.dtype, .node = m, .op = n->op,
                    .nin = n->nin};
         if (kn_op_get(n->op)->category == KN_CAT_REDUCTION) x.kind = KN_KX_ACC;
@@ -203,7 +224,7 @@ kn_status kn_kernel_lower(const kn_graph *g, const kn_schedule *s, int gi, kn_ke
     kn_free(node_kx);
     if (w.st != KN_OK) { kn_kernel_clear(out); return w.st; }
     simplify(out, causal);
-    if (!out->reduces && out->ndim > 0 && out->ndim < KN_MAX_DIMS && !causal) {
+    if (!out->reduces && out->ndim > 0 && out->ndim < KN_MAX_DIMS && !causal && !out->ncolsums) {
         /* Merged axes can leave one long row (a [B*T*C] elementwise kernel is 1 x B*T*C),
          * which no thread could share: split the last axis into rows of a power of two up
          * to 2048 that divides it, so the outer loop has rows to split over threads. */
@@ -273,6 +294,18 @@ kn_status kn_kernel_verify(const kn_kernel *k) {
             for (int ax = 0; ax < k->ndim; ax++)
                 if (((k->inner >> ax) & 1u) && k->bufs[s->buf].stride[ax] != 0) BAD("%s: outer x%d stored over inner axes", k->name, s->src);
     }
+    for (int i = 0; i < k->ncolsums; i++) {
+        const kn_kcolsum *c = &k->colsums[i];
+        if (c->buf < 0 || c->buf >= k->nbufs || !k->bufs[c->buf].store) BAD("%s: column sum %d to buffer %d", k->name, i, c->buf);
+        if (c->src < 0 || c->src >= k->nx || !k->x[c->src].full) BAD("%s: column sum %d of x%d, not a full entry", k->name, i, c->src);
+        for (int ax = 0; ax < k->ndim; ax++)
+            if (k->bufs[c->buf].stride[ax] != 0) BAD("%s: column sum %d's buffer has strides", k->name, i);
+    }
+    if (k->ncolsums) {
+        int64_t n = k->outer_n * k->inner_n;
+        if (k->colsum_n <= 0 || n % k->colsum_n != 0) BAD("%s: %lld columns do not divide the space", k->name, (long long)k->colsum_n);
+        if (k->reduces && k->colsum_n != k->inner_n) BAD("%s: column sums over a row reduction's other axes", k->name);
+    }
 #undef BAD
     return KN_OK;
 }
@@ -314,5 +347,7 @@ kn_status kn_kernel_print(FILE *f, const kn_kernel *k) {
         fputc('\n', f);
     }
     for (int i = 0; i < k->nstores; i++) fprintf(f, "  store buf%d <- x%d\n", k->stores[i].buf, k->stores[i].src);
+    for (int i = 0; i < k->ncolsums; i++)
+        fprintf(f, "  colsum buf%d <- x%d (%lld columns)\n", k->colsums[i].buf, k->colsums[i].src, (long long)k->colsum_n);
     return KN_OK;
 }

@@ -18,6 +18,7 @@
 #include "kiln/nn.h"
 #include "kiln/passes.h"
 #include "kiln/program.h"
+#include "ir/ir_impl.h" /* kn_ir_reduce_mask */
 #if KN_HAVE_CUDA
 #include "kiln/cuda.h"
 #endif
@@ -93,6 +94,130 @@ static void gpt_joint(kn_device dev, bool emu) {
 }
 
 KN_TEST(cudagen, gpt_loss_and_every_gradient_under_the_emulator, .timeout = 240) { gpt_joint(KN_CPU, true); }
+
+/* ---- column sums folded into the kernel that computes their operand (GPU schedules) */
+
+/* g decomposed and scheduled for a GPU (kn_schedule_opts.gpu, as a compiled CUDA or emulator
+ * program does): *lib the library `sum` steps over leading axes whose operand a generated
+ * kernel computes (what the folding removes), *folded the column sums in generated kernels. */
+static void colsum_counts(const kn_graph *g0, int *lib, int *folded) {
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_graph_copy(&g, g0));
+    KN_ASSERT_OK(kn_pass_decompose(g, NULL));
+    kn_schedule *s = NULL;
+    kn_schedule_opts so = {.gpu = true};
+    KN_ASSERT_OK(kn_schedule_build_opts(g, &so, &s));
+    *lib = *folded = 0;
+    for (int i = 0; i < s->ngroups; i++) {
+        const kn_group *G = &s->groups[i];
+        if (!G->fused) {
+            const kn_node *n = &g->nodes[G->nodes[0]];
+            if (n->op != KN_OP_SUM) continue;
+            int32_t a = n->in[0];
+            int ga = s->group_of[a];
+            unsigned mask;
+            kn_ir_reduce_mask(&n->attrs, g->nodes[a].type.ndim, &mask);
+            *lib += (mask & 1u) && ga >= 0 && s->groups[ga].fused && s->level[a] == KN_LEVEL_FULL;
+            continue;
+        }
+        kn_kernel k;
+        KN_ASSERT_OK(kn_kernel_lower(g, s, i, &k));
+        *folded += k.ncolsums;
+        kn_kernel_clear(&k);
+    }
+    kn_schedule_free(s);
+    kn_graph_free(g);
+}
+
+/* The GPT step (f32, and bf16 with flash and hfuse as `kiln bench --flash --hfuse
+ * --precision bf16` runs it) has no column sum left as a library step re-reading a value a
+ * generated kernel computed: each layer's bias and layernorm weight/bias gradients are summed
+ * by that kernel. */
+KN_TEST(cudagen, gpt_column_sums_are_folded_into_their_kernels, .timeout = 120) {
+    static const char *const lists[] = {"none", "flash,autocast:bf16,lowparams:bf16,lowloss,lowsave,hfuse"};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        kn_gpt_config c = tiny();
+        kn_graph *g = NULL;
+        KN_ASSERT_OK(kn_gpt_graph(&c, 2, 8, true, &g));
+        kn_pass_report rep;
+        if (strcmp(lists[i], "none")) KN_ASSERT_OK(kn_passes_run_on(g, lists[i], kn_program_target_default(), &rep));
+        int lib, folded;
+        colsum_counts(g, &lib, &folded);
+        cr_assert_eq(lib, 0, "%s: %d column sums are library steps reading a generated kernel's value", lists[i], lib);
+        /* per layer: 2 layernorms x (weight, bias) and the fc and fc2 biases at least */
+        cr_assert_geq(folded, 6 * c.layers, "%s: %d column sums folded", lists[i], folded);
+        kn_graph_free(g);
+    }
+    /* GPT-2 124M at B=8, T=1024 as `kiln bench --flash --hfuse --precision bf16` compiles it:
+     * its 99 library column sums (the H100 profile of 2026-11-27) are folded, all but the
+     * position embedding's (a sum of a reshaped value, which no kernel computes as such) */
+    kn_gpt_config c2 = {.vocab = 50304, .context = 1024, .layers = 12, .width = 768, .heads = 12};
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_gpt_graph(&c2, 8, 1024, true, &g));
+    kn_pass_report rep;
+    KN_ASSERT_OK(kn_passes_run_on(g, lists[1], kn_program_target_default(), &rep));
+    int lib, folded;
+    colsum_counts(g, &lib, &folded);
+    cr_assert(lib == 0 && folded >= 8 * c2.layers, "GPT-2: %d library column sums of kernels' values, %d folded", lib, folded);
+    kn_graph_free(g);
+}
+
+/* The folded sums' values under the emulator against the interpreter: elementwise kernels
+ * (columns of one or two trailing axes, keepdim, f32 and bf16 operands, two sums in one
+ * kernel) and row kernels (layernorm-like: columns = the row; rows of whole blocks in slots,
+ * a row of 700 in the strided loop), more rows than row groups. */
+static void folded_sums(kn_device dev, bool emu) {
+    private_cache();
+    static const char *const graphs[] = {
+        /* elementwise, two sums over [0, 1] of [5, 37, 40] */
+        "%0 = input {name=\"x\"} : f32[5,37,40]\n%1 = input {name=\"y\"} : f32[5,37,40]\n"
+        "%2 = mul %0, %1 : f32[5,37,40]\n%3 = tanh %2 : f32[5,37,40]\n"
+        "%4 = sum %2 {axes=[0,1]} : f32[40]\n%5 = sum %3 {axes=[0,1], keepdim=1} : f32[1,1,40]\n"
+        "%6 = exp %3 : f32[5,37,40]\noutput %4, %5, %6\n",
+        /* elementwise, columns of two axes [6, 5] (30), only the sum stored */
+        "%0 = input {name=\"x\"} : f32[33,6,5]\n%1 = input {name=\"y\"} : f32[33,6,5]\n"
+        "%2 = sub %0, %1 : f32[33,6,5]\n%3 = mul %2, %2 : f32[33,6,5]\n%4 = sum %3 {axes=[0]} : f32[6,5]\noutput %4\n",
+        /* a bf16 gradient cast up to f32 and summed (the bias gradient under autocast), a bf16 store beside */
+        "%0 = input {name=\"x\"} : bf16[70,48]\n%1 = input {name=\"y\"} : f32[70,48]\n"
+        "%2 = cast %0 {dtype=f32} : f32[70,48]\n%3 = mul %2, %1 : f32[70,48]\n%4 = sum %2 {axes=[0]} : f32[48]\n"
+        "%5 = sum %3 {axes=[0]} : f32[48]\n%6 = cast %3 {dtype=bf16} : bf16[70,48]\noutput %4, %5, %6\n",
+        /* row kernels: layernorm-like rows of 128 (slots) and 700 (strided), sums of the row's values */
+        "%0 = input {name=\"x\"} : f32[3,41,128]\n%1 = mean %0 {axes=[-1], keepdim=1} : f32[3,41,1]\n"
+        "%2 = sub %0, %1 : f32[3,41,128]\n%3 = mul %2, %0 : f32[3,41,128]\n"
+        "%4 = sum %3 {axes=[0,1]} : f32[128]\n%5 = sum %0 {axes=[0,1]} : f32[128]\noutput %2, %4, %5\n",
+        "%0 = input {name=\"x\"} : f32[19,700]\n%1 = mean %0 {axes=[-1], keepdim=1} : f32[19,1]\n"
+        "%2 = sub %0, %1 : f32[19,700]\n%3 = sum %2 {axes=[0]} : f32[700]\noutput %2, %3\n",
+    };
+    for (size_t i = 0; i < sizeof graphs / sizeof graphs[0]; i++) {
+        kn_graph *g = NULL;
+        KN_ASSERT_OK(kn_graph_parse(graphs[i], strlen(graphs[i]), &g));
+        int lib, folded;
+        colsum_counts(g, &lib, &folded);
+        cr_assert(lib == 0 && folded >= 1, "graph %zu: %d library column sums, %d folded", i, lib, folded);
+        kn_program_stats st;
+        double err = compare_on(g, dev, emu, 11 + i, &st);
+        cr_assert(err <= 2e-5, "graph %zu: the folded column sums differ from the interpreter by %.3g", i, err);
+        kn_graph_free(g);
+    }
+}
+
+KN_TEST(cudagen, folded_column_sums_equal_the_interpreter, .timeout = 240) { folded_sums(KN_CPU, true); }
+
+/* A bf16 GPT step (autocast, flash, hfuse) with its folded sums under the emulator. */
+static void gpt_bf16_folded(kn_device dev, bool emu) {
+    private_cache();
+    kn_gpt_config c = tiny();
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_gpt_graph(&c, 3, 8, true, &g));
+    kn_pass_report rep;
+    KN_ASSERT_OK(kn_passes_run_on(g, "flash,autocast:bf16,lowparams:bf16,lowloss,lowsave,hfuse", kn_program_target_default(), &rep));
+    kn_program_stats st;
+    double err = compare_on(g, dev, emu, 5, &st);
+    cr_assert(err <= lowp_codegen_tolerance(KN_DT_BF16), "bf16 GPT step: the CUDA kernels differ by %.3g", err);
+    kn_graph_free(g);
+}
+
+KN_TEST(cudagen, gpt_bf16_step_with_folded_sums_under_the_emulator, .timeout = 240) { gpt_bf16_folded(KN_CPU, true); }
 
 /* Rows of whole blocks (the emulator's 64 threads: 128, 256 and 512 wide) take the unrolled
  * slots; a row of 700 the strided loop. */
@@ -202,10 +327,11 @@ KN_TEST(cudagen, launch_configuration) {
  * no GPU needed. */
 /* g decomposed and scheduled, every generated kernel rendered for NVRTC after the prelude
  * (every other one with an H100's launch shape); *n kernels, *rows of them row kernels. */
-static char *nvrtc_source(kn_graph *g, int *n, int *rows) {
+static char *nvrtc_source_for(kn_graph *g, bool gpu, int *n, int *rows) {
     KN_ASSERT_OK(kn_pass_decompose(g, NULL));
     kn_schedule *s = NULL;
-    KN_ASSERT_OK(kn_schedule_build(g, &s));
+    kn_schedule_opts so = {.gpu = gpu};
+    KN_ASSERT_OK(kn_schedule_build_opts(g, &so, &s));
     const char *pre = kn_render_cuda_prelude(KN_CUDA_NVRTC);
     char *src = malloc(strlen(pre) + 1);
     strcpy(src, pre);
@@ -219,11 +345,34 @@ static char *nvrtc_source(kn_graph *g, int *n, int *rows) {
         kn_cuda_launch l = kn_cuda_launch_config(&k, &h100);
         KN_ASSERT_OK(kn_render_cuda(&k, KN_CUDA_NVRTC, i % 2 ? &l : NULL, &src, &len, &cap));
         *rows += k.reduces;
+        *n += 1 + (k.ncolsums > 0); /* with column sums, <name>_fin too */
         kn_kernel_clear(&k);
-        (*n)++;
     }
     kn_schedule_free(s);
     return src;
+}
+static char *nvrtc_source(kn_graph *g, int *n, int *rows) { return nvrtc_source_for(g, false, n, rows); }
+
+/* The GPU's schedule of the bf16 GPT step, with its column sums folded (a scratch of the
+ * module, the <name>_fin kernels), compiles with NVRTC for sm_90: one entry per kernel. */
+KN_TEST(cudagen, gpt_kernels_with_folded_column_sums_compile_with_nvrtc, .timeout = 240) {
+    kn_gpt_config c = tiny();
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_gpt_graph(&c, 2, 8, true, &g));
+    kn_pass_report rep;
+    KN_ASSERT_OK(kn_passes_run_on(g, "flash,autocast:bf16,lowparams:bf16,lowloss,lowsave,hfuse", kn_program_target_default(), &rep));
+    int n, rows;
+    char *src = nvrtc_source_for(g, true, &n, &rows);
+    cr_assert(strstr(src, "_fin(") && strstr(src, "static __device__ float kn_cs_"), "no folded column sums");
+    char *ptx = NULL;
+    size_t plen = 0;
+    KN_ASSERT_OK(kn_cuda_nvrtc_compile(src, "gpt_colsums.cu", 9, 0, &ptx, &plen));
+    int entries = 0;
+    for (const char *q = ptx; (q = strstr(q, ".entry ")); q++) entries++;
+    cr_assert_eq(entries, n, "one PTX entry per kernel: %d of %d", entries, n);
+    kn_free(ptx);
+    free(src);
+    kn_graph_free(g);
 }
 
 KN_TEST(cudagen, every_gpt_kernel_compiles_with_nvrtc, .timeout = 240) {
@@ -325,6 +474,13 @@ KN_TEST(cuda_codegen, random_graphs_f32_on_the_gpu, .timeout = 240) {
 KN_TEST(cuda_codegen, gpt_loss_and_every_gradient_on_the_gpu, .timeout = 240) {
     SKIP_WITHOUT_GPU();
     gpt_joint(gpu0, false);
+}
+
+/* The folded column sums (elementwise and row kernels, the bf16 GPT step) on the GPU. */
+KN_TEST(cuda_codegen, folded_column_sums_on_the_gpu, .timeout = 240) {
+    SKIP_WITHOUT_GPU();
+    folded_sums(gpu0, false);
+    gpt_bf16_folded(gpu0, false);
 }
 
 /* Ten AdamW steps of the compiled GPU program follow the node-by-node GPU program; a second

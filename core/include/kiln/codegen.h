@@ -53,7 +53,9 @@ const char *kn_render_c_prelude_math(bool vector_math);
  * launch the kernel is rendered for (kn_cuda_launch_config), or NULL for any launch. With
  * the block size known, a row of at most 8 blocks' width is unrolled into slots and the
  * values a row's later loops need again stay in registers (one pass over memory for a
- * softmax, not three). */
+ * softmax, not three). A kernel with column sums (k->ncolsums) maps its points differently
+ * (a block per tile of 32 columns and group of rows, or per group of rows of a row kernel),
+ * keeps partial sums in a module-scope scratch and also defines <name>_fin (below). */
 
 typedef struct kn_cuda_limits {
     int sm_count;        /* multiprocessors (132 on an H100 SXM) */
@@ -67,6 +69,11 @@ typedef struct kn_cuda_launch { unsigned grid, block; } kn_cuda_launch;
  * thread. Either way at most as many blocks as fit on the GPU at once (sm_count *
  * threads_per_sm / block): the grid-stride loops take the rest. */
 kn_cuda_launch kn_cuda_launch_config(const kn_kernel *k, const kn_cuda_limits *lim);
+/* A kernel with column sums (k->ncolsums): its source also defines <name>_fin (same
+ * arguments; <name>_fin__emu in the emulator dialect), which adds the kernel's partial
+ * column sums in a fixed order and stores them; the program launches it right after the
+ * kernel, with this launch. */
+kn_cuda_launch kn_cuda_colsum_finish_launch(const kn_kernel *k);
 
 /* ---------------------------------------------------------------- lab 07 units
  * Declared here, called by the CUDA renderer (core/codegen/render_cuda.c), written by

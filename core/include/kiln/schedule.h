@@ -50,7 +50,8 @@ typedef struct kn_group {
     bool fused;          /* a generated kernel; else one node run by its backend */
     int32_t *nodes;      /* members in definition order (one for a library step) */
     int nnodes;
-    int32_t at;          /* the node after which it runs: its last member */
+    int32_t at;          /* the node after which it runs: its last member that is not a
+                          * column sum (a column sum's readers all come after it) */
     int ndim;            /* fused: the iteration space S */
     int64_t shape[KN_MAX_DIMS];
     uint32_t inner;      /* fused: bit k set when axis k of S is reduced */
@@ -64,7 +65,8 @@ typedef struct kn_schedule {
                           * that fused kernels read in place and nothing materializes) */
     bool *materialize;   /* per node: the value exists as a tensor during a run */
     bool *fusible;       /* per node: an op a generated kernel can compute */
-    uint8_t *level;      /* per node of a fused group: 1 full (over S), 2 outer (reduced) */
+    uint8_t *level;      /* per node of a fused group: 1 full (over S), 2 outer (reduced),
+                          * 3 a column sum of a full member (kn_schedule_opts) */
     int nfused, nlibrary;/* groups of each kind */
     char *log;           /* the decisions, one per line: merges and refusals */
 } kn_schedule;
@@ -81,8 +83,17 @@ kn_status kn_schedule_build(const kn_graph *g, kn_schedule **out);
  * operand chain becomes a kernel of its own. Logged as a decision. */
 #define KN_FUSE_GPU_FEW_ROWS 256
 #define KN_FUSE_GPU_LONG_ROW 65536
+/* colsums (with gpu): a column sum (a sum over leading axes: a bias's or a layernorm
+ * weight's gradient) of a value that a fused group computes at the full level joins that
+ * group as a KN_LEVEL_COLSUM member, so the kernel that computes the value also sums its
+ * columns (kn_kernel.colsums) instead of storing it for a library step that reads it
+ * again. Only on a GPU target: the C renderer has no column sums (the CPU keeps the
+ * library's). Conditions (each refusal is logged): the sum's operand is a full member of
+ * an open or sealed fused group, not a view; in a group with a row reduction the sum runs
+ * over exactly the group's outer axes; every column sum of a group keeps the same columns. */
 typedef struct kn_schedule_opts {
     bool gpu;
+    bool no_colsums;     /* gpu: keep column sums library steps (the comparison's baseline) */
 } kn_schedule_opts;
 kn_status kn_schedule_build_opts(const kn_graph *g, const kn_schedule_opts *o, kn_schedule **out); /* o NULL: the CPU's */
 void kn_schedule_free(kn_schedule *s); /* NULL is fine */
@@ -129,6 +140,15 @@ typedef struct kn_kx {
 
 typedef struct kn_kstore { int buf, src; } kn_kstore;
 
+/* A column sum folded into the kernel (KN_LEVEL_COLSUM): buffer `buf` (a store of
+ * colsum_n elements, contiguous; its strides are 0) gets, for each column c, the sum over
+ * the rows of full entry `src` at the point of flat index row * colsum_n + c of the
+ * kernel's space (the space's row-major order: merging and splitting axes keeps it). In a
+ * kernel with a reduction the columns are its inner axes (colsum_n == inner_n). Only the
+ * CUDA renderer writes them: per-block partial sums in double into a scratch of the
+ * module, then a second kernel <name>_fin adds the partials in a fixed order. */
+typedef struct kn_kcolsum { int buf, src; } kn_kcolsum;
+
 typedef struct kn_kernel {
     char name[32];               /* "k3": a C identifier, unique in its program */
     int ndim;
@@ -142,6 +162,9 @@ typedef struct kn_kernel {
     kn_kstore *stores;
     int nstores;
     int64_t outer_n, inner_n;    /* products of the outer and inner axes */
+    kn_kcolsum *colsums;         /* column sums of full entries (see kn_kcolsum) */
+    int ncolsums;
+    int64_t colsum_n;            /* their number of columns (the same for all) */
 } kn_kernel;
 
 /* Lower fused group `gi` of s to kernel IR named "k<gi>". */
@@ -183,7 +206,7 @@ kn_status kn_kernel_print(FILE *f, const kn_kernel *k);
  *      read from memory: a constant is always fine; one that is a view of a member of G
  *      "reads a value of the group through a view"; one computed from a member of G is
  *      "an operand from outside depends on the group (a cycle)". */
-enum { KN_LEVEL_FULL = 1, KN_LEVEL_OUTER = 2 };
+enum { KN_LEVEL_FULL = 1, KN_LEVEL_OUTER = 2, KN_LEVEL_COLSUM = 3 /* scheduler's, never kn_fuse_refusal's */ };
 
 typedef struct kn_fuse_operand {
     const kn_type *type;
