@@ -88,11 +88,11 @@ static kn_val send_to(kn_builder *b, const kn_pp *pp, int peer, kn_val x) {
     return kn_builder_op(b, "kn_pp send", KN_OP_SEND, 1, &x, &a, NULL);
 }
 
-/* Cut the joint graph J of stage st (forward nodes [0, nfw), then autograd's) into its
- * forward and backward graphs, as the file's comment says. out: the forward's output (y or
+/* Cut the joint graph J of stage st (bwd[i]: node i is autograd's, or comes after its first
+ * node) into its forward and backward graphs, as the file's comment says. out: the forward's output (y or
  * the loss); x, dy: the inputs "pp.x" and "pp.dy" (-1 when the stage has none); grads[0..ng):
  * the parameters' gradients, then (x >= 0) the input's. */
-static kn_status partition(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, int nfw, int32_t out, int32_t x,
+static kn_status partition(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, const char *bwd, int32_t out, int32_t x,
                            int32_t dy, const int32_t *grads, int ng) {
     int N = J->nnodes, prev = (pp->rank - 1 + pp->p) % pp->p, next = (pp->rank + 1) % pp->p;
     char *dep_dy = kn_calloc((size_t)N, 1), *act = kn_calloc((size_t)N, 1), *need = kn_calloc((size_t)N, 1);
@@ -112,7 +112,7 @@ static kn_status partition(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, int nf
             act[i] |= act[n->in[k]];
         }
     }
-#define IN_BWD(i) ((i) >= nfw || dep_dy[i])
+#define IN_BWD(i) (bwd[i] || dep_dy[i])
     /* the backward: from the gradients down; a forward node that depends on the batch is
      * stashed, one computed from parameters alone is computed again */
     for (int k = 0; st_ == KN_OK && k < ng; k++) need[grads[k]] = 1;
@@ -188,6 +188,68 @@ static kn_status partition(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, int nf
     return st_;
 }
 
+/* partition() on the joint graph as autograd made it: its first nfw nodes are the forward's. */
+static kn_status partition_joint(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, int nfw, int32_t out, int32_t x,
+                                 int32_t dy, const int32_t *grads, int ng) {
+    char *bwd = kn_calloc((size_t)J->nnodes + 1, 1);
+    if (!bwd) return kn_error(KN_ERR_OOM, "kn_pp: out of memory");
+    for (int32_t i = nfw; i < J->nnodes; i++) bwd[i] = 1;
+    kn_status s = partition(pp, st, J, bwd, out, x, dy, grads, ng);
+    kn_free(bwd);
+    return s;
+}
+
+/* With a tp axis: the stage's joint graph J (outputs: y or the loss, then the nw gradients:
+ * the parameters' in pidx order, then the input's) placed along tp first (kn_place_graph
+ * with Megatron's parameter placements: the stage's output and its input's gradient end
+ * replicated, each parameter's gradient in its parameter's placement), then partitioned.
+ * The pass emits the nodes for J's node j (and the conversions it needs, right before it)
+ * in J's order, so a local node belongs to the forward when the next node made from J is one
+ * of J's first nfw; the conversions after the last (the outputs') follow their operands. */
+static kn_status place_stage(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, int nfw, int nw) {
+    kn_placement *outs = kn_calloc((size_t)nw + 1, sizeof *outs);
+    int32_t *lg = kn_calloc((size_t)nw + 1, sizeof *lg);
+    kn_place_result pr = {0};
+    char *bwd = NULL;
+    kn_status s = outs && lg ? KN_OK : kn_error(KN_ERR_OOM, "kn_pp: out of memory");
+    if (s == KN_OK && J->noutputs != nw + 1)
+        s = kn_error(KN_ERR_INTERNAL, "kn_pp: stage %d's joint graph has %d outputs, not 1 + %d", st->s, J->noutputs, nw);
+    for (int k = 0; s == KN_OK && k <= nw; k++)
+        outs[k] = k >= 1 && k <= st->np ? pp->place[st->pidx[k - 1]] : kn_place_replicate();
+    kn_place_opts po = {.mesh = KN_MESH_TP, .parts = pp->tp_parts, .rank = pp->tp_rank, .param = kn_tp_gpt_param,
+                        .param_ctx = &pp->split, .outputs = outs, .flags = 0};
+    if (s == KN_OK) {
+        s = kn_place_graph(J, &po, &pr);
+        if (s != KN_OK) s = kn_error(s, "kn_pp: stage %d's blocks along tp=%d: %s", st->s, pp->tp_parts, kn_last_error());
+    }
+    if (s == KN_OK) {
+        pp->tp_all_reduce += pr.all_reduce;
+        pp->tp_all_gather += pr.all_gather;
+    }
+    const kn_graph *L = pr.local;
+    if (s == KN_OK && !(bwd = kn_calloc((size_t)L->nnodes + 1, 1))) s = kn_error(KN_ERR_OOM, "kn_pp: out of memory");
+    if (s == KN_OK) {
+        int32_t owner = -1; /* the next node made from J (-1 after the last: the outputs' conversions) */
+        for (int32_t i = L->nnodes - 1; i >= 0; i--) {
+            kn_place_role r = pr.info[i].role;
+            if (r == KN_PLACE_ROLE_NODE || r == KN_PLACE_ROLE_EXPAND) owner = pr.info[i].from;
+            bwd[i] = owner >= nfw;
+        }
+        for (int32_t i = 0; i < L->nnodes; i++)
+            for (int k = 0; k < L->nodes[i].nin; k++) bwd[i] |= bwd[L->nodes[i].in[k]];
+        for (int k = 0; k < nw; k++) lg[k] = L->outputs[1 + k];
+        int32_t x = st->first ? -1 : kn_graph_find(L, "pp.x"), dy = st->last ? -1 : kn_graph_find(L, "pp.dy");
+        if ((!st->first && x < 0) || (!st->last && dy < 0))
+            s = kn_error(KN_ERR_INTERNAL, "kn_pp: stage %d's placed graph lost its input pp.x or pp.dy", st->s);
+        if (s == KN_OK) s = partition(pp, st, L, bwd, L->outputs[0], x, dy, lg, nw);
+    }
+    kn_place_result_free(&pr);
+    kn_free(bwd);
+    kn_free(outs);
+    kn_free(lg);
+    return s;
+}
+
 kn_status kn_pp_stage_build(kn_pp *pp, kn_pp_stage *st) {
     kn_trainer *t = pp->tr;
     const kn_gpt *g = t->model;
@@ -236,8 +298,11 @@ kn_status kn_pp_stage_build(kn_pp *pp, kn_pp_stage *st) {
         if (s == KN_OK && !gv) s = kn_error(KN_ERR_OOM, "kn_pp: out of memory");
         if (s == KN_OK) s = kn_autograd(fw, L, nw, wrt, &joint, gv);
         for (int k = 0; s == KN_OK && k < nw; k++) gid[k] = gv[k].id;
-        if (s == KN_OK)
-            s = partition(pp, st, joint, fw->nnodes, out.id, st->first ? -1 : in.id, st->last ? -1 : dy.id, gid, nw);
+        if (s == KN_OK && pp->tp)
+            s = place_stage(pp, st, joint, fw->nnodes, nw);
+        else if (s == KN_OK)
+            s = partition_joint(pp, st, joint, fw->nnodes, out.id, st->first ? -1 : in.id, st->last ? -1 : dy.id, gid,
+                                nw);
         kn_free(gv);
     }
     kn_builder_free(b);
@@ -348,6 +413,11 @@ static kn_status coll_run(void *ctx, int32_t id, const kn_node *n, const kn_tens
     struct kn_pp_dir *d = ctx;
     kn_pp *pp = d->pp;
     kn_comm *c = NULL; /* the link of this direction's messages sent by the sender */
+    if (pp->tp && n->op != KN_OP_SEND && n->op != KN_OP_RECV) { /* the stages' tp collectives */
+        kn_collectives tc;
+        kn_tp_collectives(&pp->tpc, &tc);
+        return tc.run(tc.ctx, id, n, in, out);
+    }
     if ((n->op != KN_OP_SEND && n->op != KN_OP_RECV) || n->attrs.mesh != 2 || n->attrs.parts != pp->p)
         return kn_error(KN_ERR_UNSUPPORTED, "%s: %%%d {mesh=%lld, parts=%lld}: the pipeline's context runs send and "
                         "recv over mesh axis 2 (pp) of %d ranks", kn_op_name(n->op), id, (long long)n->attrs.mesh,

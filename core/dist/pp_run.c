@@ -274,24 +274,45 @@ static bool range_is_tied_copy(const kn_pp *pp, int k) {
     return pp->p > 1 && pp->rank == pp->p - 1 && pp->lo[k] == 0;
 }
 
+/* Does this rank count held parameter i in the norm (with a tp axis)? Not the last rank's
+ * wte copy; a replicated parameter on tp rank 0 only (its tp partners hold the same). */
+static bool counts_in_norm(const kn_pp *pp, int i) {
+    if (!pp->owned[i] || (i == 0 && pp->p > 1 && pp->rank == pp->p - 1)) return false;
+    return pp->place[i].kind != KN_PLACE_REPLICATE || pp->tp_rank == 0;
+}
+
+/* The gradients scaled, the norm over every stage (and every tp shard), the clip. */
 static kn_status hook_clip(void *ctx, double scale, bool inject_inf, double *norm) {
     kn_pp *pp = ctx;
     kn_trainer *t = pp->tr;
     float *g = kn_tensor_data(pp->lgrad);
     double ss = 0;
     if (inject_inf && pp->held > 0) { /* the test hook (kiln train: on the ranks KILN_INJECT_INF_RANK names):
-                                         * this rank's last gradient, never in the last rank's copy of wte,
-                                         * which the norm leaves out */
-        float inf = INFINITY;
-        KN_TRY(kn_device_memcpy(t->dev, g + pp->held - 1, KN_CPU, &inf, sizeof inf));
+                                         * this rank's last gradient the norm counts (never in the last rank's
+                                         * copy of wte, nor, with tp, a replicated one on tp rank > 0) */
+        float inf = INFINITY, *at = g + pp->held - 1;
+        for (int i = pp->tr->model->p.count - 1; pp->tp && i >= 0; i--)
+            if (counts_in_norm(pp, i) && pp->linfo[i].numel > 0) {
+                at = (float *)kn_tensor_data(pp->lgview[i]) + pp->linfo[i].numel - 1;
+                break;
+            }
+        KN_TRY(kn_device_memcpy(t->dev, at, KN_CPU, &inf, sizeof inf));
     }
     for (int k = 0; k < pp->nranges; k++) {
         double nk;
         KN_TRY(kn_device_scale(t->dev, g + pp->loff[k], pp->hi[k] - pp->lo[k], scale));
+        if (pp->tp) continue;
         KN_TRY(kn_device_clip_grad_norm(t->dev, g + pp->loff[k], pp->hi[k] - pp->lo[k], 0.0, &nk));
         if (!range_is_tied_copy(pp, k)) ss += nk * nk;
     }
+    for (int i = 0; pp->tp && i < pp->tr->model->p.count; i++) {
+        double ni;
+        if (!counts_in_norm(pp, i)) continue;
+        KN_TRY(kn_device_clip_grad_norm(t->dev, kn_tensor_data(pp->lgview[i]), pp->linfo[i].numel, 0.0, &ni));
+        ss += ni * ni;
+    }
     KN_TRY(kn_pp_sum_f64(pp, pp->comm, &ss, 1, "gradient norm"));
+    if (pp->tp) KN_TRY(kn_pp_sum_f64(pp, pp->tp, &ss, 1, "gradient norm over tp"));
     *norm = sqrt(ss);
     if (t->clip > 0 && *norm > t->clip)
         for (int k = 0; k < pp->nranges; k++)

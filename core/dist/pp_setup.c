@@ -24,7 +24,6 @@
 #include "kiln/step.h"
 #include "pp_impl.h"
 
-
 /* ---------------------------------------------------------------- the checks */
 
 kn_status kn_pp_check(const kn_gpt_config *g, int p, int ranks, int global_batch, const kn_pp_config *c) {
@@ -120,6 +119,54 @@ static kn_status local_view(const kn_param_info *q, const kn_tensor *s, int64_t 
 
 /* ---------------------------------------------------------------- setup */
 
+/* Every parameter's placement along tp and its local layout (kn_pp.linfo): the model's own
+ * without a tp axis; with one, each parameter at its shard's shape, packed in the model's
+ * order (matrices first, so the decayed ones stay a prefix). */
+static kn_status make_layout(kn_pp *pp) {
+    const kn_params *P = &pp->tr->model->p;
+    pp->place = kn_calloc((size_t)P->count, sizeof *pp->place);
+    pp->linfo = kn_calloc((size_t)P->count, sizeof *pp->linfo);
+    if (!pp->place || !pp->linfo) return kn_error(KN_ERR_OOM, "kn_pp: out of memory");
+    pp->ln = pp->tp ? 0 : P->n;
+    pp->ln_decay = pp->tp ? 0 : P->n_decay;
+    for (int i = 0; i < P->count; i++) {
+        kn_param_info *q = &pp->linfo[i];
+        *q = P->info[i];
+        pp->place[i] = kn_place_replicate();
+        if (!pp->tp) continue;
+        KN_TRY(kn_tp_gpt_param(&pp->split, q->name, &pp->place[i]));
+        KN_TRY(kn_place_local_shape(q->ndim, P->info[i].shape, pp->place[i], pp->tp_parts, q->shape));
+        q->numel = 1;
+        for (int d = 0; d < q->ndim; d++) q->numel *= q->shape[d];
+        q->offset = pp->ln;
+        pp->ln += q->numel;
+        if (P->info[i].offset < P->n_decay) pp->ln_decay = pp->ln;
+    }
+    return KN_OK;
+}
+
+/* With a tp axis: the trainer's parameters and optimizer state (1 + comps slabs of P->n, on
+ * its device) cut into this rank's shards, as 1 + comps slabs of the local layout in *out
+ * (on the device). */
+static kn_status scatter_local(kn_pp *pp, int comps, const float *params, const float *state, kn_tensor **out) {
+    kn_trainer *t = pp->tr;
+    const kn_params *P = &t->model->p;
+    int64_t n = P->n, ln = pp->ln, all = (1 + comps) * ln;
+    float *full = kn_malloc((size_t)n * sizeof *full), *loc = kn_malloc((size_t)(all > 0 ? all : 1) * sizeof *loc);
+    kn_status st = full && loc ? KN_OK : kn_error(KN_ERR_OOM, "kn_pp: out of memory");
+    for (int c = -1; st == KN_OK && c < comps; c++) { /* c = -1: the parameters */
+        st = kn_device_memcpy(KN_CPU, full, t->dev, c < 0 ? params : state + c * n, (size_t)n * sizeof *full);
+        for (int i = 0; st == KN_OK && i < P->count; i++)
+            st = kn_place_scatter(full + P->info[i].offset, P->info[i].ndim, P->info[i].shape, pp->place[i],
+                                  pp->tp_parts, pp->tp_rank, loc + (c + 1) * ln + pp->linfo[i].offset);
+    }
+    if (st == KN_OK) st = kn_tensor_empty_on(out, t->dev, KN_DT_F32, 1, &all);
+    if (st == KN_OK) st = kn_device_memcpy(t->dev, kn_tensor_data(*out), KN_CPU, loc, (size_t)all * sizeof *loc);
+    kn_free(full);
+    kn_free(loc);
+    return st;
+}
+
 /* The owned parameters as maximal contiguous slab ranges, each with its optimizer and its
  * state (taken from the trainer's, so a resumed run continues), and this rank's own slabs:
  * the ranges' parameters copied out of the trainer's slab, a gradient slab, the low copies
@@ -142,7 +189,7 @@ static kn_status make_ranges(kn_pp *pp) {
         for (int k = 0; k < pp->stage[c].np; k++) pp->owned[pp->stage[c].pidx[k]] = true;
     for (int i = 0; i < P->count; i++) {
         if (!pp->owned[i]) continue;
-        int64_t lo = P->info[i].offset, hi = lo + P->info[i].numel;
+        int64_t lo = pp->linfo[i].offset, hi = lo + pp->linfo[i].numel;
         /* (on the last rank wte is a range of its own: wpe, next in the slab, is rank 0's) */
         if (pp->nranges > 0 && pp->hi[pp->nranges - 1] == lo) {
             pp->hi[pp->nranges - 1] = hi;
@@ -153,41 +200,53 @@ static kn_status make_ranges(kn_pp *pp) {
         }
         pp->held += hi - lo;
     }
-    int64_t n = P->n, held = pp->held > 0 ? pp->held : 1;
+    int64_t n = pp->ln, held = pp->held > 0 ? pp->held : 1;
     int comps = t->opt.n > 0 ? (int)(t->opt.state_len / t->opt.n) : 0;
-    float *src = t->state ? kn_tensor_data(t->state) : t->opt.state;
-    KN_TRY(kn_tensor_empty_on(&pp->lparam, t->dev, KN_DT_F32, 1, &held));
-    KN_TRY(kn_tensor_empty_on(&pp->lgrad, t->dev, KN_DT_F32, 1, &held));
-    KN_TRY(kn_device_memset(t->dev, kn_tensor_data(pp->lgrad), 0, (size_t)held * sizeof(float)));
+    float *src = t->state ? kn_tensor_data(t->state) : t->opt.state, *psrc = kn_tensor_data(t->params);
+    kn_tensor *lsrc = NULL; /* with tp: the shards of the parameters and the state, in the local layout */
+    if (pp->tp) {
+        KN_TRY(scatter_local(pp, comps, psrc, src, &lsrc));
+        psrc = kn_tensor_data(lsrc);
+        src = psrc + n;
+    }
+    kn_status st = KN_OK;
+#define TRY_(x) do { if (st == KN_OK) st = (x); } while (0)
+    TRY_(kn_tensor_empty_on(&pp->lparam, t->dev, KN_DT_F32, 1, &held));
+    TRY_(kn_tensor_empty_on(&pp->lgrad, t->dev, KN_DT_F32, 1, &held));
+    TRY_(kn_device_memset(t->dev, kn_tensor_data(pp->lgrad), 0, (size_t)held * sizeof(float)));
     pp->low_dt = t->low ? t->low_dt : KN_DT_F32;
     if (pp->low_dt != KN_DT_F32) {
-        KN_TRY(kn_tensor_empty_on(&pp->llow, t->dev, pp->low_dt, 1, &held));
-        if (!(pp->llow_view = kn_calloc(np, sizeof *pp->llow_view))) return kn_error(KN_ERR_OOM, "kn_pp: out of memory");
+        TRY_(kn_tensor_empty_on(&pp->llow, t->dev, pp->low_dt, 1, &held));
+        if (st == KN_OK && !(pp->llow_view = kn_calloc(np, sizeof *pp->llow_view)))
+            st = kn_error(KN_ERR_OOM, "kn_pp: out of memory");
     }
-    for (int k = 0; k < pp->nranges; k++) {
-        int64_t len = pp->hi[k] - pp->lo[k], nd = P->n_decay - pp->lo[k];
-        KN_TRY(kn_device_memcpy(t->dev, (float *)kn_tensor_data(pp->lparam) + pp->loff[k], t->dev,
-                                (float *)kn_tensor_data(t->params) + pp->lo[k], (size_t)len * sizeof(float)));
+    for (int k = 0; st == KN_OK && k < pp->nranges; k++) {
+        int64_t len = pp->hi[k] - pp->lo[k], nd = pp->ln_decay - pp->lo[k];
+        TRY_(kn_device_memcpy(t->dev, (float *)kn_tensor_data(pp->lparam) + pp->loff[k], t->dev, psrc + pp->lo[k],
+                              (size_t)len * sizeof(float)));
         nd = nd < 0 ? 0 : nd > len ? len : nd;
-        KN_TRY(kn_optim_init(&pp->opt[k], &t->opt.cfg, len, nd));
+        TRY_(kn_optim_init(&pp->opt[k], &t->opt.cfg, len, nd));
         pp->opt[k].step = t->opt.step;
         int64_t sl = pp->opt[k].state_len > 0 ? pp->opt[k].state_len : 1;
-        KN_TRY(kn_tensor_empty_on(&pp->state[k], t->dev, KN_DT_F32, 1, &sl));
+        TRY_(kn_tensor_empty_on(&pp->state[k], t->dev, KN_DT_F32, 1, &sl));
         for (int c = 0; c < comps; c++)
-            KN_TRY(kn_device_memcpy(t->dev, (float *)kn_tensor_data(pp->state[k]) + c * len, t->dev,
-                                    src + c * n + pp->lo[k], (size_t)len * sizeof(float)));
+            TRY_(kn_device_memcpy(t->dev, (float *)kn_tensor_data(pp->state[k]) + c * len, t->dev,
+                                  src + c * n + pp->lo[k], (size_t)len * sizeof(float)));
     }
+    kn_tensor_free(lsrc);
     /* every held parameter's views: its range's offset plus its own within the range */
-    for (int i = 0, k = 0; i < P->count; i++) {
+    for (int i = 0, k = 0; st == KN_OK && i < P->count; i++) {
+        const kn_param_info *q = &pp->linfo[i];
         if (!pp->owned[i]) continue;
-        while (P->info[i].offset >= pp->hi[k]) k++;
-        int64_t off = pp->loff[k] + P->info[i].offset - pp->lo[k];
-        KN_TRY(local_view(&P->info[i], pp->lparam, off, &pp->lview[i]));
-        KN_TRY(local_view(&P->info[i], pp->lgrad, off, &pp->lgview[i]));
-        if (pp->llow) KN_TRY(local_view(&P->info[i], pp->llow, off, &pp->llow_view[i]));
+        while (q->offset >= pp->hi[k]) k++;
+        int64_t off = pp->loff[k] + q->offset - pp->lo[k];
+        TRY_(local_view(q, pp->lparam, off, &pp->lview[i]));
+        TRY_(local_view(q, pp->lgrad, off, &pp->lgview[i]));
+        if (pp->llow) TRY_(local_view(q, pp->llow, off, &pp->llow_view[i]));
     }
+#undef TRY_
     pp->full = true;
-    return KN_OK;
+    return st;
 }
 
 kn_status kn_pp_new(kn_pp *pp, kn_comm *c, kn_trainer *tr, const kn_pp_config *cfg) {
@@ -206,8 +265,18 @@ kn_status kn_pp_new(kn_pp *pp, kn_comm *c, kn_trainer *tr, const kn_pp_config *c
     pp->cfg.chunks = pp->v;
     pp->cfg.accum = cfg->accum > 0 ? cfg->accum : 1;
     pp->stages = pp->p * pp->v;
+    pp->tp = cfg->tp && cfg->tp->size > 1 ? cfg->tp : NULL;
+    pp->tp_parts = pp->tp ? pp->tp->size : 1;
+    pp->tp_rank = pp->tp ? pp->tp->rank : 0;
+    pp->split = (kn_tp_split){tr->model->cfg.vocab, pp->tp_parts};
+    pp->tpc.axes[KN_MESH_TP] = pp->tp;
     kn_status st = KN_OK;
+    if (pp->tp) { /* Megatron's split of every stage's blocks: heads, width and 4 width over tp */
+        kn_mesh m = {.size = {1, pp->tp_parts, pp->p}};
+        st = kn_mesh_check_gpt(&m, &tr->model->cfg);
+    }
 #define TRY_(x) do { if (st == KN_OK) st = (x); } while (0)
+    TRY_(make_layout(pp));
     pp->link = kn_calloc(2 * (size_t)pp->p, sizeof *pp->link);
     if (!pp->link) st = kn_error(KN_ERR_OOM, "kn_pp_new: out of memory");
     for (int k = 0; k < 2 * pp->p; k++) TRY_(kn_comm_split(c, 0, c->rank, &pp->link[k]));
@@ -284,6 +353,8 @@ void kn_pp_free(kn_pp *pp) {
     kn_free(pp->hi);
     kn_free(pp->loff);
     kn_free(pp->owned);
+    kn_free(pp->place);
+    kn_free(pp->linfo);
     kn_free(pp->actions);
     kn_free(pp->events);
     for (int k = 0; pp->link && k < 2 * pp->p; k++) kn_comm_free(pp->link[k]);
@@ -348,11 +419,42 @@ static kn_status make_full(kn_pp *pp) {
     return KN_OK;
 }
 
+/* With a tp axis: every tp rank's local slabs (lf: 1 + comps slabs of the local layout, the
+ * parameters and the optimizer state) gathered over tp and put together (kn_place_gather)
+ * into the trainer's param and state slabs (on its device). */
+static kn_status gather_tp(kn_pp *pp, int comps, const kn_tensor *lf, float *param, float *state) {
+    kn_trainer *t = pp->tr;
+    const kn_params *P = &t->model->p;
+    int N = pp->tp_parts;
+    int64_t n = P->n, ln = pp->ln, per = (1 + comps) * ln, tot = per * N;
+    int64_t *counts = kn_calloc((size_t)N, sizeof *counts);
+    float *host = kn_malloc((size_t)(tot > 0 ? tot : 1) * sizeof *host), *full = kn_malloc((size_t)n * sizeof *full);
+    kn_tensor *all = NULL;
+    kn_status st = counts && host && full ? KN_OK : kn_error(KN_ERR_OOM, "kn_pp_gather: out of memory");
+    for (int q = 0; counts && q < N; q++) counts[q] = per;
+    if (st == KN_OK) st = kn_tensor_empty_on(&all, t->dev, KN_DT_F32, 1, &tot);
+    if (st == KN_OK) st = kn_comm_all_gather(pp->tp, kn_tensor_data(lf), kn_tensor_data(all), counts, KN_DT_F32);
+    if (st == KN_OK) st = kn_device_memcpy(KN_CPU, host, t->dev, kn_tensor_data(all), (size_t)tot * sizeof *host);
+    for (int c = -1; st == KN_OK && c < comps; c++) { /* c = -1: the parameters */
+        for (int q = 0; st == KN_OK && q < N; q++)
+            for (int i = 0; st == KN_OK && i < P->count; i++)
+                st = kn_place_gather(host + q * per + (c + 1) * ln + pp->linfo[i].offset, P->info[i].ndim,
+                                     P->info[i].shape, pp->place[i], N, q, full + P->info[i].offset);
+        if (st == KN_OK)
+            st = kn_device_memcpy(t->dev, c < 0 ? param : state + c * n, KN_CPU, full, (size_t)n * sizeof *full);
+    }
+    kn_tensor_free(all);
+    kn_free(counts);
+    kn_free(host);
+    kn_free(full);
+    return st;
+}
+
 kn_status kn_pp_gather(kn_pp *pp) {
     if (!pp || !pp->tr) return kn_error(KN_ERR_ARG, "kn_pp_gather: NULL argument");
     kn_trainer *t = pp->tr;
     const kn_params *P = &t->model->p;
-    int64_t n = P->n;
+    int64_t n = pp->ln;
     int comps = t->opt.n > 0 ? (int)(t->opt.state_len / t->opt.n) : 0;
     if (!pp->full) {
         kn_status st = make_full(pp);
@@ -362,22 +464,37 @@ kn_status kn_pp_gather(kn_pp *pp) {
         }
     }
     float *param = kn_tensor_data(t->params), *state = t->state ? kn_tensor_data(t->state) : t->opt.state;
-    /* this rank's parameters and optimizer state into the trainer's slabs, then every
-     * parameter's from its owner */
+    /* with tp, the local layout's slabs first (gather_tp puts the shards together) */
+    kn_tensor *lf = NULL;
+    float *lp = param, *ls = state;
+    if (pp->tp) {
+        int64_t all = (1 + comps) * n;
+        KN_TRY(kn_tensor_empty_on(&lf, t->dev, KN_DT_F32, 1, &all));
+        lp = kn_tensor_data(lf);
+        ls = lp + n;
+    }
+    /* this rank's parameters and optimizer state into those slabs, then every parameter's
+     * from its owner */
+    kn_status st = KN_OK;
+#define TRY_(x) do { if (st == KN_OK) st = (x); } while (0)
     for (int k = 0; k < pp->nranges; k++) {
         int64_t len = pp->hi[k] - pp->lo[k];
-        KN_TRY(kn_device_memcpy(t->dev, param + pp->lo[k], t->dev, (float *)kn_tensor_data(pp->lparam) + pp->loff[k],
-                                (size_t)len * sizeof(float)));
+        TRY_(kn_device_memcpy(t->dev, lp + pp->lo[k], t->dev, (float *)kn_tensor_data(pp->lparam) + pp->loff[k],
+                              (size_t)len * sizeof(float)));
         for (int c = 0; c < comps; c++)
-            KN_TRY(kn_device_memcpy(t->dev, state + c * n + pp->lo[k], t->dev,
-                                    (float *)kn_tensor_data(pp->state[k]) + c * len, (size_t)len * sizeof(float)));
+            TRY_(kn_device_memcpy(t->dev, ls + c * n + pp->lo[k], t->dev,
+                                  (float *)kn_tensor_data(pp->state[k]) + c * len, (size_t)len * sizeof(float)));
     }
     for (int i = 0; i < P->count; i++) {
         int owner = kn_pp_owner(pp, i);
-        int64_t off = P->info[i].offset, len = P->info[i].numel;
-        KN_TRY(kn_comm_broadcast(pp->comm, param + off, len, KN_DT_F32, owner));
-        for (int c = 0; c < comps; c++) KN_TRY(kn_comm_broadcast(pp->comm, state + c * n + off, len, KN_DT_F32, owner));
+        int64_t off = pp->linfo[i].offset, len = pp->linfo[i].numel;
+        TRY_(kn_comm_broadcast(pp->comm, lp + off, len, KN_DT_F32, owner));
+        for (int c = 0; c < comps; c++) TRY_(kn_comm_broadcast(pp->comm, ls + c * n + off, len, KN_DT_F32, owner));
     }
+    if (pp->tp) TRY_(gather_tp(pp, comps, lf, param, state));
+#undef TRY_
+    kn_tensor_free(lf);
+    KN_TRY(st);
     t->low_fresh = false;
     return kn_trainer_sync_host(t);
 }

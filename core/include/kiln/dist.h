@@ -445,6 +445,9 @@ typedef struct kn_pp_config {
     int micro;             /* m: micro-batches per step (>= 1) */
     int chunks;            /* v: chunks per rank; 0: implied (2 for interleaved, else 1) */
     int accum;             /* rounds of the schedule per step, gradients summed (--accum); 0: 1 */
+    kn_comm *tp;           /* borrowed, NULL: none; the tensor-parallel axis (a tp x pp mesh): every
+                            * stage's graph is placed along it (Megatron's split, kn_place_graph,
+                            * mesh axis 1) before it is cut into forward and backward */
 } kn_pp_config;
 
 /* One action of the last step, for the timeline: F or B of (micro, chunk), started at t0
@@ -471,6 +474,15 @@ typedef struct kn_pp {
                               * for p = 1 */
     kn_comm *dp;             /* borrowed, NULL: none; the data-parallel axis (kn_pp_set_dp): this
                               * pipeline is replica dp->rank of dp->size */
+    kn_comm *tp;             /* borrowed, NULL: none; the tensor-parallel axis (kn_pp_config.tp) */
+    int tp_parts, tp_rank;   /* its size and this rank's index (1 and 0 without one) */
+    kn_tp_split split;       /* kn_tp_gpt_param's context: each parameter's placement along tp */
+    kn_tp_comms tpc;         /* the stages' all_reduce / all_gather / reduce_scatter run over tp */
+    kn_placement *place;     /* owned: per parameter its placement along tp (R without tp) */
+    kn_param_info *linfo;    /* owned: per parameter its local layout: the tp shard's shape and size,
+                              * offsets in the model's order (the model's own without tp) */
+    int64_t ln, ln_decay;    /* floats of that layout; the decayed ones first */
+    int tp_all_reduce, tp_all_gather; /* the conversions the placement pass put in this rank's stages */
     kn_trainer *tr;          /* borrowed: its batch is one micro-batch */
     kn_pp_config cfg;        /* chunks and accum made explicit */
     int p, rank, v, stages;  /* stages = p * v */
