@@ -21,6 +21,16 @@
 
 #include "cli/train_impl.h"
 
+/* The mesh as written ("tp=2,pp=2"), into buf. */
+static const char *mesh_text(const kn_mesh *m, char *buf, size_t size) {
+    static const char *const names[KN_MESH_AXES] = {"dp", "tp", "pp"};
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < m->naxes && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%s=%d", i ? "," : "", names[m->order[i]], m->size[m->order[i]]);
+    return buf;
+}
+
 int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, int dp, const char *schedule, int micro,
                       int chunks) {
     kn_pp_config c = {.micro = micro > 0 ? micro : 4 * pp, .chunks = chunks};
@@ -55,11 +65,12 @@ int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, int dp, const
         return 2;
     }
     int tp = rd->mesh.size[KN_MESH_TP] > 1 ? rd->mesh.size[KN_MESH_TP] : 1;
+    char text[64];
     if ((dp > 1 || tp > 1) && rd->size != dp * tp * pp) {
         if (rd->rank == 0) {
             if (tp > 1)
-                fprintf(stderr, "kiln train: --mesh dp=%d,tp=%d,pp=%d on %d ranks: the ranks must be dp x tp x pp "
-                        "(run mpiexec -n %d)\n", dp, tp, pp, rd->size, dp * tp * pp);
+                fprintf(stderr, "kiln train: --mesh %s on %d ranks: the ranks must be dp x tp x pp = %d (run mpiexec "
+                        "-n %d)\n", mesh_text(&rd->mesh, text, sizeof text), rd->size, dp * tp * pp, dp * tp * pp);
             else
                 fprintf(stderr, "kiln train: --mesh dp=%d,pp=%d on %d ranks: the ranks must be dp x pp (run mpiexec "
                         "-n %d)\n", dp, pp, rd->size, dp * pp);
