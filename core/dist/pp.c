@@ -17,6 +17,13 @@
  *   backward  the backward nodes the gradients need; a stashed activation is an input
  *             "pp.s<k>", a parameter is read again by name, and nodes computed from
  *             parameters alone (a slice of c_attn's weight) are recomputed, not stashed.
+ * With a tp axis (a tp x pp mesh) the joint graph is first placed along it (kn_place_graph,
+ * Megatron's parameter placements; the output and the input's gradient end replicated, each
+ * parameter's gradient in its parameter's placement), and the rank's local graph is what is
+ * cut: the all-reduces fall inside the programs, the stash holds local values, and the
+ * stage's x and dy stay replicated, each tp rank talking to the same tp rank of the next
+ * stage over its own pp communicator. The context below hands those collectives to tensor
+ * parallelism's (kn_tp_collectives): one context for both axes.
  * Then the stage's traffic becomes IR ops at the graphs' ends: "pp.x" is replaced by a recv
  * from the previous stage and y is sent to the next ({mesh=2, parts=p, peer}); in the
  * backward, "pp.dy" is a recv from the next stage and the input's gradient is sent to the
