@@ -547,7 +547,11 @@ kn_status kn_pp_check(const kn_gpt_config *g, int p, int ranks, int global_batch
  * (kn_pp.lparam) and the trainer's whole-model slabs freed (model->p.slab on the CPU, the
  * device copies on a GPU; the gradient and optimizer-state slabs; the low copies): the
  * trainer is not stepped on its own after this, and its parameters are read only after
- * kn_pp_gather. */
+ * kn_pp_gather. With cfg->tp (a tp x pp mesh; c is then the pp axis of this rank's tp and dp
+ * coordinates) every stage's joint graph is placed along tp before it is cut (Megatron's
+ * split; KN_ERR_ARG when the heads or the width do not split, kn_mesh_check_gpt's message),
+ * the rank's slabs hold its shards (kn_pp.linfo's layout), the tied wte's gradients are
+ * summed per tp coordinate and the norm over tp and pp. */
 kn_status kn_pp_new(kn_pp *pp, kn_comm *c, kn_trainer *tr, const kn_pp_config *cfg);
 void kn_pp_free(kn_pp *pp);
 /* Compose with data parallelism (a dp x pp mesh): call after kn_pp_new, before the first
@@ -572,7 +576,7 @@ kn_status kn_pp_step(kn_pp *pp, const int32_t *x, const int32_t *y, int global_b
  * state, the low copies; not the gradients), the evaluation program bound to them: before
  * evaluation, sampling, a checkpoint, or a comparison. The next kn_pp_step frees them again
  * (the local slabs are what trains: a change made to the gathered slab is not seen).
- * Collective over the pp axis. */
+ * Collective over the pp axis (and the tp axis: the shards put together, kn_place_gather). */
 kn_status kn_pp_gather(kn_pp *pp);
 /* The last step's timeline of every rank, gathered (collective); rank 0 writes it to path
  * as TSV ("rank op micro chunk t0 t_ready t1 idle", seconds; idle: the wait before t_ready since
