@@ -160,16 +160,16 @@ void kn_train_pp_report(const kn_train_opts *o, kn_train_dist *rd) {
            "%.1f%%", 100 * bubble, 100.0 * (pp - 1) / (m + pp - 1));
     if (v > 1) printf(", interleaved (p-1)/(v m+p-1) = %.1f%%", 100.0 * (pp - 1) / (v * m + pp - 1));
     printf("\n");
-    static double st[KN_PP_STATS * 1024];
+    static double st[KN_PP_STATS * 1024]; /* the pp ranks of this rank's tp coordinate (rank 0's: tp rank 0) */
     double P = (double)p->tr->model->p.n;
     if (pp <= 1024 && kn_pp_rank_stats(p, st) == KN_OK)
         for (int r = 0; r < pp; r++) {
             const double *q = st + KN_PP_STATS * r;
             printf("  rank %-16d stash: %.0f micro-batch chunks' activations alive at the peak, %.2f MB\n", r, q[0],
                    q[1] / 1e6);
-            printf("  rank %-16d holds %.0f of P = %.0f parameters (%.1f%%, P/p %.1f%%): parameter bytes %.0f, "
+            printf("  rank %-16d holds %.0f of P = %.0f parameters (%.1f%%, P/%s %.1f%%): parameter bytes %.0f, "
                    "gradient bytes %.0f, optimizer-state bytes %.0f, low-copy bytes %.0f\n", r, q[2], P,
-                   100 * q[2] / P, 100.0 / pp, q[3], q[4], q[5], q[6]);
+                   100 * q[2] / P, p->tp ? "(p tp)" : "p", 100.0 / (pp * p->tp_parts), q[3], q[4], q[5], q[6]);
         }
     if (o->timeline[0]) printf("  timeline              %s (draw: bash plots/pp_timeline.sh %s OUT.png)\n", o->timeline,
                                o->timeline);

@@ -155,6 +155,22 @@ ok "tp=2 fp16 (rank 1's overflow at step 2 skipped by both), resumed with its lo
 trained tp-adam 4 $A --lr 1e-2 --mesh tp=2,pp=2 --schedule 1f1b --microbatches 2
 grep -q "tensor parallel: tp=2 ranks per stage" tp-adam.txt || { cat tp-adam.txt; echo "tp=2,pp=2: no tp line"; exit 1; }
 ok "tp=2,pp=2 1f1b (adam)" same tp-adam adam $TOL_ADAM
+# each rank's slabs hold its stages' shards: per block 12 D^2 / 2 of matrices, c_attn's and
+# c_fc's biases halved, the layernorms and the c_proj biases whole; wte whole (41 tokens do
+# not split), wpe on the first stage, ln_f on the last
+python3 - tp-adam.txt <<'PY' || { echo "tp=2,pp=2: the per-rank memory is not the stages' shards"; exit 1; }
+import re, sys
+t = open(sys.argv[1]).read()
+L, D, C, V, P = map(int, re.search(r"GPT (\d+) layers, width (\d+), \d+ heads, context (\d+), vocab (\d+): (\d+) parameters", t).groups())
+p, tp = 2, 2
+blk = 12 * D * D // tp + (3 * D + 4 * D) // tp + 4 * D + 2 * D
+rows = re.findall(r"rank (\d+) +holds (\d+) of P", t)
+assert len(rows) == p, rows
+for r, n in (map(int, row) for row in rows):
+    want = (L // p) * blk + V * D + (C * D if r == 0 else 2 * D)
+    assert n == want, "rank %d holds %d parameters, its stages' shards have %d" % (r, n, want)
+print("tp=2,pp=2: each rank holds its stages' shards, %s of P = %d" % ([int(n) for _, n in rows], P))
+PY
 trained tp-sgd 4 $A --optimizer sgd --momentum 0.9 --lr 0.1 --mesh pp=2,tp=2 --schedule interleaved --microbatches 2
 ok "pp=2,tp=2 interleaved (sgd)" same tp-sgd sgd $TOL
 KILN_INJECT_INF_STEP=2 KILN_INJECT_INF_RANK=3 trained tp-f4 4 $F --mesh tp=2,pp=2 --microbatches 2
