@@ -78,6 +78,12 @@ int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, int dp, const
         return 2;
     }
     kn_gpt_config g = {.vocab = 1, .context = o->context, .layers = o->layers, .width = o->width, .heads = o->heads};
+    if (o->sp && tp == 1) {
+        if (rd->rank == 0)
+            fprintf(stderr, "kiln train: --sp is sequence parallelism within tensor parallelism: the mesh needs a tp "
+                    "axis (--mesh tp=2,pp=%d)\n", pp);
+        return 2;
+    }
     if (tp > 1 && kn_mesh_check_gpt(&rd->mesh, &g) != KN_OK) { /* heads and width split over tp */
         if (rd->rank == 0) fprintf(stderr, "kiln train: %s\n", kn_last_error());
         return 2;
@@ -102,6 +108,7 @@ kn_status kn_train_pp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_train
         ppc = rd->axes[KN_MESH_PP];
         dpc = rd->axes[KN_MESH_DP];
         rd->pp_cfg.tp = rd->axes[KN_MESH_TP];
+        rd->pp_cfg.tp_flags = o->sp ? KN_PLACE_SEQUENCE_PARALLEL : 0;
     }
     KN_TRY(kn_pp_new(&rd->pp, ppc, tr, &rd->pp_cfg));
     KN_TRY(kn_pp_set_dp(&rd->pp, dpc));
@@ -131,8 +138,9 @@ kn_status kn_train_pp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_train
     printf("  send / recv           ops of each stage's forward and backward programs (mesh axis 2, pp)\n");
     if (p->tp) {
         printf("  tensor parallel: tp=%d ranks per stage (%s), Megatron's split placed on each stage's graph: the "
-               "placement pass put %d all_reduce, %d all_gather in rank 0's stages; it holds %lld of the %lld "
-               "parameters of the local layout\n", p->tp_parts, o->comm, p->tp_all_reduce, p->tp_all_gather, (long long)p->held, (long long)p->ln);
+               "placement pass put %d all_reduce, %d all_gather, %d reduce_scatter in rank 0's stages%s; it holds "
+               "%lld of the %lld parameters of the local layout\n", p->tp_parts, o->comm, p->tp_all_reduce,
+               p->tp_all_gather, p->tp_reduce_scatter, o->sp ? " (sequence parallel)" : "", (long long)p->held, (long long)p->ln);
         if (!kn_mesh_vocab_split(&rd->mesh, &tr->model->cfg))
             printf("  vocabulary            %d is not a multiple of tp=%d: the token embedding and the logits stay "
                    "replicated\n", tr->model->cfg.vocab, p->tp_parts);

@@ -224,7 +224,7 @@ static kn_status place_stage(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, int 
     for (int k = 0; s == KN_OK && k <= nw; k++)
         outs[k] = k >= 1 && k <= st->np ? pp->place[st->pidx[k - 1]] : kn_place_replicate();
     kn_place_opts po = {.mesh = KN_MESH_TP, .parts = pp->tp_parts, .rank = pp->tp_rank, .param = kn_tp_gpt_param,
-                        .param_ctx = &pp->split, .outputs = outs, .flags = 0};
+                        .param_ctx = &pp->split, .outputs = outs, .flags = pp->cfg.tp_flags};
     if (s == KN_OK) {
         s = kn_place_graph(J, &po, &pr);
         if (s != KN_OK) s = kn_error(s, "kn_pp: stage %d's blocks along tp=%d: %s", st->s, pp->tp_parts, kn_last_error());
@@ -232,6 +232,7 @@ static kn_status place_stage(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, int 
     if (s == KN_OK) {
         pp->tp_all_reduce += pr.all_reduce;
         pp->tp_all_gather += pr.all_gather;
+        pp->tp_reduce_scatter += pr.reduce_scatter;
     }
     const kn_graph *L = pr.local;
     if (s == KN_OK && !(bwd = kn_calloc((size_t)L->nnodes + 1, 1))) s = kn_error(KN_ERR_OOM, "kn_pp: out of memory");

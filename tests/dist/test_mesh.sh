@@ -15,12 +15,12 @@
 # an inf planted on one rank (every rank skips that step, the scale halves, as one process
 # does), and --resume onto tp meshes (a dp=2,tp=2 checkpoint resumed with ZeRO-1,
 # an fp16 tp=2 run resumed with its loss scale), each equal
-# to one process's uninterrupted run. tp x pp (--mesh tp=2,pp=2): each schedule, fp16 with an
-# overflow on one rank, a resume (below, where it says why each fails when broken). Then
+# to one process's uninterrupted run. tp x pp (--mesh tp=2,pp=2): each schedule, --sp, fp16
+# with an overflow on one rank, a resume (below, where it says why each fails when broken). Then
 # what is not built or not valid is refused with its reason: a tp x pp mesh the ranks do not
 # make, heads that tp does not divide, layers the stages do not share, fewer micro-batches
-# than stages, --sp with pp, --dist with --pp, a batch the pipelines and rounds do not share equally, ranks
-# that are not dp x pp.
+# than stages, --sp without a tp axis, --dist with --pp, a batch the pipelines and rounds do
+# not share equally, ranks that are not dp x pp.
 # A broken composition fails here: without the gradients' sum over dp each pipeline updates
 # from its half of the batch (the parameters leave the one process's course); with both
 # pipelines on the same rows the losses differ; an overflow decided per rank or per dp group
@@ -146,8 +146,8 @@ ok "tp=2 fp16 (rank 1's overflow at step 2 skipped by both), resumed with its lo
 # tp x pp (4 ranks): two pipeline stages, each stage's blocks split over two tp ranks
 # (Megatron's split placed on each stage's graph before it is cut into forward and
 # backward; activations cross between the stages replicated, per tp coordinate). AdamW
-# with 1F1B; SGD interleaved (two chunks per rank), the mesh written pp first; fp16 with an
-# overflow planted on rank 3 (tp rank 1 of the second stage: its tp partner sees it through
+# with 1F1B; SGD interleaved (two chunks per rank), the mesh written pp first; sequence
+# parallelism inside the stages (--sp, SGD); fp16 with an overflow planted on rank 3 (tp rank 1 of the second stage: its tp partner sees it through
 # the norm's sum over tp, the first stage through the sum over pp); a checkpoint of
 # tp=2,pp=2 (1F1B) resumed with GPipe. Without the placement each stage's local graph has
 # full-size weights the shards do not fill; without the norm's sum over tp the clip and the
@@ -173,6 +173,9 @@ print("tp=2,pp=2: each rank holds its stages' shards, %s of P = %d" % ([int(n) f
 PY
 trained tp-sgd 4 $A --optimizer sgd --momentum 0.9 --lr 0.1 --mesh pp=2,tp=2 --schedule interleaved --microbatches 2
 ok "pp=2,tp=2 interleaved (sgd)" same tp-sgd sgd $TOL
+trained tp-sp 4 $A --optimizer sgd --momentum 0.9 --lr 0.1 --mesh tp=2,pp=2 --sp --microbatches 2
+grep -q "reduce_scatter in rank 0's stages (sequence parallel)" tp-sp.txt || { cat tp-sp.txt; echo "tp=2,pp=2 --sp: no sp"; exit 1; }
+ok "tp=2,pp=2 --sp 1f1b (sgd)" same tp-sp sgd $TOL
 KILN_INJECT_INF_STEP=2 KILN_INJECT_INF_RANK=3 trained tp-f4 4 $F --mesh tp=2,pp=2 --microbatches 2
 skipped2 tp-f4
 ok "tp=2,pp=2 fp16, rank 3's overflow at step 2 skipped by all" same tp-f4 f1a2 $TOL
@@ -188,7 +191,7 @@ expect "the ranks must be dp x tp x pp = 4 (run mpiexec -n 4)" 2 --mesh tp=2,pp=
 expect "the model's heads (1) is not a multiple of tp" 4 --mesh tp=2,pp=2 --heads 1
 expect "3 layers do not divide into 2 stages" 4 --mesh tp=2,pp=2 --layers 3
 expect "need --microbatches >= --pp" 4 --mesh tp=2,pp=2 --microbatches 1
-expect "sequence parallelism is not combined with pipeline stages" 4 --mesh tp=2,pp=2 --sp
+expect "the mesh needs a tp axis" 2 --mesh pp=2 --sp
 expect "write the mesh: --mesh dp=2,pp=2" 2 --pp 2 --dist ddp
 expect "not divisible by dp x --accum 2" 4 --mesh dp=2,pp=2 --accum 2 --batch 6
 expect "not divisible by --microbatches 4 (per pipeline of dp)" 4 --mesh dp=2,pp=2 --microbatches 4 --batch 4

@@ -448,6 +448,7 @@ typedef struct kn_pp_config {
     kn_comm *tp;           /* borrowed, NULL: none; the tensor-parallel axis (a tp x pp mesh): every
                             * stage's graph is placed along it (Megatron's split, kn_place_graph,
                             * mesh axis 1) before it is cut into forward and backward */
+    unsigned tp_flags;     /* the placement pass's flags with tp (KN_PLACE_SEQUENCE_PARALLEL: --sp) */
 } kn_pp_config;
 
 /* One action of the last step, for the timeline: F or B of (micro, chunk), started at t0
@@ -482,7 +483,8 @@ typedef struct kn_pp {
     kn_param_info *linfo;    /* owned: per parameter its local layout: the tp shard's shape and size,
                               * offsets in the model's order (the model's own without tp) */
     int64_t ln, ln_decay;    /* floats of that layout; the decayed ones first */
-    int tp_all_reduce, tp_all_gather; /* the conversions the placement pass put in this rank's stages */
+    int tp_all_reduce, tp_all_gather, tp_reduce_scatter; /* the conversions the placement pass put in
+                              * this rank's stages */
     kn_trainer *tr;          /* borrowed: its batch is one micro-batch */
     kn_pp_config cfg;        /* chunks and accum made explicit */
     int p, rank, v, stages;  /* stages = p * v */
