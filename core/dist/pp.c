@@ -21,8 +21,9 @@
  * Megatron's parameter placements; the output and the input's gradient end replicated, each
  * parameter's gradient in its parameter's placement), and the rank's local graph is what is
  * cut: the all-reduces fall inside the programs, the stash holds local values, and the
- * stage's x and dy stay replicated, each tp rank talking to the same tp rank of the next
- * stage over its own pp communicator. The context below hands those collectives to tensor
+ * stage's x and dy stay replicated, so each tp rank sends only its 1/tp of their rows to the
+ * same tp rank of the next stage (over its own pp communicator), which all-gathers them
+ * over tp (Megatron's scatter/gather). The context below hands the tp collectives to tensor
  * parallelism's (kn_tp_collectives): one context for both axes.
  * Then the stage's traffic becomes IR ops at the graphs' ends: "pp.x" is replaced by a recv
  * from the previous stage and y is sent to the next ({mesh=2, parts=p, peer}); in the
@@ -74,24 +75,45 @@ static kn_val copy_node(kn_builder *b, const kn_graph *J, int32_t i, const int32
     return kn_builder_op(b, "kn_pp", n->op, n->nin, in, &n->attrs, &n->type);
 }
 
-/* recv of a [rows, D] f32 activation from `peer`, ordered after a fresh token. */
+/* Does the stage boundary's message go split over tp (Megatron's scatter/gather)? With a tp
+ * axis the activation and its gradient are replicated on the tp ranks: each sends only its
+ * 1/tp of the rows, and the receivers all-gather them over tp (exact: the same floats). */
+static bool split_message(const kn_pp *pp, const kn_type *t) {
+    return pp->tp && t->ndim >= 1 && t->shape[0] % pp->tp_parts == 0;
+}
+
+/* recv of a [rows, D] f32 activation from `peer`, ordered after a fresh token; split over
+ * tp, a recv of this rank's rows and an all_gather of them. */
 static kn_val recv_from(kn_builder *b, const kn_pp *pp, int peer, const kn_type *t) {
     kn_attrs a = kn_attrs_default();
-    a.mesh = 2;
+    bool split = split_message(pp, t);
+    a.mesh = KN_MESH_PP;
     a.parts = pp->p;
     a.peer = peer;
     a.dtype = t->dtype;
     a.nshape = t->ndim;
     for (int d = 0; d < t->ndim; d++) a.shape[d] = t->shape[d];
+    if (split) a.shape[0] /= pp->tp_parts;
     kn_val tok = kn_scalar(b, KN_DT_F32, 0.0);
-    return kn_builder_op(b, "kn_pp recv", KN_OP_RECV, 1, &tok, &a, NULL);
+    kn_val r = kn_builder_op(b, "kn_pp recv", KN_OP_RECV, 1, &tok, &a, NULL);
+    if (!split) return r;
+    kn_attrs g = kn_attrs_default();
+    g.mesh = KN_MESH_TP;
+    g.parts = pp->tp_parts;
+    g.axis = 0;
+    return kn_builder_op(b, "kn_pp all_gather", KN_OP_ALL_GATHER, 1, &r, &g, NULL);
 }
 
-static kn_val send_to(kn_builder *b, const kn_pp *pp, int peer, kn_val x) {
+/* send of x to `peer`; split over tp, of this tp rank's rows only. */
+static kn_val send_to(kn_builder *b, const kn_pp *pp, int peer, kn_val x, const kn_type *t) {
     kn_attrs a = kn_attrs_default();
-    a.mesh = 2;
+    a.mesh = KN_MESH_PP;
     a.parts = pp->p;
     a.peer = peer;
+    if (split_message(pp, t)) {
+        int64_t rows = t->shape[0] / pp->tp_parts;
+        x = kn_slice(b, x, 0, pp->tp_rank * rows, (pp->tp_rank + 1) * rows, 1);
+    }
     return kn_builder_op(b, "kn_pp send", KN_OP_SEND, 1, &x, &a, NULL);
 }
 
@@ -153,7 +175,8 @@ static kn_status partition(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, const 
         map[i] = (i == x ? recv_from(b, pp, prev, &J->nodes[i].type) : copy_node(b, J, i, map)).id;
     }
     if (st_ == KN_OK) {
-        kn_builder_output(b, st->last ? (kn_val){map[out]} : send_to(b, pp, next, (kn_val){map[out]}));
+        kn_builder_output(b, st->last ? (kn_val){map[out]}
+                                      : send_to(b, pp, next, (kn_val){map[out]}, &J->nodes[out].type));
         int k = 0;
         for (int32_t i = 0; i < N; i++)
             if (saved[i]) {
@@ -180,7 +203,7 @@ static kn_status partition(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, const 
     if (st_ == KN_OK) {
         int np = x >= 0 ? ng - 1 : ng;
         for (int k = 0; k < np; k++) kn_builder_output(b, (kn_val){map[grads[k]]});
-        if (x >= 0) kn_builder_output(b, send_to(b, pp, prev, (kn_val){map[grads[np]]}));
+        if (x >= 0) kn_builder_output(b, send_to(b, pp, prev, (kn_val){map[grads[np]]}, &J->nodes[grads[np]].type));
         st_ = kn_builder_finish(b, &st->gb);
         if (st_ != KN_OK) st_ = kn_error(st_, "kn_pp: stage %d's backward: %s", st->s, kn_builder_error(b));
     }

@@ -145,15 +145,21 @@ ok "tp=2 fp16 (rank 1's overflow at step 2 skipped by both), resumed with its lo
 
 # tp x pp (4 ranks): two pipeline stages, each stage's blocks split over two tp ranks
 # (Megatron's split placed on each stage's graph before it is cut into forward and
-# backward; activations cross between the stages replicated, per tp coordinate). AdamW
+# backward; each tp rank sends its 1/tp of the activation to the same tp rank of the next
+# stage, which all-gathers them over tp). AdamW
 # with 1F1B; SGD interleaved (two chunks per rank), the mesh written pp first; sequence
 # parallelism inside the stages (--sp, SGD); fp16 with an overflow planted on rank 3 (tp rank 1 of the second stage: its tp partner sees it through
 # the norm's sum over tp, the first stage through the sum over pp); a checkpoint of
 # tp=2,pp=2 (1F1B) resumed with GPipe. Without the placement each stage's local graph has
 # full-size weights the shards do not fill; without the norm's sum over tp the clip and the
 # overflow are per rank; without the tp gather the checkpoint holds one rank's shards.
-trained tp-adam 4 $A --lr 1e-2 --mesh tp=2,pp=2 --schedule 1f1b --microbatches 2
+trained tp-adam 4 $A --lr 1e-2 --mesh tp=2,pp=2 --schedule 1f1b --microbatches 2 --emit-ir tp-adam.ir
 grep -q "tensor parallel: tp=2 ranks per stage" tp-adam.txt || { cat tp-adam.txt; echo "tp=2,pp=2: no tp line"; exit 1; }
+# the message between the stages split over tp (Megatron's scatter/gather): rank 0 receives
+# its 32 of a micro-batch's 64 rows (the gradient, in its backward) and all-gathers them over tp
+grep -q "= recv .*{shape=\[32,32\], dtype=f32, mesh=2, parts=2, peer=1}" tp-adam.ir &&
+    grep -q "= all_gather .* {axis=0, mesh=1, parts=2} : f32\[64,32\]" tp-adam.ir ||
+    { grep -n "recv\|all_gather\|send" tp-adam.ir; echo "tp=2,pp=2: the stage boundary's message is not split over tp"; exit 1; }
 ok "tp=2,pp=2 1f1b (adam)" same tp-adam adam $TOL_ADAM
 # each rank's slabs hold its stages' shards: per block 12 D^2 / 2 of matrices, c_attn's and
 # c_fc's biases halved, the layernorms and the c_proj biases whole; wte whole (41 tokens do
