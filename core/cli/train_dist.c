@@ -30,7 +30,8 @@ int kn_train_dist_begin(kn_train_opts *o, kn_train_dist *rd) {
             o->mesh[0] = '\0';
         }
     }
-    if (o->pp > 0 && !o->mesh[0]) return kn_train_pp_begin(o, rd, o->pp, pp_dp, o->schedule, o->microbatches, o->chunks);
+    if (o->pp > 0 && !o->mesh[0])
+        return kn_train_pp_begin(o, rd, o->pp, pp_dp, o->schedule, o->microbatches, o->chunks);
     if (o->mesh[0] || o->sp) return kn_train_tp_begin(o, rd);
     if (!o->dist[0]) return -1;
     kn_dp_strategy s;

@@ -140,7 +140,8 @@ kn_status kn_train_pp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_train
         printf("  tensor parallel: tp=%d ranks per stage (%s), Megatron's split placed on each stage's graph: the "
                "placement pass put %d all_reduce, %d all_gather, %d reduce_scatter in rank 0's stages%s; it holds "
                "%lld of the %lld parameters of the local layout\n", p->tp_parts, o->comm, p->tp_all_reduce,
-               p->tp_all_gather, p->tp_reduce_scatter, o->sp ? " (sequence parallel)" : "", (long long)p->held, (long long)p->ln);
+               p->tp_all_gather, p->tp_reduce_scatter, o->sp ? " (sequence parallel)" : "", (long long)p->held,
+               (long long)p->ln);
         if (!kn_mesh_vocab_split(&rd->mesh, &tr->model->cfg))
             printf("  vocabulary            %d is not a multiple of tp=%d: the token embedding and the logits stay "
                    "replicated\n", tr->model->cfg.vocab, p->tp_parts);

@@ -117,8 +117,8 @@ static kn_val send_to(kn_builder *b, const kn_pp *pp, int peer, kn_val x, const 
     return kn_builder_op(b, "kn_pp send", KN_OP_SEND, 1, &x, &a, NULL);
 }
 
-/* Cut the joint graph J of stage st (bwd[i]: node i is autograd's, or comes after its first
- * node) into its forward and backward graphs, as the file's comment says. out: the forward's output (y or
+/* Cut the joint graph J of stage st (bwd[i]: node i belongs to autograd's part) into its
+ * forward and backward graphs, as the file's comment says. out: the forward's output (y or
  * the loss); x, dy: the inputs "pp.x" and "pp.dy" (-1 when the stage has none); grads[0..ng):
  * the parameters' gradients, then (x >= 0) the input's. */
 static kn_status partition(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, const char *bwd, int32_t out, int32_t x,
@@ -243,14 +243,16 @@ static kn_status place_stage(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, int 
     char *bwd = NULL;
     kn_status s = outs && lg ? KN_OK : kn_error(KN_ERR_OOM, "kn_pp: out of memory");
     if (s == KN_OK && J->noutputs != nw + 1)
-        s = kn_error(KN_ERR_INTERNAL, "kn_pp: stage %d's joint graph has %d outputs, not 1 + %d", st->s, J->noutputs, nw);
+        s = kn_error(KN_ERR_INTERNAL, "kn_pp: stage %d's joint graph has %d outputs, not 1 + %d", st->s,
+                     J->noutputs, nw);
     for (int k = 0; s == KN_OK && k <= nw; k++)
         outs[k] = k >= 1 && k <= st->np ? pp->place[st->pidx[k - 1]] : kn_place_replicate();
     kn_place_opts po = {.mesh = KN_MESH_TP, .parts = pp->tp_parts, .rank = pp->tp_rank, .param = kn_tp_gpt_param,
                         .param_ctx = &pp->split, .outputs = outs, .flags = pp->cfg.tp_flags};
     if (s == KN_OK) {
         s = kn_place_graph(J, &po, &pr);
-        if (s != KN_OK) s = kn_error(s, "kn_pp: stage %d's blocks along tp=%d: %s", st->s, pp->tp_parts, kn_last_error());
+        if (s != KN_OK)
+            s = kn_error(s, "kn_pp: stage %d's blocks along tp=%d: %s", st->s, pp->tp_parts, kn_last_error());
     }
     if (s == KN_OK) {
         pp->tp_all_reduce += pr.all_reduce;
