@@ -496,9 +496,26 @@ static kn_status coll_run(void *ctx, int32_t id, const kn_node *n, const kn_tens
     return KN_OK;
 }
 
+/* Between nodes: the sends that are done, and (tp) the collectives that ended. */
 static kn_status coll_poll(void *ctx) {
     struct kn_pp_dir *d = ctx;
+    if (d->pp->tp) {
+        kn_collectives tc;
+        kn_tp_collectives(&d->pp->tpc, &tc);
+        if (tc.poll) KN_TRY(tc.poll(tc.ctx));
+    }
     return kn_pp_sends_progress(d->pp, false);
+}
+
+/* After a program's run: (tp) the host waits for the collectives the device waited for
+ * (stream-ordered over NCCL, kn_comm_wait_device), before the run's outputs are read. The
+ * sends are waited for at the schedule's end. */
+static kn_status coll_finish(void *ctx) {
+    struct kn_pp_dir *d = ctx;
+    if (!d->pp->tp) return KN_OK;
+    kn_collectives tc;
+    kn_tp_collectives(&d->pp->tpc, &tc);
+    return tc.finish ? tc.finish(tc.ctx) : KN_OK;
 }
 
 kn_status kn_pp_sends_new(kn_pp *pp) {
@@ -506,7 +523,8 @@ kn_status kn_pp_sends_new(kn_pp *pp) {
     if (!pp->sends) return kn_error(KN_ERR_OOM, "kn_pp: out of memory");
     for (int k = 0; k < 2; k++) {
         pp->sends->dir[k] = (struct kn_pp_dir){pp, k};
-        pp->sends->coll[k] = (kn_collectives){.ctx = &pp->sends->dir[k], .run = coll_run, .poll = coll_poll};
+        pp->sends->coll[k] =
+            (kn_collectives){.ctx = &pp->sends->dir[k], .run = coll_run, .poll = coll_poll, .finish = coll_finish};
     }
     return KN_OK;
 }
