@@ -87,7 +87,8 @@ test-step-dist-tp:
 	@$(MAKE) --no-print-directory $(KILN) $(CFG)/test-dist IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) dist-tp env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \
 	  bash tests/dist/test_tp.sh $(BUILD)/$(DEFAULT_IMPL)/test-dist $(BUILD)/$(DEFAULT_IMPL)/kiln
-# the 8-rank meshes of issue 33 (tp=8, dp=2,tp=4, dp=4,tp=2, pp=8 with each schedule)
+# the 8-rank meshes of issue 33 (tp=8, dp=2,tp=4, dp=4,tp=2, pp=8 with each schedule,
+# dp=2,tp=2,pp=2 with each schedule)
 # against one process; not in make test (8 ranks on 2 cores take minutes)
 .PHONY: test-dist-full
 test-dist-full: $(KILN)

@@ -19,9 +19,10 @@ int kn_train_dist_begin(kn_train_opts *o, kn_train_dist *rd) {
     memset(rd, 0, sizeof *rd);
     rd->size = 1;
     int pp_dp = 1;
-    if (o->mesh[0] && !o->sp) { /* --mesh pp=N [with dp=D] is --pp N on D pipelines (train_pp.c) */
+    if (o->mesh[0]) { /* --mesh pp=N [with dp=D, tp=T] is --pp N on D pipelines of T-way
+                       * tensor-parallel stages (train_pp.c) */
         kn_mesh m;
-        if (kn_mesh_parse(o->mesh, 0, &m) == KN_OK && m.size[KN_MESH_TP] == 1 && m.size[KN_MESH_PP] > 1 &&
+        if (kn_mesh_parse(o->mesh, 0, &m) == KN_OK && m.size[KN_MESH_PP] > 1 &&
             (o->pp == 0 || o->pp == m.size[KN_MESH_PP])) {
             o->pp = m.size[KN_MESH_PP];
             pp_dp = m.size[KN_MESH_DP];
@@ -29,8 +30,9 @@ int kn_train_dist_begin(kn_train_opts *o, kn_train_dist *rd) {
             o->mesh[0] = '\0';
         }
     }
+    if (o->pp > 0 && !o->mesh[0])
+        return kn_train_pp_begin(o, rd, o->pp, pp_dp, o->schedule, o->microbatches, o->chunks);
     if (o->mesh[0] || o->sp) return kn_train_tp_begin(o, rd);
-    if (o->pp > 0) return kn_train_pp_begin(o, rd, o->pp, pp_dp, o->schedule, o->microbatches, o->chunks);
     if (!o->dist[0]) return -1;
     kn_dp_strategy s;
     if (kn_dp_strategy_parse(o->dist, &s) != KN_OK) {

@@ -1,7 +1,9 @@
 /* train_pp.c — pipeline parallelism for `kiln train` (--pp N --schedule gpipe|1f1b|interleaved
  * --microbatches M [--chunks V] [--timeline FILE] under `mpiexec -n N`, or --mesh pp=N, or
  * --mesh dp=D,pp=N under `mpiexec -n D*N`: D pipelines on equal shares of the batch, their
- * stages' gradients summed over dp (kn_pp_set_dp); train_impl.h): before
+ * stages' gradients summed over dp (kn_pp_set_dp); --mesh tp=T,pp=N (and dp=D,tp=T,pp=N)
+ * under `mpiexec -n D*T*N`: every stage's blocks split T ways (kn_pp_config.tp);
+ * train_impl.h): before
  * the run, kn_pp_check's refusals, made alike on every rank so a bad configuration ends the
  * job cleanly, and the device each rank takes (train_dist.c's); after the trainer is built
  * on one micro-batch, the communicator and the stages (kn_pp, core/dist/pp*.c); after the
@@ -18,6 +20,16 @@
 #include <string.h>
 
 #include "cli/train_impl.h"
+
+/* The mesh as written ("tp=2,pp=2"), into buf. */
+static const char *mesh_text(const kn_mesh *m, char *buf, size_t size) {
+    static const char *const names[KN_MESH_AXES] = {"dp", "tp", "pp"};
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < m->naxes && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%s=%d", i ? "," : "", names[m->order[i]], m->size[m->order[i]]);
+    return buf;
+}
 
 int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, int dp, const char *schedule, int micro,
                       int chunks) {
@@ -52,14 +64,31 @@ int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, int dp, const
                     "share)\n", o->batch, dp > 1 ? "dp x " : "", c.accum, dp > 1 ? "pipeline's " : "");
         return 2;
     }
-    if (dp > 1 && rd->size != dp * pp) {
-        if (rd->rank == 0)
-            fprintf(stderr, "kiln train: --mesh dp=%d,pp=%d on %d ranks: the ranks must be dp x pp (run mpiexec -n "
-                    "%d)\n", dp, pp, rd->size, dp * pp);
+    int tp = rd->mesh.size[KN_MESH_TP] > 1 ? rd->mesh.size[KN_MESH_TP] : 1;
+    char text[64];
+    if ((dp > 1 || tp > 1) && rd->size != dp * tp * pp) {
+        if (rd->rank == 0) {
+            if (tp > 1)
+                fprintf(stderr, "kiln train: --mesh %s on %d ranks: the ranks must be dp x tp x pp = %d (run mpiexec "
+                        "-n %d)\n", mesh_text(&rd->mesh, text, sizeof text), rd->size, dp * tp * pp, dp * tp * pp);
+            else
+                fprintf(stderr, "kiln train: --mesh dp=%d,pp=%d on %d ranks: the ranks must be dp x pp (run mpiexec "
+                        "-n %d)\n", dp, pp, rd->size, dp * pp);
+        }
         return 2;
     }
     kn_gpt_config g = {.vocab = 1, .context = o->context, .layers = o->layers, .width = o->width, .heads = o->heads};
-    if (kn_pp_check(&g, pp, rd->size / dp, o->batch / dp / c.accum, &c) != KN_OK) {
+    if (o->sp && tp == 1) {
+        if (rd->rank == 0)
+            fprintf(stderr, "kiln train: --sp is sequence parallelism within tensor parallelism: the mesh needs a tp "
+                    "axis (--mesh tp=2,pp=%d)\n", pp);
+        return 2;
+    }
+    if (tp > 1 && kn_mesh_check_gpt(&rd->mesh, &g) != KN_OK) { /* heads and width split over tp */
+        if (rd->rank == 0) fprintf(stderr, "kiln train: %s\n", kn_last_error());
+        return 2;
+    }
+    if (kn_pp_check(&g, pp, rd->size / dp / tp, o->batch / dp / c.accum, &c) != KN_OK) {
         if (rd->rank == 0) fprintf(stderr, "kiln train: %s%s\n", kn_last_error(), dp > 1 ? " (per pipeline of dp)" : "");
         return 2;
     }
@@ -71,11 +100,15 @@ int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, int dp, const
 kn_status kn_train_pp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_trainer *tr) {
     KN_TRY(kn_comm_world(&rd->comm, !strcmp(o->comm, "nccl") ? KN_COMM_NCCL : KN_COMM_MPI));
     kn_comm *ppc = rd->comm, *dpc = NULL;
-    if (rd->mesh.size[KN_MESH_DP] > 1) { /* --mesh dp=D,pp=N: the pipeline along pp, replicas along dp */
+    if (rd->mesh.size[KN_MESH_DP] > 1 || rd->mesh.size[KN_MESH_TP] > 1) {
+        /* --mesh dp=D,tp=T,pp=N: the pipeline along pp, each stage split along tp, replicas along dp */
         int coords[KN_MESH_AXES];
+        KN_TRY(kn_mesh_check_gpt(&rd->mesh, &tr->model->cfg));
         KN_TRY(kn_mesh_comms(&rd->mesh, rd->comm, rd->axes, coords));
         ppc = rd->axes[KN_MESH_PP];
         dpc = rd->axes[KN_MESH_DP];
+        rd->pp_cfg.tp = rd->axes[KN_MESH_TP];
+        rd->pp_cfg.tp_flags = o->sp ? KN_PLACE_SEQUENCE_PARALLEL : 0;
     }
     KN_TRY(kn_pp_new(&rd->pp, ppc, tr, &rd->pp_cfg));
     KN_TRY(kn_pp_set_dp(&rd->pp, dpc));
@@ -103,6 +136,16 @@ kn_status kn_train_pp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_train
         printf("  loss scale            the last stage differentiates loss x scale; an overflow on any rank skips the "
                "step on all\n");
     printf("  send / recv           ops of each stage's forward and backward programs (mesh axis 2, pp)\n");
+    if (p->tp) {
+        printf("  tensor parallel: tp=%d ranks per stage (%s), Megatron's split placed on each stage's graph: the "
+               "placement pass put %d all_reduce, %d all_gather, %d reduce_scatter in rank 0's stages%s; it holds "
+               "%lld of the %lld parameters of the local layout\n", p->tp_parts, o->comm, p->tp_all_reduce,
+               p->tp_all_gather, p->tp_reduce_scatter, o->sp ? " (sequence parallel)" : "", (long long)p->held,
+               (long long)p->ln);
+        if (!kn_mesh_vocab_split(&rd->mesh, &tr->model->cfg))
+            printf("  vocabulary            %d is not a multiple of tp=%d: the token embedding and the logits stay "
+                   "replicated\n", tr->model->cfg.vocab, p->tp_parts);
+    }
     if (o->emit_ir[0] && rd->rank == 0) {
         FILE *f = fopen(o->emit_ir, "w");
         if (!f) return kn_error(KN_ERR_IO, "--emit-ir %s: cannot open: %s", o->emit_ir, strerror(errno));
@@ -126,16 +169,16 @@ void kn_train_pp_report(const kn_train_opts *o, kn_train_dist *rd) {
            "%.1f%%", 100 * bubble, 100.0 * (pp - 1) / (m + pp - 1));
     if (v > 1) printf(", interleaved (p-1)/(v m+p-1) = %.1f%%", 100.0 * (pp - 1) / (v * m + pp - 1));
     printf("\n");
-    static double st[KN_PP_STATS * 1024];
+    static double st[KN_PP_STATS * 1024]; /* the pp ranks of this rank's tp coordinate (rank 0's: tp rank 0) */
     double P = (double)p->tr->model->p.n;
     if (pp <= 1024 && kn_pp_rank_stats(p, st) == KN_OK)
         for (int r = 0; r < pp; r++) {
             const double *q = st + KN_PP_STATS * r;
             printf("  rank %-16d stash: %.0f micro-batch chunks' activations alive at the peak, %.2f MB\n", r, q[0],
                    q[1] / 1e6);
-            printf("  rank %-16d holds %.0f of P = %.0f parameters (%.1f%%, P/p %.1f%%): parameter bytes %.0f, "
+            printf("  rank %-16d holds %.0f of P = %.0f parameters (%.1f%%, P/%s %.1f%%): parameter bytes %.0f, "
                    "gradient bytes %.0f, optimizer-state bytes %.0f, low-copy bytes %.0f\n", r, q[2], P,
-                   100 * q[2] / P, 100.0 / pp, q[3], q[4], q[5], q[6]);
+                   100 * q[2] / P, p->tp ? "(p tp)" : "p", 100.0 / (pp * p->tp_parts), q[3], q[4], q[5], q[6]);
         }
     if (o->timeline[0]) printf("  timeline              %s (draw: bash plots/pp_timeline.sh %s OUT.png)\n", o->timeline,
                                o->timeline);

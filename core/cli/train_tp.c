@@ -6,8 +6,8 @@
  * nothing. A dp axis beside tp averages the local gradients over the data-parallel groups
  * (kn_tp_set_dp); --accum N runs N micro-batches per step (kn_tp_set_accum); fp16's loss
  * scale and --resume are the trainer's (the step runner's overflow decision, the shards cut
- * from a loaded model and optimizer state). What is not combined yet says so: a pp axis
- * with tp, --dist other than zero1 (ZeRO-1 on the mesh's dp axis: kn_tp_set_zero1). */
+ * from a loaded model and optimizer state). A pp axis is train_pp.c's (tensor-parallel
+ * stages). What is not combined yet says so: --dist other than zero1 (ZeRO-1 on the mesh's dp axis: kn_tp_set_zero1). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,10 +43,10 @@ int kn_train_tp_begin(kn_train_opts *o, kn_train_dist *rd) {
         if (rd->rank == 0) fprintf(stderr, "kiln train: %s\n", kn_last_error());
         return 2;
     }
-    if (rd->mesh.size[KN_MESH_PP] > 1) {
+    if (rd->mesh.size[KN_MESH_PP] > 1) { /* a pp axis is train_pp.c's unless --pp says otherwise */
         if (rd->rank == 0)
-            fprintf(stderr, "kiln train: --mesh %s: the pp axis is not yet combined with tp (tensor-parallel "
-                    "stages are not built); pp alone or with dp works: --mesh pp=N or dp=D,pp=N\n", o->mesh);
+            fprintf(stderr, "kiln train: --mesh %s with --pp %d: the mesh's pp axis and --pp disagree (give one)\n",
+                    o->mesh, o->pp);
         return 2;
     }
     int dp = rd->mesh.size[KN_MESH_DP];

@@ -17,6 +17,14 @@
  *   backward  the backward nodes the gradients need; a stashed activation is an input
  *             "pp.s<k>", a parameter is read again by name, and nodes computed from
  *             parameters alone (a slice of c_attn's weight) are recomputed, not stashed.
+ * With a tp axis (a tp x pp mesh) the joint graph is first placed along it (kn_place_graph,
+ * Megatron's parameter placements; the output and the input's gradient end replicated, each
+ * parameter's gradient in its parameter's placement), and the rank's local graph is what is
+ * cut: the all-reduces fall inside the programs, the stash holds local values, and the
+ * stage's x and dy stay replicated, so each tp rank sends only its 1/tp of their rows to the
+ * same tp rank of the next stage (over its own pp communicator), which all-gathers them
+ * over tp (Megatron's scatter/gather). The context below hands the tp collectives to tensor
+ * parallelism's (kn_tp_collectives): one context for both axes.
  * Then the stage's traffic becomes IR ops at the graphs' ends: "pp.x" is replaced by a recv
  * from the previous stage and y is sent to the next ({mesh=2, parts=p, peer}); in the
  * backward, "pp.dy" is a recv from the next stage and the input's gradient is sent to the
@@ -67,32 +75,53 @@ static kn_val copy_node(kn_builder *b, const kn_graph *J, int32_t i, const int32
     return kn_builder_op(b, "kn_pp", n->op, n->nin, in, &n->attrs, &n->type);
 }
 
-/* recv of a [rows, D] f32 activation from `peer`, ordered after a fresh token. */
+/* Does the stage boundary's message go split over tp (Megatron's scatter/gather)? With a tp
+ * axis the activation and its gradient are replicated on the tp ranks: each sends only its
+ * 1/tp of the rows, and the receivers all-gather them over tp (exact: the same floats). */
+static bool split_message(const kn_pp *pp, const kn_type *t) {
+    return pp->tp && t->ndim >= 1 && t->shape[0] % pp->tp_parts == 0;
+}
+
+/* recv of a [rows, D] f32 activation from `peer`, ordered after a fresh token; split over
+ * tp, a recv of this rank's rows and an all_gather of them. */
 static kn_val recv_from(kn_builder *b, const kn_pp *pp, int peer, const kn_type *t) {
     kn_attrs a = kn_attrs_default();
-    a.mesh = 2;
+    bool split = split_message(pp, t);
+    a.mesh = KN_MESH_PP;
     a.parts = pp->p;
     a.peer = peer;
     a.dtype = t->dtype;
     a.nshape = t->ndim;
     for (int d = 0; d < t->ndim; d++) a.shape[d] = t->shape[d];
+    if (split) a.shape[0] /= pp->tp_parts;
     kn_val tok = kn_scalar(b, KN_DT_F32, 0.0);
-    return kn_builder_op(b, "kn_pp recv", KN_OP_RECV, 1, &tok, &a, NULL);
+    kn_val r = kn_builder_op(b, "kn_pp recv", KN_OP_RECV, 1, &tok, &a, NULL);
+    if (!split) return r;
+    kn_attrs g = kn_attrs_default();
+    g.mesh = KN_MESH_TP;
+    g.parts = pp->tp_parts;
+    g.axis = 0;
+    return kn_builder_op(b, "kn_pp all_gather", KN_OP_ALL_GATHER, 1, &r, &g, NULL);
 }
 
-static kn_val send_to(kn_builder *b, const kn_pp *pp, int peer, kn_val x) {
+/* send of x to `peer`; split over tp, of this tp rank's rows only. */
+static kn_val send_to(kn_builder *b, const kn_pp *pp, int peer, kn_val x, const kn_type *t) {
     kn_attrs a = kn_attrs_default();
-    a.mesh = 2;
+    a.mesh = KN_MESH_PP;
     a.parts = pp->p;
     a.peer = peer;
+    if (split_message(pp, t)) {
+        int64_t rows = t->shape[0] / pp->tp_parts;
+        x = kn_slice(b, x, 0, pp->tp_rank * rows, (pp->tp_rank + 1) * rows, 1);
+    }
     return kn_builder_op(b, "kn_pp send", KN_OP_SEND, 1, &x, &a, NULL);
 }
 
-/* Cut the joint graph J of stage st (forward nodes [0, nfw), then autograd's) into its
+/* Cut the joint graph J of stage st (bwd[i]: node i belongs to autograd's part) into its
  * forward and backward graphs, as the file's comment says. out: the forward's output (y or
  * the loss); x, dy: the inputs "pp.x" and "pp.dy" (-1 when the stage has none); grads[0..ng):
  * the parameters' gradients, then (x >= 0) the input's. */
-static kn_status partition(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, int nfw, int32_t out, int32_t x,
+static kn_status partition(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, const char *bwd, int32_t out, int32_t x,
                            int32_t dy, const int32_t *grads, int ng) {
     int N = J->nnodes, prev = (pp->rank - 1 + pp->p) % pp->p, next = (pp->rank + 1) % pp->p;
     char *dep_dy = kn_calloc((size_t)N, 1), *act = kn_calloc((size_t)N, 1), *need = kn_calloc((size_t)N, 1);
@@ -112,7 +141,7 @@ static kn_status partition(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, int nf
             act[i] |= act[n->in[k]];
         }
     }
-#define IN_BWD(i) ((i) >= nfw || dep_dy[i])
+#define IN_BWD(i) (bwd[i] || dep_dy[i])
     /* the backward: from the gradients down; a forward node that depends on the batch is
      * stashed, one computed from parameters alone is computed again */
     for (int k = 0; st_ == KN_OK && k < ng; k++) need[grads[k]] = 1;
@@ -146,7 +175,8 @@ static kn_status partition(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, int nf
         map[i] = (i == x ? recv_from(b, pp, prev, &J->nodes[i].type) : copy_node(b, J, i, map)).id;
     }
     if (st_ == KN_OK) {
-        kn_builder_output(b, st->last ? (kn_val){map[out]} : send_to(b, pp, next, (kn_val){map[out]}));
+        kn_builder_output(b, st->last ? (kn_val){map[out]}
+                                      : send_to(b, pp, next, (kn_val){map[out]}, &J->nodes[out].type));
         int k = 0;
         for (int32_t i = 0; i < N; i++)
             if (saved[i]) {
@@ -173,7 +203,7 @@ static kn_status partition(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, int nf
     if (st_ == KN_OK) {
         int np = x >= 0 ? ng - 1 : ng;
         for (int k = 0; k < np; k++) kn_builder_output(b, (kn_val){map[grads[k]]});
-        if (x >= 0) kn_builder_output(b, send_to(b, pp, prev, (kn_val){map[grads[np]]}));
+        if (x >= 0) kn_builder_output(b, send_to(b, pp, prev, (kn_val){map[grads[np]]}, &J->nodes[grads[np]].type));
         st_ = kn_builder_finish(b, &st->gb);
         if (st_ != KN_OK) st_ = kn_error(st_, "kn_pp: stage %d's backward: %s", st->s, kn_builder_error(b));
     }
@@ -186,6 +216,71 @@ static kn_status partition(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, int nf
     kn_free(needf);
     kn_free(map);
     return st_;
+}
+
+/* partition() on the joint graph as autograd made it: its first nfw nodes are the forward's. */
+static kn_status partition_joint(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, int nfw, int32_t out, int32_t x,
+                                 int32_t dy, const int32_t *grads, int ng) {
+    char *bwd = kn_calloc((size_t)J->nnodes + 1, 1);
+    if (!bwd) return kn_error(KN_ERR_OOM, "kn_pp: out of memory");
+    for (int32_t i = nfw; i < J->nnodes; i++) bwd[i] = 1;
+    kn_status s = partition(pp, st, J, bwd, out, x, dy, grads, ng);
+    kn_free(bwd);
+    return s;
+}
+
+/* With a tp axis: the stage's joint graph J (outputs: y or the loss, then the nw gradients:
+ * the parameters' in pidx order, then the input's) placed along tp first (kn_place_graph
+ * with Megatron's parameter placements: the stage's output and its input's gradient end
+ * replicated, each parameter's gradient in its parameter's placement), then partitioned.
+ * The pass emits the nodes for J's node j (and the conversions it needs, right before it)
+ * in J's order, so a local node belongs to the forward when the next node made from J is one
+ * of J's first nfw; the conversions after the last (the outputs') follow their operands. */
+static kn_status place_stage(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, int nfw, int nw) {
+    kn_placement *outs = kn_calloc((size_t)nw + 1, sizeof *outs);
+    int32_t *lg = kn_calloc((size_t)nw + 1, sizeof *lg);
+    kn_place_result pr = {0};
+    char *bwd = NULL;
+    kn_status s = outs && lg ? KN_OK : kn_error(KN_ERR_OOM, "kn_pp: out of memory");
+    if (s == KN_OK && J->noutputs != nw + 1)
+        s = kn_error(KN_ERR_INTERNAL, "kn_pp: stage %d's joint graph has %d outputs, not 1 + %d", st->s,
+                     J->noutputs, nw);
+    for (int k = 0; s == KN_OK && k <= nw; k++)
+        outs[k] = k >= 1 && k <= st->np ? pp->place[st->pidx[k - 1]] : kn_place_replicate();
+    kn_place_opts po = {.mesh = KN_MESH_TP, .parts = pp->tp_parts, .rank = pp->tp_rank, .param = kn_tp_gpt_param,
+                        .param_ctx = &pp->split, .outputs = outs, .flags = pp->cfg.tp_flags};
+    if (s == KN_OK) {
+        s = kn_place_graph(J, &po, &pr);
+        if (s != KN_OK)
+            s = kn_error(s, "kn_pp: stage %d's blocks along tp=%d: %s", st->s, pp->tp_parts, kn_last_error());
+    }
+    if (s == KN_OK) {
+        pp->tp_all_reduce += pr.all_reduce;
+        pp->tp_all_gather += pr.all_gather;
+        pp->tp_reduce_scatter += pr.reduce_scatter;
+    }
+    const kn_graph *L = pr.local;
+    if (s == KN_OK && !(bwd = kn_calloc((size_t)L->nnodes + 1, 1))) s = kn_error(KN_ERR_OOM, "kn_pp: out of memory");
+    if (s == KN_OK) {
+        int32_t owner = -1; /* the next node made from J (-1 after the last: the outputs' conversions) */
+        for (int32_t i = L->nnodes - 1; i >= 0; i--) {
+            kn_place_role r = pr.info[i].role;
+            if (r == KN_PLACE_ROLE_NODE || r == KN_PLACE_ROLE_EXPAND) owner = pr.info[i].from;
+            bwd[i] = owner >= nfw;
+        }
+        for (int32_t i = 0; i < L->nnodes; i++)
+            for (int k = 0; k < L->nodes[i].nin; k++) bwd[i] |= bwd[L->nodes[i].in[k]];
+        for (int k = 0; k < nw; k++) lg[k] = L->outputs[1 + k];
+        int32_t x = st->first ? -1 : kn_graph_find(L, "pp.x"), dy = st->last ? -1 : kn_graph_find(L, "pp.dy");
+        if ((!st->first && x < 0) || (!st->last && dy < 0))
+            s = kn_error(KN_ERR_INTERNAL, "kn_pp: stage %d's placed graph lost its input pp.x or pp.dy", st->s);
+        if (s == KN_OK) s = partition(pp, st, L, bwd, L->outputs[0], x, dy, lg, nw);
+    }
+    kn_place_result_free(&pr);
+    kn_free(bwd);
+    kn_free(outs);
+    kn_free(lg);
+    return s;
 }
 
 kn_status kn_pp_stage_build(kn_pp *pp, kn_pp_stage *st) {
@@ -236,8 +331,11 @@ kn_status kn_pp_stage_build(kn_pp *pp, kn_pp_stage *st) {
         if (s == KN_OK && !gv) s = kn_error(KN_ERR_OOM, "kn_pp: out of memory");
         if (s == KN_OK) s = kn_autograd(fw, L, nw, wrt, &joint, gv);
         for (int k = 0; s == KN_OK && k < nw; k++) gid[k] = gv[k].id;
-        if (s == KN_OK)
-            s = partition(pp, st, joint, fw->nnodes, out.id, st->first ? -1 : in.id, st->last ? -1 : dy.id, gid, nw);
+        if (s == KN_OK && pp->tp)
+            s = place_stage(pp, st, joint, fw->nnodes, nw);
+        else if (s == KN_OK)
+            s = partition_joint(pp, st, joint, fw->nnodes, out.id, st->first ? -1 : in.id, st->last ? -1 : dy.id, gid,
+                                nw);
         kn_free(gv);
     }
     kn_builder_free(b);
@@ -348,6 +446,11 @@ static kn_status coll_run(void *ctx, int32_t id, const kn_node *n, const kn_tens
     struct kn_pp_dir *d = ctx;
     kn_pp *pp = d->pp;
     kn_comm *c = NULL; /* the link of this direction's messages sent by the sender */
+    if (pp->tp && n->op != KN_OP_SEND && n->op != KN_OP_RECV) { /* the stages' tp collectives */
+        kn_collectives tc;
+        kn_tp_collectives(&pp->tpc, &tc);
+        return tc.run(tc.ctx, id, n, in, out);
+    }
     if ((n->op != KN_OP_SEND && n->op != KN_OP_RECV) || n->attrs.mesh != 2 || n->attrs.parts != pp->p)
         return kn_error(KN_ERR_UNSUPPORTED, "%s: %%%d {mesh=%lld, parts=%lld}: the pipeline's context runs send and "
                         "recv over mesh axis 2 (pp) of %d ranks", kn_op_name(n->op), id, (long long)n->attrs.mesh,
@@ -393,9 +496,26 @@ static kn_status coll_run(void *ctx, int32_t id, const kn_node *n, const kn_tens
     return KN_OK;
 }
 
+/* Between nodes: the sends that are done, and (tp) the collectives that ended. */
 static kn_status coll_poll(void *ctx) {
     struct kn_pp_dir *d = ctx;
+    if (d->pp->tp) {
+        kn_collectives tc;
+        kn_tp_collectives(&d->pp->tpc, &tc);
+        if (tc.poll) KN_TRY(tc.poll(tc.ctx));
+    }
     return kn_pp_sends_progress(d->pp, false);
+}
+
+/* After a program's run: (tp) the host waits for the collectives the device waited for
+ * (stream-ordered over NCCL, kn_comm_wait_device), before the run's outputs are read. The
+ * sends are waited for at the schedule's end. */
+static kn_status coll_finish(void *ctx) {
+    struct kn_pp_dir *d = ctx;
+    if (!d->pp->tp) return KN_OK;
+    kn_collectives tc;
+    kn_tp_collectives(&d->pp->tpc, &tc);
+    return tc.finish ? tc.finish(tc.ctx) : KN_OK;
 }
 
 kn_status kn_pp_sends_new(kn_pp *pp) {
@@ -403,7 +523,8 @@ kn_status kn_pp_sends_new(kn_pp *pp) {
     if (!pp->sends) return kn_error(KN_ERR_OOM, "kn_pp: out of memory");
     for (int k = 0; k < 2; k++) {
         pp->sends->dir[k] = (struct kn_pp_dir){pp, k};
-        pp->sends->coll[k] = (kn_collectives){.ctx = &pp->sends->dir[k], .run = coll_run, .poll = coll_poll};
+        pp->sends->coll[k] =
+            (kn_collectives){.ctx = &pp->sends->dir[k], .run = coll_run, .poll = coll_poll, .finish = coll_finish};
     }
     return KN_OK;
 }

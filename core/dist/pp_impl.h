@@ -1,9 +1,11 @@
 /* pp_impl.h — pipeline parallelism's private parts, shared by pp.c (the stages, their
- * programs, send/recv) and pp_run.c (the schedule, the step's hooks, the timeline). */
+ * programs, send/recv), pp_setup.c (the state, the rank's slabs, the gather), pp_run.c (the
+ * schedule, the step's hooks) and pp_timeline.c (the report of the last step). */
 #ifndef KILN_DIST_PP_IMPL_H
 #define KILN_DIST_PP_IMPL_H
 
 #include "kiln/dist.h"
+#include "kiln/step.h"
 
 /* One model stage on this rank (chunk c: model stage s = c*p + rank). */
 struct kn_pp_stage {
@@ -52,5 +54,12 @@ void kn_pp_sends_free(kn_pp *pp);
 kn_status kn_pp_sends_progress(kn_pp *pp, bool wait);
 /* kn_pp.test_sleep's sleep of s seconds (none for s <= 0). */
 void kn_pp_test_sleep(double s);
+
+/* The step runner's hooks of this pipeline (pp_run.c), for kn_step_set_comm. */
+void kn_pp_step_hooks(kn_pp *pp, kn_step_comm *sc);
+/* Free the trainer's whole-model slabs (pp_setup.c): the rank's own slabs train. */
+kn_status kn_pp_drop_full(kn_pp *pp);
+/* A blocking all-reduce (sum) of n doubles over c, through a device buffer on NCCL (pp_run.c). */
+kn_status kn_pp_sum_f64(kn_pp *pp, kn_comm *c, double *v, int n, const char *what);
 
 #endif /* KILN_DIST_PP_IMPL_H */

@@ -9,7 +9,8 @@
 #   --mesh tp=8 (8 heads), --mesh dp=2,tp=4, --mesh dp=4,tp=2,
 #   --pp 8 with gpipe and 1f1b (8 layers, 8 micro-batches), --pp 8 interleaved (16 layers,
 #   2 chunks a rank, 8 micro-batches), --mesh dp=2,pp=4 and dp=4,pp=2 (pipelines on shares
-#   of the batch), --mesh dp=2,tp=4 --dist zero1.
+#   of the batch), --mesh dp=2,tp=4 --dist zero1, --mesh dp=2,tp=2,pp=2 with each schedule
+#   (two pipelines of two tensor-parallel stages).
 # The 2- and 4-rank cases of the same meshes run in make test (test-step-dist-tp, -pp, -mesh).
 set -euo pipefail
 kiln=$(realpath "${1:?usage: test_dist_full.sh KILN}")
@@ -47,4 +48,9 @@ same "pp8-interleaved" ppi 8 --pp 8 --schedule interleaved --chunks 2 --microbat
 same "dp2pp4" pp 8 --mesh dp=2,pp=4 --microbatches 4
 same "dp4pp2" pp 8 --mesh dp=4,pp=2 --microbatches 2
 same "dp2tp4-zero1" tp 8 --mesh dp=2,tp=4 --dist zero1
+# the three axes at once: two pipelines of two stages, each stage's blocks split over two tp
+# ranks, with each schedule (interleaved: two chunks of two blocks per rank)
+for s in 1f1b gpipe interleaved; do
+    same "dp2tp2pp2-$s" pp 8 --mesh dp=2,tp=2,pp=2 --schedule $s --microbatches 2
+done
 echo "dist-full: every 8-rank mesh gives one process's losses and parameters"

@@ -15,9 +15,12 @@
 # an inf planted on one rank (every rank skips that step, the scale halves, as one process
 # does), and --resume onto tp meshes (a dp=2,tp=2 checkpoint resumed with ZeRO-1,
 # an fp16 tp=2 run resumed with its loss scale), each equal
-# to one process's uninterrupted run. Then what is not built is refused with its reason:
-# tp x pp, --dist with --pp, a batch the pipelines and rounds do not share equally, ranks
-# that are not dp x pp.
+# to one process's uninterrupted run. tp x pp (--mesh tp=2,pp=2): each schedule, --sp, fp16
+# with an overflow on one rank, a resume (below, where it says why each fails when broken). Then
+# what is not built or not valid is refused with its reason: a tp x pp mesh the ranks do not
+# make, heads that tp does not divide, layers the stages do not share, fewer micro-batches
+# than stages, --sp without a tp axis, --dist with --pp, a batch the pipelines and rounds do
+# not share equally, ranks that are not dp x pp.
 # A broken composition fails here: without the gradients' sum over dp each pipeline updates
 # from its half of the batch (the parameters leave the one process's course); with both
 # pipelines on the same rows the losses differ; an overflow decided per rank or per dp group
@@ -140,14 +143,63 @@ awk '$1 == 3 && $5 != 32768 { print "step 3: scale " $5 " after the resume, want
     || { cat fr.log; exit 1; }
 ok "tp=2 fp16 (rank 1's overflow at step 2 skipped by both), resumed with its loss scale" same fr f1t $TOL
 
+# tp x pp (4 ranks): two pipeline stages, each stage's blocks split over two tp ranks
+# (Megatron's split placed on each stage's graph before it is cut into forward and
+# backward; each tp rank sends its 1/tp of the activation to the same tp rank of the next
+# stage, which all-gathers them over tp). AdamW
+# with 1F1B; SGD interleaved (two chunks per rank), the mesh written pp first; sequence
+# parallelism inside the stages (--sp, SGD); fp16 with an overflow planted on rank 3 (tp rank 1 of the second stage: its tp partner sees it through
+# the norm's sum over tp, the first stage through the sum over pp); a checkpoint of
+# tp=2,pp=2 (1F1B) resumed with GPipe. Without the placement each stage's local graph has
+# full-size weights the shards do not fill; without the norm's sum over tp the clip and the
+# overflow are per rank; without the tp gather the checkpoint holds one rank's shards.
+trained tp-adam 4 $A --lr 1e-2 --mesh tp=2,pp=2 --schedule 1f1b --microbatches 2 --emit-ir tp-adam.ir
+grep -q "tensor parallel: tp=2 ranks per stage" tp-adam.txt || { cat tp-adam.txt; echo "tp=2,pp=2: no tp line"; exit 1; }
+# the message between the stages split over tp (Megatron's scatter/gather): rank 0 receives
+# its 32 of a micro-batch's 64 rows (the gradient, in its backward) and all-gathers them over tp
+grep -q "= recv .*{shape=\[32,32\], dtype=f32, mesh=2, parts=2, peer=1}" tp-adam.ir &&
+    grep -q "= all_gather .* {axis=0, mesh=1, parts=2} : f32\[64,32\]" tp-adam.ir ||
+    { grep -n "recv\|all_gather\|send" tp-adam.ir; echo "tp=2,pp=2: the stage boundary's message is not split over tp"; exit 1; }
+ok "tp=2,pp=2 1f1b (adam)" same tp-adam adam $TOL_ADAM
+# each rank's slabs hold its stages' shards: per block 12 D^2 / 2 of matrices, c_attn's and
+# c_fc's biases halved, the layernorms and the c_proj biases whole; wte whole (41 tokens do
+# not split), wpe on the first stage, ln_f on the last
+python3 - tp-adam.txt <<'PY' || { echo "tp=2,pp=2: the per-rank memory is not the stages' shards"; exit 1; }
+import re, sys
+t = open(sys.argv[1]).read()
+L, D, C, V, P = map(int, re.search(r"GPT (\d+) layers, width (\d+), \d+ heads, context (\d+), vocab (\d+): (\d+) parameters", t).groups())
+p, tp = 2, 2
+blk = 12 * D * D // tp + (3 * D + 4 * D) // tp + 4 * D + 2 * D
+rows = re.findall(r"rank (\d+) +holds (\d+) of P", t)
+assert len(rows) == p, rows
+for r, n in (map(int, row) for row in rows):
+    want = (L // p) * blk + V * D + (C * D if r == 0 else 2 * D)
+    assert n == want, "rank %d holds %d parameters, its stages' shards have %d" % (r, n, want)
+print("tp=2,pp=2: each rank holds its stages' shards, %s of P = %d" % ([int(n) for _, n in rows], P))
+PY
+trained tp-sgd 4 $A --optimizer sgd --momentum 0.9 --lr 0.1 --mesh pp=2,tp=2 --schedule interleaved --microbatches 2
+ok "pp=2,tp=2 interleaved (sgd)" same tp-sgd sgd $TOL
+trained tp-sp 4 $A --optimizer sgd --momentum 0.9 --lr 0.1 --mesh tp=2,pp=2 --sp --microbatches 2
+grep -q "reduce_scatter in rank 0's stages (sequence parallel)" tp-sp.txt || { cat tp-sp.txt; echo "tp=2,pp=2 --sp: no sp"; exit 1; }
+ok "tp=2,pp=2 --sp 1f1b (sgd)" same tp-sp sgd $TOL
+KILN_INJECT_INF_STEP=2 KILN_INJECT_INF_RANK=3 trained tp-f4 4 $F --mesh tp=2,pp=2 --microbatches 2
+skipped2 tp-f4
+ok "tp=2,pp=2 fp16, rank 3's overflow at step 2 skipped by all" same tp-f4 f1a2 $TOL
+ok "tp=2,pp=2 resumed after 2 steps with gpipe" resumed rtp adam 4 $A --lr 1e-2 --mesh tp=2,pp=2 --microbatches 2 -- \
+    4 --mesh tp=2,pp=2 --schedule gpipe --microbatches 2
+
 expect() { # expect MESSAGE RANKS ARGS...: the run fails, saying MESSAGE
     local msg=$1 n=$2
     shift 2
     refused "$msg" run $MPIEXEC -n $n "$kiln" train $A "$@"
 }
-expect "not yet combined with tp" 4 --mesh tp=2,pp=2
+expect "the ranks must be dp x tp x pp = 4 (run mpiexec -n 4)" 2 --mesh tp=2,pp=2
+expect "the model's heads (1) is not a multiple of tp" 4 --mesh tp=2,pp=2 --heads 1
+expect "3 layers do not divide into 2 stages" 4 --mesh tp=2,pp=2 --layers 3
+expect "need --microbatches >= --pp" 4 --mesh tp=2,pp=2 --microbatches 1
+expect "the mesh needs a tp axis" 2 --mesh pp=2 --sp
 expect "write the mesh: --mesh dp=2,pp=2" 2 --pp 2 --dist ddp
 expect "not divisible by dp x --accum 2" 4 --mesh dp=2,pp=2 --accum 2 --batch 6
 expect "not divisible by --microbatches 4 (per pipeline of dp)" 4 --mesh dp=2,pp=2 --microbatches 4 --batch 4
 expect "the ranks must be dp x pp" 2 --mesh dp=2,pp=2
-echo "meshes dp x pp, dp x tp (fp16, resume): ok"
+echo "meshes dp x pp, dp x tp (fp16, resume), tp x pp: ok"

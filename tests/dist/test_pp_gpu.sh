@@ -6,7 +6,9 @@
 #   equality  kiln train --pp 2 (and, with 4 GPUs, --pp 4) --comm nccl with each schedule
 #             against one GPU on the same global batch, fp32 (compare.py, a summation
 #             order's tolerance) and bf16 (SGD, DDP's bf16 tolerance); with 4 GPUs also
-#             --mesh dp=2,pp=2 (two pipelines, each on half of the batch)
+#             --mesh dp=2,pp=2 (two pipelines, each on half of the batch) and --mesh tp=2,pp=2
+#             with each schedule (each stage's blocks split over two GPUs); with 8 GPUs
+#             --mesh dp=2,tp=2,pp=2
 #   bubble    --pp 4 --microbatches 16 (1f1b, interleaved) on a model large enough for the
 #             GPU to be busy (16 layers, width 1024): the measured bubble printed beside
 #             (p-1)/(m+p-1) = 15.8%, and the timelines drawn (plots/pp_timeline.sh)
@@ -45,6 +47,19 @@ for prec in fp32 bf16; do
         run $MPIEXEC -n 4 "$kiln" train $A --precision $prec --comm nccl --mesh dp=2,pp=2 --microbatches 4 \
             --out $tag.st --log $tag.log > $tag.txt 2>&1 || { cat $tag.txt; exit 1; }
         ok "dp=2,pp=2 1f1b $prec" python3 "$here/compare.py" one-$prec.log $tag.log one-$prec.st $tag.st $tol
+        # tensor-parallel stages: two stages of two GPUs each (--mesh tp=2,pp=2), every schedule
+        for s in gpipe 1f1b interleaved; do
+            tag=$prec-tp2pp2-$s
+            run $MPIEXEC -n 4 "$kiln" train $A --precision $prec --comm nccl --mesh tp=2,pp=2 --schedule $s \
+                --microbatches 8 --out $tag.st --log $tag.log > $tag.txt 2>&1 || { cat $tag.txt; exit 1; }
+            ok "tp=2,pp=2 $s $prec" python3 "$here/compare.py" one-$prec.log $tag.log one-$prec.st $tag.st $tol
+        done
+    fi
+    if [ "$ngpu" -ge 8 ]; then # the three axes: two pipelines of two tensor-parallel stages
+        tag=$prec-dp2tp2pp2
+        run $MPIEXEC -n 8 "$kiln" train $A --precision $prec --comm nccl --mesh dp=2,tp=2,pp=2 --microbatches 4 \
+            --out $tag.st --log $tag.log > $tag.txt 2>&1 || { cat $tag.txt; exit 1; }
+        ok "dp=2,tp=2,pp=2 1f1b $prec" python3 "$here/compare.py" one-$prec.log $tag.log one-$prec.st $tag.st $tol
     fi
 done
 if [ "$ngpu" -ge 4 ]; then

@@ -11,11 +11,12 @@
 #    The same in bf16 (to a bf16 tolerance), with a vocabulary that splits (the
 #    vocabulary-parallel embedding and cross-entropy), with sequence parallelism (--sp: the
 #    activation memory per rank below plain tp's), dp=2 x tp=2 on 4 ranks, --accum 2 (tp=2
-#    and dp=2 x tp=2), ZeRO-1 on the dp axis (--dist zero1: half the optimizer state). kiln compile --mesh tp=2 shows Megatron's
+#    and dp=2 x tp=2), ZeRO-1 on the dp axis (--dist zero1: half the optimizer state), the
+#    vocabulary split across two pipeline stages (--mesh tp=2,pp=2). kiln compile --mesh tp=2 shows Megatron's
 #    collectives in rank 1's local graph.
 # 3. Every bad mesh gets its message: sizes that do not multiply to the ranks, an unknown or
-#    repeated axis, heads not divisible by tp (train and compile), pp with tp (not combined
-#    yet), no tp axis, a batch dp (or dp x --accum) does not divide, zero1 without a dp axis,
+#    repeated axis, heads not divisible by tp (train and compile), layers the stages of a tp
+#    x pp mesh do not share, no tp axis, a batch dp (or dp x --accum) does not divide, zero1 without a dp axis,
 #    no mpiexec. (fp16 and --resume under tp, once refused here, are test_mesh.sh's cells.)
 set -euo pipefail
 bin=$(realpath "$1")
@@ -84,6 +85,13 @@ for p in fp32 bf16; do
         r=$(python3 "$here/compare.py" v1$p.log v$n$p.log v1$p.st v$n$p.st $tol); echo "$p, vocabulary-parallel, --mesh tp=$n: $r"
     done
 done
+# and across pipeline stages (tp x pp): wte S(0) on the first stage (the embedding) and the
+# last (the logits, the vocabulary-parallel cross-entropy), its two copies' gradients summed
+# per tp coordinate (the embedding group is the pp axis's ends)
+trained vpp 4 $V --mesh tp=2,pp=2 --microbatches 2
+grep -q "tensor parallel: tp=2 ranks per stage" vpp.txt && ! grep -q "stay replicated" vpp.txt \
+    || { cat vpp.txt; echo "tp=2,pp=2: the vocabulary did not split"; exit 1; }
+r=$(python3 "$here/compare.py" v1fp32.log vpp.log v1fp32.st vpp.st 1e-6 1e-5); echo "fp32, vocabulary-parallel, --mesh tp=2,pp=2: $r"
 
 # sequence parallelism (--sp): the layernorms and residual adds on the rank's rows, the
 # all-reduces of activations replaced by reduce-scatter + all-gather; to a summation order,
@@ -159,7 +167,8 @@ refused "(diverged: lower the learning rate)" run $MPIEXEC -n 2 "$kiln" train --
     --steps 60 --sample 0 --out none --device cpu --data-bytes 20000 --mesh tp=2 --lr 10 --clip 0 --optimizer sgd --momentum 0.99
 # --mesh pp=N alone is --pp N: the pipeline's own checks answer (here: 1 layer, 2 stages)
 refused "--pp 2: 1 layers do not divide into 2 stages" run $MPIEXEC -n 2 "$kiln" train $B --mesh pp=2
-refused "the pp axis is not yet combined" run $MPIEXEC -n 4 "$kiln" train $B --mesh tp=2,pp=2
+# and with tp beside it (tp x pp: test_mesh.sh), the stages' check still answers first
+refused "--pp 2: 1 layers do not divide into 2 stages" run $MPIEXEC -n 4 "$kiln" train $B --mesh tp=2,pp=2
 refused "--batch 3 is not divisible by dp=2" run $MPIEXEC -n 4 "$kiln" train $B --batch 3 --mesh dp=2,tp=2
 refused "not divisible by dp=2 x --accum 2" run $MPIEXEC -n 4 "$kiln" train $B --batch 6 --accum 2 --mesh dp=2,tp=2
 refused "and it has none" run $MPIEXEC -n 2 "$kiln" train $B --mesh tp=2 --dist zero1

@@ -475,6 +475,10 @@ typedef struct kn_pp_config {
     int micro;             /* m: micro-batches per step (>= 1) */
     int chunks;            /* v: chunks per rank; 0: implied (2 for interleaved, else 1) */
     int accum;             /* rounds of the schedule per step, gradients summed (--accum); 0: 1 */
+    kn_comm *tp;           /* borrowed, NULL: none; the tensor-parallel axis (a tp x pp mesh): every
+                            * stage's graph is placed along it (Megatron's split, kn_place_graph,
+                            * mesh axis 1) before it is cut into forward and backward */
+    unsigned tp_flags;     /* the placement pass's flags with tp (KN_PLACE_SEQUENCE_PARALLEL: --sp) */
 } kn_pp_config;
 
 /* One action of the last step, for the timeline: F or B of (micro, chunk), started at t0
@@ -501,6 +505,16 @@ typedef struct kn_pp {
                               * for p = 1 */
     kn_comm *dp;             /* borrowed, NULL: none; the data-parallel axis (kn_pp_set_dp): this
                               * pipeline is replica dp->rank of dp->size */
+    kn_comm *tp;             /* borrowed, NULL: none; the tensor-parallel axis (kn_pp_config.tp) */
+    int tp_parts, tp_rank;   /* its size and this rank's index (1 and 0 without one) */
+    kn_tp_split split;       /* kn_tp_gpt_param's context: each parameter's placement along tp */
+    kn_tp_comms tpc;         /* the stages' all_reduce / all_gather / reduce_scatter run over tp */
+    kn_placement *place;     /* owned: per parameter its placement along tp (R without tp) */
+    kn_param_info *linfo;    /* owned: per parameter its local layout: the tp shard's shape and size,
+                              * offsets in the model's order (the model's own without tp) */
+    int64_t ln, ln_decay;    /* floats of that layout; the decayed ones first */
+    int tp_all_reduce, tp_all_gather, tp_reduce_scatter; /* the conversions the placement pass put in
+                              * this rank's stages */
     kn_trainer *tr;          /* borrowed: its batch is one micro-batch */
     kn_pp_config cfg;        /* chunks and accum made explicit */
     int p, rank, v, stages;  /* stages = p * v */
@@ -565,7 +579,11 @@ kn_status kn_pp_check(const kn_gpt_config *g, int p, int ranks, int global_batch
  * (kn_pp.lparam) and the trainer's whole-model slabs freed (model->p.slab on the CPU, the
  * device copies on a GPU; the gradient and optimizer-state slabs; the low copies): the
  * trainer is not stepped on its own after this, and its parameters are read only after
- * kn_pp_gather. */
+ * kn_pp_gather. With cfg->tp (a tp x pp mesh; c is then the pp axis of this rank's tp and dp
+ * coordinates) every stage's joint graph is placed along tp before it is cut (Megatron's
+ * split; KN_ERR_ARG when the heads or the width do not split, kn_mesh_check_gpt's message),
+ * the rank's slabs hold its shards (kn_pp.linfo's layout), the tied wte's gradients are
+ * summed per tp coordinate and the norm over tp and pp. */
 kn_status kn_pp_new(kn_pp *pp, kn_comm *c, kn_trainer *tr, const kn_pp_config *cfg);
 void kn_pp_free(kn_pp *pp);
 /* Compose with data parallelism (a dp x pp mesh): call after kn_pp_new, before the first
@@ -590,7 +608,7 @@ kn_status kn_pp_step(kn_pp *pp, const int32_t *x, const int32_t *y, int global_b
  * state, the low copies; not the gradients), the evaluation program bound to them: before
  * evaluation, sampling, a checkpoint, or a comparison. The next kn_pp_step frees them again
  * (the local slabs are what trains: a change made to the gathered slab is not seen).
- * Collective over the pp axis. */
+ * Collective over the pp axis (and the tp axis: the shards put together, kn_place_gather). */
 kn_status kn_pp_gather(kn_pp *pp);
 /* The last step's timeline of every rank, gathered (collective); rank 0 writes it to path
  * as TSV ("rank op micro chunk t0 t_ready t1 idle", seconds; idle: the wait before t_ready since
