@@ -14,7 +14,9 @@
  * the CPU (1e-4 for f32, 1e-12 for f64, NaN and infinities exactly; see
  * cuda_test_util.h); outputs are poisoned first, so an element a kernel forgets shows up as
  * NaN. Where asked, the GPU runs the node twice on the same operands and must give the
- * same bits.
+ * same bits. The fused pair (kn_cuda_cross_entropy_fused, knc_ce_fused_rows) gives the
+ * bits of the two nodes on the GPU, its gradient into a buffer of its own and over the
+ * logits, for f32, f64, bf16 and f16 logits, aligned or not.
  *
  * Without a GPU each test skips with one line (the harness counts it as skipped). */
 #include <math.h>
@@ -231,5 +233,60 @@ KN_TEST(cuda_norm, cross_entropy_bwd_over_its_logits_is_bitwise_out_of_place) {
         for (int k = 0; k < 3; k++) {
             ce_bwd_inplace_case(&r, dts[d], (k + d) % 2 ? KN_DT_I32 : KN_DT_I64, 6, vs[k], false);
             if (k > 0) ce_bwd_inplace_case(&r, dts[d], KN_DT_I64, 5, vs[k], true);
+        }
+}
+
+/* kn_cuda_cross_entropy_fused against cross_entropy and cross_entropy_bwd on the GPU: the
+ * same loss and gradient bits, the gradient into its own buffer and over (a copy of) the
+ * logits; misaligned: the logits through one_past views (element loads). */
+static void ce_fused_case(kn_rng *r, kn_dtype dt, kn_dtype it, int64_t rows, int64_t v, bool misaligned) {
+    kn_tensor *lg = NULL, *tg = NULL, *dl = NULL, *d[3] = {NULL}, *x2 = NULL;
+    bool low = dt == KN_DT_BF16 || dt == KN_DT_F16;
+    ce_operands(r, dt, it, rows, v, true, &lg, &tg);
+    KN_ASSERT_OK(kn_tensor_scalar(&dl, low ? KN_DT_F32 : dt, 0.5 + (double)(kn_rng_u32(r) % 4)));
+    kn_node bn = node(KN_OP_CROSS_ENTROPY_BWD), ln = node(KN_OP_CROSS_ENTROPY);
+    kn_tensor *host[3] = {dl, lg, tg}, *dev[3] = {NULL, misaligned ? one_past(lg) : NULL, NULL};
+    gpu_operands(&bn, 3, host, dev, d);
+    kn_tensor *ld[2] = {d[1], d[2]};
+    const kn_type lt[2] = {{dt, 2, {rows, v}}, {it, 1, {rows}}}, *lp[2] = {&lt[0], &lt[1]};
+    char msg[256];
+    ln.nin = 2;
+    cr_assert_eq(kn_node_infer(&ln, lp, &ln.type, msg, sizeof msg), KN_OK, "%s", msg);
+    kn_tensor *want_d = on_gpu(&bn, d), *want_l = on_gpu(&ln, ld);
+    kn_tensor *l = NULL, *g = NULL, *l2 = NULL, *over = NULL, *hl = NULL, *hg = NULL, *hl2 = NULL, *hx = NULL;
+    KN_ASSERT_OK(kn_cuda_cross_entropy_fused((const kn_tensor *const *)d, &l, &g));
+    x2 = misaligned ? one_past(lg) : NULL;
+    if (!x2) KN_ASSERT_OK(kn_tensor_to(&x2, lg, CUDA0));
+    KN_ASSERT_OK(kn_tensor_wrap(&over, CUDA0, kn_tensor_data(x2), dt, x2->ndim, x2->shape));
+    kn_tensor *placed = over;
+    const kn_tensor *in2[3] = {d[0], x2, d[2]};
+    KN_ASSERT_OK(kn_cuda_cross_entropy_fused(in2, &l2, &over));
+    cr_assert_eq(over, placed, "the call kept the gradient's tensor it was given");
+    KN_ASSERT_OK(kn_tensor_to(&hl, l, KN_CPU));
+    KN_ASSERT_OK(kn_tensor_to(&hg, g, KN_CPU));
+    KN_ASSERT_OK(kn_tensor_to(&hl2, l2, KN_CPU));
+    KN_ASSERT_OK(kn_tensor_to(&hx, x2, KN_CPU));
+    KN_ASSERT_OK(kn_device_synchronize(CUDA0));
+    char ts[96];
+    snprintf(ts, sizeof ts, "%s [%lld, %lld]%s", kn_dtype_name(dt), (long long)rows, (long long)v,
+             misaligned ? " (misaligned)" : "");
+    cr_assert(irt_same_bits(hl, want_l), "%s: the fused loss differs from cross_entropy's", ts);
+    cr_assert(irt_same_bits(hg, want_d), "%s: the fused gradient differs from cross_entropy_bwd's", ts);
+    cr_assert(irt_same_bits(hl2, want_l), "%s: the loss with the gradient over the logits differs", ts);
+    cr_assert(irt_same_bits(hx, want_d), "%s: the gradient written over the logits differs", ts);
+    kn_tensor *all[] = {want_d, want_l, l, g, l2, over, hl, hg, hl2, hx, x2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) kn_tensor_free(all[i]);
+    for (int i = 0; i < 3; i++) { kn_tensor_free(d[i]); kn_tensor_free(host[i]); }
+}
+
+KN_TEST(cuda_norm, fused_cross_entropy_is_the_pair_bitwise) {
+    SKIP_WITHOUT_GPU();
+    kn_rng r = kn_rng_new(66);
+    const kn_dtype dts[4] = {KN_DT_F32, KN_DT_F64, KN_DT_BF16, KN_DT_F16};
+    const int64_t vs[3] = {5, 50304, 50305};
+    for (int dd = 0; dd < 4; dd++)
+        for (int k = 0; k < 3; k++) {
+            ce_fused_case(&r, dts[dd], (k + dd) % 2 ? KN_DT_I32 : KN_DT_I64, 6, vs[k], false);
+            if (k > 0) ce_fused_case(&r, dts[dd], KN_DT_I64, 5, vs[k], true);
         }
 }
