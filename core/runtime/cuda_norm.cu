@@ -309,13 +309,22 @@ __device__ inline void knc_lse_fold(const knc_pack<T, V> &p, T &m, double &s) {
 }
 
 /* The running pair of thread threadIdx.x over its groups threadIdx.x, + blockDim.x, ...
- * of a row of v elements, two groups in flight, in group order. */
+ * of a row of v elements, four groups in flight (then two, then one), folded in group
+ * order: the same pair, bit for bit, however many are in flight. */
 template <typename S, bool VEC, typename T = typename knc_math<S>::type>
 __device__ inline void knc_lse_scan(const S *row, int64_t v, T &m, double &s) {
     constexpr int V = KNC_CE_V(S);
     int64_t ng = (v + V - 1) / V, step = blockDim.x, g = threadIdx.x;
     m = (T)-INFINITY;
     s = 0;
+    for (; g + 3 * step < ng; g += 4 * step) {
+        knc_pack<T, V> a = knc_ce_load<S, VEC>(row, g, v), b = knc_ce_load<S, VEC>(row, g + step, v),
+                       c = knc_ce_load<S, VEC>(row, g + 2 * step, v), d = knc_ce_load<S, VEC>(row, g + 3 * step, v);
+        knc_lse_fold<T, V>(a, m, s);
+        knc_lse_fold<T, V>(b, m, s);
+        knc_lse_fold<T, V>(c, m, s);
+        knc_lse_fold<T, V>(d, m, s);
+    }
     for (; g + step < ng; g += 2 * step) {
         knc_pack<T, V> a = knc_ce_load<S, VEC>(row, g, v), b = knc_ce_load<S, VEC>(row, g + step, v);
         knc_lse_fold<T, V>(a, m, s);
@@ -417,7 +426,7 @@ __device__ inline void knc_ce_store(S *row, int64_t g, int64_t v, const knc_pack
     }
 }
 
-/* dlogits = (softmax(row) - onehot(target)) * dloss / rows for row blockIdx.x: the
+/* dlogits = (softmax(row) - onehot(target)) * dloss / rows for row r (KNC_CE_ROWS): the
  * one-pass statistics, then a second pass that writes (VEC: dlogits rows 16-byte aligned
  * too). logits and dlogits may be one buffer (knc_ce_bwd_rows_inplace): the block reads
  * only its own row; every thread's first pass ends in knc_block_lse's __syncthreads before
@@ -428,22 +437,22 @@ __device__ inline void knc_ce_store(S *row, int64_t g, int64_t v, const knc_pack
 template <typename S, bool VEC>
 __device__ __forceinline__ void knc_ce_bwd_row(const typename knc_math<S>::type *dloss, const S *logits,
                                                const void *t, bool i32, int64_t rows, int64_t v, S *dlogits,
-                                               double *term) {
+                                               double *term, int64_t r) {
     typedef typename knc_math<S>::type T;
     constexpr int V = KNC_CE_V(S);
     __shared__ double shm[32], shs[32];
-    const S *row = logits + blockIdx.x * v;
-    S *dr = dlogits + blockIdx.x * v;
+    const S *row = logits + r * v;
+    S *dr = dlogits + r * v;
     T m;
-    T scale = knc_rm_ce_scale(*dloss, rows); /* rows > 0: the launch has a block per row */
+    T scale = knc_rm_ce_scale(*dloss, rows); /* rows > r >= 0 */
     double s;
-    int64_t tg = knc_target(t, i32, blockIdx.x), ng = (v + V - 1) / V, step = blockDim.x, g = threadIdx.x;
+    int64_t tg = knc_target(t, i32, r), ng = (v + V - 1) / V, step = blockDim.x, g = threadIdx.x;
     bool tg_in = tg >= 0 && tg < v;
     double xt = term && threadIdx.x == 0 && tg_in ? (double)knc_widen(row[tg]) : 0.0;
     knc_lse_scan<S, VEC>(row, v, m, s);
     double lse_d = knc_block_lse((double)m, s, shm, shs);
     T lse = (T)lse_d;
-    if (term && threadIdx.x == 0) term[blockIdx.x] = tg_in ? lse_d - xt : (double)NAN; /* as knc_ce_rows */
+    if (term && threadIdx.x == 0) term[r] = tg_in ? lse_d - xt : (double)NAN; /* as knc_ce_rows */
     for (; g + step < ng; g += 2 * step) {
         knc_pack<T, V> a = knc_ce_load<S, VEC>(row, g, v), b = knc_ce_load<S, VEC>(row, g + step, v);
         knc_ce_store<S, VEC>(dr, g, v, knc_ce_grad<T, V>(a, g, lse, scale, tg));
@@ -451,6 +460,15 @@ __device__ __forceinline__ void knc_ce_bwd_row(const typename knc_math<S>::type 
     }
     if (g < ng) knc_ce_store<S, VEC>(dr, g, v, knc_ce_grad<T, V>(knc_ce_load<S, VEC>(row, g, v), g, lse, scale, tg));
 }
+
+/* The rows of a gradient launch: row r by block r % gridDim.x, in turn (a grid of a block
+ * per row, or fewer: ce_grid). A barrier between a block's rows: knc_block_lse's shared
+ * words are written again only once every thread has read the last row's result. */
+#define KNC_CE_ROWS(...)                                                      \
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {                  \
+        if (r != (int64_t)blockIdx.x) __syncthreads();                        \
+        __VA_ARGS__;                                                          \
+    }
 
 /* Tried and not kept (H200, 2026-11-27): a backward that copies the row into shared memory
  * during the statistics pass and writes the gradient from there (one global read, not
@@ -463,7 +481,7 @@ template <typename S, bool VEC>
 __global__ void __launch_bounds__(KNC_THREADS)
     knc_ce_bwd_rows(const typename knc_math<S>::type *__restrict__ dloss, const S *__restrict__ logits,
                     const void *__restrict__ t, bool i32, int64_t rows, int64_t v, S *__restrict__ dlogits) {
-    knc_ce_bwd_row<S, VEC>(dloss, logits, t, i32, rows, v, dlogits, nullptr);
+    KNC_CE_ROWS(knc_ce_bwd_row<S, VEC>(dloss, logits, t, i32, rows, v, dlogits, nullptr, r));
 }
 
 /* The gradient written over the logits (the memory plan's in place, kn_op_inplace_operand):
@@ -473,7 +491,7 @@ template <typename S, bool VEC>
 __global__ void __launch_bounds__(KNC_THREADS)
     knc_ce_bwd_rows_inplace(const typename knc_math<S>::type *__restrict__ dloss, S *x, const void *__restrict__ t,
                             bool i32, int64_t rows, int64_t v) {
-    knc_ce_bwd_row<S, VEC>(dloss, x, t, i32, rows, v, x, nullptr);
+    KNC_CE_ROWS(knc_ce_bwd_row<S, VEC>(dloss, x, t, i32, rows, v, x, nullptr, r));
 }
 
 /* The fused forward and backward (knc_cross_entropy_fused): each row's loss term and its
@@ -484,7 +502,29 @@ template <typename S, bool VEC>
 __global__ void __launch_bounds__(KNC_THREADS)
     knc_ce_fused_rows(const typename knc_math<S>::type *__restrict__ dloss, const S *x, const void *__restrict__ t,
                       bool i32, int64_t rows, int64_t v, S *dx, double *__restrict__ term) {
-    knc_ce_bwd_row<S, VEC>(dloss, x, t, i32, rows, v, dx, term);
+    KNC_CE_ROWS(knc_ce_bwd_row<S, VEC>(dloss, x, t, i32, rows, v, dx, term, r));
+}
+
+/* The grid of the gradient kernels (the backward and the fused pair): a block per row, or,
+ * with KILN_CE_BLOCKS_PER_SM=K (read once; 0 or unset: a block per row), K blocks per SM,
+ * each taking rows in turn. A block reads its row twice (statistics, then the gradient);
+ * the second read comes from L2 only while the rows in flight fit there: a block per row
+ * keeps up to 8 blocks (256 threads) an SM resident, 1056 rows of 100 KB on an H100
+ * (GPT-2's bf16 vocabulary) against a 50 MB L2, where K = 2 keeps 264 (26 MB). A knob so
+ * both can be timed on one machine; the results are the same bits either way (a row's
+ * arithmetic does not depend on which block takes it). */
+static unsigned ce_grid(int64_t rows) {
+    static int k = -1;
+    if (k < 0) {
+        const char *s = getenv("KILN_CE_BLOCKS_PER_SM");
+        k = s && atoi(s) > 0 && atoi(s) <= 64 ? atoi(s) : 0;
+    }
+    int dev = 0, sms = 0;
+    if (k > 0 && cudaGetDevice(&dev) == cudaSuccess &&
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && sms > 0 &&
+        (int64_t)k * sms < rows)
+        return (unsigned)(k * sms);
+    return row_blocks(rows);
 }
 
 /* Targets checked on the host (KN_ERR_ARG naming the first bad one, as the CPU does). */
@@ -519,14 +559,14 @@ static kn_status ce_launch(const kn_tensor *const *in, kn_tensor *out, bool bwd)
         const T *dl = (const T *)kn_tensor_data(in[0]);
         S *dx = (S *)kn_tensor_data(out);
         if ((const S *)dx == x) { /* in place (the memory plan): a partial overlap is never planned */
-            if (vec) knc_ce_bwd_rows_inplace<S, true><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(dl, dx, kn_tensor_data(t), i32, rows, v);
-            else knc_ce_bwd_rows_inplace<S, false><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(dl, dx, kn_tensor_data(t), i32, rows, v);
+            if (vec) knc_ce_bwd_rows_inplace<S, true><<<ce_grid(rows), KNC_THREADS, 0, knc_stream>>>(dl, dx, kn_tensor_data(t), i32, rows, v);
+            else knc_ce_bwd_rows_inplace<S, false><<<ce_grid(rows), KNC_THREADS, 0, knc_stream>>>(dl, dx, kn_tensor_data(t), i32, rows, v);
             KNC_LAUNCHED(knc_ce_bwd_rows_inplace);
             return KN_OK;
         }
         if (vec && aligned16(dx))
-            knc_ce_bwd_rows<S, true><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);
-        else knc_ce_bwd_rows<S, false><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);
+            knc_ce_bwd_rows<S, true><<<ce_grid(rows), KNC_THREADS, 0, knc_stream>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);
+        else knc_ce_bwd_rows<S, false><<<ce_grid(rows), KNC_THREADS, 0, knc_stream>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);
         KNC_LAUNCHED(knc_ce_bwd_rows);
         return KN_OK;
     }
@@ -584,8 +624,8 @@ static kn_status ce_fused_launch(const kn_tensor *dl, const kn_tensor *lg, const
     double *tp = (double *)kn_tensor_data(term);
     if (rows > 0) { /* v == 0: NaN terms, as knc_ce_rows gives, and an empty gradient */
         const T *d = (const T *)kn_tensor_data(dl);
-        if (vec) knc_ce_fused_rows<S, true><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(d, x, kn_tensor_data(t), i32, rows, v, dx, tp);
-        else knc_ce_fused_rows<S, false><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(d, x, kn_tensor_data(t), i32, rows, v, dx, tp);
+        if (vec) knc_ce_fused_rows<S, true><<<ce_grid(rows), KNC_THREADS, 0, knc_stream>>>(d, x, kn_tensor_data(t), i32, rows, v, dx, tp);
+        else knc_ce_fused_rows<S, false><<<ce_grid(rows), KNC_THREADS, 0, knc_stream>>>(d, x, kn_tensor_data(t), i32, rows, v, dx, tp);
         st = knc_check_launch("knc_ce_fused_rows", __FILE__, __LINE__);
     }
     if (st == KN_OK) {
