@@ -10,6 +10,8 @@
 #      12 heads, T = 1024), B = 8 sequences per GPU, TF32 matmuls (kiln's fastest precision
 #      today): the steady tokens/s of 1 GPU alone and of DDP on 1..N GPUs, the scaling
 #      efficiency against N x the single GPU, and the device memory peak of rank 0.
+#      Then kiln's best step (bf16, compiled, flash, hfuse, the collectives inside its CUDA
+#      graph) alone and under DDP, ZeRO-1 and ZeRO-2 on 2..N GPUs: scaling-best.tsv.
 #   3. Communication. `kiln bench-comm --comm nccl` (kiln's communicator: all_reduce,
 #      reduce_scatter, all_gather on GPU buffers) at 4, 64 and 512 MB, against NCCL's own
 #      through PyTorch (plots/torch_comm.py) at the same sizes.
@@ -78,6 +80,26 @@ for k in $counts; do
     say "scaling: DDP on $k GPU(s) $r tokens/s, efficiency $eff, peak $(peak scale-ddp$k.txt) GB on rank 0;$(sed -n 's/.*overlap (last step) *\([0-9.]* ms of communication after the backward\).*/ \1/p' scale-ddp$k.txt)"
 done
 
+# kiln's best step (bf16, compiled, flash, hfuse, one CUDA graph holding the NCCL
+# collectives): 1 GPU alone against DDP, ZeRO-1 and ZeRO-2 on 2..N GPUs (issue 32's targets:
+# DDP >= 95%, ZeRO-1/2 >= 93% on 4 GPUs)
+BEST="--precision bf16 --mode compiled --flash --hfuse --cuda-graph on"
+"$kiln" train $S $BEST --batch 8 --device cuda:0 > best-alone.txt 2>&1 || { tail -n 5 best-alone.txt; exit 1; }
+bone=$(rate best-alone.txt)
+printf '# gpus\tstrategy\tkiln_tok_s\tefficiency\tpeak_GB\n1\talone\t%s\t1.000\t%s\n' "$bone" "$(peak best-alone.txt)" > scaling-best.tsv
+say "best step: 1 GPU alone $bone tokens/s, peak $(peak best-alone.txt) GB (B=8, T=1024, bf16, flash, hfuse, CUDA graph)"
+for k in $counts; do
+    [ $k -gt 1 ] || continue
+    for s in ddp zero1 zero2; do
+        $MPIEXEC -n $k "$kiln" train $S $BEST --batch $(( 8 * k )) --dist $s --comm nccl > best-$s$k.txt 2>&1 \
+            || { tail -n 5 best-$s$k.txt; say "best step: $s on $k GPUs FAILED"; continue; }
+        r=$(rate best-$s$k.txt)
+        eff=$(awk -v r="$r" -v o="$bone" -v k=$k 'BEGIN { printf "%.3f", r / (k * o) }')
+        printf '%d\t%s\t%s\t%s\t%s\n' $k $s "$r" "$eff" "$(peak best-$s$k.txt)" >> scaling-best.tsv
+        say "best step: $s on $k GPU(s) $r tokens/s, efficiency $eff, peak $(peak best-$s$k.txt) GB on rank 0"
+    done
+done
+
 # memory per GPU of each strategy on every GPU (kiln's accounting against distributed.md's
 # table, and the device peak of the steps)
 kmax=$(echo $counts | awk '{print $NF}')
@@ -128,10 +150,14 @@ ranks_of() {
     done
 }
 if [ "$ngpu" -ge 2 ]; then
+    # node by node (fp32), then kiln's best step: bf16, compiled, the collectives inside the
+    # CUDA graph (where only the fence after each launch can see a stalled peer)
+    for how in nodes graph; do
     for sig in KILL STOP; do
-        t0=$(date +%s)
+        t0=$(date +%s) x=""
+        [ $how = graph ] && x="--precision bf16 --mode compiled --cuda-graph on"
         KILN_COMM_TIMEOUT=15 timeout 120 $MPIEXEC -n 2 "$kiln" train --layers 2 --width 64 --heads 4 --context 64 \
-            --batch 16 --steps 1000000 --sample 0 --eval-batches 1 --out none --dist ddp --comm nccl > fault-$sig.txt 2>&1 &
+            --batch 16 --steps 1000000 --sample 0 --eval-batches 1 --out none --dist ddp --comm nccl $x > fault-$sig.txt 2>&1 &
         pid=$! victims=""
         for _ in $(seq 1 150); do
             victims=$(ranks_of $pid)
@@ -143,7 +169,8 @@ if [ "$ngpu" -ge 2 ]; then
         wait $pid; rc=$?
         for v in $victims; do kill -9 "$v" 2> /dev/null; done
         t=$(( $(date +%s) - t0 - 3 ))
-        say "fault: SIG$sig to rank 1: the job ended $t s later (exit $rc; <= 60 s wanted): $(grep -m1 -E 'timed out|signal|Killed|exited on signal|terminated' fault-$sig.txt | cut -c1-150)"
+        say "fault ($how): SIG$sig to rank 1: the job ended $t s later (exit $rc; <= 60 s wanted): $(grep -m1 -E 'timed out|signal|Killed|exited on signal|terminated' fault-$sig.txt | cut -c1-150)"
+    done
     done
 fi
 

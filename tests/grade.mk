@@ -86,5 +86,9 @@ ifeq ($(filter 10,$(MPI_LAB_IDS)),)
 HOSTILE_LABS := $(filter-out 10,$(HOSTILE_LABS))
 endif
 TEST_STEPS += $(foreach L,$(HOSTILE_LABS),test-step-grader-hostile-lab$(L))
+# every attack in both isolation modes (make test repeats only forge_record without bubblewrap)
+.PHONY: test-grader-hostile-full
+test-grader-hostile-full:
+	@for L in $(HOSTILE_LABS); do KN_HOSTILE_NOJAIL=all bash tests/grader/hostile-lab.sh $$L $(BUILD_ROOT) || exit 1; done
 .PHONY: $(foreach L,$(HOSTILE_LABS),test-step-grader-hostile-lab$(L))
 $(foreach L,$(HOSTILE_LABS),$(eval test-step-grader-hostile-lab$(L): ; @bash tests/harness/record.sh $$(abspath $$(ALL_RESULTS)) grader-hostile-lab$(L) bash tests/grader/hostile-lab.sh $(L) $$(BUILD_ROOT)))

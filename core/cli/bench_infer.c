@@ -18,7 +18,11 @@
  * (kiln's allocations on the device; on the CPU its heap blocks). Every token's logits
  * come back to the host and are drawn there, as in `kiln generate`: part of the cost.
  * Output: a table on stdout and, with --json FILE, the same numbers as JSON, the format
- * plots/bench_infer_torch.py writes for PyTorch (plots/bench_infer_compare.py divides). */
+ * plots/bench_infer_torch.py writes for PyTorch (plots/bench_infer_compare.py divides).
+ * Before the table, per batch size, the decode program's step count (kn_program_stats:
+ * steps, of them generated kernels), also in the JSON (decode_steps, decode_kernels): on a
+ * small model each step is a launch whose latency, not its work, sets the TPOT, so the
+ * count is the number to hold down (tests/core/test_cli_infer.sh). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +110,7 @@ typedef struct bi_result {
     int batch, prompt, new_tokens, requests;
     bi_stat ttft, tpot, itl, e2e;
     double tokens_per_s, peak_bytes;
+    int decode_steps, decode_kernels; /* the compiled decode step's steps, of them generated kernels */
 } bi_result;
 
 /* ---------------------------------------------------------------- one workload */
@@ -178,6 +183,9 @@ static kn_status run_workload(kn_infer *inf, const bi_workload *w, const bi_opts
         r->itl = summarize(itl, nitl);
         r->tokens_per_s = sum_e2e > 0 ? (double)nr * B * w->new_tokens / sum_e2e : NAN;
         r->peak_bytes = peak;
+        kn_program_stats ps = kn_program_get_stats(inf->decode);
+        r->decode_steps = ps.nsteps;
+        r->decode_kernels = ps.nkernels;
     }
     kn_free(ids); kn_free(t); kn_free(ttft); kn_free(tpot); kn_free(e2e); kn_free(itl);
     return st;
@@ -229,6 +237,8 @@ static kn_status write_json(const char *path, const char *dev, const char *mode,
         json_stat(&j, "e2e_ms", r[i].e2e);
         kn_json_key(&j, "tokens_per_s"); kn_json_number(&j, r[i].tokens_per_s);
         kn_json_key(&j, "peak_bytes"); kn_json_number(&j, r[i].peak_bytes);
+        kn_json_key(&j, "decode_steps"); kn_json_int(&j, r[i].decode_steps);
+        kn_json_key(&j, "decode_kernels"); kn_json_int(&j, r[i].decode_kernels);
         kn_json_end_object(&j);
     }
     kn_json_end_array(&j);
@@ -362,6 +372,11 @@ int kn_cli_bench_infer(int argc, char **argv) {
     for (int b = 0; st == KN_OK && b < nb; b++) {
         kn_infer inf;
         st = kn_infer_new(&inf, &g, batches[b], &io);
+        if (st == KN_OK) { /* what one decode token launches: the count a test holds down */
+            kn_program_stats ps = kn_program_get_stats(inf.decode);
+            printf("decode step, B=%d: %d steps a token (%d generated kernels, %d library steps)\n", batches[b],
+                   ps.nsteps, ps.nkernels, ps.nsteps - ps.nkernels);
+        }
         for (int i = 0; st == KN_OK && i < nw; i++) {
             st = run_workload(&inf, &work[i], &o, &bar, &done, &res[nres]);
             if (st == KN_OK) nres++;

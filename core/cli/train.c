@@ -276,9 +276,21 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
                      "(here: --mode %s on %s)", o->mode, o->device);
             goto fail;
         }
-        if (o->dist[0]) {
-            kn_error(KN_ERR_ARG, "--cuda-graph on with --dist: the collectives run between the steps, which a graph "
-                     "cannot replay; use one or the other");
+        /* data parallelism's collectives go into the graph where each is queued in stream
+         * order and the same in every run (kn_dp_collectives' `graph`) */
+        const char *why = !o->dist[0] ? NULL
+                          : o->mesh[0] || o->pp > 0 ? "the mesh's collectives wait on the host"
+                          : strcmp(o->comm, "nccl") ? "MPI's collectives wait on the host (use --comm nccl)"
+                          : !strcmp(o->dist, "zero3") || !strcmp(o->dist, "fsdp")
+                              ? "ZeRO-3 supplies the parameters during the run (their gathers)"
+                          : o->accum > 1 ? "--accum runs the step's program once per micro-batch, and only the "
+                                           "last communicates"
+                          : !strcmp(o->allreduce, "ring") ? "kiln's ring all-reduce is blocking host code"
+                          : strcmp(o->compress, "none") && o->compress[0] ? "int8 compression codes on the host"
+                                                                          : NULL;
+        if (why) {
+            kn_error(KN_ERR_ARG, "--cuda-graph on with --dist %s: %s, which a graph cannot replay; use one or the "
+                     "other", o->dist, why);
             goto fail;
         }
         tr.cuda_graph = true;

@@ -181,6 +181,12 @@ void kn_train_dist_report(const kn_train_dist *rd, int64_t P) {
                (long long)rd->dp.gathered_bytes, s->gathers, 1e3 * s->gather_s, 1e3 * s->gather_wait_s,
                100 * (hid < 0 ? 0 : hid));
     }
+    if (rd->dp.tr && rd->dp.tr->cuda_graph) {
+        printf("  overlap               the collectives run inside the step's CUDA graph (%lld launches), queued in "
+               "stream order among the backward's kernels: the host sees only the step's end (profile with nsys)\n",
+               (long long)kn_program_get_stats(rd->dp.tr->prog).graph_launches);
+        return;
+    }
     if (rd->dp.tr && rd->dp.tr->dev.type != KN_DEVICE_CPU) {
         /* the host runs ahead of a GPU: its clock knows when the backward ended (the loss was
          * read) and when the last bucket was done, not when each collective really ran */

@@ -35,7 +35,7 @@ const kn_comm_backend *kn_comm_backend_get(kn_comm_type type) {
 }
 
 static const char *const kn_comm_op_names[KN_COP_COUNT] = {"send", "recv", "all_reduce", "reduce_scatter",
-                                                           "all_gather", "broadcast", "barrier"};
+                                                           "all_gather", "broadcast", "barrier", "fence"};
 
 const char *kn_comm_op_name(kn_comm_op op) {
     return (int)op >= 0 && op < KN_COP_COUNT ? kn_comm_op_names[op] : "?";
@@ -88,6 +88,8 @@ kn_status kn_comm_split(kn_comm *c, int color, int key, kn_comm **out) {
 
 void kn_comm_free(kn_comm *c) {
     if (!c) return;
+    for (int i = 0; i < c->npending; i++) c->be->release(c->ctx, &c->pending[i]);
+    kn_free(c->pending);
     c->be->free(c->ctx);
     kn_free(c);
 }
@@ -229,6 +231,12 @@ kn_status kn_comm_ibarrier(kn_comm *c, const char *what, kn_comm_req *r) {
     return started(c->be->ibarrier(c->ctx, r), r);
 }
 
+kn_status kn_comm_ifence(kn_comm *c, const char *what, kn_comm_req *r) {
+    KN_TRY(begin(c, KN_COP_FENCE, what, 0, r));
+    if (!c->be->ifence) return KN_OK; /* no device stream: nothing to wait for (r is not active) */
+    return started(c->be->ifence(c->ctx, r), r);
+}
+
 /* ---------------------------------------------------------------- waiting */
 
 kn_status kn_comm_test(kn_comm_req *r, bool *done) {
@@ -291,6 +299,78 @@ kn_status kn_comm_wait(kn_comm_req *r) {
 kn_status kn_comm_wait_all(int n, kn_comm_req *r) {
     for (int i = 0; i < n; i++) KN_TRY(kn_comm_wait(&r[i]));
     return KN_OK;
+}
+
+kn_status kn_comm_wait_device(kn_comm_req *r) {
+    if (!r) return kn_error(KN_ERR_ARG, "kn_comm_wait_device: request is NULL");
+    if (!r->active) return KN_OK;
+    kn_comm *c = r->comm;
+    /* KILN_COMM_HOST_WAIT=1: the host waits, as before (the A/B of kiln's measurements) */
+    static int host_wait = -1;
+    if (host_wait < 0) host_wait = getenv("KILN_COMM_HOST_WAIT") && atoi(getenv("KILN_COMM_HOST_WAIT")) > 0;
+    if (!c->be->device_wait || host_wait) return kn_comm_wait(r);
+    if (c->npending == c->cap_pending) { /* bounded in practice: reap first, then grow */
+        KN_TRY(kn_comm_reap(c));
+        if (c->npending == c->cap_pending) {
+            int cap = c->cap_pending ? 2 * c->cap_pending : 64;
+            kn_comm_req *p = kn_realloc(c->pending, (size_t)cap * sizeof *p);
+            if (!p) {
+                KN_TRY(kn_comm_wait(r));
+                return kn_error(KN_ERR_OOM, "kn_comm_wait_device: out of memory (the request was waited for)");
+            }
+            c->pending = p, c->cap_pending = cap;
+        }
+    }
+    bool keep = true;
+    kn_status st = c->be->device_wait(c->ctx, r, &keep);
+    if (st == KN_OK && !keep) { /* captured into a CUDA graph: nothing for the host to see end */
+        c->be->release(c->ctx, r);
+        r->active = false;
+        return KN_OK;
+    }
+    if (st != KN_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", kn_last_error());
+        (void)kn_comm_wait(r);
+        return kn_error(st, "rank %d: %s #%lld (%s): the stream-ordered wait failed: %s", kn_dist_rank(),
+                        kn_comm_op_name(r->op), (long long)r->seq, r->what, msg);
+    }
+    c->pending[c->npending++] = *r;
+    r->active = false; /* the communicator's copy owns it now */
+    return KN_OK;
+}
+
+/* Drop the first k pending requests (they ended and were released). */
+static void pending_shift(kn_comm *c, int k) {
+    memmove(c->pending, c->pending + k, (size_t)(c->npending - k) * sizeof *c->pending);
+    c->npending -= k;
+}
+
+kn_status kn_comm_reap(kn_comm *c) {
+    if (!c) return kn_error(KN_ERR_ARG, "kn_comm_reap: communicator is NULL");
+    int k = 0;
+    kn_status st = KN_OK;
+    for (; k < c->npending; k++) {
+        bool done = false;
+        st = kn_comm_test(&c->pending[k], &done);
+        if (st != KN_OK) { k++; break; }
+        if (!done) {
+            double waited = kn_time_now() - c->pending[k].t_start;
+            if (waited > c->timeout) timed_out(&c->pending[k], waited);
+            break;
+        }
+    }
+    pending_shift(c, k);
+    return st;
+}
+
+kn_status kn_comm_drain(kn_comm *c) {
+    if (!c) return kn_error(KN_ERR_ARG, "kn_comm_drain: communicator is NULL");
+    kn_status st = KN_OK;
+    int k = 0;
+    for (; k < c->npending && st == KN_OK; k++) st = kn_comm_wait(&c->pending[k]);
+    pending_shift(c, k);
+    return st;
 }
 
 /* ---------------------------------------------------------------- blocking forms */

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "kiln/dist.h"
+#include "kiln/storage.h" /* kn_cuda_stream: the compute stream (a capture's, while one runs) */
 
 typedef struct nccl_ctx {
     ncclComm_t comm;
@@ -203,7 +204,7 @@ static kn_status nccl_split(void *ctx, int color, int key, void **out, int *rank
  * moment ago), without blocking the host: an event recorded there, waited on here. */
 static kn_status after_compute(nccl_ctx *n) {
     KN_CUDA_CHECK(cudaSetDevice(n->device));
-    KN_CUDA_CHECK(cudaEventRecord(n->ready, cudaStreamLegacy));
+    KN_CUDA_CHECK(cudaEventRecord(n->ready, (cudaStream_t)kn_cuda_stream()));
     KN_CUDA_CHECK(cudaStreamWaitEvent(n->stream, n->ready, 0));
     return KN_OK;
 }
@@ -314,6 +315,7 @@ static kn_status nccl_ibarrier(void *ctx, kn_comm_req *r) {
 
 static kn_status nccl_test(void *ctx, kn_comm_req *r, bool *done) {
     nccl_ctx *n = ctx;
+    if (!r->h[0]) { *done = true; return KN_OK; } /* a fence made during a capture */
     cudaError_t e = cudaEventQuery((cudaEvent_t)r->h[0]);
     if (e == cudaSuccess) { *done = true; return KN_OK; }
     if (e != cudaErrorNotReady)
@@ -325,6 +327,30 @@ static kn_status nccl_test(void *ctx, kn_comm_req *r, bool *done) {
         return kn_error(KN_ERR_DEVICE, "NCCL %s #%lld failed: %s (%s)", kn_comm_op_name(r->op), (long long)r->seq,
                         ncclGetErrorString(st), ncclGetLastError(n->comm));
     *done = false;
+    return KN_OK;
+}
+
+/* The compute stream waits for the operation's end event; the host goes on. */
+static kn_status nccl_device_wait(void *ctx, kn_comm_req *r, bool *keep) {
+    nccl_ctx *n = ctx;
+    KN_CUDA_CHECK(cudaSetDevice(n->device));
+    KN_CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)kn_cuda_stream(), (cudaEvent_t)r->h[0], 0));
+    /* in a capture the record and the wait are an edge of the graph: the event is not
+     * recorded, and querying it would be an error (cudaErrorCapturedEvent) */
+    *keep = !kn_cuda_capturing();
+    return KN_OK;
+}
+
+/* An event on the compute stream. During a capture there is nothing to wait for: the
+ * fence is complete at once (the launch's fence is made after the launch). */
+static kn_status nccl_ifence(void *ctx, kn_comm_req *r) {
+    nccl_ctx *n = ctx;
+    if (kn_cuda_capturing()) return KN_OK;
+    KN_CUDA_CHECK(cudaSetDevice(n->device));
+    cudaEvent_t ev;
+    KN_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    r->h[0] = ev;
+    KN_CUDA_CHECK(cudaEventRecord(ev, (cudaStream_t)kn_cuda_stream()));
     return KN_OK;
 }
 
@@ -344,7 +370,8 @@ const kn_comm_backend kn_comm_nccl_backend = {
     .name = "nccl", .type = KN_COMM_NCCL, .world = nccl_world, .split = nccl_split, .free = nccl_free,
     .isend = nccl_isend, .irecv = nccl_irecv, .iall_reduce = nccl_iall_reduce,
     .ireduce_scatter = nccl_ireduce_scatter, .iall_gather = nccl_iall_gather, .ibroadcast = nccl_ibroadcast,
-    .ibarrier = nccl_ibarrier, .test = nccl_test, .release = nccl_release, .abort = nccl_abort,
+    .ibarrier = nccl_ibarrier, .test = nccl_test, .device_wait = nccl_device_wait, .ifence = nccl_ifence,
+    .release = nccl_release, .abort = nccl_abort,
 };
 #else
 /* Built without NCCL (no CUDA, nccl.h or MPI): the table has no NCCL entry (comm.c). */

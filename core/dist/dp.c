@@ -329,6 +329,7 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
                         "on the same trainer?)");
     double t0 = kn_time_now();
     if (d->z3) KN_TRY(kn_dp_z3_begin_step(d));
+    int64_t sent_before = d->bytes_sent;
     d->launched = 0;
     d->bytes_sent = 0;
     d->gathered_bytes = 0;
@@ -337,6 +338,9 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
     d->t_first_launch = d->t_last_done = 0;
     KN_TRY(kn_step_run(t, x, y, global_batch, lr, loss, gnorm));
     double t1 = kn_time_now();
+    /* a CUDA graph replayed the step: its collectives ran without the host's launch(), so
+     * the payload is the captured run's (the same every step) */
+    if (d->launched == 0 && t->cuda_graph) d->bytes_sent = sent_before;
     kn_device_mem_stats ms; /* what this rank keeps on its GPU between steps (kn_dp_memory.device) */
     if (kn_dp_on_gpu(d) && kn_device_mem_stats_get(t->dev, &ms) == KN_OK) d->device_held = (int64_t)ms.current;
     d->stats.step_s = t1 - t0;

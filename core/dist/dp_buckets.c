@@ -239,7 +239,9 @@ static kn_status ir_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor
     if (n->op == KN_OP_COMM_WAIT) {
         if (d->ir_waits++ == 0) d->t_ir_first_wait = kn_time_now(); /* the backward's end, as placed */
         if (!d->in_flight[b]) return KN_OK; /* a micro-batch that does not communicate */
-        KN_TRY(kn_comm_wait(&d->reqs[b]));
+        /* NCCL: the compute stream waits for the bucket, the host queues on (the optimizer
+         * and ZeRO-2's move into the shard read it in stream order); MPI: the host waits */
+        KN_TRY(kn_comm_wait_device(&d->reqs[b]));
         kn_dp_finished(d, b);
         return KN_OK;
     }
@@ -250,9 +252,35 @@ static kn_status ir_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor
     return comm_now ? launch(d, b) : KN_OK;
 }
 
-static kn_status ir_poll(void *ctx) { return poll_all(ctx); }
+static kn_status ir_poll(void *ctx) {
+    kn_dp *d = ctx;
+    if (d->comm->npending) KN_TRY(kn_comm_reap(d->comm));
+    return poll_all(d);
+}
 
-kn_collectives kn_dp_collectives(kn_dp *d) { return (kn_collectives){d, ir_run, ir_poll}; }
+/* The run's end: the host sees the buckets the GPU waited for end, under the deadline; on
+ * a GPU also the compute stream's end (a fence), which after a CUDA graph's launch is the
+ * only way a stalled peer is still reported instead of hanging the next copy. */
+static kn_status ir_finish(void *ctx) {
+    kn_dp *d = ctx;
+    KN_TRY(kn_comm_drain(d->comm));
+    if (!kn_dp_on_gpu(d)) return KN_OK;
+    kn_comm_req r;
+    KN_TRY(kn_comm_ifence(d->comm, "the step's end", &r));
+    return kn_comm_wait(&r);
+}
+
+/* A CUDA graph can hold the step's collectives where each is device-ordered and the same in
+ * every run: NCCL, one micro-batch, the library's collectives (not the ring, not int8
+ * codes) and no ZeRO-3 gathers (parameters supplied during the run). */
+static bool graphable(const kn_dp *d) {
+    return kn_dp_on_gpu(d) && d->comm->be->device_wait && d->cfg.accum == 1 && !d->cfg.ring && !d->cfg.compress &&
+           d->cfg.strategy != KN_DP_ZERO3;
+}
+
+kn_collectives kn_dp_collectives(kn_dp *d) {
+    return (kn_collectives){.ctx = d, .run = ir_run, .poll = ir_poll, .finish = ir_finish, .graph = graphable(d)};
+}
 
 /* The step runner compiled the trainer's step with the strategy's pass: check that the
  * graph's buckets are d's (ZeRO-3: and read what it gathers). */

@@ -403,7 +403,7 @@ kn_status kn_pp_sends_new(kn_pp *pp) {
     if (!pp->sends) return kn_error(KN_ERR_OOM, "kn_pp: out of memory");
     for (int k = 0; k < 2; k++) {
         pp->sends->dir[k] = (struct kn_pp_dir){pp, k};
-        pp->sends->coll[k] = (kn_collectives){&pp->sends->dir[k], coll_run, coll_poll};
+        pp->sends->coll[k] = (kn_collectives){.ctx = &pp->sends->dir[k], .run = coll_run, .poll = coll_poll};
     }
     return KN_OK;
 }

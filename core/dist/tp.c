@@ -9,7 +9,11 @@
  * dim d > 0 is a collective over the leading layout plus one strided 2-D copy (the blocks
  * of rank q are rows q*Dl.. of every outer index), on whatever device the tensors are.
  * MPI cannot add 16-bit floats: a bf16/fp16 sum over MPI (CPU ranks) is made in f32 and
- * rounded once. */
+ * rounded once. Over NCCL the host does not wait for a collective: the GPU's compute
+ * stream does (kn_comm_wait_device), so the host keeps queueing the layer's next kernels
+ * while the all-reduce runs, instead of draining the GPU's queue ~50 times a step; the
+ * context's poll looks at what ended between nodes and its finish waits for the rest,
+ * under KILN_COMM_TIMEOUT, when the run ends. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,12 +128,17 @@ static kn_status tp_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor
     size_t es = kn_dtype_size(x->dtype);
     kn_device dev = x->storage->device;
     int64_t numel = kn_tensor_numel(x);
+    char label[32];
+    snprintf(label, sizeof label, "%%%d", (int)id);
     if ((n->op == KN_OP_ALL_REDUCE || n->op == KN_OP_REDUCE_SCATTER) && c->be->type == KN_COMM_MPI &&
         (x->dtype == KN_DT_BF16 || x->dtype == KN_DT_F16))
         return sum_in_f32(ctx, id, n, x, out);
     switch ((int)n->op) {
-    case KN_OP_ALL_REDUCE:
-        return kn_comm_all_reduce(c, kn_tensor_data(x), kn_tensor_data(out), numel, x->dtype);
+    case KN_OP_ALL_REDUCE: {
+        kn_comm_req r;
+        KN_TRY(kn_comm_iall_reduce(c, kn_tensor_data(x), kn_tensor_data(out), numel, x->dtype, label, &r));
+        return kn_comm_wait_device(&r);
+    }
     case KN_OP_ALL_GATHER:
     case KN_OP_REDUCE_SCATTER: {
         bool gather = n->op == KN_OP_ALL_GATHER;
@@ -142,10 +151,11 @@ static kn_status tp_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor
         for (int q = 0; q < N; q++) counts[q] = count;
         kn_status st;
         if (outer == 1) { /* the blocks are contiguous already */
-            st = gather ? kn_comm_all_gather(c, kn_tensor_data(x), kn_tensor_data(out), counts, x->dtype)
-                        : kn_comm_reduce_scatter(c, kn_tensor_data(x), kn_tensor_data(out), counts, x->dtype);
+            kn_comm_req r;
+            st = gather ? kn_comm_iall_gather(c, kn_tensor_data(x), kn_tensor_data(out), counts, x->dtype, label, &r)
+                        : kn_comm_ireduce_scatter(c, kn_tensor_data(x), kn_tensor_data(out), counts, x->dtype, label, &r);
             free(counts);
-            return st;
+            return st == KN_OK ? kn_comm_wait_device(&r) : st;
         }
         /* rank q's block along d: rows of local->shape[d] * inner elements, one per outer index */
         kn_tensor *tmp = NULL;
@@ -153,7 +163,9 @@ static kn_status tp_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor
         st = kn_tensor_empty_on(&tmp, dev, x->dtype, 1, &n_all);
         size_t row = (size_t)(local->shape[d] * inner) * es;
         if (st == KN_OK && gather) {
-            st = kn_comm_all_gather(c, kn_tensor_data(x), kn_tensor_data(tmp), counts, x->dtype);
+            kn_comm_req r;
+            st = kn_comm_iall_gather(c, kn_tensor_data(x), kn_tensor_data(tmp), counts, x->dtype, label, &r);
+            if (st == KN_OK) st = kn_comm_wait_device(&r); /* the copies below queue after it */
             for (int q = 0; q < N && st == KN_OK; q++)
                 st = kn_device_memcpy_2d(dev, (char *)kn_tensor_data(out) + q * row, row * N,
                                          (char *)kn_tensor_data(tmp) + (size_t)q * count * es, row, row, (size_t)outer);
@@ -161,7 +173,10 @@ static kn_status tp_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor
             for (int q = 0; q < N && st == KN_OK; q++)
                 st = kn_device_memcpy_2d(dev, (char *)kn_tensor_data(tmp) + (size_t)q * count * es, row,
                                          (const char *)kn_tensor_data(x) + q * row, row * N, row, (size_t)outer);
-            if (st == KN_OK) st = kn_comm_reduce_scatter(c, kn_tensor_data(tmp), kn_tensor_data(out), counts, x->dtype);
+            kn_comm_req r;
+            if (st == KN_OK) st = kn_comm_ireduce_scatter(c, kn_tensor_data(tmp), kn_tensor_data(out), counts, x->dtype,
+                                                          label, &r);
+            if (st == KN_OK) st = kn_comm_wait_device(&r); /* tmp is freed in stream order, after it */
         }
         kn_tensor_free(tmp);
         free(counts);
@@ -177,9 +192,26 @@ static kn_status tp_run(void *ctx, int32_t id, const kn_node *n, const kn_tensor
     }
 }
 
+/* Between nodes: look at what ended (releases it; a failed or overdue one is reported). */
+static kn_status tp_poll(void *ctx) {
+    kn_tp_comms *t = ctx;
+    for (int a = 0; a < KN_MESH_AXES; a++)
+        if (t->axes[a] && t->axes[a]->npending) KN_TRY(kn_comm_reap(t->axes[a]));
+    return KN_OK;
+}
+
+/* After the run: the host waits for every collective the GPU waited for. */
+static kn_status tp_finish(void *ctx) {
+    kn_tp_comms *t = ctx;
+    for (int a = 0; a < KN_MESH_AXES; a++)
+        if (t->axes[a]) KN_TRY(kn_comm_drain(t->axes[a]));
+    return KN_OK;
+}
+
 void kn_tp_collectives(kn_tp_comms *t, kn_collectives *out) {
     if (!out) return;
     out->ctx = t;
     out->run = tp_run;
-    out->poll = NULL;
+    out->poll = tp_poll;
+    out->finish = tp_finish;
 }

@@ -191,11 +191,11 @@ kn_val kn_causal_softmax(kn_builder *b, kn_val x, double scale) {
     return op1(b, "kn_causal_softmax", KN_OP_CAUSAL_SOFTMAX, x, &a);
 }
 
-kn_val kn_attn_decode(kn_builder *b, kn_val q, kn_val kc, kn_val vc, kn_val kn, kn_val vn, kn_val len, double scale) {
+kn_val kn_attn_decode(kn_builder *b, kn_val qkv, kn_val kc, kn_val vc, kn_val len, double scale) {
     kn_attrs a = kn_attrs_default();
     a.scale = scale;
-    kn_val in[6] = {q, kc, vc, kn, vn, len};
-    return kn_builder_op(b, "kn_attn_decode", KN_OP_ATTN_DECODE, 6, in, &a, NULL);
+    kn_val in[4] = {qkv, kc, vc, len};
+    return kn_builder_op(b, "kn_attn_decode", KN_OP_ATTN_DECODE, 4, in, &a, NULL);
 }
 
 /* Flash attention: O and the logsumexp packed in one value (kiln/ir.h says why). */

@@ -187,7 +187,7 @@ kn_status kn_collectives_local_new(kn_collectives_local **out, kn_collectives *c
     if (!out || !c) return kn_error(KN_ERR_ARG, "kn_collectives_local_new: NULL argument");
     kn_collectives_local *l = kn_calloc(1, sizeof *l);
     if (!l) return kn_error(KN_ERR_OOM, "kn_collectives_local_new: out of memory");
-    *c = (kn_collectives){l, local_run, NULL};
+    *c = (kn_collectives){.ctx = l, .run = local_run};
     *out = l;
     return KN_OK;
 }

@@ -143,6 +143,10 @@ kn_status kn_interp_run(kn_interp *it) {
         }
         if (it->last_use[i] == i && !it->is_output[i]) { kn_tensor_free(it->vals[i]); it->vals[i] = NULL; }
     }
+    if (it->coll.finish) {
+        kn_status st = it->coll.finish(it->coll.ctx);
+        if (st != KN_OK) { release_run(it); return st; }
+    }
     for (int i = 0; i < g->noutputs; i++) {
         kn_status st = kn_tensor_alias(&it->outs[i], it->vals[g->outputs[i]]);
         if (st != KN_OK) { release_run(it); return st; }

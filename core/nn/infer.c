@@ -5,8 +5,9 @@
  * linear, the q/k/v projection, the MLP), compiled once into kn_programs and replayed. The
  * cache is one device tensor; each (layer, k|v) block of it is bound to a program as an
  * input and as the output that replaces it, written in place by the step that makes it.
- * Per decode step the host uploads two small inputs (the tokens and their position), the step's new keys and values are copied into the cache with one 2-D
- * copy, and the logits [B, V] come back. */
+ * Per decode step the host uploads two small inputs (the tokens and their position), the
+ * step's attn_decode ops append the new keys and values to the cache, and the logits
+ * [B, V] come back. */
 #include <math.h>
 #include <string.h>
 
@@ -147,14 +148,17 @@ static kn_status build_prefill(const kn_infer *inf, int T, kn_val *pvals, kn_val
     return st;
 }
 
-/* Decode of one token per row at position pos (inputs "tok" and "pos" [B, 1] i32). Per
- * layer, q attends over the cache's first pos positions ("cache.L.k", "cache.L.v": read
- * only) and over the new token's own k and v, which are not in the cache yet, in one op,
- * attn_decode (kiln/ir.h: one launch per layer, reading only the valid positions; "pos" is
- * both the position embedding's index and the count of cached positions). Output 0:
- * logits [B, V]; outputs 1..: the new k and v [B, H, 1, hd] of every layer, which the
- * caller stores at position pos afterwards (kn_infer_decode: one 2-D copy). */
-static kn_status build_decode(const kn_infer *inf, kn_val *pvals, kn_val *kv, kn_graph **out) {
+/* Decode of one token per row at position pos (inputs "tok" and "pos" [B] i32). Per
+ * layer, q attends over the cache's first pos positions ("cache.L.k", "cache.L.v") and over
+ * the new token's own k and v in one op, attn_decode (kiln/ir.h: one launch per layer,
+ * reading only the valid positions; "pos" is both the position embedding's index and the
+ * count of cached positions), which then appends k and v to the cache at pos. The layer is
+ * the training block's arithmetic in the fewest steps: q, k and v are one product with the
+ * whole [D, 3D] weight and one bias add ([B, 3D], read by attn_decode as it is), and
+ * attn_decode's [B, D] is the output projection's operand: no split, reshape or permute of
+ * heads between them, each of which was a step (kiln bench-infer prints the count; the
+ * test holding it down is tests/core/test_infer.c). Output 0: logits [B, V]. */
+static kn_status build_decode(const kn_infer *inf, kn_val *pvals, kn_graph **out) {
     const kn_gpt *g = inf->model;
     const kn_gpt_config *c = &g->cfg;
     const int B = inf->B, H = c->heads, hd = c->width / c->heads, Tm = inf->Tmax;
@@ -163,24 +167,25 @@ static kn_status build_decode(const kn_infer *inf, kn_val *pvals, kn_val *kv, kn
     KN_TRY(kn_builder_new(&b, KN_MODE_GRAPH));
     gpt_vals P;
     declare_params(b, g, pvals, &P);
-    int64_t s1[2] = {B, 1}, s2[2] = {B, c->width}, sc[4] = {B, H, Tm, hd};
-    kn_val tok = kn_input_typed(b, "tok", KN_DT_I32, 2, s1), pos = kn_input_typed(b, "pos", KN_DT_I32, 2, s1);
-    kn_val x = kn_reshape(b, kn_add(b, kn_embedding(b, P.all[0], tok), kn_embedding(b, P.all[1], pos)), 2, s2);
+    int64_t s1[1] = {B}, sc[4] = {B, H, Tm, hd};
+    /* [B] indices, so the embeddings are [B, D] as they are: a reshape between their sum and
+     * the first layernorm would keep the two in separate kernels */
+    kn_val tok = kn_input_typed(b, "tok", KN_DT_I32, 1, s1), pos = kn_input_typed(b, "pos", KN_DT_I32, 1, s1);
+    kn_val x = kn_add(b, kn_embedding(b, P.all[0], tok), kn_embedding(b, P.all[1], pos)); /* [B, D] */
     for (int l = 0; l < c->layers; l++) {
         const kn_val *m = P.mats + 4 * l, *v = P.vecs + 8 * l;
-        kn_val qkv[3], cache[2];
+        kn_val cache[2];
         char name[KN_NAME_MAX];
-        kn_nn_qkv(b, kn_nn_layernorm(b, x, v[0], v[1]), B, 1, H, m[0], v[2], qkv); /* [B, H, 1, hd] each */
         for (int i = 0; i < 2; i++) {
             snprintf(name, sizeof name, "cache.%d.%c", l, i ? 'v' : 'k');
             cache[i] = kn_input_typed(b, name, KN_DT_F32, 4, sc);
-            kv[2 * l + i] = qkv[1 + i];
         }
-        kn_val y = kn_attn_decode(b, qkv[0], cache[0], cache[1], qkv[1], qkv[2], pos, scale); /* [B, H, 1, hd] */
-        x = kn_add(b, x, kn_nn_heads_merge(b, y, m[1], v[3]));
+        kn_val qkv = kn_nn_linear(b, kn_nn_layernorm(b, x, v[0], v[1]), m[0], v[2]);  /* [B, 3D] */
+        kn_val y = kn_attn_decode(b, qkv, cache[0], cache[1], pos, scale);           /* [B, D] */
+        x = kn_add(b, x, kn_nn_linear(b, y, m[1], v[3]));
         x = block_mlp(b, x, m, v);
     }
-    kn_status st = finish(b, head(b, &P, x), kv, 2 * c->layers, "the decode step", out);
+    kn_status st = finish(b, head(b, &P, x), NULL, 0, "the decode step", out);
     kn_builder_free(b);
     return st;
 }
@@ -215,12 +220,12 @@ static kn_status bind_low(kn_infer *inf, kn_program *p) {
 static kn_status compile_step(kn_infer *inf, int T, kn_program **out) {
     const kn_gpt *g = inf->model;
     const int nkv = 2 * g->cfg.layers;
-    kn_val *pvals = kn_calloc((size_t)g->p.count + (size_t)nkv, sizeof *pvals);
+    kn_val *pvals = kn_calloc((size_t)g->p.count + (size_t)nkv, sizeof *pvals); /* then the prefill's kv */
     if (!pvals) return kn_error(KN_ERR_OOM, "kn_infer: out of memory");
     kn_graph *gr = NULL;
     kn_program *p = NULL;
     kn_status st = T ? build_prefill(inf, T, pvals, pvals + g->p.count, &gr)
-                     : build_decode(inf, pvals, pvals + g->p.count, &gr);
+                     : build_decode(inf, pvals, &gr);
     kn_program_opts o = {.device = inf->o.device, .passes = inf->o.passes, .mode = inf->o.mode,
                          .cuda_emu = inf->o.cuda_emu};
     if (st == KN_OK) st = kn_program_compile(&p, gr, &o);
@@ -229,8 +234,7 @@ static kn_status compile_step(kn_infer *inf, int T, kn_program **out) {
         char name[KN_NAME_MAX];
         snprintf(name, sizeof name, "cache.%d.%c", i / 2, i % 2 ? 'v' : 'k');
         if (T) st = kn_program_bind_output(p, 1 + i, inf->cache_views[i]); /* prefill: into the cache */
-        else st = kn_program_bind(p, name, inf->cache_views[i]);
-        if (st == KN_OK && !T) st = kn_program_bind_output(p, 1 + i, inf->new_views[i]); /* decode: beside it */
+        else st = kn_program_bind(p, name, inf->cache_views[i]);            /* decode: read and appended to */
     }
     if (st == KN_OK) st = bind_low(inf, p);
     if (st == KN_OK && !T) st = kn_program_bind(p, "tok", inf->tok);
@@ -276,25 +280,21 @@ kn_status kn_infer_new(kn_infer *inf, const kn_gpt *model, int B, const kn_infer
     else inf->o.device = KN_CPU;
     KN_TRY(kn_device_check("kn_infer_new", inf->o.device));
     const int64_t hd = c->width / c->heads, Tm = c->context;
-    int64_t scache[6] = {c->layers, 2, B, c->heads, Tm, hd}, s1[2] = {B, 1}, sv[4] = {B, c->heads, Tm, hd};
+    int64_t scache[6] = {c->layers, 2, B, c->heads, Tm, hd}, s1[1] = {B}, sv[4] = {B, c->heads, Tm, hd};
     kn_status st = kn_tensor_to(&inf->params, model->p.slab, inf->o.device);
     if (st == KN_OK) st = kn_params_views(&model->p, inf->params, &inf->views);
     if (st == KN_OK) st = device_tensor(inf, KN_DT_F32, 6, scache, &inf->cache);
     if (st == KN_OK && !(inf->cache_views = kn_calloc(2 * (size_t)c->layers, sizeof *inf->cache_views)))
         st = kn_error(KN_ERR_OOM, "kn_infer_new: out of memory");
-    int64_t snew[2] = {2 * c->layers, (int64_t)B * c->heads * hd}, sn[4] = {B, c->heads, 1, hd};
-    if (st == KN_OK) st = device_tensor(inf, KN_DT_F32, 2, snew, &inf->kv_new);
-    if (st == KN_OK && !(inf->new_views = kn_calloc(2 * (size_t)c->layers, sizeof *inf->new_views)))
-        st = kn_error(KN_ERR_OOM, "kn_infer_new: out of memory");
-    for (int i = 0; st == KN_OK && i < 2 * c->layers; i++) {
+    for (int i = 0; st == KN_OK && i < 2 * c->layers; i++)
         st = block_view(inf->cache, 2 * c->layers, i, 4, sv, &inf->cache_views[i]);
-        if (st == KN_OK) st = block_view(inf->kv_new, 2 * c->layers, i, 4, sn, &inf->new_views[i]);
-    }
-    if (st == KN_OK) st = device_tensor(inf, KN_DT_I32, 2, s1, &inf->tok);
-    if (st == KN_OK) st = device_tensor(inf, KN_DT_I32, 2, s1, &inf->pos);
+    int64_t s2[2] = {2, B}; /* tok and pos: one buffer, so one upload a token */
+    if (st == KN_OK) st = device_tensor(inf, KN_DT_I32, 2, s2, &inf->step_in);
+    if (st == KN_OK) st = block_view(inf->step_in, 2, 0, 1, s1, &inf->tok);
+    if (st == KN_OK) st = block_view(inf->step_in, 2, 1, 1, s1, &inf->pos);
     if (st == KN_OK) {
-        inf->h_tok = kn_calloc((size_t)B, sizeof *inf->h_tok);
-        inf->h_pos = kn_calloc((size_t)B, sizeof *inf->h_pos);
+        inf->h_tok = kn_calloc(2 * (size_t)B, sizeof *inf->h_tok);
+        inf->h_pos = inf->h_tok ? inf->h_tok + B : NULL;
         inf->logits = kn_calloc((size_t)B * (size_t)c->vocab, sizeof *inf->logits);
         inf->scratch = kn_calloc((size_t)c->vocab, sizeof *inf->scratch);
         if (!inf->h_tok || !inf->h_pos || !inf->logits || !inf->scratch)
@@ -314,15 +314,12 @@ void kn_infer_free(kn_infer *inf) {
     }
     if (inf->model && inf->views) kn_params_views_free(&inf->model->p, inf->views);
     if (inf->model && inf->low_views) kn_params_views_free(&inf->model->p, inf->low_views);
-    for (int i = 0; inf->model && i < 2 * inf->model->cfg.layers; i++) {
-        if (inf->cache_views) kn_tensor_free(inf->cache_views[i]);
-        if (inf->new_views) kn_tensor_free(inf->new_views[i]);
-    }
+    for (int i = 0; inf->model && inf->cache_views && i < 2 * inf->model->cfg.layers; i++)
+        kn_tensor_free(inf->cache_views[i]);
     kn_free(inf->cache_views);
-    kn_free(inf->new_views);
-    kn_tensor *ts[] = {inf->params, inf->low, inf->cache, inf->kv_new, inf->tok, inf->pos};
+    kn_tensor *ts[] = {inf->params, inf->low, inf->cache, inf->tok, inf->pos, inf->step_in};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) kn_tensor_free(ts[i]);
-    void *hs[] = {inf->h_tok, inf->h_pos, inf->logits, inf->scratch};
+    void *hs[] = {inf->h_tok, inf->logits, inf->scratch}; /* h_pos: in h_tok's block */
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) kn_free(hs[i]);
     memset(inf, 0, sizeof *inf);
 }
@@ -392,19 +389,13 @@ kn_status kn_infer_decode(kn_infer *inf, const int32_t *tok) {
     if (inf->len >= inf->Tmax)
         return kn_error(KN_ERR_ARG, "kn_infer_decode: the cache is full (%d positions, the context)", inf->Tmax);
     KN_TRY(check_tokens(inf, "kn_infer_decode", tok, inf->B));
-    const int B = inf->B, Tm = inf->Tmax, pos = inf->len;
+    const int B = inf->B, pos = inf->len;
     for (int b = 0; b < B; b++) {
         inf->h_tok[b] = tok[b];
         inf->h_pos[b] = pos;
     }
-    KN_TRY(upload(inf, inf->tok, inf->h_tok));
-    KN_TRY(upload(inf, inf->pos, inf->h_pos));
-    KN_TRY(kn_program_run(inf->decode));
-    /* the new keys and values, rows (layer, k|v, b, h) of hd floats, into cache position pos */
-    const size_t hd = (size_t)(inf->model->cfg.width / inf->model->cfg.heads), row = hd * sizeof(float);
-    KN_TRY(kn_device_memcpy_2d(inf->o.device, (float *)kn_tensor_data(inf->cache) + (size_t)pos * hd, row * (size_t)Tm,
-                               kn_tensor_data(inf->kv_new), row, row,
-                               (size_t)kn_tensor_numel(inf->kv_new) / hd));
+    KN_TRY(upload(inf, inf->step_in, inf->h_tok)); /* h_tok, then h_pos */
+    KN_TRY(kn_program_run(inf->decode)); /* which also writes cache position pos */
     KN_TRY(take_logits(inf, inf->decode));
     inf->len = pos + 1;
     return KN_OK;

@@ -56,6 +56,19 @@ kn_status kn_program_device_const(kn_program *p, int32_t v, const kn_tensor *hos
 #endif
 }
 
+/* Collectives may sit in a CUDA graph only where their context says it queues them all in
+ * device order (kn_collectives.graph: NCCL's stream-ordered waits); the others wait on the
+ * host between the steps (MPI, kiln's ring, ZeRO-3's gathers, accumulation's micro-batches). */
+kn_status kn_program_graph_collectives_ok(const kn_program *p, const char *who) {
+    if (p->coll.run && p->coll.graph) return KN_OK;
+    for (int i = 0; i < p->g->nnodes; i++)
+        if (kn_op_get(p->g->nodes[i].op)->category == KN_CAT_COLLECTIVE)
+            return kn_error(KN_ERR_UNSUPPORTED, "%s: %%%d = %s talks to other ranks from the host between the steps "
+                            "(%s), which a CUDA graph cannot replay", who, i, kn_op_name(p->g->nodes[i].op),
+                            p->coll.run ? "its collectives context waits on the host" : "no collectives context yet");
+    return KN_OK;
+}
+
 kn_status kn_program_set_cuda_graph(kn_program *p, bool on) {
     if (!p) return kn_error(KN_ERR_ARG, "kn_program_set_cuda_graph: program is NULL");
     kn_program_graph_release(p);
@@ -67,11 +80,7 @@ kn_status kn_program_set_cuda_graph(kn_program *p, bool on) {
     if (p->hook || p->step_ms)
         return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: a program with a hook or a step profile runs host "
                         "code between its steps, which a CUDA graph cannot replay");
-    for (int i = 0; i < p->g->nnodes; i++)
-        if (kn_op_get(p->g->nodes[i].op)->category == KN_CAT_COLLECTIVE)
-            return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: %%%d = %s talks to other ranks from the host "
-                            "between the steps (a wait polls), which a CUDA graph cannot replay", i,
-                            kn_op_name(p->g->nodes[i].op));
+    KN_TRY(kn_program_graph_collectives_ok(p, "kn_program_set_cuda_graph"));
     for (int i = 0; i < p->g->nnodes; i++)
         if (p->deferred[i])
             return kn_error(KN_ERR_UNSUPPORTED, "kn_program_set_cuda_graph: param \"%s\" is supplied during the run "
@@ -127,6 +136,7 @@ kn_status kn_program_run_graph(kn_program *p) {
                         "cannot run host code between its steps (kn_program_set_cuda_graph(p, false) first)");
     if (p->graph_runs++ == 0) return kn_program_run_steps(p); /* the warm-up */
     if (!p->graph_exec) {
+        KN_TRY(kn_program_graph_collectives_ok(p, "kn_program_run"));
         KN_TRY(kn_cuda_graph_begin(p->dev.index));
         p->capturing = true;
         kn_status st = kn_program_run_steps(p);
@@ -158,6 +168,8 @@ kn_status kn_program_run_graph(kn_program *p) {
     }
     KN_TRY(kn_cuda_graph_launch(p->graph_exec));
     p->stats.graph_launches++;
+    /* collectives in the graph: the context bounds the wait for this replay (its fence) */
+    if (p->coll.finish && p->coll.graph) KN_TRY(p->coll.finish(p->coll.ctx));
     for (int i = 0; i < g->noutputs; i++) {
         kn_tensor_free(p->outs[i]);
         p->outs[i] = NULL;

@@ -301,7 +301,7 @@ kn_status kn_program_run_steps(kn_program *p) {
                 release_run(p);
                 return kn_error(st, "kn_program_run: step %d (kernel %s): %s", s, p->kernels[sp->kernel].ir.name, msg);
             }
-            if (p->coll.poll && (st = p->coll.poll(p->coll.ctx)) != KN_OK) {
+            if (p->coll.poll && !p->capturing && (st = p->coll.poll(p->coll.ctx)) != KN_OK) {
                 release_run(p);
                 return st;
             }
@@ -367,12 +367,16 @@ kn_status kn_program_run_steps(kn_program *p) {
             return st;
         }
         /* collectives in flight progress between steps (MPI progresses inside MPI_Test) */
-        if (p->coll.poll && (st = p->coll.poll(p->coll.ctx)) != KN_OK) {
+        if (p->coll.poll && !p->capturing && (st = p->coll.poll(p->coll.ctx)) != KN_OK) {
             release_run(p);
             return st;
         }
         release_after(p, s);
         if (p->step_ms) p->step_ms[s] += kn_program_profile_end(p, s, t0);
+    }
+    if (p->coll.finish) { /* device-ordered collectives: the host sees them end (under the deadline) */
+        kn_status st = p->coll.finish(p->coll.ctx);
+        if (st != KN_OK) { release_run(p); return st; }
     }
     kn_program_profile_run_end(p);
     for (int i = 0; i < g->noutputs; i++) {

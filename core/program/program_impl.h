@@ -88,6 +88,8 @@ kn_status kn_program_run_steps(kn_program *p);
 kn_status kn_program_device_const(kn_program *p, int32_t v, const kn_tensor *host, kn_tensor **out);
 void kn_program_graph_release(kn_program *p);
 kn_status kn_program_run_graph(kn_program *p);
+/* KN_OK when the program has no collectives, or its context lets a CUDA graph hold them. */
+kn_status kn_program_graph_collectives_ok(const kn_program *p, const char *who);
 
 /* outputs.c: bound outputs' values placed in the caller's memory before the steps (after
  * the sources are bound), then the rest copied there and kn_program_output pointed at it

@@ -16,7 +16,10 @@
  * The grid depends on Tmax, not on len (a device value): blocks past the valid positions
  * return at once, so one launch serves every position and a CUDA graph replays it. Only
  * valid positions are read, unlike the general ops attn_decode replaces, which read the
- * whole static cache under a mask. */
+ * whole static cache under a mask. q, k and v come packed in one row per batch element
+ * ([B, 3 * H * D]), y leaves as [B, H * D], and kernel B, after the chunks are read, also
+ * appends the new k and v to the cache at position len[b] (no block of kernel A reads that
+ * position: the new token's key and value come from qkv). */
 #include "runtime/cuda_impl.h"
 
 #define KND_CHUNK 64
@@ -38,15 +41,17 @@ __device__ T knd_reduce(T v, bool is_max, T *red) {
 
 /* Kernel A: grid (pairs, chunks). part: [pairs][chunks][D + 2] = o_c, then m_c, z_c. */
 template <typename T>
-__global__ void __launch_bounds__(KND_THREADS) knd_chunk_kernel(const T *q, const T *kc, const T *vc, const T *kn,
-                                                                const T *vn, const int *len, int H, int Tm, int D,
-                                                                T scale, T *part) {
+__global__ void __launch_bounds__(KND_THREADS) knd_chunk_kernel(const T *qkv, const T *kc, const T *vc,
+                                                                const int *len, int H, int Tm, int D, T scale,
+                                                                T *part) {
     extern __shared__ unsigned char knd_smem[];
     T *qs = (T *)knd_smem;   /* [D] */
     T *s = qs + D;           /* [KND_CHUNK] scores, then weights */
     T *acc = s + KND_CHUNK;  /* [G][D] the column groups' partial outputs */
     __shared__ T red[KND_THREADS / 32];
     const int r = blockIdx.x, c = blockIdx.y, nch = gridDim.y, b = r / H;
+    const size_t HD = (size_t)H * D;
+    const T *q = qkv + (size_t)b * 3 * HD + (size_t)(r % H) * D, *kn = q + HD, *vn = q + 2 * HD; /* row r's */
     int L = len[b];
     L = L < 0 ? 0 : L > Tm ? Tm : L;
     const int t0 = c * KND_CHUNK, n = min(KND_CHUNK, L + 1 - t0); /* positions t0 .. t0+n-1; L is the new token */
@@ -56,14 +61,14 @@ __global__ void __launch_bounds__(KND_THREADS) knd_chunk_kernel(const T *q, cons
         return;
     }
     const size_t base = (size_t)r * Tm * D;
-    for (int j = threadIdx.x; j < D; j += KND_THREADS) qs[j] = q[(size_t)r * D + j];
+    for (int j = threadIdx.x; j < D; j += KND_THREADS) qs[j] = q[j];
     __syncthreads();
     { /* scores: thread pair (2i, 2i+1) takes position t0 + i, each half of D */
         const int i = threadIdx.x / 2, h = threadIdx.x % 2, half = (D + 1) / 2, j0 = h * half, j1 = min(D, j0 + half);
         T d = 0;
         if (i < n) {
             const int t = t0 + i;
-            const T *k = t < L ? kc + base + (size_t)t * D : kn + (size_t)r * D;
+            const T *k = t < L ? kc + base + (size_t)t * D : kn;
 #pragma unroll 8
             for (int j = j0; j < j1; j++) d += qs[j] * k[j];
         }
@@ -85,7 +90,7 @@ __global__ void __launch_bounds__(KND_THREADS) knd_chunk_kernel(const T *q, cons
 #pragma unroll 8
             for (int i = g; i < n; i += G) {
                 const int t = t0 + i;
-                a += s[i] * (t < L ? vc[base + (size_t)t * D + j] : vn[(size_t)r * D + j]);
+                a += s[i] * (t < L ? vc[base + (size_t)t * D + j] : vn[j]);
             }
             acc[g * D + j] = a;
         }
@@ -98,10 +103,18 @@ __global__ void __launch_bounds__(KND_THREADS) knd_chunk_kernel(const T *q, cons
     if (threadIdx.x == 0) out[D] = m, out[D + 1] = z;
 }
 
-/* Kernel B: grid (pairs): the chunks' partial softmaxes combined. */
+/* Kernel B: grid (pairs): the chunks' partial softmaxes combined, then the append. */
 template <typename T>
-__global__ void knd_combine_kernel(const T *part, int nch, int D, T *y) {
-    const int r = blockIdx.x;
+__global__ void knd_combine_kernel(const T *part, int nch, int D, T *y, const T *qkv, T *kc, T *vc, const int *len,
+                                   int H, int Tm) {
+    const int r = blockIdx.x, b = r / H;
+    int L = len[b];
+    L = L < 0 ? 0 : L > Tm ? Tm : L;
+    if (L < Tm) { /* the new token's k and v into the cache at position L */
+        const size_t HD = (size_t)H * D, at = ((size_t)r * Tm + L) * D;
+        const T *kn = qkv + (size_t)b * 3 * HD + HD + (size_t)(r % H) * D;
+        for (int j = threadIdx.x; j < D; j += blockDim.x) kc[at + j] = kn[j], vc[at + j] = kn[HD + j];
+    }
     const T *p = part + (size_t)r * nch * (size_t)(D + 2);
     T M = -INFINITY;
     for (int c = 0; c < nch; c++) M = p[(size_t)c * (D + 2) + D] > M ? p[(size_t)c * (D + 2) + D] : M;
@@ -124,8 +137,7 @@ KNC_KERNEL(knc_attn_decode) {
     if (n->op != KN_OP_ATTN_DECODE) return knc_no_kernel(n, "knc_attn_decode");
     const kn_dtype dt = n->type.dtype;
     if (dt != KN_DT_F32 && dt != KN_DT_F64) return knc_unsupported(n, dt);
-    const kn_tensor *q = in[0];
-    const long long B = q->shape[0], H = q->shape[1], D = q->shape[3], Tm = in[1]->shape[2];
+    const long long B = in[1]->shape[0], H = in[1]->shape[1], D = in[1]->shape[3], Tm = in[1]->shape[2];
     const long long nch = (Tm + 1 + KND_CHUNK - 1) / KND_CHUNK, G = D < KND_THREADS ? KND_THREADS / D : 1;
     const size_t es = kn_dtype_size(dt), smem = ((size_t)D + KND_CHUNK + (size_t)(G * D)) * es;
     if (smem > 48 * 1024 || B * H > (1ll << 31) - 1 || nch > 65535 || D < 1)
@@ -138,10 +150,23 @@ KNC_KERNEL(knc_attn_decode) {
     kn_tensor *part = NULL;
     int64_t np = B * H * nch * (D + 2);
     kn_status st = kn_tensor_empty_on(&part, dev, dt, 1, &np);
-    const int *len = (const int *)kn_tensor_data(in[5]);
+    const int *len = (const int *)kn_tensor_data(in[3]);
     dim3 grid((unsigned)(B * H), (unsigned)nch);
     unsigned cthreads = (unsigned)(D < 256 ? D : 256);
-#define KND_LAUNCH(T)                                                                                              do {                                                                                                               knd_chunk_kernel<T><<<grid, KND_THREADS, smem, knc_stream>>>(                                                     (const T *)kn_tensor_data(in[0]), (const T *)kn_tensor_data(in[1]), (const T *)kn_tensor_data(in[2]),             (const T *)kn_tensor_data(in[3]), (const T *)kn_tensor_data(in[4]), len, (int)H, (int)Tm, (int)D,              (T)n->attrs.scale, (T *)kn_tensor_data(part));                                                             st = knc_check_launch("knd_chunk_kernel", __FILE__, __LINE__);                                                 if (st == KN_OK) {                                                                                                 knd_combine_kernel<T><<<(unsigned)(B * H), cthreads, 0, knc_stream>>>(                                             (const T *)kn_tensor_data(part), (int)nch, (int)D, (T *)kn_tensor_data(*out));                             st = knc_check_launch("knd_combine_kernel", __FILE__, __LINE__);                                           }                                                                                                          } while (0)
+#define KND_LAUNCH(T)                                                                                              \
+    do {                                                                                                           \
+        knd_chunk_kernel<T><<<grid, KND_THREADS, smem, knc_stream>>>(                                              \
+            (const T *)kn_tensor_data(in[0]), (const T *)kn_tensor_data(in[1]), (const T *)kn_tensor_data(in[2]),   \
+            len, (int)H, (int)Tm, (int)D, (T)n->attrs.scale, (T *)kn_tensor_data(part));                           \
+        st = knc_check_launch("knd_chunk_kernel", __FILE__, __LINE__);                                             \
+        if (st == KN_OK) {                                                                                         \
+            knd_combine_kernel<T><<<(unsigned)(B * H), cthreads, 0, knc_stream>>>(                                 \
+                (const T *)kn_tensor_data(part), (int)nch, (int)D, (T *)kn_tensor_data(*out),                     \
+                (const T *)kn_tensor_data(in[0]), (T *)kn_tensor_data(in[1]), (T *)kn_tensor_data(in[2]), len,      \
+                (int)H, (int)Tm);                                                                                  \
+            st = knc_check_launch("knd_combine_kernel", __FILE__, __LINE__);                                       \
+        }                                                                                                          \
+    } while (0)
     if (st == KN_OK) {
         if (dt == KN_DT_F32) KND_LAUNCH(float);
         else KND_LAUNCH(double);

@@ -143,6 +143,7 @@ static void cuda_free(void *ctx, int index, void *ptr, size_t nbytes) {
 }
 
 extern "C" void *kn_cuda_stream(void) { return (void *)knc_stream; }
+extern "C" bool kn_cuda_capturing(void) { return knc_hold != NULL; }
 
 extern "C" kn_status kn_cuda_graph_begin(int device) {
     if (knc_hold) return kn_error(KN_ERR_ARG, "kn_cuda_graph_begin: a capture is already in progress");

@@ -6,7 +6,9 @@
 # prompt longer than the context or with bytes outside the vocabulary exit 1, each with a
 # message naming the problem. bench-infer: its JSON has every workload at both batch sizes
 # with finite, ordered percentiles (p50 <= p95 <= p99), TPOT and tokens/s that agree, and a
-# table; bad flags are usage errors. Prints "ok" or what failed.
+# table; the decode step's step count printed and in the JSON, and with the GPU's pass list
+# at most 25 steps for the tiny model's 2 layers (36 before attn_decode read q, k and v
+# packed); bad flags are usage errors. Prints "ok" or what failed.
 set -eu
 kiln=${1:?usage: test_cli_infer.sh PATH/TO/kiln}
 dir=$(mktemp -d)
@@ -44,6 +46,8 @@ fails 1 "not in the vocabulary" --ckpt "$dir/ck.safetensors" --prompt $'\x01'
 
 "$kiln" bench-infer --model tiny --scale 0.1 --requests 2 --batch 1,2 --json "$dir/b.json" > "$dir/b.out"
 grep -q "TTFT ms p50/p95/p99" "$dir/b.out" || { echo "FAIL: no table"; cat "$dir/b.out"; exit 1; }
+grep -E -q "^decode step, B=2: [0-9]+ steps a token \([0-9]+ generated kernels" "$dir/b.out" ||
+    { echo "FAIL: no decode step count"; cat "$dir/b.out"; exit 1; }
 "${PYTHON:-python3}" - "$dir/b.json" <<'PY'
 import json, math, sys
 r = json.load(open(sys.argv[1]))
@@ -67,6 +71,15 @@ for x in r["results"]:
     tps = x["batch"] * x["new_tokens"] / (x["e2e_ms"]["mean"] / 1e3)
     assert abs(tps - x["tokens_per_s"]) <= 1e-6 * tps, (tps, x["tokens_per_s"])
     assert x["peak_bytes"] > 0, x
+    assert 0 < x["decode_kernels"] < x["decode_steps"], x
+PY
+"$kiln" bench-infer --model tiny --scale 0.05 --requests 1 --batch 1 --workloads chat \
+    --passes all,flash,autocast:bf16,lowparams:bf16,hfuse --json "$dir/g.json" > "$dir/g.out" 2> /dev/null
+"${PYTHON:-python3}" - "$dir/g.json" <<'PY'
+import json, sys
+x = json.load(open(sys.argv[1]))["results"][0]
+assert x["decode_steps"] <= 25 and x["decode_kernels"] <= 12, \
+    f"the decode step grew: {x['decode_steps']} steps, {x['decode_kernels']} generated kernels"
 PY
 # prefill: a prompt of the whole context (the tiny model's 128, not scaled), one new token:
 # a TTFT, no TPOT or gaps (null in the JSON, "-" in the table)

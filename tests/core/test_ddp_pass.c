@@ -177,7 +177,7 @@ KN_TEST(ddp_pass, a_context_sees_stores_then_starts_then_waits_and_is_polled_bet
     for (int i = 1; i < g->noutputs; i++) n += kn_type_numel(&g->nodes[g->outputs[i]].type);
     for (int k = 0; k < 2; k++) {
         order_ctx o = {.n = n, .stored = calloc((size_t)n, sizeof(int))};
-        kn_collectives c = {&o, order_run, order_poll};
+        kn_collectives c = {.ctx = &o, .run = order_run, .poll = order_poll};
         kn_program *p;
         kn_program_opts opts = {.device = KN_CPU, .mode = k ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES};
         KN_ASSERT_OK(kn_program_compile(&p, d, &opts));
@@ -316,7 +316,7 @@ static kn_status host_run(void *ctx, int32_t id, const kn_node *n, const kn_tens
 static void run_on(const kn_graph *d, kn_device dev, kn_program_mode mode, const float *params, int64_t n, double *loss,
                    float *slab) {
     host_ctx h = {slab, (float *)params, 0, 0};
-    kn_collectives c = {&h, host_run, NULL};
+    kn_collectives c = {.ctx = &h, .run = host_run};
     kn_program *p;
     kn_program_opts o = {.device = dev, .mode = mode};
     KN_ASSERT_OK(kn_program_compile(&p, d, &o));

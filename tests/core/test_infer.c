@@ -8,7 +8,9 @@
  * sequence writes, and the decode step's logits are the full forward's. B rows at once
  * give each row's B = 1 tokens. Bad prompts, tokens, settings and a full cache are errors.
  * On a GPU (skipped without one) greedy tokens match the CPU's, with and without a CUDA
- * graph. */
+ * graph. The decode step compiled with the GPU's pass list has at most 10 steps a layer
+ * (5 generated kernels) and 5 more (2) around them: the count that sets the TPOT of a small
+ * model on a GPU, held down here on the CPU (the schedule is the same). */
 #include <math.h>
 #include <string.h>
 
@@ -181,6 +183,47 @@ KN_TEST(infer, bf16_weights_with_autocast_and_lowparams) {
     kn_gpt_free(&g);
 }
 
+/* The decode step's steps, compiled as `kiln bench-infer` compiles it for a GPU (its pass
+ * list, the CUDA dialect under the emulator), at two depths: 10 a layer (the four products,
+ * attn_decode, the qkv bias, the cast of attention's output, the gelu and the two residual +
+ * layernorm kernels) and 5 outside them (two embeddings, their sum with the first
+ * layernorm, the logits' product and their cast); with the epilogue pass 9 a layer (the
+ * qkv bias rides on its product). 15 a layer and 6 outside before the decode step read q, k
+ * and v packed (three bias kernels, three reshapes; the embeddings' sum a kernel apart),
+ * which this fails on. Greedy tokens still match the sampler. */
+KN_TEST(infer, decode_step_count_is_held_down) {
+    const char *passes[2] = {"all,flash,autocast:bf16,lowparams:bf16,hfuse",
+                             "all,flash,autocast:bf16,lowparams:bf16,hfuse,epilogue"};
+    const int per_layer[2] = {10, 9}, kernels_per_layer[2] = {5, 4};
+    for (int pi = 0; pi < 2; pi++)
+        for (int layers = 1; layers <= 3; layers += 2) {
+            kn_gpt_config c = k_cfg;
+            c.layers = layers;
+            kn_gpt g;
+            KN_ASSERT_OK(kn_gpt_new(&g, &c));
+            kn_gpt_init(&g, 11);
+            kn_infer inf;
+            kn_infer_opts o = {.device = KN_CPU, .mode = KN_PROGRAM_COMPILED, .passes = passes[pi], .cuda_emu = true};
+            KN_ASSERT_OK(kn_infer_new(&inf, &g, 1, &o));
+            kn_program_stats st = kn_program_get_stats(inf.decode);
+            cr_assert(st.mode == KN_PROGRAM_COMPILED, "not compiled");
+            cr_assert(st.nsteps <= 5 + per_layer[pi] * layers && st.nkernels <= 2 + kernels_per_layer[pi] * layers,
+                      "%s, %d layers: the decode step has %d steps (%d generated kernels), more than %d (%d)",
+                      passes[pi], layers, st.nsteps, st.nkernels, 5 + per_layer[pi] * layers,
+                      2 + kernels_per_layer[pi] * layers);
+            int32_t ids[8], want[8];
+            prompt(ids, 8, 3);
+            memcpy(want, ids, sizeof ids);
+            kn_rng r1 = kn_rng_new(1), r2 = kn_rng_new(1);
+            kn_sampling s = {0, 0, 1.0};
+            KN_ASSERT_OK(kn_gpt_sample(&g, want, 3, 8, 0, &r1));
+            KN_ASSERT_OK(kn_infer_generate(&inf, ids, 3, 8, &s, &r2, NULL, NULL));
+            cr_assert(!memcmp(ids, want, sizeof ids), "%s: greedy tokens differ from the sampler's", passes[pi]);
+            kn_infer_free(&inf);
+            kn_gpt_free(&g);
+        }
+}
+
 KN_TEST(infer, batched_rows_match_one_at_a_time) {
     kn_gpt g;
     model(&g);
@@ -292,7 +335,7 @@ static void gpu_greedy(bool cuda_graph) {
 KN_TEST(infer, gpu_greedy_matches_the_sampler) { gpu_greedy(false); }
 KN_TEST(infer, gpu_greedy_matches_with_a_cuda_graph) { gpu_greedy(true); }
 
-/* kn_device_memcpy_2d, which stores the decode step's new keys and values: rows land at
+/* kn_device_memcpy_2d (tensor parallelism gathers its blocks with it, core/dist/tp.c): rows land at
  * their pitch, the bytes between them are untouched, bad pitches are errors. */
 KN_TEST(infer, memcpy_2d_copies_rows_at_their_pitch) {
     float src[3 * 2] = {1, 2, 3, 4, 5, 6}, dst[3 * 5];

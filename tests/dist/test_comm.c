@@ -48,6 +48,12 @@ static void test_all_reduce(kn_comm *c) {
         kn_free(b);
         kn_free(s);
     }
+    /* MPI has no device stream: a stream-ordered wait is a plain wait, nothing pending */
+    float one = 1.0f;
+    kn_comm_req r;
+    CHECK(kn_comm_iall_reduce(c, &one, &one, 1, KN_DT_F32, "host", &r) == KN_OK && kn_comm_wait_device(&r) == KN_OK &&
+              c->npending == 0 && one == (float)c->size && kn_comm_drain(c) == KN_OK,
+          "wait_device over MPI: %g, %d pending", one, c->npending);
     double d = c->rank + 0.5;
     CHECK(kn_comm_all_reduce(c, &d, &d, 1, KN_DT_F64) == KN_OK && d == c->size * (c->size - 1) / 2.0 + 0.5 * c->size,
           "f64 all_reduce gave %g", d);
@@ -247,13 +253,12 @@ static int test_nccl(void) {
     CHECK(st == KN_OK, "nccl world");
     if (st != KN_OK) return finish(NULL);
     /* a device buffer through the device table, all-reduced and read back */
-    kn_device dev = {KN_DEVICE_CUDA, 0};
+    kn_device dev = {KN_DEVICE_CUDA, kn_dist_local_rank()}; /* the GPU the communicator took */
     int64_t n = 1 << 20;
     int64_t shape[1] = {n};
     kn_tensor *t = NULL;
     float *h = kn_malloc((size_t)n * sizeof(float));
     for (int64_t i = 0; i < n; i++) h[i] = val(c->rank, i);
-    /* the GPU the communicator chose: local rank 0 of one rank per host is GPU 0 */
     CHECK(kn_tensor_empty_on(&t, dev, KN_DT_F32, 1, shape) == KN_OK, "device buffer");
     if (t) {
         CHECK(kn_device_memcpy(dev, kn_tensor_data(t), KN_CPU, h, (size_t)n * 4) == KN_OK, "upload");
@@ -267,10 +272,31 @@ static int test_nccl(void) {
             bad += h[i] != want;
         }
         CHECK(bad == 0, "nccl all_reduce: %d wrong sums", bad);
+        /* stream-ordered waits (tensor parallelism's): three in-place all-reduces, each
+         * read by the next through the compute stream, the host never waiting in between;
+         * what the host reads after kn_comm_drain is size^3 times the start */
+        CHECK(kn_device_memcpy(dev, kn_tensor_data(t), KN_CPU, h, (size_t)n * 4) == KN_OK, "upload");
+        for (int k = 0; k < 3; k++) {
+            kn_comm_req r;
+            CHECK(kn_comm_iall_reduce(c, kn_tensor_data(t), kn_tensor_data(t), n, KN_DT_F32, "ordered", &r) == KN_OK,
+                  "ordered all_reduce %d", k);
+            CHECK(kn_comm_wait_device(&r) == KN_OK, "wait_device %d", k);
+            CHECK(!r.active, "wait_device %d: the caller's request is handed over", k);
+        }
+        CHECK(c->npending <= 3, "pending %d", c->npending);
+        CHECK(kn_comm_drain(c) == KN_OK && c->npending == 0, "drain: %d left", c->npending);
+        CHECK(kn_device_memcpy(KN_CPU, h, dev, kn_tensor_data(t), (size_t)n * 4) == KN_OK, "download");
+        bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            float want = 0;
+            for (int r = 0; r < c->size; r++) want += val(r, i);
+            bad += h[i] != want * (float)(c->size * c->size * c->size);
+        }
+        CHECK(bad == 0, "stream-ordered all_reduces: %d wrong values", bad);
         kn_tensor_free(t);
     }
     kn_free(h);
-    if (g_rank == 0) printf("nccl: %d rank(s), all_reduce of %lld floats and a barrier on the GPU\n", c->size, (long long)n);
+    if (g_rank == 0) printf("nccl: %d rank(s), all_reduce of %lld floats, a barrier and three stream-ordered all_reduces on the GPU\n", c->size, (long long)n);
     int fails = g_fail;
     kn_comm_free(c);
     kn_dist_finalize();

@@ -10,6 +10,8 @@
 #             fp32 (AdamW; plots/dist-gpu.sh's equality tolerance, a summation order) and
 #             bf16 (SGD with momentum and DDP's bf16 tolerance, as tests/dist/test_pp_gpu.sh:
 #             Adam's update of a noise-only gradient is order-dependent at 16 bits).
+#   graph     DDP, ZeRO-1 and ZeRO-2 with --cuda-graph on: the compiled step and its NCCL
+#             collectives captured into one CUDA graph (stream-ordered waits), against one GPU.
 #   memory    DDP and ZeRO-3 on 2 GPUs, a model whose 16P bytes dwarf its activations
 #             (P about 12.7M): each rank's parameter bytes are 4P/N (within one float) for
 #             ZeRO-3 and 4P for DDP, and what ZeRO-3's ranks hold on the device after the
@@ -43,14 +45,19 @@ for prec in fp32 bf16; do
     run "$kiln" train $P --precision $prec --device cuda:0 --out one-$prec.st --log one-$prec.log > one-$prec.txt 2>&1 \
         || { cat one-$prec.txt; exit 1; }
     cells="zero3:2:1:nodes zero3:2:1:compiled ddp:2:2:nodes zero1:2:2:nodes zero2:2:2:nodes zero3:2:2:nodes"
-    [ "$ngpu" -ge 4 ] && cells="$cells zero3:4:1:nodes zero3:4:1:compiled"
+    cells="$cells ddp:2:1:graph zero1:2:1:graph zero2:2:1:graph"
+    [ "$ngpu" -ge 4 ] && cells="$cells zero3:4:1:nodes zero3:4:1:compiled ddp:4:1:graph"
     for c in $cells; do
         IFS=: read -r s n k mode <<< "$c"
-        if [ $prec = bf16 ]; then [ $mode = compiled ] && continue; mode=compiled; fi
+        if [ $prec = bf16 ] && [ $mode != graph ]; then [ $mode = compiled ] && continue; mode=compiled; fi
         tag=$prec-$s-$n-acc$k-$mode
         m=""; [ $mode = compiled ] && [ $prec = fp32 ] && m="--mode compiled"
+        [ $mode = graph ] && m="--mode compiled --cuda-graph on"
         run $MPIEXEC -n $n "$kiln" train $P $m --precision $prec --dist $s --comm nccl --accum $k --bucket-mb 0.05 \
             --out $tag.st --log $tag.log > $tag.txt 2>&1 || { tail -n 20 $tag.txt; echo "$tag: FAILED"; failed=$((failed + 1)); continue; }
+        if [ $mode = graph ] && ! grep -q 'inside the step.s CUDA graph ([1-9]' $tag.txt; then
+            echo "$tag: FAILED: the step's collectives did not run inside a CUDA graph"; failed=$((failed + 1)); continue
+        fi
         ok "$s on $n GPUs x $k micro-batches, $prec, $mode" python3 "$here/compare.py" one-$prec.log $tag.log \
             one-$prec.st $tag.st $tol
     done

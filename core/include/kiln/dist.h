@@ -36,7 +36,7 @@ typedef enum kn_comm_type { KN_COMM_MPI = 0, KN_COMM_NCCL, KN_COMM_TYPE_COUNT } 
 /* The collective operations, for sequence numbers and messages. */
 typedef enum kn_comm_op {
     KN_COP_SEND = 0, KN_COP_RECV, KN_COP_ALL_REDUCE, KN_COP_REDUCE_SCATTER, KN_COP_ALL_GATHER,
-    KN_COP_BROADCAST, KN_COP_BARRIER, KN_COP_COUNT
+    KN_COP_BROADCAST, KN_COP_BARRIER, KN_COP_FENCE, KN_COP_COUNT
 } kn_comm_op;
 const char *kn_comm_op_name(kn_comm_op op);  /* "all_reduce", ... */
 
@@ -63,6 +63,14 @@ typedef struct kn_comm_backend {
     kn_status (*ibroadcast)(void *ctx, void *buf, int64_t count, kn_dtype dt, int root, kn_comm_req *r);
     kn_status (*ibarrier)(void *ctx, kn_comm_req *r);
     kn_status (*test)(void *ctx, kn_comm_req *r, bool *done);
+    /* Stream order (NULL where there are no device streams: MPI): the device's compute
+     * stream waits for r's end before its next work; the host does not wait. *keep false:
+     * the host need not look at r again (queued into a CUDA graph being captured: its end
+     * is an edge of the graph, a replay's end the caller's fence). */
+    kn_status (*device_wait)(void *ctx, kn_comm_req *r, bool *keep);
+    /* A request that ends when the compute stream reaches this point (NULL: no device
+     * streams; a fence then ends at once). */
+    kn_status (*ifence)(void *ctx, kn_comm_req *r);
     void (*release)(void *ctx, kn_comm_req *r);  /* free what i* made for r (done or not) */
     void (*abort)(void *ctx);                     /* before MPI_Abort: NCCL's ncclCommAbort */
 } kn_comm_backend;
@@ -90,6 +98,9 @@ struct kn_comm {
     int rank, size;
     int64_t seq[KN_COP_COUNT];
     double timeout;        /* seconds (KILN_COMM_TIMEOUT) */
+    /* requests the compute stream waits for and the host has not seen end (kn_comm_wait_device) */
+    kn_comm_req *pending;
+    int npending, cap_pending;
 };
 
 /* ---------------------------------------------------------------- the job */
@@ -150,6 +161,23 @@ kn_status kn_comm_test(kn_comm_req *r, bool *done);
 /* Poll until done, sleeping 1 us between polls; on the deadline, report and abort the job. */
 kn_status kn_comm_wait(kn_comm_req *r);
 kn_status kn_comm_wait_all(int n, kn_comm_req *r);
+/* Stream-ordered waiting, for values the device reads next (tensor parallelism's
+ * all-reduces): where the backend runs on a device stream (NCCL), the compute stream waits
+ * for r and the host goes on queueing work; r (copied) joins its communicator's pending
+ * list, which kn_comm_reap polls and kn_comm_drain finishes. Elsewhere (MPI): kn_comm_wait.
+ * The deadline and the failure messages are kn_comm_wait's, seen when the host looks.
+ * KILN_COMM_HOST_WAIT=1 makes it kn_comm_wait everywhere (to measure what it buys). */
+kn_status kn_comm_wait_device(kn_comm_req *r);
+/* Poll the pending requests once, oldest first, releasing those that ended (a failure is
+ * reported as kn_comm_test's, a deadline passed as kn_comm_wait's). */
+kn_status kn_comm_reap(kn_comm *c);
+/* Wait for every pending request (kn_comm_wait each): before the host reads what they made. */
+kn_status kn_comm_drain(kn_comm *c);
+/* A fence: a request that ends when the device's compute stream has run everything queued
+ * before it (NCCL; at once where there are no device streams), waited for with the
+ * deadline and NCCL's error check like any other. After a CUDA graph that holds
+ * collectives is launched, waiting on a fence is how a stalled peer is still reported. */
+kn_status kn_comm_ifence(kn_comm *c, const char *what, kn_comm_req *r);
 
 /* Blocking forms (i* then wait). */
 kn_status kn_comm_send(kn_comm *c, const void *buf, int64_t count, kn_dtype dt, int peer);

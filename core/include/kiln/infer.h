@@ -17,12 +17,11 @@
  * The cache is static: one f32 tensor [layers, 2, B, H, Tmax, D/H] (Tmax = the context)
  * allocated once on the device. The prefill program writes it: its (layer, k|v) blocks are
  * the program's bound outputs (kn_program_bind_output), so the keys and values land there
- * with no copy. The decode program reads it: the blocks are its inputs "cache.L.k" /
- * "cache.L.v", and each layer's attention is one attn_decode (kiln/ir.h) over the first pos
- * positions and the new token. The IR has no op that writes into a tensor at a position
- * known only at run time, so the new token's k and v are outputs of the step (which also
- * attends over them directly) and are copied into the cache at pos afterwards: one 2-D
- * copy of 2 * layers * B * H rows (kn_device_memcpy_2d). The tokens and the positions are
+ * with no copy. The decode program reads it and appends to it: the blocks are its inputs
+ * "cache.L.k" / "cache.L.v", and each layer's attention is one attn_decode (kiln/ir.h) over
+ * the first pos positions and the new token, which also writes the new token's k and v into
+ * the cache at pos (the IR's one op that writes into an operand: without it the new k and v
+ * were outputs of the step, copied into the cache after it). The tokens and the positions are
  * inputs the host fills per step, so one compiled decode program serves every position,
  * and its buffers never move: on a GPU it is replayed as one CUDA graph. The prefill
  * program depends on T0 (one is compiled per prompt length and kept).
@@ -82,12 +81,10 @@ typedef struct kn_infer {
     kn_tensor **low_views;   /* owned: its views, bound by those names */
     kn_tensor *cache;        /* owned: f32 [layers, 2, B, H, Tmax, D/H] on the device */
     kn_tensor **cache_views; /* owned: 2 * layers views [B, H, Tmax, D/H], (layer, k|v) order */
-    kn_tensor *kv_new;       /* owned: f32 [2 * layers, B * H * D/H] on the device, the decode
-                              * step's new keys and values (its outputs 1..), copied into the cache */
-    kn_tensor **new_views;   /* owned: 2 * layers views [B, H, 1, D/H] of it */
     kn_program *decode;      /* owned: the decode step */
-    kn_tensor *tok, *pos;    /* owned, on the device: the decode step's inputs */
-    int32_t *h_tok, *h_pos;  /* host staging for them: [B] each */
+    kn_tensor *step_in;      /* owned, on the device: i32 [2, B], the decode step's inputs */
+    kn_tensor *tok, *pos;    /* owned: views [B] of its rows, bound as "tok" and "pos" */
+    int32_t *h_tok, *h_pos;  /* host staging for them: one block of [2 * B], h_pos = h_tok + B */
     kn_program *prefill[KN_INFER_PREFILLS]; /* owned: prefill programs, by prompt length */
     int prefill_T[KN_INFER_PREFILLS];
     kn_tensor *idx[KN_INFER_PREFILLS];     /* owned: their inputs "idx" [B, T] on the device */

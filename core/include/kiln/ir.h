@@ -171,7 +171,7 @@ bool kn_op_makes_tensor(kn_op op);
 
 /* ---------------------------------------------------------------- graphs */
 
-#define KN_MAX_OPERANDS 6 /* attn_decode's q, k and v caches, new k and v, len */
+#define KN_MAX_OPERANDS 6 /* the operands a node can hold (no op takes more) */
 
 typedef struct kn_type {
     kn_dtype dtype;
@@ -402,13 +402,16 @@ kn_val kn_causal_softmax(kn_builder *b, kn_val x, double scale);
  * gradient reaches L), is [3, ..., T, D]: dq, dk, dv stacked on a new leading axis. */
 kn_val kn_flash_attn(kn_builder *b, kn_val q, kn_val k, kn_val v, double scale);
 /* One new token's attention over a static KV cache (generation's decode step, core/nn/
- * infer.c): q, kn, vn [B, H, 1, D] (the token's query, key and value), kc, vc [B, H, Tmax, D]
- * (the cache; of q's float dtype), len i32 with B elements (row b's valid cache positions,
- * clamped to [0, Tmax]). y [B, H, 1, D] = softmax over {scale q.kc[t] : t < len[b]} and
- * scale q.kn of the matching values (vc[t], then vn): the cache's first len[b] positions and
- * the new token, never the rest of the cache. Not differentiable. (core/ir/attn_decode.c;
- * CUDA: core/runtime/cuda_attn_decode.cu) */
-kn_val kn_attn_decode(kn_builder *b, kn_val q, kn_val kc, kn_val vc, kn_val kn, kn_val vn, kn_val len, double scale);
+ * infer.c): qkv [B, 3 * H * D] (the token's query, key and value side by side, each H heads
+ * of D: the q/k/v projection's row as it comes), kc, vc [B, H, Tmax, D] (the cache; of qkv's
+ * float dtype), len i32 with B elements (row b's valid cache positions, clamped to [0,
+ * Tmax]: L). y [B, H * D] (the heads side by side) = per head, softmax over {scale q.kc[t] :
+ * t < L} and scale q.kn of the matching values (vc[t], then vn): the cache's first L
+ * positions and the new token, never the rest of the cache. Then, when L < Tmax, the op
+ * writes kn and vn into kc and vc at position L: the one op that writes into operands (the
+ * cache is the decode step's state; no other node of the step may read kc or vc). Not
+ * differentiable. (core/ir/attn_decode.c; CUDA: core/runtime/cuda_attn_decode.cu) */
+kn_val kn_attn_decode(kn_builder *b, kn_val qkv, kn_val kc, kn_val vc, kn_val len, double scale);
 /* The tensor-core kernels of flash_attn and flash_attn_bwd (core/runtime/cuda_flash_tc.cu):
  * the one that runs kind at head dim d ("mma.m16n8k8 tf32, D 64"), or NULL: none. Declared
  * here, with the op, because a pass decides by it too: autocast lowers flash attention only
@@ -492,11 +495,20 @@ void kn_interp_set_hook(kn_interp *it, kn_interp_hook fn, void *ctx);
  * node, its operand tensors (contiguous, on the run's device: a GPU rank's NCCL reads
  * them there) and, for an all_gather_start or a value collective that makes a tensor, the
  * buffer to fill (NULL otherwise); `poll`
- * may be NULL. */
+ * may be NULL. `finish` (may be NULL) runs once after a run's last node: a context whose
+ * `run` left device-ordered work in flight (the GPU waits for it, the host did not:
+ * kn_comm_wait_device) waits for it there, under the communicator's deadline, before
+ * anyone reads the run's outputs on the host (`poll` is not called while a CUDA graph is
+ * being captured). */
 typedef struct kn_collectives {
     void *ctx;
     kn_status (*run)(void *ctx, int32_t id, const kn_node *n, const kn_tensor *const *in, kn_tensor *out);
     kn_status (*poll)(void *ctx);
+    kn_status (*finish)(void *ctx);
+    /* true: every collective `run` queues is device-ordered with no host work between
+     * them, so a CUDA graph may capture them (kn_program_set_cuda_graph); `finish` then runs
+     * after each launch too, and must bound the wait for the replay (kn_comm_ifence) */
+    bool graph;
 } kn_collectives;
 /* The context of the following runs (copied; NULL: none, and a collective node fails
  * naming itself: "%7 = all_reduce_start: no collectives context ..."). */

@@ -186,6 +186,7 @@ kn_status kn_event_elapsed_ms(kn_event *start, kn_event *stop, double *ms);
  * default stream, in order with the rest of kiln's work. */
 typedef struct kn_cuda_hold kn_cuda_hold;
 void *kn_cuda_stream(void);
+bool kn_cuda_capturing(void); /* a capture is in progress (kn_cuda_graph_begin .. _end) */
 kn_status kn_cuda_graph_begin(int device);
 kn_status kn_cuda_graph_end(bool ok, void **exec, kn_cuda_hold **hold);
 kn_status kn_cuda_graph_launch(void *exec);
