@@ -634,3 +634,70 @@ kn_status kern_cross_entropy_bwd(const kn_node *n, const kn_tensor *const *in, k
     if (!ok) { kn_tensor_free(*out); *out = NULL; return bad_index(n, t, bad, v); }
     return KN_OK;
 }
+
+/* The fused pair on the CPU (kiln/device.h's cross_entropy_fused; ir_impl.h): the nodes
+ * cross_entropy and cross_entropy_bwd of these operands, made and type-checked here, and
+ * kn_k_cross_entropy_fused. 16-bit logits compute as eval_low_precision does each node:
+ * widened to f32 (the copy is read, so the gradient may go over the logits), the f32
+ * kernel, the gradient rounded once as it is stored: the pair's bits. */
+kn_status kn_cpu_cross_entropy_fused(const kn_tensor *const *in, kn_tensor **loss, kn_tensor **dlogits) {
+    if (!in || !in[0] || !in[1] || !in[2] || !loss || !dlogits)
+        return kn_error(KN_ERR_ARG, "kn_cpu_cross_entropy_fused: NULL argument");
+    kn_node bn, ln;
+    memset(&bn, 0, sizeof bn);
+    bn.op = KN_OP_CROSS_ENTROPY_BWD;
+    bn.nin = 3;
+    bn.attrs = kn_attrs_default();
+    ln = bn;
+    ln.op = KN_OP_CROSS_ENTROPY;
+    ln.nin = 2;
+    kn_type ty[3];
+    const kn_type *tp[3] = {&ty[0], &ty[1], &ty[2]};
+    for (int i = 0; i < 3; i++) {
+        if (in[i]->storage->device.type != KN_DEVICE_CPU || !kn_tensor_is_contiguous(in[i]))
+            return kn_error(KN_ERR_ARG, "kn_cpu_cross_entropy_fused: operand %d is not a contiguous CPU tensor", i);
+        ty[i].dtype = in[i]->dtype;
+        ty[i].ndim = in[i]->ndim;
+        memcpy(ty[i].shape, in[i]->shape, sizeof ty[i].shape[0] * (size_t)in[i]->ndim);
+    }
+    char msg[256];
+    if (kn_node_infer(&bn, tp, &bn.type, msg, sizeof msg) != KN_OK || kn_node_infer(&ln, tp + 1, &ln.type, msg, sizeof msg) != KN_OK)
+        return kn_error(KN_ERR_SHAPE, "kn_cpu_cross_entropy_fused: %s", msg);
+    const kn_tensor *dl = in[0], *lg = in[1], *t = in[2];
+    kn_dtype dt = lg->dtype;
+    bool low = dt == KN_DT_BF16 || dt == KN_DT_F16;
+    if (dt != KN_DT_F32 && dt != KN_DT_F64 && !low) return unsupported(&bn, dt);
+    if (*dlogits && D(*dlogits) != D(lg)) {
+        const char *a = D(*dlogits), *b = D(lg);
+        size_t bytes = (size_t)NUMEL(lg) * kn_dtype_size(dt);
+        if (a < b + bytes && b < a + bytes)
+            return kn_error(KN_ERR_ARG, "kn_cpu_cross_entropy_fused: dlogits overlap the logits without being them");
+    }
+    int64_t v = lg->shape[lg->ndim - 1], r = NUMEL(t), bad = 0;
+    double g = kn_dtype_load(dl->dtype, D(dl), 0);
+    kn_tensor *l = *loss, *wide = NULL, *wd = NULL;
+    bool made_l = !l, made_d = !*dlogits, ok = true;
+    kn_status st = kn_eval_new_out(&ln, &l);
+    if (st == KN_OK) st = kn_eval_new_out(&bn, dlogits);
+    if (st == KN_OK && low) { /* the widened logits, and the f32 gradient before its rounding */
+        st = kn_tensor_empty(&wide, KN_DT_F32, lg->ndim, lg->shape);
+        if (st == KN_OK) st = kn_tensor_empty(&wd, KN_DT_F32, lg->ndim, lg->shape);
+        if (st == KN_OK) kn_dtype_convert(KN_DT_F32, D(wide), dt, D(lg), NUMEL(lg));
+    }
+    if (st == KN_OK) {
+        if (low) ok = kn_k_cross_entropy_fused_f32((float)g, D(wide), D(t), t->dtype, r, v, D(l), D(wd), &bad);
+        else if (dt == KN_DT_F32) ok = kn_k_cross_entropy_fused_f32((float)g, D(lg), D(t), t->dtype, r, v, D(l), D(*dlogits), &bad);
+        else ok = kn_k_cross_entropy_fused_f64(g, D(lg), D(t), t->dtype, r, v, D(l), D(*dlogits), &bad);
+        if (!ok) st = bad_index(&bn, t, bad, v);
+        else if (low) kn_dtype_convert(dt, D(*dlogits), KN_DT_F32, D(wd), NUMEL(wd));
+    }
+    kn_tensor_free(wide);
+    kn_tensor_free(wd);
+    if (st != KN_OK) {
+        if (made_l) kn_tensor_free(l);
+        if (made_d) { kn_tensor_free(*dlogits); *dlogits = NULL; }
+        return st;
+    }
+    *loss = l;
+    return KN_OK;
+}

@@ -281,6 +281,7 @@ static kn_status stage_plan(kn_compile *c) {
     liveness(p);
     if (c->o.mode != KN_PROGRAM_COMPILED) return KN_OK;
     KN_TRY(kn_program_plan_memory(p, !c->o.no_plan)); /* the arena: host memory for C and the emulator, GPU memory for CUDA */
+    KN_TRY(kn_program_pair_losses(p));
     for (int i = 0; i < p->nkernels; i++)
         for (int b = 0; b < p->kernels[i].ir.nbufs; b++) c->naliased += p->kernels[i].ir.bufs[b].aliased;
     return KN_OK;
@@ -294,7 +295,8 @@ static void sum_plan(const kn_compile *c, char *out, size_t n) {
         return;
     }
     snprintf(out, n, "arena %.3f MB for %.3f MB of buffers (lower bound %.3f MB); %d in place, %d kernel buffers "
-             "aliased", s->mem_planned / 1e6, s->mem_sum / 1e6, s->mem_lower / 1e6, s->mem_inplace, c->naliased);
+             "aliased%s", s->mem_planned / 1e6, s->mem_sum / 1e6, s->mem_lower / 1e6, s->mem_inplace, c->naliased,
+             s->ce_fused ? "; the loss and its gradient in one pass" : "");
 }
 
 /* ---------------------------------------------------------------- render */

@@ -57,6 +57,7 @@ void kn_program_free(kn_program *p) {
     kn_free(p->mem_def);
     kn_free(p->mem_last);
     kn_free(p->mem_from);
+    kn_free(p->ce_pair);
     if (p->arena_bytes) kn_device_free(p->dev, p->arena_raw, p->arena_bytes); /* NULL is fine */
     else kn_free(p->arena_raw);
     kn_graph_free(p->g);
@@ -321,10 +322,16 @@ kn_status kn_program_run_steps(kn_program *p) {
             if (p->step_ms) p->step_ms[s] += kn_program_profile_end(p, s, t0);
             continue;
         }
+        if (p->ce_pair && p->ce_pair[s] == -2) { /* a cross_entropy its gradient's step makes (plan.c) */
+            release_after(p, s);
+            if (p->step_ms) p->step_ms[s] += kn_program_profile_end(p, s, t0);
+            continue;
+        }
         const kn_node *n = &g->nodes[sp->node];
         const kn_tensor *in[KN_MAX_OPERANDS];
         kn_tensor *moved[KN_MAX_OPERANDS] = {0};
         kn_status st = KN_OK;
+        int32_t loss = p->ce_pair && p->ce_pair[s] >= 0 ? p->steps[p->ce_pair[s]].node : -1;
         for (int k = 0; k < n->nin; k++) {
             in[k] = p->vals[n->in[k]];
             if (!in[k] && st == KN_OK) st = missing_value(p, n->in[k]);
@@ -347,7 +354,10 @@ kn_status kn_program_run_steps(kn_program *p) {
         if (st == KN_OK && !(n->nin == 1 && kn_ir_aliases(n, &g->nodes[n->in[0]].type)))
             st = planned_tensor(p, sp->node, &p->vals[sp->node]);
         kn_tensor *placed = p->vals[sp->node];
-        if (st == KN_OK && kn_op_get(n->op)->category == KN_CAT_COLLECTIVE)
+        if (st == KN_OK && loss >= 0) { /* the cross_entropy paired with this backward: both from one pass */
+            st = planned_tensor(p, loss, &p->vals[loss]);
+            if (st == KN_OK) st = sp->be->cross_entropy_fused(sp->be->ctx, sp->index, in, &p->vals[loss], &p->vals[sp->node]);
+        } else if (st == KN_OK && kn_op_get(n->op)->category == KN_CAT_COLLECTIVE)
             st = kn_collective_eval(p->coll.run ? &p->coll : NULL, p->dev, sp->node, n, in, &p->vals[sp->node]);
         else if (st == KN_OK)
             st = sp->be->node_eval(sp->be->ctx, sp->index, n, in, &p->vals[sp->node]);
@@ -360,6 +370,10 @@ kn_status kn_program_run_steps(kn_program *p) {
             snprintf(msg, sizeof msg, "%s", kn_last_error());
             release_run(p);
             return kn_error(st, "kn_program_run: step %d (%%%d = %s): %s", s, sp->node, kn_op_name(n->op), msg);
+        }
+        if (p->hook && loss >= 0 && (st = p->hook(p->hook_ctx, loss, p->vals[loss])) != KN_OK) {
+            release_run(p);
+            return st;
         }
         if (p->hook && (st = p->hook(p->hook_ctx, sp->node, p->vals[sp->node])) != KN_OK) {
             release_run(p);

@@ -65,6 +65,8 @@ struct kn_program {
     int64_t *mem_off;         /* per node: its offset in the arena, or -1 (allocated on its own) */
     int32_t *mem_def, *mem_last; /* per node: the steps that make it and last read it (its aliases too) */
     int32_t *mem_from;        /* per node: the value whose bytes it was written over (in place), or -1 */
+    int32_t *ce_pair;         /* per step: cross_entropy_bwd's paired cross_entropy step, -2 at that step, or -1
+                               * (kn_program_pair_losses) */
     char *arena_raw, *arena;  /* owned; arena is arena_raw aligned to 64 bytes (host) */
     size_t arena_bytes;       /* CUDA: the arena is GPU memory of this size (kn_device_free) */
     const struct kn_program *arena_owner; /* CUDA: whose held arena a run may borrow (kn_program_share_arena) */
@@ -116,5 +118,9 @@ void kn_program_profile_free(kn_program *p);
  * once the steps, their kernels' IR and their liveness are known, before rendering. */
 size_t kn_program_plan_size(const kn_type *t);
 kn_status kn_program_plan_memory(kn_program *p, bool share); /* share false: no reuse (opts.no_plan) */
+/* The cross-entropy pairs (plan.c): a training step's cross_entropy and cross_entropy_bwd
+ * library steps made by one backend call at the backward's step (p->ce_pair,
+ * stats.ce_fused). COMPILED programs, after the plan. */
+kn_status kn_program_pair_losses(kn_program *p);
 
 #endif

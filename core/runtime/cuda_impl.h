@@ -289,6 +289,9 @@ kn_status knc_after_op(const kn_node *n);
 bool knc_profile_on(void);
 kn_status knc_profile_begin(void);
 kn_status knc_profile_end(const kn_node *n, const kn_tensor *const *in, const kn_tensor *out);
+/* The same under another name than n's op (name: a string that outlives the profile; the
+ * fused cross-entropy, kn_cuda_cross_entropy_fused, is profiled as "cross_entropy_fused"). */
+kn_status knc_profile_end_as(const char *name, const kn_node *n, const kn_tensor *const *in, const kn_tensor *out);
 /* Strided copy of es-byte elements on the device: dst (contiguous strides dstr) from src
  * (strides sstr, 0 where broadcast), over shape. Pointers already include offsets. */
 kn_status knc_strided_copy(size_t es, int ndim, const int64_t *shape, const void *src, const int64_t *sstr,

@@ -309,13 +309,22 @@ __device__ inline void knc_lse_fold(const knc_pack<T, V> &p, T &m, double &s) {
 }
 
 /* The running pair of thread threadIdx.x over its groups threadIdx.x, + blockDim.x, ...
- * of a row of v elements, two groups in flight, in group order. */
+ * of a row of v elements, four groups in flight (then two, then one), folded in group
+ * order: the same pair, bit for bit, however many are in flight. */
 template <typename S, bool VEC, typename T = typename knc_math<S>::type>
 __device__ inline void knc_lse_scan(const S *row, int64_t v, T &m, double &s) {
     constexpr int V = KNC_CE_V(S);
     int64_t ng = (v + V - 1) / V, step = blockDim.x, g = threadIdx.x;
     m = (T)-INFINITY;
     s = 0;
+    for (; g + 3 * step < ng; g += 4 * step) {
+        knc_pack<T, V> a = knc_ce_load<S, VEC>(row, g, v), b = knc_ce_load<S, VEC>(row, g + step, v),
+                       c = knc_ce_load<S, VEC>(row, g + 2 * step, v), d = knc_ce_load<S, VEC>(row, g + 3 * step, v);
+        knc_lse_fold<T, V>(a, m, s);
+        knc_lse_fold<T, V>(b, m, s);
+        knc_lse_fold<T, V>(c, m, s);
+        knc_lse_fold<T, V>(d, m, s);
+    }
     for (; g + step < ng; g += 2 * step) {
         knc_pack<T, V> a = knc_ce_load<S, VEC>(row, g, v), b = knc_ce_load<S, VEC>(row, g + step, v);
         knc_lse_fold<T, V>(a, m, s);
@@ -417,26 +426,33 @@ __device__ inline void knc_ce_store(S *row, int64_t g, int64_t v, const knc_pack
     }
 }
 
-/* dlogits = (softmax(row) - onehot(target)) * dloss / rows for row blockIdx.x: the
+/* dlogits = (softmax(row) - onehot(target)) * dloss / rows for row r (KNC_CE_ROWS): the
  * one-pass statistics, then a second pass that writes (VEC: dlogits rows 16-byte aligned
  * too). logits and dlogits may be one buffer (knc_ce_bwd_rows_inplace): the block reads
  * only its own row; every thread's first pass ends in knc_block_lse's __syncthreads before
  * any thread stores; in the second pass a thread stores a group only after loading it, and
- * no other thread touches that group. */
+ * no other thread touches that group. With term (the fused forward and backward,
+ * knc_ce_fused_rows), thread 0 also writes the row's loss term as knc_ce_rows does, from
+ * the same statistics (so the same bits), the target's logit read before that barrier. */
 template <typename S, bool VEC>
 __device__ __forceinline__ void knc_ce_bwd_row(const typename knc_math<S>::type *dloss, const S *logits,
-                                               const void *t, bool i32, int64_t rows, int64_t v, S *dlogits) {
+                                               const void *t, bool i32, int64_t rows, int64_t v, S *dlogits,
+                                               double *term, int64_t r) {
     typedef typename knc_math<S>::type T;
     constexpr int V = KNC_CE_V(S);
     __shared__ double shm[32], shs[32];
-    const S *row = logits + blockIdx.x * v;
-    S *dr = dlogits + blockIdx.x * v;
+    const S *row = logits + r * v;
+    S *dr = dlogits + r * v;
     T m;
-    T scale = knc_rm_ce_scale(*dloss, rows); /* rows > 0: the launch has a block per row */
+    T scale = knc_rm_ce_scale(*dloss, rows); /* rows > r >= 0 */
     double s;
+    int64_t tg = knc_target(t, i32, r), ng = (v + V - 1) / V, step = blockDim.x, g = threadIdx.x;
+    bool tg_in = tg >= 0 && tg < v;
+    double xt = term && threadIdx.x == 0 && tg_in ? (double)knc_widen(row[tg]) : 0.0;
     knc_lse_scan<S, VEC>(row, v, m, s);
-    T lse = (T)knc_block_lse((double)m, s, shm, shs);
-    int64_t tg = knc_target(t, i32, blockIdx.x), ng = (v + V - 1) / V, step = blockDim.x, g = threadIdx.x;
+    double lse_d = knc_block_lse((double)m, s, shm, shs);
+    T lse = (T)lse_d;
+    if (term && threadIdx.x == 0) term[r] = tg_in ? lse_d - xt : (double)NAN; /* as knc_ce_rows */
     for (; g + step < ng; g += 2 * step) {
         knc_pack<T, V> a = knc_ce_load<S, VEC>(row, g, v), b = knc_ce_load<S, VEC>(row, g + step, v);
         knc_ce_store<S, VEC>(dr, g, v, knc_ce_grad<T, V>(a, g, lse, scale, tg));
@@ -444,6 +460,15 @@ __device__ __forceinline__ void knc_ce_bwd_row(const typename knc_math<S>::type 
     }
     if (g < ng) knc_ce_store<S, VEC>(dr, g, v, knc_ce_grad<T, V>(knc_ce_load<S, VEC>(row, g, v), g, lse, scale, tg));
 }
+
+/* The rows of a gradient launch: row r by block r % gridDim.x, in turn (a grid of a block
+ * per row, or fewer: ce_grid). A barrier between a block's rows: knc_block_lse's shared
+ * words are written again only once every thread has read the last row's result. */
+#define KNC_CE_ROWS(...)                                                      \
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {                  \
+        if (r != (int64_t)blockIdx.x) __syncthreads();                        \
+        __VA_ARGS__;                                                          \
+    }
 
 /* Tried and not kept (H200, 2026-11-27): a backward that copies the row into shared memory
  * during the statistics pass and writes the gradient from there (one global read, not
@@ -456,7 +481,7 @@ template <typename S, bool VEC>
 __global__ void __launch_bounds__(KNC_THREADS)
     knc_ce_bwd_rows(const typename knc_math<S>::type *__restrict__ dloss, const S *__restrict__ logits,
                     const void *__restrict__ t, bool i32, int64_t rows, int64_t v, S *__restrict__ dlogits) {
-    knc_ce_bwd_row<S, VEC>(dloss, logits, t, i32, rows, v, dlogits);
+    KNC_CE_ROWS(knc_ce_bwd_row<S, VEC>(dloss, logits, t, i32, rows, v, dlogits, nullptr, r));
 }
 
 /* The gradient written over the logits (the memory plan's in place, kn_op_inplace_operand):
@@ -466,7 +491,40 @@ template <typename S, bool VEC>
 __global__ void __launch_bounds__(KNC_THREADS)
     knc_ce_bwd_rows_inplace(const typename knc_math<S>::type *__restrict__ dloss, S *x, const void *__restrict__ t,
                             bool i32, int64_t rows, int64_t v) {
-    knc_ce_bwd_row<S, VEC>(dloss, x, t, i32, rows, v, x);
+    KNC_CE_ROWS(knc_ce_bwd_row<S, VEC>(dloss, x, t, i32, rows, v, x, nullptr, r));
+}
+
+/* The fused forward and backward (knc_cross_entropy_fused): each row's loss term and its
+ * gradient from one read of the row from memory (the second pass, over the block's own
+ * 100 KB row, is served from L2), the gradient written over the logits (x == dx, one
+ * pointer as above) or into its own buffer; knc_ce_total then makes the loss. */
+template <typename S, bool VEC>
+__global__ void __launch_bounds__(KNC_THREADS)
+    knc_ce_fused_rows(const typename knc_math<S>::type *__restrict__ dloss, const S *x, const void *__restrict__ t,
+                      bool i32, int64_t rows, int64_t v, S *dx, double *__restrict__ term) {
+    KNC_CE_ROWS(knc_ce_bwd_row<S, VEC>(dloss, x, t, i32, rows, v, dx, term, r));
+}
+
+/* The grid of the gradient kernels (the backward and the fused pair): a block per row, or,
+ * with KILN_CE_BLOCKS_PER_SM=K (read once; 0 or unset: a block per row), K blocks per SM,
+ * each taking rows in turn. A block reads its row twice (statistics, then the gradient);
+ * the second read comes from L2 only while the rows in flight fit there: a block per row
+ * keeps up to 8 blocks (256 threads) an SM resident, 1056 rows of 100 KB on an H100
+ * (GPT-2's bf16 vocabulary) against a 50 MB L2, where K = 2 keeps 264 (26 MB). A knob so
+ * both can be timed on one machine; the results are the same bits either way (a row's
+ * arithmetic does not depend on which block takes it). */
+static unsigned ce_grid(int64_t rows) {
+    static int k = -1;
+    if (k < 0) {
+        const char *s = getenv("KILN_CE_BLOCKS_PER_SM");
+        k = s && atoi(s) > 0 && atoi(s) <= 64 ? atoi(s) : 0;
+    }
+    int dev = 0, sms = 0;
+    if (k > 0 && cudaGetDevice(&dev) == cudaSuccess &&
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && sms > 0 &&
+        (int64_t)k * sms < rows)
+        return (unsigned)(k * sms);
+    return row_blocks(rows);
 }
 
 /* Targets checked on the host (KN_ERR_ARG naming the first bad one, as the CPU does). */
@@ -501,14 +559,14 @@ static kn_status ce_launch(const kn_tensor *const *in, kn_tensor *out, bool bwd)
         const T *dl = (const T *)kn_tensor_data(in[0]);
         S *dx = (S *)kn_tensor_data(out);
         if ((const S *)dx == x) { /* in place (the memory plan): a partial overlap is never planned */
-            if (vec) knc_ce_bwd_rows_inplace<S, true><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(dl, dx, kn_tensor_data(t), i32, rows, v);
-            else knc_ce_bwd_rows_inplace<S, false><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(dl, dx, kn_tensor_data(t), i32, rows, v);
+            if (vec) knc_ce_bwd_rows_inplace<S, true><<<ce_grid(rows), KNC_THREADS, 0, knc_stream>>>(dl, dx, kn_tensor_data(t), i32, rows, v);
+            else knc_ce_bwd_rows_inplace<S, false><<<ce_grid(rows), KNC_THREADS, 0, knc_stream>>>(dl, dx, kn_tensor_data(t), i32, rows, v);
             KNC_LAUNCHED(knc_ce_bwd_rows_inplace);
             return KN_OK;
         }
         if (vec && aligned16(dx))
-            knc_ce_bwd_rows<S, true><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);
-        else knc_ce_bwd_rows<S, false><<<row_blocks(rows), KNC_THREADS, 0, knc_stream>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);
+            knc_ce_bwd_rows<S, true><<<ce_grid(rows), KNC_THREADS, 0, knc_stream>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);
+        else knc_ce_bwd_rows<S, false><<<ce_grid(rows), KNC_THREADS, 0, knc_stream>>>(dl, x, kn_tensor_data(t), i32, rows, v, dx);
         KNC_LAUNCHED(knc_ce_bwd_rows);
         return KN_OK;
     }
@@ -548,3 +606,94 @@ static kn_status ce_any(const kn_node *n, const kn_tensor *const *in, kn_tensor 
 
 KNC_KERNEL(knc_cross_entropy) { return ce_any(n, in, out, false); }
 KNC_KERNEL(knc_cross_entropy_bwd) { return ce_any(n, in, out, true); }
+
+/* S: as ce_launch. One knc_ce_fused_rows launch (a block per row) and knc_ce_total. */
+template <typename S>
+static kn_status ce_fused_launch(const kn_tensor *dl, const kn_tensor *lg, const kn_tensor *t, kn_tensor *loss,
+                                 kn_tensor *dlogits) {
+    typedef typename knc_math<S>::type T;
+    int64_t v = lg->shape[lg->ndim - 1], rows = kn_tensor_numel(t);
+    bool i32 = t->dtype == KN_DT_I32;
+    const S *x = (const S *)kn_tensor_data(lg);
+    S *dx = (S *)kn_tensor_data(dlogits);
+    bool vec = v % KNC_CE_V(S) == 0 && aligned16(x) && aligned16(dx);
+    kn_tensor *term = NULL;
+    int64_t tshape[1] = {rows};
+    KN_TRY(kn_tensor_empty_on(&term, lg->storage->device, KN_DT_F64, 1, tshape));
+    kn_status st = KN_OK;
+    double *tp = (double *)kn_tensor_data(term);
+    if (rows > 0) { /* v == 0: NaN terms, as knc_ce_rows gives, and an empty gradient */
+        const T *d = (const T *)kn_tensor_data(dl);
+        if (vec) knc_ce_fused_rows<S, true><<<ce_grid(rows), KNC_THREADS, 0, knc_stream>>>(d, x, kn_tensor_data(t), i32, rows, v, dx, tp);
+        else knc_ce_fused_rows<S, false><<<ce_grid(rows), KNC_THREADS, 0, knc_stream>>>(d, x, kn_tensor_data(t), i32, rows, v, dx, tp);
+        st = knc_check_launch("knc_ce_fused_rows", __FILE__, __LINE__);
+    }
+    if (st == KN_OK) {
+        knc_ce_total<T><<<1, KNC_THREADS, 0, knc_stream>>>(tp, rows, (T *)kn_tensor_data(loss));
+        st = knc_check_launch("knc_ce_total", __FILE__, __LINE__);
+    }
+    kn_tensor_free(term); /* stream order, as in ce_launch */
+    return st;
+}
+
+/* The fused cross-entropy (kiln/cuda.h): operands as cross_entropy_bwd's (dloss, logits,
+ * targets), the results as cross_entropy's loss and cross_entropy_bwd's gradient. */
+kn_status kn_cuda_cross_entropy_fused(const kn_tensor *const *in, kn_tensor **loss, kn_tensor **dlogits) {
+    if (!in || !in[0] || !in[1] || !in[2] || !loss || !dlogits)
+        return kn_error(KN_ERR_ARG, "kn_cuda_cross_entropy_fused: NULL argument");
+    kn_node n = {};
+    n.op = KN_OP_CROSS_ENTROPY_BWD;
+    n.nin = 3;
+    kn_type ty[3], lt;
+    const kn_type *tp[3] = {&ty[0], &ty[1], &ty[2]};
+    for (int i = 0; i < 3; i++) {
+        ty[i].dtype = in[i]->dtype;
+        ty[i].ndim = in[i]->ndim;
+        for (int d = 0; d < in[i]->ndim; d++) ty[i].shape[d] = in[i]->shape[d];
+    }
+    char msg[256];
+    kn_node ln = n;
+    ln.op = KN_OP_CROSS_ENTROPY;
+    ln.nin = 2;
+    if (kn_node_infer(&n, tp, &n.type, msg, sizeof msg) != KN_OK || kn_node_infer(&ln, tp + 1, &lt, msg, sizeof msg) != KN_OK)
+        return kn_error(KN_ERR_SHAPE, "kn_cuda_cross_entropy_fused: %s", msg);
+    ln.type = lt;
+    const kn_tensor *lg = in[1], *t = in[2];
+    kn_dtype dt = lg->dtype;
+    bool low = dt == KN_DT_BF16 || dt == KN_DT_F16;
+    if (!is_float(dt) && !low) return knc_unsupported(&n, dt);
+    if (in[0]->dtype != (low ? KN_DT_F32 : dt)) return knc_unsupported(&n, in[0]->dtype);
+    if (*dlogits && kn_tensor_data(*dlogits) != kn_tensor_data(lg)) {
+        /* a buffer of its own must not overlap the logits: only exactly over them is planned */
+        const char *a = (const char *)kn_tensor_data(*dlogits), *b = (const char *)kn_tensor_data(lg);
+        size_t bytes = (size_t)kn_tensor_numel(lg) * kn_dtype_size(dt);
+        if (a < b + bytes && b < a + bytes)
+            return kn_error(KN_ERR_ARG, "kn_cuda_cross_entropy_fused: dlogits overlap the logits without being them");
+    }
+    if (!knc_capturing()) KN_TRY(check_targets(&n, t, lg->shape[lg->ndim - 1])); /* a sync: not in a graph */
+    for (int i = 0; i < 3; i++)
+        if (in[i]->storage->device.type != KN_DEVICE_CUDA || in[i]->storage->device.index != lg->storage->device.index ||
+            !kn_tensor_is_contiguous(in[i]))
+            return kn_error(KN_ERR_ARG, "kn_cuda_cross_entropy_fused: operand %d is not a contiguous tensor on the "
+                            "logits' GPU", i);
+    kn_tensor *l = *loss;
+    bool made_dx = !*dlogits, made_l = !l;
+    KN_TRY(knc_new_out(&n, lg->storage->device, dlogits));
+    kn_status st = knc_new_out(&ln, lg->storage->device, &l);
+    bool prof = st == KN_OK && knc_profile_on();
+    if (prof) st = knc_profile_begin();
+    if (st == KN_OK)
+        st = dt == KN_DT_F32    ? ce_fused_launch<float>(in[0], lg, t, l, *dlogits)
+             : dt == KN_DT_F64  ? ce_fused_launch<double>(in[0], lg, t, l, *dlogits)
+             : dt == KN_DT_BF16 ? ce_fused_launch<knc_bf16>(in[0], lg, t, l, *dlogits)
+                                : ce_fused_launch<knc_f16>(in[0], lg, t, l, *dlogits);
+    if (st == KN_OK && prof) st = knc_profile_end_as("cross_entropy_fused", &n, in, *dlogits);
+    if (st == KN_OK) st = knc_after_op(&n);
+    if (st != KN_OK) {
+        if (made_l) kn_tensor_free(l);
+        if (made_dx) { kn_tensor_free(*dlogits); *dlogits = NULL; }
+        return st;
+    }
+    *loss = l;
+    return KN_OK;
+}

@@ -102,12 +102,16 @@ static int shape_str(char *buf, size_t cap, const kn_tensor *t) {
 }
 
 kn_status knc_profile_end(const kn_node *n, const kn_tensor *const *in, const kn_tensor *out) {
+    return knc_profile_end_as(kn_op_name(n->op), n, in, out);
+}
+
+kn_status knc_profile_end_as(const char *name, const kn_node *n, const kn_tensor *const *in, const kn_tensor *out) {
     float ms = 0;
     KN_CUDA_TRY(cudaEventRecord(prof.e1, 0));
     KN_CUDA_TRY(cudaEventSynchronize(prof.e1));
     KN_CUDA_TRY(cudaEventElapsedTime(&ms, prof.e0, prof.e1));
     char key[sizeof prof.rows[0].key];
-    int k = snprintf(key, sizeof key, "%s ", kn_op_name(n->op));
+    int k = snprintf(key, sizeof key, "%s ", name);
     double bytes = out ? (double)kn_tensor_numel(out) * (double)kn_dtype_size(out->dtype) : 0, flops = 0;
     for (int i = 0; i < n->nin && k < (int)sizeof key; i++) {
         if (i) k += snprintf(key + k, sizeof key - (size_t)k, "x");
@@ -131,7 +135,7 @@ kn_status knc_profile_end(const kn_node *n, const kn_tensor *const *in, const kn
         r = &prof.rows[prof.n++];
         memset(r, 0, sizeof *r);
         snprintf(r->key, sizeof r->key, "%s", key);
-        r->op = kn_op_name(n->op);
+        r->op = name;
     }
     if (r) {
         r->calls++;

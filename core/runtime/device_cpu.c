@@ -49,6 +49,12 @@ static kn_status cpu_profile_report(void *ctx, FILE *f, FILE *tsv, double step_m
     return kn_error(KN_ERR_UNSUPPORTED, "the cpu backend has no per-op profile (it is a GPU tool)");
 }
 
+static kn_status cpu_cross_entropy_fused(void *ctx, int index, const kn_tensor *const *in, kn_tensor **loss,
+                                         kn_tensor **dlogits) {
+    (void)ctx; (void)index;
+    return kn_cpu_cross_entropy_fused(in, loss, dlogits);
+}
+
 const kn_device_backend kn_device_cpu_backend = {
     .name = "cpu",
     .type = KN_DEVICE_CPU,
@@ -61,4 +67,5 @@ const kn_device_backend kn_device_cpu_backend = {
     .profile_start = cpu_profile_start,
     .profile_report = cpu_profile_report,
     .scale = cpu_scale,
+    .cross_entropy_fused = cpu_cross_entropy_fused,
 };

@@ -27,9 +27,14 @@ static kn_status cuda_profile_report(void *, FILE *f, FILE *tsv, double step_ms,
     return kn_cuda_profile_report(f, tsv, step_ms, top, ops_ms);
 }
 
+static kn_status cuda_ce_fused(void *, int index, const kn_tensor *const *in, kn_tensor **loss, kn_tensor **dlogits) {
+    KN_CUDA_TRY(cudaSetDevice(index));
+    return kn_cuda_cross_entropy_fused(in, loss, dlogits);
+}
+
 /* Positional, in the order of kn_device_backend's members (C++17 has no designators). */
 extern "C" const kn_device_backend kn_device_cuda_backend = {
     "cuda", KN_DEVICE_CUDA, nullptr,
     cuda_supports_op, cuda_node_eval, cuda_contiguous, cuda_optim, cuda_clip, cuda_profile_start, cuda_profile_report,
-    cuda_scale,
+    cuda_scale, cuda_ce_fused,
 };

@@ -14,7 +14,11 @@
  * the CPU (1e-4 for f32, 1e-12 for f64, NaN and infinities exactly; see
  * cuda_test_util.h); outputs are poisoned first, so an element a kernel forgets shows up as
  * NaN. Where asked, the GPU runs the node twice on the same operands and must give the
- * same bits.
+ * same bits. The fused pair (kn_cuda_cross_entropy_fused, knc_ce_fused_rows) gives the
+ * bits of the two nodes on the GPU, its gradient into a buffer of its own and over the
+ * logits, for f32, f64, bf16 and f16 logits, aligned or not; a compiled GPU program pairs
+ * a loss and its backward into it (the gradient over the logits) and gives the outputs of
+ * the node-by-node program, which runs them apart, bit for bit.
  *
  * Without a GPU each test skips with one line (the harness counts it as skipped). */
 #include <math.h>
@@ -23,6 +27,7 @@
 
 #include "kiln/cuda.h"
 #include "kiln/device.h"
+#include "kiln/program.h"
 #include "cuda_test_util.h"
 
 static const kn_dtype float_dts[2] = {KN_DT_F32, KN_DT_F64};
@@ -232,4 +237,123 @@ KN_TEST(cuda_norm, cross_entropy_bwd_over_its_logits_is_bitwise_out_of_place) {
             ce_bwd_inplace_case(&r, dts[d], (k + d) % 2 ? KN_DT_I32 : KN_DT_I64, 6, vs[k], false);
             if (k > 0) ce_bwd_inplace_case(&r, dts[d], KN_DT_I64, 5, vs[k], true);
         }
+}
+
+/* kn_cuda_cross_entropy_fused against cross_entropy and cross_entropy_bwd on the GPU: the
+ * same loss and gradient bits, the gradient into its own buffer and over (a copy of) the
+ * logits; misaligned: the logits through one_past views (element loads). */
+static void ce_fused_case(kn_rng *r, kn_dtype dt, kn_dtype it, int64_t rows, int64_t v, bool misaligned) {
+    kn_tensor *lg = NULL, *tg = NULL, *dl = NULL, *d[3] = {NULL}, *x2 = NULL;
+    bool low = dt == KN_DT_BF16 || dt == KN_DT_F16;
+    ce_operands(r, dt, it, rows, v, true, &lg, &tg);
+    KN_ASSERT_OK(kn_tensor_scalar(&dl, low ? KN_DT_F32 : dt, 0.5 + (double)(kn_rng_u32(r) % 4)));
+    kn_node bn = node(KN_OP_CROSS_ENTROPY_BWD), ln = node(KN_OP_CROSS_ENTROPY);
+    kn_tensor *host[3] = {dl, lg, tg}, *dev[3] = {NULL, misaligned ? one_past(lg) : NULL, NULL};
+    gpu_operands(&bn, 3, host, dev, d);
+    kn_tensor *ld[2] = {d[1], d[2]};
+    const kn_type lt[2] = {{dt, 2, {rows, v}}, {it, 1, {rows}}}, *lp[2] = {&lt[0], &lt[1]};
+    char msg[256];
+    ln.nin = 2;
+    cr_assert_eq(kn_node_infer(&ln, lp, &ln.type, msg, sizeof msg), KN_OK, "%s", msg);
+    kn_tensor *want_d = on_gpu(&bn, d), *want_l = on_gpu(&ln, ld);
+    kn_tensor *l = NULL, *g = NULL, *l2 = NULL, *over = NULL, *hl = NULL, *hg = NULL, *hl2 = NULL, *hx = NULL;
+    KN_ASSERT_OK(kn_cuda_cross_entropy_fused((const kn_tensor *const *)d, &l, &g));
+    x2 = misaligned ? one_past(lg) : NULL;
+    if (!x2) KN_ASSERT_OK(kn_tensor_to(&x2, lg, CUDA0));
+    KN_ASSERT_OK(kn_tensor_wrap(&over, CUDA0, kn_tensor_data(x2), dt, x2->ndim, x2->shape));
+    kn_tensor *placed = over;
+    const kn_tensor *in2[3] = {d[0], x2, d[2]};
+    KN_ASSERT_OK(kn_cuda_cross_entropy_fused(in2, &l2, &over));
+    cr_assert_eq(over, placed, "the call kept the gradient's tensor it was given");
+    KN_ASSERT_OK(kn_tensor_to(&hl, l, KN_CPU));
+    KN_ASSERT_OK(kn_tensor_to(&hg, g, KN_CPU));
+    KN_ASSERT_OK(kn_tensor_to(&hl2, l2, KN_CPU));
+    KN_ASSERT_OK(kn_tensor_to(&hx, x2, KN_CPU));
+    KN_ASSERT_OK(kn_device_synchronize(CUDA0));
+    char ts[96];
+    snprintf(ts, sizeof ts, "%s [%lld, %lld]%s", kn_dtype_name(dt), (long long)rows, (long long)v,
+             misaligned ? " (misaligned)" : "");
+    cr_assert(irt_same_bits(hl, want_l), "%s: the fused loss differs from cross_entropy's", ts);
+    cr_assert(irt_same_bits(hg, want_d), "%s: the fused gradient differs from cross_entropy_bwd's", ts);
+    cr_assert(irt_same_bits(hl2, want_l), "%s: the loss with the gradient over the logits differs", ts);
+    cr_assert(irt_same_bits(hx, want_d), "%s: the gradient written over the logits differs", ts);
+    kn_tensor *all[] = {want_d, want_l, l, g, l2, over, hl, hg, hl2, hx, x2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) kn_tensor_free(all[i]);
+    for (int i = 0; i < 3; i++) { kn_tensor_free(d[i]); kn_tensor_free(host[i]); }
+}
+
+KN_TEST(cuda_norm, fused_cross_entropy_is_the_pair_bitwise) {
+    SKIP_WITHOUT_GPU();
+    kn_rng r = kn_rng_new(66);
+    const kn_dtype dts[4] = {KN_DT_F32, KN_DT_F64, KN_DT_BF16, KN_DT_F16};
+    const int64_t vs[3] = {5, 50304, 50305};
+    for (int dd = 0; dd < 4; dd++)
+        for (int k = 0; k < 3; k++) {
+            ce_fused_case(&r, dts[dd], (k + dd) % 2 ? KN_DT_I32 : KN_DT_I64, 6, vs[k], false);
+            if (k > 0) ce_fused_case(&r, dts[dd], KN_DT_I64, 5, vs[k], true);
+        }
+}
+
+/* A compiled program on dev (logits made by a step, the gradient written over them,
+ * read by one exact op) pairs the loss and its backward (stats.ce_fused) and gives the
+ * NODES program's outputs, bit for bit; dt: the logits' dtype, lt: the loss's. */
+static void program_case(kn_device dev, const char *dt, const char *lt, kn_dtype ldt) {
+    char text[1024];
+    snprintf(text, sizeof text,
+             "%%0 = input {name=\"x\"} : %s[2,4,40]\n"
+             "%%1 = input {name=\"t\"} : i64[8]\n"
+             "%%2 = input {name=\"dl\"} : %s[]\n"
+             "%%3 = neg %%0 : %s[2,4,40]\n"
+             "%%4 = reshape %%3 {shape=[8,40]} : %s[8,40]\n"
+             "%%5 = cross_entropy %%4, %%1 : %s[]\n"
+             "%%6 = cross_entropy_bwd %%2, %%4, %%1 : %s[8,40]\n"
+             "%%7 = neg %%6 : %s[8,40]\n"
+             "output %%5, %%7\n",
+             dt, lt, dt, dt, lt, dt, dt);
+    kn_graph *g = NULL;
+    KN_ASSERT_OK(kn_graph_parse(text, strlen(text), &g));
+    KN_ASSERT_OK(kn_graph_verify(g));
+    kn_rng r = kn_rng_new(67);
+    kn_tensor *x = NULL, *t = NULL, *dl = NULL;
+    ce_operands(&r, g->nodes[0].type.dtype, KN_DT_I64, 8, 40, false, &x, &t);
+    for (int64_t i = 0; i < kn_tensor_numel(x); i++) /* %3 = neg %0 gives ce_operands' logits back */
+        kn_dtype_store(x->dtype, kn_tensor_data(x), i, -kn_dtype_load(x->dtype, kn_tensor_data(x), i));
+    int64_t sh[3] = {2, 4, 40};
+    kn_tensor *x3 = NULL;
+    KN_ASSERT_OK(kn_tensor_view(&x3, x, 3, sh));
+    KN_ASSERT_OK(kn_tensor_scalar(&dl, ldt, 1.0));
+    kn_tensor *out[2][2] = {{NULL}};
+    for (int m = 0; m < 2; m++) {
+        kn_program_opts o = {.device = dev, .mode = m ? KN_PROGRAM_COMPILED : KN_PROGRAM_NODES, .keep_loss = true};
+        kn_program *p = NULL;
+        KN_ASSERT_OK(kn_program_compile(&p, g, &o));
+        KN_ASSERT_OK(kn_program_bind(p, "x", x3));
+        KN_ASSERT_OK(kn_program_bind(p, "t", t));
+        KN_ASSERT_OK(kn_program_bind(p, "dl", dl));
+        KN_ASSERT_OK(kn_program_run(p));
+        kn_program_stats st = kn_program_get_stats(p);
+        cr_assert_eq(st.ce_fused, m, "%s logits, %s program: %d pairs", dt, m ? "compiled" : "node-by-node", st.ce_fused);
+        if (m) cr_assert_geq(st.mem_inplace, 1, "%s: the gradient over the logits", dt);
+        for (int i = 0; i < 2; i++) KN_ASSERT_OK(kn_tensor_to(&out[m][i], kn_program_output(p, i), KN_CPU));
+        KN_ASSERT_OK(kn_device_synchronize(dev));
+        kn_program_free(p);
+    }
+    cr_assert(irt_same_bits(out[0][0], out[1][0]), "%s: the paired loss differs from the node-by-node one", dt);
+    cr_assert(irt_same_bits(out[0][1], out[1][1]), "%s: the paired gradient differs from the node-by-node one", dt);
+    kn_tensor *all[] = {out[0][0], out[0][1], out[1][0], out[1][1], x, x3, t, dl};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) kn_tensor_free(all[i]);
+    kn_graph_free(g);
+}
+
+KN_TEST(cuda_norm, a_compiled_gpu_program_pairs_the_loss_and_its_backward) {
+    SKIP_WITHOUT_GPU();
+    program_case(CUDA0, "f32", "f32", KN_DT_F32);
+    program_case(CUDA0, "bf16", "f32", KN_DT_F32);
+}
+
+/* The same programs on the CPU (keep_loss: the GPU's library loss steps), so the test's
+ * own logic runs where there is no GPU. */
+KN_TEST(cuda_norm, a_compiled_cpu_program_keeping_its_loss_pairs_it_too) {
+    program_case(KN_CPU, "f32", "f32", KN_DT_F32);
+    program_case(KN_CPU, "bf16", "f32", KN_DT_F32);
 }

@@ -41,6 +41,18 @@ extern "C" {
  * CPU (a `full` scalar, say) are copied to the device first. Operands on two different GPUs
  * are KN_ERR_DEVICE. *out: a new contiguous tensor of n->type on that device. */
 kn_status kn_cuda_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out);
+
+/* cross_entropy and cross_entropy_bwd of one training step in one pass over the logits:
+ * in[] = {dloss, logits, targets} on one GPU, as cross_entropy_bwd's operands; *loss gets
+ * cross_entropy(logits, targets) (bit for bit: the same row statistics and the same sum)
+ * and *dlogits cross_entropy_bwd(dloss, logits, targets) (the same bits too). Each row is
+ * read from memory once: a block per row takes its statistics and writes the row's
+ * gradient on a second pass that L2 serves. *dlogits NULL: a new tensor; else a
+ * contiguous tensor of the logits' type, either the logits themselves (written over them:
+ * ~1 read + 1 write of the logits in all, against the pair's 2 reads + 1 write) or a
+ * buffer that does not overlap them. Targets outside [0, V) are KN_ERR_ARG (checked on the
+ * host, skipped while a CUDA graph is captured: then a NaN loss term). */
+kn_status kn_cuda_cross_entropy_fused(const kn_tensor *const *in, kn_tensor **loss, kn_tensor **dlogits);
 /* Compile CUDA C (src, a kernel named `name` for messages) to PTX for compute capability
  * major.minor with NVRTC: no GPU needed. *ptx (kn_free it) and *ptx_len on success;
  * KN_ERR_INTERNAL with NVRTC's log when it does not compile. */

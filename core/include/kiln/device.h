@@ -48,6 +48,15 @@ typedef struct kn_device_backend {
     /* scale: x[i] = (float)((double)x[i] * s) over n floats in this device's memory (the
      * data-parallel average of summed gradients; the same bits on every backend). */
     kn_status (*scale)(void *ctx, int index, float *x, int64_t n, double s);
+    /* cross_entropy_fused: a training step's cross_entropy and cross_entropy_bwd in one
+     * pass over the logits. in[] = cross_entropy_bwd's operands {dloss, logits, targets},
+     * contiguous, on this device; *loss gets cross_entropy(logits, targets) and *dlogits
+     * cross_entropy_bwd(dloss, logits, targets), the bits the two nodes give. Each is a new
+     * tensor, or the one the caller placed there (a program's memory plan); *dlogits may be
+     * the logits themselves (written over them). A compiled program pairs the two steps
+     * into this call (core/program/plan.c, kn_program_pair_losses). */
+    kn_status (*cross_entropy_fused)(void *ctx, int index, const kn_tensor *const *in, kn_tensor **loss,
+                                     kn_tensor **dlogits);
 } kn_device_backend;
 
 /* The registered backend of a device type, or NULL when it is not built in (or `type` is

@@ -64,6 +64,11 @@ void kn_k_strided_copy(size_t esize, int ndim, const int64_t *shape, const void 
     /* dlogits = (softmax(logits) - onehot(t)) * dloss / rows. */                         \
     bool kn_k_cross_entropy_bwd_##S(T dloss, const T *logits, const void *t, kn_dtype tdt, \
                                     int64_t rows, int64_t v, T *dlogits, int64_t *bad);    \
+    /* Both of the above in one pass over the rows: *loss and dlogits (which may be logits \
+     * itself), bitwise as the two; targets checked before anything is written. */        \
+    bool kn_k_cross_entropy_fused_##S(T dloss, const T *logits, const void *t, kn_dtype tdt, \
+                                      int64_t rows, int64_t v, T *loss, T *dlogits,       \
+                                      int64_t *bad);                                       \
     /* out[i, :] = w[idx[i], :] for n indices (i32 or i64) into w [v, d]. */              \
     bool kn_k_embedding_##S(const T *w, int64_t v, int64_t d, const void *idx,            \
                             kn_dtype idt, int64_t n, T *out, int64_t *bad);                \

@@ -115,6 +115,8 @@ typedef struct kn_program_stats {
     double mem_planned_separate; /* bytes: the arena with no value written in place */
     int mem_inplace;         /* values an elementwise kernel wrote over an operand that died there */
     double mem_inplace_bytes;    /* their bytes */
+    int ce_fused;            /* cross_entropy + cross_entropy_bwd step pairs run as one call (one pass over
+                              * the logits; core/program/plan.c, kn_program_pair_losses) */
     int outputs_copied;      /* bound outputs (kn_program_bind_output) the last run copied, not placed */
     kn_program_stage_log stages[KN_PROGRAM_NSTAGES]; /* the compile pipeline, in the order it ran */
 } kn_program_stats;
