@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kiln/dist.h"
 
@@ -271,6 +272,11 @@ static _Noreturn void timed_out(kn_comm_req *r, double waited) {
      * 2-core machine: the job ended, exit 3, without the line). Half a second lets it. */
     struct timespec linger = {0, 500000000};
     nanosleep(&linger, NULL);
+    /* the last resort: should aborting NCCL or MPI itself hang (seen once with a stopped
+     * peer and a CUDA graph's collectives in flight, 2026-11-28: the line above came, the
+     * job ran on), SIGALRM's default action ends this rank in 10 s and the launcher, which
+     * sees a rank die, ends the job */
+    alarm(10);
     c->be->abort(c->ctx);
     kn_dist_abort(3);
 }
