@@ -10,7 +10,8 @@
 # GPipe, AdamW interleaved (two chunks per rank), bf16 (SGD, the pp tests' bf16 tolerance), fp16 with an overflow on one rank
 # (every rank skips that step: one loss scale for the mesh), --accum 2 (two rounds of each
 # pipeline's schedule per step), a checkpoint of the mesh resumed on the mesh; each rank's
-# slabs are its stages' parameters only (as --pp alone).
+# slabs are its stages' parameters only (as --pp alone); ZeRO-1 on the dp axis (--dist zero1:
+# each dp rank keeps half of its stages' optimizer state).
 # Tensor parallelism's step is the step runner's too: fp16 on --mesh tp=2 and dp=2,tp=2 with
 # an inf planted on one rank (every rank skips that step, the scale halves, as one process
 # does), and --resume onto tp meshes (a dp=2,tp=2 checkpoint resumed with ZeRO-1,
@@ -19,7 +20,7 @@
 # with an overflow on one rank, a resume (below, where it says why each fails when broken). Then
 # what is not built or not valid is refused with its reason: a tp x pp mesh the ranks do not
 # make, heads that tp does not divide, layers the stages do not share, fewer micro-batches
-# than stages, --sp without a tp axis, --dist with --pp, a batch the pipelines and rounds do
+# than stages, --sp without a tp axis, --dist with --pp and no dp axis, ZeRO-2 on a mesh with pp, a batch the pipelines and rounds do
 # not share equally, ranks that are not dp x pp.
 # A broken composition fails here: without the gradients' sum over dp each pipeline updates
 # from its half of the batch (the parameters leave the one process's course); with both
@@ -74,6 +75,29 @@ for r, n in (map(int, row) for row in rows):
     assert n == want, "rank %d holds %d parameters, its stages have %d" % (r, n, want)
 print("dp=2,pp=2: each pipeline rank holds its stages' %s parameters of P = %d" % ([int(n) for _, n in rows], P))
 PY
+# ZeRO-1 on the dp axis of dp=2,pp=2 (AdamW, 1F1B): each dp rank keeps the optimizer state of
+# half of its pipeline rank's slab, updates that half, and the halves are all-gathered over
+# dp. Equal to one process (a half never updated, or never gathered, leaves the course; a
+# checkpoint without the other half's state differs in the moments). Rank 0 reports its
+# pipeline's ranks (dp rank 0): each holds AdamW's two moments of half its parameters, where
+# mesh-adam-1f1b (no ZeRO) holds them of all.
+trained z1 4 $A --lr 1e-2 --mesh dp=2,pp=2 --dist zero1 --microbatches 2
+grep -q "ZeRO-1 on dp .*all-gathered over dp" z1.txt || { cat z1.txt; echo "dp=2,pp=2 zero1: no ZeRO-1 line"; exit 1; }
+ok "dp=2,pp=2 --dist zero1 1f1b (adam)" same z1 adam $TOL_ADAM
+python3 - z1.txt mesh-adam-1f1b.txt <<'PY' || { echo "dp=2,pp=2 zero1: the optimizer state is not halved"; exit 1; }
+import re, sys
+def ranks(path):
+    t = open(path).read()
+    return [tuple(map(int, r)) for r in re.findall(r"rank (\d+) +holds (\d+) of P.*optimizer-state bytes (\d+)", t)]
+z, full = ranks(sys.argv[1]), ranks(sys.argv[2])
+assert len(z) == 2 and len(full) == 2, (z, full)
+for (r, n, b), (_, n0, b0) in zip(z, full):
+    assert n == n0 and b0 == 8 * n, "rank %d without ZeRO: %d state bytes for %d parameters" % (r, b0, n)
+    half = 8 * ((n + 1) // 2) # dp rank 0's share: the larger half (kn_dp_shard_ranges)
+    assert abs(b - half) <= 64, "rank %d: %d optimizer-state bytes with ZeRO-1, want about %d (of %d)" % (r, b, half, b0)
+print("dp=2,pp=2 zero1: dp rank 0 holds %s optimizer-state bytes, without ZeRO-1 %s" % ([b for _, _, b in z], [b for _, _, b in full]))
+PY
+# --resume with ZeRO-1 on dp=2,pp=2 below (the checkpoint's state gathered over dp, then cut again)
 # bf16: SGD (Adam magnifies 16-bit rounding noise, compare.py), the pp tests' bf16 tolerance
 B="$A --optimizer sgd --momentum 0.9 --lr 0.1 --precision bf16"
 trained b1 1 $B
@@ -127,6 +151,8 @@ resumed() { # resumed TAG ONE RANKS1 ARGS1 -- RANKS2 ARGS2: TAG-1 stops after 2 
 # a checkpoint of the mesh (gathered from the pipeline's ranks) resumes on the mesh
 ok "dp=2,pp=2 resumed after 2 steps" resumed r adam 4 $A --lr 1e-2 --mesh dp=2,pp=2 --microbatches 2 -- \
     4 --mesh dp=2,pp=2 --microbatches 2
+ok "dp=2,pp=2 --dist zero1 resumed after 2 steps" resumed rz adam 4 $A --lr 1e-2 --mesh dp=2,pp=2 --dist zero1 \
+    --microbatches 2 -- 4 --mesh dp=2,pp=2 --dist zero1 --microbatches 2
 # tensor parallelism: the shards and their optimizer state (AdamW's m and v, its step) cut
 # from the checkpoint's: a dp=2,tp=2 checkpoint resumes with ZeRO-1 (each dp rank's range of
 # the state; AdamW on tp=2 alone is 2.1e-3 from one process in h.2.mlp.c_proj.weight here,
@@ -199,6 +225,8 @@ expect "3 layers do not divide into 2 stages" 4 --mesh tp=2,pp=2 --layers 3
 expect "need --microbatches >= --pp" 4 --mesh tp=2,pp=2 --microbatches 1
 expect "the mesh needs a tp axis" 2 --mesh pp=2 --sp
 expect "write the mesh: --mesh dp=2,pp=2" 2 --pp 2 --dist ddp
+expect "only zero1 (the optimizer state sharded over dp) is combined with pp yet" 4 --mesh dp=2,pp=2 --dist zero2
+expect "there is none (write --mesh dp=2,pp=2)" 2 --pp 2 --dist zero1
 expect "not divisible by dp x --accum 2" 4 --mesh dp=2,pp=2 --accum 2 --batch 6
 expect "not divisible by --microbatches 4 (per pipeline of dp)" 4 --mesh dp=2,pp=2 --microbatches 4 --batch 4
 expect "the ranks must be dp x pp" 2 --mesh dp=2,pp=2
