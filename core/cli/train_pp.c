@@ -56,6 +56,16 @@ int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, int dp, const
         return 2;
     }
     c.accum = o->accum; /* --accum N: N rounds of the schedule per step, gradients summed */
+    /* --remat: a stage's forward and backward are separate programs, so what the backward
+     * recomputes is the cut's decision (kn_pp_config.remat_selective); every:K and full
+     * would recompute matmuls from a stage's checkpoints, which the cut does not do */
+    if (strcmp(o->remat, "none") != 0 && strcmp(o->remat, "selective") != 0) {
+        fprintf(stderr, "kiln train: --pp with --remat %s: a pipeline stage's backward is its own program, which "
+                "recomputes what the cut leaves out of the stash; only --remat selective (elementwise ops, views, "
+                "layernorms) is built for it\n", o->remat);
+        return 2;
+    }
+    c.remat_selective = !strcmp(o->remat, "selective");
     if (!strcmp(o->mode, "eager")) {
         fprintf(stderr, "kiln train: --pp runs each stage as compiled programs: use --mode interp or compiled, not "
                 "eager\n");

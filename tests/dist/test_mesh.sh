@@ -214,6 +214,28 @@ ok "tp=2,pp=2 fp16, rank 3's overflow at step 2 skipped by all" same tp-f4 f1a2 
 ok "tp=2,pp=2 resumed after 2 steps with gpipe" resumed rtp adam 4 $A --lr 1e-2 --mesh tp=2,pp=2 --microbatches 2 -- \
     4 --mesh tp=2,pp=2 --schedule gpipe --microbatches 2
 
+# --remat selective with tp and with pp, against one process with the same --remat (SGD).
+# tp=2: the local program is compiled with the trainer's passes, so remat runs on the
+# placed local graph (its live set printed beside the one without). pp=2 (and tp=2,pp=2):
+# a stage's backward is its own program, so the cut decides what it recomputes; with
+# --remat selective it stashes the inputs of the cheap ops (elementwise, views, layernorms)
+# instead of their outputs: rank 0's stash must be smaller than without --remat (a remat
+# left to the cut programs' passes changes nothing there: the same stash).
+R="$A --optimizer sgd --momentum 0.9 --lr 0.1 --remat selective"
+trained rm1 1 $R
+trained rm-tp 2 $R --mesh tp=2
+grep -q "remat selective .*the local step's largest live set" rm-tp.txt || { cat rm-tp.txt; echo "tp=2 remat: no line"; exit 1; }
+ok "tp=2 --remat selective (sgd)" same rm-tp rm1 $TOL
+trained rm-pp 2 $R --pp 2 --microbatches 2
+trained nr-pp 2 ${R% --remat selective} --pp 2 --microbatches 2
+ok "pp=2 --remat selective 1f1b (sgd)" same rm-pp rm1 $TOL
+ok "pp=2 --remat selective: the same floats as without it" same rm-pp nr-pp 0 0
+stash0() { sed -n 's/^  rank 0 .*stash: .*, \([0-9.]*\) MB$/\1/p' $1.txt; }
+python3 -c "import sys; a, b = map(float, sys.argv[1:]); assert a < 0.8 * b, (a, b); print('pp=2 remat: rank 0 stashes %.2f MB, without --remat %.2f MB' % (a, b))" \
+    "$(stash0 rm-pp)" "$(stash0 nr-pp)" || { echo "pp=2 --remat selective: the stash is not smaller"; exit 1; }
+trained rm-tpp 4 $R --mesh tp=2,pp=2 --microbatches 2
+ok "tp=2,pp=2 --remat selective 1f1b (sgd)" same rm-tpp rm1 $TOL
+
 expect() { # expect MESSAGE RANKS ARGS...: the run fails, saying MESSAGE
     local msg=$1 n=$2
     shift 2
@@ -230,4 +252,5 @@ expect "there is none (write --mesh dp=2,pp=2)" 2 --pp 2 --dist zero1
 expect "not divisible by dp x --accum 2" 4 --mesh dp=2,pp=2 --accum 2 --batch 6
 expect "not divisible by --microbatches 4 (per pipeline of dp)" 4 --mesh dp=2,pp=2 --microbatches 4 --batch 4
 expect "the ranks must be dp x pp" 2 --mesh dp=2,pp=2
+expect "only --remat selective (elementwise ops, views, layernorms) is built for it" 2 --pp 2 --remat every:1
 echo "meshes dp x pp, dp x tp (fp16, resume), tp x pp: ok"

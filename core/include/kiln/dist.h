@@ -482,6 +482,9 @@ typedef struct kn_pp_config {
                             * stage's graph is placed along it (Megatron's split, kn_place_graph,
                             * mesh axis 1) before it is cut into forward and backward */
     unsigned tp_flags;     /* the placement pass's flags with tp (KN_PLACE_SEQUENCE_PARALLEL: --sp) */
+    bool remat_selective;  /* --remat selective: the cut recomputes in a stage's backward the forward
+                            * values kn_remat_selective calls cheap (elementwise, views, layernorm)
+                            * instead of stashing them; the stash holds their inputs */
 } kn_pp_config;
 
 /* One action of the last step, for the timeline: F or B of (micro, chunk), started at t0
