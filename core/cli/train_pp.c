@@ -42,8 +42,9 @@ int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, int dp, const
     bool zero1 = !strcmp(o->dist, "zero1");
     if (o->dist[0] && !zero1) {
         if (dp == 1)
-            fprintf(stderr, "kiln train: --pp with --dist %s: write the mesh: --mesh dp=2,pp=%d (DDP's all-reduce per "
-                    "stage), with --dist zero1 for ZeRO-1 on its dp axis\n", o->dist, pp);
+            fprintf(stderr, "kiln train: --pp with --dist %s: pipeline and data parallelism are not combined yet this "
+                    "way; write the mesh: --mesh dp=2,pp=%d (DDP's all-reduce per stage; --dist zero1 on it for ZeRO-1)\n",
+                    o->dist, pp);
         else
             fprintf(stderr, "kiln train: a mesh with pp and --dist %s: of the strategies only zero1 (the optimizer state "
                     "sharded over dp) is combined with pp yet; ZeRO-2/3 (gradients, parameters sharded) are not\n",

@@ -16,7 +16,9 @@
  *             become extra outputs, which the runner stashes per micro-batch;
  *   backward  the backward nodes the gradients need; a stashed activation is an input
  *             "pp.s<k>", a parameter is read again by name, and nodes computed from
- *             parameters alone (a slice of c_attn's weight) are recomputed, not stashed.
+ *             parameters alone (a slice of c_attn's weight) are recomputed, not stashed;
+ *             with kn_pp_config.remat_selective (--remat selective) so are the values
+ *             lab 08's kn_remat_selective calls cheap (their inputs are stashed instead).
  * With a tp axis (a tp x pp mesh) the joint graph is first placed along it (kn_place_graph,
  * Megatron's parameter placements; the output and the input's gradient end replicated, each
  * parameter's gradient in its parameter's placement), and the rank's local graph is what is
