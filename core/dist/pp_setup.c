@@ -1,6 +1,7 @@
 /* pp_setup.c — pipeline parallelism's state (kiln/dist.h): the checks, kn_pp_new (the
- * stages, the schedule, this rank's own slabs), kn_pp_set_dp, kn_pp_free, and kn_pp_gather
- * (the trainer's whole-model slabs made again from every rank's). pp_run.c runs the step.
+ * stages, the schedule, this rank's own slabs), kn_pp_set_dp, kn_pp_set_zero1 (the optimizer
+ * state cut over dp), kn_pp_free, and kn_pp_gather (the trainer's whole-model slabs made
+ * again from every rank's). pp_run.c runs the step.
  *
  * Each rank holds only its stages' parameters: contiguous ranges of the model's slab, copied
  * at setup into the rank's own slabs (parameters, gradients, per range an optimizer and its
