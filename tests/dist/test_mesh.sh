@@ -17,7 +17,9 @@
 # does), and --resume onto tp meshes (a dp=2,tp=2 checkpoint resumed with ZeRO-1,
 # an fp16 tp=2 run resumed with its loss scale), each equal
 # to one process's uninterrupted run. tp x pp (--mesh tp=2,pp=2): each schedule, --sp, fp16
-# with an overflow on one rank, a resume (below, where it says why each fails when broken). Then
+# with an overflow on one rank, a resume (below, where it says why each fails when broken).
+# --remat selective on tp=2, pp=2 and tp=2,pp=2 against one process with the same --remat
+# (pp: the stash smaller than without it, the same floats). Then
 # what is not built or not valid is refused with its reason: a tp x pp mesh the ranks do not
 # make, heads that tp does not divide, layers the stages do not share, fewer micro-batches
 # than stages, --sp without a tp axis, --dist with --pp and no dp axis, ZeRO-2 on a mesh with pp, a batch the pipelines and rounds do
