@@ -1,7 +1,8 @@
 /* train_pp.c — pipeline parallelism for `kiln train` (--pp N --schedule gpipe|1f1b|interleaved
  * --microbatches M [--chunks V] [--timeline FILE] under `mpiexec -n N`, or --mesh pp=N, or
  * --mesh dp=D,pp=N under `mpiexec -n D*N`: D pipelines on equal shares of the batch, their
- * stages' gradients summed over dp (kn_pp_set_dp); --mesh tp=T,pp=N (and dp=D,tp=T,pp=N)
+ * stages' gradients summed over dp (kn_pp_set_dp), with --dist zero1 the optimizer state of
+ * each rank's stages sharded over dp (kn_pp_set_zero1); --mesh tp=T,pp=N (and dp=D,tp=T,pp=N)
  * under `mpiexec -n D*T*N`: every stage's blocks split T ways (kn_pp_config.tp);
  * train_impl.h): before
  * the run, kn_pp_check's refusals, made alike on every rank so a bad configuration ends the
@@ -38,12 +39,34 @@ int kn_train_pp_begin(kn_train_opts *o, kn_train_dist *rd, int pp, int dp, const
         fprintf(stderr, "kiln train: --schedule: %s\n", kn_last_error());
         return 2;
     }
-    if (o->dist[0]) {
-        fprintf(stderr, "kiln train: --pp with --dist %s: pipeline and data parallelism are not combined yet this "
-                "way; write the mesh: --mesh dp=2,pp=%d (DDP's all-reduce per stage; ZeRO not yet)\n", o->dist, pp);
+    bool zero1 = !strcmp(o->dist, "zero1");
+    if (o->dist[0] && !zero1) {
+        if (dp == 1)
+            fprintf(stderr, "kiln train: --pp with --dist %s: pipeline and data parallelism are not combined yet this "
+                    "way; write the mesh: --mesh dp=2,pp=%d (DDP's all-reduce per stage; --dist zero1 on it for ZeRO-1)\n",
+                    o->dist, pp);
+        else
+            fprintf(stderr, "kiln train: a mesh with pp and --dist %s: of the strategies only zero1 (the optimizer state "
+                    "sharded over dp) is combined with pp yet; ZeRO-2/3 (gradients, parameters sharded) are not\n",
+                    o->dist);
+        return 2;
+    }
+    if (zero1 && dp == 1) {
+        fprintf(stderr, "kiln train: --pp %d --dist zero1: ZeRO-1 shards the optimizer state over the mesh's dp axis, "
+                "and there is none (write --mesh dp=2,pp=%d)\n", pp, pp);
         return 2;
     }
     c.accum = o->accum; /* --accum N: N rounds of the schedule per step, gradients summed */
+    /* --remat: a stage's forward and backward are separate programs, so what the backward
+     * recomputes is the cut's decision (kn_pp_config.remat_selective); every:K and full
+     * would recompute matmuls from a stage's checkpoints, which the cut does not do */
+    if (strcmp(o->remat, "none") != 0 && strcmp(o->remat, "selective") != 0) {
+        fprintf(stderr, "kiln train: --pp with --remat %s: a pipeline stage's backward is its own program, which "
+                "recomputes what the cut leaves out of the stash; only --remat selective (elementwise ops, views, "
+                "layernorms) is built for it\n", o->remat);
+        return 2;
+    }
+    c.remat_selective = !strcmp(o->remat, "selective");
     if (!strcmp(o->mode, "eager")) {
         fprintf(stderr, "kiln train: --pp runs each stage as compiled programs: use --mode interp or compiled, not "
                 "eager\n");
@@ -116,6 +139,14 @@ kn_status kn_train_pp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_train
     if (dpc)
         printf("  data parallel: dp=%d pipelines, %d rows each; every stage's gradients summed over dp (one "
                "all-reduce per step)\n", dpc->size, o->batch / dpc->size);
+    if (!strcmp(o->dist, "zero1")) {
+        int comps = tr->opt.n > 0 ? (int)(tr->opt.state_len / tr->opt.n) : 0;
+        KN_TRY(kn_pp_set_zero1(p));
+        printf("  ZeRO-1 on dp          optimizer state of %lld of the %lld parameters this rank's stages hold (%lld "
+               "bytes; without ZeRO-1 %lld); the parameters all-gathered over dp after each update\n",
+               (long long)(p->zhi - p->zlo), (long long)p->held, (long long)((p->zhi - p->zlo) * comps * 4),
+               (long long)(p->held * comps * 4));
+    }
     /* KILN_PP_SLEEP_MS=F,B: every forward sleeps F ms and backward B ms (kn_pp.test_sleep): a
      * timeline with the schedule's shape on any machine, for figures and the bubble formula */
     const char *sl = getenv("KILN_PP_SLEEP_MS");

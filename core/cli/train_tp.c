@@ -117,6 +117,13 @@ kn_status kn_train_tp_attach(const kn_train_opts *o, kn_train_dist *rd, kn_train
     printf("  activation memory     %.2f MB per rank at the largest live set of the step (one process: %.2f MB)%s; "
            "%d reduce_scatter\n", live_rank / 1e6, live_one / 1e6, o->sp ? ", sequence parallel" : "",
            rd->tp.placed.reduce_scatter);
+    if (strcmp(o->remat, "none") != 0 && tr->passes) { /* the local program was compiled with the trainer's passes */
+        double live0 = 0, live1 = 0;
+        KN_TRY(kn_passes_live_bytes_on(rd->tp.placed.local, NULL, kn_program_target_default(), &live0));
+        KN_TRY(kn_passes_live_bytes_on(rd->tp.placed.local, tr->passes, kn_program_target_default(), &live1));
+        printf("  remat %-15s the local step's largest live set %.2f MB (%.2f MB without its passes)\n", o->remat,
+               live1 / 1e6, live0 / 1e6);
+    }
     if (rd->axes[KN_MESH_DP])
         printf("  data parallel: dp=%d groups, %d rows each; the local gradients averaged over dp (one all-reduce "
                "per step)\n", rd->axes[KN_MESH_DP]->size, rd->rows);

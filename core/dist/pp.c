@@ -16,7 +16,9 @@
  *             become extra outputs, which the runner stashes per micro-batch;
  *   backward  the backward nodes the gradients need; a stashed activation is an input
  *             "pp.s<k>", a parameter is read again by name, and nodes computed from
- *             parameters alone (a slice of c_attn's weight) are recomputed, not stashed.
+ *             parameters alone (a slice of c_attn's weight) are recomputed, not stashed;
+ *             with kn_pp_config.remat_selective (--remat selective) so are the values
+ *             lab 08's kn_remat_selective calls cheap (their inputs are stashed instead).
  * With a tp axis (a tp x pp mesh) the joint graph is first placed along it (kn_place_graph,
  * Megatron's parameter placements; the output and the input's gradient end replicated, each
  * parameter's gradient in its parameter's placement), and the rank's local graph is what is
@@ -130,6 +132,11 @@ static kn_status partition(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, const 
     kn_builder *b = NULL;
     kn_status st_ = (dep_dy && act && need && saved && needf && map) ? KN_OK
                                                                    : kn_error(KN_ERR_OOM, "kn_pp: out of memory");
+    bool *cheap = NULL; /* --remat selective: the forward values recomputed in the backward */
+    if (st_ == KN_OK && pp->cfg.remat_selective) {
+        cheap = kn_calloc((size_t)N + 1, sizeof *cheap);
+        st_ = cheap ? kn_remat_selective(J, cheap) : kn_error(KN_ERR_OOM, "kn_pp: out of memory");
+    }
     for (int32_t i = 0; st_ == KN_OK && i < N; i++) {
         const kn_node *n = &J->nodes[i];
         dep_dy[i] = i == dy;
@@ -143,11 +150,12 @@ static kn_status partition(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, const 
     }
 #define IN_BWD(i) (bwd[i] || dep_dy[i])
     /* the backward: from the gradients down; a forward node that depends on the batch is
-     * stashed, one computed from parameters alone is computed again */
+     * stashed, one computed from parameters alone is computed again (with --remat
+     * selective also a cheap one: its inputs are what is stashed, or computed again) */
     for (int k = 0; st_ == KN_OK && k < ng; k++) need[grads[k]] = 1;
     for (int32_t i = N - 1; st_ == KN_OK && i >= 0; i--) {
         if (!need[i]) continue;
-        if (!IN_BWD(i) && act[i]) {
+        if (!IN_BWD(i) && act[i] && !(cheap && cheap[i] && J->nodes[i].op != KN_OP_INPUT)) {
             saved[i] = 1;
             continue;
         }
@@ -209,6 +217,7 @@ static kn_status partition(kn_pp *pp, kn_pp_stage *st, const kn_graph *J, const 
     }
 #undef IN_BWD
     kn_builder_free(b);
+    kn_free(cheap);
     kn_free(dep_dy);
     kn_free(act);
     kn_free(need);

@@ -59,6 +59,9 @@ void kn_pp_test_sleep(double s);
 void kn_pp_step_hooks(kn_pp *pp, kn_step_comm *sc);
 /* Free the trainer's whole-model slabs (pp_setup.c): the rank's own slabs train. */
 kn_status kn_pp_drop_full(kn_pp *pp);
+/* ZeRO-1 (kn_pp_set_zero1): counts[q] = dp rank q's part of the local slab (kn_dp_shard_ranges
+ * of kn_pp.held), *out owned by the caller (kn_free) (pp_setup.c). */
+kn_status kn_pp_zero1_counts(const kn_pp *pp, int64_t **out);
 /* A blocking all-reduce (sum) of n doubles over c, through a device buffer on NCCL (pp_run.c). */
 kn_status kn_pp_sum_f64(kn_pp *pp, kn_comm *c, double *v, int n, const char *what);
 

@@ -320,13 +320,31 @@ static kn_status hook_clip(void *ctx, double scale, bool inject_inf, double *nor
     return KN_OK;
 }
 
+/* ZeRO-1: every dp rank's updated part of the local parameter slab gathered, so each
+ * replica of this rank's stages holds the whole slab again (collective over dp). */
+static kn_status zero1_gather(kn_pp *pp) {
+    kn_device dev = pp->tr->dev;
+    int64_t len = pp->zhi - pp->zlo, l1 = len > 0 ? len : 1, *counts = NULL;
+    kn_tensor *mine = NULL; /* the send buffer must not lie inside the receive buffer */
+    float *param = kn_tensor_data(pp->lparam);
+    kn_status st = kn_pp_zero1_counts(pp, &counts);
+    if (st == KN_OK) st = kn_tensor_empty_on(&mine, dev, KN_DT_F32, 1, &l1);
+    if (st == KN_OK) st = kn_device_memcpy(dev, kn_tensor_data(mine), dev, param + pp->zlo, (size_t)len * sizeof(float));
+    if (st == KN_OK) st = kn_comm_all_gather(pp->dp, kn_tensor_data(mine), param, counts, KN_DT_F32);
+    kn_tensor_free(mine);
+    kn_free(counts);
+    return st;
+}
+
 static kn_status hook_update(void *ctx, double lr) {
     kn_pp *pp = ctx;
     kn_trainer *t = pp->tr;
     float *param = kn_tensor_data(pp->lparam), *grad = kn_tensor_data(pp->lgrad);
-    for (int k = 0; k < pp->nranges; k++)
-        KN_TRY(kn_device_optim_step(t->dev, &pp->opt[k], param + pp->loff[k], grad + pp->loff[k],
-                                    kn_tensor_data(pp->state[k]), lr));
+    for (int k = 0; k < pp->nranges; k++) { /* ZeRO-1: each range's part in this dp rank's [zlo, zhi) */
+        int64_t at = pp->loff[k] + (pp->zero1 ? pp->zoff[k] : 0);
+        KN_TRY(kn_device_optim_step(t->dev, &pp->opt[k], param + at, grad + at, kn_tensor_data(pp->state[k]), lr));
+    }
+    if (pp->zero1) KN_TRY(zero1_gather(pp));
     if (pp->nranges > 0) t->opt.step = pp->opt[0].step;
     else t->opt.step++;
     pp->low_fresh = false;

@@ -1,6 +1,7 @@
 /* pp_setup.c — pipeline parallelism's state (kiln/dist.h): the checks, kn_pp_new (the
- * stages, the schedule, this rank's own slabs), kn_pp_set_dp, kn_pp_free, and kn_pp_gather
- * (the trainer's whole-model slabs made again from every rank's). pp_run.c runs the step.
+ * stages, the schedule, this rank's own slabs), kn_pp_set_dp, kn_pp_set_zero1 (the optimizer
+ * state cut over dp), kn_pp_free, and kn_pp_gather (the trainer's whole-model slabs made
+ * again from every rank's). pp_run.c runs the step.
  *
  * Each rank holds only its stages' parameters: contiguous ranges of the model's slab, copied
  * at setup into the rank's own slabs (parameters, gradients, per range an optimizer and its
@@ -352,6 +353,7 @@ void kn_pp_free(kn_pp *pp) {
     kn_free(pp->lo);
     kn_free(pp->hi);
     kn_free(pp->loff);
+    kn_free(pp->zoff);
     kn_free(pp->owned);
     kn_free(pp->place);
     kn_free(pp->linfo);
@@ -368,6 +370,7 @@ kn_status kn_pp_set_dp(kn_pp *pp, kn_comm *dp) {
     kn_trainer *t = pp->tr;
     if (!t->step.has_comm || t->step.comm.ctx != pp)
         return kn_error(KN_ERR_ARG, "kn_pp_set_dp: the trainer's step runner has another communication");
+    if (pp->zero1) return kn_error(KN_ERR_ARG, "kn_pp_set_dp: ZeRO-1 is on: set the dp axis before kn_pp_set_zero1");
     pp->dp = dp && dp->size > 1 ? dp : NULL;
     t->step.comm.rank = pp->dp ? pp->dp->rank : 0; /* the runner's rows: ranks x micro x B */
     t->step.comm.ranks = pp->dp ? pp->dp->size : 1;
@@ -378,6 +381,93 @@ kn_status kn_pp_set_dp(kn_pp *pp, kn_comm *dp) {
         KN_TRY(kn_comm_broadcast(pp->dp, kn_tensor_data(pp->state[k]), kn_tensor_numel(pp->state[k]), KN_DT_F32, 0));
     pp->low_fresh = false;
     return KN_OK;
+}
+
+kn_status kn_pp_set_zero1(kn_pp *pp) {
+    if (!pp || !pp->tr || !pp->lparam) return kn_error(KN_ERR_ARG, "kn_pp_set_zero1: no pipeline");
+    if (!pp->dp) return kn_error(KN_ERR_ARG, "kn_pp_set_zero1: ZeRO-1 shards the optimizer state over the dp axis: the "
+                                 "mesh has none (kn_pp_set_dp first)");
+    if (pp->zero1) return KN_OK;
+    int R = pp->dp->size, r = pp->dp->rank;
+    int64_t *b = kn_calloc((size_t)R + 1, sizeof *b);
+    if (!b || !(pp->zoff = kn_calloc((size_t)(pp->nranges > 0 ? pp->nranges : 1), sizeof *pp->zoff))) {
+        kn_free(b);
+        return kn_error(KN_ERR_OOM, "kn_pp_set_zero1: out of memory");
+    }
+    kn_status st = kn_dp_shard_ranges(pp->held, R, b);
+    int64_t zlo = b[r], zhi = b[r + 1];
+    kn_free(b);
+    KN_TRY(st);
+    kn_device dev = pp->tr->dev;
+    /* each range keeps its part inside [zlo, zhi): its optimizer over that part (the decayed
+     * prefix cut alike), its state that part of every state slab */
+    for (int k = 0; k < pp->nranges; k++) {
+        int64_t len = pp->hi[k] - pp->lo[k], a = pp->loff[k] > zlo ? pp->loff[k] : zlo;
+        int64_t e = pp->loff[k] + len < zhi ? pp->loff[k] + len : zhi, zl = e > a ? e - a : 0, zs = a - pp->loff[k];
+        int64_t nd = pp->opt[k].n_decay - zs, comps = len > 0 ? pp->opt[k].state_len / len : 0;
+        nd = nd < 0 ? 0 : nd > zl ? zl : nd;
+        kn_optim o;
+        KN_TRY(kn_optim_init(&o, &pp->tr->opt.cfg, zl, nd));
+        int64_t sl = o.state_len > 0 ? o.state_len : 1;
+        kn_tensor *s = NULL;
+        st = kn_tensor_empty_on(&s, dev, KN_DT_F32, 1, &sl);
+        for (int64_t c = 0; st == KN_OK && c < comps; c++)
+            st = kn_device_memcpy(dev, (float *)kn_tensor_data(s) + c * zl, dev,
+                                  (float *)kn_tensor_data(pp->state[k]) + c * len + zs, (size_t)zl * sizeof(float));
+        if (st != KN_OK) {
+            kn_tensor_free(s);
+            kn_optim_free(&o);
+            return st;
+        }
+        o.step = pp->opt[k].step;
+        kn_optim_free(&pp->opt[k]);
+        kn_tensor_free(pp->state[k]);
+        pp->opt[k] = o;
+        pp->state[k] = s;
+        pp->zoff[k] = zs;
+    }
+    pp->zero1 = true;
+    pp->zlo = zlo;
+    pp->zhi = zhi;
+    return KN_OK;
+}
+
+kn_status kn_pp_zero1_counts(const kn_pp *pp, int64_t **out) {
+    int R = pp->dp->size;
+    int64_t *b = kn_calloc((size_t)R + 1, sizeof *b), *c = kn_calloc((size_t)R, sizeof *c);
+    kn_status st = b && c ? kn_dp_shard_ranges(pp->held, R, b) : kn_error(KN_ERR_OOM, "kn_pp: out of memory");
+    for (int q = 0; st == KN_OK && q < R; q++) c[q] = b[q + 1] - b[q];
+    kn_free(b);
+    if (st != KN_OK) kn_free(c);
+    else *out = c;
+    return st;
+}
+
+/* ZeRO-1: comps slabs of this rank's whole optimizer state (held floats each, its ranges'
+ * layout) into *out, every dp rank's part all-gathered (collective over dp). */
+static kn_status zero1_state(kn_pp *pp, int comps, kn_tensor **out) {
+    kn_device dev = pp->tr->dev;
+    int64_t mine = pp->zhi - pp->zlo, m1 = mine > 0 ? mine : 1, all = comps * pp->held > 0 ? comps * pp->held : 1;
+    int64_t *counts = NULL;
+    kn_tensor *part = NULL;
+    kn_status st = kn_pp_zero1_counts(pp, &counts);
+    if (st == KN_OK) st = kn_tensor_empty_on(&part, dev, KN_DT_F32, 1, &m1);
+    if (st == KN_OK) st = kn_tensor_empty_on(out, dev, KN_DT_F32, 1, &all);
+    for (int c = 0; st == KN_OK && c < comps; c++) {
+        int64_t at = 0; /* the ranges' parts lie one after the other: together [zlo, zhi) */
+        for (int k = 0; st == KN_OK && k < pp->nranges; k++) {
+            int64_t zl = pp->opt[k].n;
+            st = kn_device_memcpy(dev, (float *)kn_tensor_data(part) + at, dev,
+                                  (float *)kn_tensor_data(pp->state[k]) + c * zl, (size_t)zl * sizeof(float));
+            at += zl;
+        }
+        if (st == KN_OK)
+            st = kn_comm_all_gather(pp->dp, kn_tensor_data(part), (float *)kn_tensor_data(*out) + c * pp->held, counts,
+                                    KN_DT_F32);
+    }
+    kn_tensor_free(part);
+    kn_free(counts);
+    return st;
 }
 
 /* The trainer's whole-model slabs made again (kn_pp_drop_full's), empty, and bound where its
@@ -477,14 +567,19 @@ kn_status kn_pp_gather(kn_pp *pp) {
      * from its owner */
     kn_status st = KN_OK;
 #define TRY_(x) do { if (st == KN_OK) st = (x); } while (0)
+    kn_tensor *zs = NULL; /* ZeRO-1: the rank's whole optimizer state, its dp group's parts gathered */
+    if (pp->zero1) TRY_(zero1_state(pp, comps, &zs));
     for (int k = 0; k < pp->nranges; k++) {
         int64_t len = pp->hi[k] - pp->lo[k];
         TRY_(kn_device_memcpy(t->dev, lp + pp->lo[k], t->dev, (float *)kn_tensor_data(pp->lparam) + pp->loff[k],
                               (size_t)len * sizeof(float)));
         for (int c = 0; c < comps; c++)
             TRY_(kn_device_memcpy(t->dev, ls + c * n + pp->lo[k], t->dev,
-                                  (float *)kn_tensor_data(pp->state[k]) + c * len, (size_t)len * sizeof(float)));
+                                  zs ? (float *)kn_tensor_data(zs) + c * pp->held + pp->loff[k]
+                                     : (float *)kn_tensor_data(pp->state[k]) + c * len,
+                                  (size_t)len * sizeof(float)));
     }
+    kn_tensor_free(zs);
     for (int i = 0; i < P->count; i++) {
         int owner = kn_pp_owner(pp, i);
         int64_t off = pp->linfo[i].offset, len = pp->linfo[i].numel;

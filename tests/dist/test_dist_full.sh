@@ -10,7 +10,8 @@
 #   --pp 8 with gpipe and 1f1b (8 layers, 8 micro-batches), --pp 8 interleaved (16 layers,
 #   2 chunks a rank, 8 micro-batches), --mesh dp=2,pp=4 and dp=4,pp=2 (pipelines on shares
 #   of the batch), --mesh dp=2,tp=4 --dist zero1, --mesh dp=2,tp=2,pp=2 with each schedule
-#   (two pipelines of two tensor-parallel stages).
+#   (two pipelines of two tensor-parallel stages), --mesh dp=2,pp=4 and dp=2,tp=2,pp=2 with
+#   --dist zero1 (the optimizer state of each pipeline rank sharded over dp).
 # The 2- and 4-rank cases of the same meshes run in make test (test-step-dist-tp, -pp, -mesh).
 set -euo pipefail
 kiln=$(realpath "${1:?usage: test_dist_full.sh KILN}")
@@ -53,4 +54,8 @@ same "dp2tp4-zero1" tp 8 --mesh dp=2,tp=4 --dist zero1
 for s in 1f1b gpipe interleaved; do
     same "dp2tp2pp2-$s" pp 8 --mesh dp=2,tp=2,pp=2 --schedule $s --microbatches 2
 done
+# ZeRO-1 on the dp axis of a mesh with pp: each dp rank keeps the optimizer state of half of
+# its pipeline rank's (tp shard's) slab, the halves all-gathered after the update
+same "dp2pp4-zero1" pp 8 --mesh dp=2,pp=4 --dist zero1 --microbatches 4
+same "dp2tp2pp2-zero1" pp 8 --mesh dp=2,tp=2,pp=2 --dist zero1 --microbatches 2
 echo "dist-full: every 8-rank mesh gives one process's losses and parameters"

@@ -4,7 +4,8 @@
  * A cell is precision (fp32, bf16, fp16 with a dynamic loss scale) x strategy (ddp, zero1,
  * zero2, zero3) x program mode (node by node, compiled C) x micro-batches (1, 2), and the
  * graph rewrites that run on the CPU (flash attention, horizontal fusion, remat) on a
- * slice of them. The same tiny GPT is trained twice: by one process on the whole global
+ * slice of them; and a tp=2 mesh (kn_tp, Megatron's split) and a pp=2 pipeline (kn_pp, 1F1B) per
+ * precision and mode. The same tiny GPT is trained twice: by one process on the whole global
  * batch with the cell's passes (the reference: one per pass list and mode, shared by the
  * cells that use it, run by rank 0 and broadcast) and by a trainer per rank on its rows
  * under kn_dp. After each step the losses must agree, and after the last the parameters
@@ -39,6 +40,8 @@ typedef struct cell {
     int accum;
     const char *extra;       /* a rewrite pass ("flash", "hfuse", "remat:selective") or "" */
     bool local;              /* no data parallelism: the step runner's own accumulation */
+    bool tp;                 /* a tp=2 mesh (kn_tp: Megatron's split of the joint graph) instead of kn_dp */
+    bool pp;                 /* a pp=2 pipeline (kn_pp: 1F1B, 2 micro-batches) instead of kn_dp */
 } cell;
 
 static void batch(int32_t *x, int32_t *y, int step) {
@@ -58,13 +61,15 @@ static kn_optim_config optim(void) {
 
 /* The cell's pass list, in kiln train's order (core/cli/train.c): flash, the precision's
  * (autocast, the 16-bit loss and saves, the weights' low copies except under ZeRO-3, whose
- * step casts the gathered weights itself), hfuse, remat. */
+ * step casts the gathered weights itself, and on a tp mesh, whose local step casts its
+ * shards), hfuse, remat. */
 static void passes_of(const cell *c, char *out, size_t cap) {
     bool low = strcmp(c->prec, "fp32") != 0;
     char prec[96] = "";
+    bool copies = c->strategy != KN_DP_ZERO3 && !c->tp; /* kiln train's: ZeRO-3 and a mesh cast in-step */
     if (low)
-        snprintf(prec, sizeof prec, "autocast:%s,lowloss,lowsave%s%s", c->prec,
-                 c->strategy != KN_DP_ZERO3 ? ",lowparams:" : "", c->strategy != KN_DP_ZERO3 ? c->prec : "");
+        snprintf(prec, sizeof prec, "autocast:%s,lowloss,lowsave%s%s", c->prec, copies ? ",lowparams:" : "",
+                 copies ? c->prec : "");
     const char *parts[4] = {!strcmp(c->extra, "flash") ? "flash" : "", prec, !strcmp(c->extra, "hfuse") ? "hfuse" : "",
                             !strncmp(c->extra, "remat", 5) ? c->extra : ""};
     out[0] = '\0';
@@ -182,7 +187,8 @@ static double worst_seen[3][2];
 static void run_cell(kn_comm *comm, const cell *c) {
     char passes[160], name[200];
     passes_of(c, passes, sizeof passes);
-    snprintf(name, sizeof name, "%s %s %s accum %d%s%s", c->prec, c->local ? "one-process" : kn_dp_strategy_name(c->strategy),
+    snprintf(name, sizeof name, "%s %s %s accum %d%s%s", c->prec,
+             c->local ? "one-process" : c->tp ? "tp=2" : c->pp ? "pp=2 1f1b" : kn_dp_strategy_name(c->strategy),
              c->compiled ? "compiled" : "interp", c->accum, c->extra[0] ? " " : "", c->extra);
     int fails0 = g_fail;
     const reference *r = reference_of(comm, c, passes);
@@ -196,14 +202,29 @@ static void run_cell(kn_comm *comm, const cell *c) {
     kn_gpt g = {0};
     kn_trainer tr = {0};
     kn_dp d;
-    bool have_dp = false;
+    kn_tp t = {0};
+    kn_pp pl = {0};
+    bool have_dp = false, have_tp = false, have_pp = false;
     int32_t x[G * T], y[G * T];
-    int ranks = c->local ? 1 : comm->size;
-    kn_status st = trainer_for(c, passes, &g, &tr, G / (ranks * c->accum), false);
+    int ranks = c->local || c->tp ? 1 : comm->size; /* tp: every rank runs the whole batch, on its shards */
+    enum { PP_MICRO = 2 };
+    int rows = c->pp ? G / PP_MICRO : G / (ranks * c->accum); /* pp: the trainer's batch is one micro-batch */
+    /* kn_pp reads the trainer's low copies as its compile made them: compiled first */
+    kn_status st = trainer_for(c, passes, &g, &tr, rows, c->pp);
     CHECK(st == KN_OK, "%s: trainer", name);
     if (st == KN_OK && c->local) {
         st = kn_step_set_comm(&tr, NULL, c->accum);
         CHECK(st == KN_OK, "%s: kn_step_set_comm", name);
+    } else if (st == KN_OK && c->tp) {
+        st = kn_tp_new(&t, comm, &tr, 0);
+        have_tp = st == KN_OK;
+        if (st == KN_OK) st = kn_tp_set_accum(&t, c->accum);
+        CHECK(st == KN_OK, "%s: kn_tp_new", name);
+    } else if (st == KN_OK && c->pp) {
+        kn_pp_config pc = {.schedule = KN_PP_1F1B, .micro = PP_MICRO};
+        st = kn_pp_new(&pl, comm, &tr, &pc);
+        have_pp = st == KN_OK;
+        CHECK(st == KN_OK, "%s: kn_pp_new", name);
     } else if (st == KN_OK) {
         kn_dp_config dc = {.strategy = c->strategy, .bucket_mb = 0.002, .accum = c->accum};
         st = kn_dp_new(&d, comm, &tr, &dc);
@@ -215,7 +236,10 @@ static void run_cell(kn_comm *comm, const cell *c) {
         double l = 0;
         batch(x, y, s);
         tr.inject_inf = tr.scale_in && s == INJECT_STEP && (c->local || comm->rank == INJECT_RANK);
-        st = c->local ? kn_trainer_step(&tr, x, y, 0.05, &l, NULL) : kn_dp_step(&d, x, y, G, 0.05, &l, NULL);
+        st = c->local ? kn_trainer_step(&tr, x, y, 0.05, &l, NULL)
+             : c->tp  ? kn_tp_step(&t, x, y, 0.05, &l, NULL)
+             : c->pp  ? kn_pp_step(&pl, x, y, G, 0.05, &l, NULL)
+                      : kn_dp_step(&d, x, y, G, 0.05, &l, NULL);
         CHECK(st == KN_OK, "%s: step %d", name, s);
         if (st != KN_OK) break;
         double e = fabs(l - r->loss[s]) / fabs(r->loss[s]);
@@ -225,12 +249,13 @@ static void run_cell(kn_comm *comm, const cell *c) {
         if (tr.scale_in && s == INJECT_STEP)
             CHECK(tr.skipped, "%s: step %d: rank %d's inf did not skip the step here", name, s, INJECT_RANK);
     }
-    if (st == KN_OK && have_dp) {
-        st = kn_dp_gather_state(&d);
+    if (st == KN_OK && (have_dp || have_tp || have_pp)) {
+        st = have_dp ? kn_dp_gather_state(&d) : have_tp ? kn_tp_gather_state(&t) : kn_pp_gather(&pl);
         CHECK(st == KN_OK && g.p.data, "%s: gather", name);
     }
     if (st == KN_OK && g.p.data) {
         double w = worst_param_diff(&g.p, r->params);
+        if (getenv("KILN_MATRIX_VERBOSE") && g_rank == 0) printf("  %s: worst parameter %.3g relative\n", name, w);
         CHECK(w <= tp, "%s: the parameters differ from one process by %.3g relative (tolerance %g)", name, w, tp);
         CHECK(tr.scaler.scale == r->scale && tr.opt.step == r->opt_step, "%s: loss scale %g, optimizer step %lld; one "
               "process %g, %lld", name, tr.scaler.scale, (long long)tr.opt.step, r->scale, (long long)r->opt_step);
@@ -239,6 +264,8 @@ static void run_cell(kn_comm *comm, const cell *c) {
         worst_seen[pi][1] = fmax(worst_seen[pi][1], w);
     }
     if (have_dp) kn_dp_free(&d);
+    if (have_tp) kn_tp_free(&t); /* its hooks are the trainer's: gone before it */
+    if (have_pp) kn_pp_free(&pl);
     kn_trainer_free(&tr);
     kn_gpt_free(&g);
     cells_run++;
@@ -255,20 +282,36 @@ void test_matrix(kn_comm *comm) {
         for (int s = 0; s < KN_DP_COUNT; s++)
             for (int m = 0; m < 2; m++)
                 for (int a = 1; a <= 2; a++) {
-                    cell c = {precs[p], (kn_dp_strategy)s, m == 1, a, "", false};
+                    cell c = {precs[p], (kn_dp_strategy)s, m == 1, a, "", false, false, false};
                     run_cell(comm, &c);
                 }
     /* the rewrites, compiled, with accumulation, on the full-slab and the sharded extremes */
     for (int e = 0; e < 3; e++)
         for (int p = 0; p < 3; p++)
             for (int s = 0; s < 2; s++) {
-                cell c = {precs[p], s ? KN_DP_ZERO3 : KN_DP_DDP, true, 2, extras[e], false};
+                cell c = {precs[p], s ? KN_DP_ZERO3 : KN_DP_DDP, true, 2, extras[e], false, false, false};
                 run_cell(comm, &c);
             }
+    /* a tp=2 mesh (the placement pass's local graph, its all-reduces run over the ranks),
+     * node by node and compiled, each precision; fp16's inf on rank 1 reaches rank 0 through
+     * the norm's sum over tp */
+    for (int p = 0; p < 3; p++)
+        for (int m = 0; m < 2; m++) {
+            cell c = {precs[p], KN_DP_DDP, m == 1, 1, "", false, true, false};
+            run_cell(comm, &c);
+        }
+    /* a pp=2 pipeline (one block per stage, 1F1B over 2 micro-batches, the weights' low copies
+     * in the rank's own slabs), node by node and compiled, each precision; fp16's inf on rank
+     * 1 reaches rank 0 through the norm's sum over pp */
+    for (int p = 0; p < 3; p++)
+        for (int m = 0; m < 2; m++) {
+            cell c = {precs[p], KN_DP_DDP, m == 1, 1, "", false, false, true};
+            run_cell(comm, &c);
+        }
     /* the step runner's own accumulation, one process, 4 micro-batches */
     for (int p = 0; p < 3; p++)
         for (int m = 0; m < 2; m++) {
-            cell c = {precs[p], KN_DP_DDP, m == 1, 4, "", true};
+            cell c = {precs[p], KN_DP_DDP, m == 1, 4, "", true, false, false};
             run_cell(comm, &c);
         }
     /* refused up front, with the reason: int8 compression under a loss scale (an overflow's
@@ -276,7 +319,7 @@ void test_matrix(kn_comm *comm) {
     kn_gpt g = {0};
     kn_trainer tr = {0};
     kn_dp d;
-    cell c = {"fp16", KN_DP_DDP, false, 1, "", false};
+    cell c = {"fp16", KN_DP_DDP, false, 1, "", false, false, false};
     char passes[160];
     passes_of(&c, passes, sizeof passes);
     CHECK(trainer_for(&c, passes, &g, &tr, G / comm->size, false) == KN_OK, "fp16 trainer");
@@ -287,7 +330,7 @@ void test_matrix(kn_comm *comm) {
     kn_gpt_free(&g);
     for (int i = 0; i < nrefs; i++) kn_free(refs[i].params);
     if (g_rank == 0) {
-        printf("matrix: %d ranks, %d cells (precision x strategy x mode x micro-batches, and flash/hfuse/remat), "
+        printf("matrix: %d ranks, %d cells (precision x strategy x mode x micro-batches, flash/hfuse/remat, tp=2, pp=2), "
                "%d failed, against %d one-process references\n", comm->size, cells_run, cells_failed, nrefs);
         for (int p = 0; p < 3; p++)
             printf("  %s: worst loss %.2g relative, worst parameter %.2g relative\n", precs[p], worst_seen[p][0],

@@ -10,16 +10,19 @@
 # GPipe, AdamW interleaved (two chunks per rank), bf16 (SGD, the pp tests' bf16 tolerance), fp16 with an overflow on one rank
 # (every rank skips that step: one loss scale for the mesh), --accum 2 (two rounds of each
 # pipeline's schedule per step), a checkpoint of the mesh resumed on the mesh; each rank's
-# slabs are its stages' parameters only (as --pp alone).
+# slabs are its stages' parameters only (as --pp alone); ZeRO-1 on the dp axis (--dist zero1:
+# each dp rank keeps half of its stages' optimizer state).
 # Tensor parallelism's step is the step runner's too: fp16 on --mesh tp=2 and dp=2,tp=2 with
 # an inf planted on one rank (every rank skips that step, the scale halves, as one process
 # does), and --resume onto tp meshes (a dp=2,tp=2 checkpoint resumed with ZeRO-1,
 # an fp16 tp=2 run resumed with its loss scale), each equal
 # to one process's uninterrupted run. tp x pp (--mesh tp=2,pp=2): each schedule, --sp, fp16
-# with an overflow on one rank, a resume (below, where it says why each fails when broken). Then
+# with an overflow on one rank, a resume (below, where it says why each fails when broken).
+# --remat selective on tp=2, pp=2 and tp=2,pp=2 against one process with the same --remat
+# (pp: the stash smaller than without it, the same floats). Then
 # what is not built or not valid is refused with its reason: a tp x pp mesh the ranks do not
 # make, heads that tp does not divide, layers the stages do not share, fewer micro-batches
-# than stages, --sp without a tp axis, --dist with --pp, a batch the pipelines and rounds do
+# than stages, --sp without a tp axis, --dist with --pp and no dp axis, ZeRO-2 on a mesh with pp, a batch the pipelines and rounds do
 # not share equally, ranks that are not dp x pp.
 # A broken composition fails here: without the gradients' sum over dp each pipeline updates
 # from its half of the batch (the parameters leave the one process's course); with both
@@ -74,6 +77,29 @@ for r, n in (map(int, row) for row in rows):
     assert n == want, "rank %d holds %d parameters, its stages have %d" % (r, n, want)
 print("dp=2,pp=2: each pipeline rank holds its stages' %s parameters of P = %d" % ([int(n) for _, n in rows], P))
 PY
+# ZeRO-1 on the dp axis of dp=2,pp=2 (AdamW, 1F1B): each dp rank keeps the optimizer state of
+# half of its pipeline rank's slab, updates that half, and the halves are all-gathered over
+# dp. Equal to one process (a half never updated, or never gathered, leaves the course; a
+# checkpoint without the other half's state differs in the moments). Rank 0 reports its
+# pipeline's ranks (dp rank 0): each holds AdamW's two moments of half its parameters, where
+# mesh-adam-1f1b (no ZeRO) holds them of all.
+trained z1 4 $A --lr 1e-2 --mesh dp=2,pp=2 --dist zero1 --microbatches 2
+grep -q "ZeRO-1 on dp .*all-gathered over dp" z1.txt || { cat z1.txt; echo "dp=2,pp=2 zero1: no ZeRO-1 line"; exit 1; }
+ok "dp=2,pp=2 --dist zero1 1f1b (adam)" same z1 adam $TOL_ADAM
+python3 - z1.txt mesh-adam-1f1b.txt <<'PY' || { echo "dp=2,pp=2 zero1: the optimizer state is not halved"; exit 1; }
+import re, sys
+def ranks(path):
+    t = open(path).read()
+    return [tuple(map(int, r)) for r in re.findall(r"rank (\d+) +holds (\d+) of P.*optimizer-state bytes (\d+)", t)]
+z, full = ranks(sys.argv[1]), ranks(sys.argv[2])
+assert len(z) == 2 and len(full) == 2, (z, full)
+for (r, n, b), (_, n0, b0) in zip(z, full):
+    assert n == n0 and b0 == 8 * n, "rank %d without ZeRO: %d state bytes for %d parameters" % (r, b0, n)
+    half = 8 * ((n + 1) // 2) # dp rank 0's share: the larger half (kn_dp_shard_ranges)
+    assert abs(b - half) <= 64, "rank %d: %d optimizer-state bytes with ZeRO-1, want about %d (of %d)" % (r, b, half, b0)
+print("dp=2,pp=2 zero1: dp rank 0 holds %s optimizer-state bytes, without ZeRO-1 %s" % ([b for _, _, b in z], [b for _, _, b in full]))
+PY
+# --resume with ZeRO-1 on dp=2,pp=2 below (the checkpoint's state gathered over dp, then cut again)
 # bf16: SGD (Adam magnifies 16-bit rounding noise, compare.py), the pp tests' bf16 tolerance
 B="$A --optimizer sgd --momentum 0.9 --lr 0.1 --precision bf16"
 trained b1 1 $B
@@ -127,6 +153,8 @@ resumed() { # resumed TAG ONE RANKS1 ARGS1 -- RANKS2 ARGS2: TAG-1 stops after 2 
 # a checkpoint of the mesh (gathered from the pipeline's ranks) resumes on the mesh
 ok "dp=2,pp=2 resumed after 2 steps" resumed r adam 4 $A --lr 1e-2 --mesh dp=2,pp=2 --microbatches 2 -- \
     4 --mesh dp=2,pp=2 --microbatches 2
+ok "dp=2,pp=2 --dist zero1 resumed after 2 steps" resumed rz adam 4 $A --lr 1e-2 --mesh dp=2,pp=2 --dist zero1 \
+    --microbatches 2 -- 4 --mesh dp=2,pp=2 --dist zero1 --microbatches 2
 # tensor parallelism: the shards and their optimizer state (AdamW's m and v, its step) cut
 # from the checkpoint's: a dp=2,tp=2 checkpoint resumes with ZeRO-1 (each dp rank's range of
 # the state; AdamW on tp=2 alone is 2.1e-3 from one process in h.2.mlp.c_proj.weight here,
@@ -188,6 +216,28 @@ ok "tp=2,pp=2 fp16, rank 3's overflow at step 2 skipped by all" same tp-f4 f1a2 
 ok "tp=2,pp=2 resumed after 2 steps with gpipe" resumed rtp adam 4 $A --lr 1e-2 --mesh tp=2,pp=2 --microbatches 2 -- \
     4 --mesh tp=2,pp=2 --schedule gpipe --microbatches 2
 
+# --remat selective with tp and with pp, against one process with the same --remat (SGD).
+# tp=2: the local program is compiled with the trainer's passes, so remat runs on the
+# placed local graph (its live set printed beside the one without). pp=2 (and tp=2,pp=2):
+# a stage's backward is its own program, so the cut decides what it recomputes; with
+# --remat selective it stashes the inputs of the cheap ops (elementwise, views, layernorms)
+# instead of their outputs: rank 0's stash must be smaller than without --remat (a remat
+# left to the cut programs' passes changes nothing there: the same stash).
+R="$A --optimizer sgd --momentum 0.9 --lr 0.1 --remat selective"
+trained rm1 1 $R
+trained rm-tp 2 $R --mesh tp=2
+grep -q "remat selective .*the local step's largest live set" rm-tp.txt || { cat rm-tp.txt; echo "tp=2 remat: no line"; exit 1; }
+ok "tp=2 --remat selective (sgd)" same rm-tp rm1 $TOL
+trained rm-pp 2 $R --pp 2 --microbatches 2
+trained nr-pp 2 ${R% --remat selective} --pp 2 --microbatches 2
+ok "pp=2 --remat selective 1f1b (sgd)" same rm-pp rm1 $TOL
+ok "pp=2 --remat selective: the same floats as without it" same rm-pp nr-pp 0 0
+stash0() { sed -n 's/^  rank 0 .*stash: .*, \([0-9.]*\) MB$/\1/p' $1.txt; }
+python3 -c "import sys; a, b = map(float, sys.argv[1:]); assert a < 0.8 * b, (a, b); print('pp=2 remat: rank 0 stashes %.2f MB, without --remat %.2f MB' % (a, b))" \
+    "$(stash0 rm-pp)" "$(stash0 nr-pp)" || { echo "pp=2 --remat selective: the stash is not smaller"; exit 1; }
+trained rm-tpp 4 $R --mesh tp=2,pp=2 --microbatches 2
+ok "tp=2,pp=2 --remat selective 1f1b (sgd)" same rm-tpp rm1 $TOL
+
 expect() { # expect MESSAGE RANKS ARGS...: the run fails, saying MESSAGE
     local msg=$1 n=$2
     shift 2
@@ -199,7 +249,10 @@ expect "3 layers do not divide into 2 stages" 4 --mesh tp=2,pp=2 --layers 3
 expect "need --microbatches >= --pp" 4 --mesh tp=2,pp=2 --microbatches 1
 expect "the mesh needs a tp axis" 2 --mesh pp=2 --sp
 expect "write the mesh: --mesh dp=2,pp=2" 2 --pp 2 --dist ddp
+expect "only zero1 (the optimizer state sharded over dp) is combined with pp yet" 4 --mesh dp=2,pp=2 --dist zero2
+expect "there is none (write --mesh dp=2,pp=2)" 2 --pp 2 --dist zero1
 expect "not divisible by dp x --accum 2" 4 --mesh dp=2,pp=2 --accum 2 --batch 6
 expect "not divisible by --microbatches 4 (per pipeline of dp)" 4 --mesh dp=2,pp=2 --microbatches 4 --batch 4
 expect "the ranks must be dp x pp" 2 --mesh dp=2,pp=2
+expect "only --remat selective (elementwise ops, views, layernorms) is built for it" 2 --pp 2 --remat every:1
 echo "meshes dp x pp, dp x tp (fp16, resume), tp x pp: ok"

@@ -482,6 +482,9 @@ typedef struct kn_pp_config {
                             * stage's graph is placed along it (Megatron's split, kn_place_graph,
                             * mesh axis 1) before it is cut into forward and backward */
     unsigned tp_flags;     /* the placement pass's flags with tp (KN_PLACE_SEQUENCE_PARALLEL: --sp) */
+    bool remat_selective;  /* --remat selective: the cut recomputes in a stage's backward the forward
+                            * values kn_remat_selective calls cheap (elementwise, views, layernorm)
+                            * instead of stashing them; the stash holds their inputs */
 } kn_pp_config;
 
 /* One action of the last step, for the timeline: F or B of (micro, chunk), started at t0
@@ -546,6 +549,11 @@ typedef struct kn_pp {
     kn_optim *opt;           /* owned: one per range (the trainer's config, its step) */
     kn_tensor **state;       /* owned: per range its optimizer state on the trainer's device */
     bool *owned;             /* owned: per parameter, this rank holds it */
+    bool zero1;              /* the optimizer state sharded over dp (kn_pp_set_zero1): this rank
+                              * updates local slab [zlo, zhi) only; range k's optimizer and state
+                              * then cover [loff[k] + zoff[k], + opt[k].n) of the local slab */
+    int64_t zlo, zhi;
+    int64_t *zoff;           /* owned (ZeRO-1): per range, where its updated part starts in it */
     /* stashed activations: a slot per (micro, chunk) between its F and its B */
     struct kn_pp_slot *slots;
     int nslots;
@@ -598,6 +606,14 @@ void kn_pp_free(kn_pp *pp);
  * batch; the loss is averaged over dp. Every replica is made dp rank 0's (parameters and
  * optimizer state). Collective over dp. */
 kn_status kn_pp_set_dp(kn_pp *pp, kn_comm *dp);
+/* ZeRO-1 on the dp axis of a dp x pp (or dp x tp x pp) mesh: after kn_pp_set_dp (with a dp
+ * axis), before the first step, on every rank. The rank's local slab (kn_pp.held floats, its
+ * ranges one after the other) is cut into dp ranges (kn_dp_shard_ranges); dp rank r keeps
+ * the optimizer state of range r only (cut from its ranges' state: a resumed run's
+ * continues), updates those parameters, and the ranges are all-gathered over dp after the
+ * update. The gradients are still all-reduced over dp (the clip needs the whole slab's
+ * norm). kn_pp_gather gathers the state back first. KN_ERR_ARG without a dp axis. */
+kn_status kn_pp_set_zero1(kn_pp *pp);
 /* One optimizer step on the global batch x, y (global_batch x T each; global_batch = dp
  * size x accum x m x the trainer's rows; pipeline d takes rows of micro-batches d accum m
  * .. (d + 1) accum m - 1, round r its r-th m of them): the schedule's forwards and
