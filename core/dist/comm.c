@@ -351,7 +351,8 @@ kn_status kn_comm_wait_device(kn_comm_req *r) {
 
 /* Drop the first k pending requests (they ended and were released). */
 static void pending_shift(kn_comm *c, int k) {
-    memmove(c->pending, c->pending + k, (size_t)(c->npending - k) * sizeof *c->pending);
+    if (k <= 0) return; /* nothing ended (and pending may still be NULL: no memmove of NULL) */
+    if (c->npending > k) memmove(c->pending, c->pending + k, (size_t)(c->npending - k) * sizeof *c->pending);
     c->npending -= k;
 }
 
