@@ -46,6 +46,16 @@ done
 if [ -d "$tree/labs/lab10-dataparallel" ]; then
     log=$logs/run-dist.log
     timeout 600 make -C "$tree" --no-print-directory CUDA=0 run-dist RUN_ARGS="$short" > "$log" 2>&1
-    check student-run-dist "$log" 10 $? || status=1
+    rc=$?
+    # the same silent launch once more (2026-11-28, make test from a fresh clone: mpiexec's two
+    # ranks printed nothing, exit 2; by hand in the same tree it stopped as it should): no
+    # line from kiln at all is tried again, and the result says so
+    if [ $rc -ne 0 ] && ! grep -q "^kiln" "$log"; then
+        cp "$log" "$log.first"
+        echo "student-run-dist: the first launch printed nothing (log: $log.first); running it once more"
+        timeout 600 make -C "$tree" --no-print-directory CUDA=0 run-dist RUN_ARGS="$short" > "$log" 2>&1
+        rc=$?
+    fi
+    check student-run-dist "$log" 10 $rc || status=1
 fi
 exit $status
