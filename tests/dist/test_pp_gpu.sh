@@ -6,7 +6,8 @@
 #   equality  kiln train --pp 2 (and, with 4 GPUs, --pp 4) --comm nccl with each schedule
 #             against one GPU on the same global batch, fp32 (compare.py, a summation
 #             order's tolerance) and bf16 (SGD, DDP's bf16 tolerance); with 4 GPUs also
-#             --mesh dp=2,pp=2 (two pipelines, each on half of the batch) and --mesh tp=2,pp=2
+#             --mesh dp=2,pp=2 (two pipelines, each on half of the batch; also with --dist zero1)
+#             and --mesh tp=2,pp=2
 #             with each schedule (each stage's blocks split over two GPUs); with 8 GPUs
 #             --mesh dp=2,tp=2,pp=2
 #   bubble    --pp 4 --microbatches 16 (1f1b, interleaved) on a model large enough for the
@@ -47,6 +48,11 @@ for prec in fp32 bf16; do
         run $MPIEXEC -n 4 "$kiln" train $A --precision $prec --comm nccl --mesh dp=2,pp=2 --microbatches 4 \
             --out $tag.st --log $tag.log > $tag.txt 2>&1 || { cat $tag.txt; exit 1; }
         ok "dp=2,pp=2 1f1b $prec" python3 "$here/compare.py" one-$prec.log $tag.log one-$prec.st $tag.st $tol
+        # the same mesh with ZeRO-1 on the dp axis: each pipeline rank keeps half of its stage's optimizer state
+        tag=$prec-dp2pp2-zero1
+        run $MPIEXEC -n 4 "$kiln" train $A --precision $prec --comm nccl --mesh dp=2,pp=2 --dist zero1 --microbatches 4 \
+            --out $tag.st --log $tag.log > $tag.txt 2>&1 || { cat $tag.txt; exit 1; }
+        ok "dp=2,pp=2 zero1 $prec" python3 "$here/compare.py" one-$prec.log $tag.log one-$prec.st $tag.st $tol
         # tensor-parallel stages: two stages of two GPUs each (--mesh tp=2,pp=2), every schedule
         for s in gpipe 1f1b interleaved; do
             tag=$prec-tp2pp2-$s
