@@ -6,7 +6,7 @@
 #      (mpiexec -n k, one GPU per rank) against one GPU alone on the same global batch:
 #      every step's loss and the final parameters and optimizer state (tests/dist/compare.py,
 #      tolerance: a different summation order; GPU matmuls of other shapes sum in another order).
-#   2. Scaling. The GPT-2 124M shape (vocab 50257 over random tokens, 12 layers, width 768,
+#   2. Scaling. The GPT-2 124M shape (vocab 50304 over random tokens: GPT-2's 50257 padded to a multiple of 64 as llm.c and the PyTorch anchor do; an odd vocabulary leaves the classifier's products off the tensor cores' fast path, 12 layers, width 768,
 #      12 heads, T = 1024), B = 8 sequences per GPU, TF32 matmuls (kiln's fastest precision
 #      today): the steady tokens/s of 1 GPU alone and of DDP on 1..N GPUs, the scaling
 #      efficiency against N x the single GPU, and the device memory peak of rank 0.
@@ -21,7 +21,9 @@
 #      (SIGSTOP, a rank stuck in a kernel): the job must end within 60 s, and in the second
 #      case the others name their rank and the operation they waited in.
 # LOGS gets one log per run, scaling.tsv, comm.tsv, scaling.svg/png (gnuplot) and summary.txt.
-# Environment: KILN (the binary), MPIEXEC, PYTHON, STEPS (scaling steps, 30).
+# Environment: KILN (the binary), MPIEXEC, PYTHON, STEPS (scaling steps, 30), DIST_GPU_PARTS (the
+# sections to run, default all: "equality scaling best memory comm torch faults"),
+# DIST_GPU_TORCH_GPUS and DIST_GPU_TORCH_MODES (PyTorch's runs: default every GPU count, eager and compile).
 set -u
 logs=$(mkdir -p "$1" && cd "$1" && pwd) ref=${2:-}
 [ -n "$ref" ] && ref=$(cd "$ref" && pwd)
@@ -39,12 +41,15 @@ say() { echo "$*" | tee -a "$summary"; }
 : > "$summary"
 [ "$ngpu" -ge 1 ] || { say "dist-gpu: no GPU here (nvidia-smi -L lists none): nothing to run"; exit 0; }
 say "dist-gpu: $ngpu GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs); $(date -u +%Y-%m-%dT%H:%MZ)"
+PARTS=" ${DIST_GPU_PARTS:-equality scaling best memory comm torch faults} "
+part() { case "$PARTS" in *" $1 "*) return 0 ;; esac; return 1; }
 counts=""; for k in 1 2 4 8; do [ $k -le "$ngpu" ] && counts="$counts $k"; done
 cd "$logs"
 
 # ---- 1. equality
 A="--layers 2 --width 64 --heads 4 --context 64 --steps 20 --eval-batches 1 --sample 0 --lr 1e-2"
 G=$(( 8 * ngpu ))
+if part equality; then
 "$kiln" train $A --batch $G --device cuda:0 --log one.log --out one.st > eq-one.txt 2>&1 || { cat eq-one.txt; exit 1; }
 for k in $counts; do
     for s in ddp zero1 zero2 zero3; do
@@ -54,12 +59,13 @@ for k in $counts; do
             one.log $s$k.log one.st $s$k.st 1e-4 1e-2 2>&1 | tail -n 1)"
     done
 done
+fi
 
-# ---- 2. scaling (GPT-2 124M shape over random tokens: a KNTK file of i32 tokens, vocab 50257)
+# ---- 2. scaling (GPT-2 124M shape over random tokens: a KNTK file of i32 tokens, vocab 50304, as torch_ddp.py)
 $PY - gpt2.kntk <<'PY'
 import struct, sys, random
 random.seed(0)
-n, V = 1 << 21, 50257
+n, V = 1 << 21, 50304
 with open(sys.argv[1], "wb") as f:
     f.write(b"KNTK" + struct.pack("<IIIQII", 1, 4, V, n, 0, 0))
     f.write(struct.pack("<%di" % n, *[random.randrange(V) for _ in range(n)]))
@@ -67,6 +73,7 @@ PY
 S="--data gpt2.kntk --layers 12 --width 768 --heads 12 --context 1024 --steps $STEPS --lr 3e-4 --eval-batches 1 --sample 0 --out none"
 rate() { sed -n 's/.*steady rate *\([0-9]*\) tokens.*/\1/p' "$1"; }
 peak() { sed -n 's/.*device memory peak *\([0-9.]*\) GB.*/\1/p' "$1"; }
+if part scaling; then
 KILN_TF32=1 "$kiln" train $S --batch 8 --device cuda:0 > scale-alone.txt 2>&1 || { tail -n 5 scale-alone.txt; exit 1; }
 one=$(rate scale-alone.txt)
 printf '# gpus\tkiln_tok_s\tefficiency\tpeak_GB\n1\t%s\t1.000\t%s\n' "$one" "$(peak scale-alone.txt)" > scaling.tsv
@@ -79,13 +86,14 @@ for k in $counts; do
     [ $k -gt 1 ] && printf '%d\t%s\t%s\t%s\n' $k "$r" "$eff" "$(peak scale-ddp$k.txt)" >> scaling.tsv
     say "scaling: DDP on $k GPU(s) $r tokens/s, efficiency $eff, peak $(peak scale-ddp$k.txt) GB on rank 0;$(sed -n 's/.*overlap (last step) *\([0-9.]* ms of communication after the backward\).*/ \1/p' scale-ddp$k.txt)"
 done
+fi
 
 # kiln's best step (bf16, compiled, flash, hfuse, one CUDA graph holding the NCCL
 # collectives): 1 GPU alone against DDP and ZeRO-1 on 2..N GPUs (issue 32's targets: DDP
 # >= 95%, ZeRO-1/2 >= 93% on 4 GPUs; ZeRO-2 makes its staging buffers during the run, which a
 # graph cannot hold yet)
 BEST="--precision bf16 --mode compiled --flash --hfuse --cuda-graph on"
-export KILN_DIST_GRAPH=1 # collectives inside the graph: asked for by name until verified
+if part best; then
 "$kiln" train $S $BEST --batch 8 --device cuda:0 > best-alone.txt 2>&1 || { tail -n 5 best-alone.txt; exit 1; }
 bone=$(rate best-alone.txt)
 printf '# gpus\tstrategy\tkiln_tok_s\tefficiency\tpeak_GB\n1\talone\t%s\t1.000\t%s\n' "$bone" "$(peak best-alone.txt)" > scaling-best.tsv
@@ -101,10 +109,12 @@ for k in $counts; do
         say "best step: $s on $k GPU(s) $r tokens/s, efficiency $eff, peak $(peak best-$s$k.txt) GB on rank 0"
     done
 done
+fi
 
 # memory per GPU of each strategy on every GPU (kiln's accounting against distributed.md's
 # table, and the device peak of the steps)
 kmax=$(echo $counts | awk '{print $NF}')
+if part memory; then
 for s in zero1 zero2 zero3; do
     KILN_TF32=1 $MPIEXEC -n $kmax "$kiln" train $S --batch $(( 8 * kmax )) --dist $s --comm nccl > scale-$s$kmax.txt 2>&1 \
         || { tail -n 5 scale-$s$kmax.txt; say "scaling: $s on $kmax GPUs FAILED"; continue; }
@@ -115,9 +125,10 @@ for s in ddp zero1 zero2 zero3; do
     [ -f "$f" ] || continue
     say "memory per GPU, $s on $kmax GPU(s) (held / distributed.md's table, bytes): $(awk '/^    (parameters|gradients|optimizer state|total)/ { printf "%s%s %s/%s", sep, $1 ($1 == "optimizer" ? " state" : ""), $(NF-1), $NF; sep = "; " }' "$f")"
 done
+fi
 
 # ---- 3. communication
-if [ "$ngpu" -ge 2 ]; then
+if part comm && [ "$ngpu" -ge 2 ]; then
     $MPIEXEC -n $ngpu "$kiln" bench-comm --comm nccl --sizes 1m,16m,128m > comm-kiln.txt 2>&1 || tail -n 3 comm-kiln.txt
     if $PY -c 'import torch' 2> /dev/null; then
         $PY -m torch.distributed.run --nproc_per_node=$ngpu "$here/torch_comm.py" 1048576 16777216 134217728 \
@@ -134,9 +145,9 @@ if [ "$ngpu" -ge 2 ]; then
 fi
 
 # ---- 4. PyTorch DDP (the reference script, bf16 autocast)
-if [ -n "$ref" ] && [ -f "$ref/torch_ddp.py" ] && $PY -c 'import torch' 2> /dev/null; then
-    for k in $counts; do
-        for mode in eager compile; do
+if part torch && [ -n "$ref" ] && [ -f "$ref/torch_ddp.py" ] && $PY -c 'import torch' 2> /dev/null; then
+    for k in ${DIST_GPU_TORCH_GPUS:-$counts}; do
+        for mode in ${DIST_GPU_TORCH_MODES:-eager compile}; do
             (cd "$ref" && timeout 300 $PY -m torch.distributed.run --nproc_per_node=$k torch_ddp.py $mode) \
                 > torch-ddp$k-$mode.txt 2>&1
             say "PyTorch DDP $mode on $k GPU(s) (bf16 autocast): $(grep -o '"tok_s": [0-9]*' torch-ddp$k-$mode.txt || echo FAILED)"
@@ -151,7 +162,7 @@ ranks_of() {
         if [ "$(ps -o comm= -p "$c")" = kiln ]; then echo "$c"; else ranks_of "$c"; fi
     done
 }
-if [ "$ngpu" -ge 2 ]; then
+if part faults && [ "$ngpu" -ge 2 ]; then
     # node by node (fp32), then kiln's best step: bf16, compiled, the collectives inside the
     # CUDA graph (where only the fence after each launch can see a stalled peer)
     for how in nodes graph; do
@@ -177,7 +188,7 @@ if [ "$ngpu" -ge 2 ]; then
 fi
 
 # ---- the plot
-if command -v gnuplot > /dev/null && [ "$(wc -l < scaling.tsv)" -gt 2 ]; then
+if command -v gnuplot > /dev/null && [ -f scaling.tsv ] && [ "$(wc -l < scaling.tsv)" -gt 2 ]; then
     gnuplot <<GP 2> /dev/null
 set terminal svg size 720,440 dynamic font "sans,12"
 set output "scaling.svg"

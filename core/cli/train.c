@@ -280,9 +280,6 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
          * order and the same in every run (kn_dp_collectives' `graph`) */
         const char *why = !o->dist[0] ? NULL
                           : o->mesh[0] || o->pp > 0 ? "the mesh's collectives wait on the host"
-                          : !kn_dp_dist_graph_allowed()
-                              ? "collectives inside the graph are built but not yet verified on GPUs (set KILN_DIST_GRAPH=1 "
-                                "to try them; tests/dist/test_dist_gpu.sh checks them against one GPU)"
                           : strcmp(o->comm, "nccl") ? "MPI's collectives wait on the host (use --comm nccl)"
                           : !strcmp(o->dist, "zero3") || !strcmp(o->dist, "fsdp")
                               ? "ZeRO-3 supplies the parameters during the run (their gathers)"

@@ -281,17 +281,8 @@ static kn_status ir_finish(void *ctx) {
  * codes), DDP or ZeRO-1 (ZeRO-2 makes its staging buffers during the run, ZeRO-3 gathers the
  * parameters). */
 static bool graphable(const kn_dp *d) {
-    return kn_dp_dist_graph_allowed() && kn_dp_on_gpu(d) && d->comm->be->device_wait && d->cfg.accum == 1 &&
+    return kn_dp_on_gpu(d) && d->comm->be->device_wait && d->cfg.accum == 1 &&
            !d->cfg.ring && !d->cfg.compress && d->cfg.strategy <= KN_DP_ZERO1;
-}
-
-/* Not yet verified on GPUs, so asked for by name (KILN_DIST_GRAPH=1): the first run on two
- * H200s (2026-11-28) replayed a stale gradient (the stores were synchronous copies, run once
- * at capture) and diverged from one GPU; the stores are now queued on the compute stream,
- * and tests/dist/test_dist_gpu.sh's graph cells (which set it) have not run since. */
-bool kn_dp_dist_graph_allowed(void) {
-    const char *e = getenv("KILN_DIST_GRAPH");
-    return e && atoi(e) > 0;
 }
 
 kn_collectives kn_dp_collectives(kn_dp *d) {

@@ -53,7 +53,7 @@ for prec in fp32 bf16; do
         if [ $prec = bf16 ] && [ $mode != graph ]; then [ $mode = compiled ] && continue; mode=compiled; fi
         tag=$prec-$s-$n-acc$k-$mode
         m=""; [ $mode = compiled ] && [ $prec = fp32 ] && m="--mode compiled"
-        [ $mode = graph ] && m="--mode compiled --cuda-graph on" && export KILN_DIST_GRAPH=1
+        [ $mode = graph ] && m="--mode compiled --cuda-graph on"
         run $MPIEXEC -n $n "$kiln" train $P $m --precision $prec --dist $s --comm nccl --accum $k --bucket-mb 0.05 \
             --out $tag.st --log $tag.log > $tag.txt 2>&1 || { tail -n 20 $tag.txt; echo "$tag: FAILED"; failed=$((failed + 1)); continue; }
         if [ $mode = graph ] && ! grep -q 'inside the step.s CUDA graph ([1-9]' $tag.txt; then

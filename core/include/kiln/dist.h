@@ -180,9 +180,6 @@ kn_status kn_comm_drain(kn_comm *c);
  * deadline and NCCL's error check like any other. After a CUDA graph that holds
  * collectives is launched, waiting on a fence is how a stalled peer is still reported. */
 kn_status kn_comm_ifence(kn_comm *c, const char *what, kn_comm_req *r);
-/* Whether data parallelism's collectives may go into the step's CUDA graph: only with
- * KILN_DIST_GRAPH=1 until the GPU check of tests/dist/test_dist_gpu.sh has passed (dp_buckets.c). */
-bool kn_dp_dist_graph_allowed(void);
 
 /* Blocking forms (i* then wait). */
 kn_status kn_comm_send(kn_comm *c, const void *buf, int64_t count, kn_dtype dt, int peer);
