@@ -90,7 +90,10 @@ kn_status kn_dp_shard_update(kn_dp *d, double lr) {
         t->opt.step = d->shard_opt.step;
     } else {
         float *mine = kn_dp_slab_param(d) + kn_dp_my_lo(d);
-        KN_TRY(kn_device_optim_step(t->dev, &d->shard_opt, mine, d->grad_shard, kn_dp_shard_state(d), lr));
+        if (t->optim_hook) /* ZeRO-Offload: this rank's shard stepped on the host (offload.c) */
+            KN_TRY(t->optim_hook(t->optim_hook_ctx, mine, d->grad_shard, lr));
+        else
+            KN_TRY(kn_device_optim_step(t->dev, &d->shard_opt, mine, d->grad_shard, kn_dp_shard_state(d), lr));
         t->opt.step = d->shard_opt.step;
         int64_t counts[1024];
         if (N > 1024) return kn_error(KN_ERR_ARG, "kn_dp: more than 1024 ranks");
