@@ -7,7 +7,8 @@
  *     down stream   D2H of chunk k's gradients, an event recorded after each chunk
  *     host          waits for chunk k's event, runs kn_optim_step_range on it
  *     up stream     H2D of chunk k's updated master copy into the device's parameters
- * so the link carries chunk k+1 down and chunk k-1 up while the host computes chunk k. The
+ * so the link carries chunk k+1 down and chunk k-1 up while the host computes chunk k (on
+ * every core: kiln's CPU worker pool cuts each chunk, the same bits however cut). The
  * down stream first waits for the default stream (the clip's kernels, which made the
  * gradients final); the step returns after the up stream is done, so the next forward reads
  * updated parameters. On KN_CPU the streams are tokens and the copies synchronous: the same
@@ -18,6 +19,7 @@
  * parallelism's all-gather (ZeRO-1/2) writes the other ranks' ranges, never this one. */
 #include <string.h>
 
+#include "kiln/kernels.h"
 #include "kiln/offload.h"
 #include "nn/nn_impl.h"
 #include "nn/offload_impl.h"
@@ -83,8 +85,25 @@ kn_status kn_offload_new(kn_offload **out, kn_device dev, const kn_optim *o, con
     return KN_OK;
 }
 
+/* One chunk's update, cut over kiln's CPU worker pool (kn_k_parallel: KILN_THREADS, the
+ * cores by default): elementwise, so any cut gives the same bits. The arguments were
+ * checked before the first chunk (kn_offload_step), so a part cannot fail. */
+typedef struct chunk_job {
+    kn_offload *f;
+    int64_t lo;
+    double lr;
+} chunk_job;
+
+static void chunk_part(void *ctx, int64_t a, int64_t b) {
+    const chunk_job *j = ctx;
+    kn_status st = kn_optim_step_range(&j->f->opt, j->f->master, j->f->grad, j->f->state, j->lr, j->lo + a, j->lo + b);
+    KN_CHECK(st == KN_OK);
+}
+
 kn_status kn_offload_step(kn_offload *f, float *param, const float *grad, double lr) {
     if (!f || (f->opt.n > 0 && (!param || !grad))) return kn_error(KN_ERR_ARG, "kn_offload_step: NULL argument");
+    /* the learning rate and the slabs checked once (an empty range), before any copy */
+    KN_TRY(kn_optim_step_range(&f->opt, f->master, f->grad, f->state, lr, 0, 0));
     double t0 = kn_time_now(), wait_down = 0, host = 0;
     const int64_t n = f->opt.n, C = f->chunk;
     /* the gradients are final once the default stream's work (the clip) is done */
@@ -101,7 +120,10 @@ kn_status kn_offload_step(kn_offload *f, float *param, const float *grad, double
         double a = kn_time_now();
         st = kn_event_synchronize(f->arrived[k]);
         double b = kn_time_now();
-        if (st == KN_OK) st = kn_optim_step_range(&f->opt, f->master, f->grad, f->state, lr, lo, hi);
+        if (st == KN_OK) {
+            chunk_job j = {.f = f, .lo = lo, .lr = lr};
+            kn_k_parallel(hi - lo, hi - lo >= ((int64_t)1 << 16), chunk_part, &j);
+        }
         double c = kn_time_now();
         wait_down += b - a;
         host += c - b;

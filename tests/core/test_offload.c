@@ -44,50 +44,59 @@ KN_TEST(offload, step_range_covering_the_slab_is_one_step) {
     kn_optim_free(&b);
 }
 
-/* The offload of (kind, chunk) against kn_optim_step on the same slab, 4 steps, bit for bit. */
-static void against_the_step(kn_optim_kind kind, int64_t chunk) {
+/* The offload of (kind, chunk) against kn_optim_step on a slab of n floats (the first
+ * n_decay decayed), 4 steps, bit for bit. */
+static void against_the_step(kn_optim_kind kind, int n, int n_decay, int64_t chunk) {
     kn_optim_config c = kn_optim_default();
     c.kind = kind;
     c.momentum = 0.9;
     kn_optim ref;
-    KN_ASSERT_OK(kn_optim_init(&ref, &c, N, DECAY));
-    float p_ref[N], p_dev[N], g[N];
-    fill(p_ref, N, 1, 0.5f);
+    KN_ASSERT_OK(kn_optim_init(&ref, &c, n, n_decay));
+    float *p_ref = kn_malloc((size_t)n * sizeof(float)), *p_dev = kn_malloc((size_t)n * sizeof(float));
+    float *g = kn_malloc((size_t)n * sizeof(float)), *state = kn_malloc((size_t)ref.state_len * sizeof(float));
+    cr_assert(p_ref && p_dev && g && state);
+    fill(p_ref, n, 1, 0.5f);
     /* a state that is not zero: the offload takes it over, as after a resume */
     for (int64_t i = 0; i < ref.state_len; i++) ref.state[i] = 1e-3f * (float)(i % 7);
     ref.step = 2;
-    memcpy(p_dev, p_ref, sizeof p_ref);
+    memcpy(p_dev, p_ref, (size_t)n * sizeof(float));
     kn_offload *f = NULL;
     KN_ASSERT_OK(kn_offload_new(&f, KN_CPU, &ref, p_dev, ref.state, chunk));
     kn_offload_stats st = kn_offload_stats_of(f);
-    cr_assert_eq(st.chunks, chunk > 0 ? (N + chunk - 1) / chunk : 1);
-    cr_assert_eq(st.host_bytes, (int64_t)(2 * N + ref.state_len) * 4, "master, gradients and state: %lld",
+    cr_assert_eq(st.chunks, chunk > 0 ? (n + chunk - 1) / chunk : 1);
+    cr_assert_eq(st.host_bytes, (int64_t)(2 * n + ref.state_len) * 4, "master, gradients and state: %lld",
                  (long long)st.host_bytes);
     for (int s = 0; s < 4; s++) {
-        fill(g, N, 0.2f, 1.0f + (float)s);
+        fill(g, n, 0.2f, 1.0f + (float)s);
         KN_ASSERT_OK(kn_optim_step(&ref, p_ref, g, 0.02));
         KN_ASSERT_OK(kn_offload_step(f, p_dev, g, 0.02));
     }
-    cr_assert(memcmp(p_ref, p_dev, sizeof p_ref) == 0, "chunk %lld: parameters differ from kn_optim_step's",
-              (long long)chunk);
-    float state[2 * N];
+    cr_assert(memcmp(p_ref, p_dev, (size_t)n * sizeof(float)) == 0, "n %d chunk %lld: parameters differ from "
+              "kn_optim_step's", n, (long long)chunk);
     KN_ASSERT_OK(kn_offload_state(f, KN_CPU, state));
-    cr_assert(memcmp(state, ref.state, (size_t)ref.state_len * sizeof(float)) == 0, "chunk %lld: state differs",
-              (long long)chunk);
+    cr_assert(memcmp(state, ref.state, (size_t)ref.state_len * sizeof(float)) == 0, "n %d chunk %lld: state differs",
+              n, (long long)chunk);
     cr_assert_eq(kn_offload_optim(f)->step, ref.step);
     cr_assert_eq(kn_offload_stats_of(f).steps, 4);
     kn_offload_free(f);
     kn_optim_free(&ref);
+    kn_free(p_ref);
+    kn_free(p_dev);
+    kn_free(g);
+    kn_free(state);
 }
 
 KN_TEST(offload, adamw_chunks_equal_the_step) {
-    against_the_step(KN_OPTIM_ADAMW, 7);  /* 8 chunks, the last short, the boundary 23 inside one */
-    against_the_step(KN_OPTIM_ADAMW, 0);  /* the default: one chunk */
-    against_the_step(KN_OPTIM_ADAMW, N);
+    against_the_step(KN_OPTIM_ADAMW, N, DECAY, 7);  /* 8 chunks, the last short, the boundary 23 inside one */
+    against_the_step(KN_OPTIM_ADAMW, N, DECAY, 0);  /* the default: one chunk */
+    against_the_step(KN_OPTIM_ADAMW, N, DECAY, N);
+    /* chunks large enough to be cut over the worker pool (>= 2^16 floats) */
+    against_the_step(KN_OPTIM_ADAMW, 300001, 123457, 100003);
 }
 
 KN_TEST(offload, sgd_chunks_equal_the_step) {
-    against_the_step(KN_OPTIM_SGD, 9);
+    against_the_step(KN_OPTIM_SGD, N, DECAY, 9);
+    against_the_step(KN_OPTIM_SGD, 200000, 150001, 0);
 }
 
 KN_TEST(offload, parse_and_arguments) {
@@ -108,6 +117,7 @@ KN_TEST(offload, parse_and_arguments) {
     cr_assert_null(f);
     KN_ASSERT_OK(kn_offload_new(&f, KN_CPU, &o, p, NULL, 0));
     cr_assert_eq(kn_offload_step(f, NULL, p, 0.1), KN_ERR_ARG);
+    cr_assert_eq(kn_offload_step(f, p, p, -0.5), KN_ERR_ARG, "a negative learning rate");
     kn_offload_free(f);
     kn_offload_free(NULL);
     kn_optim_free(&o);
