@@ -135,7 +135,8 @@ kn_dp_memory kn_dp_memory_of(const kn_dp *d) {
     int64_t P = d->tr->model->p.n, f = (int64_t)sizeof(float);
     m.params = d->cfg.strategy == KN_DP_ZERO3 ? kn_dp_my_len(d) * f : P * f;
     m.grads = (kn_dp_slab_grad(d) ? P * f : 0) + (d->grad_shard ? kn_dp_my_len(d) * f : 0);
-    m.optim = (d->cfg.strategy == KN_DP_DDP ? d->tr->opt.state_len : d->shard_opt.state_len) * f;
+    /* ZeRO-Offload (kiln/offload.h, the trainer's optim_hook): the state is on the host */
+    m.optim = d->tr->optim_hook ? 0 : (d->cfg.strategy == KN_DP_DDP ? d->tr->opt.state_len : d->shard_opt.state_len) * f;
     m.staging_peak = d->staging_peak;
     m.gathered_peak = d->gathered_peak;
     m.device = d->device_held;
