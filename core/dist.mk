@@ -83,11 +83,14 @@ bench-comm: $(KILN)
 
 TEST_STEPS += test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp test-step-dist-pp test-step-dist-mesh test-step-offload-cli
 .PHONY: test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp test-step-dist-pp test-step-dist-mesh test-step-offload-cli
-# ZeRO-Offload's refusals and argument errors (tests/dist/test_offload_cli.sh; no MPI, no GPU:
-# every refusal comes before MPI starts). Its host step: tests/core/test_offload.c.
+# ZeRO-Offload without a GPU (tests/dist/test_offload_cli.sh): the refusals and argument errors
+# (all before MPI starts), and its wiring on the CPU (KILN_OFFLOAD_ON_CPU=1) against the run
+# without it, byte for byte: one process, ddp, zero1, zero2 on 2 ranks, resume. Its host step:
+# tests/core/test_offload.c.
 test-step-offload-cli:
 	@$(MAKE) --no-print-directory $(KILN) IMPL=$(DEFAULT_IMPL) >/dev/null
-	@bash tests/harness/record.sh $(ALL_RESULTS) offload-cli bash tests/dist/test_offload_cli.sh $(BUILD)/$(DEFAULT_IMPL)/kiln
+	@bash tests/harness/record.sh $(ALL_RESULTS) offload-cli env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \
+	  bash tests/dist/test_offload_cli.sh $(BUILD)/$(DEFAULT_IMPL)/kiln
 # ZeRO-Offload on GPUs (by hand on the lent machine; "skip" without a GPU): one GPU offloaded
 # against not (losses, parameters, the peak lower by the optimizer state), --dist ddp, zero1,
 # zero2 on 2 GPUs over NCCL the same way, and GPT-2 124M's tokens/s with and without

@@ -491,9 +491,12 @@ static int offload_check(const kn_train_opts *o) {
         return 2;
     }
     if (!on) return -1;
-    bool cpu = !strcmp(o->device, "cpu") || !strcmp(o->mode, "eager") || !strcmp(o->mode, "emu") ||
+    /* KILN_OFFLOAD_ON_CPU=1: CPU training offloads too, the same arithmetic with plain copies:
+     * tests/dist/test_offload_cli.sh checks the wiring without a GPU (bit for bit) */
+    const char *test = getenv("KILN_OFFLOAD_ON_CPU");
+    bool cpu = (!test || strcmp(test, "1") != 0) && (!strcmp(o->device, "cpu") || !strcmp(o->mode, "eager") || !strcmp(o->mode, "emu") ||
                (o->dist[0] && strcmp(o->comm, "nccl") != 0) ||
-               (!strcmp(o->device, "auto") && kn_device_count(KN_DEVICE_CUDA) == 0);
+               (!strcmp(o->device, "auto") && kn_device_count(KN_DEVICE_CUDA) == 0));
     const char *why = cpu ? "it moves a GPU's optimizer state and step to the host, and CPU training (--device cpu, "
                             "--comm mpi ranks, --mode eager or emu, or auto without a GPU) has them there already: "
                             "drop --offload, or train on a GPU"

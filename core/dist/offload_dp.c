@@ -13,6 +13,17 @@ static kn_status hook_shard(void *ctx, float *param, const float *grad, double l
     return KN_OK;
 }
 
+/* kn_offload_sync for ZeRO-1/2: the shard's state where kn_dp_gather_state reads it (a GPU
+ * rank's device buffer, made again; a CPU rank's shard optimizer). */
+static kn_status sync_shard(kn_offload *f) {
+    kn_dp *d = f->dp;
+    size_t sb = (size_t)f->opt.state_len * sizeof(float);
+    if (kn_dp_on_gpu(d) && !d->dshard_state && !(d->dshard_state = kn_dp_alloc(d, sb)))
+        return kn_error(KN_ERR_OOM, "kn_offload_sync: out of device memory for the shard's optimizer state");
+    d->shard_opt.step = f->opt.step;
+    return kn_offload_state(f, f->t->dev, kn_dp_shard_state(d));
+}
+
 kn_status kn_offload_dp(kn_offload **out, kn_dp *d, int64_t chunk) {
     if (!out || !d || !d->tr) return kn_error(KN_ERR_ARG, "kn_offload_dp: NULL argument");
     kn_trainer *t = d->tr;
@@ -22,41 +33,27 @@ kn_status kn_offload_dp(kn_offload **out, kn_dp *d, int64_t chunk) {
         return kn_error(KN_ERR_UNSUPPORTED, "kn_offload_dp: --offload optimizer with --dist zero3: ZeRO-3's update "
                         "writes the parameter shard its gathers read, which the host step does not handle yet (use "
                         "zero1 or zero2: the optimizer state is sharded and offloaded, the parameters stay whole)");
-    if (s == KN_DP_DDP) {
-        if (!t->state) return kn_error(KN_ERR_ARG, "kn_offload_dp: the trainer has no optimizer state on its device");
-        KN_TRY(kn_offload_new(out, t->dev, &t->opt, kn_dp_slab_param(d), kn_tensor_data(t->state), chunk));
-        (*out)->stats.device_freed = t->opt.state_len * (int64_t)sizeof(float);
+    bool gpu = kn_dp_on_gpu(d), ddp = s == KN_DP_DDP;
+    /* DDP: the whole slab; ZeRO-1/2: this rank's shard (its state on the GPU: given back
+     * below; on CPU ranks the optimizer's own, which stays for kn_dp_gather_state) */
+    const kn_optim *o = ddp ? &t->opt : &d->shard_opt;
+    const float *state = ddp ? kn_dp_slab_state(d) : kn_dp_shard_state(d);
+    float *param = kn_dp_slab_param(d) + (ddp ? 0 : kn_dp_my_lo(d));
+    if (!state && o->state_len > 0) return kn_error(KN_ERR_ARG, "kn_offload_dp: the rank has no optimizer state");
+    KN_TRY(kn_offload_new(out, t->dev, o, param, state, chunk));
+    kn_offload *f = *out;
+    if (gpu) f->stats.device_freed = o->state_len * (int64_t)sizeof(float);
+    if (gpu && ddp) {
         kn_tensor_free(t->state);
         t->state = NULL;
-        t->optim_hook = kn_offload_hook_trainer;
-    } else {
-        if (!d->dshard_state) return kn_error(KN_ERR_ARG, "kn_offload_dp: the shard has no optimizer state on its device");
-        KN_TRY(kn_offload_new(out, t->dev, &d->shard_opt, kn_dp_slab_param(d) + kn_dp_my_lo(d), d->dshard_state, chunk));
-        (*out)->stats.device_freed = d->shard_opt.state_len * (int64_t)sizeof(float);
-        kn_dp_release(d, d->dshard_state, (size_t)d->shard_opt.state_len * sizeof(float));
+    } else if (gpu) {
+        kn_dp_release(d, d->dshard_state, (size_t)o->state_len * sizeof(float));
         d->dshard_state = NULL;
-        t->optim_hook = hook_shard;
     }
-    (*out)->t = t;
-    (*out)->dp = d;
-    t->optim_hook_ctx = *out;
+    f->t = t;
+    f->dp = d;
+    f->sync_shard = ddp ? NULL : sync_shard;
+    t->optim_hook = ddp ? kn_offload_hook_trainer : hook_shard;
+    t->optim_hook_ctx = f;
     return KN_OK;
-}
-
-kn_status kn_offload_sync(kn_offload *f) {
-    if (!f || !f->t) return kn_error(KN_ERR_ARG, "kn_offload_sync: not attached to a trainer");
-    kn_trainer *t = f->t;
-    if (!f->dp || f->dp->cfg.strategy == KN_DP_DDP) {
-        if (t->opt.state_len != f->opt.state_len || (t->opt.state_len > 0 && !t->opt.state))
-            return kn_error(KN_ERR_INTERNAL, "kn_offload_sync: the trainer's host state holds %lld floats, not %lld",
-                            (long long)t->opt.state_len, (long long)f->opt.state_len);
-        t->opt.step = f->opt.step;
-        return kn_offload_state(f, KN_CPU, t->opt.state);
-    }
-    kn_dp *d = f->dp;
-    size_t sb = (size_t)f->opt.state_len * sizeof(float);
-    if (!d->dshard_state && !(d->dshard_state = kn_dp_alloc(d, sb)))
-        return kn_error(KN_ERR_OOM, "kn_offload_sync: out of device memory for the shard's optimizer state");
-    d->shard_opt.step = f->opt.step;
-    return kn_offload_state(f, t->dev, d->dshard_state);
 }

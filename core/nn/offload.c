@@ -171,9 +171,6 @@ kn_status kn_offload_hook_trainer(void *ctx, float *param, const float *grad, do
 
 kn_status kn_offload_refuse(const kn_trainer *t, const char *fn) {
     if (!t || !t->model) return kn_error(KN_ERR_ARG, "%s: no trainer", fn);
-    if (t->dev.type == KN_DEVICE_CPU)
-        return kn_error(KN_ERR_UNSUPPORTED, "%s: --offload optimizer moves a GPU's optimizer state to the host; a "
-                        "trainer on the CPU has it there already (drop --offload, or train on a GPU)", fn);
     if (t->optim_hook) return kn_error(KN_ERR_ARG, "%s: the trainer's optimizer is offloaded already", fn);
     return KN_OK;
 }
@@ -184,14 +181,30 @@ kn_status kn_offload_trainer(kn_offload **out, kn_trainer *t, int64_t chunk) {
     if (t->step.has_comm)
         return kn_error(KN_ERR_UNSUPPORTED, "kn_offload_trainer: the trainer steps through communication hooks "
                         "(data parallelism: kn_offload_dp)");
-    if (!t->params || !t->state) return kn_trainer_check_slabs(t, "kn_offload_trainer");
-    KN_TRY(kn_offload_new(out, t->dev, &t->opt, kn_tensor_data(t->params), kn_tensor_data(t->state), chunk));
+    if (!t->params) return kn_trainer_check_slabs(t, "kn_offload_trainer");
+    /* a GPU trainer's state is its device copy (given back below); a CPU trainer's is the
+     * optimizer's own, which stays (checkpoints read it: kn_offload_sync) */
+    const float *state = t->state ? kn_tensor_data(t->state) : t->opt.state;
+    KN_TRY(kn_offload_new(out, t->dev, &t->opt, kn_tensor_data(t->params), state, chunk));
     kn_offload *f = *out;
-    f->stats.device_freed = t->opt.state_len * (int64_t)sizeof(float);
-    kn_tensor_free(t->state); /* the moments live on the host now */
-    t->state = NULL;
+    if (t->state) {
+        f->stats.device_freed = t->opt.state_len * (int64_t)sizeof(float);
+        kn_tensor_free(t->state); /* the moments live on the host now */
+        t->state = NULL;
+    }
     f->t = t;
     t->optim_hook = kn_offload_hook_trainer;
     t->optim_hook_ctx = f;
     return KN_OK;
+}
+
+kn_status kn_offload_sync(kn_offload *f) {
+    if (!f || !f->t) return kn_error(KN_ERR_ARG, "kn_offload_sync: not attached to a trainer");
+    if (f->sync_shard) return f->sync_shard(f);
+    kn_trainer *t = f->t;
+    if (t->opt.state_len != f->opt.state_len || (t->opt.state_len > 0 && !t->opt.state))
+        return kn_error(KN_ERR_INTERNAL, "kn_offload_sync: the trainer's host state holds %lld floats, not %lld",
+                        (long long)t->opt.state_len, (long long)f->opt.state_len);
+    t->opt.step = f->opt.step;
+    return kn_offload_state(f, KN_CPU, t->opt.state);
 }

@@ -23,6 +23,8 @@ struct kn_offload {
     kn_offload_stats stats;
     kn_trainer *t;       /* the trainer whose optim_hook is ours (NULL: none) */
     struct kn_dp *dp;    /* the strategy it serves (NULL: one process) */
+    /* kn_offload_sync of a ZeRO shard (core/dist/offload_dp.c); NULL: the trainer's host state */
+    kn_status (*sync_shard)(struct kn_offload *f);
 };
 
 /* The one-process / DDP hook (the trainer's step count follows the host optimizer's). */

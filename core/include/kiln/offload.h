@@ -21,8 +21,9 @@
  * double; tests/dist/test_offload_gpu.sh measures the difference).
  *
  * Not offloaded: ZeRO-3 (its update writes the parameter shard its gathers read:
- * refused until checked), pipeline and tensor parallel meshes (refused), CPU training
- * (the state is on the host already: refused by kiln train). The next forward waits for
+ * refused until checked), pipeline and tensor parallel meshes (refused by kiln train), CPU
+ * training (the state is on the host already: refused by kiln train; the library runs it,
+ * with plain copies, as the CPU tests' check of the wiring). The next forward waits for
  * every parameter chunk (the host waits for the last upload before the step returns).
  * The host's copies are an implementation of the device's storage table's pinned host
  * memory (kn_device_host_alloc), so on KN_CPU the same code runs with plain copies: the
@@ -82,14 +83,17 @@ kn_status kn_offload_state(const kn_offload *f, kn_device dst_dev, float *dst);
 const kn_optim *kn_offload_optim(const kn_offload *f);
 kn_offload_stats kn_offload_stats_of(const kn_offload *f);
 
-/* The offload of a GPU trainer of one process (t->step without communication): its
- * optimizer state (t->state, 8P bytes for AdamW) moves to the host and is freed on the
- * device, and t->optim_hook runs the host step. KN_ERR_UNSUPPORTED with the reason for a
- * trainer on the CPU, or one whose step has communication (use kn_offload_dp). */
+/* The offload of a trainer of one process (t->step without communication): its optimizer
+ * state moves to the host (a GPU's device copy, t->state, 8P bytes for AdamW, is freed)
+ * and t->optim_hook runs the host step. On the CPU it is the same arithmetic with plain
+ * copies and gains nothing (kiln train refuses --device cpu): the CPU tests use it to check
+ * the wiring bit for bit. KN_ERR_UNSUPPORTED for a trainer whose step has communication
+ * (use kn_offload_dp), KN_ERR_ARG for one offloaded already. */
 kn_status kn_offload_trainer(kn_offload **out, kn_trainer *t, int64_t chunk);
 /* The offload of what rank d->comm->rank updates (DDP: the slab; ZeRO-1/2: its shard),
- * after kn_dp_new: the device's state (or shard state) moves to the host. Refuses CPU
- * ranks and ZeRO-3 (KN_ERR_UNSUPPORTED, saying why). */
+ * after kn_dp_new: the rank's optimizer state (or shard state) moves to the host, given
+ * back on GPU ranks (CPU ranks: tests only, as above). Refuses ZeRO-3
+ * (KN_ERR_UNSUPPORTED, saying why). */
 kn_status kn_offload_dp(kn_offload **out, struct kn_dp *d, int64_t chunk);
 /* The host state where a checkpoint reads it: one process and DDP the trainer's host copy
  * (t->opt.state, for kn_trainer_sync_host and kn_checkpoint_save); ZeRO-1/2 the shard's
