@@ -4,30 +4,36 @@
  * A GPU step of AdamW keeps, beside the parameters (4 bytes each) and the gradients (4),
  * its moments m and v (8 bytes a parameter): half of the 16P bytes of training state.
  * ZeRO-Offload (Ren et al., 2021; the seed's chapter 20.3) moves them to pinned host
- * memory with a host copy of the parameters (the fp32 master), and each step:
+ * memory with a host copy of the parameters (the fp32 master; kiln's programs read the f32
+ * slab on the GPU in every precision, bf16's biases and norm gains and the source of its
+ * weight copies, so the GPU keeps its own), and each step:
  *     the backward (and the data-parallel reduction) on the GPU -> the clip on the GPU
  *     -> gradients down (D2H, 4 bytes a parameter) -> AdamW on the host (kn_optim_step_range:
  *     the very loop of the CPU optimizer) -> parameters up (H2D, 4 bytes a parameter)
  * in chunks, so that chunk k+1 comes down while the host updates chunk k and chunk k-1 goes
  * up. The GPU gives back 8 bytes a parameter (the moments); the host holds 16 (master,
- * gradients, m, v). The price is the link: 8 bytes a parameter cross PCIe every step, and
+ * gradients, m, v); SGD's momentum is 4 and 12. The price is the link: 8 bytes a parameter
+ * cross PCIe every step (the copies overlap each other and the host's update, not the
+ * backward: the clip needs every gradient's norm first), and
  * the host's AdamW runs at the host's memory bandwidth. With data parallelism each rank
  * offloads what it updates: DDP the whole slab, ZeRO-1 and ZeRO-2 its shard (the
  * all-gather of the parameters follows the host step on the GPU, as without offload).
  *
  * The clip (and the loss scale's unscaling and overflow check) stays on the GPU where it
  * was: only the update moves, so the result differs from the GPU step only by the
- * optimizer's arithmetic on another device (the CPU's AdamW computes each element in
- * double; tests/dist/test_offload_gpu.sh measures the difference).
+ * optimizer's arithmetic on another device (both AdamW kernels compute each element in
+ * double and round once; the GPU fuses multiply-adds: tests/dist/test_offload_gpu.sh
+ * measures the difference).
  *
  * Not offloaded: ZeRO-3 (its update writes the parameter shard its gathers read:
  * refused until checked), pipeline and tensor parallel meshes (refused by kiln train), CPU
  * training (the state is on the host already: refused by kiln train; the library runs it,
  * with plain copies, as the CPU tests' check of the wiring). The next forward waits for
  * every parameter chunk (the host waits for the last upload before the step returns).
- * The host's copies are an implementation of the device's storage table's pinned host
- * memory (kn_device_host_alloc), so on KN_CPU the same code runs with plain copies: the
- * CPU tests check the chunked step against kn_optim_step bit for bit.
+ * The host's buffers come from the device's storage table (kn_device_host_alloc: pinned on
+ * a GPU), so on KN_CPU the same code runs with plain copies: the CPU tests check the
+ * chunked step against kn_optim_step, and the wiring against training without it, bit for
+ * bit (tests/core/test_offload.c, tests/dist/test_offload_cli.sh).
  *
  * Code: core/nn/offload.c (the host step, one process), core/dist/offload_dp.c (data
  * parallelism's hooks, kn_offload_dp and kn_offload_sync). */
