@@ -2,6 +2,8 @@
 #
 #   make run-dist             train `make run`'s model on 2 CPU ranks: mpiexec -n 2 kiln
 #                             train --dist ddp (DIST_ARGS adds flags, DIST_RANKS sets N)
+#   make test-offload-gpu     ZeRO-Offload (--offload optimizer) on the lent GPUs against the
+#                             step on the GPU (tests/dist/test_offload_gpu.sh)
 #   make bench-comm           kiln bench-comm on 2 ranks: kiln's ring all-reduce against
 #                             the MPI library's MPI_Iallreduce at a few sizes
 #   make test                 runs test-step-dist-* (below): the communicator tests on 2 and
@@ -79,8 +81,23 @@ endif
 bench-comm: $(KILN)
 	$(DIST_ENV) $(MPIEXEC) -n $(DIST_RANKS) $(KILN) bench-comm
 
-TEST_STEPS += test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp test-step-dist-pp test-step-dist-mesh
-.PHONY: test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp test-step-dist-pp test-step-dist-mesh
+TEST_STEPS += test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp test-step-dist-pp test-step-dist-mesh test-step-offload-cli
+.PHONY: test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp test-step-dist-pp test-step-dist-mesh test-step-offload-cli
+# ZeRO-Offload without a GPU (tests/dist/test_offload_cli.sh): the refusals and argument errors
+# (all before MPI starts), and its wiring on the CPU (KILN_OFFLOAD_ON_CPU=1) against the run
+# without it, byte for byte: one process, ddp, zero1, zero2 on 2 ranks, resume. Its host step:
+# tests/core/test_offload.c.
+test-step-offload-cli:
+	@$(MAKE) --no-print-directory $(KILN) IMPL=$(DEFAULT_IMPL) >/dev/null
+	@bash tests/harness/record.sh $(ALL_RESULTS) offload-cli env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \
+	  bash tests/dist/test_offload_cli.sh $(BUILD)/$(DEFAULT_IMPL)/kiln
+# ZeRO-Offload on GPUs (by hand on the lent machine; "skip" without a GPU): one GPU offloaded
+# against not (losses, parameters, the peak lower by the optimizer state), --dist ddp, zero1,
+# zero2 on 2 GPUs over NCCL the same way, and GPT-2 124M's tokens/s with and without
+# (tests/dist/test_offload_gpu.sh)
+.PHONY: test-offload-gpu
+test-offload-gpu: $(KILN)
+	MPIEXEC='$(MPIEXEC)' bash tests/dist/test_offload_gpu.sh $(KILN) $(BUILD)/offload-gpu-test
 # tensor parallelism (tests/dist/test_tp.c): the placement pass's local graphs on 2 and 4
 # ranks (tp=2, tp=4) against one process, and the bad meshes of kiln train --mesh
 test-step-dist-tp:

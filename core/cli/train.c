@@ -35,6 +35,7 @@
 #include "kiln/device.h"
 #include "kiln/dist.h"
 #include "kiln/nn.h"
+#include "kiln/offload.h"
 #include "kiln/passes.h"
 #include "kiln/program.h"
 #include "kiln/step.h"
@@ -176,6 +177,7 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
     kn_gpt g = {0};
     kn_trainer tr = {0};
     kn_safetensors ck = {0};
+    kn_offload *off = NULL;
     bool have_ck = false;
     int64_t start = 0;
     int rc = 1;
@@ -301,6 +303,7 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
     if (!rd->on && o->accum > 1 && kn_step_set_comm(&tr, NULL, o->accum) != KN_OK) goto fail;
     if (kn_train_dist_attach(o, rd, &tr) != KN_OK) goto fail;
     if (kn_train_tp_attach(o, rd, &tr) != KN_OK) goto fail;
+    if (kn_train_offload_attach(o, rd, &tr, &off) != KN_OK) goto fail; /* --offload optimizer */
     /* the peak reported at the end is the training steps' (ZeRO has freed what it shards) */
     if (kn_device_mem_reset_peak(dev) != KN_OK) goto fail;
     int64_t end = o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
@@ -400,6 +403,10 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
     kn_free(y);
     if (log) fclose(log);
     if (st != KN_OK) goto fail;
+    /* the steps' peak, before gathering ZeRO's state (or the offload's) for the checkpoint */
+    kn_device_mem_stats ms;
+    bool have_ms = dev.type != KN_DEVICE_CPU && kn_device_mem_stats_get(dev, &ms) == KN_OK;
+    if (off && kn_offload_sync(off) != KN_OK) goto fail; /* the host state where checkpoints read it */
     /* evaluation, the checkpoint and the sample read the whole model and state: ZeRO's
      * shards are gathered first (on the trainer's device; ZeRO-3's parameters too), then
      * copied to the host */
@@ -414,10 +421,11 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
         printf("  steady rate           %.0f tokens/s over the last %lld steps (global batch %d x %d)\n",
                (double)(end - start - warm_steps) * (double)bt / (t0 + secs - t_warm),
                (long long)(end - start - warm_steps), o->batch, o->context);
-    kn_device_mem_stats ms;
-    if (dev.type != KN_DEVICE_CPU && kn_device_mem_stats_get(dev, &ms) == KN_OK)
+    if (have_ms)
         printf("  device memory peak    %.2f GB allocated by kiln during the steps (%.2f GB held from the driver)%s\n",
                (double)ms.peak / 1e9, (double)ms.peak_reserved / 1e9, rd->on ? ", on rank 0" : "");
+    if (have_ms) /* to the byte: the offload check compares two runs (tests/dist/test_offload_gpu.sh) */
+        printf("  device peak (bytes)   %zu\n", ms.peak);
     printf("  unigram baseline      %.4f nats/token\n", d.unigram);
     if (end > start)
         printf("  train loss            %.4f at the first step, %.4f over the last %d steps\n", first_loss,
@@ -428,6 +436,7 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
     printf("  held-out loss         %.4f nats/token (%d batches)%s\n", val, o->eval_batches,
            val < d.unigram ? "  -> below the unigram baseline" : "  -> NOT below the unigram baseline");
     kn_train_dist_report(rd, g.p.n);
+    kn_train_offload_report(off);
     if (rd->pp_on) kn_train_pp_report(o, rd);
     if (strcmp(o->out, "none") != 0 && rd->rank == 0) {
         if (kn_train_save(o, &tr, &d, end) != KN_OK) goto fail;
@@ -439,6 +448,7 @@ static int run(kn_train_opts *o, kn_device dev, kn_train_dist *rd) {
 fail:
     if (rc) fprintf(stderr, "kiln train: %s\n", kn_last_error());
     if (have_ck) kn_safetensors_free(&ck);
+    kn_offload_free(off); /* before the trainer and the strategy it serves */
     if (rd->pp_on) kn_pp_free(&rd->pp);
     else if (rd->on) kn_dp_free(&rd->dp);
     else if (rd->tp_on) kn_tp_free(&rd->tp); /* its hooks are the trainer's: gone before it */
@@ -469,10 +479,41 @@ static int pick_device(kn_train_opts *o, kn_device *dev) {
     return 0;
 }
 
+/* --offload optimizer: what cannot work is refused before MPI starts (every rank alike,
+ * exit 2), the library refuses it again (kiln/offload.h). Returns -1 to go on. */
+static int offload_check(const kn_train_opts *o) {
+    bool on = false;
+    if (kn_offload_parse(o->offload, &on) != KN_OK) {
+        fprintf(stderr, "kiln train: %s\n", kn_last_error());
+        return 2;
+    }
+    if (!on) return -1;
+    /* KILN_OFFLOAD_ON_CPU=1: CPU training offloads too, the same arithmetic with plain copies:
+     * tests/dist/test_offload_cli.sh checks the wiring without a GPU (bit for bit) */
+    const char *test = getenv("KILN_OFFLOAD_ON_CPU");
+    bool cpu = (!test || strcmp(test, "1") != 0) && (!strcmp(o->device, "cpu") || !strcmp(o->mode, "eager") || !strcmp(o->mode, "emu") ||
+               (o->dist[0] && strcmp(o->comm, "nccl") != 0) ||
+               (!strcmp(o->device, "auto") && kn_device_count(KN_DEVICE_CUDA) == 0));
+    const char *why = cpu ? "it moves a GPU's optimizer state and step to the host, and CPU training (--device cpu, "
+                            "--comm mpi ranks, --mode eager or emu, or auto without a GPU) has them there already: "
+                            "drop --offload, or train on a GPU"
+                      : o->mesh[0] || o->pp > 0 || o->sp ? "pipeline and tensor parallel meshes (--mesh, --pp) step "
+                                                           "their own parts; it offloads one process or --dist ddp, "
+                                                           "zero1, zero2"
+                      : !strcmp(o->dist, "zero3") || !strcmp(o->dist, "fsdp")
+                          ? "ZeRO-3's update writes the parameter shard its gathers read, which the host step does "
+                            "not handle yet (use --dist zero1 or zero2: the sharded optimizer state is offloaded)"
+                          : NULL;
+    if (!why) return -1;
+    fprintf(stderr, "kiln train: --offload optimizer: %s\n", why);
+    return 2;
+}
+
 int kn_cli_train(int argc, char **argv) {
     kn_train_opts o;
     int rc = kn_train_opts_parse(&o, argc, argv);
     if (rc >= 0) return rc; /* --help (0) or bad usage (2) */
+    if ((rc = offload_check(&o)) >= 0) return rc;
     kn_train_dist rd;
     if ((rc = kn_train_dist_begin(&o, &rd)) >= 0) {
         if (rd.on || rd.tp_on) kn_dist_finalize(); /* every rank made the same decision */

@@ -223,3 +223,29 @@ void kn_train_dist_end(kn_train_dist *rd) {
     kn_dist_finalize();
 }
 
+
+/* ---------------------------------------------------------------- --offload optimizer */
+
+kn_status kn_train_offload_attach(const kn_train_opts *o, kn_train_dist *rd, kn_trainer *tr, kn_offload **out) {
+    bool on = false;
+    *out = NULL;
+    KN_TRY(kn_offload_parse(o->offload, &on));
+    if (!on) return KN_OK;
+    if (rd->pp_on || rd->tp_on)
+        return kn_error(KN_ERR_UNSUPPORTED, "--offload optimizer with %s: the offload runs the update of one process "
+                        "or of --dist ddp, zero1, zero2; pipeline and tensor parallel meshes step their own parts "
+                        "(drop --offload, or the mesh)", rd->pp_on ? "--pp" : "--mesh");
+    return rd->on ? kn_offload_dp(out, &rd->dp, 0) : kn_offload_trainer(out, tr, 0);
+}
+
+void kn_train_offload_report(const kn_offload *f) {
+    if (!f) return;
+    kn_offload_stats s = kn_offload_stats_of(f);
+    printf("  offload optimizer     %lld bytes of pinned host memory held (master copy, gradients, optimizer state "
+           "of %lld parameters); %lld bytes of optimizer state given back by the GPU\n", (long long)s.host_bytes,
+           (long long)s.n, (long long)s.device_freed);
+    printf("  offload (last step)   %lld bytes down + %lld up in %lld chunk%s: %.2f ms, of which %.2f ms waiting for "
+           "gradients, %.2f ms the host's update, %.2f ms the last parameters going up\n", (long long)s.bytes_down,
+           (long long)s.bytes_up, (long long)s.chunks, s.chunks == 1 ? "" : "s", 1e3 * s.step_s, 1e3 * s.wait_down_s,
+           1e3 * s.host_s, 1e3 * s.wait_up_s);
+}

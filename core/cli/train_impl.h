@@ -8,6 +8,7 @@
 #include "kiln/data.h"
 #include "kiln/dist.h"
 #include "kiln/nn.h"
+#include "kiln/offload.h"
 #include "nn/train_opts.h"
 
 /* ---------------------------------------------------------------- train_data.c */
@@ -62,6 +63,13 @@ kn_status kn_train_dist_attach(const kn_train_opts *o, kn_train_dist *rd, kn_tra
 void kn_train_dist_report(const kn_train_dist *rd, int64_t P);
 /* After the run: the strategy, the communicator, MPI. */
 void kn_train_dist_end(kn_train_dist *rd);
+
+/* --offload optimizer (kiln/offload.h), after --dist attached: the checks (a GPU, no mesh
+ * or pipeline, not ZeRO-3; refused with the reason) and the offload of what this rank
+ * updates into *out (NULL with --offload none). */
+kn_status kn_train_offload_attach(const kn_train_opts *o, kn_train_dist *rd, kn_trainer *tr, kn_offload **out);
+/* Rank 0's lines on the offload: host bytes, device bytes given back, the last step's times. */
+void kn_train_offload_report(const kn_offload *f);
 
 /* ---------------------------------------------------------------- train_tp.c */
 

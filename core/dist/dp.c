@@ -299,7 +299,9 @@ static kn_status hook_clip(void *ctx, double scale, bool inject_inf, double *nor
 static kn_status hook_update(void *ctx, double lr) {
     kn_dp *d = ctx;
     kn_trainer *t = d->tr;
-    if (d->cfg.strategy == KN_DP_DDP)
+    if (d->cfg.strategy == KN_DP_DDP && t->optim_hook) /* ZeRO-Offload: the step on the host (offload.c) */
+        KN_TRY(t->optim_hook(t->optim_hook_ctx, kn_dp_slab_param(d), kn_dp_slab_grad(d), lr));
+    else if (d->cfg.strategy == KN_DP_DDP)
         KN_TRY(kn_device_optim_step(t->dev, &t->opt, kn_dp_slab_param(d), kn_dp_slab_grad(d), kn_dp_slab_state(d), lr));
     else
         KN_TRY(kn_dp_shard_update(d, lr));

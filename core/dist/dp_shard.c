@@ -90,7 +90,10 @@ kn_status kn_dp_shard_update(kn_dp *d, double lr) {
         t->opt.step = d->shard_opt.step;
     } else {
         float *mine = kn_dp_slab_param(d) + kn_dp_my_lo(d);
-        KN_TRY(kn_device_optim_step(t->dev, &d->shard_opt, mine, d->grad_shard, kn_dp_shard_state(d), lr));
+        if (t->optim_hook) /* ZeRO-Offload: this rank's shard stepped on the host (offload.c) */
+            KN_TRY(t->optim_hook(t->optim_hook_ctx, mine, d->grad_shard, lr));
+        else
+            KN_TRY(kn_device_optim_step(t->dev, &d->shard_opt, mine, d->grad_shard, kn_dp_shard_state(d), lr));
         t->opt.step = d->shard_opt.step;
         int64_t counts[1024];
         if (N > 1024) return kn_error(KN_ERR_ARG, "kn_dp: more than 1024 ranks");
@@ -132,7 +135,8 @@ kn_dp_memory kn_dp_memory_of(const kn_dp *d) {
     int64_t P = d->tr->model->p.n, f = (int64_t)sizeof(float);
     m.params = d->cfg.strategy == KN_DP_ZERO3 ? kn_dp_my_len(d) * f : P * f;
     m.grads = (kn_dp_slab_grad(d) ? P * f : 0) + (d->grad_shard ? kn_dp_my_len(d) * f : 0);
-    m.optim = (d->cfg.strategy == KN_DP_DDP ? d->tr->opt.state_len : d->shard_opt.state_len) * f;
+    /* ZeRO-Offload (kiln/offload.h, the trainer's optim_hook): the state is on the host */
+    m.optim = d->tr->optim_hook ? 0 : (d->cfg.strategy == KN_DP_DDP ? d->tr->opt.state_len : d->shard_opt.state_len) * f;
     m.staging_peak = d->staging_peak;
     m.gathered_peak = d->gathered_peak;
     m.device = d->device_held;

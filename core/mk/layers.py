@@ -61,6 +61,7 @@ HEADER_LAYER = {
     "program.h": "program",
     "data.h": "data",
     "nn.h": "nn", "step.h": "nn", "infer.h": "nn",
+    "offload.h": "nn",  # the host step (nn/offload.c); kn_offload_dp and kn_offload_sync in dist/offload_dp.c
     "dist.h": "dist", "pipeline.h": "dist",
 }
 

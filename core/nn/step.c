@@ -184,6 +184,10 @@ static kn_status eager_grads(kn_trainer *t, double *loss) {
 }
 
 kn_status kn_trainer_optim_step(kn_trainer *t, float *param, float *grad, float *state, double lr) {
+    if (t->optim_hook) { /* ZeRO-Offload (kiln/offload.h): the step on the host */
+        t->low_fresh = false;
+        return t->optim_hook(t->optim_hook_ctx, param, grad, lr);
+    }
     if (!t->low) return kn_device_optim_step(t->dev, &t->opt, param, grad, state, lr);
     KN_TRY(kn_device_optim_step_low(t->dev, &t->opt, param, grad, state, lr, t->low_dt, kn_tensor_data(t->low)));
     t->low_fresh = true;

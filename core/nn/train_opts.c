@@ -55,6 +55,7 @@ static const opt_row k_opts[] = {
     {"epilogue", O_INT, F(epilogue), 0, 0, 1, false, "matmul epilogues (the epilogue pass: bias, gelu and the bias gradient in the matmul's library call): 1 (also bare --epilogue) or 0"},
     {"hfuse", O_INT, F(hfuse), 0, 0, 1, false, "horizontal fusion (the hfuse pass: the q, k, v products of one weight's column slices as one wide product, forward and backward): 1 (also bare --hfuse) or 0"},
     {"cuda-graph", O_STR, S(cuda_graph), 0, 0, false, "on or off: replay the compiled GPU step as one CUDA graph"},
+    {"offload", O_STR, S(offload), 0, 0, false, "none or optimizer: ZeRO-Offload, the optimizer state (AdamW's m and v, a master copy) and its step on the host, gradients down and parameters up each step (a GPU; with --dist ddp, zero1, zero2 each rank its part; kiln/offload.h)"},
     {"loss-scale", O_STR, S(loss_scale), 0, 0, false, "auto (dynamic with fp16, else none), none, dynamic[:INIT[:INTERVAL]] or a fixed scale"},
     {"out", O_STR, S(out), 0, 0, false, "checkpoint to write ('none': do not write one)"},
     {"resume", O_STR, S(resume), 0, 0, false, "continue the run saved in this checkpoint, exactly"},
@@ -106,6 +107,7 @@ static void defaults(kn_train_opts *o) {
     snprintf(o->remat, sizeof o->remat, "none");
     snprintf(o->passes, sizeof o->passes, "none");
     snprintf(o->cuda_graph, sizeof o->cuda_graph, "off");
+    snprintf(o->offload, sizeof o->offload, "none");
     snprintf(o->loss_scale, sizeof o->loss_scale, "auto");
     snprintf(o->precision, sizeof o->precision, "fp32");
     snprintf(o->out, sizeof o->out, "ckpt.safetensors");

@@ -36,6 +36,7 @@ typedef struct kn_train_opts {
     char remat[32];              /* activation checkpointing policy (kiln/passes.h): "none", "full", ... */
     char passes[96];             /* graph passes run first, "none" or a kn_passes_run list ("all", "cse,dce") */
     char cuda_graph[8];          /* "on": the compiled GPU step replayed as a CUDA graph; "off" */
+    char offload[16];            /* "none" or "optimizer": ZeRO-Offload, the optimizer on the host (kiln/offload.h) */
     char loss_scale[48];         /* "auto" (dynamic for fp16, else none), "none", "dynamic[:INIT[:INTERVAL]]", a number */
     int flash;                   /* 1: the flash pass (flash attention) on the step's graph */
     int epilogue;                /* 1: the epilogue pass (matmul epilogues) on the step's graph */

@@ -56,10 +56,12 @@ static inline void store_low(kn_dtype dt, uint16_t *low, int64_t i, float x) {
     if (low) low[i] = dt == KN_DT_BF16 ? kn_f32_to_bf16(x) : kn_f32_to_f16(x);
 }
 
-static void sgd_step(kn_optim *o, float *p, const float *g, float *buf, double lr, kn_dtype ldt, uint16_t *low) {
+/* The updates of elements [lo, hi) of the slab (the whole slab: [0, n)); the caller counts the step. */
+static void sgd_step(const kn_optim *o, float *p, const float *g, float *buf, double lr, kn_dtype ldt, uint16_t *low,
+                     int64_t lo, int64_t hi) {
     const double mu = o->cfg.momentum, wd = o->cfg.weight_decay;
     bool first = o->step == 0;
-    for (int64_t i = 0; i < o->n; i++) {
+    for (int64_t i = lo; i < hi; i++) {
         double gi = (double)g[i];
         if (i < o->n_decay) gi += wd * (double)p[i];
         double b = gi;
@@ -72,12 +74,13 @@ static void sgd_step(kn_optim *o, float *p, const float *g, float *buf, double l
     }
 }
 
-static void adamw_step(kn_optim *o, float *p, const float *g, float *state, double lr, kn_dtype ldt, uint16_t *low) {
+static void adamw_step(const kn_optim *o, float *p, const float *g, float *state, double lr, kn_dtype ldt,
+                       uint16_t *low, int64_t lo, int64_t hi) {
     const double b1 = o->cfg.beta1, b2 = o->cfg.beta2, eps = o->cfg.eps, wd = o->cfg.weight_decay;
     const double t = (double)(o->step + 1);
     const double c1 = 1.0 - pow(b1, t), c2 = 1.0 - pow(b2, t);
     float *m = state, *v = state + o->n;
-    for (int64_t i = 0; i < o->n; i++) {
+    for (int64_t i = lo; i < hi; i++) {
         double pi = (double)p[i], gi = (double)g[i];
         if (i < o->n_decay) pi -= lr * wd * pi;
         double mi = b1 * (double)m[i] + (1.0 - b1) * gi;
@@ -99,9 +102,22 @@ kn_status kn_optim_step_low(kn_optim *o, float *param, const float *grad, float 
     if (low && low_dt != KN_DT_BF16 && low_dt != KN_DT_F16)
         return kn_error(KN_ERR_ARG, "kn_optim_step: the weights' low copies are bf16 or f16, not %s",
                         kn_dtype_name(low_dt));
-    if (o->cfg.kind == KN_OPTIM_SGD) sgd_step(o, param, grad, state, lr, low_dt, low);
-    else adamw_step(o, param, grad, state, lr, low_dt, low);
+    if (o->cfg.kind == KN_OPTIM_SGD) sgd_step(o, param, grad, state, lr, low_dt, low, 0, o->n);
+    else adamw_step(o, param, grad, state, lr, low_dt, low, 0, o->n);
     o->step++;
+    return KN_OK;
+}
+
+kn_status kn_optim_step_range(const kn_optim *o, float *param, const float *grad, float *state, double lr, int64_t lo,
+                              int64_t hi) {
+    if (!o || !state || (o->n && (!param || !grad)))
+        return kn_error(KN_ERR_ARG, "kn_optim_step_range: optimizer not initialized or NULL slab");
+    if (lo < 0 || hi < lo || hi > o->n)
+        return kn_error(KN_ERR_ARG, "kn_optim_step_range: range [%lld, %lld) is not inside [0, %lld)", (long long)lo,
+                        (long long)hi, (long long)o->n);
+    if (!isfinite(lr) || lr < 0.0) return kn_error(KN_ERR_ARG, "kn_optim_step_range: learning rate %g is not >= 0", lr);
+    if (o->cfg.kind == KN_OPTIM_SGD) sgd_step(o, param, grad, state, lr, KN_DT_F32, NULL, lo, hi);
+    else adamw_step(o, param, grad, state, lr, KN_DT_F32, NULL, lo, hi);
     return KN_OK;
 }
 

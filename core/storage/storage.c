@@ -134,6 +134,29 @@ void kn_device_free(kn_device dev, void *ptr, size_t nbytes) {
     be->free(be->ctx, dev.index, ptr, nbytes);
 }
 
+kn_status kn_device_host_alloc(kn_device dev, size_t nbytes, void **out) {
+    if (!out) return kn_error(KN_ERR_ARG, "kn_device_host_alloc: out is NULL");
+    *out = NULL;
+    KN_TRY(kn_device_check("kn_device_host_alloc", dev));
+    const kn_storage_backend *be = kn_storage_table[dev.type];
+    void *p = NULL;
+    if (be->host_alloc) {
+        KN_TRY(kn_device_wrap("kn_device_host_alloc", dev, be->host_alloc(be->ctx, dev.index, nbytes, &p)));
+    } else if (!(p = kn_malloc(nbytes > 0 ? nbytes : 1))) {
+        return kn_error(KN_ERR_OOM, "kn_device_host_alloc: out of host memory for %zu bytes", nbytes);
+    }
+    memset(p, 0, nbytes);
+    *out = p;
+    return KN_OK;
+}
+
+void kn_device_host_free(kn_device dev, void *ptr) {
+    const kn_storage_backend *be = kn_storage_backend_get(dev.type);
+    if (!ptr || !be) return;
+    if (be->host_free) be->host_free(be->ctx, dev.index, ptr);
+    else kn_free(ptr);
+}
+
 kn_status kn_device_memcpy(kn_device dst_dev, void *dst, kn_device src_dev, const void *src, size_t nbytes) {
     char d1[32], d2[32];
     KN_TRY(kn_device_check("kn_device_memcpy", dst_dev));

@@ -290,6 +290,21 @@ static kn_status cuda_stream_wait(void *ctx, int index, void *stream, void *even
     return KN_OK;
 }
 
+/* Page-locked host memory (ZeRO-Offload's optimizer state): the DMA engines read and write it
+ * directly, so copies from and to it are asynchronous and run at the link's bandwidth. */
+static kn_status cuda_host_alloc(void *ctx, int index, size_t nbytes, void **out) {
+    (void)ctx;
+    KN_CUDA_TRY(cudaSetDevice(index));
+    KN_CUDA_TRY(cudaHostAlloc(out, nbytes > 0 ? nbytes : 1, cudaHostAllocDefault));
+    return KN_OK;
+}
+
+static void cuda_host_free(void *ctx, int index, void *ptr) {
+    (void)ctx;
+    KN_CUDA_WARN(cudaSetDevice(index));
+    KN_CUDA_WARN(cudaFreeHost(ptr));
+}
+
 static kn_status cuda_copy_async(void *ctx, int index, void *dst, bool dst_on_dev, const void *src, bool src_on_dev,
                                  size_t nbytes, void *stream) {
     (void)ctx; (void)dst_on_dev; (void)src_on_dev;
@@ -357,7 +372,7 @@ extern "C" const kn_storage_backend kn_storage_cuda_backend = {
     cuda_copy, cuda_fill, cuda_synchronize, cuda_mem_stats,
     cuda_stream_new, cuda_stream_free, cuda_stream_sync, cuda_stream_wait, cuda_copy_async,
     cuda_event_new, cuda_event_free, cuda_event_record, cuda_event_sync, cuda_event_query, cuda_event_elapsed,
-    cuda_mem_reset_peak, cuda_copy_2d,
+    cuda_mem_reset_peak, cuda_copy_2d, cuda_host_alloc, cuda_host_free,
 };
 
 

@@ -175,6 +175,13 @@ typedef struct kn_trainer {
      * reduce-scatter for a sharded optimizer). Clip and the optimizer run after it. */
     kn_status (*grad_hook)(struct kn_trainer *t, float *grad, int64_t n, void *ctx);
     void *grad_hook_ctx;
+    /* Optimizer hook (NULL: the device's optimizer, kn_device_optim_step), called by the
+     * update in place of it after the clip, with the device slabs of what the step updates
+     * (one process and DDP: the whole slab; ZeRO-1/2: this rank's shard, kiln/dist.h); it
+     * counts the step itself. ZeRO-Offload's host step plugs in here (kiln/offload.h); the
+     * weights' low copies are rounded again before the next run. */
+    kn_status (*optim_hook)(void *ctx, float *param, const float *grad, double lr);
+    void *optim_hook_ctx;
     /* Loss scaling (kiln/optim.h, core/nn/loss_scale.c): mode NONE until
      * kn_trainer_set_loss_scale. Each step then differentiates loss * scale, divides the
      * gradients by it before the clip, and skips the update when they hold inf or NaN. */

@@ -64,6 +64,16 @@ kn_status kn_optim_step_state(kn_optim *o, float *param, const float *grad, floa
 kn_status kn_optim_step_low(kn_optim *o, float *param, const float *grad, float *state, double lr, kn_dtype low_dt,
                             void *low);
 
+/* Part of one update: elements [lo, hi) of the slabs (param, grad: the whole slab's
+ * pointers; state: o->state_len floats, m then v for AdamW), exactly as kn_optim_step
+ * updates them, and o->step is NOT counted: the caller calls it over ranges that cover
+ * [0, n) once each, then adds 1 to o->step, and has the same bits as one kn_optim_step.
+ * ZeRO-Offload's host step (kiln/offload.h) updates the slab chunk by chunk this way while
+ * the next chunk's gradients are still on their way down. KN_ERR_ARG for a range outside
+ * [0, n), a NULL slab or a bad learning rate. */
+kn_status kn_optim_step_range(const kn_optim *o, float *param, const float *grad, float *state, double lr, int64_t lo,
+                              int64_t hi);
+
 /* Global-norm clipping: norm = sqrt(sum grad^2) (accumulated in double); when norm >
  * max_norm, grad *= max_norm / (norm + 1e-6). max_norm <= 0 disables clipping (the norm
  * is still returned). Returns the norm before clipping. */

@@ -84,6 +84,11 @@ typedef struct kn_storage_backend {
      * device's memory, in stream order (a KV cache's new position, kiln/infer.h). */
     kn_status (*copy_2d)(void *ctx, int index, void *dst, size_t dpitch, const void *src, size_t spitch,
                          size_t width, size_t height);
+    /* Optional (NULL: plain host memory from kn_malloc): host memory this device copies to and
+     * from at full speed, asynchronously (CUDA: page-locked, cudaHostAlloc), and its release.
+     * ZeRO-Offload keeps the optimizer state there (kiln/offload.h). */
+    kn_status (*host_alloc)(void *ctx, int index, size_t nbytes, void **out);
+    void (*host_free)(void *ctx, int index, void *ptr);
 } kn_storage_backend;
 
 /* The registered storage backend of a device type, or NULL when it is not built in (or
@@ -121,6 +126,12 @@ kn_status kn_device_memcpy(kn_device dst_dev, void *dst, kn_device src_dev, cons
 kn_status kn_device_memcpy_2d(kn_device dev, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
                               size_t height);
 kn_status kn_device_memset(kn_device dev, void *ptr, int byte, size_t nbytes);
+/* nbytes of HOST memory (zeroed) that dev copies to and from fastest: pinned (page-locked)
+ * on a GPU, so kn_device_memcpy_async overlaps with compute and runs at the link's speed;
+ * kn_malloc'd memory on the CPU (fault injection reaches it). Released with
+ * kn_device_host_free(dev, ptr) (NULL is fine). KN_ERR_OOM when the host has no room. */
+kn_status kn_device_host_alloc(kn_device dev, size_t nbytes, void **out);
+void kn_device_host_free(kn_device dev, void *ptr);
 /* Wait for all work queued on dev. */
 kn_status kn_device_synchronize(kn_device dev);
 kn_status kn_device_mem_stats_get(kn_device dev, kn_device_mem_stats *out);
