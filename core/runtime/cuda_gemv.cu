@@ -58,7 +58,8 @@
 #define KNV_FN_(name, s) name##_##s
 #define KNV_FN(name, s) KNV_FN_(name, s)
 #ifdef __CUDACC__
-#define KNV_KERNEL(name, args) __global__ void __launch_bounds__(KNV_NT) name(args a)
+/* 2 blocks an SM at least: ptxas keeps a thread's registers to 128 */
+#define KNV_KERNEL(name, args) __global__ void __launch_bounds__(KNV_NT, 2) name(args a)
 #define KN_UNROLL _Pragma("unroll")
 #define KNV_FENCE() __threadfence()
 #define KNV_LDCG(p) __ldcg(p)
@@ -106,29 +107,28 @@ KNV_DEV void knv_stage(float *sa, int mm, int ld, const void *a, int a_f32, int 
     }
 }
 
-/* Eight bf16 weights at p as f32: one 16-byte load when vec (p 16-byte aligned) and all 8
- * are inside (valid >= 8), else one at a time, 0 for those past valid. */
-KNV_DEV void knv_load8(float *w, const unsigned short *p, int vec, long long valid) {
+/* Eight bf16 weights at p, kept packed as they are in memory (two a 32-bit word, element
+ * 2i in the low half of u[i]: half the registers of f32, so twice the loads in flight):
+ * one 16-byte load when vec (p 16-byte aligned) and all 8 are inside (valid >= 8), else
+ * one at a time, 0 for those past valid. KNV_W(u, j) is element j as f32 (exact). */
+KNV_DEV void knv_load8(unsigned *u, const unsigned short *p, int vec, long long valid) {
     if (vec && valid >= 8) {
-        unsigned u[4];
 #ifdef __CUDACC__
         const uint4 q = __ldg((const uint4 *)p);
         u[0] = q.x; u[1] = q.y; u[2] = q.z; u[3] = q.w;
 #else
-        memcpy(u, p, sizeof u);
+        memcpy(u, p, 4 * sizeof *u);
 #endif
-        KN_UNROLL for (int j = 0; j < 4; j++) {
-            w[2 * j] = kn_bits_f32(u[j] << 16);
-            w[2 * j + 1] = kn_bits_f32(u[j] & 0xffff0000u);
-        }
     } else {
-        KN_UNROLL for (int j = 0; j < 8; j++) w[j] = j < valid ? kn_bf16_f32(p[j]) : 0.0f;
+        KN_UNROLL for (int j = 0; j < 4; j++)
+            u[j] = (2 * j < valid ? (unsigned)p[2 * j] : 0u) | (2 * j + 1 < valid ? (unsigned)p[2 * j + 1] << 16 : 0u);
     }
 }
+#define KNV_W(u, j) kn_bits_f32((j) % 2 ? (u)[(j) / 2] & 0xffff0000u : (u)[(j) / 2] << 16)
 
 /* w [k, n]: the KNV_U rows r, r + 32, ... (below kt) of the staged tile at k0, the 8 columns
  * from n0; rows past kt are left unread (and unused). */
-KNV_DEV void knv_rows_kn(float (*w)[8], const unsigned short *wp, long long n, int vec, long long k0, int r, int kt,
+KNV_DEV void knv_rows_kn(unsigned (*w)[4], const unsigned short *wp, long long n, int vec, long long k0, int r, int kt,
                          long long n0) {
     KN_UNROLL for (int u = 0; u < KNV_U; u++) {
         const int rr = r + 32 * u;
@@ -138,7 +138,7 @@ KNV_DEV void knv_rows_kn(float (*w)[8], const unsigned short *wp, long long n, i
 
 /* w [n, k]: the chunks kk and kk + 256 (columns of the tile at k0) of the 4 rows nb.. of w;
  * zeros past kt or past n. */
-KNV_DEV void knv_chunks_nk(float (*w)[4][8], const unsigned short *wp, long long n, long long k, int vec, long long k0,
+KNV_DEV void knv_chunks_nk(unsigned (*w)[4][4], const unsigned short *wp, long long n, long long k, int vec, long long k0,
                            int kk, int kt, long long nb) {
     KN_UNROLL for (int u = 0; u < 2; u++) {
         const int ku = kk + 256 * u;
@@ -146,7 +146,7 @@ KNV_DEV void knv_chunks_nk(float (*w)[4][8], const unsigned short *wp, long long
             if (ku < kt && nb + c < n) {
                 knv_load8(w[u][c], wp + (nb + c) * k + k0 + ku, vec, kt - ku);
             } else {
-                KN_UNROLL for (int j = 0; j < 8; j++) w[u][c][j] = 0.0f;
+                KN_UNROLL for (int j = 0; j < 4; j++) w[u][c][j] = 0u;
             }
         }
     }
