@@ -1,5 +1,5 @@
-/* cuda_gemv.h — the product of a few rows by a bf16 weight matrix, streamed
- * (core/runtime/cuda_gemv.cu): on the GPU (knc_gemv, which cuda_matmul.cu and
+/* cuda_gemv.h — the product of a few rows by a bf16 weight matrix, streamed by the kernels
+ * of core/runtime/cuda_gemv.cu: on the GPU (knc_gemv, which cuda_matmul.cu and
  * cuda_matmul_lt.cu call for products of at most KN_GEMV_MAX_M rows) and, the same kernel
  * text compiled as C, under the CUDA emulator (kn_gemv_emu, for the tests).
  *

@@ -1,4 +1,5 @@
-/* cuda_matmul.cu — matmul on the GPU through cuBLAS (cublasGemmStridedBatchedEx).
+/* cuda_matmul.cu — matmul on the GPU through cuBLAS (cublasGemmStridedBatchedEx), and for
+ * a bf16 product of at most 8 rows through the GEMV of cuda_gemv.cu.
  *
  * kiln's tensors are row-major and cuBLAS is column-major. A row-major [m, n] matrix is the
  * column-major [n, m] matrix of the same bytes, so C = op(A) op(B) (row-major) is computed
