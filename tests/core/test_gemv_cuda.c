@@ -420,7 +420,7 @@ KN_TEST(cuda_gemv, decode_with_and_without_the_gemv) {
                 }
                 for (int v = 0; v < cfg.vocab; v++)
                     if (v != ay && (second < 0 || y[v] > y[second])) second = v;
-                cr_assert(maxdiff <= 3e-2 * maxref, "graph %d, step %d row %d: logits differ by %.3g of %.3g", graph, s,
+                cr_assert(maxdiff <= 5e-2 * maxref, "graph %d, step %d row %d: logits differ by %.3g of %.3g", graph, s,
                           b, maxdiff, maxref);
                 if (y[ay] - y[second] > 2 * maxdiff)
                     cr_assert_eq(ax, ay, "graph %d, step %d row %d: greedy token %d with the GEMV, %d with cuBLAS", graph,
