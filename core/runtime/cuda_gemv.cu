@@ -58,14 +58,14 @@
 #define KNV_FN_(name, s) name##_##s
 #define KNV_FN(name, s) KNV_FN_(name, s)
 #ifdef __CUDACC__
-/* 2 blocks an SM at least: ptxas keeps a thread's registers to 128 */
-#define KNV_KERNEL(name, args) __global__ void __launch_bounds__(KNV_NT, 2) name(args a)
+/* minb blocks an SM at least: ptxas keeps a thread's registers to 65536 / (minb KNV_NT) */
+#define KNV_KERNEL(name, args, minb) __global__ void __launch_bounds__(KNV_NT, minb) name(args a)
 #define KN_UNROLL _Pragma("unroll")
 #define KNV_FENCE() __threadfence()
 #define KNV_LDCG(p) __ldcg(p)
 #define KNV_DEV static __device__ __forceinline__
 #else
-#define KNV_KERNEL(name, args) KN_KERNEL_DEF(name, args)
+#define KNV_KERNEL(name, args, minb) KN_KERNEL_DEF(name, args)
 #define KN_UNROLL
 #define KNV_FENCE() ((void)0)
 #define KNV_LDCG(p) (*(p))
