@@ -163,6 +163,7 @@ KN_TEST(gemv_emu, every_row_count) {
 KN_TEST(gemv_emu, odd_tails_and_unaligned_weights) {
     emu_case(3, 77, 131, false, false, true, true, 0, false, false, 30);  /* n % 8: one element at a time */
     emu_case(5, 45, 101, true, true, false, true, 0, false, false, 31);   /* k % 8 (transposed w), transposed a */
+    emu_case(4, 200, 96, true, false, true, false, 0, false, false, 36); /* transposed a, w [k, n] */
     emu_case(2, 64, 40, false, false, false, false, 1, false, false, 32); /* rows of w 2 bytes off 16 */
     emu_case(7, 40, 64, false, true, false, false, 3, false, false, 33);
     emu_case(1, 9, 1, false, false, false, true, 0, false, false, 34);    /* k 1 */
