@@ -15,8 +15,12 @@
  *   E2E   end-to-end latency: from the start to the last token;
  * each as mean, p50, p95 and p99 (numpy's linear interpolation), plus output tokens/s (all
  * the new tokens over the summed end-to-end time) and the peak memory of a request
- * (kiln's allocations on the device; on the CPU its heap blocks). Every token's logits
- * come back to the host and are drawn there, as in `kiln generate`: part of the cost.
+ * (kiln's allocations on the device; on the CPU its heap blocks). Decoding is greedy, so
+ * each token is its row's argmax taken on the device (kn_device_argmax_rows) and only the
+ * B token ids come back to the host, as in `kiln generate` at temperature 0: part of the cost.
+ * The header says which kernel runs the products of at most 8 rows on a GPU (the GEMV of
+ * core/runtime/cuda_gemv.cu, or cuBLAS with KILN_NO_GEMV=1), and the line after the table how
+ * many products went each way (also in the JSON: "small_products", "gemv", "cublas").
  * Output: a table on stdout and, with --json FILE, the same numbers as JSON, the format
  * plots/bench_infer_torch.py writes for PyTorch (plots/bench_infer_compare.py divides).
  * Before the table, per batch size, the decode program's step count (kn_program_stats:
@@ -30,6 +34,7 @@
 #include "cli/cli.h"
 #include "cli/infer_cli.h"
 #include "kiln/device.h"
+#include "runtime/cuda_gemv.h"
 
 typedef struct bi_workload {
     const char *name;
@@ -204,7 +209,8 @@ static void json_stat(kn_json *j, const char *key, bi_stat s) {
 }
 
 static kn_status write_json(const char *path, const char *dev, const char *mode, const char *model,
-                            const kn_gpt_config *c, const bi_result *r, int nr) {
+                            const kn_gpt_config *c, const bi_result *r, int nr, const char *small, long long ngemv,
+                            long long ncublas) {
     FILE *f = fopen(path, "w");
     if (!f) return kn_error(KN_ERR_IO, "bench-infer: cannot write %s", path);
     kn_json j;
@@ -214,6 +220,9 @@ static kn_status write_json(const char *path, const char *dev, const char *mode,
     kn_json_key(&j, "variant"); kn_json_string(&j, mode);
     kn_json_key(&j, "device"); kn_json_string(&j, dev);
     kn_json_key(&j, "model"); kn_json_string(&j, model);
+    kn_json_key(&j, "small_products"); kn_json_string(&j, small);
+    kn_json_key(&j, "gemv"); kn_json_int(&j, ngemv);
+    kn_json_key(&j, "cublas"); kn_json_int(&j, ncublas);
     kn_json_key(&j, "config");
     kn_json_begin_object(&j);
     kn_json_key(&j, "vocab"); kn_json_int(&j, c->vocab);
@@ -362,6 +371,10 @@ int kn_cli_bench_infer(int argc, char **argv) {
     printf("bench-infer: %s on %s, %s programs%s; %d layers, width %d, %d heads, context %d, vocab %d\n", mname, devs,
            o.mode, io.cuda_graph ? " (decode as a CUDA graph)" : "", g.cfg.layers, g.cfg.width, g.cfg.heads,
            g.cfg.context, g.cfg.vocab);
+    const char *small = io.device.type != KN_DEVICE_CUDA ? "cpu" : kn_gemv_cuda_enabled() ? "gemv" : "cublas";
+    if (io.device.type == KN_DEVICE_CUDA)
+        printf("products of <= %d rows (bf16): %s%s\n", KN_GEMV_MAX_M, small,
+               strcmp(small, "gemv") ? " (KILN_NO_GEMV=1)" : " (core/runtime/cuda_gemv.cu; KILN_NO_GEMV=1: cuBLAS)");
     bi_result res[NWORK * MAXB];
     int nres = 0;
     int64_t total = 0, done = 0;
@@ -385,7 +398,12 @@ int kn_cli_bench_infer(int argc, char **argv) {
     }
     kn_progress_end(&bar, NULL);
     if (st == KN_OK) print_table(res, nres);
-    if (st == KN_OK && o.json[0]) st = write_json(o.json, devs, o.mode, mname, &g.cfg, res, nres);
+    long long ngemv = 0, ncublas = 0;
+    kn_gemv_cuda_counts(&ngemv, &ncublas);
+    if (st == KN_OK && io.device.type == KN_DEVICE_CUDA)
+        printf("products of <= %d rows queued: %lld by the GEMV, %lld by cuBLAS (a CUDA graph's replays not counted)\n",
+               KN_GEMV_MAX_M, ngemv, ncublas);
+    if (st == KN_OK && o.json[0]) st = write_json(o.json, devs, o.mode, mname, &g.cfg, res, nres, small, ngemv, ncublas);
     if (st != KN_OK) fprintf(stderr, "kiln bench-infer: %s\n", kn_last_error());
     kn_gpt_free(&g);
     return st == KN_OK ? 0 : 1;

@@ -7,7 +7,8 @@
  * input and as the output that replaces it, written in place by the step that makes it.
  * Per decode step the host uploads two small inputs (the tokens and their position), the
  * step's attn_decode ops append the new keys and values to the cache, and the logits
- * [B, V] come back. */
+ * [B, V] come back, or, when decoding greedily, only each row's argmax, taken on the
+ * device (kn_device_argmax_rows). */
 #include <math.h>
 #include <string.h>
 
@@ -290,6 +291,7 @@ kn_status kn_infer_new(kn_infer *inf, const kn_gpt *model, int B, const kn_infer
         st = block_view(inf->cache, 2 * c->layers, i, 4, sv, &inf->cache_views[i]);
     int64_t s2[2] = {2, B}; /* tok and pos: one buffer, so one upload a token */
     if (st == KN_OK) st = device_tensor(inf, KN_DT_I32, 2, s2, &inf->step_in);
+    if (st == KN_OK) st = device_tensor(inf, KN_DT_I32, 1, s1, &inf->next);
     if (st == KN_OK) st = block_view(inf->step_in, 2, 0, 1, s1, &inf->tok);
     if (st == KN_OK) st = block_view(inf->step_in, 2, 1, 1, s1, &inf->pos);
     if (st == KN_OK) {
@@ -317,7 +319,7 @@ void kn_infer_free(kn_infer *inf) {
     for (int i = 0; inf->model && inf->cache_views && i < 2 * inf->model->cfg.layers; i++)
         kn_tensor_free(inf->cache_views[i]);
     kn_free(inf->cache_views);
-    kn_tensor *ts[] = {inf->params, inf->low, inf->cache, inf->tok, inf->pos, inf->step_in};
+    kn_tensor *ts[] = {inf->params, inf->low, inf->cache, inf->tok, inf->pos, inf->step_in, inf->next};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) kn_tensor_free(ts[i]);
     void *hs[] = {inf->h_tok, inf->logits, inf->scratch}; /* h_pos: in h_tok's block */
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) kn_free(hs[i]);
@@ -344,7 +346,8 @@ static kn_status check_tokens(const kn_infer *inf, const char *fn, const int32_t
     return KN_OK;
 }
 
-kn_status kn_infer_prefill(kn_infer *inf, const int32_t *ids, int T) {
+/* kn_infer_prefill without bringing the logits back; *ran: the program that made them. */
+static kn_status run_prefill(kn_infer *inf, const int32_t *ids, int T, kn_program **ran) {
     if (!inf || !inf->decode || !ids) return kn_error(KN_ERR_ARG, "kn_infer_prefill: no session or no tokens");
     if (T < 1 || T > inf->Tmax)
         return kn_error(KN_ERR_ARG, "kn_infer_prefill: a prompt of %d tokens does not fit the context of %d (need 1..%d)",
@@ -378,12 +381,19 @@ kn_status kn_infer_prefill(kn_infer *inf, const int32_t *ids, int T) {
     }
     KN_TRY(upload(inf, inf->idx[slot], ids));
     KN_TRY(kn_program_run(inf->prefill[slot]));
-    KN_TRY(take_logits(inf, inf->prefill[slot]));
     inf->len = T;
+    *ran = inf->prefill[slot];
     return KN_OK;
 }
 
-kn_status kn_infer_decode(kn_infer *inf, const int32_t *tok) {
+kn_status kn_infer_prefill(kn_infer *inf, const int32_t *ids, int T) {
+    kn_program *p = NULL;
+    KN_TRY(run_prefill(inf, ids, T, &p));
+    return take_logits(inf, p);
+}
+
+/* kn_infer_decode without bringing the logits back. */
+static kn_status run_decode(kn_infer *inf, const int32_t *tok) {
     if (!inf || !inf->decode || !tok) return kn_error(KN_ERR_ARG, "kn_infer_decode: no session or no tokens");
     if (inf->len < 1) return kn_error(KN_ERR_ARG, "kn_infer_decode: run a prefill first (the cache is empty)");
     if (inf->len >= inf->Tmax)
@@ -396,9 +406,21 @@ kn_status kn_infer_decode(kn_infer *inf, const int32_t *tok) {
     }
     KN_TRY(upload(inf, inf->step_in, inf->h_tok)); /* h_tok, then h_pos */
     KN_TRY(kn_program_run(inf->decode)); /* which also writes cache position pos */
-    KN_TRY(take_logits(inf, inf->decode));
     inf->len = pos + 1;
     return KN_OK;
+}
+
+kn_status kn_infer_decode(kn_infer *inf, const int32_t *tok) {
+    KN_TRY(run_decode(inf, tok));
+    return take_logits(inf, inf->decode);
+}
+
+/* Greedy's tokens from p's logits: each row's argmax on the device, B ids back. */
+static kn_status take_argmax(kn_infer *inf, const kn_program *p, int32_t *tok) {
+    const kn_tensor *lg = kn_program_output(p, 0);
+    if (!lg || lg->dtype != KN_DT_F32) return kn_error(KN_ERR_INTERNAL, "kn_infer: the step made no f32 logits");
+    KN_TRY(kn_device_argmax_rows(inf->o.device, kn_tensor_data(lg), inf->B, inf->V, kn_tensor_data(inf->next)));
+    return kn_device_memcpy(KN_CPU, tok, inf->o.device, kn_tensor_data(inf->next), (size_t)inf->B * sizeof *tok);
 }
 
 kn_status kn_infer_cache_read(const kn_infer *inf, float *out) {
@@ -426,18 +448,22 @@ kn_status kn_infer_generate(kn_infer *inf, int32_t *ids, int n0, int n, const kn
     for (int len = n0; st == KN_OK && len < n; len++) {
         /* the logits at position len - 1: a prefill of the prompt, a decode step of the
          * last token while the cache has room, then a prefill of the sliding window */
+        kn_program *p = inf->decode;
         if (len == n0 || len > Tm) {
             int T = len < Tm ? len : Tm;
             for (int b = 0; b < B; b++) memcpy(win + (size_t)b * T, ids + (size_t)b * n + len - T, (size_t)T * sizeof *win);
-            st = kn_infer_prefill(inf, win, T);
+            st = run_prefill(inf, win, T, &p);
         } else {
             for (int b = 0; b < B; b++) tok[b] = ids[(size_t)b * n + len - 1];
-            st = kn_infer_decode(inf, tok);
+            st = run_decode(inf, tok);
         }
-        for (int b = 0; st == KN_OK && b < B; b++) {
-            tok[b] = kn_sample_row(inf->logits + (size_t)b * inf->V, inf->V, s, rng, inf->scratch);
-            ids[(size_t)b * n + len] = tok[b];
+        if (st == KN_OK && s->temperature <= 0) st = take_argmax(inf, p, tok); /* greedy: B ids, not B x V logits */
+        else if (st == KN_OK) {
+            st = take_logits(inf, p);
+            for (int b = 0; st == KN_OK && b < B; b++)
+                tok[b] = kn_sample_row(inf->logits + (size_t)b * inf->V, inf->V, s, rng, inf->scratch);
         }
+        for (int b = 0; st == KN_OK && b < B; b++) ids[(size_t)b * n + len] = tok[b];
         if (st == KN_OK && fn) st = fn(ctx, len, tok);
     }
     kn_free(win);

@@ -1,4 +1,5 @@
-/* cuda_matmul.cu — matmul on the GPU through cuBLAS (cublasGemmStridedBatchedEx).
+/* cuda_matmul.cu — matmul on the GPU through cuBLAS (cublasGemmStridedBatchedEx), and for
+ * a bf16 product of at most 8 rows through the GEMV of cuda_gemv.cu.
  *
  * kiln's tensors are row-major and cuBLAS is column-major. A row-major [m, n] matrix is the
  * column-major [n, m] matrix of the same bytes, so C = op(A) op(B) (row-major) is computed
@@ -26,6 +27,7 @@
 #pragma GCC diagnostic pop
 #include <mutex>
 
+#include "runtime/cuda_gemv.h"
 #include "runtime/cuda_impl.h"
 
 #define KNC_MAX_GPUS 64
@@ -145,15 +147,25 @@ KNC_KERNEL(knc_matmul) {
     int ka = batch_kind(a->ndim - 2, a->shape, nb, t->shape), kb = batch_kind(b->ndim - 2, b->shape, nb, t->shape);
     if (ka == 2) { st = materialize(a, nb, t->shape, &ma); a = ma; ka = 1; }
     if (st == KN_OK && kb == 2) { st = materialize(b, nb, t->shape, &mb); b = mb; kb = 1; }
+    bool done = false;
+    if (st == KN_OK && m <= KN_GEMV_MAX_M) { /* a few rows: the GEMV streams the weights */
+        if (dt == KN_DT_BF16 && nbatch == 1 && k > 0) {
+            kn_gemv_args g = {.m = (int)m, .n = nn, .k = k, .a = kn_tensor_data(a), .a_f32 = false, .ta = ta,
+                              .w = (const unsigned short *)kn_tensor_data(b), .tb = tb, .bias = NULL, .gelu = false,
+                              .c = kn_tensor_data(*out), .c_f32 = false, .aux = NULL};
+            st = knc_gemv(&g, knc_dev(in).index, &done);
+        } else if (dt == KN_DT_BF16)
+            knc_gemv_count_cublas();
+    }
     cublasHandle_t h = NULL;
-    if (st == KN_OK) st = get_handle(knc_dev(in).index, &h);
-    if (st == KN_OK && k == 0) { /* an empty sum: zeros (cuBLAS would reject lda = 0) */
+    if (st == KN_OK && !done) st = get_handle(knc_dev(in).index, &h);
+    if (st == KN_OK && !done && k == 0) { /* an empty sum: zeros (cuBLAS would reject lda = 0) */
         cudaError_t e = cudaMemsetAsync(kn_tensor_data(*out), 0, (size_t)(m * nn * nbatch) * kn_dtype_size(dt), knc_stream);
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
             st = kn_error(KN_ERR_DEVICE, "matmul: cudaMemsetAsync failed: %s", cudaGetErrorString(e));
         }
-    } else if (st == KN_OK) {
+    } else if (st == KN_OK && !done) {
         /* Column-major view: C^T[n, m] = op(B)^T [n, k] * op(A)^T [k, m]. */
         cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
         int ldb = (int)(tb ? k : nn), lda = (int)(ta ? m : k), ldc = (int)nn;

@@ -27,7 +27,10 @@
  * keeping the aux, gelu', and sum's own column sum kernel): the same results, about the speed
  * of the unfused step. The GELU epilogues in f64 always take that path: cuBLASLt's GELU
  * and GELU' are 4e-12 and 3e-10 off in f64, outside kiln's 1e-12 for f64.
- * KILN_LT_EPILOGUE=0 forces that path (the GPU test compares both). */
+ * KILN_LT_EPILOGUE=0 forces that path (the GPU test compares both). matmul_bias and
+ * matmul_bias_gelu of at most KN_GEMV_MAX_M rows with bf16 operands (a decode step's) run
+ * the weight-streaming GEMV with the epilogue in its last step instead (cuda_gemv.cu;
+ * KILN_NO_GEMV=1: cuBLASLt as above); its gelu is kiln's (kiln/scalar.h). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wswitch-enum"
 #include <cublasLt.h>
@@ -36,6 +39,7 @@
 #include <map>
 #include <mutex>
 
+#include "runtime/cuda_gemv.h"
 #include "runtime/cuda_impl.h"
 extern "C" {
 #include "kiln/gemm.h" /* the cache directory (kn_gemm_cache_dir) */
@@ -320,7 +324,19 @@ KNC_KERNEL(knc_matmul_ep) {
     } else {
         lt_gpu G;
         bool done = false;
-        st = lt_get(knc_dev(in).index, &G);
+        if (m <= KN_GEMV_MAX_M && idt == KN_DT_BF16 && odt == KN_DT_F32) {
+            if (op == KN_OP_MATMUL_BIAS || op == KN_OP_MATMUL_BIAS_GELU) { /* a few rows: the GEMV, epilogue and all */
+                kn_gemv_args g = {.m = (int)m, .n = nn, .k = k, .a = kn_tensor_data(a), .a_f32 = false, .ta = ta,
+                                  .w = (const unsigned short *)kn_tensor_data(b), .tb = tb,
+                                  .bias = (const float *)kn_tensor_data(e), .gelu = op == KN_OP_MATMUL_BIAS_GELU,
+                                  .c = c, .c_f32 = true,
+                                  .aux = op == KN_OP_MATMUL_BIAS_GELU ? (float *)c + m * nn : NULL};
+                st = knc_gemv(&g, knc_dev(in).index, &done);
+                if (st == KN_OK && done) return KN_OK;
+            } else
+                knc_gemv_count_cublas();
+        }
+        if (st == KN_OK) st = lt_get(knc_dev(in).index, &G);
         /* f64 is kiln's reference precision (the CPU within 1e-12): cuBLASLt's GELU and
          * GELU' epilogues in f64 differ by up to 3e-10 (H100, 2026-11-25), so f64 takes
          * them by hand */

@@ -96,6 +96,15 @@ kn_status kn_device_scale(kn_device dev, float *x, int64_t n, double s) {
     return be->scale(be->ctx, dev.index, x, n, s);
 }
 
+kn_status kn_device_argmax_rows(kn_device dev, const float *x, int64_t rows, int64_t n, int32_t *out) {
+    if (rows < 0 || n < 1 || (rows > 0 && (!x || !out)))
+        return kn_error(KN_ERR_ARG, "kn_device_argmax_rows: NULL arrays or %lld rows of %lld", (long long)rows,
+                        (long long)n);
+    KN_TRY(kn_device_check("kn_device_argmax_rows", dev));
+    const kn_device_backend *be = kn_device_table[dev.type];
+    return be->argmax_rows(be->ctx, dev.index, x, rows, n, out);
+}
+
 kn_status kn_device_profile_start(kn_device dev) {
     KN_TRY(kn_device_check("kn_device_profile_start", dev));
     const kn_device_backend *be = kn_device_table[dev.type];

@@ -55,6 +55,20 @@ static kn_status cpu_cross_entropy_fused(void *ctx, int index, const kn_tensor *
     return kn_cpu_cross_entropy_fused(in, loss, dlogits);
 }
 
+/* The scan kn_sample_row makes at temperature 0 (kiln/infer.h), a row at a time. */
+static kn_status cpu_argmax_rows(void *ctx, int index, const float *x, int64_t rows, int64_t n, int32_t *out) {
+    (void)ctx; (void)index;
+    if (n > INT32_MAX) return kn_error(KN_ERR_ARG, "argmax_rows: rows of %lld exceed int32 indices", (long long)n);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *row = x + r * n;
+        int64_t best = 0;
+        for (int64_t v = 1; v < n; v++)
+            if (row[v] > row[best]) best = v;
+        out[r] = (int32_t)best;
+    }
+    return KN_OK;
+}
+
 const kn_device_backend kn_device_cpu_backend = {
     .name = "cpu",
     .type = KN_DEVICE_CPU,
@@ -68,4 +82,5 @@ const kn_device_backend kn_device_cpu_backend = {
     .profile_report = cpu_profile_report,
     .scale = cpu_scale,
     .cross_entropy_fused = cpu_cross_entropy_fused,
+    .argmax_rows = cpu_argmax_rows,
 };

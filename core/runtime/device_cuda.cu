@@ -1,8 +1,9 @@
 /* device_cuda.cu — the CUDA compute backend (kiln/device.h): the CUDA op table
  * (cuda_ops.cu), contiguous copies, the optimizer (cuda_optim.cu) and the per-op profile
- * (cuda_profile.cu). Compiled only when nvcc is found (KN_HAVE_CUDA=1; device.c registers
+ * (cuda_profile.cu), greedy decoding's argmax (cuda_argmax.cu). Compiled only when nvcc is found (KN_HAVE_CUDA=1; device.c registers
  * it). Its memory, copies, streams, events and graph capture are the CUDA storage backend,
  * core/storage/storage_cuda.cu. */
+#include "runtime/cuda_argmax.h"
 #include "runtime/cuda_impl.h"
 
 /* Compute: the CUDA op table (cuda_ops.cu), the optimizer (cuda_optim.cu), the profile
@@ -32,9 +33,14 @@ static kn_status cuda_ce_fused(void *, int index, const kn_tensor *const *in, kn
     return kn_cuda_cross_entropy_fused(in, loss, dlogits);
 }
 
+static kn_status cuda_argmax(void *, int index, const float *x, int64_t rows, int64_t n, int32_t *out) {
+    KN_CUDA_TRY(cudaSetDevice(index));
+    return knc_argmax_rows(x, rows, n, out);
+}
+
 /* Positional, in the order of kn_device_backend's members (C++17 has no designators). */
 extern "C" const kn_device_backend kn_device_cuda_backend = {
     "cuda", KN_DEVICE_CUDA, nullptr,
     cuda_supports_op, cuda_node_eval, cuda_contiguous, cuda_optim, cuda_clip, cuda_profile_start, cuda_profile_report,
-    cuda_scale, cuda_ce_fused,
+    cuda_scale, cuda_ce_fused, cuda_argmax,
 };

@@ -57,6 +57,11 @@ typedef struct kn_device_backend {
      * into this call (core/program/plan.c, kn_program_pair_losses). */
     kn_status (*cross_entropy_fused)(void *ctx, int index, const kn_tensor *const *in, kn_tensor **loss,
                                      kn_tensor **dlogits);
+    /* argmax_rows: out[r] (int32, this device's memory) = the first index of the largest of
+     * row r of x [rows, n] (f32, this device's memory), NaN never chosen unless at index 0
+     * (kn_sample_row's greedy scan, kiln/infer.h); asynchronous on a GPU. Greedy decoding
+     * (kn_infer_generate) takes its tokens so instead of copying the logits to the host. */
+    kn_status (*argmax_rows)(void *ctx, int index, const float *x, int64_t rows, int64_t n, int32_t *out);
 } kn_device_backend;
 
 /* The registered backend of a device type, or NULL when it is not built in (or `type` is
@@ -83,6 +88,9 @@ kn_status kn_device_optim_step_low(kn_device dev, kn_optim *o, float *param, con
                                    double lr, kn_dtype low_dt, void *low);
 /* x[i] = (float)((double)x[i] * s) for a slab of n floats on dev (asynchronous on a GPU). */
 kn_status kn_device_scale(kn_device dev, float *x, int64_t n, double s);
+/* The backend's argmax_rows on dev: x [rows, n] f32 and out [rows] int32 in dev's memory.
+ * KN_ERR_ARG for NULL arrays or n < 1. */
+kn_status kn_device_argmax_rows(kn_device dev, const float *x, int64_t rows, int64_t n, int32_t *out);
 /* Global-norm clipping of a gradient slab on dev; *norm: the norm before clipping. Waits
  * for the norm. */
 kn_status kn_device_clip_grad_norm(kn_device dev, float *grad, int64_t n, double max_norm, double *norm);

@@ -88,7 +88,10 @@ typedef struct kn_infer {
     kn_program *prefill[KN_INFER_PREFILLS]; /* owned: prefill programs, by prompt length */
     int prefill_T[KN_INFER_PREFILLS];
     kn_tensor *idx[KN_INFER_PREFILLS];     /* owned: their inputs "idx" [B, T] on the device */
-    float *logits;           /* owned: host [B, V], the last step's logits */
+    kn_tensor *next;         /* owned, on the device: i32 [B], greedy generation's tokens (the
+                              * device's argmax of the logits, kn_device_argmax_rows) */
+    float *logits;           /* owned: host [B, V], the last step's logits (not filled by greedy
+                              * generation, which brings back only the tokens) */
     int32_t *scratch;        /* owned: [V], for top-k / top-p */
 } kn_infer;
 
@@ -114,7 +117,9 @@ typedef kn_status (*kn_infer_token_fn)(void *ctx, int i, const int32_t *tok);
  * and rng (the rows in order, one draw each per position), calling fn (may be NULL) after
  * each position. A prefill, then decode steps while the cache has room; past Tmax each
  * token runs the prefill of the last Tmax tokens (the window slides, see above). Prompts
- * longer than the context are KN_ERR_ARG (the caller truncates them if it wants). */
+ * longer than the context are KN_ERR_ARG (the caller truncates them if it wants). Greedy
+ * (temperature 0) takes each row's argmax on the device and copies back B token ids, not
+ * the [B, V] logits (inf->logits is then left as it was); the tokens are kn_sample_row's. */
 kn_status kn_infer_generate(kn_infer *inf, int32_t *ids, int n0, int n, const kn_sampling *s, kn_rng *rng,
                             kn_infer_token_fn fn, void *ctx);
 
