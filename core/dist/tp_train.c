@@ -389,15 +389,10 @@ static kn_status hook_clip(void *ctx, double scale, bool inject_inf, double *nor
 static kn_status zero1_update(kn_tp *t, double lr) {
     kn_device dev = t->tr->dev;
     float *param = kn_tensor_data(t->params), *grad = kn_tensor_data(t->grads);
-    int64_t len = t->zhi - t->zlo, *counts = NULL;
+    int64_t *counts = NULL;
     KN_TRY(kn_device_optim_step(dev, &t->opt, param + t->zlo, grad + t->zlo, kn_tensor_data(t->state), lr));
-    kn_tensor *mine = NULL; /* the send buffer must not lie inside the receive buffer */
-    int64_t l1 = len > 0 ? len : 1;
     kn_status st = zero1_counts(t, t->n, &counts);
-    if (st == KN_OK) st = kn_tensor_empty_on(&mine, dev, KN_DT_F32, 1, &l1);
-    if (st == KN_OK) st = kn_device_memcpy(dev, kn_tensor_data(mine), dev, param + t->zlo, (size_t)len * sizeof(float));
-    if (st == KN_OK) st = kn_comm_all_gather(t->dp, kn_tensor_data(mine), param, counts, KN_DT_F32);
-    kn_tensor_free(mine);
+    if (st == KN_OK) st = kn_zero1_gather(t->dp, dev, param, t->zlo, t->zhi, counts);
     free(counts);
     return st;
 }

@@ -311,6 +311,15 @@ kn_status kn_dp_step(kn_dp *d, const int32_t *x, const int32_t *y, int global_ba
  * (the shard is what trains). kn_dp_free leaves a gathered slab bound to both programs.
  * No-op for DDP. Collective: every rank calls it. */
 kn_status kn_dp_gather_state(kn_dp *d);
+/* ZeRO-1's gather after the update, for the meshes' local slabs (kn_tp_set_zero1,
+ * kn_pp_set_zero1; dp_shard.c): this rank's updated range [lo, hi) of `slab` (f32 on dev)
+ * copied to a buffer of its own (the send buffer must not lie inside the receive buffer),
+ * then every dp rank's range all-gathered into slab, in rank order: counts[q] is dp rank
+ * q's range's length (counts[dp->rank] == hi - lo; they sum to the slab's length), so each
+ * replica holds the whole slab again. KN_ERR_ARG for a NULL pointer, a bad range or a
+ * count that disagrees with it; an allocation's, copy's or the collective's status is
+ * passed on. Collective over dp. */
+kn_status kn_zero1_gather(kn_comm *dp, kn_device dev, float *slab, int64_t lo, int64_t hi, const int64_t *counts);
 
 /* The step's graph (kiln/ir.h) and where the communication runs (kiln train --dist ...
  * --emit-ir FILE): the graph after the strategy's pass, with its collectives as ops and a
