@@ -1,4 +1,4 @@
-/* pp_run.c — pipeline parallelism's step (kiln/dist.h): the schedule walked through the
+/* pp_run.c — pipeline parallelism's step (kiln/mesh.h): the schedule walked through the
  * step runner, the stash between a micro-batch's forward and its backward, and the hooks
  * that sum, clip and update what this rank owns. pp_setup.c makes the state (the stages,
  * the rank's own slabs) and gathers it back; pp_timeline.c reports the last step.
@@ -27,7 +27,7 @@
 #include <time.h>
 
 #include "kiln/device.h"
-#include "kiln/dist.h"
+#include "kiln/mesh.h"
 #include "kiln/passes.h"
 #include "kiln/step.h"
 #include "pp_impl.h"

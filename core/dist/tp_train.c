@@ -1,4 +1,4 @@
-/* tp_train.c — tensor-parallel training (kiln/dist.h, kn_tp): a trainer's model cut into
+/* tp_train.c — tensor-parallel training (kiln/mesh.h, kn_tp): a trainer's model cut into
  * this rank's Megatron shards, its joint graph made the rank's local graph by the
  * placement pass, and the step taken by the trainer's step runner (kiln/step.h) through
  * hooks, as pipeline parallelism's is: the `grads` hook runs the local program on this
@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "kiln/device.h"
-#include "kiln/dist.h"
+#include "kiln/mesh.h"
 #include "kiln/step.h"
 
 void kn_tp_free(kn_tp *t) {

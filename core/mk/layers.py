@@ -61,7 +61,7 @@ HEADER_LAYER = {
     "program.h": "program",
     "data.h": "data",
     "nn.h": "nn", "step.h": "nn", "infer.h": "nn",
-    "dist.h": "dist", "pipeline.h": "dist",
+    "dist.h": "dist", "mesh.h": "dist", "pipeline.h": "dist",
 }
 
 # Lab units (solutions/labNN-*/FILE.c, labs/labNN-*/FILE.c): the layer of the core file
