@@ -53,7 +53,7 @@ HEADER_LAYER = {
     "ir.h": "ir", "ops.def": "ir", "pointwise_cases.inc": "ir",
     "quant.h": "ir",  # the int8 kernels (ir/quant.c); the pass and the eval declared beside them
     "autograd.h": "autograd",
-    "passes.h": "passes", "placement.h": "passes",
+    "passes.h": "passes", "placement.h": "passes", "remat.h": "passes",
     "randgraph.h": "passes",
     "schedule.h": "schedule",
     "codegen.h": "codegen",

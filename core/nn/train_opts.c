@@ -12,6 +12,7 @@
 
 #include "kiln/data.h"
 #include "kiln/passes.h"
+#include "kiln/remat.h"
 #include "nn/train_opts.h"
 
 typedef enum { O_INT, O_I64, O_U64, O_F64, O_STR } opt_kind;
