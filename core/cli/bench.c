@@ -30,6 +30,7 @@
 #include "kiln/nn.h"
 #include "kiln/passes.h"
 #include "kiln/program.h"
+#include "kiln/remat.h"
 
 typedef struct bench_opts {
     int vocab, context, layers, width, heads, batch, warmup, steps, profile;

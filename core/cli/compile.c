@@ -48,7 +48,7 @@
 
 #include "cli/cli.h"
 #include "kiln/nn.h"
-#include "kiln/dist.h"
+#include "kiln/mesh.h"
 #include "kiln/passes.h"
 #include "kiln/placement.h"
 #include "kiln/program.h"

@@ -33,7 +33,7 @@
 #include "cli/train_impl.h"
 #include "kiln/data.h"
 #include "kiln/device.h"
-#include "kiln/dist.h"
+#include "kiln/mesh.h"
 #include "kiln/nn.h"
 #include "kiln/offload.h"
 #include "kiln/passes.h"

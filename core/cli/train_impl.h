@@ -6,7 +6,7 @@
 #define KILN_CLI_TRAIN_IMPL_H
 
 #include "kiln/data.h"
-#include "kiln/dist.h"
+#include "kiln/mesh.h"
 #include "kiln/nn.h"
 #include "kiln/offload.h"
 #include "nn/train_opts.h"

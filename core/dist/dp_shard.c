@@ -10,7 +10,10 @@
  * (zero3.c gathers them for the steps that read them): its update writes the shard and no
  * all_gather follows. The global gradient norm for clipping is the square root of the
  * ranks' sums of squares of their shards, all-reduced. kn_dp_gather_state brings the full
- * state back for checkpoints, so one resumes under any strategy and rank count. */
+ * state back for checkpoints, so one resumes under any strategy and rank count.
+ * kn_zero1_gather is ZeRO-1's gather for the meshes' local slabs (tensor and pipeline
+ * parallelism's dp axis, tp_train.c and pp_run.c): one copy of this rank's range, then the
+ * all_gather, the same step for both. */
 #include <math.h>
 #include <string.h>
 
@@ -103,6 +106,22 @@ kn_status kn_dp_shard_update(kn_dp *d, double lr) {
         KN_TRY(kn_comm_wait(&r));
     }
     return KN_OK;
+}
+
+kn_status kn_zero1_gather(kn_comm *dp, kn_device dev, float *slab, int64_t lo, int64_t hi, const int64_t *counts) {
+    if (!dp || !slab || !counts || lo < 0 || hi < lo)
+        return kn_error(KN_ERR_ARG, "kn_zero1_gather: no communicator, slab or counts, or range [%lld, %lld)",
+                        (long long)lo, (long long)hi);
+    int64_t len = hi - lo, l1 = len > 0 ? len : 1;
+    if (counts[dp->rank] != len)
+        return kn_error(KN_ERR_ARG, "kn_zero1_gather: rank %d's range holds %lld floats, its count says %lld", dp->rank,
+                        (long long)len, (long long)counts[dp->rank]);
+    kn_tensor *mine = NULL; /* the send buffer must not lie inside the receive buffer */
+    kn_status st = kn_tensor_empty_on(&mine, dev, KN_DT_F32, 1, &l1);
+    if (st == KN_OK) st = kn_device_memcpy(dev, kn_tensor_data(mine), dev, slab + lo, (size_t)len * sizeof(float));
+    if (st == KN_OK) st = kn_comm_all_gather(dp, kn_tensor_data(mine), slab, counts, KN_DT_F32);
+    kn_tensor_free(mine);
+    return st;
 }
 
 kn_status kn_dp_gather_state(kn_dp *d) {

@@ -1,4 +1,4 @@
-/* pp.c — pipeline parallelism's stages (kiln/dist.h, "pipeline parallelism"): the split of
+/* pp.c — pipeline parallelism's stages (kiln/mesh.h, "pipeline parallelism"): the split of
  * the GPT into p*v stages of consecutive blocks, each stage's forward and backward
  * programs, and the context that runs their send/recv ops over the pp communicator.
  * pp_run.c runs a step's schedule through them.
@@ -43,7 +43,7 @@
 
 #include "kiln/autograd.h"
 #include "kiln/device.h"
-#include "kiln/dist.h"
+#include "kiln/mesh.h"
 #include "kiln/passes.h"
 #include "pp_impl.h"
 

@@ -4,7 +4,7 @@
 #ifndef KILN_DIST_PP_IMPL_H
 #define KILN_DIST_PP_IMPL_H
 
-#include "kiln/dist.h"
+#include "kiln/mesh.h"
 #include "kiln/step.h"
 
 /* One model stage on this rank (chunk c: model stage s = c*p + rank). */

@@ -1,4 +1,4 @@
-/* pp_run.c — pipeline parallelism's step (kiln/dist.h): the schedule walked through the
+/* pp_run.c — pipeline parallelism's step (kiln/mesh.h): the schedule walked through the
  * step runner, the stash between a micro-batch's forward and its backward, and the hooks
  * that sum, clip and update what this rank owns. pp_setup.c makes the state (the stages,
  * the rank's own slabs) and gathers it back; pp_timeline.c reports the last step.
@@ -27,7 +27,7 @@
 #include <time.h>
 
 #include "kiln/device.h"
-#include "kiln/dist.h"
+#include "kiln/mesh.h"
 #include "kiln/passes.h"
 #include "kiln/step.h"
 #include "pp_impl.h"
@@ -323,15 +323,10 @@ static kn_status hook_clip(void *ctx, double scale, bool inject_inf, double *nor
 /* ZeRO-1: every dp rank's updated part of the local parameter slab gathered, so each
  * replica of this rank's stages holds the whole slab again (collective over dp). */
 static kn_status zero1_gather(kn_pp *pp) {
-    kn_device dev = pp->tr->dev;
-    int64_t len = pp->zhi - pp->zlo, l1 = len > 0 ? len : 1, *counts = NULL;
-    kn_tensor *mine = NULL; /* the send buffer must not lie inside the receive buffer */
-    float *param = kn_tensor_data(pp->lparam);
+    int64_t *counts = NULL;
     kn_status st = kn_pp_zero1_counts(pp, &counts);
-    if (st == KN_OK) st = kn_tensor_empty_on(&mine, dev, KN_DT_F32, 1, &l1);
-    if (st == KN_OK) st = kn_device_memcpy(dev, kn_tensor_data(mine), dev, param + pp->zlo, (size_t)len * sizeof(float));
-    if (st == KN_OK) st = kn_comm_all_gather(pp->dp, kn_tensor_data(mine), param, counts, KN_DT_F32);
-    kn_tensor_free(mine);
+    if (st == KN_OK)
+        st = kn_zero1_gather(pp->dp, pp->tr->dev, kn_tensor_data(pp->lparam), pp->zlo, pp->zhi, counts);
     kn_free(counts);
     return st;
 }

@@ -1,4 +1,4 @@
-/* pp_setup.c — pipeline parallelism's state (kiln/dist.h): the checks, kn_pp_new (the
+/* pp_setup.c — pipeline parallelism's state (kiln/mesh.h): the checks, kn_pp_new (the
  * stages, the schedule, this rank's own slabs), kn_pp_set_dp, kn_pp_set_zero1 (the optimizer
  * state cut over dp), kn_pp_free, and kn_pp_gather (the trainer's whole-model slabs made
  * again from every rank's). pp_run.c runs the step.
@@ -20,7 +20,7 @@
 #include <time.h>
 
 #include "kiln/device.h"
-#include "kiln/dist.h"
+#include "kiln/mesh.h"
 #include "kiln/passes.h"
 #include "kiln/step.h"
 #include "pp_impl.h"

@@ -1,11 +1,11 @@
-/* pp_timeline.c — what pipeline parallelism reports of its last step (kiln/dist.h): every
+/* pp_timeline.c — what pipeline parallelism reports of its last step (kiln/mesh.h): every
  * rank's actions gathered into a timeline (TSV, drawn by plots/pp_timeline.sh) and the
  * measured bubble, 1 - busy / (p x makespan), busy from each action's input arriving to its
  * end; and every rank's stash peak and own slabs' bytes (kn_pp_rank_stats). */
 #include <stdio.h>
 #include <string.h>
 
-#include "kiln/dist.h"
+#include "kiln/mesh.h"
 #include "pp_impl.h"
 
 /* ---------------------------------------------------------------- the timeline */

@@ -1,4 +1,4 @@
-/* tp.c — tensor parallelism's runtime (kiln/dist.h, "tensor parallelism"): the device mesh
+/* tp.c — tensor parallelism's runtime (kiln/mesh.h, "tensor parallelism"): the device mesh
  * of `--mesh`, and the context that runs a rank's value collectives over the mesh axes'
  * communicators.
  *
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "kiln/device.h"
-#include "kiln/dist.h"
+#include "kiln/mesh.h"
 
 /* ---------------------------------------------------------------- the mesh */
 

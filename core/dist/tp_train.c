@@ -1,4 +1,4 @@
-/* tp_train.c — tensor-parallel training (kiln/dist.h, kn_tp): a trainer's model cut into
+/* tp_train.c — tensor-parallel training (kiln/mesh.h, kn_tp): a trainer's model cut into
  * this rank's Megatron shards, its joint graph made the rank's local graph by the
  * placement pass, and the step taken by the trainer's step runner (kiln/step.h) through
  * hooks, as pipeline parallelism's is: the `grads` hook runs the local program on this
@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "kiln/device.h"
-#include "kiln/dist.h"
+#include "kiln/mesh.h"
 #include "kiln/step.h"
 
 void kn_tp_free(kn_tp *t) {
@@ -389,15 +389,10 @@ static kn_status hook_clip(void *ctx, double scale, bool inject_inf, double *nor
 static kn_status zero1_update(kn_tp *t, double lr) {
     kn_device dev = t->tr->dev;
     float *param = kn_tensor_data(t->params), *grad = kn_tensor_data(t->grads);
-    int64_t len = t->zhi - t->zlo, *counts = NULL;
+    int64_t *counts = NULL;
     KN_TRY(kn_device_optim_step(dev, &t->opt, param + t->zlo, grad + t->zlo, kn_tensor_data(t->state), lr));
-    kn_tensor *mine = NULL; /* the send buffer must not lie inside the receive buffer */
-    int64_t l1 = len > 0 ? len : 1;
     kn_status st = zero1_counts(t, t->n, &counts);
-    if (st == KN_OK) st = kn_tensor_empty_on(&mine, dev, KN_DT_F32, 1, &l1);
-    if (st == KN_OK) st = kn_device_memcpy(dev, kn_tensor_data(mine), dev, param + t->zlo, (size_t)len * sizeof(float));
-    if (st == KN_OK) st = kn_comm_all_gather(t->dp, kn_tensor_data(mine), param, counts, KN_DT_F32);
-    kn_tensor_free(mine);
+    if (st == KN_OK) st = kn_zero1_gather(t->dp, dev, param, t->zlo, t->zhi, counts);
     free(counts);
     return st;
 }

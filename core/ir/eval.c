@@ -1,4 +1,5 @@
-/* eval.c — the CPU kernel of every op (the "CPU kernel" column of ops.def).
+/* eval.c — the CPU kernel of every op but the row ops (the "CPU kernel" column of ops.def;
+ * the row ops: eval_rows.c).
  *
  * Each kern_* takes the node (attributes, result type) and its operand tensors, which are
  * contiguous CPU tensors of the operand types (eager mode and the interpreter guarantee
@@ -9,31 +10,12 @@
  * float registers and stores bf16 does.
  * Views materialize a contiguous copy, except reshape and a slice that keeps one contiguous
  * block (kn_ir_aliases), which alias (values are never written after they are defined, so
- * sharing storage is safe). */
+ * sharing storage is safe). The row ops (softmax, causal_softmax, flash attention, the
+ * norms, cross-entropy and its fused pair) are eval_rows.c's; what both files share is
+ * eval_impl.h. */
 #include <string.h>
 
-#include "ir/ir_impl.h"
-#include "kiln/kernels.h"
-#include "kiln/scalar.h"
-
-/* Call fn##_f32 or fn##_f64 by dtype; evaluates to false for other dtypes. */
-#define KN_DISPATCH(dt, fn, ...)                                                   \
-    ((dt) == KN_DT_F32 ? (fn##_f32(__VA_ARGS__), true)                             \
-     : (dt) == KN_DT_F64 ? (fn##_f64(__VA_ARGS__), true) : false)
-#define KN_DISPATCH_OK(dt, ok, fn, ...)                                            \
-    ((dt) == KN_DT_F32 ? ((ok) = fn##_f32(__VA_ARGS__), true)                      \
-     : (dt) == KN_DT_F64 ? ((ok) = fn##_f64(__VA_ARGS__), true) : false)
-
-static kn_status unsupported(const kn_node *n, kn_dtype dt) {
-    return kn_error(KN_ERR_UNSUPPORTED, "%s: no CPU kernel for dtype %s (cast to f32 or f64)",
-                    kn_op_name(n->op), kn_dtype_name(dt));
-}
-
-/* An op routed to a kernel that does not compute it (a new op of ops.def given a shared
- * kernel before that kernel learned it): an error naming the op, never another op's math. */
-static kn_status no_kernel(const kn_node *n, const char *kernel) {
-    return kn_error(KN_ERR_UNSUPPORTED, "%s: the cpu backend's %s does not compute this op", kn_op_name(n->op), kernel);
-}
+#include "ir/eval_impl.h"
 
 /* The node's output (contract in ir_impl.h). */
 kn_status kn_eval_new_out(const kn_node *n, kn_tensor **out) {
@@ -48,21 +30,6 @@ kn_status kn_eval_new_out(const kn_node *n, kn_tensor **out) {
     return kn_tensor_empty(out, n->type.dtype, n->type.ndim, n->type.shape);
 }
 
-#define D(t) kn_tensor_data(t)
-#define NUMEL(t) kn_tensor_numel(t)
-
-/* Allocate *out, then run STMT (which evaluates to false for an unsupported dtype). */
-#define KN_RUN(n, out, dt, STMT)                                        \
-    do {                                                                \
-        KN_TRY(kn_eval_new_out(n, out));                                        \
-        if (!(STMT)) {                                                  \
-            kn_tensor_free(*out);                                       \
-            *out = NULL;                                                \
-            return unsupported(n, dt);                                  \
-        }                                                               \
-        return KN_OK;                                                   \
-    } while (0)
-
 kn_status kern_full(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
     (void)in;
     KN_TRY(kn_eval_new_out(n, out));
@@ -76,7 +43,7 @@ kn_status kern_full(const kn_node *n, const kn_tensor *const *in, kn_tensor **ou
 
 kn_status kern_binary(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
     kn_binary_op op;
-    if (!kn_op_binary(n->op, &op) || kn_sc_binary_is_compare(op)) return no_kernel(n, "kern_binary");
+    if (!kn_op_binary(n->op, &op) || kn_sc_binary_is_compare(op)) return kn_eval_no_kernel(n, "kern_binary");
     int64_t as[KN_MAX_DIMS], bs[KN_MAX_DIMS];
     const kn_type *t = &n->type;
     kn_ir_broadcast_strides(in[0]->ndim, in[0]->shape, t->ndim, t->shape, as);
@@ -127,7 +94,7 @@ kn_status kern_where(const kn_node *n, const kn_tensor *const *in, kn_tensor **o
 
 kn_status kern_unary(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
     kn_unary_op op;
-    if (!kn_op_unary(n->op, &op)) return no_kernel(n, "kern_unary");
+    if (!kn_op_unary(n->op, &op)) return kn_eval_no_kernel(n, "kern_unary");
     KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_unary, op, D(in[0]), D(*out), NUMEL(in[0])));
 }
 
@@ -135,7 +102,7 @@ kn_status kern_unary(const kn_node *n, const kn_tensor *const *in, kn_tensor **o
 kn_status kern_unary_grad(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
     kn_unary_op f = (kn_unary_op)n->attrs.fn;
     if (n->op != KN_OP_UNARY_GRAD || n->attrs.fn < 0 || f >= KN_UNARY_COUNT || !kn_sc_unary_has_grad(f))
-        return no_kernel(n, "kern_unary_grad");
+        return kn_eval_no_kernel(n, "kern_unary_grad");
     KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_unary_grad, f, D(in[0]), D(in[1]), D(*out), NUMEL(in[0])));
 }
 
@@ -167,7 +134,7 @@ static void contig_strides(int ndim, const int64_t *shape, int64_t *st) {
 kn_status kern_reduce(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
     kn_reduce_op op;
     if (!kn_op_reduce(n->op, &op) || (op != KN_REDUCE_SUM && op != KN_REDUCE_MEAN && op != KN_REDUCE_MAX))
-        return no_kernel(n, "kern_reduce");
+        return kn_eval_no_kernel(n, "kern_reduce");
     const kn_tensor *x = in[0];
     unsigned mask;
     kn_ir_reduce_mask(&n->attrs, x->ndim, &mask);
@@ -200,7 +167,7 @@ kn_status kern_reduce(const kn_node *n, const kn_tensor *const *in, kn_tensor **
     if (st == KN_OK && !KN_DISPATCH(x->dtype, kn_k_reduce, op, src, D(*out), outer, r, inner)) {
         kn_tensor_free(*out);
         *out = NULL;
-        st = unsupported(n, x->dtype);
+        st = kn_eval_unsupported(n, x->dtype);
     }
     kn_free(tmp);
     return st;
@@ -242,7 +209,7 @@ kn_status kern_matmul(const kn_node *n, const kn_tensor *const *in, kn_tensor **
     kn_ir_broadcast_strides(a->ndim - 2, a->shape, nb, t->shape, sa);
     kn_ir_broadcast_strides(b->ndim - 2, b->shape, nb, t->shape, sb);
     for (int i = 0; i < nb; i++) nbatch *= t->shape[i];
-    if (t->dtype != KN_DT_F32 && t->dtype != KN_DT_F64) return unsupported(n, t->dtype);
+    if (t->dtype != KN_DT_F32 && t->dtype != KN_DT_F64) return kn_eval_unsupported(n, t->dtype);
     KN_TRY(kn_eval_new_out(n, out));
     bool a_full = a->ndim - 2 == nb;
     for (int i = 0; a_full && i < nb; i++) a_full = a->shape[i] == t->shape[i];
@@ -298,8 +265,8 @@ kn_status kern_matmul_ep(const kn_node *n, const kn_tensor *const *in, kn_tensor
     const void *e = n->nin > 2 ? D(in[2]) : NULL;
     if (n->op != KN_OP_MATMUL_BIAS && n->op != KN_OP_MATMUL_BIAS_GELU && n->op != KN_OP_MATMUL_DGELU &&
         n->op != KN_OP_MATMUL_BGRAD)
-        return no_kernel(n, "kern_matmul_ep");
-    if (a->dtype != n->type.dtype) return unsupported(n, a->dtype); /* bf16 operands come widened */
+        return kn_eval_no_kernel(n, "kern_matmul_ep");
+    if (a->dtype != n->type.dtype) return kn_eval_unsupported(n, a->dtype); /* bf16 operands come widened */
     KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, matmul_ep, n->op, D(a), D(b), e, D(*out), m, nn, k, ta, tb));
 }
 
@@ -376,17 +343,12 @@ kn_status kern_concat(const kn_node *n, const kn_tensor *const *in, kn_tensor **
     return KN_OK;
 }
 
-static kn_status bad_index(const kn_node *n, const kn_tensor *idx, int64_t pos, int64_t v) {
-    return kn_error(KN_ERR_ARG, "%s: index %lld at position %lld is outside [0, %lld)", kn_op_name(n->op),
-                    (long long)kn_dtype_load(idx->dtype, D(idx), pos), (long long)pos, (long long)v);
-}
-
 kn_status kern_onehot(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
     const kn_tensor *t = in[0];
     int64_t v = n->type.shape[n->type.ndim - 1], rows = NUMEL(t);
     for (int64_t r = 0; r < rows; r++) {
         int64_t tg = (int64_t)kn_dtype_load(t->dtype, D(t), r);
-        if (tg < 0 || tg >= v) return bad_index(n, t, r, v);
+        if (tg < 0 || tg >= v) return kn_eval_bad_index(n, t, r, v);
     }
     KN_TRY(kn_eval_new_out(n, out));
     unsigned char *o = D(*out);
@@ -401,9 +363,9 @@ kn_status kern_embedding(const kn_node *n, const kn_tensor *const *in, kn_tensor
     bool ok = true;
     KN_TRY(kn_eval_new_out(n, out));
     if (!KN_DISPATCH_OK(w->dtype, ok, kn_k_embedding, D(w), v, d, D(idx), idx->dtype, NUMEL(idx), D(*out), &bad)) {
-        kn_tensor_free(*out); *out = NULL; return unsupported(n, w->dtype);
+        kn_tensor_free(*out); *out = NULL; return kn_eval_unsupported(n, w->dtype);
     }
-    if (!ok) { kn_tensor_free(*out); *out = NULL; return bad_index(n, idx, bad, v); }
+    if (!ok) { kn_tensor_free(*out); *out = NULL; return kn_eval_bad_index(n, idx, bad, v); }
     return KN_OK;
 }
 
@@ -413,291 +375,9 @@ kn_status kern_embedding_grad(const kn_node *n, const kn_tensor *const *in, kn_t
     bool ok = true;
     KN_TRY(kn_eval_new_out(n, out));
     if (!KN_DISPATCH_OK(dy->dtype, ok, kn_k_embedding_grad, D(dy), D(idx), idx->dtype, NUMEL(idx), v, d, D(*out), &bad)) {
-        kn_tensor_free(*out); *out = NULL; return unsupported(n, dy->dtype);
+        kn_tensor_free(*out); *out = NULL; return kn_eval_unsupported(n, dy->dtype);
     }
-    if (!ok) { kn_tensor_free(*out); *out = NULL; return bad_index(n, idx, bad, v); }
+    if (!ok) { kn_tensor_free(*out); *out = NULL; return kn_eval_bad_index(n, idx, bad, v); }
     return KN_OK;
 }
 
-/* [outer, n, inner] around the node's axis. */
-static void axis_split(const kn_type *t, int64_t axis, int64_t *outer, int64_t *len, int64_t *inner) {
-    int ax = (int)(axis < 0 ? axis + t->ndim : axis);
-    *outer = *inner = 1;
-    for (int i = 0; i < ax; i++) *outer *= t->shape[i];
-    for (int i = ax + 1; i < t->ndim; i++) *inner *= t->shape[i];
-    *len = t->shape[ax];
-}
-
-kn_status kern_softmax(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    int64_t o, l, i;
-    if (n->op != KN_OP_SOFTMAX && n->op != KN_OP_LOG_SOFTMAX) return no_kernel(n, "kern_softmax");
-    axis_split(&n->type, n->attrs.axis, &o, &l, &i);
-    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_softmax, D(in[0]), D(*out), o, l, i, n->op == KN_OP_LOG_SOFTMAX));
-}
-
-kn_status kern_softmax_bwd(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    int64_t o, l, i;
-    if (n->op != KN_OP_SOFTMAX_BWD && n->op != KN_OP_LOG_SOFTMAX_BWD) return no_kernel(n, "kern_softmax_bwd");
-    axis_split(&n->type, n->attrs.axis, &o, &l, &i);
-    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_softmax_bwd, D(in[0]), D(in[1]), D(*out), o, l, i,
-                                              n->op == KN_OP_LOG_SOFTMAX_BWD));
-}
-
-/* causal_softmax(_bwd): the batch of [Tq, Tk] matrices. The scale is passed rounded to the
- * dtype, as the 0-d constant of a multiplication by a scalar would be. */
-static void causal_dims(const kn_type *t, int64_t *batch, int64_t *tq, int64_t *tk) {
-    *tq = t->shape[t->ndim - 2];
-    *tk = t->shape[t->ndim - 1];
-    *batch = (*tq != 0 && *tk != 0) ? kn_type_numel(t) / (*tq * *tk) : 0;
-}
-
-kn_status kern_causal_softmax(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    int64_t b, q, k;
-    double s = n->attrs.scale;
-    causal_dims(&n->type, &b, &q, &k);
-    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_causal_softmax, D(in[0]), D(*out), b, q, k, s));
-}
-
-kn_status kern_causal_softmax_bwd(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    int64_t b, q, k;
-    double s = n->attrs.scale;
-    causal_dims(&n->type, &b, &q, &k);
-    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_causal_softmax_bwd, D(in[0]), D(in[1]), D(*out), b, q, k, s));
-}
-
-/* Allocate *out, run STMT (false: unsupported dtype), and report ok == false (the
- * kernels' scratch tiles could not be allocated) as out of memory. */
-#define KN_RUN_OK(n, out, dt, ok, STMT)                                                         \
-    do {                                                                                        \
-        KN_TRY(kn_eval_new_out(n, out));                                                                \
-        bool known_ = (STMT);                                                                   \
-        if (!known_ || !(ok)) {                                                                 \
-            kn_tensor_free(*out);                                                               \
-            *out = NULL;                                                                        \
-            return known_ ? kn_error(KN_ERR_OOM, "%s: out of memory for the tiles", kn_op_name((n)->op)) \
-                          : unsupported(n, dt);                                                 \
-        }                                                                                       \
-        return KN_OK;                                                                           \
-    } while (0)
-
-/* The [B, T, H, D] layout (perm [0, 2, 1, 3], kiln/ir.h) on the CPU: the rows are gathered
- * into the [..., T, D] layout's buffers, the same kernels run, and the results are
- * scattered back, so both layouts give the same bits. flash_move copies, for each of the
- * bh = B H pairs and t rows, d elements of es bytes between the packed row
- * (pair t + i) ldp (+ poff) of p and the strided row (b t + i) lds + h d (+ soff) of s;
- * to_packed says which way. */
-static void flash_move(bool to_packed, char *p, int64_t ldp, int64_t poff, char *s, int64_t lds, int64_t soff,
-                       int64_t bh, int64_t nh, int64_t t, int64_t d, size_t es) {
-    for (int64_t pr = 0; pr < bh; pr++)
-        for (int64_t i = 0; i < t; i++) {
-            char *pk = p + (size_t)((pr * t + i) * ldp + poff) * es;
-            char *st = s + (size_t)((pr / nh * t + i) * lds + pr % nh * d + soff) * es;
-            if (to_packed) memcpy(pk, st, (size_t)d * es);
-            else memcpy(st, pk, (size_t)d * es);
-        }
-}
-
-/* y's L column (column d of packed rows of ldp elements) to or from the flat value's
- * [B, H, T] part l. */
-static void flash_move_l(bool to_packed, char *p, int64_t ldp, int64_t d, char *l, int64_t rows, size_t es) {
-    for (int64_t r = 0; r < rows; r++) {
-        if (to_packed) memcpy(p + (size_t)(r * ldp + d) * es, l + (size_t)r * es, es);
-        else memcpy(l + (size_t)r * es, p + (size_t)(r * ldp + d) * es, es);
-    }
-}
-
-/* The flat y (or a dy of its type) as the packed [bh, t, d + 1] rows p. */
-static void flash_pack_y(char *p, const kn_tensor *y, int64_t bh, int64_t nh, int64_t t, int64_t d, size_t es) {
-    char *yd = (char *)D(y);
-    flash_move(true, p, d + 1, 0, yd, nh * d, 0, bh, nh, t, d, es);
-    flash_move_l(true, p, d + 1, d, yd + (size_t)(bh * t * d) * es, bh * t, es);
-}
-
-/* The typed kernels (f32, f64; false: another dtype). *ok false: no memory for the tiles. */
-static bool flash_fwd_typed(kn_dtype dt, const void *q, const void *k, const void *v, void *y, int64_t bh, int64_t t,
-                            int64_t d, double scale, bool *ok) {
-    return KN_DISPATCH_OK(dt, *ok, kn_k_flash_attn, q, k, v, y, bh, t, d, scale);
-}
-static bool flash_bwd_typed(kn_dtype dt, const void *q, const void *k, const void *v, const void *y, const void *dy,
-                            int64_t dyc, void *g, int64_t bh, int64_t t, int64_t d, double scale, bool *ok) {
-    return KN_DISPATCH_OK(dt, *ok, kn_k_flash_attn_bwd, q, k, v, y, dy, dyc, g, bh, t, d, scale);
-}
-
-/* flash_attn(_bwd) in the [B, T, H, D] layout: gather, the [..., T, D] kernels, scatter. */
-static kn_status flash_bthd(const kn_node *n, const kn_tensor *const *in, kn_tensor **out, bool bwd) {
-    const kn_tensor *q = in[0];
-    int64_t t = q->shape[1], nh = q->shape[2], d = q->shape[3], bh = q->shape[0] * nh, rows = bh * t;
-    kn_dtype dt = n->type.dtype;
-    if (dt != KN_DT_F32 && dt != KN_DT_F64) return unsupported(n, dt);
-    size_t es = kn_dtype_size(dt), m = (size_t)(rows * d) * es, my = (size_t)(rows * (d + 1)) * es;
-    bool dyl = bwd && in[4]->ndim == 1; /* dy has y's type: L's gradient too */
-    int64_t dyc = dyl ? d + 1 : d;
-    /* q, k, v, then y (bwd), dy (bwd), then the result: [bh, t, d + 1] or [3, bh, t, d] */
-    size_t total = 3 * m + (bwd ? my + (size_t)(rows * dyc) * es + 3 * m : my);
-    char *w = kn_malloc(total ? total : 1);
-    if (!w) return kn_error(KN_ERR_OOM, "%s: out of memory for the [B, H, T, D] copies", kn_op_name(n->op));
-    for (int i = 0; i < 3; i++) flash_move(true, w + i * m, d, 0, (char *)D(in[i]), nh * d, 0, bh, nh, t, d, es);
-    char *yp = w + 3 * m, *dyp = yp + my, *res = bwd ? dyp + (size_t)(rows * dyc) * es : yp;
-    kn_status st = kn_eval_new_out(n, out);
-    bool ok = true;
-    if (st == KN_OK && !bwd) {
-        flash_fwd_typed(dt, w, w + m, w + 2 * m, yp, bh, t, d, n->attrs.scale, &ok);
-        char *o = (char *)D(*out);
-        if (ok) flash_move(false, yp, d + 1, 0, o, nh * d, 0, bh, nh, t, d, es);
-        if (ok) flash_move_l(false, yp, d + 1, d, o + (size_t)(rows * d) * es, rows, es);
-    } else if (st == KN_OK) {
-        flash_pack_y(yp, in[3], bh, nh, t, d, es);
-        if (dyl) flash_pack_y(dyp, in[4], bh, nh, t, d, es);
-        else flash_move(true, dyp, d, 0, (char *)D(in[4]), nh * d, 0, bh, nh, t, d, es);
-        flash_bwd_typed(dt, w, w + m, w + 2 * m, yp, dyp, dyc, res, bh, t, d, n->attrs.scale, &ok);
-        for (int i = 0; ok && i < 3; i++) /* [3, bh, t, d] -> [B, T, 3, H, D] */
-            flash_move(false, res + i * m, d, 0, (char *)D(*out), 3 * nh * d, i * nh * d, bh, nh, t, d, es);
-    }
-    kn_free(w);
-    if (st == KN_OK && !ok) {
-        kn_tensor_free(*out);
-        *out = NULL;
-        st = kn_error(KN_ERR_OOM, "%s: out of memory for the tiles", kn_op_name(n->op));
-    }
-    return st;
-}
-
-kn_status kern_flash_attn(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    int64_t bh, t, d, nh;
-    bool ok = true;
-    kn_type q = {.dtype = in[0]->dtype, .ndim = in[0]->ndim};
-    memcpy(q.shape, in[0]->shape, sizeof(int64_t) * (size_t)q.ndim);
-    kn_flash_dims(&q, &n->attrs, &bh, &t, &d, &nh);
-    if (nh) return flash_bthd(n, in, out, false);
-    KN_RUN_OK(n, out, n->type.dtype, ok, flash_fwd_typed(n->type.dtype, D(in[0]), D(in[1]), D(in[2]), D(*out), bh, t, d,
-                                                         n->attrs.scale, &ok));
-}
-
-kn_status kern_flash_attn_bwd(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    int64_t bh, t, d, nh;
-    bool ok = true;
-    kn_type q = {.dtype = in[0]->dtype, .ndim = in[0]->ndim};
-    memcpy(q.shape, in[0]->shape, sizeof(int64_t) * (size_t)q.ndim);
-    kn_flash_dims(&q, &n->attrs, &bh, &t, &d, &nh);
-    if (nh) return flash_bthd(n, in, out, true);
-    int64_t dyc = in[4]->shape[in[4]->ndim - 1];
-    KN_RUN_OK(n, out, n->type.dtype, ok, flash_bwd_typed(n->type.dtype, D(in[0]), D(in[1]), D(in[2]), D(in[3]),
-                                                         D(in[4]), dyc, D(*out), bh, t, d, n->attrs.scale, &ok));
-}
-
-static void rows_cols(const kn_type *t, int64_t *rows, int64_t *c) {
-    *c = t->shape[t->ndim - 1];
-    *rows = *c ? kn_type_numel(t) / *c : 0;
-}
-
-kn_status kern_layernorm(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    int64_t r, c;
-    rows_cols(&n->type, &r, &c);
-    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_layernorm, D(in[0]), D(in[1]), D(in[2]), D(*out), r, c, n->attrs.eps));
-}
-
-kn_status kern_normalize(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    int64_t r, c;
-    rows_cols(&n->type, &r, &c);
-    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_layernorm, D(in[0]), NULL, NULL, D(*out), r, c, n->attrs.eps));
-}
-
-kn_status kern_layernorm_dx(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    int64_t r, c;
-    rows_cols(&n->type, &r, &c);
-    KN_RUN(n, out, n->type.dtype, KN_DISPATCH(n->type.dtype, kn_k_layernorm_dx, D(in[0]), D(in[1]), D(in[2]), D(*out), r, c, n->attrs.eps));
-}
-
-kn_status kern_cross_entropy(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    const kn_tensor *lg = in[0], *t = in[1];
-    int64_t r, v, bad = 0;
-    bool ok = true;
-    v = lg->shape[lg->ndim - 1];
-    r = NUMEL(t);
-    KN_TRY(kn_eval_new_out(n, out));
-    if (!KN_DISPATCH_OK(lg->dtype, ok, kn_k_cross_entropy, D(lg), D(t), t->dtype, r, v, D(*out), &bad)) {
-        kn_tensor_free(*out); *out = NULL; return unsupported(n, lg->dtype);
-    }
-    if (!ok) { kn_tensor_free(*out); *out = NULL; return bad_index(n, t, bad, v); }
-    return KN_OK;
-}
-
-kn_status kern_cross_entropy_bwd(const kn_node *n, const kn_tensor *const *in, kn_tensor **out) {
-    const kn_tensor *dl = in[0], *lg = in[1], *t = in[2];
-    int64_t v = lg->shape[lg->ndim - 1], r = NUMEL(t), bad = 0;
-    bool ok = true;
-    double g = kn_dtype_load(dl->dtype, D(dl), 0);
-    KN_TRY(kn_eval_new_out(n, out));
-    if (!KN_DISPATCH_OK(lg->dtype, ok, kn_k_cross_entropy_bwd, g, D(lg), D(t), t->dtype, r, v, D(*out), &bad)) {
-        kn_tensor_free(*out); *out = NULL; return unsupported(n, lg->dtype);
-    }
-    if (!ok) { kn_tensor_free(*out); *out = NULL; return bad_index(n, t, bad, v); }
-    return KN_OK;
-}
-
-/* The fused pair on the CPU (kiln/device.h's cross_entropy_fused; ir_impl.h): the nodes
- * cross_entropy and cross_entropy_bwd of these operands, made and type-checked here, and
- * kn_k_cross_entropy_fused. 16-bit logits compute as eval_low_precision does each node:
- * widened to f32 (the copy is read, so the gradient may go over the logits), the f32
- * kernel, the gradient rounded once as it is stored: the pair's bits. */
-kn_status kn_cpu_cross_entropy_fused(const kn_tensor *const *in, kn_tensor **loss, kn_tensor **dlogits) {
-    if (!in || !in[0] || !in[1] || !in[2] || !loss || !dlogits)
-        return kn_error(KN_ERR_ARG, "kn_cpu_cross_entropy_fused: NULL argument");
-    kn_node bn, ln;
-    memset(&bn, 0, sizeof bn);
-    bn.op = KN_OP_CROSS_ENTROPY_BWD;
-    bn.nin = 3;
-    bn.attrs = kn_attrs_default();
-    ln = bn;
-    ln.op = KN_OP_CROSS_ENTROPY;
-    ln.nin = 2;
-    kn_type ty[3];
-    const kn_type *tp[3] = {&ty[0], &ty[1], &ty[2]};
-    for (int i = 0; i < 3; i++) {
-        if (in[i]->storage->device.type != KN_DEVICE_CPU || !kn_tensor_is_contiguous(in[i]))
-            return kn_error(KN_ERR_ARG, "kn_cpu_cross_entropy_fused: operand %d is not a contiguous CPU tensor", i);
-        ty[i].dtype = in[i]->dtype;
-        ty[i].ndim = in[i]->ndim;
-        memcpy(ty[i].shape, in[i]->shape, sizeof ty[i].shape[0] * (size_t)in[i]->ndim);
-    }
-    char msg[256];
-    if (kn_node_infer(&bn, tp, &bn.type, msg, sizeof msg) != KN_OK || kn_node_infer(&ln, tp + 1, &ln.type, msg, sizeof msg) != KN_OK)
-        return kn_error(KN_ERR_SHAPE, "kn_cpu_cross_entropy_fused: %s", msg);
-    const kn_tensor *dl = in[0], *lg = in[1], *t = in[2];
-    kn_dtype dt = lg->dtype;
-    bool low = dt == KN_DT_BF16 || dt == KN_DT_F16;
-    if (dt != KN_DT_F32 && dt != KN_DT_F64 && !low) return unsupported(&bn, dt);
-    if (*dlogits && D(*dlogits) != D(lg)) {
-        const char *a = D(*dlogits), *b = D(lg);
-        size_t bytes = (size_t)NUMEL(lg) * kn_dtype_size(dt);
-        if (a < b + bytes && b < a + bytes)
-            return kn_error(KN_ERR_ARG, "kn_cpu_cross_entropy_fused: dlogits overlap the logits without being them");
-    }
-    int64_t v = lg->shape[lg->ndim - 1], r = NUMEL(t), bad = 0;
-    double g = kn_dtype_load(dl->dtype, D(dl), 0);
-    kn_tensor *l = *loss, *wide = NULL, *wd = NULL;
-    bool made_l = !l, made_d = !*dlogits, ok = true;
-    kn_status st = kn_eval_new_out(&ln, &l);
-    if (st == KN_OK) st = kn_eval_new_out(&bn, dlogits);
-    if (st == KN_OK && low) { /* the widened logits, and the f32 gradient before its rounding */
-        st = kn_tensor_empty(&wide, KN_DT_F32, lg->ndim, lg->shape);
-        if (st == KN_OK) st = kn_tensor_empty(&wd, KN_DT_F32, lg->ndim, lg->shape);
-        if (st == KN_OK) kn_dtype_convert(KN_DT_F32, D(wide), dt, D(lg), NUMEL(lg));
-    }
-    if (st == KN_OK) {
-        if (low) ok = kn_k_cross_entropy_fused_f32((float)g, D(wide), D(t), t->dtype, r, v, D(l), D(wd), &bad);
-        else if (dt == KN_DT_F32) ok = kn_k_cross_entropy_fused_f32((float)g, D(lg), D(t), t->dtype, r, v, D(l), D(*dlogits), &bad);
-        else ok = kn_k_cross_entropy_fused_f64(g, D(lg), D(t), t->dtype, r, v, D(l), D(*dlogits), &bad);
-        if (!ok) st = bad_index(&bn, t, bad, v);
-        else if (low) kn_dtype_convert(dt, D(*dlogits), KN_DT_F32, D(wd), NUMEL(wd));
-    }
-    kn_tensor_free(wide);
-    kn_tensor_free(wd);
-    if (st != KN_OK) {
-        if (made_l) kn_tensor_free(l);
-        if (made_d) { kn_tensor_free(*dlogits); *dlogits = NULL; }
-        return st;
-    }
-    *loss = l;
-    return KN_OK;
-}

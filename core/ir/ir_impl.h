@@ -46,7 +46,7 @@ extern const kn_op_impl kn_op_impls[KN_OP_COUNT]; /* ORDER OP */
 kn_status kn_cpu_node_eval(const kn_node *n, const kn_tensor *const *in, kn_tensor **out);
 /* The CPU backend's cross_entropy_fused (kiln/device.h): cross_entropy and
  * cross_entropy_bwd of in[] = {dloss, logits, targets} in one pass over the rows, the
- * bits of the two nodes (eval.c). */
+ * bits of the two nodes (eval_rows.c). */
 kn_status kn_cpu_cross_entropy_fused(const kn_tensor *const *in, kn_tensor **loss, kn_tensor **dlogits);
 /* A CPU kernel's output (eval.c): a new contiguous tensor of n's type in *out, or, when
  * *out is already set (a compiled program's memory plan), a check that it is a contiguous

@@ -52,7 +52,7 @@ const kn_op_info *kn_op_get(kn_op op) {
  * test_inplace.c and test_cuda_inplace.c.
  *   cross_entropy_bwd(dloss, logits, targets): the logits (operand 1). The CPU kernel
  *   reads a row for its logsumexp, then writes each element right after reading it; the
- *   CUDA kernel (cuda_norm.cu, knc_ce_bwd_rows_inplace) is a block per row that takes the
+ *   CUDA kernel (cuda_cross_entropy.cu, knc_ce_bwd_rows_inplace) is a block per row that takes the
  *   row's statistics through __syncthreads before its first store. */
 int kn_op_inplace_operand(kn_op op) {
     return op == KN_OP_CROSS_ENTROPY_BWD ? 1 : -1;

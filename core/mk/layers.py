@@ -53,7 +53,7 @@ HEADER_LAYER = {
     "ir.h": "ir", "ops.def": "ir", "pointwise_cases.inc": "ir",
     "quant.h": "ir",  # the int8 kernels (ir/quant.c); the pass and the eval declared beside them
     "autograd.h": "autograd",
-    "passes.h": "passes", "placement.h": "passes",
+    "passes.h": "passes", "placement.h": "passes", "remat.h": "passes",
     "randgraph.h": "passes",
     "schedule.h": "schedule",
     "codegen.h": "codegen",
@@ -62,7 +62,7 @@ HEADER_LAYER = {
     "data.h": "data",
     "nn.h": "nn", "step.h": "nn", "infer.h": "nn",
     "offload.h": "nn",  # the host step (nn/offload.c); kn_offload_dp and kn_offload_sync in dist/offload_dp.c
-    "dist.h": "dist", "pipeline.h": "dist",
+    "dist.h": "dist", "mesh.h": "dist", "pipeline.h": "dist",
 }
 
 # Lab units (solutions/labNN-*/FILE.c, labs/labNN-*/FILE.c): the layer of the core file

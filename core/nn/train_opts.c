@@ -12,6 +12,7 @@
 
 #include "kiln/data.h"
 #include "kiln/passes.h"
+#include "kiln/remat.h"
 #include "nn/train_opts.h"
 
 typedef enum { O_INT, O_I64, O_U64, O_F64, O_STR } opt_kind;
@@ -71,9 +72,9 @@ static const opt_row k_opts[] = {
     {"allreduce", O_STR, S(allreduce), 0, 0, false, "--dist ddp: library (MPI/NCCL's own) or ring (kiln's)"},
     {"compress", O_STR, S(compress), 0, 0, false, "--dist ddp: gradient compression, none or int8 (error feedback)"},
     {"emit-ir", O_STR, S(emit_ir), 0, 0, false, "--dist: write the joint graph and where each collective starts"},
-    {"mesh", O_STR, S(mesh), 0, 0, false, "device mesh under mpiexec: tp=N (tensor parallel, Megatron), dp=D,tp=N, pp=N, dp=D,pp=N (axes dp, tp, pp; kiln/dist.h)"},
+    {"mesh", O_STR, S(mesh), 0, 0, false, "device mesh under mpiexec: tp=N (tensor parallel, Megatron), dp=D,tp=N, pp=N, dp=D,pp=N (axes dp, tp, pp; kiln/mesh.h)"},
     {"sp", O_INT, F(sp), 0, 0, 1, false, "--mesh: sequence parallelism (layernorms and residuals on the rank's rows; reduce-scatter + all-gather): 1 (also bare --sp) or 0"},
-    {"pp", O_INT, F(pp), 0, 0, 1024, false, "pipeline parallelism under mpiexec -n N: N stages of consecutive blocks (kiln/dist.h)"},
+    {"pp", O_INT, F(pp), 0, 0, 1024, false, "pipeline parallelism under mpiexec -n N: N stages of consecutive blocks (kiln/mesh.h)"},
     {"schedule", O_STR, S(schedule), 0, 0, false, "--pp: gpipe, 1f1b or interleaved (kiln/pipeline.h)"},
     {"microbatches", O_INT, F(microbatches), 0, 0, 65536, false, "--pp: micro-batches per step (0: 4 x --pp)"},
     {"chunks", O_INT, F(chunks), 0, 0, 64, false, "--pp: model chunks per rank (0: 2 for interleaved, else 1)"},

@@ -7,8 +7,8 @@
  * then fuses each back into one row-wise kernel: a loop per reduction over the row, then
  * the stores (cross_entropy's mean over the rows is a second, small kernel). Each formula is
  * written in the order of operations of the kernels' shared definition (core/tensor/
- * rowmath.h, which the CPU kernels of kernels_train.inc and the CUDA kernels of cuda_norm.cu
- * and cuda_reduce.cu call; each rule below names the function it follows), so the generated
+ * rowmath.h, which the CPU kernels of kernels_train.inc and the CUDA kernels of cuda_norm.cu,
+ * cuda_cross_entropy.cu and cuda_reduce.cu call; each rule below names the function it follows), so the generated
  * code differs from them only by where it rounds (the kernels keep a row's statistics in
  * double; here they are rounded to the row's dtype). tests/core/test_rowmath.c checks the
  * three agree.

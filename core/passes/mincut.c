@@ -1,5 +1,5 @@
 /* mincut.c — which forward values to keep for the backward: AOTAutograd's min-cut
- * partitioner (kn_remat_mincut, kiln/passes.h).
+ * partitioner (kn_remat_mincut, kiln/remat.h).
  *
  * The question "which activations to save" is a cut in a flow network. Each forward node v
  * becomes two vertices, v.in and v.out, joined by an edge whose capacity is v's bytes:
@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "kiln/passes.h"
+#include "kiln/remat.h"
 
 #define INF_CAP (INT64_MAX / 4)
 

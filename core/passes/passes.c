@@ -19,6 +19,7 @@
 
 #include "kiln/passes.h"
 #include "kiln/quant.h"
+#include "kiln/remat.h"
 
 static const kn_pass kn_pass_table[] = {
     {"fold", kn_pass_fold, "constant folding: an op of `full` constants that gives one value becomes a full", NULL, false},

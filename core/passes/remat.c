@@ -1,4 +1,4 @@
-/* remat.c — activation checkpointing as a pass on the joint graph (kiln/passes.h).
+/* remat.c — activation checkpointing as a pass on the joint graph (kiln/remat.h).
  *
  * A training step's memory is mostly activations: forward values the backward reads,
  * alive from the forward until their use in the backward. Rematerialization trades
@@ -20,13 +20,14 @@
  *
  * The policies (full, every:K use the scopes the GPT builder stamps on each block's
  * nodes; selective and mincut the min-cut in core/passes/mincut.c) are described in
- * kiln/passes.h. Which ops selective may recompute is lab 08's unit kn_remat_selective
+ * kiln/remat.h. Which ops selective may recompute is lab 08's unit kn_remat_selective
  * (labs/lab08-memory/recompute.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kiln/passes.h"
+#include "kiln/remat.h"
 
 #define REMAT_POLICIES "none, selective, full, every:K (K >= 1 layers per block) or mincut"
 

@@ -1,6 +1,6 @@
 /* cuda_reduce.cu — the CUDA kernels that reduce: sum/mean/max over axes, softmax and
  * log_softmax (+ backward). (layernorm, normalize and cross_entropy, which also make
- * statistics of rows, live in cuda_norm.cu.)
+ * statistics of rows, live in cuda_norm.cu and cuda_cross_entropy.cu.)
  *
  * Layout: like the CPU, every op sees its operand as [outer, n, inner] around the reduced
  * axis (or as rows of the last axis). When inner == 1 (the reduced elements are adjacent:

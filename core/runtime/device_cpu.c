@@ -1,5 +1,5 @@
 /* device_cpu.c — the CPU compute backend (kiln/device.h): the interpreter's kernels for
- * every op (ir/eval.c), contiguous copies, the optimizer (optim.c) and no profile. Its
+ * every op (ir/eval*.c), contiguous copies, the optimizer (optim.c) and no profile. Its
  * storage (host memory, copies, streams, events) is core/storage/storage_cpu.c. */
 #include "ir/ir_impl.h"
 #include "kiln/device.h"

@@ -2,7 +2,7 @@
  *
  * The batch axes broadcast (kn_shape_broadcast + kn_tensor_expand, lab 01 units), and the
  * batches are walked with kn_index_next. Each batch is one call of kiln's CPU GEMM,
- * kn_k_matmul_f32 / _f64 (kernels_train.inc: packing, cache blocking, a register-blocked
+ * kn_k_matmul_f32 / _f64 (kernels_matmul.inc: packing, cache blocking, a register-blocked
  * micro-kernel, threads), the same kernel the IR interpreter runs, so eager and graph mode
  * give the same bits. A row-major or transposed operand is passed in place (the GEMM's ta /
  * tb flags); any other strides, and f16/bf16 (widened to f32), are copied row-major

@@ -2,8 +2,8 @@
  *
  * A row op makes statistics of a row (a max, sums), then writes each element from them. How
  * the sums are made differs by backend, and must: the CPU kernels (core/tensor/
- * kernels_train.inc) add the row in a loop, the CUDA kernels (core/runtime/cuda_norm.cu)
- * add per-thread partials through shuffles or shared memory, the decomposition
+ * kernels_train.inc) add the row in a loop, the CUDA kernels (core/runtime/cuda_norm.cu,
+ * cuda_cross_entropy.cu) add per-thread partials through shuffles or shared memory, the decomposition
  * (core/passes/decompose.c) builds max/sum reductions the scheduler fuses. What must not
  * differ is the formula that turns the sums into a statistic and the statistics into an
  * element; those are these functions, compiled by both the host compiler and nvcc

@@ -1,5 +1,6 @@
 /* test_cuda_norm.c — the row kernels of core/runtime/cuda_norm.cu (layernorm, normalize,
- * layernorm_dx, cross_entropy and its backward) against the CPU kernels, on the shapes that
+ * layernorm_dx) and cuda_cross_entropy.cu (cross_entropy and its backward, the fused pair)
+ * against the CPU kernels, on the shapes that
  * pick each variant.
  *
  * Layernorm: row lengths c = 1, 7, 31, 32, 33, 768 and 1024 take the warp-per-row kernels

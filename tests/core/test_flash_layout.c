@@ -2,7 +2,7 @@
  * perm [0, 2, 1, 3], kiln/ir.h; emitted by the flash pass, core/passes/flash.c), the one
  * the GPT's projections have, so that no permute or slice copy stands around attention.
  *
- *   - The CPU kernels (core/ir/eval.c) in the new layout give the very bits of the
+ *   - The CPU kernels (core/ir/eval_rows.c) in the new layout give the very bits of the
  *     [..., T, D] layout on the permuted operands: O, L, and dq, dk, dv in f32, f64 and bf16
  *     (the GPU's widened arithmetic), with and without L's gradient.
  *   - The tensor-core kernels under the CUDA emulator (cuda_flash_tc.cu, strides in their

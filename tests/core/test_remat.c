@@ -10,6 +10,7 @@
 #include "kiln/autograd.h"
 #include "kiln/nn.h"
 #include "kiln/passes.h"
+#include "kiln/remat.h"
 
 static const kn_gpt_config cfg = {.vocab = 17, .context = 8, .layers = 3, .width = 16, .heads = 2};
 static const char *const policies[] = {"none", "selective", "full", "every:2", "every:3", "mincut", NULL};

@@ -3,8 +3,9 @@
  *
  * core/tensor/rowmath.h holds the formulas the row ops' kernels share (a statistic from a
  * row's sums, an element from the statistics); the CPU kernels (kernels_train.inc) and the
- * CUDA kernels (cuda_norm.cu, cuda_reduce.cu) call them, and the decomposition
- * (core/passes/decompose.c) writes them as graph ops in the same order. Checked here:
+ * CUDA kernels (cuda_norm.cu, cuda_cross_entropy.cu, cuda_reduce.cu) call them, and the
+ * decomposition (core/passes/decompose.c) writes them as graph ops in the same order.
+ * Checked here:
  *   - each formula is the textbook one (a row of known values);
  *   - every row op (softmax, log_softmax and their backwards, layernorm, normalize,
  *     layernorm_dx, cross_entropy and its backward) decomposed and compiled to C, and in

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "dist_test.h"
+#include "kiln/mesh.h"
 #include "kiln/nn.h"
 #include "kiln/step.h"
 

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "dist_test.h"
+#include "kiln/mesh.h"
 #include "kiln/nn.h"
 
 enum { G = 8, T = 8, M = 4, STEPS = 3 }; /* global batch, sequence, micro-batches (a multiple of 1, 2, 4), steps */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "dist_test.h"
+#include "kiln/mesh.h"
 #include "kiln/placement.h"
 
 enum { B = 4, T = 8, STEPS = 3 }; /* B: tp = 4 divides it (sequence parallelism shards the rows [B, T] by batch first) */

@@ -3,7 +3,7 @@
  * class on this machine and cache the choice on disk, keyed by the shape class, the CPU and
  * the code version).
  *
- * kn_k_matmul_f32 (core/tensor/kernels_train.inc) computes c = op(a) . op(b), m x n x k,
+ * kn_k_matmul_f32 (core/tensor/kernels_matmul.inc) computes c = op(a) . op(b), m x n x k,
  * the GotoBLAS way: it allocates the packed panels, packs b (kn_gemm_pack_b_f32, split
  * over threads by column panels) and runs kn_gemm_rows_f32 over the row panels (split over
  * threads), which packs its panels of a and calls the microkernel on every MR x NR block of

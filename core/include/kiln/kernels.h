@@ -10,7 +10,7 @@
  * Determinism: every kernel is a fixed sequence of operations for given sizes, so the
  * same inputs give bitwise the same outputs, whoever calls it (eager or interpreted).
  *
- * Implemented in core/tensor/kernels_train.c (+ kernels_train.inc, the type template). */
+ * Implemented in core/tensor/kernels_train.c (+ kernels_train.inc and kernels_matmul.inc, the type templates). */
 #ifndef KILN_KERNELS_H
 #define KILN_KERNELS_H
 
