@@ -81,8 +81,8 @@ endif
 bench-comm: $(KILN)
 	$(DIST_ENV) $(MPIEXEC) -n $(DIST_RANKS) $(KILN) bench-comm
 
-TEST_STEPS += test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp test-step-dist-pp test-step-dist-mesh test-step-offload-cli
-.PHONY: test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp test-step-dist-pp test-step-dist-mesh test-step-offload-cli
+TEST_STEPS += test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp test-step-dist-pp test-step-dist-mesh test-step-offload-cli test-step-optim-ptx
+.PHONY: test-step-dist-comm test-step-dist-matrix test-step-dist-train test-step-dist-timeout test-step-dist-tp test-step-dist-pp test-step-dist-mesh test-step-offload-cli test-step-optim-ptx
 # ZeRO-Offload without a GPU (tests/dist/test_offload_cli.sh): the refusals and argument errors
 # (all before MPI starts), and its wiring on the CPU (KILN_OFFLOAD_ON_CPU=1) against the run
 # without it, byte for byte: one process, ddp, zero1, zero2 on 2 ranks, resume. Its host step:
@@ -91,6 +91,15 @@ test-step-offload-cli:
 	@$(MAKE) --no-print-directory $(KILN) IMPL=$(DEFAULT_IMPL) >/dev/null
 	@bash tests/harness/record.sh $(ALL_RESULTS) offload-cli env $(DIST_ENV) MPIEXEC='$(MPIEXEC)' \
 	  bash tests/dist/test_offload_cli.sh $(BUILD)/$(DEFAULT_IMPL)/kiln
+# The host's optimizer loop is ZeRO-Offload's update (124M parameters a step, every core):
+# vectorized at -O3, sqrt inline (no errno call to keep it scalar), never a fused multiply-add
+# (the bits are the scalar loop's and the GPU kernel's: tests/core/test_offload.c, optim-ptx).
+$(BUILD)/obj/core/runtime/optim.o: CFLAGS += -O3 -fno-math-errno -ffp-contract=off
+# The GPU's optimizer kernels round like the host's (tests/dist/test_optim_ptx.sh, where nvcc
+# is): no fused multiply-add in their PTX, so the offloaded update (on the host) is the GPU's
+# byte for byte and tests/dist/test_offload_gpu.sh can demand equality.
+test-step-optim-ptx:
+	@bash tests/harness/record.sh $(ALL_RESULTS) optim-ptx bash tests/dist/test_optim_ptx.sh '$(NVCC)'
 # ZeRO-Offload on GPUs (by hand on the lent machine; "skip" without a GPU): one GPU offloaded
 # against not (losses, parameters, the peak lower by the optimizer state), --dist ddp, zero1,
 # zero2 on 2 GPUs over NCCL the same way, and GPT-2 124M's tokens/s with and without

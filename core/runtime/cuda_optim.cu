@@ -2,9 +2,15 @@
  * (contracts in kiln/cuda.h), for `kiln train --device cuda`.
  *
  * The formulas are kn_optim_step's and kn_clip_grad_norm's (core/runtime/optim.c) element for
- * element: each element's arithmetic is done in double and rounded once when stored, so
- * an update on the GPU matches the CPU's up to the last bit of libm's pow/sqrt. The
- * bias corrections c1, c2 are computed once on the host, exactly as the CPU does.
+ * element: each element's arithmetic is done in double and rounded once when stored. The
+ * update's products are __dmul_rn: nvcc contracts a product and a sum into one fused
+ * multiply-add by default (-fmad=true), the CPU's C11 build never does, and a fused
+ * b1 * m + (1 - b1) * g rounds once where the CPU rounds twice; the result then differed
+ * in the last bit of the double, now and then in the stored float. A product that is
+ * __dmul_rn is never fused, and division and sqrt are correctly rounded on both, so an
+ * update on the GPU is the CPU's bit for bit (kn_optim_step_range: ZeRO-Offload's host
+ * step is checked against the GPU's update byte for byte, tests/dist/test_offload_gpu.sh).
+ * The bias corrections c1, c2 are computed once on the host, exactly as the CPU does.
  *
  * The sum of squares of the clip is deterministic: a fixed grid (KNC_NORM_BLOCKS blocks of
  * KNC_THREADS threads, grid-stride) writes one double partial per block with the fixed
@@ -27,18 +33,22 @@ __device__ static inline void knc_store_low(unsigned short *low, int low_bf16, i
     if (low) low[i] = low_bf16 ? knc_bf16_bits(x) : knc_f16_bits(x);
 }
 
+/* The CPU's expressions (optim.c's adamw_step and sgd_step) in the CPU's order, each
+ * product rounded on its own (knc_dmul: never fused into the sum that follows it). */
+__device__ static inline double knc_dmul(double a, double b) { return __dmul_rn(a, b); }
+
 __global__ void knc_adamw_kernel(float *p, const float *g, float *m, float *v, int64_t n, int64_t n_decay, double lr,
                                  double b1, double b2, double eps, double wd, double c1, double c2,
                                  unsigned short *low, int low_bf16) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         double pi = (double)p[i], gi = (double)g[i];
-        if (i < n_decay) pi -= lr * wd * pi;
-        double mi = b1 * (double)m[i] + (1.0 - b1) * gi;
-        double vi = b2 * (double)v[i] + (1.0 - b2) * gi * gi;
+        if (i < n_decay) pi -= knc_dmul(knc_dmul(lr, wd), pi);
+        double mi = knc_dmul(b1, (double)m[i]) + knc_dmul(1.0 - b1, gi);
+        double vi = knc_dmul(b2, (double)v[i]) + knc_dmul(knc_dmul(1.0 - b2, gi), gi);
         float mf = (float)mi, vf = (float)vi;
         m[i] = mf;
         v[i] = vf;
-        pi -= lr * ((double)mf / c1) / (sqrt((double)vf / c2) + eps);
+        pi -= knc_dmul(lr, (double)mf / c1) / (sqrt((double)vf / c2) + eps);
         float pf = (float)pi;
         p[i] = pf;
         knc_store_low(low, low_bf16, i, pf);
@@ -49,13 +59,13 @@ __global__ void knc_sgd_kernel(float *p, const float *g, float *buf, int64_t n, 
                                double wd, int first, unsigned short *low, int low_bf16) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         double gi = (double)g[i];
-        if (i < n_decay) gi += wd * (double)p[i];
+        if (i < n_decay) gi += knc_dmul(wd, (double)p[i]);
         double b = gi;
         if (mu > 0.0) {
-            b = first ? gi : mu * (double)buf[i] + gi;
+            b = first ? gi : knc_dmul(mu, (double)buf[i]) + gi;
             buf[i] = (float)b;
         }
-        float pf = (float)((double)p[i] - lr * b);
+        float pf = (float)((double)p[i] - knc_dmul(lr, b));
         p[i] = pf;
         knc_store_low(low, low_bf16, i, pf);
     }

@@ -142,6 +142,72 @@ KN_TEST(cuda_train, optimizer_and_clip_match_the_cpu) {
     kn_tensor_free(p);
 }
 
+/* The GPU's update is the CPU's bit for bit on the same gradients (no clip in between):
+ * ZeRO-Offload's host step is checked against it byte for byte (test_offload_gpu.sh).
+ * The moments are set to nearly cancel the gradient's share (b1 m + (1 - b1) g close to 0,
+ * and the same for SGD's mu buf + g), where a fused multiply-add, rounding once where the
+ * CPU rounds twice, changes a stored float in about one element in 150 (AdamW) and 340
+ * (SGD): the count of a CPU emulation with fma() where nvcc fused (issue 32: it did until
+ * the kernel's products became __dmul_rn; tests/dist/test_optim_ptx.sh checks the PTX). */
+KN_TEST(cuda_train, optimizer_is_the_cpus_bit_for_bit) {
+    SKIP_WITHOUT_GPU();
+    const int64_t n = (int64_t)1 << 20, nd = n / 2;
+    kn_rng r = kn_rng_new(23);
+    float *p = kn_malloc((size_t)n * sizeof(float)), *g = kn_malloc((size_t)n * sizeof(float));
+    double *u = kn_malloc((size_t)n * sizeof(double));
+    cr_assert(p && g && u);
+    kn_rng_uniform_f32(&r, p, n);
+    kn_rng_uniform_f32(&r, g, n);
+    kn_rng_uniform_f64(&r, u, n);
+    for (int kind = 0; kind < 2; kind++) {
+        kn_optim_config oc = kn_optim_default();
+        if (kind == 1) { oc.kind = KN_OPTIM_SGD; oc.momentum = 0.9; }
+        kn_optim oa, ob;
+        KN_ASSERT_OK(kn_optim_init(&oa, &oc, n, nd));
+        KN_ASSERT_OK(kn_optim_init(&ob, &oc, n, nd));
+        oa.step = ob.step = 1; /* SGD's momentum buffer is read after the first step */
+        for (int64_t i = 0; i < n; i++) {
+            double c = kind == 0 ? -(1.0 - oc.beta1) / oc.beta1 : -1.0 / oc.momentum; /* cancels g */
+            oa.state[i] = (float)(c * (double)(g[i] - 0.5f) * (1.0 + 1e-6 * u[i]));
+            if (kind == 0) oa.state[n + i] = (float)(1e-2 * u[i]);
+        }
+        float *hp = kn_malloc((size_t)n * sizeof(float));
+        cr_assert(hp);
+        for (int64_t i = 0; i < n; i++) hp[i] = p[i] - 0.5f, g[i] -= 0.5f;
+        size_t pb = (size_t)n * sizeof(float), sb = (size_t)oa.state_len * sizeof(float);
+        void *dp = NULL, *dg = NULL, *ds = NULL;
+        KN_ASSERT_OK(kn_device_alloc(CUDA0, pb, &dp));
+        KN_ASSERT_OK(kn_device_alloc(CUDA0, pb, &dg));
+        KN_ASSERT_OK(kn_device_alloc(CUDA0, sb, &ds));
+        KN_ASSERT_OK(kn_device_memcpy(CUDA0, dp, KN_CPU, hp, pb));
+        KN_ASSERT_OK(kn_device_memcpy(CUDA0, dg, KN_CPU, g, pb));
+        KN_ASSERT_OK(kn_device_memcpy(CUDA0, ds, KN_CPU, oa.state, sb));
+        KN_ASSERT_OK(kn_optim_step(&oa, hp, g, 1e-2));
+        KN_ASSERT_OK(kn_device_optim_step(CUDA0, &ob, dp, dg, ds, 1e-2));
+        float *bp = kn_malloc(pb), *bs = kn_malloc(sb);
+        cr_assert(bp && bs);
+        KN_ASSERT_OK(kn_device_memcpy(KN_CPU, bp, CUDA0, dp, pb));
+        KN_ASSERT_OK(kn_device_memcpy(KN_CPU, bs, CUDA0, ds, sb));
+        int64_t dparam = 0, dstate = 0;
+        for (int64_t i = 0; i < n; i++) dparam += memcmp(&bp[i], &hp[i], sizeof(float)) != 0;
+        for (int64_t i = 0; i < oa.state_len; i++) dstate += memcmp(&bs[i], &oa.state[i], sizeof(float)) != 0;
+        cr_assert(dparam == 0 && dstate == 0, "%s: %lld parameters and %lld state floats differ from the CPU's update",
+                  kind ? "SGD" : "AdamW", (long long)dparam, (long long)dstate);
+        for (int64_t i = 0; i < n; i++) g[i] += 0.5f;
+        kn_free(bp);
+        kn_free(bs);
+        kn_free(hp);
+        kn_device_free(CUDA0, dp, pb);
+        kn_device_free(CUDA0, dg, pb);
+        kn_device_free(CUDA0, ds, sb);
+        kn_optim_free(&oa);
+        kn_optim_free(&ob);
+    }
+    kn_free(p);
+    kn_free(g);
+    kn_free(u);
+}
+
 /* Everywhere: with no usable GPU, kn_trainer_to_device fails cleanly and the trainer keeps
  * training on the CPU; with one, a CPU-only request (eager mode) on the GPU is refused. */
 KN_TEST(cuda_train, device_errors_are_clean) {

@@ -20,10 +20,12 @@
  * all-gather of the parameters follows the host step on the GPU, as without offload).
  *
  * The clip (and the loss scale's unscaling and overflow check) stays on the GPU where it
- * was: only the update moves, so the result differs from the GPU step only by the
- * optimizer's arithmetic on another device (both AdamW kernels compute each element in
- * double and round once; the GPU fuses multiply-adds: tests/dist/test_offload_gpu.sh
- * measures the difference).
+ * was: only the update moves, and the result is the GPU step's bit for bit: both
+ * optimizers compute each element in double, the same operations in the same order, and
+ * round once when storing (the GPU kernel's products are __dmul_rn, never fused into a
+ * multiply-add: tests/dist/test_optim_ptx.sh), and bf16's weight copies are rounded alike
+ * (the GPU kernel's store; after the host step, the trainer's cast before the next run).
+ * tests/dist/test_offload_gpu.sh demands equality; any difference is an offload bug.
  *
  * Not offloaded: ZeRO-3 (its update writes the parameter shard its gathers read:
  * refused until checked), pipeline and tensor parallel meshes (refused by kiln train), CPU
