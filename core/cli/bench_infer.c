@@ -18,8 +18,8 @@
  * (kiln's allocations on the device; on the CPU its heap blocks). Decoding is greedy, so
  * each token is its row's argmax taken on the device (kn_device_argmax_rows) and only the
  * B token ids come back to the host, as in `kiln generate` at temperature 0: part of the cost.
- * The header says which kernel runs the products of at most 8 rows on a GPU (the GEMV of
- * core/runtime/cuda_gemv.cu, or cuBLAS with KILN_NO_GEMV=1), and the line after the table how
+ * The header says which kernel runs the products of at most 8 rows on a GPU (cuBLAS, or
+ * the GEMV of core/runtime/cuda_gemv.cu with KILN_GEMV=1), and the line after the table how
  * many products went each way (also in the JSON: "small_products", "gemv", "cublas").
  * Output: a table on stdout and, with --json FILE, the same numbers as JSON, the format
  * plots/bench_infer_torch.py writes for PyTorch (plots/bench_infer_compare.py divides).
@@ -374,7 +374,7 @@ int kn_cli_bench_infer(int argc, char **argv) {
     const char *small = io.device.type != KN_DEVICE_CUDA ? "cpu" : kn_gemv_cuda_enabled() ? "gemv" : "cublas";
     if (io.device.type == KN_DEVICE_CUDA)
         printf("products of <= %d rows (bf16): %s%s\n", KN_GEMV_MAX_M, small,
-               strcmp(small, "gemv") ? " (KILN_NO_GEMV=1)" : " (core/runtime/cuda_gemv.cu; KILN_NO_GEMV=1: cuBLAS)");
+               strcmp(small, "gemv") ? " (KILN_GEMV=1: kiln's GEMV)" : " (core/runtime/cuda_gemv.cu, KILN_GEMV=1)");
     bi_result res[NWORK * MAXB];
     int nres = 0;
     int64_t total = 0, done = 0;

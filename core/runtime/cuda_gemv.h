@@ -45,14 +45,14 @@ const char *kn_gemv_refuses(const kn_gemv_args *g);
 /* g's product under the CUDA emulator: KN_OK, KN_ERR_ARG with kn_gemv_refuses's reason, or
  * KN_ERR_DEVICE when a launch failed (the emulator said why on stderr). */
 kn_status kn_gemv_emu(const kn_gemv_args *g);
-/* Whether the CUDA backend's products of at most KN_GEMV_MAX_M rows go to the GEMV (unless
- * the environment sets KILN_NO_GEMV=1), and how many have gone each way in this process so
+/* Whether the CUDA backend's products of at most KN_GEMV_MAX_M rows go to the GEMV (only
+ * where the environment sets KILN_GEMV=1: cuBLAS is faster inside the decode graph), and how many have gone each way in this process so
  * far (gemv, cublas; products of more rows are not counted). False and zeros in a build
  * without CUDA. */
 bool kn_gemv_cuda_enabled(void);
 void kn_gemv_cuda_counts(long long *gemv, long long *cublas);
 /* Override the environment for this process (on 1: the GEMV, 0: cuBLAS, < 0: as
- * KILN_NO_GEMV says), so one test can compare the two. Not thread-safe; a no-op without CUDA. */
+ * KILN_GEMV says), so one test can compare the two. Not thread-safe; a no-op without CUDA. */
 void kn_gemv_cuda_force(int on);
 #ifdef __cplusplus
 }

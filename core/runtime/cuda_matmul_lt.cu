@@ -29,8 +29,8 @@
  * and GELU' are 4e-12 and 3e-10 off in f64, outside kiln's 1e-12 for f64.
  * KILN_LT_EPILOGUE=0 forces that path (the GPU test compares both). matmul_bias and
  * matmul_bias_gelu of at most KN_GEMV_MAX_M rows with bf16 operands (a decode step's) run
- * the weight-streaming GEMV with the epilogue in its last step instead (cuda_gemv.cu;
- * KILN_NO_GEMV=1: cuBLASLt as above); its gelu is kiln's (kiln/scalar.h). */
+ * the weight-streaming GEMV with the epilogue in its last step instead where KILN_GEMV=1
+ * (cuda_gemv.cu; otherwise cuBLASLt as above); its gelu is kiln's (kiln/scalar.h). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wswitch-enum"
 #include <cublasLt.h>
