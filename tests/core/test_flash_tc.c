@@ -184,8 +184,9 @@ static void widen(int kind, const void *p, float *x, int64_t n) {
 
 static double worst_seen[2];
 
+/* dyc < 0: the forward alone. */
 static void tc_case(int kind, int64_t bh, int t, int d, int dyc, int masked_rows, uint64_t seed) {
-    const int64_t n = bh * t * d, ny = bh * t * (d + 1), ndy = bh * t * dyc;
+    const int64_t n = bh * t * d, ny = bh * t * (d + 1), ndy = bh * t * (dyc < 0 ? 0 : dyc);
     const double tol = kind == KN_FLASH_TC_TF32 ? 8e-3 : 2e-2;
     const float scale = 1.0f / sqrtf((float)d);
     const char *name = kn_flash_tc_kernel(kind, d);
@@ -211,6 +212,11 @@ static void tc_case(int kind, int64_t bh, int t, int d, int dyc, int masked_rows
     double e = rel(got, y, ny);
     if (e > worst_seen[kind]) worst_seen[kind] = e;
     cr_assert(e < tol, "%s bh=%lld T=%d: forward off by %.3g", name, (long long)bh, t, e);
+    if (dyc < 0) { /* the forward alone */
+        if (kind != KN_FLASH_TC_TF32) free(dq), free(ddy);
+        free(qkv), free(dy), free(y), free(g), free(got), free(out);
+        return;
+    }
     for (int r = 0; r < masked_rows && r < bh * t; r++) y[(r * 7 % (bh * t)) * (d + 1) + d] = -INFINITY;
     void *yk = operand(kind, y, ny); /* bf16: y as the bf16 forward would have stored it */
     cr_assert(kn_k_flash_attn_bwd_f32(qkv, qkv + n, qkv + 2 * n, y, dy, dyc, g, bh, t, d, scale));
@@ -254,6 +260,25 @@ KN_TEST(flash_tc_emu, bf16_kernels_match_the_cpu, .timeout = 600) {
         }
     cr_log_info("bf16: worst relative error %.3g", worst_seen[KN_FLASH_TC_BF16]);
 }
+
+/* bf16 D 64's forward in the variant KILN_FLASH_FWD names (read once per process: each test
+ * forks), at T on both sides of v2's 128-row blocks (1, 127, 128, 129) and T = 1000 (eight
+ * blocks, the last partial; 16 64-key tiles), with bh 1 and 2; the variant must be the one
+ * asked for (kn_flash_tc_fwd_variant), so a test of v2 cannot pass on v1. */
+static void fwd_edges(const char *variant) {
+    setenv("KILN_FLASH_FWD", variant, 1);
+    const char *got = kn_flash_tc_fwd_variant(KN_FLASH_TC_BF16, 64);
+    size_t len = strlen(variant);
+    cr_assert(got && !strncmp(got, variant, len) && got[len] == ',', "KILN_FLASH_FWD=%s ran '%s'", variant,
+              got ? got : "(none)");
+    static const int ts[] = {1, 127, 128, 129, 1000};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        tc_case(KN_FLASH_TC_BF16, 1 + (int64_t)(i % 2), ts[i], 64, -1, 0, 101 + i);
+    cr_log_info("%s: worst relative error %.3g", variant, worst_seen[KN_FLASH_TC_BF16]);
+}
+KN_TEST(flash_tc_emu, bf16_forward_v2_at_block_edges, .timeout = 600) { fwd_edges("v2"); }
+KN_TEST(flash_tc_emu, bf16_forward_v2_64_at_block_edges, .timeout = 600) { fwd_edges("v2-64"); }
+KN_TEST(flash_tc_emu, bf16_forward_v1_at_block_edges, .timeout = 600) { fwd_edges("v1"); }
 
 KN_TEST(flash_tc_emu, refusals) {
     float x[8] = {0};
