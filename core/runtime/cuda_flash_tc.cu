@@ -38,7 +38,11 @@
  * S^T = K Q^T and dP^T = V dO^T, P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q
  * with Q and dO read column-major (B "k-major"); (3) dq: a warp owns 16 query rows (Q and
  * dO as register A fragments), per key tile S, dP, dS, dQ += dS K. P is recomputed twice,
- * as in the SIMT version and FA2's deterministic mode.
+ * as in the SIMT version and FA2's deterministic mode. bf16 D 64 (GPT-2's) has a second
+ * forward, the default (v2, cuda_flash_tc_fwd2.inc, whose top comment says what it changes:
+ * 128-row blocks of 8 warps of 16 rows, K and V both double-buffered with one barrier a tile,
+ * the softmax a 32-key half-tile at a time so 16 warps an SM fit the registers);
+ * KILN_FLASH_FWD=v1 runs the one described here, v2-64 v2 in 64-row blocks of 4 warps.
  *
  * Loads overlap products: tiles go global -> shared by cp.async (kn_cp_async16, 16 bytes,
  * no registers; a plain copy under the emulator). The forward has one K and one V buffer

@@ -358,3 +358,44 @@ KN_TEST(cuda_flash_tc, ops_match_the_cpu_on_tensor_cores, .timeout = 120) {
             }
         }
 }
+
+/* bf16 D 64's forward on the GPU in the variant KILN_FLASH_FWD names (read once per process:
+ * each test forks), at T on both sides of v2's 128-row blocks and T = 1000, in the
+ * [B, H, T, D] and the GPT's [B, T, H, D] layout, against the CPU's f32 kernel at the
+ * emulator tests' tolerance; the forward that ran must be that variant. */
+static void gpu_fwd_edges(const char *variant) {
+    SKIP_WITHOUT_GPU();
+    setenv("KILN_FLASH_FWD", variant, 1);
+    kn_rng r = kn_rng_new(21);
+    static const int ts[] = {1, 127, 128, 129, 1000};
+    const int p0213[4] = {0, 2, 1, 3};
+    char want[64];
+    snprintf(want, sizeof want, "; forward %s,", variant);
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        for (int bthd = 0; bthd < 2; bthd++) {
+            int64_t shape[4] = {2, bthd ? ts[i] : 3, bthd ? 3 : ts[i], 64};
+            kn_tensor *h[3], *hw[3];
+            for (int j = 0; j < 3; j++) {
+                kn_tensor *x = randn(&r, KN_DT_F32, 4, shape);
+                h[j] = as_dtype(x, KN_DT_BF16);
+                hw[j] = as_dtype(h[j], KN_DT_F32);
+                kn_tensor_free(x);
+            }
+            kn_node n = node(KN_OP_FLASH_ATTN);
+            n.attrs.scale = 0.125;
+            if (bthd) {
+                n.attrs.nperm = 4;
+                for (int j = 0; j < 4; j++) n.attrs.perm[j] = p0213[j];
+            }
+            kn_tensor_free(tc_gpu_vs_cpu(&n, 3, h, hw, 2e-2, kn_flash_tc_kernel(KN_FLASH_TC_BF16, 64)));
+            cr_assert(strstr(kn_flash_cuda_fwd_kernel(), want), "KILN_FLASH_FWD=%s ran '%s'", variant,
+                      kn_flash_cuda_fwd_kernel());
+            for (int j = 0; j < 3; j++) {
+                kn_tensor_free(h[j]);
+                kn_tensor_free(hw[j]);
+            }
+        }
+}
+KN_TEST(cuda_flash_tc, bf16_forward_v2_at_block_edges, .timeout = 120) { gpu_fwd_edges("v2"); }
+KN_TEST(cuda_flash_tc, bf16_forward_v2_64_at_block_edges, .timeout = 120) { gpu_fwd_edges("v2-64"); }
+KN_TEST(cuda_flash_tc, bf16_forward_v1_at_block_edges, .timeout = 120) { gpu_fwd_edges("v1"); }
