@@ -193,11 +193,12 @@ static double worst_seen[2];
 /* dyc < 0: the forward alone, at the scale 1; then recency > 0 adds recency j to key j's
  * score with every query (q[.][0] = 1, k[j][0] = recency j): each row's weight sits on its
  * last few visible keys, so a stale or missing diagonal tile, or a future key let through
- * the mask, moves the row by O(1) instead of by one term in T. */
+ * the mask, moves the row by O(1) instead of by one term in T. recency < 0: the same
+ * operands at the scale -1 (the weight on the first keys; a negative scale's path). */
 static void tc_case(int kind, int64_t bh, int t, int d, int dyc, int masked_rows, uint64_t seed, float recency) {
     const int64_t n = bh * t * d, ny = bh * t * (d + 1), ndy = bh * t * (dyc < 0 ? 0 : dyc);
     const double tol = kind == KN_FLASH_TC_TF32 ? 8e-3 : 2e-2;
-    const float scale = dyc < 0 ? 1.0f : 1.0f / sqrtf((float)d);
+    const float scale = dyc < 0 ? (recency < 0 ? -1.0f : 1.0f) : 1.0f / sqrtf((float)d);
     const char *name = kn_flash_tc_kernel(kind, d);
     float *qkv = malloc((size_t)(3 * n) * sizeof(float)), *dy = malloc((size_t)ndy * sizeof(float));
     float *y = malloc((size_t)ny * sizeof(float)), *g = malloc((size_t)(3 * n) * sizeof(float));
@@ -209,9 +210,9 @@ static void tc_case(int kind, int64_t bh, int t, int d, int dyc, int masked_rows
         if (i < 3 * n) qkv[i] = v;
         else dy[i - 3 * n] = v;
     }
-    for (int64_t r = 0; recency > 0 && r < bh * t; r++) {
+    for (int64_t r = 0; recency != 0 && r < bh * t; r++) {
         qkv[r * d] = 1.0f;
-        qkv[n + r * d] = recency * (float)(r % t);
+        qkv[n + r * d] = fabsf(recency) * (float)(r % t);
     }
     void *dq = operand(kind, qkv, 3 * n), *ddy = operand(kind, dy, ndy);
     const size_t es = kind == KN_FLASH_TC_TF32 ? 4 : 2;
@@ -291,6 +292,7 @@ static void fwd_edges(const char *variant) {
         tc_case(KN_FLASH_TC_BF16, 1 + (int64_t)(i % 2), ts[i], 64, -1, 0, 101 + i, 0);
         tc_case(KN_FLASH_TC_BF16, 1 + (int64_t)(i % 2), ts[i], 64, -1, 0, 201 + i, 0.5f);
     }
+    tc_case(KN_FLASH_TC_BF16, 2, 129, 64, -1, 0, 301, -0.5f);
     cr_log_info("%s: worst relative error %.3g", variant, worst_seen[KN_FLASH_TC_BF16]);
 }
 KN_TEST(flash_tc_emu, bf16_forward_v2_at_block_edges, .timeout = 600) { fwd_edges("v2"); }
