@@ -380,8 +380,10 @@ KN_TEST(cuda_flash_tc, ops_match_the_cpu_on_tensor_cores, .timeout = 120) {
 
 /* bf16 D 64's forward on the GPU in the variant KILN_FLASH_FWD names (read once per process:
  * each test forks), at T on both sides of v2's 128-row blocks and T = 1000, in the
- * [B, H, T, D] and the GPT's [B, T, H, D] layout, against the CPU's f32 kernel at the
- * emulator tests' tolerance; the forward that ran must be that variant. */
+ * [B, H, T, D] and the GPT's [B, T, H, D] layout, on random operands and on operands that
+ * weigh each row's last keys (tc_case's recency 0.5, scale 1), against the CPU's f32 kernel
+ * on the same values, O and L judged apart at the emulator tests' tolerance; the forward
+ * that ran must be that variant. */
 static void gpu_fwd_edges(const char *variant) {
     SKIP_WITHOUT_GPU();
     setenv("KILN_FLASH_FWD", variant, 1);
@@ -391,27 +393,48 @@ static void gpu_fwd_edges(const char *variant) {
     char want[64];
     snprintf(want, sizeof want, "; forward %s,", variant);
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
-        for (int bthd = 0; bthd < 2; bthd++) {
-            int64_t shape[4] = {2, bthd ? ts[i] : 3, bthd ? 3 : ts[i], 64};
-            kn_tensor *h[3], *hw[3];
+        for (int c = 0; c < 4; c++) {
+            const int bthd = c & 1, recent = c >> 1, T = ts[i], H = 3;
+            int64_t shape[4] = {2, bthd ? T : H, bthd ? H : T, 64};
+            kn_tensor *h[3], *hw[3], *d[3] = {NULL};
             for (int j = 0; j < 3; j++) {
                 kn_tensor *x = randn(&r, KN_DT_F32, 4, shape);
+                float *xv = kn_tensor_data(x);
+                for (int64_t e = 0; recent && j < 2 && e < kn_tensor_numel(x); e += 64) { /* element 0 of a row */
+                    int64_t row = e / 64, tpos = bthd ? row / H % T : row % T;
+                    xv[e] = j == 0 ? 1.0f : 0.5f * (float)tpos;
+                }
                 h[j] = as_dtype(x, KN_DT_BF16);
                 hw[j] = as_dtype(h[j], KN_DT_F32);
                 kn_tensor_free(x);
             }
             kn_node n = node(KN_OP_FLASH_ATTN);
-            n.attrs.scale = 0.125;
+            n.attrs.scale = recent ? 1.0 : 0.125;
             if (bthd) {
                 n.attrs.nperm = 4;
                 for (int j = 0; j < 4; j++) n.attrs.perm[j] = p0213[j];
             }
-            kn_tensor_free(tc_gpu_vs_cpu(&n, 3, h, hw, 2e-2, kn_flash_tc_kernel(KN_FLASH_TC_BF16, 64)));
+            gpu_operands(&n, 3, h, NULL, d);
+            kn_node nw = n;
+            nw.type.dtype = KN_DT_F32;
+            kn_tensor *ref = NULL;
+            KN_ASSERT_OK(kn_node_eval(&nw, (const kn_tensor *const *)hw, &ref));
+            kn_tensor *got = on_gpu(&n, d), *gw = as_dtype(got, KN_DT_F32);
             cr_assert(strstr(kn_flash_cuda_fwd_kernel(), want), "KILN_FLASH_FWD=%s ran '%s'", variant,
                       kn_flash_cuda_fwd_kernel());
+            const float *g = kn_tensor_data(gw), *w = kn_tensor_data(ref);
+            const int64_t rows = 2 * H * (int64_t)T, no = rows * 64;
+            double eo = bthd ? rel_cols(g, w, 1, no, 0, no) : rel_cols(g, w, rows, 65, 0, 64);
+            double el = bthd ? rel_cols(g + no, w + no, 1, rows, 0, rows) : rel_cols(g, w, rows, 65, 64, 1);
+            cr_assert(eo < 2e-2 && el < 2e-2, "%s T=%d %s%s: O off by %.3g, L by %.3g", variant, T,
+                      bthd ? "[B, T, H, D]" : "[B, H, T, D]", recent ? ", recent keys" : "", eo, el);
+            kn_tensor_free(got);
+            kn_tensor_free(gw);
+            kn_tensor_free(ref);
             for (int j = 0; j < 3; j++) {
                 kn_tensor_free(h[j]);
                 kn_tensor_free(hw[j]);
+                kn_tensor_free(d[j]);
             }
         }
 }
