@@ -8,7 +8,10 @@
  * inputs), and the graph's largest live set in node order. Its last line is one TSV row
  * (plots/flash.sh collects them): T, variant, median ms, peak bytes, live-set bytes, B, H,
  * D, device, precision. --tf32 allows TF32 tensor cores (cuBLAS and flash's mma kernels);
- * --precision bf16 adds autocast:bf16 and compiles the program. */
+ * --precision bf16 adds autocast:bf16 and compiles the program. With --flash on a GPU it also
+ * names the forward kernel that ran (kn_flash_cuda_fwd_kernel: v1 or v2, KILN_FLASH_FWD) and
+ * times it alone: flash_attn's GPU time a call over --steps more runs under the per-op
+ * profile, and its TFLOP/s. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -46,7 +49,8 @@ static void attn_usage(FILE *f) {
                "that layout in place (flash_attn's perm; the variant is flash-bthd), without it the permutes copy.\n"
                "Defaults: B 8, H 12, D 64, T 1024, 2 warm-up and 5 timed runs, device auto. Prints the median\n"
                "time, the peak memory of the runs above the inputs, the graph's largest live set and, for flash\n"
-               "on a GPU, the kernel that ran; the last line is a TSV row: T, variant, ms, peak bytes, live\n"
+               "on a GPU, the kernel that ran and the forward's (KILN_FLASH_FWD=v1|v2|v2-64 picks bf16 D 64's)\n"
+               "with its GPU time a call and TFLOP/s; the last line is a TSV row: T, variant, ms, peak bytes, live\n"
                "bytes, B, H, D, device, precision (plots/flash.sh).\n");
 }
 
@@ -120,6 +124,45 @@ static kn_status attn_graph(const attn_opts *o, kn_graph **out) {
     return st;
 }
 
+#if KN_HAVE_CUDA
+/* o->steps more runs of prog under the per-op profile; *ms: flash_attn's mean GPU time a
+ * call (the profile's TSV rows of op flash_attn), *calls their count; *ms stays -1 where no
+ * flash_attn ran. */
+static kn_status flash_fwd_time(const attn_opts *o, kn_device dev, kn_program *prog, double *ms, long long *calls) {
+    char *tsv = NULL, *rep = NULL;
+    size_t ntsv = 0, nrep = 0;
+    FILE *t = open_memstream(&tsv, &ntsv), *f = open_memstream(&rep, &nrep);
+    kn_status st = t && f ? kn_device_profile_start(dev) : kn_error(KN_ERR_OOM, "kiln bench-attn: out of memory");
+    for (int i = 0; st == KN_OK && i < o->steps; i++) st = kn_program_run(prog);
+    if (st == KN_OK) st = kn_device_profile_report(dev, f, t, 0, 0, NULL);
+    if (t) fclose(t);
+    if (f) fclose(f);
+    double sum = 0;
+    long long n = 0;
+    for (char *line = tsv, *next; st == KN_OK && line && *line; line = next) { /* key, op, calls, ms, ... */
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        char *op = strchr(line, '\t');
+        if (!op || strncmp(op + 1, "flash_attn\t", 11) != 0) continue;
+        char *end;
+        long long c = strtoll(op + 12, &end, 10);
+        double x = *end == '\t' ? strtod(end + 1, NULL) : 0;
+        n += c, sum += x;
+    }
+    *calls = n;
+    *ms = n > 0 ? sum / (double)n : -1;
+    free(tsv);
+    free(rep);
+    return st;
+}
+#else
+static kn_status flash_fwd_time(const attn_opts *o, kn_device dev, kn_program *prog, double *ms, long long *calls) {
+    (void)o, (void)dev, (void)prog, (void)calls;
+    *ms = -1; /* no CUDA in this build: no device runs flash_attn */
+    return KN_OK;
+}
+#endif
+
 static kn_status bench_attn(const attn_opts *o, kn_device dev) {
     kn_graph *g = NULL;
     kn_program *prog = NULL;
@@ -170,6 +213,12 @@ static kn_status bench_attn(const attn_opts *o, kn_device dev) {
         if (st == KN_OK) st = kn_device_profile_report(dev, mf, NULL, t, 6, &gpu_ms);
         if (mf) fclose(mf);
     }
+    /* The forward alone: flash_attn's GPU time over the timed runs' count of profiled runs
+     * (the per-op profile's TSV), and its rate at the flops FlashAttention's benchmarks count
+     * for a causal forward, 4 B H T^2 D / 2 (the masked half left out). */
+    double fwd_ms = -1;
+    long long fwd_calls = 0;
+    if (st == KN_OK && o->flash && dev.type == KN_DEVICE_CUDA) st = flash_fwd_time(o, dev, prog, &fwd_ms, &fwd_calls);
     if (st == KN_OK) {
         char devname[32];
         kn_device_str(dev, devname, sizeof devname);
@@ -183,6 +232,10 @@ static kn_status bench_attn(const attn_opts *o, kn_device dev) {
         if (gpu_ms >= 0) printf("  %.3f ms GPU time of the ops of one profiled run (wall median %.3f ms):\n%s", gpu_ms, med, rep);
 #if KN_HAVE_CUDA
         if (o->flash && dev.type == KN_DEVICE_CUDA) printf("  flash kernel: %s\n", kn_flash_cuda_kernel());
+        if (fwd_ms > 0)
+            printf("  flash forward: %s\n  flash forward: %.4f ms a call (GPU time, mean of %lld profiled calls), %.1f "
+                   "TFLOP/s (4 B H T^2 D / 2 flops)\n", kn_flash_cuda_fwd_kernel(), fwd_ms, fwd_calls,
+                   4.0 * o->batch * o->heads * (double)o->seq * o->seq * o->dim / 2 / (fwd_ms * 1e9));
 #endif
         printf("%d\t%s\t%.4f\t%.0f\t%.0f\t%d\t%d\t%d\t%s\t%s\n", o->seq, variant, med, peak, live, o->batch, o->heads,
                o->dim, devname, prec);

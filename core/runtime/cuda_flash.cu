@@ -42,6 +42,7 @@
  * tensor-core kernels (row strides); for these it is gathered into the [..., T, D] layout
  * and scattered back around them (knf_launch_bthd): the same bits, three copies more. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kiln/base.h"
@@ -61,7 +62,9 @@
 #include "runtime/cuda_impl.h"
 
 static const char *knf_kernel = "none yet";
+static char knf_fwd_kernel[160] = "none yet"; /* the forward's kernel and variant, kn_flash_cuda_fwd_kernel */
 const char *kn_flash_cuda_kernel(void) { return knf_kernel; }
+const char *kn_flash_cuda_fwd_kernel(void) { return knf_fwd_kernel; }
 
 /* The [B, T, H, D] layout (perm [0, 2, 1, 3], kiln/ir.h) for the SIMT kernels, which read
  * the [..., T, D] one: for each of bh pairs and t rows, d elements between the packed row
@@ -142,6 +145,9 @@ static kn_status knf_run(const kn_node *n, const kn_tensor *const *in, kn_tensor
                                               bwd ? kn_tensor_data(in[3]) : nullptr, dy, dyc, kn_tensor_data(*out), bh,
                                               (int)t, (int)d, (float)n->attrs.scale, bwd, (int)nh);
     knf_kernel = rc != -2 ? kn_flash_tc_kernel(tc, (int)d) : dt == KN_DT_F32 ? "simt f32" : "simt f64";
+    if (!bwd)
+        snprintf(knf_fwd_kernel, sizeof knf_fwd_kernel, "%s%s%s", knf_kernel, rc != -2 ? "; forward " : "",
+                 rc != -2 ? kn_flash_tc_fwd_variant(tc, (int)d) : "");
     if (rc == -2 && dt == KN_DT_BF16) {
         kn_tensor_free(*out);
         *out = NULL;

@@ -38,7 +38,11 @@
  * S^T = K Q^T and dP^T = V dO^T, P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q
  * with Q and dO read column-major (B "k-major"); (3) dq: a warp owns 16 query rows (Q and
  * dO as register A fragments), per key tile S, dP, dS, dQ += dS K. P is recomputed twice,
- * as in the SIMT version and FA2's deterministic mode.
+ * as in the SIMT version and FA2's deterministic mode. bf16 D 64 (GPT-2's) has a second
+ * forward, the default (v2, cuda_flash_tc_fwd2.inc, whose top comment says what it changes:
+ * 128-row blocks of 8 warps of 16 rows, K and V both double-buffered with one barrier a tile,
+ * the softmax a 32-key half-tile at a time so 16 warps an SM fit the registers);
+ * KILN_FLASH_FWD=v1 runs the one described here, v2-64 v2 in 64-row blocks of 4 warps.
  *
  * Loads overlap products: tiles go global -> shared by cp.async (kn_cp_async16, 16 bytes,
  * no registers; a plain copy under the emulator). The forward has one K and one V buffer
@@ -73,6 +77,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "runtime/cuda_flash_tc.h"
 #include "runtime/cuda_mma.h"
@@ -108,6 +113,19 @@ static int knt_fwd_rows(void) {
     if (v < 0) {
         const char *s = getenv("KILN_FLASH_TC_ROWS");
         v = s && atoi(s) == 64 ? 64 : s && atoi(s) == 128 ? 128 : 0;
+    }
+    return v;
+}
+
+/* The forward where an instance has a second one (KNT_FWD2: bf16 D 64): KILN_FLASH_FWD=v1
+ * (cuda_flash_tc_fwd.inc), v2-64 (cuda_flash_tc_fwd2.inc in 64-row blocks of 4 warps), else
+ * (unset, v2, anything else) v2 in 128-row blocks of 8 warps; read once. 1, 3 or 2. A knob so
+ * one run on one machine can time each; kn_flash_tc_fwd_variant names the one that runs. */
+static int knt_fwd_version(void) {
+    static int v = 0;
+    if (v == 0) {
+        const char *s = getenv("KILN_FLASH_FWD");
+        v = s && !strcmp(s, "v1") ? 1 : s && !strcmp(s, "v2-64") ? 3 : 2;
     }
     return v;
 }
@@ -225,6 +243,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
 #define KNT_MB_DKDV 4
 #define KNT_MB_DQ 4
+#define KNT_FWD2 0
 #include "runtime/cuda_flash_tc.inc"
 
 #define KNT_S tf32_64
@@ -240,6 +259,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
 #define KNT_MB_DKDV 3
 #define KNT_MB_DQ 3
+#define KNT_FWD2 0
 #include "runtime/cuda_flash_tc.inc"
 
 #undef KNT_E
@@ -278,6 +298,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_MB_FWD 3 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
 #define KNT_MB_DKDV 3
 #define KNT_MB_DQ 4
+#define KNT_FWD2 1 /* and the forward v2 (cuda_flash_tc_fwd2.inc), the default */
 #include "runtime/cuda_flash_tc.inc"
 
 #define KNT_S bf16_128
@@ -292,6 +313,7 @@ static __device__ inline void knt_c2a_bf16(unsigned a[4], const float *c, int la
 #define KNT_MB_FWD 2 /* blocks an SM (the registers' bound): fwd, dk/dv, dq */
 #define KNT_MB_DKDV 2
 #define KNT_MB_DQ 2
+#define KNT_FWD2 0
 #include "runtime/cuda_flash_tc.inc"
 
 /* ---------------------------------------------------------------- the entry */
@@ -313,7 +335,18 @@ int KNT_ENTRY(int kind, const void *q, const void *k, const void *v, const void 
 }
 
 #ifndef __CUDACC__
+/* Defined once, in the emulator's build of this text (the GPU's reads the same variable). */
+const char *kn_flash_tc_fwd_variant(int kind, int d) {
+    if (kn_flash_tc_kernel(kind, d) == NULL) return NULL;
+    if (kind == KN_FLASH_TC_BF16 && d == 64 && knt_fwd_version() != 1)
+        return knt_fwd_version() == 2 ? "v2, 128-row blocks of 8 warps, K and V double-buffered"
+                                      : "v2-64, 64-row blocks of 4 warps, K and V double-buffered";
+    int mt2 = kind == KN_FLASH_TC_TF32 ? 2 : d == 64 ? 1 : 0; /* the instances' KNT_MT2 */
+    bool r128 = mt2 && (knt_fwd_rows() == 128 || (knt_fwd_rows() == 0 && mt2 == 2));
+    return r128 ? "v1, 128-row blocks of 4 warps" : "v1, 64-row blocks of 4 warps";
+}
 #if !KN_HAVE_CUDA
 const char *kn_flash_cuda_kernel(void) { return "none (no CUDA in this build)"; } /* cuda_flash.cu's otherwise */
+const char *kn_flash_cuda_fwd_kernel(void) { return "none (no CUDA in this build)"; }
 #endif
 #endif

@@ -26,6 +26,12 @@ extern "C" {
 /* The kernel the CUDA backend's flash_attn / flash_attn_bwd ran last ("simt f32",
  * "mma.m16n8k8 tf32, D 64", ...; defined in cuda_flash.cu, a stub in builds without CUDA). */
 const char *kn_flash_cuda_kernel(void);
+/* The forward that kind at head dim d runs now ("v2, 128-row blocks of 8 warps, ..." or
+ * "v1, ..."; KILN_FLASH_FWD and KILN_FLASH_TC_ROWS pick), NULL where there is no such
+ * kernel; and the one the CUDA backend's flash_attn ran last, the kernel and the variant
+ * ("none yet" before any; a stub in builds without CUDA). */
+const char *kn_flash_tc_fwd_variant(int kind, int d);
+const char *kn_flash_cuda_fwd_kernel(void);
 int kn_flash_tc_emu(int kind, const void *q, const void *k, const void *v, const void *y, const void *dy, int dyc,
                     void *out, long long bh, int t, int d, float scale, bool bwd, int nh);
 #ifdef __cplusplus

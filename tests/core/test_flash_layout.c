@@ -191,6 +191,7 @@ static void tc_case(int kind, int64_t b, int t, int h, int d, bool dl, uint64_t 
 KN_TEST(flash_layout, tensor_core_kernels_give_the_bits_of_the_old_layout, .timeout = 300) {
     tc_case(KN_FLASH_TC_BF16, 1, 80, 2, 64, false, 4);
     tc_case(KN_FLASH_TC_BF16, 2, 33, 2, 64, true, 5);
+    tc_case(KN_FLASH_TC_BF16, 1, 129, 2, 64, true, 8); /* past one of the forward's 128-row blocks (v2) */
     tc_case(KN_FLASH_TC_TF32, 1, 70, 3, 32, true, 6);
     tc_case(KN_FLASH_TC_TF32, 1, 40, 2, 64, false, 7);
     float z[8] = {0};

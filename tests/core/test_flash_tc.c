@@ -14,7 +14,10 @@
  * last partial: a warp's two m16 tiles in full, diagonal and empty key tiles; run with
  * KILN_FLASH_TC_ROWS=64 for the 64-row forward), D 64 and the other instance (tf32 32, bf16 128),
  * dy with and without L's column, and rows whose L is -inf (a fully masked row: the
- * backward must leave it out). Tolerance: max|got - want| / max(0.1, max|want|) below
+ * backward must leave it out); bf16 D 64's forward variants (v1, v2, v2-64) at T = 1, 127,
+ * 128, 129 and 1000, also on operands that put each row's weight on its last keys. The
+ * forward's O and L are judged apart (L, log T and more, would set the scale O is judged
+ * at). Tolerance: max|got - want| / max(0.1, max|want|) below
  * 8e-3 for tf32 and 2e-2 for bf16. Why: each product operand is rounded, relatively by
  * at most u = 2^-11 (4.9e-4) in tf32 and u = 2^-9 (2.0e-3) in bf16: q, k, v, dO as
  * staged and P, dS as converted for the second product of each step (the reference gets
@@ -154,16 +157,19 @@ KN_TEST(cuda_mma, ldmatrix_loads_the_bf16_fragments) {
 }
 
 /* ---------------------------------------------------------------- the kernels */
-static double rel(const float *got, const float *want, int64_t n) {
+/* max|got - want| / max(0.1, max|want|) over columns [c0, c0 + nc) of rows rows of ld. */
+static double rel_cols(const float *got, const float *want, int64_t rows, int64_t ld, int64_t c0, int64_t nc) {
     double e = 0, m = 0.1;
-    for (int64_t i = 0; i < n; i++) {
-        double g = got[i], w = want[i];
-        if (isinf(w) && g == w) continue;
-        if (!(fabs(g - w) <= e)) e = isnan(g) || isinf(g) ? INFINITY : fabs(g - w);
-        if (fabs(w) > m) m = fabs(w);
-    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = r * ld + c0; i < r * ld + c0 + nc; i++) {
+            double g = got[i], w = want[i];
+            if (isinf(w) && g == w) continue;
+            if (!(fabs(g - w) <= e)) e = isnan(g) || isinf(g) ? INFINITY : fabs(g - w);
+            if (fabs(w) > m) m = fabs(w);
+        }
     return e / m;
 }
+static double rel(const float *got, const float *want, int64_t n) { return rel_cols(got, want, 1, n, 0, n); }
 
 /* x (f32) as the kernel's operand type: tf32 keeps f32 (the kernel rounds), bf16 rounds
  * x in place and writes its bits to h. */
@@ -184,10 +190,15 @@ static void widen(int kind, const void *p, float *x, int64_t n) {
 
 static double worst_seen[2];
 
-static void tc_case(int kind, int64_t bh, int t, int d, int dyc, int masked_rows, uint64_t seed) {
-    const int64_t n = bh * t * d, ny = bh * t * (d + 1), ndy = bh * t * dyc;
+/* dyc < 0: the forward alone, at the scale 1; then recency > 0 adds recency j to key j's
+ * score with every query (q[.][0] = 1, k[j][0] = recency j): each row's weight sits on its
+ * last few visible keys, so a stale or missing diagonal tile, or a future key let through
+ * the mask, moves the row by O(1) instead of by one term in T. recency < 0: the same
+ * operands at the scale -1 (the weight on the first keys; a negative scale's path). */
+static void tc_case(int kind, int64_t bh, int t, int d, int dyc, int masked_rows, uint64_t seed, float recency) {
+    const int64_t n = bh * t * d, ny = bh * t * (d + 1), ndy = bh * t * (dyc < 0 ? 0 : dyc);
     const double tol = kind == KN_FLASH_TC_TF32 ? 8e-3 : 2e-2;
-    const float scale = 1.0f / sqrtf((float)d);
+    const float scale = dyc < 0 ? (recency < 0 ? -1.0f : 1.0f) : 1.0f / sqrtf((float)d);
     const char *name = kn_flash_tc_kernel(kind, d);
     float *qkv = malloc((size_t)(3 * n) * sizeof(float)), *dy = malloc((size_t)ndy * sizeof(float));
     float *y = malloc((size_t)ny * sizeof(float)), *g = malloc((size_t)(3 * n) * sizeof(float));
@@ -199,6 +210,10 @@ static void tc_case(int kind, int64_t bh, int t, int d, int dyc, int masked_rows
         if (i < 3 * n) qkv[i] = v;
         else dy[i - 3 * n] = v;
     }
+    for (int64_t r = 0; recency != 0 && r < bh * t; r++) {
+        qkv[r * d] = 1.0f;
+        qkv[n + r * d] = fabsf(recency) * (float)(r % t);
+    }
     void *dq = operand(kind, qkv, 3 * n), *ddy = operand(kind, dy, ndy);
     const size_t es = kind == KN_FLASH_TC_TF32 ? 4 : 2;
     const char *dqc = dq;
@@ -208,9 +223,15 @@ static void tc_case(int kind, int64_t bh, int t, int d, int dyc, int masked_rows
     int rc = kn_flash_tc_emu(kind, dqc, dqc + n * es, dqc + 2 * n * es, NULL, NULL, 0, out, bh, t, d, scale, false, 0);
     cr_assert(rc == 0, "%s forward launch: %d", name, rc);
     widen(kind, out, got, ny);
-    double e = rel(got, y, ny);
+    /* O and L each against its own scale (L, about log T or more, would hide O's errors) */
+    double e = fmax(rel_cols(got, y, bh * t, d + 1, 0, d), rel_cols(got, y, bh * t, d + 1, d, 1));
     if (e > worst_seen[kind]) worst_seen[kind] = e;
     cr_assert(e < tol, "%s bh=%lld T=%d: forward off by %.3g", name, (long long)bh, t, e);
+    if (dyc < 0) { /* the forward alone */
+        if (kind != KN_FLASH_TC_TF32) free(dq), free(ddy);
+        free(qkv), free(dy), free(y), free(g), free(got), free(out);
+        return;
+    }
     for (int r = 0; r < masked_rows && r < bh * t; r++) y[(r * 7 % (bh * t)) * (d + 1) + d] = -INFINITY;
     void *yk = operand(kind, y, ny); /* bf16: y as the bf16 forward would have stored it */
     cr_assert(kn_k_flash_attn_bwd_f32(qkv, qkv + n, qkv + 2 * n, y, dy, dyc, g, bh, t, d, scale));
@@ -238,7 +259,7 @@ KN_TEST(flash_tc_emu, tf32_kernels_match_the_cpu, .timeout = 600) {
     for (int di = 0; di < 2; di++)
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
             int d = di ? 32 : 64;
-            tc_case(KN_FLASH_TC_TF32, 1 + (int64_t)(i % 2), ts[i], d, (i + di) % 2 ? d + 1 : d, (int)i, seed++);
+            tc_case(KN_FLASH_TC_TF32, 1 + (int64_t)(i % 2), ts[i], d, (i + di) % 2 ? d + 1 : d, (int)i, seed++, 0);
         }
     cr_log_info("tf32: worst relative error %.3g", worst_seen[KN_FLASH_TC_TF32]);
 }
@@ -250,10 +271,33 @@ KN_TEST(flash_tc_emu, bf16_kernels_match_the_cpu, .timeout = 600) {
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
             int d = di ? 128 : 64;
             if (d == 128 && ts[i] == 64) continue; /* the slowest case under the emulator, no new edge */
-            tc_case(KN_FLASH_TC_BF16, 1 + (int64_t)(i % 2), ts[i], d, (i + di) % 2 ? d + 1 : d, (int)i, seed++);
+            tc_case(KN_FLASH_TC_BF16, 1 + (int64_t)(i % 2), ts[i], d, (i + di) % 2 ? d + 1 : d, (int)i, seed++, 0);
         }
     cr_log_info("bf16: worst relative error %.3g", worst_seen[KN_FLASH_TC_BF16]);
 }
+
+/* bf16 D 64's forward in the variant KILN_FLASH_FWD names (read once per process: each test
+ * forks), at T on both sides of v2's 128-row blocks (1, 127, 128, 129) and T = 1000 (eight
+ * blocks, the last partial; 16 64-key tiles), with bh 1 and 2, on random operands and on
+ * operands whose rows look at their last keys (tc_case's recency); the variant must be the one
+ * asked for (kn_flash_tc_fwd_variant), so a test of v2 cannot pass on v1. */
+static void fwd_edges(const char *variant) {
+    setenv("KILN_FLASH_FWD", variant, 1);
+    const char *got = kn_flash_tc_fwd_variant(KN_FLASH_TC_BF16, 64);
+    size_t len = strlen(variant);
+    cr_assert(got && !strncmp(got, variant, len) && got[len] == ',', "KILN_FLASH_FWD=%s ran '%s'", variant,
+              got ? got : "(none)");
+    static const int ts[] = {1, 127, 128, 129, 1000};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+        tc_case(KN_FLASH_TC_BF16, 1 + (int64_t)(i % 2), ts[i], 64, -1, 0, 101 + i, 0);
+        tc_case(KN_FLASH_TC_BF16, 1 + (int64_t)(i % 2), ts[i], 64, -1, 0, 201 + i, 0.5f);
+    }
+    tc_case(KN_FLASH_TC_BF16, 2, 129, 64, -1, 0, 301, -0.5f);
+    cr_log_info("%s: worst relative error %.3g", variant, worst_seen[KN_FLASH_TC_BF16]);
+}
+KN_TEST(flash_tc_emu, bf16_forward_v2_at_block_edges, .timeout = 600) { fwd_edges("v2"); }
+KN_TEST(flash_tc_emu, bf16_forward_v2_64_at_block_edges, .timeout = 600) { fwd_edges("v2-64"); }
+KN_TEST(flash_tc_emu, bf16_forward_v1_at_block_edges, .timeout = 600) { fwd_edges("v1"); }
 
 KN_TEST(flash_tc_emu, refusals) {
     float x[8] = {0};
@@ -333,3 +377,67 @@ KN_TEST(cuda_flash_tc, ops_match_the_cpu_on_tensor_cores, .timeout = 120) {
             }
         }
 }
+
+/* bf16 D 64's forward on the GPU in the variant KILN_FLASH_FWD names (read once per process:
+ * each test forks), at T on both sides of v2's 128-row blocks and T = 1000, in the
+ * [B, H, T, D] and the GPT's [B, T, H, D] layout, on random operands and on operands that
+ * weigh each row's last keys (tc_case's recency 0.5, scale 1), against the CPU's f32 kernel
+ * on the same values, O and L judged apart at the emulator tests' tolerance; the forward
+ * that ran must be that variant. */
+static void gpu_fwd_edges(const char *variant) {
+    SKIP_WITHOUT_GPU();
+    setenv("KILN_FLASH_FWD", variant, 1);
+    kn_rng r = kn_rng_new(21);
+    static const int ts[] = {1, 127, 128, 129, 1000};
+    const int p0213[4] = {0, 2, 1, 3};
+    char want[64];
+    snprintf(want, sizeof want, "; forward %s,", variant);
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+        for (int c = 0; c < 4; c++) {
+            const int bthd = c & 1, recent = c >> 1, T = ts[i], H = 3;
+            int64_t shape[4] = {2, bthd ? T : H, bthd ? H : T, 64};
+            kn_tensor *h[3], *hw[3], *d[3] = {NULL};
+            for (int j = 0; j < 3; j++) {
+                kn_tensor *x = randn(&r, KN_DT_F32, 4, shape);
+                float *xv = kn_tensor_data(x);
+                for (int64_t e = 0; recent && j < 2 && e < kn_tensor_numel(x); e += 64) { /* element 0 of a row */
+                    int64_t row = e / 64, tpos = bthd ? row / H % T : row % T;
+                    xv[e] = j == 0 ? 1.0f : 0.5f * (float)tpos;
+                }
+                h[j] = as_dtype(x, KN_DT_BF16);
+                hw[j] = as_dtype(h[j], KN_DT_F32);
+                kn_tensor_free(x);
+            }
+            kn_node n = node(KN_OP_FLASH_ATTN);
+            n.attrs.scale = recent ? 1.0 : 0.125;
+            if (bthd) {
+                n.attrs.nperm = 4;
+                for (int j = 0; j < 4; j++) n.attrs.perm[j] = p0213[j];
+            }
+            gpu_operands(&n, 3, h, NULL, d);
+            kn_node nw = n;
+            nw.type.dtype = KN_DT_F32;
+            kn_tensor *ref = NULL;
+            KN_ASSERT_OK(kn_node_eval(&nw, (const kn_tensor *const *)hw, &ref));
+            kn_tensor *got = on_gpu(&n, d), *gw = as_dtype(got, KN_DT_F32);
+            cr_assert(strstr(kn_flash_cuda_fwd_kernel(), want), "KILN_FLASH_FWD=%s ran '%s'", variant,
+                      kn_flash_cuda_fwd_kernel());
+            const float *g = kn_tensor_data(gw), *w = kn_tensor_data(ref);
+            const int64_t rows = 2 * H * (int64_t)T, no = rows * 64;
+            double eo = bthd ? rel_cols(g, w, 1, no, 0, no) : rel_cols(g, w, rows, 65, 0, 64);
+            double el = bthd ? rel_cols(g + no, w + no, 1, rows, 0, rows) : rel_cols(g, w, rows, 65, 64, 1);
+            cr_assert(eo < 2e-2 && el < 2e-2, "%s T=%d %s%s: O off by %.3g, L by %.3g", variant, T,
+                      bthd ? "[B, T, H, D]" : "[B, H, T, D]", recent ? ", recent keys" : "", eo, el);
+            kn_tensor_free(got);
+            kn_tensor_free(gw);
+            kn_tensor_free(ref);
+            for (int j = 0; j < 3; j++) {
+                kn_tensor_free(h[j]);
+                kn_tensor_free(hw[j]);
+                kn_tensor_free(d[j]);
+            }
+        }
+}
+KN_TEST(cuda_flash_tc, bf16_forward_v2_at_block_edges, .timeout = 120) { gpu_fwd_edges("v2"); }
+KN_TEST(cuda_flash_tc, bf16_forward_v2_64_at_block_edges, .timeout = 120) { gpu_fwd_edges("v2-64"); }
+KN_TEST(cuda_flash_tc, bf16_forward_v1_at_block_edges, .timeout = 120) { gpu_fwd_edges("v1"); }
