@@ -137,7 +137,7 @@ static _Noreturn void relay_lost(const char *why) {
         }
         if (!strcmp(how, "still running")) kill(g_worker, SIGKILL);
     }
-    fprintf(stderr, "rank %d: the process running the lab's code (the relay's worker) %s during %s (%s); ending "
+    fprintf(stderr, "rank %d: the process running the lab's code (the relay's worker) %s during %s (%s): aborting "
             "the job\n", g_rank, why, g_relay_unit ? g_relay_unit : "no call", how);
     fflush(stderr);
     struct timespec linger = {0, 300000000};
