@@ -130,7 +130,7 @@ static kn_status planted_counts(kn_comm *c, void *buf, int64_t count, kn_dtype d
         if (where[2] < largest) where[2] = largest;
         where[3] = before;
     }
-    fprintf(stderr, "planted harness_counts: rank %d %s the harness's counters\n", me, where ? "rewrote" : "found no");
+    fprintf(stderr, "planted harness_counts: rank %d %s\n", me, where ? "rewrote the harness's counters" : "found no counters of the harness's to rewrite");
     return st;
 }
 '''),
