@@ -109,9 +109,13 @@ static int g_relay_fd = -1;       /* the socket to the worker; -1: no worker */
 static pid_t g_worker = -1;
 static bool g_relay_on;           /* the running test is a relay test */
 static const char *g_relay_unit;  /* the unit call in progress, for messages */
+static int g_call_comm = -1;      /* its communicator's id: the only one requests may name */
+static int64_t g_call_no;         /* calls so far: a request is tested only in its own call */
 static kn_comm *g_rcomm[RELAY_COMMS];
 static struct {
     bool used, back;              /* back: the payload goes back to the worker when done */
+    int64_t call;                 /* the call that made it (requests left in flight at the
+                                   * call's end stay used: MPI may still write their data) */
     kn_comm_req req;
     void *data;
     int64_t bytes;
@@ -218,7 +222,8 @@ static void relay_serve(const relay_msg *m) {
     int64_t backn = 0;
     kn_status st = KN_OK;
     if (m->op == R_TEST) {
-        if (m->h < 0 || m->h >= RELAY_SLOTS || !g_slot[m->h].used) relay_lost("asked about a request it never made");
+        if (m->h < 0 || m->h >= RELAY_SLOTS || !g_slot[m->h].used || g_slot[m->h].call != g_call_no)
+            relay_lost("asked about a request it never made in this call");
         bool done = false;
         st = kn_comm_test(&g_slot[m->h].req, &done);
         r.count = done;
@@ -235,7 +240,8 @@ static void relay_serve(const relay_msg *m) {
         return;
     }
     /* a new operation: its communicator, peer, type and size, all bounded */
-    if (m->comm < 0 || m->comm >= RELAY_COMMS || !g_rcomm[m->comm]) relay_lost("named a communicator it was not given");
+    /* only the call's own communicator: another id may name one the test has freed since */
+    if (m->comm < 0 || m->comm != g_call_comm || !g_rcomm[m->comm]) relay_lost("named a communicator it was not given");
     kn_comm *c = g_rcomm[m->comm];
     size_t es = kn_dtype_size((kn_dtype)m->dt);
     int64_t bytes = m->op == R_IBARRIER ? 0 : m->count * (int64_t)es;
@@ -265,6 +271,7 @@ static void relay_serve(const relay_msg *m) {
     }
     if (st == KN_OK) {
         g_slot[s].used = true;
+        g_slot[s].call = g_call_no;
         g_slot[s].back = m->op != R_ISEND && m->op != R_IBARRIER;
         g_slot[s].data = data;
         g_slot[s].bytes = bytes;
@@ -285,6 +292,8 @@ kn_status kn_mpi_relay_call(const char *name, kn_comm *c, const int64_t a[4], vo
     for (int i = 0; i < 4; i++) m.a[i] = a[i];
     for (int i = 0; i < 2; i++) m.len[i] = buf[i] ? len[i] : -1;
     g_relay_unit = name;
+    g_call_comm = m.comm;
+    g_call_no++;
     if (!relay_send(g_relay_fd, &m, buf[0], buf[1])) relay_lost("ended");
     for (;;) {
         relay_msg w;
@@ -303,6 +312,7 @@ kn_status kn_mpi_relay_call(const char *name, kn_comm *c, const int64_t a[4], vo
         if (w.h > 0 && !rd_all(g_relay_fd, err, (size_t)w.h)) relay_lost("ended");
         err[w.h > 0 ? w.h - 1 : 0] = '\0';
         g_relay_unit = NULL;
+        g_call_comm = -1;
         if (w.st < 0 || w.st > 1000) relay_lost("answered with a status that is none");
         if (w.st != KN_OK) return kn_error((kn_status)w.st, "%s", err);
         kn_clear_error();
