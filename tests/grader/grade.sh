@@ -205,7 +205,7 @@ if [ ${#taken[@]} -gt 0 ]; then
     fi
 fi
 # The object files are vetted as root before anything links them.
-vet_forbidden='kn_test_.*|kn_mpi_test_.*|kn_cc_.*|criterion_.*|cr_.*|MPI_.*|PMPI_.*|ptrace|process_vm_readv|process_vm_writev|prctl|setrlimit|prlimit(64)?|mprotect|pkey_mprotect|mmap(64)?|mremap|syscall|dlopen|dlmopen|dlsym|dlvsym|dladdr1?|dl_iterate_phdr|system|popen|execl[ep]?|execv[pe]?|execvpe|fexecve|posix_spawnp?|kn_dist_init|kn_dist_finalize|kn_dist_local_rank|kn_comm_world|kn_comm_backend_get|socket|socketpair|connect|bind|listen|accept4?'
+vet_forbidden='kn_test_.*|kn_mpi_test_.*|kn_mpi_relay_.*|kn_cc_.*|criterion_.*|cr_.*|MPI_.*|PMPI_.*|ptrace|process_vm_readv|process_vm_writev|prctl|setrlimit|prlimit(64)?|mprotect|pkey_mprotect|mmap(64)?|mremap|syscall|dlopen|dlmopen|dlsym|dlvsym|dladdr1?|dl_iterate_phdr|system|popen|execl[ep]?|execv[pe]?|execvpe|fexecve|posix_spawnp?|kn_dist_init|kn_dist_finalize|kn_dist_local_rank|kn_comm_world|kn_comm_backend_get|socket|socketpair|connect|bind|listen|accept4?'
 dynsyms=$work/dynsyms
 ldd "$base/tree/build/lab$lab-labs-solutions/test-lab$lab" | awk '$3 ~ /^\// { print $3 }' |
     xargs -r nm -D --defined-only 2>/dev/null | awk '{ sub(/@.*/, "", $NF); print $NF }' | sort -u > "$dynsyms"

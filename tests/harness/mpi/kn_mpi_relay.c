@@ -243,10 +243,10 @@ static void relay_serve(const relay_msg *m) {
     /* only the call's own communicator: another id may name one the test has freed since */
     if (m->comm < 0 || m->comm != g_call_comm || !g_rcomm[m->comm]) relay_lost("named a communicator it was not given");
     kn_comm *c = g_rcomm[m->comm];
-    size_t es = kn_dtype_size((kn_dtype)m->dt);
-    int64_t bytes = m->op == R_IBARRIER ? 0 : m->count * (int64_t)es;
-    if (m->op != R_IBARRIER && (es == 0 || m->count < 0 || m->count > RELAY_MAX_BYTES || bytes > RELAY_MAX_BYTES))
-        relay_lost("asked for a message of a bad type or size");
+    size_t es = m->op == R_IBARRIER ? 1 : kn_dtype_size((kn_dtype)m->dt);
+    if (es == 0 || m->count < 0 || m->count > RELAY_MAX_BYTES) relay_lost("asked for a message of a bad type or size");
+    int64_t bytes = m->op == R_IBARRIER ? 0 : m->count * (int64_t)es; /* both bounded: no overflow */
+    if (bytes > RELAY_MAX_BYTES) relay_lost("asked for a message of a bad type or size");
     if (m->op != R_IBARRIER && (m->peer < 0 || m->peer >= c->size)) relay_lost("named a rank outside its communicator");
     int64_t want = m->op == R_ISEND || m->op == R_IALLREDUCE || m->op == R_IBCAST ? bytes : 0;
     if (m->len[0] != want || m->len[1] != 0) relay_lost("sent a payload of the wrong size");
