@@ -231,6 +231,10 @@ def rubric_cases():
             ("10", "a dropped mpi=4", "all_reduce_sums_exactly 5 mpi=4", "all_reduce_sums_exactly 5", "needs mpi=4"),
             ("10", "a rank count the test does not declare", "all_reduce_sums_exactly 5 mpi=4",
              "all_reduce_sums_exactly 5 mpi=2", "declares 4 ranks"),
+            ("10", "a dropped relay tag", "all_reduce_sums_exactly 5 mpi=4 checked relay",
+             "all_reduce_sums_exactly 5 mpi=4 checked", "needs the tags relay and checked"),
+            ("10", "relay on a test that is not a relay test", "ranges_of_ten_over_four 4 mpi=2 checked",
+             "ranges_of_ten_over_four 4 mpi=2 checked relay", "not a KN_MPI_RELAY_TEST"),
             ("01", "mpi= on a Criterion test", None, " mpi=2", "not a KN_MPI_TEST")):
         cases.append((lab, name, old, new, says))
     bad = 0

@@ -205,7 +205,7 @@ if [ ${#taken[@]} -gt 0 ]; then
     fi
 fi
 # The object files are vetted as root before anything links them.
-vet_forbidden='kn_test_.*|kn_mpi_test_.*|kn_cc_.*|criterion_.*|cr_.*|MPI_.*|PMPI_.*|ptrace|process_vm_readv|process_vm_writev|prctl|setrlimit|prlimit(64)?|mprotect|pkey_mprotect|mmap(64)?|mremap|syscall|dlopen|dlmopen|dlsym|dlvsym|dladdr1?|dl_iterate_phdr|system|popen|execl[ep]?|execv[pe]?|execvpe|fexecve|posix_spawnp?'
+vet_forbidden='kn_test_.*|kn_mpi_test_.*|kn_mpi_relay_.*|kn_cc_.*|criterion_.*|cr_.*|MPI_.*|PMPI_.*|ptrace|process_vm_readv|process_vm_writev|prctl|setrlimit|prlimit(64)?|mprotect|pkey_mprotect|mmap(64)?|mremap|syscall|dlopen|dlmopen|dlsym|dlvsym|dladdr1?|dl_iterate_phdr|system|popen|execl[ep]?|execv[pe]?|execvpe|fexecve|posix_spawnp?|kn_dist_init|kn_dist_finalize|kn_dist_local_rank|kn_comm_world|kn_comm_backend_get|socket|socketpair|connect|bind|listen|accept4?'
 dynsyms=$work/dynsyms
 ldd "$base/tree/build/lab$lab-labs-solutions/test-lab$lab" | awk '$3 ~ /^\// { print $3 }' |
     xargs -r nm -D --defined-only 2>/dev/null | awk '{ sub(/@.*/, "", $NF); print $NF }' | sort -u > "$dynsyms"
@@ -218,7 +218,11 @@ if [ $build_ok = 1 ]; then
         [ -z "$secs" ] || { echo "$u: constructors/destructors ($secs) are not allowed in a lab unit" >> "$blog"; build_ok=0; }
         # The harness (its hooks, its failure counters), Criterion, MPI itself (a unit talks
         # through kn_comm_*, where the harness observes the messages), and whatever rewrites
-        # the process's memory, code or limits or runs other programs.
+        # the process's memory, code or limits or runs other programs. Also what starts MPI
+        # or a world communicator (kn_dist_init, kn_comm_world, the backend table) and
+        # sockets: a relay test's worker (tests/harness/mpi/kn_mpi_relay.c) is no MPI process
+        # and must reach the other ranks only through the relay, not through the launcher's
+        # PMI port or a socket of its own.
         refs=$(nm -u "$o" | awk '{ print $2 }' | sed 's/@.*//' | grep -E "^($vet_forbidden)\$" | sort -u | tr '\n' ' ')
         [ -z "$refs" ] || { echo "$u: uses what a lab unit may not use: $refs" >> "$blog"; build_ok=0; }
         # System calls made directly (inline assembly) would bypass the list above.
@@ -286,8 +290,11 @@ if [ $build_ok = 1 ]; then
     # checker_of TEST PHASE -> the checker binary of a `checked` test, else "-"
     # KN_GRADE_CHECKER=0 ignores the tags (the old in-process verdict: the self-test shows
     # with it that its in-memory forgery is real; never for real grading).
+    # A `relay` test (KN_MPI_RELAY_TEST): "relay:CHECKER", and run-one.sh runs the checker
+    # binary as the relay, the student's build as its worker (tests/harness/mpi/kn_mpi_relay.c).
     checker_of() {
         if [ "${KN_GRADE_CHECKER:-1}" != 0 ] && awk -v t="$1" '!/^#/ && $1 == t { for (i = 3; i <= NF; i++) if ($i == "checked") f = 1 } END { exit !f }' "$rubric"; then
+            awk -v t="$1" '!/^#/ && $1 == t { for (i = 3; i <= NF; i++) if ($i == "relay") f = 1 } END { exit !f }' "$rubric" && printf relay:
             [ "$2" = public ] && echo "$cpub" || echo "$chid"
         else echo -; fi
     }

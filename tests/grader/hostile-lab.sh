@@ -11,9 +11,12 @@
 # KN_HOSTILE_NOJAIL=all): every attack scores no more than the skeleton, the vetting refuses
 # the patching ones, the forgery finds nothing to forge, and lab 10's send-before-receive
 # ring loses the eager-limit test with a message that says deadlock. Last, `memforge` (the
-# pass forged in the test's own memory) is graded once more with KN_GRADE_CHECKER=0 (the
-# verdict decided inside the test's process, as before the checker): there it must score
-# MORE than the skeleton, which shows the attack is real and the checker is what stops it.
+# pass forged in the test's own memory) and lab 10's `harness_counts` (the library's
+# all-reduce with the harness's own message counters rewritten in the test's memory) are
+# graded once more with KN_GRADE_CHECKER=0 (the verdict, and the counting, inside the test's
+# process, as before the checker and the relay): there each must score MORE than the
+# skeleton, which shows the attack is real and the checker (memforge) or the relay
+# (harness_counts: its counts taken in another process) is what stops it.
 # make test runs it (tests/grade.mk, steps grader-hostile-labNN).
 set -u
 lab=$1 root=$2
@@ -53,7 +56,7 @@ status=0
 # others (vetting refusals, in-memory forgery, wrong rings) act inside the test's process
 # alike in both modes, and grading them twice cost make test about a minute a lab.
 # KN_HOSTILE_NOJAIL=all (make test-grader-hostile-full) grades every one in both modes.
-nojail=${KN_HOSTILE_NOJAIL:-forge_record}
+nojail=${KN_HOSTILE_NOJAIL:-forge_record harness_counts}
 mkdir -p "$work/p0"
 for c in "$work"/p/*/; do
     c=$(basename "$c")
@@ -92,21 +95,26 @@ for c in sorted(os.listdir(d)):
         if c == "memforge":
             ok = ok and "planted memforge: " in out
             why += " and have run its forgery"
+        if c == "harness_counts":
+            ok = ok and "library collectives" in out
+            why += " and be caught calling the library (its counts taken in the relay)"
     ok = ok and bool(iso) and (("bwrap" in iso[0]) == (jail == "1"))
     print("%-14s %5g / 100  %s  %s" % (c, r["score"], "ok  " if ok else "FAIL", "" if ok else why), iso[0] if iso else "")
     bad += not ok
 sys.exit(1 if bad else 0)
 PY
 done
-# The in-memory forgery against the verdict decided in the test's own process.
-if [ -d "$work/p/memforge" ]; then
-    KN_GRADE_CHECKER=0 KN_GRADE_UNITS=0 grade "$work/p/memforge" "$work/memforge-inprocess"
-    m=$(sed -n 's/^score: \([0-9.]*\) .*/\1/p' "$work/memforge-inprocess.log" | head -1)
+# The in-memory forgeries against the verdict decided (and the messages counted) in the
+# test's own process.
+for c in memforge harness_counts; do
+    [ -d "$work/p/$c" ] || continue
+    KN_GRADE_CHECKER=0 KN_GRADE_UNITS=0 grade "$work/p/$c" "$work/$c-inprocess"
+    m=$(sed -n 's/^score: \([0-9.]*\) .*/\1/p' "$work/$c-inprocess.log" | head -1)
     if awk -v m="${m:-0}" -v s="$skel" 'BEGIN { exit !(m > s) }'; then
-        echo "lab $lab memforge with KN_GRADE_CHECKER=0 (the verdict inside the test's process): $m / 100, more than the skeleton's $skel: the attack is real; the checker stops it (above)"
+        echo "lab $lab $c with KN_GRADE_CHECKER=0 (the verdict inside the test's process): $m / 100, more than the skeleton's $skel: the attack is real; the $( [ $c = memforge ] && echo checker || echo relay) stops it (above)"
     else
-        echo "FAIL: memforge scored ${m:-nothing} without the checker, no more than the skeleton ($skel): the planted attack no longer works, so it shows nothing"; status=1
+        echo "FAIL: $c scored ${m:-nothing} without the checker, no more than the skeleton ($skel): the planted attack no longer works, so it shows nothing"; status=1
     fi
-fi
+done
 [ $status = 0 ] || { echo "FAIL: a hostile lab $lab submission beat the grader (above)"; exit 1; }
 echo "lab $lab: every hostile submission scored no more than the skeleton with bubblewrap; without it: $( [ "$nojail" = all ] && echo every one || echo "$nojail")"

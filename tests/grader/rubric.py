@@ -9,7 +9,8 @@
                                  are known, a `total` line is there and the points add up to
                                  it, and mpi=N is on every KN_MPI_TEST and on nothing else,
                                  once, with N the rank count the test declares
-                                 (KN_MPI_TEST(suite, name, N); 2 unless it says), and every
+                                 (KN_MPI_TEST(suite, name, N); 2 unless it says), `relay`
+                                 exactly on the KN_MPI_RELAY_TESTs (with `checked`), and every
                                  unit of the lab has at least one test. Prints every problem,
                                  naming the line; exit 1.
   rubric.py units LAB RUBRIC TREE
@@ -23,7 +24,11 @@ Rubric format (one entry a line, '#' comments):
                                 unit-level score, as many as it is about; by default the unit
                                 whose name is a word of the suite: lab01_hidden_reduce ->
                                 reduce.c), checked (the verdict is the staff's checker's,
-                                on the outputs the student's run wrote: tests/harness/kn_out.h)
+                                on the outputs the student's run wrote: tests/harness/kn_out.h),
+                                relay (required on a KN_MPI_RELAY_TEST, refused elsewhere,
+                                with checked: the test's body runs in the staff's build and the
+                                student's units in a worker process whose messages it carries
+                                and counts: tests/harness/mpi/kn_mpi_relay.c)
     total N                     required: the points must add up to N
     scoring all|unit            which score counts: all of the student's units together
                                 (default) or each unit with the staff's other units
@@ -35,7 +40,7 @@ import os
 import re
 import sys
 
-KNOWN_TAGS = re.compile(r"^(gpu|checked|mpi=[1-9][0-9]*|unit=[A-Za-z0-9_.-]+\.c)$")
+KNOWN_TAGS = re.compile(r"^(gpu|checked|relay|mpi=[1-9][0-9]*|unit=[A-Za-z0-9_.-]+\.c)$")
 
 
 class Rubric:
@@ -83,7 +88,7 @@ def parse(path):
             continue
         bad = [t for t in f[2:] if not KNOWN_TAGS.match(t)]
         if bad:
-            r.problems.append(f"{where}: {f[0]}: unknown tag(s) {' '.join(bad)} (known: gpu, checked, mpi=N, unit=FILE.c)")
+            r.problems.append(f"{where}: {f[0]}: unknown tag(s) {' '.join(bad)} (known: gpu, checked, relay, mpi=N, unit=FILE.c)")
         dup = sorted({t for t in f[2:] if f[2:].count(t) > 1 or (t.startswith("mpi=") and
                       sum(x.startswith("mpi=") for x in f[2:]) > 1)})
         if dup:
@@ -93,19 +98,24 @@ def parse(path):
     return r
 
 
-def tests_in(tree, lab, ranks=None):
-    """suite::name -> 'public'|'hidden', from the KN_TEST / KN_MPI_TEST lines of the lab's
-    test sources. ranks, when a dict, gets suite::name -> declared rank count for each
-    KN_MPI_TEST (its third argument, 2 without one)."""
+def tests_in(tree, lab, ranks=None, relays=None):
+    """suite::name -> 'public'|'hidden', from the KN_TEST / KN_MPI_TEST / KN_MPI_RELAY_TEST
+    lines of the lab's test sources. ranks, when a dict, gets suite::name -> declared rank
+    count for each KN_MPI_TEST or KN_MPI_RELAY_TEST (its third argument, 2 without one);
+    relays, when a set, gets the KN_MPI_RELAY_TESTs."""
     found = {}
     for phase, pattern in (("public", f"labs/lab{lab}-*/tests/*.c"), ("hidden", f"tests/lab{lab}/*.c")):
         for src in sorted(glob.glob(os.path.join(tree, pattern))):
             text = open(src, encoding="utf-8", errors="replace").read()
-            for mpi, s, nm, n in re.findall(r"^\s*KN_(MPI_)?TEST\(\s*(\w+)\s*,\s*(\w+)\s*(?:,\s*(\d+)\s*)?[,)]",
-                                            text, re.M):
+            for mpi, relay, s, nm, n in re.findall(
+                    r"^\s*KN_(MPI_)?(RELAY_)?TEST\(\s*(\w+)\s*,\s*(\w+)\s*(?:,\s*(\d+)\s*)?[,)]", text, re.M):
+                if relay and not mpi:
+                    continue  # KN_RELAY_TEST: no such macro
                 found[f"{s}::{nm}"] = phase
                 if mpi and ranks is not None:
                     ranks[f"{s}::{nm}"] = int(n) if n else 2
+                if relay and relays is not None:
+                    relays.add(f"{s}::{nm}")
     return found
 
 
@@ -123,8 +133,8 @@ def units_of(name, tags, units):
 def check(lab, tree="."):
     path = os.path.join(tree, f"tests/lab{lab}/rubric.txt")
     r = parse(path)
-    ranks = {}
-    tests = tests_in(tree, lab, ranks)
+    ranks, relays = {}, set()
+    tests = tests_in(tree, lab, ranks, relays)
     if r.total is None and not any("cannot read" in p for p in r.problems):
         r.problems.append(f"{path}: no 'total N' line (the points must add up to a stated total)")
     if not tests:
@@ -146,6 +156,11 @@ def check(lab, tree="."):
                               f"(KN_MPI_TEST's third argument, 2 without one)")
         elif name in tests and name not in ranks and mpi:
             r.problems.append(f"{where}: mpi={mpi[0]} on a test that is not a KN_MPI_TEST")
+        if name in relays and ("relay" not in tags or "checked" not in tags):
+            r.problems.append(f"{where}: a KN_MPI_RELAY_TEST needs the tags relay and checked (without relay the "
+                              f"student's units run in the test's own process, which counts their messages)")
+        elif name in tests and name not in relays and "relay" in tags:
+            r.problems.append(f"{where}: relay on a test that is not a KN_MPI_RELAY_TEST")
     mapped = {u for name, (_, tags) in r.entries.items() for u in units_of(name, tags, units)}
     for u in units:
         if r.entries and u not in mapped:

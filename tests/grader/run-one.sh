@@ -19,6 +19,12 @@
 # CHECKER runs the same test under the same limits, as the compile user id (never the
 # test's), on a root-made copy of those outputs: the verdict below is the checker's, and
 # BIN's own failure message only explains a checker failure ("ended before it produced").
+# With CHECKER given as relay:PATH (rubric tag `relay`, a KN_MPI_RELAY_TEST), the student's run
+# is PATH's (the staff's build) with --relay-worker BIN: each rank runs the test's body in the
+# staff's process and the student's units in a worker process of BIN that it starts, whose every
+# message passes through the rank and is counted there (tests/harness/mpi/kn_mpi_relay.c). That
+# run writes the outputs (the worker's results, the relay's counts); the checker then judges
+# them as for any checked test.
 # Verdict (grade.sh prints the rules): passed only when the TAP line of this test says ok
 # (not a skip), the run exited 0, and the completion record the hardened hook writes
 # (kn_test_grade.c) holds "suite::name TOKEN" with the random token the runner chose, once
@@ -27,6 +33,8 @@
 set -u
 work=$1 idx=$2 bin=$3 test=$4 np=${5:-0}
 cpu=${6:-$KN_GRADE_CPU} wall=${7:-$KN_GRADE_WALL} checker=${8:-}; [ "$checker" = - ] && checker=""
+worker=""   # set for the relay's run: the student's binary, started by the relay
+relay=0; case $checker in relay:*) checker=${checker#relay:} relay=1 ;; esac
 lim=$work/limits.txt   # how grade.sh chose the limits, for the messages
 why_cpu=$(sed -n 's/^cpu //p' "$lim" 2>/dev/null)
 d=$work/t/$idx
@@ -54,6 +62,7 @@ launch() {
     for ((r = 0; r < ranks; r++)); do install -m 622 /dev/null "$tap.$r"; done
     [ $root = 1 ] && drop=(setpriv --reuid="$luid" --regid="$gid" --clear-groups --no-new-privs)
     cmd=("$lbin" --filter "$suite/$name" -j1 --timeout "$wall" --short-filename)
+    [ -n "$worker" ] && cmd+=(--relay-worker "$worker")
     # The secrets (the record's path and token, the TAP report's path, the outputs' path) go
     # in files of a folder of AS_UID's, one per rank (sec/RANK: "RECORD TOKEN", the TAP path,
     # then the outputs' prefix), which the runner (Criterion) or each rank (kn_mpi_test.c)
@@ -83,7 +92,8 @@ launch() {
     fi
     # The jail (jail.sh): this run's folder, the records folder (0711: the random names stay
     # secret) and the binary; nothing else of the machine's files.
-    jail_cmd RW "$lhome" RW "$work/rec" RO "$lbin" --
+    local wbind=(); [ -n "$worker" ] && wbind=(RO "$worker")
+    jail_cmd RW "$lhome" RW "$work/rec" RO "$lbin" "${wbind[@]}" --
     run=("${JAIL[@]}" "${run[@]}")
     cd "$lhome/scratch" || exit 1
     start=$(date +%s.%N)
@@ -206,7 +216,16 @@ if [ -n "$checker" ]; then
     res=$work/rec/$(rnd)
     for ((r = 0; r < ranks; r++)); do install -m 622 /dev/null "$res.$r"; done
 fi
-launch "$bin" "$uid" "$d" "$work/out/$idx" "$res"
+if [ $relay = 1 ]; then
+    # The staff's build runs the test's body as the test's user; the student's build is its
+    # worker (same user, no MPI, no secret: the relay reads and deletes its secret file and
+    # is non-dumpable before the worker starts)
+    worker=$bin
+    launch "$checker" "$uid" "$d" "$work/out/$idx" "$res"
+    worker=""
+else
+    launch "$bin" "$uid" "$d" "$work/out/$idx" "$res"
+fi
 judge "$work/out/$idx"
 secs_all=$secs
 

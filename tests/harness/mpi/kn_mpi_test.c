@@ -56,18 +56,19 @@ typedef struct {
     const char *suite, *name;
     kn_mpi_test_fn fn;
     int ranks; /* graded on this many ranks */
+    int relay; /* KN_MPI_RELAY_TEST: its units run in the relay's worker (kn_mpi_relay.c) */
 } mpi_test;
 
 static mpi_test g_tests[KN_MPI_TEST_MAX];
 static int g_ntests, g_rank, g_fails;
 static char g_msg[KN_MPI_MSG];
 
-void kn_mpi_test_register(const char *suite, const char *name, kn_mpi_test_fn fn, int ranks) {
+void kn_mpi_test_register(const char *suite, const char *name, kn_mpi_test_fn fn, int ranks, int relay) {
     if (g_ntests == KN_MPI_TEST_MAX) {
         fprintf(stderr, "kn_mpi_test_register: more than %d tests (raise KN_MPI_TEST_MAX)\n", KN_MPI_TEST_MAX);
         exit(2);
     }
-    g_tests[g_ntests++] = (mpi_test){suite, name, fn, ranks > 0 ? ranks : 2};
+    g_tests[g_ntests++] = (mpi_test){suite, name, fn, ranks > 0 ? ranks : 2, relay};
 }
 
 void kn_mpi_test_fail(const char *file, int line, const char *fmt, ...) {
@@ -139,6 +140,10 @@ int MPI_Ibarrier(MPI_Comm c, MPI_Request *q) {
 extern char **environ;
 static char g_rec_path[512], g_rec_token[128], g_tap_path[512];
 
+/* The relay and its worker (KN_MPI_RELAY_TEST): one file with the rest of the harness, since
+ * MPI test programs link no other harness object (core/dist.mk). */
+#include "kn_mpi_relay.c"
+
 /* Under the grader, rank R's record "PATH TOKEN", TAP path and outputs' prefix (kn_out.h;
  * an empty line when the test has no checker) are in the secret file
  * $KN_GRADE_SECRET/R (never on mpiexec's command line nor in its environment), which the
@@ -198,8 +203,16 @@ static bool under_mpiexec(void) {
 static void kn_mpi_out_fail(const char *msg) { kn_mpi_test_fail(__FILE__, __LINE__, "%s", msg); }
 
 /* results: the launcher's file (rank 0 writes it), or NULL under the grader (filter, TAP
- * and record per rank). */
-static int rank_main(const char *results, const char *filter) {
+ * and record per rank). worker: the program the relay tests' units run in (kn_mpi_relay.c),
+ * NULL to run them in this process. */
+static int rank_main(const char *results, const char *filter, const char *worker) {
+    int relays = 0;
+    for (int t = 0; t < g_ntests; t++) {
+        char full[512];
+        snprintf(full, sizeof full, "%s/%s", g_tests[t].suite, g_tests[t].name);
+        relays += g_tests[t].relay && (!filter || !fnmatch(filter, full, 0));
+    }
+    if (worker && relays) relay_start(worker); /* before MPI: no fork in an MPI process */
     if (kn_dist_init("kn_mpi_test") != KN_OK) {
         fprintf(stderr, "kn_mpi_test: %s\n", kn_last_error());
         return 2;
@@ -209,6 +222,15 @@ static int rank_main(const char *results, const char *filter) {
     if (kn_comm_world(&c, KN_COMM_MPI) != KN_OK) {
         fprintf(stderr, "kn_mpi_test: %s\n", kn_last_error());
         return 2;
+    }
+    if (g_relay_fd >= 0) {
+        /* every rank's constructors ran (its secret file is read and gone) before any
+         * worker runs a line of the lab's code */
+        if (kn_comm_barrier(c) != KN_OK) {
+            fprintf(stderr, "kn_mpi_test: %s\n", kn_last_error());
+            kn_dist_abort(2);
+        }
+        relay_go();
     }
     FILE *f = NULL, *tap = NULL;
     if (!results && g_tap_path[0] && !(tap = fopen(g_tap_path, "w"))) {
@@ -246,9 +268,11 @@ static int rank_main(const char *results, const char *filter) {
             kn_mpi_test_fail(__FILE__, __LINE__, "this test is graded on %d ranks (its KN_MPI_TEST) but runs on %d: "
                              "the rubric's mpi= tag disagrees (make rubric-check)", g_tests[t].ranks, n);
         else {
+            g_relay_on = g_tests[t].relay && g_relay_fd >= 0;
             kn_out_begin(g_tests[t].suite, g_tests[t].name, kn_mpi_out_fail);
             g_tests[t].fn(c);
             kn_out_end();
+            g_relay_on = false;
         }
         memset(failed, 0, (size_t)n * sizeof(int));
         failed[g_rank] = g_fails > 0;
@@ -294,6 +318,7 @@ static int rank_main(const char *results, const char *filter) {
     kn_free(msg);
     if (f) fclose(f);
     if (tap) fclose(tap);
+    relay_stop();
     kn_comm_free(c);
     kn_dist_finalize();
     return 0;
@@ -492,7 +517,15 @@ static int launcher(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 3 && !strcmp(argv[1], "--rank-mode")) return rank_main(argv[2], NULL);
+    if (argc == 3 && !strcmp(argv[1], "--relay-worker-fd")) return worker_main(atoi(argv[2]));
+    if (argc == 3 && !strcmp(argv[1], "--rank-mode")) {
+        /* make test: this program is its own relay's worker (KN_MPI_TEST_RELAY=0: none) */
+        static char self[4096];
+        ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
+        const char *no = getenv("KN_MPI_TEST_RELAY");
+        if (l > 0) self[l] = '\0';
+        return rank_main(argv[2], NULL, l > 0 && !(no && !strcmp(no, "0")) ? self : NULL);
+    }
     if (argc == 2 && !strcmp(argv[1], "--list")) {
         for (int t = 0; t < g_ntests; t++) {
             int n = 0, last = t;
@@ -506,11 +539,12 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (under_mpiexec()) {
-        const char *filter = NULL;
+        const char *filter = NULL, *worker = NULL;
         for (int i = 1; i < argc; i++)
             if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
             else if (!strncmp(argv[i], "--filter=", 9)) filter = argv[i] + 9;
-        return rank_main(NULL, filter);
+            else if (!strcmp(argv[i], "--relay-worker") && i + 1 < argc) worker = argv[++i];
+        return rank_main(NULL, filter, worker);
     }
     return launcher(argc, argv);
 }

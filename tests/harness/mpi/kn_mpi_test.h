@@ -25,8 +25,9 @@
 #include "kiln/dist.h"
 
 typedef void (*kn_mpi_test_fn)(kn_comm *c);
-/* ranks: the rank count the test is graded on (0: the default, 2). */
-void kn_mpi_test_register(const char *suite, const char *name, kn_mpi_test_fn fn, int ranks);
+/* ranks: the rank count the test is graded on (0: the default, 2); relay: the test runs its
+ * units through the relay (KN_MPI_RELAY_TEST). */
+void kn_mpi_test_register(const char *suite, const char *name, kn_mpi_test_fn fn, int ranks, int relay);
 /* Record a failure of the running test (printf-style message). */
 void kn_mpi_test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -37,9 +38,37 @@ void kn_mpi_test_fail(const char *file, int line, const char *fmt, ...) __attrib
 #define KN_MPI_TEST(suite, name, ...)                                              \
     static void suite##__##name(kn_comm *c);                                       \
     __attribute__((constructor)) static void suite##__##name##__reg(void) {        \
-        kn_mpi_test_register(#suite, #name, suite##__##name, (__VA_ARGS__ + 0));   \
+        kn_mpi_test_register(#suite, #name, suite##__##name, (__VA_ARGS__ + 0), 0); \
     }                                                                              \
     static void suite##__##name(kn_comm *c)
+
+/* KN_MPI_RELAY_TEST(suite, name[, N]): the same, but the lab's units run in a process of
+ * their own, the relay's worker, and every message they send passes through this process,
+ * which counts it (kn_mpi_relay.c says why and how): the counts of kn_mpi_test_sent() are
+ * then out of the units' reach. The test must call every unit through a relay-aware
+ * wrapper (kn_mpi_relay_call; lab 10's outputs.h); the rubric tags such a test `relay`
+ * (make rubric-check), and the grader then runs the test's body in the staff's build with
+ * the student's build as the worker. `make test` runs it the same way, the test program
+ * being both. */
+#define KN_MPI_RELAY_TEST(suite, name, ...)                                        \
+    static void suite##__##name(kn_comm *c);                                       \
+    __attribute__((constructor)) static void suite##__##name##__reg(void) {        \
+        kn_mpi_test_register(#suite, #name, suite##__##name, (__VA_ARGS__ + 0), 1); \
+    }                                                                              \
+    static void suite##__##name(kn_comm *c)
+
+/* A unit call forwarded to the relay's worker: `name` names a function the worker
+ * registered (kn_mpi_relay_unit), a[] are its integer arguments, buf[i] (NULL allowed) len[i]
+ * bytes that travel to the worker and come back as the unit left them. Returns the unit's
+ * status, with its error message set again here. c is the communicator the unit runs on:
+ * the worker gets one whose every message goes through this process. */
+typedef kn_status (*kn_mpi_unit_fn)(kn_comm *c, const int64_t *a, void **buf, const int64_t *len);
+kn_status kn_mpi_relay_call(const char *name, kn_comm *c, const int64_t a[4], void *buf[2], const int64_t len[2]);
+/* Register a unit the worker runs (a constructor of the wrapper's header; names up to 31 bytes). */
+void kn_mpi_relay_unit(const char *name, kn_mpi_unit_fn fn);
+/* True while a KN_MPI_RELAY_TEST runs with a worker: unit calls must go through
+ * kn_mpi_relay_call (this process may hold the staff's units, not the ones under test). */
+bool kn_mpi_relay_active(void);
 
 /* The condition must hold. */
 #define KN_MCHECK(cond, ...)                                                       \
@@ -60,9 +89,11 @@ void kn_mpi_test_fail(const char *file, int line, const char *fmt, ...) __attrib
     } while (0)
 
 /* What this rank asked MPI to do, counted by the harness (kn_mpi_test.c wraps MPI_Isend and
- * the nonblocking collectives through MPI's profiling interface), outside the code under
- * test: its counters are the harness's, not the communicator's (c->seq, which any unit that
- * holds the communicator can change). A test takes one before and one after the call it
+ * the nonblocking collectives through MPI's profiling interface): its counters are the
+ * harness's, not the communicator's (c->seq, which any unit that holds the communicator can
+ * change). In a KN_MPI_RELAY_TEST they live in the relay, a process the units never run
+ * in, which carries out every message they send; in a KN_MPI_TEST they share the units'
+ * process, which could rewrite them. A test takes one before and one after the call it
  * checks. Without MPI every field stays 0. */
 typedef struct {
     int64_t messages;    /* MPI_Isend calls */
