@@ -190,7 +190,7 @@ if part faults && [ "$ngpu" -ge 2 ]; then
 fi
 
 # ---- the plot
-if command -v gnuplot > /dev/null && [ -f scaling.tsv ] && [ "$(wc -l < scaling.tsv)" -gt 2 ]; then
+if part scaling && command -v gnuplot > /dev/null && [ -f scaling.tsv ] && [ "$(wc -l < scaling.tsv)" -gt 2 ]; then
     gnuplot <<GP 2> /dev/null
 set terminal svg size 720,440 dynamic font "sans,12"
 set output "scaling.svg"
